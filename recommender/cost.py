@@ -1,0 +1,45 @@
+"""Cost: dollars per million tokens at full use, and replicas and dollars per month at the target traffic.
+
+Tokens are prompt plus output tokens (what a blended per-token price counts). A replica
+is ``tensor_parallel`` accelerators; the hourly price is per accelerator.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+HOURS_PER_MONTH = 730.0
+
+
+@dataclass(frozen=True, slots=True)
+class CostEstimate:
+    usd_per_1m_tokens: float
+    replicas: int
+    accelerators: int
+    usd_per_month: float
+    price_per_hour_usd: float
+    price_source: str
+
+
+def estimate_cost(
+    *,
+    price_per_hour_usd: float,
+    price_source: str,
+    tensor_parallel: int,
+    replica_tokens_per_s: float,
+    replica_requests_per_s: float,
+    target_requests_per_s: float,
+) -> CostEstimate:
+    """Price per token at saturation, and the fleet the target traffic needs."""
+    hourly = price_per_hour_usd * tensor_parallel
+    per_million = hourly / (replica_tokens_per_s * 3600.0) * 1e6
+    replicas = max(1, math.ceil(target_requests_per_s / replica_requests_per_s - 1e-9))
+    return CostEstimate(
+        usd_per_1m_tokens=per_million,
+        replicas=replicas,
+        accelerators=replicas * tensor_parallel,
+        usd_per_month=replicas * hourly * HOURS_PER_MONTH,
+        price_per_hour_usd=price_per_hour_usd,
+        price_source=price_source,
+    )

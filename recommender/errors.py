@@ -1,0 +1,36 @@
+"""One exception family for everything a user can get wrong.
+
+The CLI catches `BadInputError` once and prints it as a single line naming the field
+and the fix, with exit code 2 — no traceback. Expected outcomes of a search (a method
+that cannot run on a device, a config that does not fit) are *not* errors: they are
+recorded as infeasible candidates with their reason.
+"""
+
+from __future__ import annotations
+
+
+class RecommenderError(Exception):
+    """Base class of the tool's own errors."""
+
+
+class BadInputError(RecommenderError):
+    """Input the user can fix: names the field (or flag, or file) and says how.
+
+    Args:
+        field: where the problem is, e.g. ``search_spaces/demo.yaml: space.gpus[2]``.
+        problem: what is wrong with it.
+        fix: what to do instead.
+    """
+
+    def __init__(self, field: str, problem: str, fix: str = "") -> None:
+        self.field = field
+        self.problem = problem
+        self.fix = fix
+        message = f"{field}: {problem}"
+        if fix:
+            message += f" (fix: {fix})"
+        super().__init__(message)
+
+
+class MethodUnavailableError(RecommenderError):
+    """A quantization method cannot run here (device, kernel, library); the search records it."""

@@ -1,0 +1,143 @@
+"""Where a model's weights come from: a local directory or a hub id, through one code path.
+
+Both go through transformers' ``from_pretrained``; a local directory is checked up front
+(config present, safetensors weights, pickle only with an explicit opt-in) so a wrong
+path fails with one line instead of a deep stack. Remote code and pickle weights are
+off unless the spec opts in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from recommender.errors import BadInputError
+
+if TYPE_CHECKING:
+    from torch import nn
+    from transformers import PretrainedConfig, PreTrainedTokenizerBase
+
+    from recommender.quantize import DeviceInfo
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSource:
+    """A resolved model reference.
+
+    Args:
+        location: absolute directory path, or a hub id.
+        is_local: True for a directory.
+        revision: hub revision, for hub ids.
+        allow_pickle: allow .bin (pickle) weights.
+        trust_remote_code: run code shipped with the model.
+    """
+
+    location: str
+    is_local: bool
+    revision: str | None = None
+    allow_pickle: bool = False
+    trust_remote_code: bool = False
+
+    @classmethod
+    def resolve(
+        cls,
+        source: str,
+        *,
+        base_dir: Path,
+        field: str = "model.source",
+        revision: str | None = None,
+        allow_pickle: bool = False,
+        trust_remote_code: bool = False,
+    ) -> ModelSource:
+        """Turn the user's string into a source: an existing directory wins over a hub id."""
+        candidate = Path(source).expanduser()
+        if not candidate.is_absolute():
+            candidate = base_dir / candidate
+        looks_like_path = source.startswith((".", "/", "~")) or not _HUB_ID.match(source)
+        if candidate.is_dir():
+            _check_local_dir(candidate.resolve(), field=field, allow_pickle=allow_pickle)
+            return cls(str(candidate.resolve()), True, None, allow_pickle, trust_remote_code)
+        if looks_like_path:
+            raise BadInputError(
+                field,
+                f"model directory {str(candidate)!r} not found",
+                "give an existing directory with config.json and *.safetensors, or a hub id such as org/name",
+            )
+        return cls(source, False, revision, allow_pickle, trust_remote_code)
+
+    @property
+    def name(self) -> str:
+        return Path(self.location).name if self.is_local else self.location
+
+    def _common_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"trust_remote_code": self.trust_remote_code}
+        if not self.is_local and self.revision:
+            kwargs["revision"] = self.revision
+        if not self.allow_pickle:
+            kwargs["use_safetensors"] = True
+        return kwargs
+
+    def load_config(self) -> PretrainedConfig:
+        from transformers import AutoConfig
+
+        kwargs = self._common_kwargs()
+        kwargs.pop("use_safetensors", None)
+        return AutoConfig.from_pretrained(self.location, **kwargs)
+
+    def load_tokenizer(self) -> PreTrainedTokenizerBase:
+        from transformers import AutoTokenizer
+
+        kwargs = self._common_kwargs()
+        kwargs.pop("use_safetensors", None)
+        return AutoTokenizer.from_pretrained(self.location, **kwargs)
+
+    def load_model(self, *, dtype: Any, device: DeviceInfo, **extra: Any) -> nn.Module:
+        """Load weights with transformers, in eval mode, on `device`."""
+        from transformers import AutoModelForCausalLM
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        model = AutoModelForCausalLM.from_pretrained(
+            self.location, dtype=dtype, device_map=device.kind, **self._common_kwargs(), **extra
+        )
+        model.eval()
+        return model
+
+    def fingerprint(self) -> str:
+        """sha256 over the weight files' bytes (local), or the hub id at its revision."""
+        if not self.is_local:
+            return f"hub:{self.location}@{self.revision or 'main'}"
+        digest = hashlib.sha256()
+        root = Path(self.location)
+        for path in sorted(_weight_files(root, allow_pickle=self.allow_pickle)):
+            digest.update(path.name.encode())
+            with path.open("rb") as handle:
+                for chunk in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(chunk)
+        return "sha256:" + digest.hexdigest()
+
+
+def _weight_files(root: Path, *, allow_pickle: bool) -> list[Path]:
+    files = list(root.glob("*.safetensors"))
+    if allow_pickle:
+        files += list(root.glob("*.bin"))
+    return files
+
+
+def _check_local_dir(root: Path, *, field: str, allow_pickle: bool) -> None:
+    if not (root / "config.json").is_file():
+        raise BadInputError(field, f"{root} has no config.json", "point at a saved Hugging Face model directory")
+    if _weight_files(root, allow_pickle=allow_pickle):
+        return
+    if list(root.glob("*.bin")):
+        raise BadInputError(
+            field,
+            f"{root} has only pickle (.bin) weights, which can run code when loaded",
+            "convert them to safetensors, or set model.allow_pickle: true if you trust the files",
+        )
+    raise BadInputError(field, f"{root} has no *.safetensors weights", "point at a directory with the model's weights")

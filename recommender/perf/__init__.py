@@ -1,0 +1,1 @@
+"""Performance: the hardware catalog, the local probe, and the roofline projection."""

@@ -1,0 +1,110 @@
+"""The accelerator catalog: a data file of GPUs with sourced specs and prices.
+
+The built-in file is ``hardware.yaml`` beside this module. A user's file (spec key
+``hardware_catalog``) overrides fields of existing entries or adds new ones, so contract
+prices need no code change.
+"""
+
+from __future__ import annotations
+
+import difflib
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from recommender.errors import BadInputError
+from recommender.quantize import DeviceInfo
+
+BUILTIN_CATALOG = Path(__file__).with_name("hardware.yaml")
+
+
+class Interconnect(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: str
+    bandwidth_gbps: float = Field(gt=0)
+
+
+class Accelerator(BaseModel):
+    """One accelerator: dense peak rates, memory, interconnect, price, and where each came from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str = ""
+    name: str
+    vendor: Literal["nvidia", "amd"]
+    compute_capability: str | None = None
+    memory_gb: float = Field(gt=0)
+    memory_bandwidth_gbps: float = Field(gt=0)
+    peak_tflops: dict[str, float]
+    native_precisions: list[str]
+    interconnect: Interconnect
+    max_tensor_parallel: int = Field(default=8, gt=0)
+    price_per_hour_usd: float = Field(ge=0)
+    price_source: str
+    price_date: str
+    spec_source: str
+
+    @property
+    def device(self) -> DeviceInfo:
+        """The device a quantization method would meet on this accelerator."""
+        if self.vendor == "amd":
+            return DeviceInfo("rocm")
+        major, minor = (int(x) for x in (self.compute_capability or "0.0").split("."))
+        return DeviceInfo("cuda", (major, minor))
+
+    def peak_flops(self, dtype: str) -> float:
+        """Dense peak in FLOP/s for a compute dtype; 16-bit when the dtype has no tensor cores."""
+        tflops = self.peak_tflops.get(dtype) or self.peak_tflops.get("bf16") or self.peak_tflops["fp16"]
+        return tflops * 1e12
+
+
+class Catalog(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    accelerators: dict[str, Accelerator]
+    source: str
+
+    @cached_property
+    def names(self) -> list[str]:
+        return sorted(self.accelerators)
+
+    def get(self, key: str, *, field: str = "hardware") -> Accelerator:
+        if key in self.accelerators:
+            return self.accelerators[key]
+        close = difflib.get_close_matches(key, self.accelerators, n=3)
+        hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(self.names)} or local"
+        raise BadInputError(field, f"unknown accelerator {key!r}", hint)
+
+
+def _read(path: Path) -> dict[str, dict[str, object]]:
+    if not path.is_file():
+        raise BadInputError("hardware_catalog", f"{path} not found", "give an existing catalog YAML")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise BadInputError(f"hardware_catalog: {path}", f"malformed YAML: {exc}".splitlines()[0]) from None
+    entries = data.get("accelerators") if isinstance(data, dict) else None
+    if not isinstance(entries, dict):
+        raise BadInputError(f"hardware_catalog: {path}", "no 'accelerators' mapping", "see recommender/perf/hardware.yaml")
+    return entries
+
+
+def load_catalog(override: Path | None = None) -> Catalog:
+    """The built-in catalog, with a user's file merged over it entry by entry."""
+    entries = {k: dict(v) for k, v in _read(BUILTIN_CATALOG).items()}
+    source = str(BUILTIN_CATALOG.name)
+    if override is not None:
+        for key, fields in _read(override).items():
+            entries[key] = {**entries.get(key, {}), **(fields or {})}
+        source += f" + {override}"
+    accelerators: dict[str, Accelerator] = {}
+    for key, fields in entries.items():
+        try:
+            accelerators[key] = Accelerator.model_validate({**fields, "key": key})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            raise BadInputError(f"hardware_catalog: accelerators.{key}.{loc}", first["msg"]) from None
+    return Catalog(accelerators=accelerators, source=source)

@@ -1,0 +1,1 @@
+"""Quality evidence: lm-eval task scores, fidelity against the baseline, and verdicts."""

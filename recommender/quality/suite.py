@@ -1,0 +1,112 @@
+"""A use-case suite: which lm-eval tasks stand for the use case, and how much each may degrade.
+
+Suites are YAML under ``evals/`` (see ``evals/demo.yaml``). Task names are standard
+lm-eval names or names from the suite's own task folder (``include_path``), which lm-eval's
+TaskManager registers alongside its built-in tasks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from recommender.errors import BadInputError
+
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class Threshold(BaseModel):
+    """How much worse than the baseline a task may get; exactly one kind per task.
+
+    ``max_relative_drop``: degradation / |baseline| (0.05 = 5 % worse).
+    ``max_absolute_drop``: degradation in the metric's own units (0.02 = 2 points of accuracy).
+    ``min_value``: an absolute floor (or ceiling, for lower-is-better metrics).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    max_relative_drop: Fraction | None = None
+    max_absolute_drop: Annotated[float, Field(ge=0.0)] | None = None
+    min_value: float | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Threshold:
+        set_kinds = [k for k in ("max_relative_drop", "max_absolute_drop", "min_value") if getattr(self, k) is not None]
+        if len(set_kinds) != 1:
+            raise ValueError("give exactly one of max_relative_drop, max_absolute_drop, min_value")
+        return self
+
+    def describe(self, higher_is_better: bool) -> str:
+        if self.max_relative_drop is not None:
+            return f"relative drop <= {self.max_relative_drop:.1%}"
+        if self.max_absolute_drop is not None:
+            return f"absolute drop <= {self.max_absolute_drop:g}"
+        return f"{'>=' if higher_is_better else '<='} {self.min_value:g}"
+
+
+class TaskThreshold(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    task: str
+    metric: str = Field(description="lm-eval metric key without the filter, e.g. acc or word_perplexity.")
+    filter: str = "none"
+    higher_is_better: bool
+    threshold: Threshold
+    limit: Annotated[int, Field(gt=0)] | None = Field(default=None, description="Documents for this task; default: the suite's limit.")
+
+
+class Fidelity(BaseModel):
+    """Distribution-level limits against the unquantized model, measured on held-out text."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    max_mean_kl: Annotated[float, Field(gt=0.0)] | None = None
+    text_task: str | None = Field(default=None, description="Task whose documents give the text; default: the first task.")
+    text_windows: Annotated[int, Field(gt=0)] = 16
+    window_tokens: Annotated[int, Field(gt=8)] = 256
+
+
+class UseCase(BaseModel):
+    """A use case as lm-eval tasks with thresholds, plus fidelity limits."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    description: str = ""
+    include_path: Path | None = Field(default=None, description="Folder of local lm-eval task YAMLs, relative to the suite.")
+    limit: Annotated[int, Field(gt=0)] | None = Field(default=None, description="Documents per task (None: all).")
+    batch_size: Annotated[int, Field(gt=0)] = 8
+    tasks: list[TaskThreshold] = Field(min_length=1)
+    fidelity: Fidelity = Fidelity()
+    suite_path: Path | None = Field(default=None, exclude=True)
+
+    @property
+    def task_names(self) -> list[str]:
+        return [t.task for t in self.tasks]
+
+    def resolved_include_path(self) -> Path | None:
+        if self.include_path is None:
+            return None
+        base = self.suite_path.parent if self.suite_path else Path.cwd()
+        return (base / self.include_path).resolve()
+
+
+def load_use_case(path: Path, *, field: str = "use_case") -> UseCase:
+    """Read and validate a suite file; problems become one BadInputError naming the field."""
+    if not path.is_file():
+        raise BadInputError(field, f"use-case suite {path} not found", "point at a suite YAML such as evals/demo.yaml")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise BadInputError(f"{path}", f"malformed YAML: {exc}".splitlines()[0], "fix the YAML syntax") from None
+    try:
+        suite = UseCase.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise BadInputError(f"{path}: {loc}", msg, "see evals/demo.yaml for a valid suite") from None
+    suite = suite.model_copy(update={"suite_path": path.resolve()})
+    include = suite.resolved_include_path()
+    if include is not None and not include.is_dir():
+        raise BadInputError(f"{path}: include_path", f"{include} is not a directory", "point at the folder of task YAMLs")
+    return suite

@@ -1,0 +1,33 @@
+"""Precision -> quantization method registry.
+
+Add a method by appending it to its backend file's ``METHODS`` (or a new backend file
+listed in ``_BACKENDS`` below); nothing else changes. Importing this package imports no
+torch: the methods' loaders import their libraries when they run.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from recommender.errors import BadInputError
+from recommender.quantize import baseline, bitsandbytes, torchao
+from recommender.quantize._base import DeviceInfo, EngineFlags, QuantMethod
+
+__all__ = ["DeviceInfo", "EngineFlags", "QuantMethod", "all_methods", "get_method"]
+
+_BACKENDS = (baseline, bitsandbytes, torchao)
+
+
+def all_methods() -> dict[str, QuantMethod]:
+    """Every registered method by name."""
+    return {m.name: m for backend in _BACKENDS for m in backend.METHODS}
+
+
+def get_method(name: str, *, field: str = "method") -> QuantMethod:
+    """The method called `name`, or a BadInputError naming the field and the closest names."""
+    methods = all_methods()
+    if name in methods:
+        return methods[name]
+    close = difflib.get_close_matches(name, methods, n=3)
+    hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(sorted(methods))}"
+    raise BadInputError(field, f"unknown quantization method {name!r}", hint)

@@ -1,0 +1,95 @@
+"""What a quantization method is: a precision, a real kernel library, and where it can run.
+
+A method knows its effective bits per weight (scales included, for the memory model),
+the devices its kernels support (so the search can refuse it before loading anything),
+and the flag a serving engine uses for the same scheme, or ``None`` where no engine has
+one (the report then says so instead of inventing a flag).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from recommender.errors import MethodUnavailableError
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from recommender.model_source import ModelSource
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInfo:
+    """The device a model would be loaded on: "cpu" or "cuda", with CUDA's compute capability."""
+
+    kind: str
+    compute_capability: tuple[int, int] | None = None
+
+    @property
+    def label(self) -> str:
+        if self.compute_capability is None:
+            return self.kind
+        major, minor = self.compute_capability
+        return f"{self.kind} (sm_{major}{minor})"
+
+
+@dataclass(frozen=True, slots=True)
+class EngineFlags:
+    """The serving engines' names for this scheme; None = the engine has no such scheme."""
+
+    vllm: str | None = None
+    sglang: str | None = None
+    tgi: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class QuantMethod(ABC):
+    """One way to put a model at a precision.
+
+    Args:
+        name: registry key, e.g. ``bnb-nf4``.
+        precision: the precision family it belongs to (bf16, fp16, fp8, int8, int4).
+        library: the library whose kernels run it.
+        bits_per_weight: effective storage bits per linear-layer weight, scales included.
+        weight_only: True when activations stay in 16-bit (dequantize-then-matmul).
+        devices: device kinds with kernels for it.
+        min_cuda_capability: lowest CUDA capability its CUDA kernels need.
+        engines: serving-engine flags for the same scheme.
+        description: one line for tables and --help.
+    """
+
+    name: str
+    precision: str
+    library: str
+    bits_per_weight: float
+    weight_only: bool
+    devices: frozenset[str]
+    min_cuda_capability: tuple[int, int] = (7, 0)
+    engines: EngineFlags = field(default_factory=EngineFlags)
+    description: str = ""
+
+    def unavailable_reason(self, device: DeviceInfo) -> str | None:
+        """Why this method cannot run on `device`, or None when it can."""
+        if device.kind not in self.devices:
+            return f"{self.name} has no {device.kind} kernels (runs on: {', '.join(sorted(self.devices))})"
+        if device.kind == "cuda" and device.compute_capability is not None:
+            if device.compute_capability < self.min_cuda_capability:
+                need = ".".join(map(str, self.min_cuda_capability))
+                have = ".".join(map(str, device.compute_capability))
+                return f"{self.name} needs CUDA capability >= {need}, this GPU has {have}"
+        return None
+
+    def check_device(self, device: DeviceInfo) -> None:
+        reason = self.unavailable_reason(device)
+        if reason is not None:
+            raise MethodUnavailableError(reason)
+
+    def load(self, source: ModelSource, device: DeviceInfo) -> nn.Module:
+        """Load the model from `source` and quantize it with this method's real kernels."""
+        self.check_device(device)
+        return self._load(source, device)
+
+    @abstractmethod
+    def _load(self, source: ModelSource, device: DeviceInfo) -> nn.Module: ...

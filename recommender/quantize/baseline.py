@@ -1,0 +1,51 @@
+"""The unquantized baselines: the model's weights cast to bf16 or fp16, nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from recommender.quantize._base import DeviceInfo, EngineFlags, QuantMethod
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from recommender.model_source import ModelSource
+
+
+@dataclass(frozen=True, kw_only=True)
+class CastMethod(QuantMethod):
+    """Load in a 16-bit dtype; the reference every other method is compared with."""
+
+    dtype_name: str
+
+    def _load(self, source: ModelSource, device: DeviceInfo) -> nn.Module:
+        import torch
+
+        return source.load_model(dtype=getattr(torch, self.dtype_name), device=device)
+
+
+METHODS: tuple[QuantMethod, ...] = (
+    CastMethod(
+        name="baseline",
+        precision="bf16",
+        library="torch",
+        bits_per_weight=16.0,
+        weight_only=False,
+        devices=frozenset({"cpu", "cuda", "rocm"}),
+        engines=EngineFlags(vllm="", sglang="", tgi=""),
+        dtype_name="bfloat16",
+        description="bf16 weights and activations (no quantization)",
+    ),
+    CastMethod(
+        name="fp16",
+        precision="fp16",
+        library="torch",
+        bits_per_weight=16.0,
+        weight_only=False,
+        devices=frozenset({"cpu", "cuda", "rocm"}),
+        engines=EngineFlags(vllm="", sglang="", tgi=""),
+        dtype_name="float16",
+        description="fp16 weights and activations (no quantization)",
+    ),
+)

@@ -1,0 +1,87 @@
+"""bitsandbytes methods: LLM.int8() and 4-bit NF4/FP4, loaded through transformers.
+
+bitsandbytes >= 0.47 ships CPU kernels for both, so the demo quantizes for real on
+the CPU. Effective bits: LLM.int8 stores one fp32 scale per output row (negligible at
+real widths: 8 + 32/in_features); 4-bit stores one fp32 absmax per 64-weight block
+(4 + 32/64 = 4.5) unless double quantization is on.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from recommender.quantize._base import DeviceInfo, EngineFlags, QuantMethod
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from recommender.model_source import ModelSource
+
+
+@dataclass(frozen=True, kw_only=True)
+class BitsAndBytesMethod(QuantMethod):
+    """Quantize at load time with transformers' BitsAndBytesConfig."""
+
+    config: tuple[tuple[str, Any], ...]
+
+    def _load(self, source: ModelSource, device: DeviceInfo) -> nn.Module:
+        import torch
+        from transformers import BitsAndBytesConfig
+
+        kwargs = dict(self.config)
+        if "bnb_4bit_compute_dtype" in kwargs:
+            kwargs["bnb_4bit_compute_dtype"] = getattr(torch, kwargs["bnb_4bit_compute_dtype"])
+        # LLM.int8 warns once per matmul that it casts bf16 inputs to fp16; that is its design.
+        warnings.filterwarnings("ignore", message="MatMul8bitLt: inputs will be cast")
+        return source.load_model(
+            dtype=torch.bfloat16,
+            device=device,
+            quantization_config=BitsAndBytesConfig(**kwargs),
+        )
+
+
+METHODS: tuple[QuantMethod, ...] = (
+    BitsAndBytesMethod(
+        name="bnb-llm-int8",
+        precision="int8",
+        library="bitsandbytes",
+        bits_per_weight=8.0,
+        weight_only=False,
+        devices=frozenset({"cpu", "cuda"}),
+        engines=EngineFlags(vllm=None, sglang=None, tgi="bitsandbytes"),
+        config=(("load_in_8bit", True),),
+        description="LLM.int8(): int8 weights, int8 matmul with fp16 outlier columns",
+    ),
+    BitsAndBytesMethod(
+        name="bnb-nf4",
+        precision="int4",
+        library="bitsandbytes",
+        bits_per_weight=4.5,
+        weight_only=True,
+        devices=frozenset({"cpu", "cuda"}),
+        engines=EngineFlags(vllm="bitsandbytes", sglang="bitsandbytes", tgi="bitsandbytes-nf4"),
+        config=(
+            ("load_in_4bit", True),
+            ("bnb_4bit_quant_type", "nf4"),
+            ("bnb_4bit_compute_dtype", "bfloat16"),
+        ),
+        description="4-bit NormalFloat weights, block 64, bf16 compute",
+    ),
+    BitsAndBytesMethod(
+        name="bnb-fp4",
+        precision="int4",
+        library="bitsandbytes",
+        bits_per_weight=4.5,
+        weight_only=True,
+        devices=frozenset({"cpu", "cuda"}),
+        engines=EngineFlags(vllm=None, sglang=None, tgi="bitsandbytes-fp4"),
+        config=(
+            ("load_in_4bit", True),
+            ("bnb_4bit_quant_type", "fp4"),
+            ("bnb_4bit_compute_dtype", "bfloat16"),
+        ),
+        description="4-bit float weights, block 64, bf16 compute",
+    ),
+)

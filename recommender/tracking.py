@@ -1,0 +1,150 @@
+"""MLflow tracking: one parent run per study, one child run per evaluated trial.
+
+Uses ``MlflowClient`` with explicit run ids rather than mlflow's active-run stack, so
+nothing depends on global state and several workers can log into one study. The
+default store is ``sqlite:///mlruns/mlflow.db`` (MLflow 3 refuses the old file store
+by default), with artifacts beside it in ``mlruns/artifacts``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from recommender.errors import BadInputError
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+    from recommender.candidate import CandidateResult
+
+DEFAULT_TRACKING_URI = "sqlite:///mlruns/mlflow.db"
+
+
+def resolve_tracking_uri(flag: str | None) -> str:
+    """The flag, else MLFLOW_TRACKING_URI, else the local sqlite store."""
+    return flag or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+
+
+def _artifact_root(uri: str) -> str | None:
+    """For a sqlite store, keep artifacts in a folder beside the database file."""
+    if uri.startswith("sqlite:///"):
+        db = Path(uri.removeprefix("sqlite:///"))
+        return (db.parent.resolve() / "artifacts").as_uri()
+    return None
+
+
+def git_sha() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def _metrics_of(result: CandidateResult) -> dict[str, float]:
+    metrics: dict[str, float] = {}
+    for name in ("ttft_ms", "tpot_ms", "tokens_per_s", "memory_gb"):
+        value = getattr(result, name)
+        if value is not None:
+            metrics[name] = float(value)
+    if result.cost:
+        for name in ("usd_per_1m_tokens", "replicas", "usd_per_month"):
+            metrics[name] = float(result.cost[name])
+    for key, value in result.constraints.items():
+        metrics[f"constraint_{key}"] = float(value)
+    if result.quality:
+        for check in result.quality["checks"]:
+            if check["value"] is not None:
+                metrics[f"quality_{check['name']}_{check['metric']}"] = float(check["value"])
+            if check["delta"] is not None:
+                metrics[f"quality_{check['name']}_{check['metric']}_delta"] = float(check["delta"])
+        if result.quality.get("fidelity"):
+            for key, value in result.quality["fidelity"].items():
+                metrics[f"fidelity_{key}"] = float(value)
+    return metrics
+
+
+@dataclass
+class Tracker:
+    """Logs a study into MLflow."""
+
+    uri: str
+    experiment_id: str
+    client: MlflowClient
+
+    @classmethod
+    def open(cls, uri: str, experiment: str) -> Tracker:
+        """Connect to the store (creating a local sqlite one if needed) and the experiment."""
+        from mlflow import MlflowClient
+        from mlflow.exceptions import MlflowException
+
+        if uri.startswith("sqlite:///"):
+            Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            client = MlflowClient(tracking_uri=uri)
+            found = client.get_experiment_by_name(experiment)
+            experiment_id = (
+                found.experiment_id
+                if found is not None
+                else client.create_experiment(experiment, artifact_location=_artifact_root(uri))
+            )
+        except (MlflowException, OSError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise BadInputError(
+                "--tracking-uri", f"MLflow store {uri!r} cannot be used: {first[:200]}",
+                "pass a reachable tracking server or a sqlite:///path.db URI",
+            ) from None
+        return cls(uri, experiment_id, client)
+
+    def start_study(self, *, study_name: str, tags: dict[str, str], params: dict[str, Any]) -> str:
+        run = self.client.create_run(self.experiment_id, run_name=study_name, tags=tags)
+        from mlflow.entities import Param
+
+        self.client.log_batch(run.info.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
+        return run.info.run_id
+
+    def log_trial(self, parent_run_id: str, trial_number: int, result: CandidateResult) -> str:
+        from mlflow.entities import Metric, Param, RunTag
+
+        c = result.candidate
+        run = self.client.create_run(
+            self.experiment_id,
+            run_name=f"trial-{trial_number:03d} {c.key}",
+            tags={"mlflow.parentRunId": parent_run_id},
+        )
+        run_id = run.info.run_id
+        params = {
+            "precision": c.precision, "method": c.method, "hardware": c.hardware,
+            "batch_size": c.batch_size, "tensor_parallel": c.tensor_parallel, "trial_number": trial_number,
+        }
+        tags = {
+            "status": result.status,
+            "feasible": str(result.feasible).lower(),
+            "quality_verdict": result.quality_verdict,
+            "perf_provenance": result.perf_provenance[:5000],
+            "provenance": "measured" if result.perf_provenance.startswith("measured") else "modeled",
+            "broken": "; ".join(result.broken)[:5000],
+        }
+        metrics = [Metric(k, v, 0, 0) for k, v in _metrics_of(result).items()]
+        self.client.log_batch(
+            run_id,
+            metrics=metrics,
+            params=[Param(k, str(v)) for k, v in params.items()],
+            tags=[RunTag(k, v) for k, v in tags.items()],
+        )
+        self.client.set_terminated(run_id, "FINISHED")
+        return run_id
+
+    def log_artifacts(self, run_id: str, paths: list[Path]) -> None:
+        for path in paths:
+            self.client.log_artifact(run_id, str(path))
+
+    def finish(self, run_id: str, *, metrics: dict[str, float], status: str = "FINISHED") -> None:
+        from mlflow.entities import Metric
+
+        self.client.log_batch(run_id, metrics=[Metric(k, v, 0, 0) for k, v in metrics.items()])
+        self.client.set_terminated(run_id, status)
