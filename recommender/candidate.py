@@ -139,12 +139,17 @@ class CandidateEvaluator:
             return self._pruned(c, "runnable", f"tensor_parallel {c.tensor_parallel} > {max_tp} devices per node")
 
         context = traffic.prompt_tokens + traffic.output_tokens
-        need = memory_needed_gb(self.shape, method, batch_size=c.batch_size, context_tokens=context, tensor_parallel=c.tensor_parallel)
+        need = memory_needed_gb(
+            self.shape, method, batch_size=c.batch_size, context_tokens=context, tensor_parallel=c.tensor_parallel
+        )
         available = _local_memory_gb() if accel is None else accel.memory_gb * GPU_MEMORY_UTILIZATION
         if need > available:
             return self._pruned(
-                c, "memory", f"needs {need:.2f} GB per device, {available:.1f} GB usable",
-                memory_gb=need, memory_available_gb=available,
+                c,
+                "memory",
+                f"needs {need:.2f} GB per device, {available:.1f} GB usable",
+                memory_gb=need,
+                memory_available_gb=available,
             )
 
         quality = self.quality.evaluate(method)
@@ -158,17 +163,28 @@ class CandidateEvaluator:
             price, price_source = self.spec.local_device.price_per_hour_usd, self.spec.local_device.price_source  # type: ignore[union-attr]
         else:
             steps = project_step_times(
-                self.shape, method, accel, prompt_tokens=traffic.prompt_tokens, batch_size=c.batch_size,
-                context_tokens=traffic.prompt_tokens + traffic.output_tokens // 2, tensor_parallel=c.tensor_parallel,
+                self.shape,
+                method,
+                accel,
+                prompt_tokens=traffic.prompt_tokens,
+                batch_size=c.batch_size,
+                context_tokens=traffic.prompt_tokens + traffic.output_tokens // 2,
+                tensor_parallel=c.tensor_parallel,
             )
             price, price_source = accel.price_per_hour_usd, f"{accel.price_source} ({accel.price_date})"
         serving = steady_state(
-            prefill_s=steps.prefill_s, decode_step_s=steps.decode_step_s, batch_size=c.batch_size,
-            traffic=traffic, provenance=steps.provenance,
+            prefill_s=steps.prefill_s,
+            decode_step_s=steps.decode_step_s,
+            batch_size=c.batch_size,
+            traffic=traffic,
+            provenance=steps.provenance,
         )
         cost = estimate_cost(
-            price_per_hour_usd=price, price_source=price_source, tensor_parallel=c.tensor_parallel,
-            replica_tokens_per_s=serving.tokens_per_s, replica_requests_per_s=serving.requests_per_s,
+            price_per_hour_usd=price,
+            price_source=price_source,
+            tensor_parallel=c.tensor_parallel,
+            replica_tokens_per_s=serving.tokens_per_s,
+            replica_requests_per_s=serving.requests_per_s,
             target_requests_per_s=traffic.requests_per_second,
         )
         return self._assemble(c, quality, serving, cost, need, available, probe_result)
@@ -181,8 +197,14 @@ class CandidateEvaluator:
         return self._probes[key]
 
     def _assemble(
-        self, c: Candidate, quality: QualityResult, serving: ServingEstimate, cost: CostEstimate,
-        need: float, available: float, probe_result: ProbeResult | None,
+        self,
+        c: Candidate,
+        quality: QualityResult,
+        serving: ServingEstimate,
+        cost: CostEstimate,
+        need: float,
+        available: float,
+        probe_result: ProbeResult | None,
     ) -> CandidateResult:
         sla = self.spec.sla
         margins = [ch.margin for ch in quality.checks if ch.margin is not None]

@@ -45,12 +45,30 @@ def _root() -> None:
     )
 )
 def search(
-    spec: Annotated[Path | None, typer.Argument(help="Search-space YAML; default: the embedded demo (search_spaces/demo.yaml).")] = None,
-    n_trials: Annotated[int | None, typer.Option(min=1, help="Trials in total for the study (default: the spec's search.n_trials). A resumed study runs only the missing ones.")] = None,
-    storage: Annotated[str, typer.Option(help="Optuna storage URL; the study resumes from it when it exists.")] = "sqlite:///mlruns/optuna.db",
-    tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlruns/mlflow.db).")] = None,
-    output_dir: Annotated[Path, typer.Option(help="recommendation.json goes to OUTPUT_DIR/<study name>/.")] = Path("mlruns/studies"),
-    json_output: Annotated[bool, typer.Option("--json", help="Print recommendation.json to stdout instead of tables.")] = False,
+    spec: Annotated[
+        Path | None, typer.Argument(help="Search-space YAML; default: the embedded demo (search_spaces/demo.yaml).")
+    ] = None,
+    n_trials: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Trials in total for the study (default: the spec's search.n_trials); "
+            "a resumed study runs only the missing ones.",
+        ),
+    ] = None,
+    storage: Annotated[
+        str, typer.Option(help="Optuna storage URL; the study resumes from it when it exists.")
+    ] = "sqlite:///mlruns/optuna.db",
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlruns/mlflow.db)."),
+    ] = None,
+    output_dir: Annotated[Path, typer.Option(help="recommendation.json goes to OUTPUT_DIR/<study name>/.")] = Path(
+        "mlruns/studies"
+    ),
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print recommendation.json to stdout instead of tables.")
+    ] = False,
 ) -> None:
     """Run (or resume) a search and print the cheapest configuration that meets every threshold."""
     from recommender.spec import load_spec
@@ -81,7 +99,13 @@ def _run_with_progress(spec, storage, uri, output_dir, n_trials, console):  # ty
 
     from recommender.search import run_search
 
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("trials", total=n_trials or spec.search.n_trials)
 
@@ -92,10 +116,19 @@ def _run_with_progress(spec, storage, uri, output_dir, n_trials, console):  # ty
             progress.update(task, completed=done, total=planned)
             price = "-" if result.usd_per_1m_tokens is None else f"${result.usd_per_1m_tokens:.4f}/1M"
             verdict = "feasible" if result.feasible else ("; ".join(result.broken)[:90] or result.quality_verdict)
-            progress.console.print(f"  {done:3d} {result.candidate.key:<44} {price:>14}  {'(seen) ' if cached else ''}{verdict}")
+            progress.console.print(
+                f"  {done:3d} {result.candidate.key:<44} {price:>14}  {'(seen) ' if cached else ''}{verdict}"
+            )
 
-        return run_search(spec, storage=storage, tracking_uri=uri, output_root=output_dir, n_trials=n_trials,
-                          on_trial=on_trial, on_status=on_status)
+        return run_search(
+            spec,
+            storage=storage,
+            tracking_uri=uri,
+            output_root=output_dir,
+            n_trials=n_trials,
+            on_trial=on_trial,
+            on_status=on_status,
+        )
 
 
 def main() -> None:

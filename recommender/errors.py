@@ -34,3 +34,14 @@ class BadInputError(RecommenderError):
 
 class MethodUnavailableError(RecommenderError):
     """A quantization method cannot run here (device, kernel, library); the search records it."""
+
+
+def pydantic_location(loc: tuple[object, ...]) -> str:
+    """A pydantic error location as a user writes it: ``space.hardware[2]``."""
+    parts: list[str] = []
+    for part in loc:
+        if isinstance(part, int):
+            parts.append(f"[{part}]")
+        else:
+            parts.append(("." if parts else "") + str(part))
+    return "".join(parts) or "(top level)"

@@ -78,8 +78,11 @@ def open_study(storage: str, study_name: str, seed: int) -> optuna.Study:
         )
     except Exception as exc:  # a bad URL, a missing driver, an unreachable server (SQLAlchemy's errors)
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise BadInputError("--storage", f"cannot open Optuna storage {storage!r}: {first[:200]}",
-                            "pass sqlite:///path.db or a reachable postgresql:// URL") from None
+        raise BadInputError(
+            "--storage",
+            f"cannot open Optuna storage {storage!r}: {first[:200]}",
+            "pass sqlite:///path.db or a reachable postgresql:// URL",
+        ) from None
 
 
 def run_search(
@@ -97,12 +100,17 @@ def run_search(
 
     status = on_status or (lambda _msg: None)
     # Everything that can be refused is checked before a model is loaded.
-    source = ModelSource.resolve(
-        spec.model.source, base_dir=spec.resolve(Path(".")), revision=spec.model.revision,
-        allow_pickle=spec.model.allow_pickle, trust_remote_code=spec.model.trust_remote_code,
-    )
     use_case = load_use_case(spec.resolve(spec.use_case), field=f"{spec.spec_path}: use_case")
-    check_tasks_known(use_case, task_manager(use_case))
+    source = ModelSource.resolve(
+        spec.model.source,
+        base_dir=spec.resolve(Path(".")),
+        revision=spec.model.revision,
+        allow_pickle=spec.model.allow_pickle,
+        trust_remote_code=spec.model.trust_remote_code,
+        field=f"{spec.spec_path}: model.source",
+    )
+    manager = task_manager(use_case)
+    check_tasks_known(use_case, manager)
     catalog = load_catalog(spec.resolve(spec.hardware_catalog) if spec.hardware_catalog else None)
     shape = ModelShape.from_config(source.load_config())
     tracker = Tracker.open(tracking_uri, experiment=f"recommender/{source.name}")
@@ -112,7 +120,8 @@ def run_search(
     previous = study.user_attrs.get(_SPEC_ATTR)
     if previous is not None and previous != fingerprint:
         raise BadInputError(
-            "search.study_name", f"study {spec.study_name!r} exists with a different spec",
+            "search.study_name",
+            f"study {spec.study_name!r} exists with a different spec",
             "rename the study (search.study_name) or restore the spec it was started with",
         )
     study.set_user_attr(_SPEC_ATTR, fingerprint)
@@ -135,29 +144,41 @@ def run_search(
         study.set_user_attr(_PARENT_ATTR, parent_run_id)
 
     models = ModelCache(source, local_device())
-    quality = QualityEvaluator(use_case, models)
+    quality = QualityEvaluator(use_case, models, manager=manager)
     evaluator = CandidateEvaluator(spec, catalog, shape, models, quality)
 
-    methods = sorted({_method_choice(p, m) for p, ms in spec.space.methods.items() for m in ms}
-                     | {_method_choice(spec.current.precision, spec.current.method)})
+    methods = sorted(
+        {_method_choice(p, m) for p, ms in spec.space.methods.items() for m in ms}
+        | {_method_choice(spec.current.precision, spec.current.method)}
+    )
     hardware = sorted(set(spec.space.hardware) | {spec.current.hardware})
     batch_sizes = sorted(set(spec.space.batch_sizes) | {spec.current.batch_size})
     tps = sorted(set(spec.space.tensor_parallel) | {spec.current.tensor_parallel})
 
     known: dict[str, tuple[int, CandidateResult]] = {}
-    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)):
+    for t in study.get_trials(
+        deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    ):
         if _RESULT_ATTR in t.user_attrs:
             result = CandidateResult.from_dict(t.user_attrs[_RESULT_ATTR])
             known.setdefault(result.candidate.key, (t.number, result))
 
     current = Candidate.from_deployment(spec.current)
     planned = n_trials or spec.search.n_trials
-    finished = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)))
+    finished = len(
+        study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED))
+    )
     remaining = max(0, planned - finished)
     if current.key not in known and remaining > 0:
-        study.enqueue_trial({"method": _method_choice(current.precision, current.method), "hardware": current.hardware,
-                             "batch_size": current.batch_size, "tensor_parallel": current.tensor_parallel},
-                            skip_if_exists=True)
+        study.enqueue_trial(
+            {
+                "method": _method_choice(current.precision, current.method),
+                "hardware": current.hardware,
+                "batch_size": current.batch_size,
+                "tensor_parallel": current.tensor_parallel,
+            },
+            skip_if_exists=True,
+        )
     done = [finished]
 
     def objective(trial: optuna.Trial) -> float:
@@ -195,17 +216,28 @@ def run_search(
 
     results = [r for _, r in known.values()]
     recommendation = build(
-        results, current_key=current.key, study=spec.study_name, model=source.name,
-        release=spec.model.release, use_case=use_case.name,
+        results,
+        current_key=current.key,
+        study=spec.study_name,
+        model=source.name,
+        release=spec.model.release,
+        use_case=use_case.name,
     )
     output_dir = output_root / spec.study_name
     path = recommendation.write_json(output_dir / "recommendation.json")
     tracker.log_artifacts(parent_run_id, [path])
     tracker.finish(parent_run_id, metrics=_study_metrics(recommendation))
     return SearchOutcome(
-        recommendation=recommendation, results=results, output_dir=output_dir, recommendation_path=path,
-        study_name=spec.study_name, storage=storage, tracking_uri=tracking_uri, parent_run_id=parent_run_id,
-        quality_evaluations=quality.evaluations, probes=evaluator.probes_run,
+        recommendation=recommendation,
+        results=results,
+        output_dir=output_dir,
+        recommendation_path=path,
+        study_name=spec.study_name,
+        storage=storage,
+        tracking_uri=tracking_uri,
+        parent_run_id=parent_run_id,
+        quality_evaluations=quality.evaluations,
+        probes=evaluator.probes_run,
         new_trials=done[0] - finished,
     )
 

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from recommender.errors import BadInputError
+from recommender.errors import BadInputError, pydantic_location
 
 Precision = Literal["bf16", "fp16", "fp8", "int8", "int4"]
 #: The hardware name that means "this machine, measured"; everything else is a catalog entry.
@@ -122,9 +122,7 @@ class SearchSpec(_Strict):
             for name in names:
                 method = get_method(name, field=f"space.methods.{precision}")
                 if method.precision != precision:
-                    raise ValueError(
-                        f"method {name!r} is a {method.precision} method, listed under {precision}"
-                    )
+                    raise ValueError(f"method {name!r} is a {method.precision} method, listed under {precision}")
         get_method(self.current.method, field="current.method")
         catalog = load_catalog(self.hardware_catalog)
         for i, hw in enumerate([*self.space.hardware, self.current.hardware]):
@@ -151,20 +149,12 @@ class SearchSpec(_Strict):
         return self.search.study_name or f"{self.name}-{self.fingerprint()}"
 
 
-def _loc(error: dict[str, object]) -> str:
-    parts: list[str] = []
-    for part in error.get("loc", ()):  # type: ignore[union-attr]
-        if isinstance(part, int):
-            parts.append(f"[{part}]")
-        else:
-            parts.append(("." if parts else "") + str(part))
-    return "".join(parts) or "(top level)"
-
-
 def load_spec(path: Path) -> SearchSpec:
     """Read and validate a spec file; any problem becomes one BadInputError naming the field."""
     if not path.is_file():
-        raise BadInputError(str(path), "spec file not found", "pass an existing YAML file, e.g. search_spaces/demo.yaml")
+        raise BadInputError(
+            str(path), "spec file not found", "pass an existing YAML file, e.g. search_spaces/demo.yaml"
+        )
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
@@ -185,5 +175,7 @@ def load_spec(path: Path) -> SearchSpec:
             message = "unknown key"
         elif first.get("type") == "missing":
             message = "required key is missing"
-        raise BadInputError(f"{path}: {_loc(first)}", message, "see search_spaces/demo.yaml for a valid spec") from None
+        raise BadInputError(
+            f"{path}: {pydantic_location(tuple(first['loc']))}", message, "see search_spaces/demo.yaml for a valid spec"
+        ) from None
     return spec.model_copy(update={"spec_path": path.resolve()})

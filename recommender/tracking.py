@@ -95,7 +95,8 @@ class Tracker:
         except (MlflowException, OSError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise BadInputError(
-                "--tracking-uri", f"MLflow store {uri!r} cannot be used: {first[:200]}",
+                "--tracking-uri",
+                f"MLflow store {uri!r} cannot be used: {first[:200]}",
                 "pass a reachable tracking server or a sqlite:///path.db URI",
             ) from None
         return cls(uri, experiment_id, client)
@@ -118,8 +119,12 @@ class Tracker:
         )
         run_id = run.info.run_id
         params = {
-            "precision": c.precision, "method": c.method, "hardware": c.hardware,
-            "batch_size": c.batch_size, "tensor_parallel": c.tensor_parallel, "trial_number": trial_number,
+            "precision": c.precision,
+            "method": c.method,
+            "hardware": c.hardware,
+            "batch_size": c.batch_size,
+            "tensor_parallel": c.tensor_parallel,
+            "trial_number": trial_number,
         }
         tags = {
             "status": result.status,

@@ -51,17 +51,13 @@ def test_tasks_are_found_by_task_manager(task_manager: Any) -> None:
         assert name in task_manager.all_tasks
 
 
-def test_data_generation_is_deterministic_and_well_formed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_data_generation_is_deterministic_and_well_formed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     built: list[tuple[Path, Path]] = []
     for sub in ("a", "b"):
         monkeypatch.setenv("RECOMMENDER_CACHE_DIR", str(tmp_path / sub))
         ppl, nxt = eval_data.build_ppl_data(), eval_data.build_next_line_data()
         assert ppl.is_relative_to(tmp_path / sub / "eval_data" / eval_data.PPL_TASK)
-        assert nxt.is_relative_to(
-            tmp_path / sub / "eval_data" / eval_data.NEXT_LINE_TASK
-        )
+        assert nxt.is_relative_to(tmp_path / sub / "eval_data" / eval_data.NEXT_LINE_TASK)
         built.append((ppl, nxt))
     (ppl_a, nxt_a), (ppl_b, nxt_b) = built
     assert ppl_a.name == ppl_b.name and nxt_a.name == nxt_b.name

@@ -161,7 +161,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--peak-lr", type=float, default=3e-3)
     args = parser.parse_args()
-    summary = train(args.output, steps=args.steps, seq_len=args.seq_len, batch_size=args.batch_size, peak_lr=args.peak_lr)
+    summary = train(
+        args.output, steps=args.steps, seq_len=args.seq_len, batch_size=args.batch_size, peak_lr=args.peak_lr
+    )
     print(json.dumps(summary, indent=2))
 
 

@@ -15,7 +15,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from recommender.errors import BadInputError
+from recommender.errors import BadInputError, pydantic_location
 from recommender.quantize import DeviceInfo
 
 BUILTIN_CATALOG = Path(__file__).with_name("hardware.yaml")
@@ -87,7 +87,9 @@ def _read(path: Path) -> dict[str, dict[str, object]]:
         raise BadInputError(f"hardware_catalog: {path}", f"malformed YAML: {exc}".splitlines()[0]) from None
     entries = data.get("accelerators") if isinstance(data, dict) else None
     if not isinstance(entries, dict):
-        raise BadInputError(f"hardware_catalog: {path}", "no 'accelerators' mapping", "see recommender/perf/hardware.yaml")
+        raise BadInputError(
+            f"hardware_catalog: {path}", "no 'accelerators' mapping", "see recommender/perf/hardware.yaml"
+        )
     return entries
 
 
@@ -105,6 +107,6 @@ def load_catalog(override: Path | None = None) -> Catalog:
             accelerators[key] = Accelerator.model_validate({**fields, "key": key})
         except ValidationError as exc:
             first = exc.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"])
+            loc = pydantic_location(tuple(first["loc"]))
             raise BadInputError(f"hardware_catalog: accelerators.{key}.{loc}", first["msg"]) from None
     return Catalog(accelerators=accelerators, source=source)

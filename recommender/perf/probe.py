@@ -9,6 +9,7 @@ the probe through /proc/self/clear_refs, minus the resident set before it.
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import statistics
 import time
@@ -74,10 +75,8 @@ def _rss_mb(field: str) -> float | None:
 
 
 def _reset_peak_rss() -> None:
-    try:
+    with contextlib.suppress(OSError):
         Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        pass
 
 
 def _tensor_mb(model: nn.Module) -> float:

@@ -26,7 +26,9 @@ class ServingEstimate:
     provenance: str
 
 
-def steady_state(*, prefill_s: float, decode_step_s: float, batch_size: int, traffic: Traffic, provenance: str) -> ServingEstimate:
+def steady_state(
+    *, prefill_s: float, decode_step_s: float, batch_size: int, traffic: Traffic, provenance: str
+) -> ServingEstimate:
     """Estimate one replica's latencies and capacity from its step times (see module docstring)."""
     prefills_per_token = batch_size / traffic.output_tokens
     tpot_s = decode_step_s + prefills_per_token * prefill_s

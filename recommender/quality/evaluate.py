@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recommender.errors import MethodUnavailableError
 from recommender.model_cache import ModelCache
@@ -17,6 +17,9 @@ from recommender.quality.lm_eval_runner import TaskScore, run_use_case, task_man
 from recommender.quality.suite import UseCase
 from recommender.quality.verdict import Check, Verdict, all_checks, overall
 from recommender.quantize import QuantMethod, get_method
+
+if TYPE_CHECKING:
+    from lm_eval.tasks import TaskManager
 
 REFERENCE_METHOD = "baseline"
 
@@ -44,7 +47,9 @@ class QualityResult:
             "device": self.device,
             "seconds": round(self.seconds, 2),
             "checks": [c.to_dict() for c in self.checks],
-            "scores": {k: {kk: vv for kk, vv in v.to_dict().items() if kk != "per_doc"} for k, v in self.scores.items()},
+            "scores": {
+                k: {kk: vv for kk, vv in v.to_dict().items() if kk != "per_doc"} for k, v in self.scores.items()
+            },
             "fidelity": self.fidelity.to_dict() if self.fidelity else None,
         }
 
@@ -56,12 +61,13 @@ class QualityEvaluator:
     use_case: UseCase
     models: ModelCache
     limit: int | None = None
+    manager: TaskManager | None = None
     _results: dict[str, QualityResult] = field(default_factory=dict)
     _baseline_scores: dict[str, TaskScore] | None = None
     _baseline_logits: fid.BaselineLogits | None = None
 
     def __post_init__(self) -> None:
-        self._manager = task_manager(self.use_case)
+        self._manager = self.manager or task_manager(self.use_case)
 
     @property
     def evaluations(self) -> int:
@@ -110,7 +116,13 @@ class QualityEvaluator:
         fidelity = fid.compare(model, self._baseline_logits)
         checks = all_checks(self.use_case, self._baseline_scores, scores, fidelity)
         result = QualityResult(
-            method.name, method.precision, overall(checks), checks, scores, fidelity, device,
+            method.name,
+            method.precision,
+            overall(checks),
+            checks,
+            scores,
+            fidelity,
+            device,
             time.perf_counter() - started,
         )
         self._results[method.name] = result

@@ -41,9 +41,7 @@ class BaselineLogits:
     log_probs: torch.Tensor
 
 
-def fidelity_windows(
-    use_case: UseCase, manager: TaskManager, tokenizer: PreTrainedTokenizerBase
-) -> torch.Tensor:
+def fidelity_windows(use_case: UseCase, manager: TaskManager, tokenizer: PreTrainedTokenizerBase) -> torch.Tensor:
     """Token windows cut from the documents of the use case's text task."""
     import torch
     from lm_eval.tasks import get_task_dict

@@ -8,12 +8,12 @@ TaskManager registers alongside its built-in tasks.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from recommender.errors import BadInputError
+from recommender.errors import BadInputError, pydantic_location
 
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 
@@ -53,7 +53,9 @@ class TaskThreshold(BaseModel):
     filter: str = "none"
     higher_is_better: bool
     threshold: Threshold
-    limit: Annotated[int, Field(gt=0)] | None = Field(default=None, description="Documents for this task; default: the suite's limit.")
+    limit: Annotated[int, Field(gt=0)] | None = Field(
+        default=None, description="Documents for this task; default: the suite's limit."
+    )
 
 
 class Fidelity(BaseModel):
@@ -61,7 +63,9 @@ class Fidelity(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     max_mean_kl: Annotated[float, Field(gt=0.0)] | None = None
-    text_task: str | None = Field(default=None, description="Task whose documents give the text; default: the first task.")
+    text_task: str | None = Field(
+        default=None, description="Task whose documents give the text; default: the first task."
+    )
     text_windows: Annotated[int, Field(gt=0)] = 16
     window_tokens: Annotated[int, Field(gt=8)] = 256
 
@@ -72,7 +76,9 @@ class UseCase(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str
     description: str = ""
-    include_path: Path | None = Field(default=None, description="Folder of local lm-eval task YAMLs, relative to the suite.")
+    include_path: Path | None = Field(
+        default=None, description="Folder of local lm-eval task YAMLs, relative to the suite."
+    )
     limit: Annotated[int, Field(gt=0)] | None = Field(default=None, description="Documents per task (None: all).")
     batch_size: Annotated[int, Field(gt=0)] = 8
     tasks: list[TaskThreshold] = Field(min_length=1)
@@ -102,11 +108,13 @@ def load_use_case(path: Path, *, field: str = "use_case") -> UseCase:
         suite = UseCase.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        loc = pydantic_location(tuple(first["loc"]))
         msg = str(first["msg"]).removeprefix("Value error, ")
         raise BadInputError(f"{path}: {loc}", msg, "see evals/demo.yaml for a valid suite") from None
     suite = suite.model_copy(update={"suite_path": path.resolve()})
     include = suite.resolved_include_path()
     if include is not None and not include.is_dir():
-        raise BadInputError(f"{path}: include_path", f"{include} is not a directory", "point at the folder of task YAMLs")
+        raise BadInputError(
+            f"{path}: include_path", f"{include} is not a directory", "point at the folder of task YAMLs"
+        )
     return suite

@@ -57,7 +57,13 @@ def check_task(spec: TaskThreshold, baseline: TaskScore | None, score: TaskScore
             assert th.max_absolute_drop is not None
             margin = worse - th.max_absolute_drop
     return Check(
-        spec.task, spec.metric, baseline.value if baseline else None, score.value, delta, margin, desc,
+        spec.task,
+        spec.metric,
+        baseline.value if baseline else None,
+        score.value,
+        delta,
+        margin,
+        desc,
         "pass" if margin <= 0 else "fail",
     )
 
@@ -70,7 +76,9 @@ def check_fidelity(use_case: UseCase, fidelity: FidelityResult | None) -> Check 
     if fidelity is None:
         return Check("fidelity", "mean_kl", 0.0, None, None, None, desc, "unverified")
     margin = fidelity.mean_kl - limit
-    return Check("fidelity", "mean_kl", 0.0, fidelity.mean_kl, fidelity.mean_kl, margin, desc, "pass" if margin <= 0 else "fail")
+    return Check(
+        "fidelity", "mean_kl", 0.0, fidelity.mean_kl, fidelity.mean_kl, margin, desc, "pass" if margin <= 0 else "fail"
+    )
 
 
 def all_checks(

@@ -74,11 +74,11 @@ class QuantMethod(ABC):
         """Why this method cannot run on `device`, or None when it can."""
         if device.kind not in self.devices:
             return f"{self.name} has no {device.kind} kernels (runs on: {', '.join(sorted(self.devices))})"
-        if device.kind == "cuda" and device.compute_capability is not None:
-            if device.compute_capability < self.min_cuda_capability:
-                need = ".".join(map(str, self.min_cuda_capability))
-                have = ".".join(map(str, device.compute_capability))
-                return f"{self.name} needs CUDA capability >= {need}, this GPU has {have}"
+        capability = device.compute_capability
+        if device.kind == "cuda" and capability is not None and capability < self.min_cuda_capability:
+            need = ".".join(map(str, self.min_cuda_capability))
+            have = ".".join(map(str, capability))
+            return f"{self.name} needs CUDA capability >= {need}, this GPU has {have}"
         return None
 
     def check_device(self, device: DeviceInfo) -> None:

@@ -107,7 +107,8 @@ def build(
     )
     notes = [
         "quality is measured on the local device with the same method and assumed to carry over to other hardware",
-        "latency is a steady-state estimate at saturation (no queueing variance); modeled figures use assumed roofline efficiencies",
+        "latency is a steady-state estimate at saturation (no queueing variance); "
+        "modeled figures use assumed roofline efficiencies",
     ]
     return Recommendation(
         study=study,

@@ -42,8 +42,13 @@ def _config_table(title: str, rows: list[tuple[str, dict[str, Any]]]) -> Table:
         table.add_column(column, overflow="fold")
     for label, s in rows:
         table.add_row(
-            label, s["key"], _money(s["usd_per_1m_tokens"]), str(s["replicas"] or "-"), _money(s["usd_per_month"], 0),
-            _ms(s["ttft_p99_ms"]), _ms(s["tpot_p99_ms"]),
+            label,
+            s["key"],
+            _money(s["usd_per_1m_tokens"]),
+            str(s["replicas"] or "-"),
+            _money(s["usd_per_month"], 0),
+            _ms(s["ttft_p99_ms"]),
+            _ms(s["tpot_p99_ms"]),
             "measured" if s["perf_provenance"].startswith("measured") else "modeled",
         )
     return table
@@ -57,7 +62,9 @@ def render(rec: Recommendation, console: Console) -> None:
         rows.append(("current", rec.current))
     console.print(_config_table(f"Recommendation for {rec.model} ({rec.release}), use case {rec.use_case}", rows))
     for label, summary in rows:
-        console.print(f"  quality of {label} vs bf16 (measured on {summary['quality_device']}): {_quality_cell(summary)}")
+        console.print(
+            f"  quality of {label} vs bf16 (measured on {summary['quality_device']}): {_quality_cell(summary)}"
+        )
     if rec.winner is None:
         console.print("[bold red]No candidate met every threshold.[/] Loosen a threshold or widen the space.")
     if rec.saving:

@@ -29,9 +29,7 @@ def load_next_line(**_: Any) -> Any:
     return load_as_dataset_dict(build_next_line_data())
 
 
-def process_ppl_results(
-    doc: dict[str, Any], results: tuple[float]
-) -> dict[str, tuple[float, int]]:
+def process_ppl_results(doc: dict[str, Any], results: tuple[float]) -> dict[str, tuple[float, int]]:
     """Same accounting as lm-eval's wikitext task: words split on whitespace, UTF-8 bytes."""
     (loglikelihood,) = results
     text = doc["text"]

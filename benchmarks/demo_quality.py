@@ -1,0 +1,84 @@
+"""Quality of every CPU quantization method on the demo use case, with the model's size and chance level.
+
+    .venv/bin/python benchmarks/demo_quality.py [--suite evals/demo.yaml] [--json out.json]
+
+Prints one row per method: task scores, deltas against bf16, mean/p99 KL, top-1
+agreement and the verdict under the suite's thresholds. This is where the demo's
+thresholds were checked to make the decision non-trivial (some precision must fail).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from recommender.model_cache import ModelCache
+from recommender.model_source import ModelSource
+from recommender.quality.evaluate import QualityEvaluator
+from recommender.quality.suite import load_use_case
+from recommender.quantize import DeviceInfo, all_methods
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--suite", type=Path, default=REPO / "evals" / "demo.yaml")
+    parser.add_argument("--model", type=Path, default=REPO / "recommender" / "demo" / "model")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+
+    cpu = DeviceInfo("cpu")
+    use_case = load_use_case(args.suite)
+    source = ModelSource.resolve(str(args.model), base_dir=REPO)
+    models = ModelCache(source, cpu)
+    evaluator = QualityEvaluator(use_case, models)
+    size_mb = sum(p.stat().st_size for p in args.model.glob("*.safetensors")) / 1e6
+    console = Console()
+    console.print(f"model {args.model.name}: {size_mb:.1f} MB safetensors; next-line chance level 0.25")
+
+    table = Table(title=f"{use_case.name} on {cpu.label}")
+    for col in (
+        "method",
+        *[f"{t.task}\n{t.metric}" for t in use_case.tasks],
+        "mean KL",
+        "p99 KL",
+        "top-1",
+        "verdict",
+        "s",
+    ):
+        table.add_column(col)
+    rows = []
+    for name, method in all_methods().items():
+        if method.unavailable_reason(cpu):
+            continue
+        started = time.perf_counter()
+        result = evaluator.evaluate(method)
+        cells = []
+        for spec in use_case.tasks:
+            check = next(c for c in result.checks if c.name == spec.task)
+            cells.append(f"{check.value:.4f} ({check.delta:+.4f})")
+        fid = result.fidelity
+        assert fid is not None
+        table.add_row(
+            name,
+            *cells,
+            f"{fid.mean_kl:.4f}",
+            f"{fid.p99_kl:.4f}",
+            f"{fid.top1_agreement:.3f}",
+            result.verdict,
+            f"{time.perf_counter() - started:.0f}",
+        )
+        rows.append(result.to_dict())
+    console.print(table)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

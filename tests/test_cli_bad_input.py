@@ -1,0 +1,103 @@
+"""Bad input through the real CLI: one line naming the field and the fix, exit code 2, no traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import DEMO_SPEC, REPO
+
+
+def _run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "recommender.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
+
+
+def _spec_with(tmp_path: Path, **changes: object) -> Path:
+    """The demo spec with dotted keys replaced, written beside the real one's paths made absolute."""
+    data = yaml.safe_load(DEMO_SPEC.read_text())
+    data["model"]["source"] = str(REPO / "recommender" / "demo" / "model")
+    data["use_case"] = str(REPO / "evals" / "demo.yaml")
+    for dotted, value in changes.items():
+        node = data
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            node = node[key]
+        if value is None:
+            node.pop(leaf)
+        else:
+            node[leaf] = value
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_missing_spec_file(tmp_path: Path) -> None:
+    _assert_one_line_error(_run("search", str(tmp_path / "nope.yaml")), "nope.yaml", "not found")
+
+
+def test_malformed_yaml_names_the_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: demo\nspace: [unclosed\n")
+    _assert_one_line_error(_run("search", str(bad)), "bad.yaml:", "malformed YAML")
+
+
+@pytest.mark.parametrize(
+    ("changes", "needles"),
+    [
+        (
+            {"space.hardware": ["h100-sxm", "h1000"]},
+            ("space.hardware[1]", "unknown accelerator 'h1000'", "did you mean"),
+        ),
+        ({"space.methods": {"int4": ["bnb-nf5"]}}, ("space.methods.int4", "unknown quantization method 'bnb-nf5'")),
+        ({"space.methods": {"int8": ["bnb-nf4"]}}, ("is a int4 method, listed under int8",)),
+        ({"space.methods": {"int3": ["bnb-nf4"]}}, ("space.methods.int3",)),
+        ({"traffic.prompt_tokens": -5}, ("traffic.prompt_tokens", "greater than 0")),
+        ({"sla.tpot_p99_ms": "fast"}, ("sla.tpot_p99_ms",)),
+        ({"speed": 3}, ("speed", "unknown key")),
+        ({"current": None}, ("current", "required key is missing")),
+        ({"model.source": "./no/such/dir"}, ("model.source", "not found")),
+    ],
+)
+def test_bad_spec_fields(tmp_path: Path, changes: dict[str, object], needles: tuple[str, ...]) -> None:
+    _assert_one_line_error(_run("search", str(_spec_with(tmp_path, **changes))), *needles)
+
+
+def test_threshold_out_of_range_in_suite(tmp_path: Path) -> None:
+    suite = yaml.safe_load((REPO / "evals" / "demo.yaml").read_text())
+    suite["include_path"] = str(REPO / "evals" / "tasks")
+    suite["tasks"][0]["threshold"] = {"max_relative_drop": 1.5}
+    suite_path = tmp_path / "suite.yaml"
+    suite_path.write_text(yaml.safe_dump(suite))
+    spec = _spec_with(tmp_path, use_case=str(suite_path))
+    _assert_one_line_error(_run("search", str(spec)), "tasks[0].threshold.max_relative_drop", "less than or equal to 1")
+
+
+def test_unknown_lm_eval_task_suggests_names(tmp_path: Path) -> None:
+    suite = yaml.safe_load((REPO / "evals" / "demo.yaml").read_text())
+    suite["include_path"] = str(REPO / "evals" / "tasks")
+    suite["tasks"][1]["task"] = "demo_code_next_lines"
+    suite_path = tmp_path / "suite.yaml"
+    suite_path.write_text(yaml.safe_dump(suite))
+    spec = _spec_with(tmp_path, use_case=str(suite_path))
+    _assert_one_line_error(_run("search", str(spec)), "tasks[1].task", "demo_code_next_lines", "demo_code_next_line")
+
+
+def test_help_explains_exit_codes() -> None:
+    result = _run("search", "--help")
+    assert result.returncode == 0
+    assert "Exit codes" in result.stdout and "bad input" in result.stdout

@@ -1,0 +1,23 @@
+"""The measured probe on the local CPU, with the real quantized model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from recommender.model_source import ModelSource
+from recommender.perf.probe import probe
+from recommender.quantize import DeviceInfo, get_method
+
+
+def test_probe_measures_prefill_decode_and_memory(demo_model_dir: Path) -> None:
+    source = ModelSource.resolve(str(demo_model_dir), base_dir=demo_model_dir)
+    model = get_method("torchao-int8-wo").load(source, DeviceInfo("cpu"))
+    small = probe(model, prompt_tokens=32, batch_size=2, decode_steps=4, repeats=3)
+    large = probe(model, prompt_tokens=32, batch_size=16, decode_steps=4, repeats=3)
+    for result in (small, large):
+        assert result.prefill_s > 0 and result.decode_step_s > 0
+        assert result.prefill_spread_s[0] <= result.prefill_s <= result.prefill_spread_s[1]
+        assert result.provenance.startswith("measured: cpu")
+        assert result.weights_mb > 0
+    # The KV cache grows with the batch: 16 sequences hold 8x the cache of 2.
+    assert abs(large.kv_cache_mb / small.kv_cache_mb - 8.0) < 0.5

@@ -1,0 +1,66 @@
+"""Every CPU method really quantizes the demo model with its library's kernels; GPU-only ones refuse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from recommender.errors import MethodUnavailableError
+from recommender.model_source import ModelSource
+from recommender.quantize import DeviceInfo, all_methods, get_method
+
+CPU = DeviceInfo("cpu")
+CPU_METHODS = sorted(name for name, m in all_methods().items() if m.unavailable_reason(CPU) is None)
+
+
+def _weight_class(model: torch.nn.Module) -> str:
+    layer = model.model.layers[0].mlp.up_proj
+    return f"{type(layer).__name__}/{type(layer.weight).__name__}"
+
+
+@pytest.mark.parametrize("name", CPU_METHODS)
+def test_cpu_method_quantizes_and_runs(demo_model_dir: Path, name: str) -> None:
+    source = ModelSource.resolve(str(demo_model_dir), base_dir=demo_model_dir)
+    model = get_method(name).load(source, CPU)
+    kind = _weight_class(model)
+    expected = {
+        "baseline": "Linear/Parameter",
+        "fp16": "Linear/Parameter",
+        "bnb-llm-int8": "Linear8bitLt/Int8Params",
+        "bnb-nf4": "Linear4bit/Params4bit",
+        "bnb-fp4": "Linear4bit/Params4bit",
+        "torchao-float8-wo": "Linear/Float8Tensor",
+        "torchao-int8-wo": "Linear/Int8Tensor",
+        "torchao-int8-dynamic": "Linear/Int8Tensor",
+    }.get(name, "Linear/IntxUnpackedToInt8Tensor")
+    assert kind == expected
+    # lm_head stays 16-bit for every method, as in serving engines' recipes.
+    assert model.lm_head.weight.dtype in (torch.bfloat16, torch.float16)
+    ids = torch.tensor([[1, 2, 3, 4, 5, 6, 7, 8]])
+    with torch.inference_mode():
+        logits = model(ids).logits
+    assert torch.isfinite(logits.float()).all()
+
+
+def test_float8_dynamic_refuses_cpu_with_reason(demo_model_dir: Path) -> None:
+    method = get_method("torchao-float8-dynamic")
+    reason = method.unavailable_reason(CPU)
+    assert reason is not None and "no cpu kernels" in reason
+    source = ModelSource.resolve(str(demo_model_dir), base_dir=demo_model_dir)
+    with pytest.raises(MethodUnavailableError):
+        method.load(source, CPU)
+    assert "capability" in (method.unavailable_reason(DeviceInfo("cuda", (8, 0))) or "")
+    assert method.unavailable_reason(DeviceInfo("cuda", (9, 0))) is None
+
+
+def test_local_directory_checks(tmp_path: Path) -> None:
+    from recommender.errors import BadInputError
+
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "pytorch_model.bin").write_bytes(b"\0")
+    with pytest.raises(BadInputError, match="pickle"):
+        ModelSource.resolve(str(tmp_path), base_dir=tmp_path)
+    assert ModelSource.resolve(str(tmp_path), base_dir=tmp_path, allow_pickle=True).is_local
+    assert not ModelSource.resolve("meta-llama/Llama-3.1-8B", base_dir=tmp_path).is_local
