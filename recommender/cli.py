@@ -75,6 +75,8 @@ def search(
     from recommender.tracking import resolve_tracking_uri
 
     console = Console(stderr=json_output)
+    if not console.is_terminal:  # logs and CI: wide enough that config keys do not wrap
+        console = Console(stderr=json_output, width=140)
     spec_path = spec or DEMO_SPEC
     loaded = load_spec(spec_path)
     uri = resolve_tracking_uri(tracking_uri)

@@ -42,6 +42,7 @@ class ModelSource:
     revision: str | None = None
     allow_pickle: bool = False
     trust_remote_code: bool = False
+    display_name: str | None = None
 
     @classmethod
     def resolve(
@@ -53,6 +54,7 @@ class ModelSource:
         revision: str | None = None,
         allow_pickle: bool = False,
         trust_remote_code: bool = False,
+        name: str | None = None,
     ) -> ModelSource:
         """Turn the user's string into a source: an existing directory wins over a hub id."""
         candidate = Path(source).expanduser()
@@ -61,17 +63,19 @@ class ModelSource:
         looks_like_path = source.startswith((".", "/", "~")) or not _HUB_ID.match(source)
         if candidate.is_dir():
             _check_local_dir(candidate.resolve(), field=field, allow_pickle=allow_pickle)
-            return cls(str(candidate.resolve()), True, None, allow_pickle, trust_remote_code)
+            return cls(str(candidate.resolve()), True, None, allow_pickle, trust_remote_code, name)
         if looks_like_path:
             raise BadInputError(
                 field,
                 f"model directory {str(candidate)!r} not found",
                 "give an existing directory with config.json and *.safetensors, or a hub id such as org/name",
             )
-        return cls(source, False, revision, allow_pickle, trust_remote_code)
+        return cls(source, False, revision, allow_pickle, trust_remote_code, name)
 
     @property
     def name(self) -> str:
+        if self.display_name:
+            return self.display_name
         return Path(self.location).name if self.is_local else self.location
 
     def _common_kwargs(self) -> dict[str, Any]:

@@ -108,6 +108,7 @@ def run_search(
         allow_pickle=spec.model.allow_pickle,
         trust_remote_code=spec.model.trust_remote_code,
         field=f"{spec.spec_path}: model.source",
+        name=spec.model.name,
     )
     manager = task_manager(use_case)
     check_tasks_known(use_case, manager)

@@ -35,6 +35,7 @@ class ModelRef(_Strict):
     """The model to serve: a local directory or a hub id, with its release label."""
 
     source: str = Field(description="Local directory (relative to the spec) or a hub id such as org/name.")
+    name: str | None = Field(default=None, description="Name runs are grouped under; default: hub id or dir name.")
     release: str = Field(default="unreleased", description="Release label recorded with every run.")
     revision: str | None = Field(default=None, description="Hub revision (commit or tag) for hub ids.")
     allow_pickle: bool = Field(default=False, description="Allow pickle (.bin) weights; off by default.")

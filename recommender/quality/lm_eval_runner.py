@@ -39,10 +39,18 @@ class TaskScore:
 
 
 def task_manager(use_case: UseCase) -> TaskManager:
-    """lm-eval's TaskManager with the suite's local task folder registered."""
+    """lm-eval's TaskManager with the suite's local task folder registered.
+
+    Indexing lm-eval's thousands of built-in task YAMLs takes seconds, so a suite whose
+    tasks all live in its own folder gets a manager of that folder alone.
+    """
     from lm_eval.tasks import TaskManager
 
     include = use_case.resolved_include_path()
+    if include is not None:
+        local = TaskManager(include_path=str(include), include_defaults=False, verbosity="ERROR")
+        if set(use_case.task_names) <= set(local.all_tasks):
+            return local
     return TaskManager(include_path=str(include) if include else None, verbosity="ERROR")
 
 
