@@ -96,7 +96,8 @@ def _describe_broken_check(check: Check) -> str:
     if check.value is None:
         return f"quality: {check.name} {check.metric} unverified"
     base = "" if check.baseline is None else f" (bf16 {check.baseline:.4g})"
-    return f"quality: {check.name} {check.metric} {check.value:.4g}{base} breaks {check.threshold}"
+    verb = "is inconclusive against" if check.verdict == "inconclusive" else "breaks"
+    return f"quality: {check.name} {check.metric} {check.value:.4g}{base} {verb} {check.threshold}"
 
 
 def _local_memory_gb() -> float:

@@ -74,9 +74,7 @@ def search(
     from recommender.spec import load_spec
     from recommender.tracking import resolve_tracking_uri
 
-    console = Console(stderr=json_output)
-    if not console.is_terminal:  # logs and CI: wide enough that config keys do not wrap
-        console = Console(stderr=json_output, width=140)
+    console = _console(stderr=json_output)
     spec_path = spec or DEMO_SPEC
     loaded = load_spec(spec_path)
     uri = resolve_tracking_uri(tracking_uri)
@@ -94,6 +92,65 @@ def search(
             f"MLflow run {outcome.parent_run_id}: mlflow ui --backend-store-uri {outcome.tracking_uri}"
         )
     raise typer.Exit(0 if outcome.recommendation.winner else 1)
+
+
+@app.command(
+    "eval",
+    epilog=(
+        "Exit codes: 0 pass, 1 fail, 3 inconclusive (more documents needed: raise the suite's limit), 2 bad input "
+        "(also: a method that cannot run on this device).\n\n"
+        "Verdict policy: the suite's verdict_policy; 'confidence' passes a task only when the whole 95 % paired "
+        "bootstrap interval of its margin is within the threshold."
+    ),
+)
+def eval_command(
+    model: Annotated[str, typer.Option(help="Local model directory or hub id (org/name).")],
+    method: Annotated[str, typer.Option(help="Quantization method, e.g. bnb-nf4, torchao-int8-wo, torchao-float8-wo.")],
+    use_case: Annotated[Path, typer.Option(help="Use-case suite YAML, e.g. evals/demo.yaml.")],
+    precision: Annotated[str | None, typer.Option(help="Precision the method must belong to (a check).")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Documents per task (default: the suite's).")] = None,
+    adaptive: Annotated[bool, typer.Option(help="Stop early once every verdict is clear.")] = True,
+    revision: Annotated[str | None, typer.Option(help="Hub revision for hub ids.")] = None,
+    allow_pickle: Annotated[bool, typer.Option(help="Allow pickle (.bin) weights.")] = False,
+    trust_remote_code: Annotated[bool, typer.Option(help="Run code shipped with the model.")] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Is this quantization good enough for this use case? Paired lm-eval deltas with intervals, KL, a verdict."""
+    import json
+
+    from recommender.errors import BadInputError as _Bad
+    from recommender.model_cache import ModelCache, local_device
+    from recommender.model_source import ModelSource
+    from recommender.quality.cache import QualityCache
+    from recommender.quality.evaluate import QualityEvaluator
+    from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
+    from recommender.quality.suite import load_use_case
+    from recommender.quantize import get_method
+    from recommender.report.eval_table import render_eval
+
+    quant = get_method(method, field="--method")
+    if precision is not None and precision != quant.precision:
+        raise _Bad("--precision", f"{method} is a {quant.precision} method, not {precision}",
+                   f"pass --precision {quant.precision} or a {precision} method")  # fmt: skip
+    suite = load_use_case(use_case, field="--use-case")
+    source = ModelSource.resolve(model, base_dir=Path.cwd(), field="--model", revision=revision,
+                                 allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)  # fmt: skip
+    device = local_device()
+    reason = quant.unavailable_reason(device)
+    if reason is not None:
+        raise _Bad("--method", reason, "pick a method that runs here, or run on a device that has its kernels")
+    manager = task_manager(suite)
+    check_tasks_known(suite, manager)
+    evaluator = QualityEvaluator(suite, ModelCache(source, device), cache=QualityCache.default(), limit=limit,
+                                 manager=manager, adaptive=adaptive)  # fmt: skip
+    console = _console(stderr=json_output)
+    with console.status(f"evaluating {quant.precision}/{quant.name} and the bf16 baseline with lm-eval"):
+        result = evaluator.evaluate(quant)
+    if json_output:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        render_eval(result, model=source.name, use_case=suite.name, console=console)
+    raise typer.Exit({"pass": 0, "fail": 1, "inconclusive": 3}.get(result.verdict, 2))
 
 
 def _run_with_progress(spec, storage, uri, output_dir, n_trials, console):  # type: ignore[no-untyped-def]
@@ -131,6 +188,12 @@ def _run_with_progress(spec, storage, uri, output_dir, n_trials, console):  # ty
             on_trial=on_trial,
             on_status=on_status,
         )
+
+
+def _console(*, stderr: bool) -> Console:
+    """A console; in logs and CI (no terminal) wide enough that tables do not wrap config keys."""
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(stderr=stderr, width=140)
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ from recommender.model_cache import ModelCache, local_device
 from recommender.model_source import ModelSource
 from recommender.perf.catalog import load_catalog
 from recommender.perf.shape import ModelShape
+from recommender.quality.cache import QualityCache
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
 from recommender.quality.suite import load_use_case
@@ -145,7 +146,7 @@ def run_search(
         study.set_user_attr(_PARENT_ATTR, parent_run_id)
 
     models = ModelCache(source, local_device())
-    quality = QualityEvaluator(use_case, models, manager=manager)
+    quality = QualityEvaluator(use_case, models, cache=QualityCache.default(), manager=manager)
     evaluator = CandidateEvaluator(spec, catalog, shape, models, quality)
 
     methods = sorted(

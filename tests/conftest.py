@@ -19,6 +19,12 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Task data and quality results go to a per-session cache, never the user's."""
+    os.environ["RECOMMENDER_CACHE_DIR"] = str(tmp_path_factory.mktemp("recommender-cache"))
+
+
 @pytest.fixture(scope="session")
 def demo_model_dir() -> Path:
     assert (DEMO_MODEL / "model.safetensors").is_file(), "the demo model is committed; run `make train-demo`"

@@ -1,27 +1,48 @@
-"""Quality of one precision+method for one use case: lm-eval scores, fidelity, verdicts.
+"""Quality of one precision+method for one use case: paired task deltas, fidelity, verdicts.
 
-The quantity that does not depend on GPU type or batch size, so the search computes it
-once per method and reuses it. The reference is the unquantized bf16 model ("baseline").
+The quantity that does not depend on GPU type or batch size, so it is computed once per
+method and reused, across trials, studies and resumes (per-document results live in the
+QualityCache). The reference is the unquantized bf16 model ("baseline"); it is evaluated
+on each task's whole document budget once, and every variant on the same documents.
+
+Adaptive evaluation: a variant is evaluated on a growing prefix of the budget (a
+quarter, a half, all of it) and stops as soon as the paired interval clears or crosses
+the threshold for every task.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from recommender.errors import MethodUnavailableError
 from recommender.model_cache import ModelCache
 from recommender.quality import fidelity as fid
-from recommender.quality.lm_eval_runner import TaskScore, run_use_case, task_manager
-from recommender.quality.suite import UseCase
-from recommender.quality.verdict import Check, Verdict, all_checks, overall
+from recommender.quality.cache import QualityCache, cache_key
+from recommender.quality.lm_eval_runner import TaskData, describe_task, lm_eval_version, run_docs, task_manager
+from recommender.quality.statistics import PairedResult, paired_bootstrap
+from recommender.quality.suite import TaskThreshold, UseCase
+from recommender.quality.verdict import Check, Verdict, fidelity_check, overall, task_check
 from recommender.quantize import QuantMethod, get_method
 
 if TYPE_CHECKING:
     from lm_eval.tasks import TaskManager
 
 REFERENCE_METHOD = "baseline"
+#: Smallest adaptive chunk, in documents: fewer gives intervals too wide to decide anything.
+MIN_CHUNK = 8
+
+
+def chunk_schedule(budget: int, *, adaptive: bool) -> list[int]:
+    """Document counts to evaluate in turn: a quarter, a half, then the whole budget."""
+    if not adaptive or budget <= 2 * MIN_CHUNK:
+        return [budget]
+    sizes = {max(MIN_CHUNK, math.ceil(budget / 4)), max(MIN_CHUNK, math.ceil(budget / 2)), budget}
+    return sorted(s for s in sizes if s <= budget)
 
 
 @dataclass(frozen=True)
@@ -32,10 +53,10 @@ class QualityResult:
     precision: str
     verdict: Verdict
     checks: list[Check]
-    scores: dict[str, TaskScore]
     fidelity: fid.FidelityResult | None
     device: str
     seconds: float
+    docs_evaluated: int = 0
     reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -46,84 +67,141 @@ class QualityResult:
             "reason": self.reason,
             "device": self.device,
             "seconds": round(self.seconds, 2),
+            "docs_evaluated": self.docs_evaluated,
             "checks": [c.to_dict() for c in self.checks],
-            "scores": {
-                k: {kk: vv for kk, vv in v.to_dict().items() if kk != "per_doc"} for k, v in self.scores.items()
-            },
             "fidelity": self.fidelity.to_dict() if self.fidelity else None,
         }
 
 
 @dataclass
 class QualityEvaluator:
-    """Evaluates methods on the local device, computing the baseline once and caching every result."""
+    """Evaluates methods on the local device; results are cached per document on disk and per method in memory."""
 
     use_case: UseCase
     models: ModelCache
+    cache: QualityCache | None = None
     limit: int | None = None
     manager: TaskManager | None = None
+    adaptive: bool | None = None
+    docs_evaluated: int = 0
     _results: dict[str, QualityResult] = field(default_factory=dict)
-    _baseline_scores: dict[str, TaskScore] | None = None
+    _tasks: dict[str, TaskData] = field(default_factory=dict)
+    _model_fingerprint: str | None = None
     _baseline_logits: fid.BaselineLogits | None = None
 
     def __post_init__(self) -> None:
         self._manager = self.manager or task_manager(self.use_case)
+        if self.adaptive is None:
+            self.adaptive = self.use_case.adaptive
 
     @property
     def evaluations(self) -> int:
-        """How many methods were really evaluated (cache misses)."""
+        """How many methods were evaluated in this process (cache hits included)."""
         return len(self._results)
 
     def has(self, method_name: str) -> bool:
         """Whether this method's quality is already known (no evaluation needed)."""
         return method_name in self._results
 
-    def _ensure_baseline(self) -> None:
-        if self._baseline_scores is not None:
-            return
-        reference = get_method(REFERENCE_METHOD)
-        model = self.models.get(reference)
-        self._baseline_scores = run_use_case(
-            model, self.models.tokenizer, self.use_case, manager=self._manager, limit=self.limit
-        )
-        windows = fid.fidelity_windows(self.use_case, self._manager, self.models.tokenizer)
-        self._baseline_logits = fid.baseline_logits(model, windows)
+    # -- identity of what is evaluated -------------------------------------------------
+    def _fingerprint(self) -> str:
+        if self._model_fingerprint is None:
+            self._model_fingerprint = self.models.source.fingerprint()
+        return self._model_fingerprint
 
+    def _task(self, name: str) -> TaskData:
+        if name not in self._tasks:
+            self._tasks[name] = describe_task(self._manager, name)
+        return self._tasks[name]
+
+    def budget(self, spec: TaskThreshold) -> int:
+        limit = self.limit or spec.limit or self.use_case.limit
+        n = self._task(spec.task).n_docs
+        return min(limit, n) if limit else n
+
+    def _key(self, method: QuantMethod, spec: TaskThreshold) -> str:
+        return cache_key(
+            model=self._fingerprint(), method=repr(method), task=spec.task, metric=spec.metric,
+            data=self._task(spec.task).fingerprint, lm_eval=lm_eval_version(), batch_size=self.use_case.batch_size,
+        )  # fmt: skip
+
+    # -- per-document scores -------------------------------------------------------------
+    def doc_pairs(self, method: QuantMethod, spec: TaskThreshold, n: int) -> np.ndarray:
+        """Per-document (numerator, denominator) pairs of docs 0..n-1, evaluating only the missing ones."""
+        key = self._key(method, spec)
+        stored = self.cache.get(key) if self.cache else None
+        have: dict[int, list[float]] = {int(k): v for k, v in (stored or {}).get("docs", {}).items()}
+        missing = [i for i in range(n) if i not in have]
+        if missing:
+            model = self.models.get(method)
+            new = run_docs(
+                model, self.models.tokenizer, self._manager, task=spec.task, metric=spec.metric,
+                doc_ids=missing, batch_size=self.use_case.batch_size,
+            )  # fmt: skip
+            have.update({i: list(v) for i, v in new.items()})
+            self.docs_evaluated += len(new)
+            if self.cache:
+                self.cache.put(key, {"docs": {str(i): v for i, v in have.items()}, "task": spec.task})
+        return np.asarray([have[i] for i in range(n)], dtype=np.float64)
+
+    def _compare_task(self, method: QuantMethod, spec: TaskThreshold) -> PairedResult:
+        reference = get_method(REFERENCE_METHOD)
+        budget = self.budget(spec)
+        base = self.doc_pairs(reference, spec, budget)  # the whole budget, once for every method
+        result: PairedResult | None = None
+        for n in chunk_schedule(budget, adaptive=bool(self.adaptive) and method.name != REFERENCE_METHOD):
+            variant = base[:n] if method.name == REFERENCE_METHOD else self.doc_pairs(method, spec, n)
+            result = paired_bootstrap(
+                spec, base[:n], variant, policy=self.use_case.verdict_policy, confidence=self.use_case.confidence
+            )
+            if result.verdict != "inconclusive":
+                break
+        assert result is not None
+        return result
+
+    # -- fidelity ------------------------------------------------------------------------
+    def _fidelity(self, method: QuantMethod) -> fid.FidelityResult:
+        settings = self.use_case.fidelity
+        key = cache_key(
+            model=self._fingerprint(), method=repr(method), fidelity=settings.model_dump(),
+            text_task=self._task(settings.text_task or self.use_case.task_names[0]).fingerprint,
+        )  # fmt: skip
+        stored = self.cache.get(key) if self.cache else None
+        if stored is not None:
+            return fid.FidelityResult(**stored)
+        if self._baseline_logits is None:
+            windows = fid.fidelity_windows(self.use_case, self._manager, self.models.tokenizer)
+            self._baseline_logits = fid.baseline_logits(self.models.get(get_method(REFERENCE_METHOD)), windows)
+        result = fid.compare(self.models.get(method), self._baseline_logits)
+        if self.cache:
+            self.cache.put(key, result.to_dict())
+        return result
+
+    # -- the verdict ---------------------------------------------------------------------
     def evaluate(self, method: QuantMethod) -> QualityResult:
         if method.name in self._results:
             return self._results[method.name]
         started = time.perf_counter()
+        docs_before = self.docs_evaluated
         device = self.models.device.label
         reason = method.unavailable_reason(self.models.device)
+        result: QualityResult
+        if reason is None:
+            try:
+                checks = [task_check(spec, self._compare_task(method, spec)) for spec in self.use_case.tasks]
+                fidelity = self._fidelity(method) if self.use_case.fidelity.max_mean_kl is not None else None
+                kl = fidelity_check(self.use_case, fidelity)
+                checks += [kl] if kl else []
+                result = QualityResult(
+                    method.name, method.precision, overall(checks), checks, fidelity, device,
+                    time.perf_counter() - started, self.docs_evaluated - docs_before,
+                )  # fmt: skip
+            except MethodUnavailableError as exc:
+                reason = str(exc)
         if reason is not None:
-            checks = all_checks(self.use_case, {}, {}, None)
-            result = QualityResult(method.name, method.precision, "unverified", checks, {}, None, device, 0.0, reason)
-            self._results[method.name] = result
-            return result
-        self._ensure_baseline()
-        assert self._baseline_scores is not None and self._baseline_logits is not None
-        try:
-            model = self.models.get(method)
-        except MethodUnavailableError as exc:
-            checks = all_checks(self.use_case, {}, {}, None)
-            result = QualityResult(method.name, method.precision, "unverified", checks, {}, None, device, 0.0, str(exc))
-            self._results[method.name] = result
-            return result
-        if method.name == REFERENCE_METHOD:
-            scores = self._baseline_scores
-        else:
-            scores = run_use_case(model, self.models.tokenizer, self.use_case, manager=self._manager, limit=self.limit)
-        fidelity = fid.compare(model, self._baseline_logits)
-        checks = all_checks(self.use_case, self._baseline_scores, scores, fidelity)
-        result = QualityResult(
-            method.name,
-            method.precision,
-            overall(checks),
-            checks,
-            scores,
-            fidelity,
-            device,
-            time.perf_counter() - started,
-        )
+            checks = [task_check(spec, None) for spec in self.use_case.tasks]
+            kl = fidelity_check(self.use_case, None)
+            checks += [kl] if kl else []
+            result = QualityResult(method.name, method.precision, "unverified", checks, None, device, 0.0, 0, reason)
         self._results[method.name] = result
         return result

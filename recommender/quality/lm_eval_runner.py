@@ -1,17 +1,21 @@
-"""Run a use case's lm-eval tasks on an already-loaded (quantized) model.
+"""Run lm-eval tasks on an already-loaded (quantized) model, document by document.
 
 HFLM wraps the loaded model, so the scores are those of the real quantized weights,
 not of a re-load from a hub id. Every variant is evaluated with the same batch size
 (lm-eval scores move by a point or two with batch size alone) and with lm-eval's
-request cache off (its cache keys on the request, not the model, and would mix variants).
+request cache off (its cache keys on the request, not the model, and would mix
+variants). Documents are chosen with lm-eval's ``samples`` selection, and each
+document's metric comes back from ``log_samples`` for the paired statistics.
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
+import json
 import logging
-import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
+from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
 from recommender.errors import BadInputError
@@ -21,21 +25,6 @@ if TYPE_CHECKING:
     from lm_eval.tasks import TaskManager
     from torch import nn
     from transformers import PreTrainedTokenizerBase
-
-
-@dataclass(frozen=True, slots=True)
-class TaskScore:
-    """One task's headline metric, its lm-eval stderr when it has one, and the per-doc values."""
-
-    task: str
-    metric: str
-    value: float
-    stderr: float | None
-    n_docs: int
-    per_doc: list[float] = field(default_factory=list, repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def task_manager(use_case: UseCase) -> TaskManager:
@@ -65,87 +54,82 @@ def check_tasks_known(use_case: UseCase, manager: TaskManager) -> None:
             raise BadInputError(where, f"lm-eval does not know task {task!r}", hint)
 
 
-def _per_doc_values(samples: list[dict[str, Any]], metric: str) -> list[float]:
-    values: list[float] = []
-    for sample in sorted(samples, key=lambda s: s.get("doc_id", 0)):
-        raw = sample.get(metric)
-        if isinstance(raw, (int, float)):
-            values.append(float(raw))
-        elif isinstance(raw, (list, tuple)) and raw and isinstance(raw[0], (int, float)):
-            values.append(float(raw[0]))
-    return values
+@dataclass(frozen=True, slots=True)
+class TaskData:
+    """What identifies a task's data: a fingerprint of its config and documents, and its size."""
+
+    name: str
+    fingerprint: str
+    n_docs: int
 
 
-def run_use_case(
+def describe_task(manager: TaskManager, name: str) -> TaskData:
+    """Load the task's documents once to fingerprint them (config + every document)."""
+    from lm_eval.tasks import get_task_dict
+
+    task = get_task_dict([name], manager)[name]
+    digest = hashlib.sha256(json.dumps(task.dump_config(), sort_keys=True, default=str).encode())
+    n = 0
+    for doc in task.eval_docs:
+        digest.update(json.dumps(doc, sort_keys=True, default=str).encode())
+        n += 1
+    return TaskData(name=name, fingerprint=digest.hexdigest(), n_docs=n)
+
+
+def _pair(raw: Any) -> tuple[float, float] | None:
+    """A per-document metric as (numerator, denominator): (value, 1) or lm-eval's (loglik, count)."""
+    if isinstance(raw, bool | int | float):
+        return float(raw), 1.0
+    if isinstance(raw, list | tuple) and len(raw) == 2 and all(isinstance(x, int | float) for x in raw):
+        return float(raw[0]), float(raw[1])
+    return None
+
+
+def run_docs(
     model: nn.Module,
     tokenizer: PreTrainedTokenizerBase,
-    use_case: UseCase,
+    manager: TaskManager,
     *,
-    manager: TaskManager | None = None,
-    limit: int | None = None,
-) -> dict[str, TaskScore]:
-    """Evaluate every task of the use case on `model`; returns the headline metric per task."""
+    task: str,
+    metric: str,
+    doc_ids: list[int],
+    batch_size: int,
+) -> dict[int, tuple[float, float]]:
+    """Evaluate `doc_ids` of `task` on `model`; returns each document's metric as a pair."""
     import lm_eval
     from lm_eval.models.huggingface import HFLM
 
-    logging.getLogger("lm-eval").setLevel(logging.ERROR)
-    logging.getLogger("lm_eval").setLevel(logging.ERROR)
-    manager = manager or task_manager(use_case)
-    check_tasks_known(use_case, manager)
-    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=use_case.batch_size)
-    # lm-eval takes one limit per call: tasks with different limits run in separate calls.
-    by_limit: dict[int | None, list[str]] = {}
-    for spec in use_case.tasks:
-        task_limit = limit if limit is not None else (spec.limit or use_case.limit)
-        by_limit.setdefault(task_limit, []).append(spec.task)
-    results_all: dict[str, Any] = {}
-    samples_all: dict[str, Any] = {}
-    for task_limit, names in by_limit.items():
-        out = lm_eval.simple_evaluate(
-            model=lm,
-            tasks=names,
-            task_manager=manager,
-            limit=task_limit,
-            bootstrap_iters=0,
-            log_samples=True,
-            cache_requests=False,
-            random_seed=0,
-            numpy_random_seed=0,
-            torch_random_seed=0,
-            fewshot_random_seed=0,
+    for name in ("lm-eval", "lm_eval"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
+    out = lm_eval.simple_evaluate(
+        model=lm,
+        tasks=[task],
+        task_manager=manager,
+        samples={task: sorted(doc_ids)},
+        bootstrap_iters=0,
+        log_samples=True,
+        cache_requests=False,
+        random_seed=0,
+        numpy_random_seed=0,
+        torch_random_seed=0,
+        fewshot_random_seed=0,
+    )
+    if out is None:  # lm-eval returns None on non-zero ranks only
+        raise RuntimeError("lm-eval returned no results")
+    values: dict[int, tuple[float, float]] = {}
+    for sample in out.get("samples", {}).get(task, []):
+        pair = _pair(sample.get(metric))
+        if pair is not None:
+            values[int(sample["doc_id"])] = pair
+    if not values:
+        results = out["results"].get(task, {})
+        available = sorted({k.split(",")[0] for k in results if "_stderr" not in k and k != "alias"})
+        raise BadInputError(
+            f"task {task} metric", f"lm-eval reported no per-document {metric!r}", f"use one of {', '.join(available)}"
         )
-        if out is None:  # lm-eval returns None on non-zero ranks only
-            raise RuntimeError("lm-eval returned no results")
-        results_all.update(out["results"])
-        samples_all.update(out.get("samples", {}))
-    scores: dict[str, TaskScore] = {}
-    for spec in use_case.tasks:
-        results = results_all.get(spec.task, {})
-        key = f"{spec.metric},{spec.filter}"
-        if key not in results:
-            available = sorted(k.split(",")[0] for k in results if "_stderr" not in k and k != "alias")
-            raise BadInputError(
-                f"{use_case.suite_path or 'use_case'}: task {spec.task} metric",
-                f"lm-eval reported no {spec.metric!r}",
-                f"use one of {', '.join(available)}",
-            )
-        stderr = results.get(f"{spec.metric}_stderr,{spec.filter}")
-        samples = samples_all.get(spec.task, [])
-        scores[spec.task] = TaskScore(
-            task=spec.task,
-            metric=spec.metric,
-            value=float(results[key]),
-            stderr=float(stderr) if isinstance(stderr, (int, float)) and math.isfinite(stderr) else None,
-            n_docs=len(samples),
-            per_doc=_per_doc_values(samples, spec.metric),
-        )
-    return scores
+    return values
 
 
 def lm_eval_version() -> str:
-    from importlib.metadata import version
-
     return version("lm_eval")
-
-
-__all__ = ["TaskScore", "check_tasks_known", "lm_eval_version", "run_use_case", "task_manager"]

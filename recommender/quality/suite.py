@@ -8,7 +8,7 @@ TaskManager registers alongside its built-in tasks.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -83,6 +83,11 @@ class UseCase(BaseModel):
     batch_size: Annotated[int, Field(gt=0)] = 8
     tasks: list[TaskThreshold] = Field(min_length=1)
     fidelity: Fidelity = Fidelity()
+    verdict_policy: Literal["confidence", "point"] = Field(
+        default="confidence", description="confidence: decide on the bootstrap interval; point: on the estimate."
+    )
+    confidence: Annotated[float, Field(gt=0.5, lt=1.0)] = 0.95
+    adaptive: bool = Field(default=True, description="Evaluate in growing chunks; stop once the verdict is clear.")
     suite_path: Path | None = Field(default=None, exclude=True)
 
     @property

@@ -1,9 +1,10 @@
-"""Verdicts: a quantized variant's task scores against the baseline's, under the suite's thresholds.
+"""Verdicts: one Check per threshold, and the overall verdict of a method for a use case.
 
-Policy (for now): the point estimate decides — a task passes when its degradation is
-within the threshold. Each check also yields a *margin* (how far past the threshold, in
-the threshold's own units; > 0 means broken), which the search hands to Optuna as a
-constraint value. A task with no score is "unverified", never "pass".
+A task's check comes from the paired bootstrap (see statistics.py for the policy); the
+fidelity check compares mean KL with its limit. A check's *margin* is how far past the
+threshold the result is, in the threshold's units (> 0 means broken); the search hands
+the worst margin to Optuna as a constraint value. Nothing measured means "unverified",
+never "pass".
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from recommender.quality.fidelity import FidelityResult
-from recommender.quality.lm_eval_runner import TaskScore
+from recommender.quality.statistics import PairedResult
 from recommender.quality.suite import TaskThreshold, UseCase
 
-Verdict = Literal["pass", "fail", "unverified"]
+Verdict = Literal["pass", "fail", "inconclusive", "unverified"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,45 +31,30 @@ class Check:
     margin: float | None
     threshold: str
     verdict: Verdict
+    delta_ci: tuple[float, float] | None = None
+    n_docs: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Check:
+        ci = data.get("delta_ci")
+        return cls(**{**data, "delta_ci": tuple(ci) if ci is not None else None})
 
-def degradation(baseline: float, value: float, higher_is_better: bool) -> float:
-    """How much worse `value` is than `baseline` (positive = worse), in the metric's units."""
-    return baseline - value if higher_is_better else value - baseline
 
-
-def check_task(spec: TaskThreshold, baseline: TaskScore | None, score: TaskScore | None) -> Check:
-    th = spec.threshold
-    desc = th.describe(spec.higher_is_better)
-    if score is None or (baseline is None and th.min_value is None):
-        return Check(spec.task, spec.metric, baseline.value if baseline else None, None, None, None, desc, "unverified")
-    delta = score.value - baseline.value if baseline else None
-    if th.min_value is not None:
-        margin = th.min_value - score.value if spec.higher_is_better else score.value - th.min_value
-    else:
-        assert baseline is not None
-        worse = degradation(baseline.value, score.value, spec.higher_is_better)
-        if th.max_relative_drop is not None:
-            margin = worse / abs(baseline.value) - th.max_relative_drop if baseline.value else worse
-        else:
-            assert th.max_absolute_drop is not None
-            margin = worse - th.max_absolute_drop
+def task_check(spec: TaskThreshold, result: PairedResult | None) -> Check:
+    desc = spec.threshold.describe(spec.higher_is_better)
+    if result is None:
+        return Check(spec.task, spec.metric, None, None, None, None, desc, "unverified")
     return Check(
-        spec.task,
-        spec.metric,
-        baseline.value if baseline else None,
-        score.value,
-        delta,
-        margin,
-        desc,
-        "pass" if margin <= 0 else "fail",
-    )
+        spec.task, spec.metric, result.baseline, result.value, result.delta,
+        result.margin_ci[1] if result.verdict != "fail" else result.margin,
+        desc, result.verdict, result.delta_ci, result.n_docs,
+    )  # fmt: skip
 
 
-def check_fidelity(use_case: UseCase, fidelity: FidelityResult | None) -> Check | None:
+def fidelity_check(use_case: UseCase, fidelity: FidelityResult | None) -> Check | None:
     limit = use_case.fidelity.max_mean_kl
     if limit is None:
         return None
@@ -77,26 +63,15 @@ def check_fidelity(use_case: UseCase, fidelity: FidelityResult | None) -> Check 
         return Check("fidelity", "mean_kl", 0.0, None, None, None, desc, "unverified")
     margin = fidelity.mean_kl - limit
     return Check(
-        "fidelity", "mean_kl", 0.0, fidelity.mean_kl, fidelity.mean_kl, margin, desc, "pass" if margin <= 0 else "fail"
-    )
-
-
-def all_checks(
-    use_case: UseCase,
-    baseline: dict[str, TaskScore],
-    scores: dict[str, TaskScore],
-    fidelity: FidelityResult | None,
-) -> list[Check]:
-    checks = [check_task(spec, baseline.get(spec.task), scores.get(spec.task)) for spec in use_case.tasks]
-    kl = check_fidelity(use_case, fidelity)
-    return checks + ([kl] if kl else [])
+        "fidelity", "mean_kl", 0.0, fidelity.mean_kl, fidelity.mean_kl, margin, desc,
+        "pass" if margin <= 0 else "fail", None, fidelity.tokens,
+    )  # fmt: skip
 
 
 def overall(checks: list[Check]) -> Verdict:
-    """fail if any check fails; unverified if any is unverified; else pass."""
+    """fail if any check fails; else unverified, inconclusive, then pass, in that order."""
     verdicts = {c.verdict for c in checks}
-    if "fail" in verdicts:
-        return "fail"
-    if "unverified" in verdicts:
-        return "unverified"
+    for verdict in ("fail", "unverified", "inconclusive"):
+        if verdict in verdicts:
+            return verdict  # type: ignore[return-value]
     return "pass"

@@ -1,0 +1,59 @@
+"""A persistent cache of per-document quality results, so nothing is evaluated twice.
+
+Keyed by everything that can change a document's score: the model's weights
+fingerprint (sha256 of the safetensors, or hub id at a revision), the method and its
+configuration, the task's name and data fingerprint (its config and documents), the
+lm-eval version and the batch size. Values are per-document, so a larger limit, an
+adaptive evaluation growing in chunks, a resumed study or a second study with the same
+model reuse every document already scored and evaluate only the missing ones.
+
+Files are JSON, one per key, written atomically (write then rename), under
+``$RECOMMENDER_CACHE_DIR/quality`` (default ``~/.cache/recommender/quality``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+def cache_key(**parts: Any) -> str:
+    """A stable hash of the named parts (order-independent)."""
+    payload = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class QualityCache:
+    """JSON documents by key under `root`."""
+
+    root: Path
+
+    @classmethod
+    def default(cls) -> QualityCache:
+        from recommender.demo.eval_data import cache_dir
+
+        return cls(cache_dir() / "quality")
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        path = self._path(key)
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            return None
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(value, handle)
+        os.replace(tmp, path)
