@@ -135,6 +135,7 @@ def eval_command(
     suite = load_use_case(use_case, field="--use-case")
     source = ModelSource.resolve(model, base_dir=Path.cwd(), field="--model", revision=revision,
                                  allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)  # fmt: skip
+    source.load_config(field="--model")
     device = local_device()
     reason = quant.unavailable_reason(device)
     if reason is not None:

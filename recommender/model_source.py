@@ -86,12 +86,28 @@ class ModelSource:
             kwargs["use_safetensors"] = True
         return kwargs
 
-    def load_config(self) -> PretrainedConfig:
+    def load_config(self, *, field: str = "model.source") -> PretrainedConfig:
+        """The model's config; the first thing loaded, so it is where unreadable models are refused."""
         from transformers import AutoConfig
 
         kwargs = self._common_kwargs()
         kwargs.pop("use_safetensors", None)
-        return AutoConfig.from_pretrained(self.location, **kwargs)
+        try:
+            return AutoConfig.from_pretrained(self.location, **kwargs)
+        except ValueError as exc:
+            if "trust_remote_code" in str(exc):
+                raise BadInputError(
+                    field,
+                    f"{self.location} needs its own code to load",
+                    "read that code, then opt in with model.trust_remote_code: true (--trust-remote-code)",
+                ) from None
+            raise BadInputError(field, f"cannot read the model's config: {str(exc).splitlines()[0][:200]}") from None
+        except OSError as exc:
+            raise BadInputError(
+                field,
+                f"cannot load {self.location}: {str(exc).splitlines()[0][:200]}",
+                "check the path or hub id (hub ids need network access and, for gated models, a token)",
+            ) from None
 
     def load_tokenizer(self) -> PreTrainedTokenizerBase:
         from transformers import AutoTokenizer
@@ -142,6 +158,6 @@ def _check_local_dir(root: Path, *, field: str, allow_pickle: bool) -> None:
         raise BadInputError(
             field,
             f"{root} has only pickle (.bin) weights, which can run code when loaded",
-            "convert them to safetensors, or set model.allow_pickle: true if you trust the files",
+            "convert them to safetensors, or if you trust the files set model.allow_pickle: true (--allow-pickle)",
         )
     raise BadInputError(field, f"{root} has no *.safetensors weights", "point at a directory with the model's weights")

@@ -11,6 +11,8 @@ import yaml
 
 from tests.conftest import DEMO_SPEC, REPO
 
+SUITE = str(REPO / "evals" / "demo.yaml")
+
 
 def _run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -102,3 +104,30 @@ def test_help_explains_exit_codes() -> None:
     assert result.returncode == 0
     text = " ".join(result.stdout.split())  # rich wraps at the terminal width
     assert "Exit codes: 0 recommendation found, 1 no candidate met every threshold, 2 bad input" in text
+
+
+def test_remote_code_needs_opt_in(tmp_path: Path, demo_model_dir: Path) -> None:
+    import json
+    import shutil
+
+    model = tmp_path / "custom"
+    shutil.copytree(demo_model_dir, model)
+    config = json.loads((model / "config.json").read_text())
+    config["auto_map"] = {"AutoConfig": "configuration_custom.CustomConfig"}
+    config["model_type"] = "custom-remote"
+    (model / "config.json").write_text(json.dumps(config))
+    result = _run("eval", "--model", str(model), "--method", "bnb-nf4", "--use-case", SUITE)
+    _assert_one_line_error(result, "--model", "trust_remote_code")
+
+
+def test_eval_refuses_method_without_kernels_here(demo_model_dir: Path) -> None:
+    result = _run("eval", "--model", str(demo_model_dir), "--method", "torchao-float8-dynamic",
+                  "--use-case", SUITE)  # fmt: skip
+    _assert_one_line_error(result, "--method", "no cpu kernels")
+
+
+def test_eval_refuses_pickle_weights_without_opt_in(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "pytorch_model.bin").write_bytes(b"\0")
+    result = _run("eval", "--model", str(tmp_path), "--method", "bnb-nf4", "--use-case", SUITE)
+    _assert_one_line_error(result, "--model", "pickle", "allow_pickle")

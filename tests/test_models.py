@@ -138,7 +138,8 @@ def test_floor_threshold_and_overall_order() -> None:
 
 def test_chunk_schedule() -> None:
     assert chunk_schedule(60, adaptive=True) == [15, 30, 60]
-    assert chunk_schedule(16, adaptive=True) == [16]
+    assert chunk_schedule(16, adaptive=True) == [8, 16]
+    assert chunk_schedule(15, adaptive=True) == [15]
     assert chunk_schedule(60, adaptive=False) == [60]
 
 

@@ -39,7 +39,7 @@ MIN_CHUNK = 8
 
 def chunk_schedule(budget: int, *, adaptive: bool) -> list[int]:
     """Document counts to evaluate in turn: a quarter, a half, then the whole budget."""
-    if not adaptive or budget <= 2 * MIN_CHUNK:
+    if not adaptive or budget < 2 * MIN_CHUNK:
         return [budget]
     sizes = {max(MIN_CHUNK, math.ceil(budget / 4)), max(MIN_CHUNK, math.ceil(budget / 2)), budget}
     return sorted(s for s in sizes if s <= budget)
