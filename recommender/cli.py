@@ -6,6 +6,7 @@ threshold; 2 bad input (one line on stderr naming the field and the fix).
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -201,6 +202,9 @@ def main() -> None:
     """Entry point: turns BadInputError into one line and exit code 2."""
     os.environ.setdefault("TQDM_DISABLE", "1")  # lm-eval's per-request bars; our progress shows trials
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    # Import-time chatter of libraries (CUDA-only extensions absent on CPU, deprecations) is not the user's concern.
+    for noisy in ("torchao", "torch.utils._pytree", "lm-eval", "lm_eval", "bitsandbytes"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
     try:
         app(standalone_mode=True)
     except BadInputError as exc:

@@ -163,7 +163,7 @@ class QualityEvaluator:
     def _fidelity(self, method: QuantMethod) -> fid.FidelityResult:
         settings = self.use_case.fidelity
         key = cache_key(
-            model=self._fingerprint(), method=repr(method), fidelity=settings.model_dump(),
+            model=self._fingerprint(), method=repr(method), fidelity=settings.model_dump(), algorithm=fid.ALGORITHM,
             text_task=self._task(settings.text_task or self.use_case.task_names[0]).fingerprint,
         )  # fmt: skip
         stored = self.cache.get(key) if self.cache else None

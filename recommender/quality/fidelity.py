@@ -35,10 +35,25 @@ class FidelityResult:
 
 @dataclass(frozen=True)
 class BaselineLogits:
-    """Token windows and the baseline's log-probabilities over them (float32, on CPU)."""
+    """Token windows and the baseline's top-k next-token log-probabilities over them.
+
+    Only the top ``k`` entries per position are kept (plus the target token's
+    log-probability), so a 128k-token vocabulary costs k, not 128k, floats per position.
+    KL is then computed over the top-k tokens plus one bucket for the rest of the vocabulary,
+    which is a lower bound of the full KL (merging outcomes never increases divergence) and
+    equal to it when the tail holds little mass.
+    """
 
     windows: torch.Tensor
-    log_probs: torch.Tensor
+    topk_logp: torch.Tensor
+    topk_idx: torch.Tensor
+    target_logp: torch.Tensor
+
+
+#: Baseline tokens kept per position.
+TOP_K = 64
+#: Changes whenever the computation changes, so cached results are not reused across it.
+ALGORITHM = f"top{TOP_K}+tail-v1"
 
 
 def fidelity_windows(use_case: UseCase, manager: TaskManager, tokenizer: PreTrainedTokenizerBase) -> torch.Tensor:
@@ -64,37 +79,57 @@ def fidelity_windows(use_case: UseCase, manager: TaskManager, tokenizer: PreTrai
     return torch.tensor(ids[: n * size], dtype=torch.long).view(n, size)
 
 
-def _log_probs(model: nn.Module, windows: torch.Tensor) -> torch.Tensor:
+def _window_log_probs(model: nn.Module, row: torch.Tensor) -> torch.Tensor:
+    """Next-token log-probabilities (float32, CPU) for one window: shape (len - 1, vocab)."""
     import torch
 
     device = next(model.parameters()).device
-    outs = []
     with torch.inference_mode():
-        for row in windows:
-            logits = model(row.unsqueeze(0).to(device)).logits[0, :-1].float()
-            outs.append(torch.log_softmax(logits, dim=-1).cpu())
-    return torch.stack(outs)
+        logits = model(row.unsqueeze(0).to(device)).logits[0, :-1].float()
+    return torch.log_softmax(logits, dim=-1).cpu()
 
 
-def baseline_logits(model: nn.Module, windows: torch.Tensor) -> BaselineLogits:
-    return BaselineLogits(windows=windows, log_probs=_log_probs(model, windows))
+def baseline_logits(model: nn.Module, windows: torch.Tensor, *, k: int = TOP_K) -> BaselineLogits:
+    import torch
+
+    topk_logp, topk_idx, target = [], [], []
+    for row in windows:
+        logp = _window_log_probs(model, row)
+        values, indices = logp.topk(min(k, logp.shape[-1]), dim=-1)
+        topk_logp.append(values)
+        topk_idx.append(indices)
+        target.append(logp.gather(-1, row[1:].unsqueeze(-1)).squeeze(-1))
+    return BaselineLogits(windows, torch.stack(topk_logp), torch.stack(topk_idx), torch.stack(target))
+
+
+def _log1mexp(logsum: torch.Tensor) -> torch.Tensor:
+    """log(1 - exp(x)) for the tail mass, clamped away from log(0)."""
+    import torch
+
+    return torch.log((-torch.expm1(logsum)).clamp_min(1e-12))
 
 
 def compare(model: nn.Module, baseline: BaselineLogits) -> FidelityResult:
-    """KL(baseline || variant) per position, top-1 agreement, and the perplexity ratio."""
+    """KL(baseline || variant) per position (top-k + tail bucket), top-1 agreement, perplexity ratio."""
     import torch
 
-    variant = _log_probs(model, baseline.windows)
-    base = baseline.log_probs
-    kl = (base.exp() * (base - variant)).sum(-1).flatten().clamp_min(0.0)
-    targets = baseline.windows[:, 1:].unsqueeze(-1)
-    nll_base = -base.gather(-1, targets).mean()
-    nll_var = -variant.gather(-1, targets).mean()
-    agree = (base.argmax(-1) == variant.argmax(-1)).float().mean()
+    kls, agree, nll_var = [], [], []
+    for i, row in enumerate(baseline.windows):
+        variant = _window_log_probs(model, row)
+        p_logp = baseline.topk_logp[i]
+        q_logp = variant.gather(-1, baseline.topk_idx[i])
+        p_tail = _log1mexp(torch.logsumexp(p_logp, dim=-1))
+        q_tail = _log1mexp(torch.logsumexp(q_logp, dim=-1))
+        kl = (p_logp.exp() * (p_logp - q_logp)).sum(-1) + p_tail.exp() * (p_tail - q_tail)
+        kls.append(kl.clamp_min(0.0))
+        agree.append(variant.argmax(-1) == baseline.topk_idx[i, :, 0])
+        nll_var.append(-variant.gather(-1, row[1:].unsqueeze(-1)).squeeze(-1))
+    kl_all = torch.cat(kls)
+    nll_base = -baseline.target_logp.mean()
     return FidelityResult(
-        mean_kl=float(kl.mean()),
-        p99_kl=float(torch.quantile(kl, 0.99)),
-        top1_agreement=float(agree),
-        ppl_ratio=float(torch.exp(nll_var - nll_base)),
-        tokens=int(kl.numel()),
+        mean_kl=float(kl_all.mean()),
+        p99_kl=float(torch.quantile(kl_all, 0.99)),
+        top1_agreement=float(torch.cat(agree).float().mean()),
+        ppl_ratio=float(torch.exp(torch.cat(nll_var).mean() - nll_base)),
+        tokens=int(kl_all.numel()),
     )

@@ -8,7 +8,7 @@ real widths: 8 + 32/in_features); 4-bit stores one fp32 absmax per 64-weight blo
 
 from __future__ import annotations
 
-import warnings
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,8 +33,8 @@ class BitsAndBytesMethod(QuantMethod):
         kwargs = dict(self.config)
         if "bnb_4bit_compute_dtype" in kwargs:
             kwargs["bnb_4bit_compute_dtype"] = getattr(torch, kwargs["bnb_4bit_compute_dtype"])
-        # LLM.int8 warns once per matmul that it casts bf16 inputs to fp16; that is its design.
-        warnings.filterwarnings("ignore", message="MatMul8bitLt: inputs will be cast")
+        # LLM.int8 logs at every matmul that it casts bf16 inputs to fp16; that is its design.
+        logging.getLogger("bitsandbytes.autograd._functions").setLevel(logging.ERROR)
         return source.load_model(
             dtype=torch.bfloat16,
             device=device,
