@@ -37,10 +37,11 @@ def main() -> None:
     use_case = load_use_case(args.suite)
     source = ModelSource.resolve(str(args.model), base_dir=REPO)
     models = ModelCache(source, cpu)
-    evaluator = QualityEvaluator(use_case, models)
+    # Every method on every document of the suite's budgets: no adaptive stop, no cache.
+    evaluator = QualityEvaluator(use_case, models, adaptive=False)
     size_mb = sum(p.stat().st_size for p in args.model.glob("*.safetensors")) / 1e6
     console = Console()
-    console.print(f"model {args.model.name}: {size_mb:.1f} MB safetensors; next-line chance level 0.25")
+    console.print(f"model {args.model}: {size_mb:.1f} MB safetensors; next-line chance level 0.25")
 
     table = Table(title=f"{use_case.name} on {cpu.label}")
     for col in (

@@ -18,9 +18,10 @@ from recommender.errors import MethodUnavailableError
 from recommender.model_cache import ModelCache
 from recommender.perf.catalog import Catalog
 from recommender.perf.probe import ProbeResult, probe
-from recommender.perf.roofline import StepTimes, memory_needed_gb, project_step_times
-from recommender.perf.serving import ServingEstimate, steady_state
+from recommender.perf.roofline import StepTimes, memory_needed_gb
+from recommender.perf.serving import DEFAULT_MAX_BATCHED_TOKENS, ServingEstimate, simulate_serving, steady_state
 from recommender.perf.shape import ModelShape
+from recommender.perf.simulator import RooflineStepCost, SchedulerConfig, kv_cache_tokens
 from recommender.quality.evaluate import QualityEvaluator, QualityResult
 from recommender.quality.verdict import Check
 from recommender.quantize import get_method
@@ -162,24 +163,36 @@ class CandidateEvaluator:
                 return self._pruned(c, "runnable", str(exc))
             steps = StepTimes(probe_result.prefill_s, probe_result.decode_step_s, probe_result.provenance)
             price, price_source = self.spec.local_device.price_per_hour_usd, self.spec.local_device.price_source  # type: ignore[union-attr]
-        else:
-            steps = project_step_times(
-                self.shape,
-                method,
-                accel,
-                prompt_tokens=traffic.prompt_tokens,
+            serving = steady_state(
+                prefill_s=steps.prefill_s,
+                decode_step_s=steps.decode_step_s,
                 batch_size=c.batch_size,
-                context_tokens=traffic.prompt_tokens + traffic.output_tokens // 2,
-                tensor_parallel=c.tensor_parallel,
+                traffic=traffic,
+                provenance=steps.provenance,
             )
+        else:
+            kv_tokens = kv_cache_tokens(
+                self.shape, method, accel, tensor_parallel=c.tensor_parallel, memory_utilization=GPU_MEMORY_UTILIZATION
+            )
+            one_request = traffic.prompt_tokens + traffic.output_tokens
+            if kv_tokens < one_request:
+                return self._pruned(
+                    c,
+                    "memory",
+                    f"KV cache holds {kv_tokens} tokens beside the weights, one request needs {one_request}",
+                    memory_gb=need,
+                    memory_available_gb=available,
+                )
+            scheduler = SchedulerConfig(
+                kv_cache_tokens=kv_tokens,
+                max_num_seqs=c.batch_size,
+                max_num_batched_tokens=max(DEFAULT_MAX_BATCHED_TOKENS, c.batch_size),
+            )
+            step_cost = RooflineStepCost(self.shape, method, accel, tensor_parallel=c.tensor_parallel)
+            serving = simulate_serving(step_cost, scheduler, traffic=traffic, sla=self.spec.sla)
             price, price_source = accel.price_per_hour_usd, f"{accel.price_source} ({accel.price_date})"
-        serving = steady_state(
-            prefill_s=steps.prefill_s,
-            decode_step_s=steps.decode_step_s,
-            batch_size=c.batch_size,
-            traffic=traffic,
-            provenance=steps.provenance,
-        )
+        if serving.requests_per_s <= 0:  # not even a lone request meets the SLA: nothing to price
+            return self._assemble(c, quality, serving, None, need, available, probe_result)
         cost = estimate_cost(
             price_per_hour_usd=price,
             price_source=price_source,
@@ -202,7 +215,7 @@ class CandidateEvaluator:
         c: Candidate,
         quality: QualityResult,
         serving: ServingEstimate,
-        cost: CostEstimate,
+        cost: CostEstimate | None,
         need: float,
         available: float,
         probe_result: ProbeResult | None,
@@ -237,6 +250,6 @@ class CandidateEvaluator:
             perf_provenance=serving.provenance,
             memory_gb=need,
             memory_available_gb=available,
-            cost=asdict(cost),
+            cost=asdict(cost) if cost else None,
             probe=probe_result.to_dict() if probe_result else None,
         )

@@ -107,8 +107,8 @@ def build(
     )
     notes = [
         "quality is measured on the local device with the same method and assumed to carry over to other hardware",
-        "latency is a steady-state estimate at saturation (no queueing variance); "
-        "modeled figures use assumed roofline efficiencies",
+        "catalog GPUs: P99 latency and capacity from a continuous-batching simulation on roofline step costs "
+        "(assumed efficiencies, not yet calibrated); local device: steady-state estimate from the measured probe",
     ]
     return Recommendation(
         study=study,
