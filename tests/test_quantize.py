@@ -59,6 +59,8 @@ def test_local_directory_checks(tmp_path: Path) -> None:
     from recommender.errors import BadInputError
 
     (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(BadInputError, match="no \\*.safetensors weights"):
+        ModelSource.resolve(str(tmp_path), base_dir=tmp_path)
     (tmp_path / "pytorch_model.bin").write_bytes(b"\0")
     with pytest.raises(BadInputError, match="pickle"):
         ModelSource.resolve(str(tmp_path), base_dir=tmp_path)
