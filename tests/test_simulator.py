@@ -282,3 +282,13 @@ def test_table_step_cost_interpolates_and_extrapolates() -> None:
     result = simulate(table, make_workload(prompt=128, output=11, arrivals=[0.0]), _config())
     assert result.ttft_s[0] == pytest.approx(0.02) and result.tpot_s[0] == pytest.approx(0.01)
     assert not math.isnan(result.e2e_ms.p99)
+
+
+def test_rate_search_terminates_and_stays_sustainable_under_a_loose_sla() -> None:
+    """An SLA no finite queue can break must not send the search to infinity: capacity caps it."""
+    search = max_rate_within_sla(
+        FakeCost(), _config(), prompt=32, output=16, ttft_p99_ms=1e9, tpot_p99_ms=1e9, n_requests=200
+    )
+    decode_only_capacity = 8 / (16 * DECODE_S)
+    assert 0 < search.rate_per_s <= decode_only_capacity
+    assert search.evaluations < 30

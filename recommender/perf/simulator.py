@@ -819,8 +819,9 @@ def max_rate_within_sla(
     Every rate replays the same requests (``make_workload`` with the same seed: same lengths,
     the same arrival gaps rescaled), so the comparison between rates is not blurred by
     sampling noise, and ``make_workload(rate=search.rate_per_s, ...)`` reproduces ``result``.
-    The search brackets the rate by doubling from a first guess (the batch's decode
-    throughput), then halves the bracket until it is within `rel_tol` of its upper end.
+    The search brackets the rate between a trickle and the batch's decode-only throughput
+    (an upper bound on any sustainable rate), then narrows the bracket until it is within
+    `rel_tol` of its upper end.
     P99s near capacity rise steeply (queueing), so a rate a few percent above the answer
     can already miss the SLA.
     """
@@ -844,19 +845,19 @@ def max_rate_within_sla(
     step = cost.step_seconds(0, batch, int(batch * (mean_prompt + mean_output / 2)))
     guess = batch / (mean_output * step)
 
-    lo, lo_result = 0.0, None
     probe = run(guess / 1000)
     if not ok(probe):
         return RateSearch(0.0, None, evaluations)
     lo, lo_result = guess / 1000, probe
+    # `guess` is the decode-only throughput of a full batch: no rate above it is sustainable,
+    # however loose the SLA (a finite simulation of an overloaded queue can still look fine).
     hi = guess
-    while True:
-        result = run(hi)
-        if not ok(result):
-            break
-        lo, lo_result, hi = hi, result, hi * 2
+    ceiling = run(hi)
+    if ok(ceiling):
+        return RateSearch(hi, ceiling, evaluations)
     while hi - lo > rel_tol * hi:
-        mid = (lo + hi) / 2
+        # Geometric steps while the bracket spans more than 2x, arithmetic after.
+        mid = math.sqrt(lo * hi) if hi > 2 * lo else (lo + hi) / 2
         result = run(mid)
         if ok(result):
             lo, lo_result = mid, result
