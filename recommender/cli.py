@@ -210,6 +210,9 @@ def main() -> None:
     except BadInputError as exc:
         sys.stderr.write(f"error: {exc}\n")
         sys.exit(2)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted: finished trials and evaluated documents are saved; rerun to resume\n")
+        sys.exit(130)
 
 
 if __name__ == "__main__":

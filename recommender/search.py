@@ -213,7 +213,13 @@ def run_search(
         return value if value is not None and math.isfinite(value) else float("inf")
 
     if remaining > 0:
-        study.optimize(objective, n_trials=remaining, timeout=spec.search.timeout_s, catch=())
+        try:
+            study.optimize(objective, n_trials=remaining, timeout=spec.search.timeout_s, catch=())
+        except KeyboardInterrupt:
+            # Finished trials are in the storage and evaluated documents in the cache; Optuna has
+            # marked the trial in flight FAIL, and a rerun resumes. The study's run says so too.
+            tracker.finish(parent_run_id, metrics={}, status="KILLED")
+            raise
     models.release()
 
     results = [r for _, r in known.values()]

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import optuna
+import pytest
 import yaml
 from mlflow import MlflowClient
 
@@ -78,3 +79,30 @@ def test_small_study_logs_runs_writes_recommendation_and_resumes(tmp_path: Path,
     assert again.new_trials == 0 and again.quality_evaluations == 0
     assert again.parent_run_id == outcome.parent_run_id
     assert json.loads(again.recommendation_path.read_text())["winner"] == rec["winner"]
+
+
+def test_interrupted_search_resumes(tmp_path: Path, demo_model_dir: Path) -> None:
+    """Ctrl-C mid-study: the parent run is marked KILLED, and a rerun finishes the study without redoing trials."""
+    spec = load_spec(_small_spec(tmp_path, demo_model_dir))
+    storage = f"sqlite:///{tmp_path}/optuna.db"
+    tracking = f"sqlite:///{tmp_path}/mlflow.db"
+
+    def interrupt_after_first(done: int, planned: int, result: object, cached: bool) -> None:
+        if done == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_search(spec, storage=storage, tracking_uri=tracking, output_root=tmp_path / "out",
+                   on_trial=interrupt_after_first)  # fmt: skip
+    study = optuna.load_study(study_name=spec.study_name, storage=storage)
+    states = [t.state for t in study.trials]
+    assert states.count(optuna.trial.TrialState.FAIL) == 1 and len(states) == 1
+    parent_id = study.user_attrs["mlflow_parent_run_id"]
+    assert MlflowClient(tracking_uri=tracking).get_run(parent_id).info.status == "KILLED"
+
+    resumed = run_search(spec, storage=storage, tracking_uri=tracking, output_root=tmp_path / "out")
+    study = optuna.load_study(study_name=spec.study_name, storage=storage)
+    finished = [t for t in study.trials if t.state != optuna.trial.TrialState.FAIL]
+    assert len(finished) == 3 and resumed.parent_run_id == parent_id
+    assert MlflowClient(tracking_uri=tracking).get_run(parent_id).info.status == "FINISHED"
+    assert resumed.recommendation_path.is_file()
