@@ -155,6 +155,69 @@ def eval_command(
     raise typer.Exit({"pass": 0, "fail": 1, "inconclusive": 3}.get(result.verdict, 2))
 
 
+@app.command(epilog="Every figure here is modeled; quality is a labelled prior, verdict 'unverified'.")
+def plan(
+    model: Annotated[
+        str, typer.Option(help="Shipped architecture (e.g. llama-3.1-8b), a config.json, or a model directory.")
+    ],
+    prompt_tokens: Annotated[int, typer.Option(min=1)] = 512,
+    output_tokens: Annotated[int, typer.Option(min=1)] = 256,
+    rps: Annotated[float, typer.Option(min=0.001, help="Target requests per second.")] = 10.0,
+    ttft_ms: Annotated[float, typer.Option(min=0.001, help="P99 TTFT SLA, ms.")] = 1000.0,
+    tpot_ms: Annotated[float, typer.Option(min=0.001, help="P99 TPOT SLA, ms.")] = 50.0,
+    hardware: Annotated[
+        list[str] | None, typer.Option(help="Catalog GPUs (repeat the flag); default: six common ones.")
+    ] = None,
+    batch_size: Annotated[list[int] | None, typer.Option(min=1, help="max_num_seqs values to try (repeat).")] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
+) -> None:
+    """Project cost and latency for an architecture without its weights, across GPUs and precisions."""
+    from rich.table import Table
+
+    from recommender.perf.catalog import load_catalog
+    from recommender.plan import load_architecture, rows_to_json
+    from recommender.plan import plan as run_plan
+    from recommender.spec import LatencySLA, Traffic
+
+    name, shape = load_architecture(model)
+    rows = run_plan(
+        shape, load_catalog(), hardware=hardware or ["h100-sxm", "h200", "a100-80gb", "l40s", "l4", "mi300x"],
+        precisions=["bf16", "fp8", "int8", "int4"],
+        traffic=Traffic(prompt_tokens=prompt_tokens, output_tokens=output_tokens, requests_per_second=rps),
+        sla=LatencySLA(ttft_p99_ms=ttft_ms, tpot_p99_ms=tpot_ms), batch_sizes=batch_size or [64, 256],
+    )  # fmt: skip
+    if json_output:
+        print(rows_to_json(rows))
+        return
+    console = _console(stderr=False)
+    table = Table(title=f"{name}: {prompt_tokens}+{output_tokens} tokens at {rps:g} req/s, "
+                        f"P99 TTFT <= {ttft_ms:g} ms, TPOT <= {tpot_ms:g} ms (all modeled)")  # fmt: skip
+    for column in (
+        "GPU",
+        "precision/method",
+        "tp",
+        "batch",
+        "$/1M tok",
+        "replicas",
+        "$/month",
+        "TTFT",
+        "TPOT",
+        "quality",
+    ):
+        table.add_column(column)
+    for r in rows:
+        money = "-" if r.usd_per_1m_tokens is None else f"${r.usd_per_1m_tokens:.3f}"
+        month = "-" if r.usd_per_month is None else f"${r.usd_per_month:,.0f}"
+        table.add_row(r.hardware, f"{r.precision}/{r.method}", str(r.tensor_parallel or "-"), str(r.batch_size or "-"),
+                      money, str(r.replicas or "-"), month,
+                      "-" if r.ttft_p99_ms is None else f"{r.ttft_p99_ms:.0f}",
+                      "-" if r.tpot_p99_ms is None else f"{r.tpot_p99_ms:.1f}",
+                      r.note or f"{r.quality} [{r.quality_verdict}]")  # fmt: skip
+    console.print(table)
+    console.print("[dim]modeled: roofline step costs (assumed efficiencies) + continuous-batching simulation; "
+                  "catalog prices with their sources in recommender/perf/hardware.yaml[/]")  # fmt: skip
+
+
 def _run_with_progress(spec, storage, uri, output_dir, n_trials, console):  # type: ignore[no-untyped-def]
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 

@@ -1,0 +1,54 @@
+"""`plan`: shipped architectures, memory fit, modeled cost, priors labelled unverified."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from recommender.perf.catalog import load_catalog
+from recommender.plan import known_architectures, load_architecture, plan_one
+from recommender.spec import LatencySLA, Traffic
+
+TRAFFIC = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5)
+SLA = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100)
+
+
+@pytest.mark.parametrize(
+    ("name", "billions"),
+    [("llama-3.1-8b", 8.03), ("llama-3.1-70b", 70.6), ("mistral-7b-v0.3", 7.25), ("qwen2.5-7b", 7.62),
+     ("qwen2.5-72b", 72.7)],
+)  # fmt: skip
+def test_shipped_architectures_have_their_published_sizes(name: str, billions: float) -> None:
+    assert name in known_architectures()
+    _, shape = load_architecture(name)
+    params = shape.body_params + 2 * shape.lm_head_params
+    assert params / 1e9 == pytest.approx(billions, rel=0.02)
+
+
+def test_plan_rows_fit_price_and_label_quality() -> None:
+    catalog = load_catalog()
+    _, llama70 = load_architecture("llama-3.1-70b")
+    too_big = plan_one(llama70, catalog.get("t4"), "bf16", traffic=TRAFFIC, sla=SLA, batch_sizes=[64])
+    assert too_big.note.startswith("does not fit") and too_big.usd_per_1m_tokens is None
+
+    _, llama8 = load_architecture("llama-3.1-8b")
+    h100 = catalog.get("h100-sxm")
+    bf16 = plan_one(llama8, h100, "bf16", traffic=TRAFFIC, sla=SLA, batch_sizes=[64])
+    int4 = plan_one(llama8, h100, "int4", traffic=TRAFFIC, sla=SLA, batch_sizes=[64])
+    fp8 = plan_one(llama8, h100, "fp8", traffic=TRAFFIC, sla=SLA, batch_sizes=[64])
+    assert bf16.tensor_parallel == 1 and bf16.usd_per_1m_tokens is not None and bf16.quality_verdict == "reference"
+    assert int4.weights_gb_per_gpu < bf16.weights_gb_per_gpu / 2.5
+    assert fp8.method == "torchao-float8-dynamic"  # W8A8 where the GPU has FP8 tensor cores
+    assert plan_one(llama8, catalog.get("a100-80gb"), "fp8", traffic=TRAFFIC, sla=SLA,
+                    batch_sizes=[64]).method == "torchao-float8-wo"  # fmt: skip
+    assert int4.quality_verdict == "unverified" and int4.quality.startswith("prior:")
+    assert bf16.provenance.startswith("modeled: roofline on catalog entry h100-sxm")
+
+
+def test_plan_cli_unknown_model_lists_known_ones() -> None:
+    result = subprocess.run([sys.executable, "-m", "recommender.cli", "plan", "--model", "llama-9"],
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "--model" in result.stderr and "llama-3.1-8b" in result.stderr
