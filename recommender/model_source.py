@@ -8,6 +8,7 @@ off unless the spec opts in.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -132,14 +133,19 @@ class ModelSource:
         """sha256 over the weight files' bytes (local), or the hub id at its revision."""
         if not self.is_local:
             return f"hub:{self.location}@{self.revision or 'main'}"
-        digest = hashlib.sha256()
-        root = Path(self.location)
-        for path in sorted(_weight_files(root, allow_pickle=self.allow_pickle)):
-            digest.update(path.name.encode())
-            with path.open("rb") as handle:
-                for chunk in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(chunk)
-        return "sha256:" + digest.hexdigest()
+        return _hash_weights(self.location, self.allow_pickle)
+
+
+@functools.lru_cache(maxsize=8)
+def _hash_weights(location: str, allow_pickle: bool) -> str:
+    """Hashing a large model's weights takes minutes: once per process, however many callers ask."""
+    digest = hashlib.sha256()
+    for path in sorted(_weight_files(Path(location), allow_pickle=allow_pickle)):
+        digest.update(path.name.encode())
+        with path.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return "sha256:" + digest.hexdigest()
 
 
 def _weight_files(root: Path, *, allow_pickle: bool) -> list[Path]:

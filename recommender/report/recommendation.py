@@ -32,7 +32,7 @@ class Recommendation:
     current: dict[str, Any] | None
     saving: dict[str, float] | None
     rejected_cheaper: list[dict[str, Any]]
-    pareto_note: str
+    tie_policy: str
     counts: dict[str, int]
     notes: list[str] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
@@ -119,7 +119,7 @@ def build(
         current=_summary(current) if current else None,
         saving=saving,
         rejected_cheaper=[_summary(r) for r in cheaper],
-        pareto_note=f"ties within {COST_TOLERANCE:.0%} of the cheapest price go to the best quality margin",
+        tie_policy=f"ties within {COST_TOLERANCE:.0%} of the cheapest price go to the best quality margin",
         counts={
             "candidates": len(results),
             "evaluated": sum(r.status == "evaluated" for r in results),
