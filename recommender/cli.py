@@ -218,6 +218,64 @@ def plan(
                   "catalog prices with their sources in recommender/perf/hardware.yaml[/]")  # fmt: skip
 
 
+@app.command(epilog="Every figure is measured on this machine (warm-up 1, median of --repeats, min-max spread).")
+def probe(
+    model: Annotated[str, typer.Option(help="Local model directory or hub id.")],
+    method: Annotated[str, typer.Option(help="Quantization method, e.g. baseline, bnb-nf4, torchao-int8-wo.")],
+    prompt_tokens: Annotated[list[int] | None, typer.Option(min=1, help="Prompt lengths (repeat the flag).")] = None,
+    batch_size: Annotated[list[int] | None, typer.Option(min=1, help="Decode batch sizes (repeat the flag).")] = None,
+    repeats: Annotated[int, typer.Option(min=1)] = 3,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the measurements as JSON.")] = False,
+) -> None:
+    """Measure the really quantized model here: prefill time, decode step time, memory."""
+    import json
+
+    from rich.table import Table
+
+    from recommender.errors import BadInputError as _Bad
+    from recommender.model_cache import ModelCache, local_device
+    from recommender.model_source import ModelSource
+    from recommender.perf.probe import probe as run_probe
+    from recommender.quantize import get_method
+
+    quant = get_method(method, field="--method")
+    source = ModelSource.resolve(model, base_dir=Path.cwd(), field="--model")
+    source.load_config(field="--model")
+    device = local_device()
+    if (reason := quant.unavailable_reason(device)) is not None:
+        raise _Bad("--method", reason, "pick a method that runs here")
+    loaded = ModelCache(source, device).get(quant)
+    results = [
+        run_probe(loaded, prompt_tokens=p, batch_size=b, repeats=repeats)
+        for p in (prompt_tokens or [128])
+        for b in (batch_size or [1, 8, 32])
+    ]
+    if json_output:
+        print(json.dumps([r.to_dict() for r in results], indent=2))
+        return
+    table = Table(title=f"{source.name} {quant.precision}/{quant.name}: {results[0].provenance}")
+    for column in (
+        "prompt",
+        "batch",
+        "prefill ms",
+        "decode step ms",
+        "tok/s (decode)",
+        "weights MB",
+        "KV MB",
+        "peak +MB",
+    ):
+        table.add_column(column)
+    for r in results:
+        table.add_row(
+            str(r.prompt_tokens), str(r.batch_size),
+            f"{r.prefill_s * 1e3:.1f} ({r.prefill_spread_s[0] * 1e3:.1f}-{r.prefill_spread_s[1] * 1e3:.1f})",
+            f"{r.decode_step_s * 1e3:.2f} ({r.decode_spread_s[0] * 1e3:.2f}-{r.decode_spread_s[1] * 1e3:.2f})",
+            f"{r.batch_size / r.decode_step_s:,.0f}", f"{r.weights_mb:.1f}", f"{r.kv_cache_mb:.1f}",
+            "-" if r.peak_rss_delta_mb is None else f"{r.peak_rss_delta_mb:.0f}",
+        )  # fmt: skip
+    _console(stderr=False).print(table)
+
+
 def _run_with_progress(spec, storage, uri, output_dir, n_trials, console):  # type: ignore[no-untyped-def]
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 

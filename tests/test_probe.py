@@ -21,3 +21,6 @@ def test_probe_measures_prefill_decode_and_memory(demo_model_dir: Path) -> None:
         assert result.weights_mb > 0
     # The KV cache grows with the batch: 16 sequences hold 8x the cache of 2.
     assert abs(large.kv_cache_mb / small.kv_cache_mb - 8.0) < 0.5
+    # Stored bytes, not the logical bf16 size torchao's tensor subclasses report: int8 body, bf16 embeddings.
+    bf16 = probe(get_method("baseline").load(source, DeviceInfo("cpu")), prompt_tokens=8, batch_size=1, repeats=1)
+    assert small.weights_mb < 0.7 * bf16.weights_mb

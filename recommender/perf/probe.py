@@ -79,11 +79,18 @@ def _reset_peak_rss() -> None:
         Path("/proc/self/clear_refs").write_text("5")
 
 
+def _storage_bytes(tensor: Any) -> int:
+    """Bytes really stored: a quantized tensor subclass (torchao) reports its logical dtype's
+    size through numel/element_size, so its inner tensors are counted instead."""
+    flatten = getattr(tensor, "__tensor_flatten__", None)
+    if flatten is not None:
+        names, _ = flatten()
+        return sum(_storage_bytes(getattr(tensor, name)) for name in names)
+    return int(tensor.numel() * tensor.element_size())
+
+
 def _tensor_mb(model: nn.Module) -> float:
-    total = 0
-    for tensor in [*model.parameters(), *model.buffers()]:
-        total += tensor.numel() * tensor.element_size()
-    return total / 2**20
+    return sum(_storage_bytes(t) for t in [*model.parameters(), *model.buffers()]) / 2**20
 
 
 def _timed(fn: Any, *, warmup: int, repeats: int, sync: Any) -> list[float]:
