@@ -1,0 +1,74 @@
+"""Fidelity of the calibrated step-time model: calibrate on one model size, predict another.
+
+    .venv/bin/python benchmarks/calibration_fidelity.py [--methods baseline torchao-int8-wo]
+
+Two random-initialised Llama-architecture models (speed does not depend on the weights'
+values): a small one (4 layers, width 256) to calibrate on, a larger one (8 layers, width
+512) to predict. For each method, the small model is probed at several prompt lengths and
+batch sizes, the calibration is fitted, and the large model's measured prefill and decode
+step times are compared with the predictions. Reports median and p90 |error| over all
+points. Target: median <= 10 %, p90 <= 25 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from recommender.model_source import ModelSource
+from recommender.perf.calibration import fit, probe_points
+from recommender.perf.probe import local_device_label, probe
+from recommender.perf.shape import ModelShape
+from recommender.quantize import DeviceInfo, get_method
+
+SIZES = {
+    "small": dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=4),
+    "large": dict(hidden_size=512, intermediate_size=1536, num_hidden_layers=8, num_attention_heads=8),
+}
+GRID = [(prompt, batch) for prompt in (64, 256) for batch in (1, 4, 16)]
+
+
+def _save_random_model(root: Path, size: str) -> Path:
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=2048, num_key_value_heads=2, head_dim=64, max_position_embeddings=1024,
+                         tie_word_embeddings=False, **SIZES[size])  # fmt: skip
+    path = root / size
+    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(path)
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--methods", nargs="+", default=["baseline", "torchao-int8-wo", "torchao-int4-wo-g32"])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    cpu = DeviceInfo("cpu")
+    errors: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = {size: _save_random_model(Path(tmp), size) for size in SIZES}
+        for name in args.methods:
+            method = get_method(name)
+            measured = {}
+            for size, path in paths.items():
+                source = ModelSource.resolve(str(path), base_dir=path)
+                model = method.load(source, cpu)
+                shape = ModelShape.from_config(source.load_config())
+                probes = [probe(model, prompt_tokens=p, batch_size=b, repeats=args.repeats) for p, b in GRID]
+                measured[size] = probe_points(shape, method, probes)
+            calibration = fit(measured["small"], device=local_device_label())
+            method_errors = [abs(calibration.predict(f) - t) / t for f, t in measured["large"]]
+            errors += method_errors
+            median, p90 = np.median(method_errors), np.quantile(method_errors, 0.9)
+            print(f"{name:22s} fit on small: median |err| {calibration.fit_median_error:5.1%}; "
+                  f"predict large: median {median:5.1%}, p90 {p90:5.1%}")  # fmt: skip
+    print(f"all methods, {len(errors)} points on {local_device_label()}: "
+          f"median |error| {np.median(errors):.1%}, p90 {np.quantile(errors, 0.9):.1%}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
