@@ -17,7 +17,6 @@ import argparse
 import time
 
 from recommender.perf.catalog import load_catalog
-from recommender.perf.shape import ModelShape
 from recommender.perf.simulator import (
     LengthDist,
     RooflineStepCost,
@@ -27,11 +26,10 @@ from recommender.perf.simulator import (
     max_rate_within_sla,
     simulate,
 )
+from recommender.plan import load_architecture
 from recommender.quantize import get_method
 
-LLAMA3_8B = ModelShape(
-    n_layers=32, hidden=4096, intermediate=14336, n_heads=32, n_kv_heads=8, head_dim=128, vocab=128256
-)
+_, LLAMA3_8B = load_architecture("llama-3.1-8b")  # the shipped config.json numbers
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ from recommender.cost import estimate_cost
 from recommender.perf.catalog import load_catalog
 from recommender.perf.roofline import Efficiency, memory_needed_gb, project_step_times, weight_bytes
 from recommender.perf.serving import steady_state
-from recommender.perf.shape import ModelShape
+from recommender.plan import load_architecture
 from recommender.quality.evaluate import chunk_schedule
 from recommender.quality.statistics import aggregate, paired_bootstrap
 from recommender.quality.suite import TaskThreshold, Threshold
@@ -22,9 +22,7 @@ from recommender.report.recommendation import build, pick
 from recommender.spec import Traffic
 
 # Llama-3-8B's shape (config.json numbers).
-LLAMA3_8B = ModelShape(
-    n_layers=32, hidden=4096, intermediate=14336, n_heads=32, n_kv_heads=8, head_dim=128, vocab=128256
-)
+_, LLAMA3_8B = load_architecture("llama-3.1-8b")  # the shipped config.json numbers
 
 
 def test_shape_counts_llama3_8b() -> None:

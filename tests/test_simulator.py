@@ -15,7 +15,6 @@ import pytest
 import recommender.perf.simulator as sim
 from recommender.perf.catalog import load_catalog
 from recommender.perf.roofline import project_step_times
-from recommender.perf.shape import ModelShape
 from recommender.perf.simulator import (
     LengthDist,
     RooflineStepCost,
@@ -28,12 +27,11 @@ from recommender.perf.simulator import (
     simulate,
     workload_from_traffic,
 )
+from recommender.plan import load_architecture
 from recommender.quantize import get_method
 from recommender.spec import Traffic
 
-LLAMA3_8B = ModelShape(
-    n_layers=32, hidden=4096, intermediate=14336, n_heads=32, n_kv_heads=8, head_dim=128, vocab=128256
-)
+_, LLAMA3_8B = load_architecture("llama-3.1-8b")  # the shipped config.json numbers
 DECODE_S = 0.010
 PER_PREFILL_TOKEN_S = 1e-5
 
