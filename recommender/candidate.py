@@ -9,7 +9,9 @@ then latency and cost. Every figure keeps its provenance.
 
 from __future__ import annotations
 
+import math
 import os
+import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -17,18 +19,30 @@ from recommender.cost import CostEstimate, estimate_cost
 from recommender.errors import MethodUnavailableError
 from recommender.model_cache import ModelCache
 from recommender.perf.catalog import Catalog
+from recommender.perf.memory import DEFAULT_GPU_MEMORY_UTILIZATION, plan_memory
 from recommender.perf.probe import ProbeResult, probe
-from recommender.perf.roofline import StepTimes, memory_needed_gb
-from recommender.perf.serving import DEFAULT_MAX_BATCHED_TOKENS, ServingEstimate, simulate_serving, steady_state
+from recommender.perf.serving import (
+    DEFAULT_MAX_BATCHED_TOKENS,
+    SIMULATED_REQUESTS,
+    ServingEstimate,
+    simulate_serving,
+)
 from recommender.perf.shape import ModelShape
-from recommender.perf.simulator import RooflineStepCost, SchedulerConfig, kv_cache_tokens
+from recommender.perf.simulator import (
+    RooflineStepCost,
+    SchedulerConfig,
+    StepCostModel,
+    TableStepCost,
+    make_workload,
+    simulate,
+)
 from recommender.quality.evaluate import QualityEvaluator, QualityResult
 from recommender.quality.verdict import Check
-from recommender.quantize import get_method
-from recommender.spec import LOCAL_DEVICE, Deployment, SearchSpec
+from recommender.quantize import QuantMethod, get_method, with_kv_cache
+from recommender.spec import LOCAL_DEVICE, Deployment, LatencySLA, SearchSpec
 
 #: Fraction of accelerator memory the serving engine may use (vLLM's default gpu_memory_utilization).
-GPU_MEMORY_UTILIZATION = 0.9
+GPU_MEMORY_UTILIZATION = DEFAULT_GPU_MEMORY_UTILIZATION
 
 Status = Literal["evaluated", "pruned"]
 
@@ -40,14 +54,25 @@ class Candidate:
     hardware: str
     batch_size: int
     tensor_parallel: int = 1
+    max_num_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
+    kv_cache_dtype: str = "auto"
 
     @classmethod
     def from_deployment(cls, d: Deployment) -> Candidate:
-        return cls(d.precision, d.method, d.hardware, d.batch_size, d.tensor_parallel)
+        return cls(
+            d.precision, d.method, d.hardware, d.batch_size, d.tensor_parallel, d.max_num_batched_tokens,
+            d.kv_cache_dtype,
+        )  # fmt: skip
 
     @property
     def key(self) -> str:
-        return f"{self.precision}/{self.method}@{self.hardware}x{self.tensor_parallel}/bs{self.batch_size}"
+        """Unique per configuration; settings at their defaults are left out so keys stay short."""
+        key = f"{self.precision}/{self.method}@{self.hardware}x{self.tensor_parallel}/bs{self.batch_size}"
+        if self.max_num_batched_tokens != DEFAULT_MAX_BATCHED_TOKENS:
+            key += f"/tok{self.max_num_batched_tokens}"
+        if self.kv_cache_dtype != "auto":
+            key += f"/kv-{self.kv_cache_dtype}"
+        return key
 
 
 @dataclass
@@ -74,6 +99,17 @@ class CandidateResult:
         return self.status == "evaluated" and not self.broken and self.quality_verdict == "pass"
 
     @property
+    def quality_loss(self) -> float:
+        """Mean KL divergence from the bf16 model — a threshold-free measure of what quantization
+        lost, the second objective of the Pareto front; infinite while quality is unmeasured."""
+        fidelity = (self.quality or {}).get("fidelity")
+        if fidelity is not None:
+            return float(fidelity["mean_kl"])
+        if self.quality and self.quality.get("method") == "baseline":
+            return 0.0
+        return math.inf
+
+    @property
     def usd_per_1m_tokens(self) -> float | None:
         return None if self.cost is None else float(self.cost["usd_per_1m_tokens"])
 
@@ -81,11 +117,12 @@ class CandidateResult:
         data = asdict(self)
         data["key"] = self.candidate.key
         data["feasible"] = self.feasible
+        data["quality_loss"] = self.quality_loss if math.isfinite(self.quality_loss) else None
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CandidateResult:
-        fields = {k: v for k, v in data.items() if k not in ("key", "feasible")}
+        fields = {k: v for k, v in data.items() if k not in ("key", "feasible", "quality_loss")}
         fields["candidate"] = Candidate(**fields["candidate"])
         return cls(**fields)
 
@@ -108,6 +145,36 @@ def _local_memory_gb() -> float:
         return 0.0
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """A candidate that passed the runnable and memory checks, ready to simulate."""
+
+    method: QuantMethod
+    step_cost: StepCostModel
+    scheduler: SchedulerConfig
+    price_per_hour_usd: float
+    price_source: str
+    need_gb: float
+    available_gb: float
+    probe: ProbeResult | None
+
+
+def _why_quality_cannot_matter(
+    serving: ServingEstimate, cost: CostEstimate | None, sla: LatencySLA, cost_bound: float | None
+) -> str | None:
+    """Why this candidate cannot be recommended whatever its quality, or None when quality decides."""
+    if cost is None:
+        return "not evaluated: no arrival rate meets the latency SLA"
+    if serving.ttft_ms > sla.ttft_p99_ms or serving.tpot_ms > sla.tpot_p99_ms:
+        return "not evaluated: the latency SLA is already broken"
+    if cost_bound is not None and cost.usd_per_1m_tokens > cost_bound:
+        return (
+            f"not evaluated: ${cost.usd_per_1m_tokens:.4g}/1M tokens is above ${cost_bound:.4g}, "
+            "a feasible candidate's price (tie tolerance included)"
+        )
+    return None
+
+
 @dataclass
 class CandidateEvaluator:
     """Evaluates candidates of one spec, caching quality per method and probes per (method, batch)."""
@@ -127,7 +194,42 @@ class CandidateEvaluator:
         constraints = {k: 0.0 for k in CONSTRAINT_KEYS} | {key: 1.0}
         return CandidateResult(c, "pruned", constraints, [f"{key}: {why}"], **extra)
 
-    def evaluate(self, c: Candidate) -> CandidateResult:
+    def evaluate(self, c: Candidate, *, cost_bound: float | None = None) -> CandidateResult:
+        """Everything about `c`, cheapest checks first.
+
+        Quality is measured last and only where it can matter: a candidate that already
+        breaks a latency limit, or costs more than `cost_bound` (the price of a feasible
+        candidate found earlier, tie tolerance included), cannot be recommended, so its
+        quality stays "unverified" with that reason — unless its method's quality is known.
+        """
+        setup = self._setup(c)
+        if isinstance(setup, CandidateResult):
+            return setup
+        traffic = self.spec.traffic
+        serving = simulate_serving(setup.step_cost, setup.scheduler, traffic=traffic, sla=self.spec.sla)
+        need, available, probe_result = setup.need_gb, setup.available_gb, setup.probe
+        method = setup.method
+        cost = None
+        if serving.requests_per_s > 0:  # else not even a lone request meets the SLA: nothing to price
+            cost = estimate_cost(
+                price_per_hour_usd=setup.price_per_hour_usd,
+                price_source=setup.price_source,
+                tensor_parallel=c.tensor_parallel,
+                replica_tokens_per_s=serving.tokens_per_s,
+                replica_requests_per_s=serving.requests_per_s,
+                target_requests_per_s=traffic.requests_per_second,
+            )
+        quality_method = with_kv_cache(method, c.kv_cache_dtype)
+        skip = None if self.quality.has(quality_method.name) else _why_quality_cannot_matter(
+            serving, cost, self.spec.sla, cost_bound
+        )  # fmt: skip
+        quality = (
+            self.quality.evaluate(quality_method) if skip is None else self.quality.not_evaluated(quality_method, skip)
+        )
+        return self._assemble(c, quality, serving, cost, need, available, probe_result)
+
+    def _setup(self, c: Candidate) -> CandidateResult | _Setup:
+        """The pruned result, or what evaluating `c` needs: its step-cost model, scheduler, price, memory."""
         method = get_method(c.method)
         traffic = self.spec.traffic
         is_local = c.hardware == LOCAL_DEVICE
@@ -136,79 +238,104 @@ class CandidateEvaluator:
         reason = method.unavailable_reason(device)
         if reason is not None:
             return self._pruned(c, "runnable", reason)
+        if accel is None and c.kv_cache_dtype != "auto":
+            return self._pruned(
+                c, "runnable", f"kv_cache_dtype {c.kv_cache_dtype}: the local probe (transformers) has no fp8 KV "
+                "storage to time; its quality is measured, its speed only modeled on catalog GPUs",
+            )  # fmt: skip
         max_tp = 1 if accel is None else accel.max_tensor_parallel
         if c.tensor_parallel > max_tp:
             return self._pruned(c, "runnable", f"tensor_parallel {c.tensor_parallel} > {max_tp} devices per node")
 
         context = traffic.prompt_tokens + traffic.output_tokens
-        need = memory_needed_gb(
-            self.shape, method, batch_size=c.batch_size, context_tokens=context, tensor_parallel=c.tensor_parallel
+        memory = plan_memory(
+            self.shape,
+            method,
+            device_gb=_local_memory_gb() if accel is None else accel.memory_gb,
+            memory_utilization=GPU_MEMORY_UTILIZATION,
+            tensor_parallel=c.tensor_parallel,
+            max_num_batched_tokens=c.max_num_batched_tokens,
+            max_num_seqs=c.batch_size,
+            kv_cache_dtype=c.kv_cache_dtype,
         )
-        available = _local_memory_gb() if accel is None else accel.memory_gb * GPU_MEMORY_UTILIZATION
-        if need > available:
-            return self._pruned(
-                c,
-                "memory",
-                f"needs {need:.2f} GB per device, {available:.1f} GB usable",
-                memory_gb=need,
-                memory_available_gb=available,
-            )
+        # A catalog GPU needs room for one request; the scheduler caps concurrency at the KV
+        # cache. The local probe really runs the whole batch, so there all of it must fit.
+        must_fit = c.batch_size if accel is None else 1
+        need, available = memory.needed_gb(must_fit, context), memory.usable_gb
+        shortfall = memory.shortfall(must_fit, context)
+        if shortfall is not None:
+            return self._pruned(c, "memory", shortfall, memory_gb=need, memory_available_gb=available)
 
-        quality = self.quality.evaluate(method)
         probe_result: ProbeResult | None = None
         if accel is None:
             try:
-                probe_result = self._probe(c)
+                step_cost, probe_result = self._measured_step_cost(c)
             except MethodUnavailableError as exc:
                 return self._pruned(c, "runnable", str(exc))
-            steps = StepTimes(probe_result.prefill_s, probe_result.decode_step_s, probe_result.provenance)
             price, price_source = self.spec.local_device.price_per_hour_usd, self.spec.local_device.price_source  # type: ignore[union-attr]
-            serving = steady_state(
-                prefill_s=steps.prefill_s,
-                decode_step_s=steps.decode_step_s,
-                batch_size=c.batch_size,
-                traffic=traffic,
-                provenance=steps.provenance,
-            )
         else:
-            kv_tokens = kv_cache_tokens(
-                self.shape, method, accel, tensor_parallel=c.tensor_parallel, memory_utilization=GPU_MEMORY_UTILIZATION
+            step_cost = RooflineStepCost(
+                self.shape, method, accel, tensor_parallel=c.tensor_parallel, kv_cache_dtype=c.kv_cache_dtype
             )
-            one_request = traffic.prompt_tokens + traffic.output_tokens
-            if kv_tokens < one_request:
-                return self._pruned(
-                    c,
-                    "memory",
-                    f"KV cache holds {kv_tokens} tokens beside the weights, one request needs {one_request}",
-                    memory_gb=need,
-                    memory_available_gb=available,
-                )
-            scheduler = SchedulerConfig(
-                kv_cache_tokens=kv_tokens,
-                max_num_seqs=c.batch_size,
-                max_num_batched_tokens=max(DEFAULT_MAX_BATCHED_TOKENS, c.batch_size),
-            )
-            step_cost = RooflineStepCost(self.shape, method, accel, tensor_parallel=c.tensor_parallel)
-            serving = simulate_serving(step_cost, scheduler, traffic=traffic, sla=self.spec.sla)
             price, price_source = accel.price_per_hour_usd, f"{accel.price_source} ({accel.price_date})"
-        if serving.requests_per_s <= 0:  # not even a lone request meets the SLA: nothing to price
-            return self._assemble(c, quality, serving, None, need, available, probe_result)
-        cost = estimate_cost(
-            price_per_hour_usd=price,
-            price_source=price_source,
-            tensor_parallel=c.tensor_parallel,
-            replica_tokens_per_s=serving.tokens_per_s,
-            replica_requests_per_s=serving.requests_per_s,
-            target_requests_per_s=traffic.requests_per_second,
+        scheduler = SchedulerConfig(
+            kv_cache_tokens=memory.kv_cache_tokens,
+            max_num_seqs=c.batch_size,
+            max_num_batched_tokens=max(c.max_num_batched_tokens, c.batch_size),
         )
-        return self._assemble(c, quality, serving, cost, need, available, probe_result)
+        return _Setup(method, step_cost, scheduler, price, price_source, need, available, probe_result)
 
-    def _probe(self, c: Candidate) -> ProbeResult:
-        key = (c.method, c.batch_size)
+    def load_curve(self, c: Candidate, *, points: int = 8) -> dict[str, Any] | None:
+        """P99 TTFT and TPOT of one replica from a trickle of traffic up to 1.3x its capacity within the SLA.
+
+        None for a pruned candidate. Probes are kept per process: after a resume a local winner is probed again.
+        """
+        setup = self._setup(c)
+        if isinstance(setup, CandidateResult):
+            return None
+        cost, scheduler = setup.step_cost, setup.scheduler
+        traffic, sla = self.spec.traffic, self.spec.sla
+        capacity = simulate_serving(cost, scheduler, traffic=traffic, sla=sla).requests_per_s
+        if capacity <= 0:
+            return None
+        curve = []
+        for i in range(1, points + 1):
+            rate = capacity * 1.3 * i / points
+            workload = make_workload(
+                prompt=traffic.prompt_tokens, output=traffic.output_tokens, n_requests=SIMULATED_REQUESTS, rate=rate
+            )
+            result = simulate(cost, workload, scheduler)
+            curve.append({"rate_per_s": rate, "ttft_p99_ms": result.ttft_ms.p99, "tpot_p99_ms": result.tpot_ms.p99})
+        return {
+            "points": curve,
+            "sla": {"ttft_p99_ms": sla.ttft_p99_ms, "tpot_p99_ms": sla.tpot_p99_ms},
+            "capacity_rate_per_s": capacity,
+            "provenance": getattr(cost, "provenance", "step-cost model") + "; continuous-batching simulation",
+        }
+
+    def _probe(self, method: str, batch_size: int) -> ProbeResult:
+        key = (method, batch_size)
         if key not in self._probes:
-            model = self.models.get(get_method(c.method))
-            self._probes[key] = probe(model, prompt_tokens=self.spec.traffic.prompt_tokens, batch_size=c.batch_size)
+            model = self.models.get(get_method(method))
+            self._probes[key] = probe(model, prompt_tokens=self.spec.traffic.prompt_tokens, batch_size=batch_size)
         return self._probes[key]
+
+    def _measured_step_cost(self, c: Candidate) -> tuple[TableStepCost, ProbeResult]:
+        """Step times measured here at batch 1, every searched batch size up to the candidate's, and its own.
+
+        The simulator's decode steps run at every batch size up to ``max_num_seqs``; between
+        measured sizes the table interpolates, so each figure stays a measured one.
+        """
+        sizes = sorted({1, c.batch_size} | {b for b in self.spec.space.batch_sizes if b <= c.batch_size})
+        probes = [self._probe(c.method, b) for b in sizes]
+        prompt = self.spec.traffic.prompt_tokens
+        own = probes[-1]
+        table = TableStepCost(
+            prefill={prompt: statistics.median(p.prefill_s for p in probes)},
+            decode={p.batch_size: p.decode_step_s for p in probes},
+            provenance=f"{own.provenance}; decode measured at batch sizes {sizes}, interpolated between them",
+        )
+        return table, own
 
     def _assemble(
         self,

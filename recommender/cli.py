@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -86,13 +86,68 @@ def search(
         from recommender.report.table import render
 
         render(outcome.recommendation, console)
+        _print_launch(outcome.recommendation.launch, console)
         console.print(
             f"\nrecommendation: {outcome.recommendation_path}\n"
+            f"report: {outcome.output_dir / 'report.html'} (and report.md)\n"
             f"study: {outcome.study_name} in {outcome.storage} ({outcome.new_trials} new trials, "
             f"{outcome.quality_evaluations} quality evaluations, {outcome.probes} probes)\n"
             f"MLflow run {outcome.parent_run_id}: mlflow ui --backend-store-uri {outcome.tracking_uri}"
         )
     raise typer.Exit(0 if outcome.recommendation.winner else 1)
+
+
+def _print_launch(launch: list[dict[str, Any]], console: Console) -> None:
+    """Each engine's launch command for the winner, or its plain refusal."""
+    if not launch:
+        return
+    console.print("\n[bold]launch the recommendation[/bold]")
+    for item in launch:
+        if item["supported"]:
+            console.print(f"  {item['engine']}: ", end="")
+            console.print(item["command"], markup=False, highlight=False, soft_wrap=True)
+        else:
+            console.print(f"  {item['engine']}: not supported — {item['notes'][0]}", markup=False, highlight=False)
+
+
+@app.command(
+    "report",
+    epilog="Exit codes: 0 written, 2 bad input (unknown run id, unreachable tracking store).",
+)
+def report_command(
+    run_id: Annotated[str, typer.Argument(help="The study's MLflow run id (printed by `recommender search`).")],
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlruns/mlflow.db)."),
+    ] = None,
+    output_dir: Annotated[Path | None, typer.Option(help="Where to write (default: mlruns/reports/<run id>).")] = None,
+) -> None:
+    """Regenerate a study's report (report.md, report.html, plots) from its MLflow run alone."""
+    import tempfile
+
+    from recommender.report.artifacts import (
+        LOAD_CURVE_JSON,
+        RECOMMENDATION_JSON,
+        RESULTS_JSON,
+        read_study_artifacts,
+        write_study_artifacts,
+    )
+    from recommender.tracking import download_run_artifacts, resolve_tracking_uri
+
+    uri = resolve_tracking_uri(tracking_uri)
+    target = output_dir or Path("mlruns/reports") / run_id
+    with tempfile.TemporaryDirectory() as tmp:
+        found = download_run_artifacts(uri, run_id, [RECOMMENDATION_JSON, RESULTS_JSON, LOAD_CURVE_JSON], Path(tmp))
+        if RECOMMENDATION_JSON not in found or RESULTS_JSON not in found:
+            raise BadInputError(
+                "run_id", f"run {run_id} has no {RECOMMENDATION_JSON} and {RESULTS_JSON}",
+                "pass the study's parent run id (the one `recommender search` printed), not a trial's",
+            )  # fmt: skip
+        recommendation, results, curve = read_study_artifacts(Path(tmp))
+    written = write_study_artifacts(target, recommendation, results, curve)
+    console = _console(stderr=False)
+    for path in written:
+        console.print(str(path), markup=False, highlight=False)
 
 
 @app.command(

@@ -45,3 +45,12 @@ def pydantic_location(loc: tuple[object, ...]) -> str:
         else:
             parts.append(("." if parts else "") + str(part))
     return "".join(parts) or "(top level)"
+
+
+def pydantic_message(error: dict[str, object]) -> str:
+    """A pydantic error's message in the words a YAML author uses."""
+    if error.get("type") == "extra_forbidden":
+        return "unknown key"
+    if error.get("type") == "missing":
+        return "required key is missing"
+    return str(error.get("msg", "invalid value")).removeprefix("Value error, ")

@@ -18,10 +18,10 @@ from types import SimpleNamespace
 from recommender.cost import estimate_cost
 from recommender.errors import BadInputError
 from recommender.perf.catalog import Accelerator, Catalog
-from recommender.perf.roofline import memory_needed_gb
+from recommender.perf.memory import MemoryPlan, plan_memory
 from recommender.perf.serving import DEFAULT_MAX_BATCHED_TOKENS, simulate_serving
 from recommender.perf.shape import ModelShape
-from recommender.perf.simulator import RooflineStepCost, SchedulerConfig, kv_cache_tokens
+from recommender.perf.simulator import RooflineStepCost, SchedulerConfig
 from recommender.quantize import QuantMethod, get_method
 from recommender.spec import LatencySLA, Traffic
 
@@ -112,22 +112,26 @@ def plan_one(
     if reason:
         return PlanRow(**base, **empty, note=f"refused: {reason}", provenance="")
     one_request = traffic.prompt_tokens + traffic.output_tokens
+
+    def memory(tp: int, batch: int) -> MemoryPlan:
+        return plan_memory(shape, method, device_gb=accel.memory_gb, memory_utilization=GPU_MEMORY_UTILIZATION,
+                           tensor_parallel=tp, max_num_batched_tokens=max(DEFAULT_MAX_BATCHED_TOKENS, batch),
+                           max_num_seqs=batch)  # fmt: skip
+
     tp = 1
-    while tp <= accel.max_tensor_parallel:
-        if kv_cache_tokens(shape, method, accel, tensor_parallel=tp, memory_utilization=GPU_MEMORY_UTILIZATION) >= (
-            one_request
-        ):
-            break
+    while tp <= accel.max_tensor_parallel and memory(tp, 1).kv_cache_tokens < one_request:
         tp *= 2
     if tp > accel.max_tensor_parallel:
-        need = memory_needed_gb(shape, method, batch_size=1, context_tokens=one_request, tensor_parallel=1)
-        return PlanRow(**base, **empty, note=f"does not fit: {need:.0f} GB > {accel.max_tensor_parallel} x "
-                       f"{accel.memory_gb:g} GB x {GPU_MEMORY_UTILIZATION:.0%}", provenance="")  # fmt: skip
+        why = memory(accel.max_tensor_parallel, 1).shortfall(1, one_request)
+        return PlanRow(**base, **empty, note=f"does not fit on {accel.max_tensor_parallel} GPUs: {why}",
+                       provenance="")  # fmt: skip
     best: PlanRow | None = None
     for batch in batch_sizes:
+        plan_tp = memory(tp, batch)
+        if plan_tp.kv_cache_tokens < one_request:
+            continue
         config = SchedulerConfig(
-            kv_cache_tokens=kv_cache_tokens(shape, method, accel, tensor_parallel=tp,
-                                            memory_utilization=GPU_MEMORY_UTILIZATION),
+            kv_cache_tokens=plan_tp.kv_cache_tokens,
             max_num_seqs=batch, max_num_batched_tokens=max(DEFAULT_MAX_BATCHED_TOKENS, batch),
         )  # fmt: skip
         serving = simulate_serving(RooflineStepCost(shape, method, accel, tensor_parallel=tp), config,
@@ -143,7 +147,7 @@ def plan_one(
             **base, tensor_parallel=tp, batch_size=batch, usd_per_1m_tokens=cost.usd_per_1m_tokens,
             replicas=cost.replicas, usd_per_month=cost.usd_per_month, ttft_p99_ms=serving.ttft_ms,
             tpot_p99_ms=serving.tpot_ms, max_rps_per_replica=serving.requests_per_s,
-            weights_gb_per_gpu=memory_needed_gb(shape, method, batch_size=0, context_tokens=0, tensor_parallel=tp),
+            weights_gb_per_gpu=plan_tp.weights_gb,
             note="", provenance=serving.provenance,
         )  # fmt: skip
         if best is None or row.usd_per_1m_tokens < best.usd_per_1m_tokens:  # type: ignore[operator]

@@ -15,9 +15,11 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from recommender.errors import BadInputError, pydantic_location
+from recommender.errors import BadInputError, pydantic_location, pydantic_message
 
 Precision = Literal["bf16", "fp16", "fp8", "int8", "int4"]
+#: KV-cache storage dtypes, named as vLLM names them (`--kv-cache-dtype`); see perf/memory.py.
+KVCacheDtype = Literal["auto", "fp8"]
 #: The hardware name that means "this machine, measured"; everything else is a catalog entry.
 LOCAL_DEVICE = "local"
 
@@ -71,6 +73,12 @@ class Space(_Strict):
     hardware: list[str] = Field(min_length=1, description="Catalog accelerator names, or 'local'.")
     batch_sizes: list[PositiveInt] = Field(min_length=1, description="max_num_seqs values (concurrent sequences).")
     tensor_parallel: list[PositiveInt] = Field(default=[1])
+    max_num_batched_tokens: list[PositiveInt] = Field(
+        default=[8192], min_length=1, description="Token budgets per engine step (chunked prefill)."
+    )
+    kv_cache_dtypes: list[KVCacheDtype] = Field(
+        default=["auto"], min_length=1, description="'auto' (the model's 16-bit dtype) and/or 'fp8'."
+    )
 
     @field_validator("methods")
     @classmethod
@@ -88,6 +96,8 @@ class Deployment(_Strict):
     hardware: str
     batch_size: PositiveInt
     tensor_parallel: PositiveInt = 1
+    max_num_batched_tokens: PositiveInt = Field(default=8192, description="Token budget per engine step.")
+    kv_cache_dtype: KVCacheDtype = "auto"
 
 
 class SearchSettings(_Strict):
@@ -171,12 +181,9 @@ def load_spec(path: Path) -> SearchSpec:
         raise BadInputError(f"{path}: {exc.field}", exc.problem, exc.fix) from None
     except ValidationError as exc:
         first = exc.errors()[0]
-        message = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
-        if first.get("type") == "extra_forbidden":
-            message = "unknown key"
-        elif first.get("type") == "missing":
-            message = "required key is missing"
         raise BadInputError(
-            f"{path}: {pydantic_location(tuple(first['loc']))}", message, "see search_spaces/demo.yaml for a valid spec"
+            f"{path}: {pydantic_location(tuple(first['loc']))}",
+            pydantic_message(dict(first)),
+            "see search_spaces/demo.yaml for a valid spec",
         ) from None
     return spec.model_copy(update={"spec_path": path.resolve()})

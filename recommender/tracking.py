@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,54 @@ def _artifact_root(uri: str) -> str | None:
         db = Path(uri.removeprefix("sqlite:///"))
         return (db.parent.resolve() / "artifacts").as_uri()
     return None
+
+
+def _prepare_store(uri: str) -> None:
+    """Create a sqlite store's folder; make an HTTP server that does not answer fail in seconds.
+
+    MLflow retries HTTP requests with backoff for minutes by default; a search should say
+    "that server does not answer" at once instead. Its documented environment variables are
+    the only knobs, so they are set here (unless the user set them).
+    """
+    if uri.startswith("sqlite:///"):
+        Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    elif uri.startswith(("http://", "https://")):
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+
+
+def _unreachable(uri: str, exc: BaseException) -> BadInputError:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return BadInputError(
+        "--tracking-uri",
+        f"MLflow store {uri!r} cannot be used: {first[:200]}",
+        "pass a reachable tracking server or a sqlite:///path.db URI",
+    )
+
+
+def download_run_artifacts(uri: str, run_id: str, names: list[str], dst: Path) -> dict[str, Path]:
+    """The named artifacts of one run, downloaded into `dst`; a missing one is left out of the answer."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    _prepare_store(uri)
+    client = MlflowClient(tracking_uri=uri)
+    try:
+        run = client.get_run(run_id)
+    except MlflowException as exc:
+        if "RESOURCE_DOES_NOT_EXIST" in str(getattr(exc, "error_code", "")) or "not found" in str(exc).lower():
+            raise BadInputError(
+                "run_id", f"no MLflow run {run_id!r} in {uri}", "copy the id `recommender search` printed"
+            ) from None
+        raise _unreachable(uri, exc) from None
+    except (OSError, ValueError) as exc:
+        raise _unreachable(uri, exc) from None
+    present = {a.path for a in client.list_artifacts(run.info.run_id)}
+    found: dict[str, Path] = {}
+    for name in names:
+        if name in present:
+            found[name] = Path(client.download_artifacts(run.info.run_id, name, str(dst)))
+    return found
 
 
 def git_sha() -> str:
@@ -82,8 +130,7 @@ class Tracker:
         from mlflow import MlflowClient
         from mlflow.exceptions import MlflowException
 
-        if uri.startswith("sqlite:///"):
-            Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        _prepare_store(uri)
         try:
             client = MlflowClient(tracking_uri=uri)
             found = client.get_experiment_by_name(experiment)
@@ -93,12 +140,7 @@ class Tracker:
                 else client.create_experiment(experiment, artifact_location=_artifact_root(uri))
             )
         except (MlflowException, OSError, ValueError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise BadInputError(
-                "--tracking-uri",
-                f"MLflow store {uri!r} cannot be used: {first[:200]}",
-                "pass a reachable tracking server or a sqlite:///path.db URI",
-            ) from None
+            raise _unreachable(uri, exc) from None
         return cls(uri, experiment_id, client)
 
     def start_study(self, *, study_name: str, tags: dict[str, str], params: dict[str, Any]) -> str:
@@ -118,14 +160,7 @@ class Tracker:
             tags={"mlflow.parentRunId": parent_run_id},
         )
         run_id = run.info.run_id
-        params = {
-            "precision": c.precision,
-            "method": c.method,
-            "hardware": c.hardware,
-            "batch_size": c.batch_size,
-            "tensor_parallel": c.tensor_parallel,
-            "trial_number": trial_number,
-        }
+        params = asdict(c) | {"trial_number": trial_number}
         tags = {
             "status": result.status,
             "feasible": str(result.feasible).lower(),

@@ -1,25 +1,53 @@
-"""The calibration fit recovers known coefficients, and predicts with them."""
+"""The calibration's two fits recover known rates, and a calibration on one size predicts another exactly
+when the times really follow the model (the real-timing fidelity lives in benchmarks/calibration_fidelity.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from recommender.perf.calibration import StepFeatures, fit
+from recommender.perf.calibration import (
+    CalibratedStepTime,
+    decode_work,
+    fit,
+    fit_kernel_rates,
+    prefill_work,
+)
+from recommender.perf.shape import ModelShape
+from recommender.quantize import get_method
+
+SMALL = ModelShape(n_layers=4, hidden=256, intermediate=768, n_heads=4, n_kv_heads=2, head_dim=64, vocab=2048)
+LARGE = ModelShape(n_layers=8, hidden=512, intermediate=1536, n_heads=8, n_kv_heads=2, head_dim=64, vocab=2048)
 
 
-def test_fit_recovers_known_overhead_bandwidth_and_compute() -> None:
-    overhead, per_byte, per_flop = 2e-3, 1 / 20e9, 1 / 200e9
-    points = [
-        (StepFeatures(bytes_moved=b, flops=f), overhead + b * per_byte + f * per_flop)
-        for b in (1e7, 5e7, 2e8)
-        for f in (1e8, 1e10, 1e12)
-    ]
-    calibration = fit(points, device="test")
-    assert calibration.overhead_s == pytest.approx(overhead, rel=1e-3)
-    assert calibration.seconds_per_byte == pytest.approx(per_byte, rel=1e-3)
-    assert calibration.seconds_per_flop == pytest.approx(per_flop, rel=1e-3)
-    assert calibration.fit_median_error < 1e-6
-    assert calibration.predict(StepFeatures(1e9, 1e9)) == pytest.approx(overhead + 1e9 * per_byte + 1e9 * per_flop)
-    assert calibration.provenance.startswith("modeled: calibrated on 9 probe points on test")
+def test_kernel_rates_recover_known_call_byte_and_flop_costs() -> None:
+    call, per_byte, per_flop = 20e-6, 1 / 15e9, 1 / 40e9
+    points = [(3, b, f, 3 * call + b * per_byte + f * per_flop) for b in (1e6, 8e6) for f in (1e6, 1e8, 1e9)]
+    rates = fit_kernel_rates("m", points)
+    assert rates.seconds_per_call == pytest.approx(call, rel=1e-3)
+    assert rates.seconds_per_byte == pytest.approx(per_byte, rel=1e-3)
+    assert rates.seconds_per_flop == pytest.approx(per_flop, rel=1e-3)
     with pytest.raises(ValueError):
-        fit(points[:2], device="test")
+        fit_kernel_rates("m", points[:2])
+
+
+def test_step_fit_on_one_size_predicts_another_when_times_follow_the_model() -> None:
+    method = get_method("torchao-int8-wo")
+    kernels = fit_kernel_rates("k", [(3, b, f, 3e-5 + b / 10e9 + f / 30e9) for b in (1e6, 9e6) for f in (1e6, 1e9)])
+    truth = CalibratedStepTime(kernels, kernels, 4e-4, 1 / 5e9, 2e-6, 1 / 8e9, 0, 0.0, "test")
+
+    def points(shape: ModelShape) -> list:
+        works = [prefill_work(shape, method, p) for p in (32, 128, 256)]
+        works += [decode_work(shape, method, b, c) for b in (1, 4, 16) for c in (32, 256)]
+        return [(w, truth.predict(w)) for w in works]
+
+    calibration = fit(points(SMALL), kernels=kernels, lm_head_kernels=kernels, device="test")
+    assert calibration.seconds_per_layer == pytest.approx(4e-4, rel=1e-3)
+    assert calibration.fit_median_error < 1e-6
+    for work, seconds in points(LARGE):
+        assert calibration.predict(work) == pytest.approx(seconds, rel=1e-3)
+    assert calibration.provenance.startswith("modeled: calibrated on 9 probe points and k kernel probes on test")
+    # Decode time grows with batch and context; the prefill of a longer prompt takes longer.
+    assert truth.predict(decode_work(LARGE, method, 16, 256)) > truth.predict(decode_work(LARGE, method, 1, 256))
+    assert truth.predict(prefill_work(LARGE, method, 256)) > truth.predict(prefill_work(LARGE, method, 32))
+    with pytest.raises(ValueError):
+        fit(points(SMALL)[:2], kernels=kernels, lm_head_kernels=kernels, device="test")

@@ -73,6 +73,9 @@ def test_malformed_yaml_names_the_line(tmp_path: Path) -> None:
         ({"speed": 3}, ("speed", "unknown key")),
         ({"current": None}, ("current", "required key is missing")),
         ({"model.source": "./no/such/dir"}, ("model.source", "not found")),
+        ({"traffic.requests_per_second": -1}, ("traffic.requests_per_second", "greater than 0")),
+        ({"sla.tpot_p99_ms": 0.01}, ("sla.tpot_p99_ms", "below one decode step on every searched GPU", "unit")),
+        ({"space.kv_cache_dtypes": ["fp4"]}, ("space.kv_cache_dtypes[0]", "'auto' or 'fp8'")),
     ],
 )
 def test_bad_spec_fields(tmp_path: Path, changes: dict[str, object], needles: tuple[str, ...]) -> None:
@@ -131,3 +134,10 @@ def test_eval_refuses_pickle_weights_without_opt_in(tmp_path: Path) -> None:
     (tmp_path / "pytorch_model.bin").write_bytes(b"\0")
     result = _run("eval", "--model", str(tmp_path), "--method", "bnb-nf4", "--use-case", SUITE)
     _assert_one_line_error(result, "--model", "pickle", "allow_pickle")
+
+
+def test_catalog_entry_missing_a_field(tmp_path: Path) -> None:
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text("accelerators:\n  my-gpu:\n    name: My GPU\n    vendor: nvidia\n    memory_gb: 24\n")
+    spec = _spec_with(tmp_path, hardware_catalog=str(catalog))
+    _assert_one_line_error(_run("search", str(spec)), "accelerators.my-gpu.", "required key is missing")

@@ -10,8 +10,8 @@ import pytest
 from recommender.candidate import Candidate, CandidateResult
 from recommender.cost import estimate_cost
 from recommender.perf.catalog import load_catalog
-from recommender.perf.roofline import Efficiency, memory_needed_gb, project_step_times, weight_bytes
-from recommender.perf.serving import steady_state
+from recommender.perf.memory import plan_memory, weight_bytes
+from recommender.perf.roofline import Efficiency, project_step_times
 from recommender.plan import load_architecture
 from recommender.quality.evaluate import chunk_schedule
 from recommender.quality.statistics import aggregate, paired_bootstrap
@@ -19,7 +19,6 @@ from recommender.quality.suite import TaskThreshold, Threshold
 from recommender.quality.verdict import Check, overall
 from recommender.quantize import get_method
 from recommender.report.recommendation import build, pick
-from recommender.spec import Traffic
 
 # Llama-3-8B's shape (config.json numbers).
 _, LLAMA3_8B = load_architecture("llama-3.1-8b")  # the shipped config.json numbers
@@ -47,30 +46,44 @@ def test_decode_is_bandwidth_bound_at_batch_one() -> None:
     assert steps.provenance.startswith("modeled: roofline on catalog entry h100-sxm")
 
 
-def test_memory_fit_numbers() -> None:
-    need = memory_needed_gb(LLAMA3_8B, get_method("baseline"), batch_size=1, context_tokens=1)
-    assert 16.0 < need < 19.5  # 16 GB of bf16 weights + embeddings + 10 % overhead
-    assert memory_needed_gb(
-        LLAMA3_8B, get_method("baseline"), batch_size=1, context_tokens=1, tensor_parallel=2
-    ) == pytest.approx(need / 2)
+def test_memory_plan_known_architecture() -> None:
+    bf16 = get_method("baseline")
+    plan = plan_memory(LLAMA3_8B, bf16, device_gb=80.0, max_num_batched_tokens=8192, max_num_seqs=256)
+    # 8.03 B parameters at 2 bytes; the KV cache is 128 KiB per token.
+    assert plan.weights_gb == pytest.approx(16.06, rel=0.01)
+    assert plan.kv_bytes_per_token == 131072
+    assert plan.kv_cache_tokens == int((72.0 - plan.fixed_gb) * 1e9 // 131072)
+    assert 0.1 < plan.activation_gb < 2.0
+    # fp8 KV doubles the tokens; tensor parallel 2 halves weights and KV per device.
+    fp8 = plan_memory(LLAMA3_8B, bf16, device_gb=80.0, kv_cache_dtype="fp8")
+    assert fp8.kv_cache_tokens == pytest.approx(2 * plan.kv_cache_tokens, rel=1e-6)
+    tp2 = plan_memory(LLAMA3_8B, bf16, device_gb=80.0, tensor_parallel=2)
+    assert tp2.weights_gb == pytest.approx(plan.weights_gb / 2) and tp2.kv_bytes_per_token == 65536
+    # More devices than KV heads: each keeps one head's replica, not a fraction of one.
+    assert plan_memory(LLAMA3_8B, bf16, device_gb=80.0, tensor_parallel=16).kv_bytes_per_token == 16384
 
 
-def test_serving_and_cost_known_answer() -> None:
-    traffic = Traffic(prompt_tokens=100, output_tokens=100, requests_per_second=10)
-    est = steady_state(prefill_s=0.01, decode_step_s=0.02, batch_size=10, traffic=traffic, provenance="test")
-    # one request: 0.01 s prefill + 100 steps x 0.02 s / 10 sequences = 0.21 s of replica time
-    assert est.requests_per_s == pytest.approx(1 / 0.21)
-    assert est.tpot_ms == pytest.approx(20 + 0.1 * 10)
+def test_memory_refusal_gives_the_numbers() -> None:
+    plan = plan_memory(LLAMA3_8B, get_method("baseline"), device_gb=16.0)  # an 8B bf16 model on a 16 GB card
+    why = plan.shortfall(1, 2048)
+    assert why is not None and "weights 16.06" in why and "14.4 GB usable" in why
+    assert plan.kv_cache_tokens == 0 and plan.max_concurrent_seqs(2048) == 0
+    nf4 = plan_memory(LLAMA3_8B, get_method("bnb-nf4"), device_gb=16.0)
+    assert nf4.shortfall(1, 2048) is None and nf4.max_concurrent_seqs(2048) > 1
+
+
+def test_cost_known_answer() -> None:
+    # A replica serving 4 requests/s of 200 tokens: 800 tokens/s; 10 requests/s need 3 replicas.
     cost = estimate_cost(
         price_per_hour_usd=2.0,
         price_source="t",
         tensor_parallel=1,
-        replica_tokens_per_s=est.tokens_per_s,
-        replica_requests_per_s=est.requests_per_s,
+        replica_tokens_per_s=800.0,
+        replica_requests_per_s=4.0,
         target_requests_per_s=10,
     )
-    assert cost.replicas == 3  # 10 / 4.76 -> 3
-    assert cost.usd_per_1m_tokens == pytest.approx(2.0 / (est.tokens_per_s * 3600) * 1e6)
+    assert cost.replicas == 3
+    assert cost.usd_per_1m_tokens == pytest.approx(2.0 / (800.0 * 3600) * 1e6)
 
 
 def _task(th: Threshold, hib: bool = True, metric: str = "acc") -> TaskThreshold:

@@ -66,3 +66,23 @@ def test_local_directory_checks(tmp_path: Path) -> None:
         ModelSource.resolve(str(tmp_path), base_dir=tmp_path)
     assert ModelSource.resolve(str(tmp_path), base_dir=tmp_path, allow_pickle=True).is_local
     assert not ModelSource.resolve("meta-llama/Llama-3.1-8B", base_dir=tmp_path).is_local
+
+
+def test_fp8_kv_cache_rounds_keys_and_values_through_float8(demo_model_dir: Path) -> None:
+    source = ModelSource.resolve(str(demo_model_dir), base_dir=demo_model_dir)
+    ids = torch.tensor([list(range(1, 65))])
+    base = get_method("baseline").load(source, CPU)
+    method = get_method("baseline+kv-fp8")
+    assert method.name == "baseline+kv-fp8" and method.precision == "bf16" and repr(method) != repr(base)
+    fp8 = method.load(source, CPU)
+    with torch.inference_mode():
+        reference, rounded = base(ids).logits.float(), fp8(ids).logits.float()
+    # Rounding K and V to 3 mantissa bits moves the logits a little, never to NaN.
+    difference = (reference - rounded).abs().max().item()
+    assert torch.isfinite(rounded).all() and 1e-4 < difference < 2.0
+    # Generation with the cache goes through the same rounding: first new token's logits match the full pass.
+    with torch.inference_mode():
+        cached = fp8(ids[:, :-1], use_cache=True)
+        step = fp8(ids[:, -1:], past_key_values=cached.past_key_values, use_cache=True).logits[0, -1].float()
+    assert (step - rounded[0, -1]).abs().mean().item() < 0.02, (step - rounded[0, -1]).abs().mean().item()
+    assert get_method("bnb-nf4+kv-fp8").bits_per_weight == get_method("bnb-nf4").bits_per_weight

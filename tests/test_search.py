@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import optuna
@@ -10,7 +12,8 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
-from recommender.search import run_search
+from recommender.report.recommendation import pick
+from recommender.search import grid, prepare, run_search
 from recommender.spec import load_spec
 from tests.conftest import write_suite
 
@@ -106,3 +109,57 @@ def test_interrupted_search_resumes(tmp_path: Path, demo_model_dir: Path) -> Non
     assert len(finished) == 3 and resumed.parent_run_id == parent_id
     assert MlflowClient(tracking_uri=tracking).get_run(parent_id).info.status == "FINISHED"
     assert resumed.recommendation_path.is_file()
+
+
+def test_search_matches_exhaustive_grid_and_report_regenerates(tmp_path: Path, demo_model_dir: Path) -> None:
+    """The study's winner is the exhaustive grid's winner (same real evaluations); its report, launch commands
+    and evidence are written, and `recommender report <run id>` rebuilds the same report from MLflow alone."""
+    data = yaml.safe_load(_small_spec(tmp_path, demo_model_dir).read_text())
+    data["space"] = {
+        "methods": {"bf16": ["baseline"], "int8": ["torchao-int8-wo"], "int4": ["bnb-nf4"]},
+        "hardware": ["l4", "a10g", "h100-sxm"],
+        "batch_sizes": [4],
+    }
+    data["search"] = {"n_trials": 6, "seed": 0}  # fewer than the 9-candidate grid: TPE, then refinement
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(data))
+    spec = load_spec(path)
+    storage, tracking = f"sqlite:///{tmp_path}/optuna.db", f"sqlite:///{tmp_path}/mlflow.db"
+    outcome = run_search(spec, storage=storage, tracking_uri=tracking, output_root=tmp_path / "out")
+
+    exhaustive = [prepare(spec).evaluator().evaluate(c) for c in grid(spec)]
+    assert len(exhaustive) == 9
+    best = pick(exhaustive)
+    winner = outcome.recommendation.winner
+    assert (winner is None) == (best is None)
+    if best is not None:
+        assert winner["key"] == best.candidate.key
+        assert winner["usd_per_1m_tokens"] == pytest.approx(best.usd_per_1m_tokens, rel=1e-9)
+        launch = {item["engine"]: item for item in outcome.recommendation.launch}
+        assert set(launch) == {"vllm", "sglang", "tgi"}
+        batch_flag = {"vllm": "--max-num-seqs 4", "sglang": "--max-running-requests 4", "tgi": "--max-batch-size 4"}
+        supported = [engine for engine, item in launch.items() if item["supported"]]
+        assert supported, launch
+        assert all(batch_flag[engine] in launch[engine]["command"] for engine in supported)
+
+    # The study is a Pareto front over (cost, quality loss) as well.
+    study = optuna.load_study(study_name=spec.study_name, storage=storage)
+    assert len(study.directions) == 2 and study.best_trials
+
+    for name in ("recommendation.json", "results.json", "report.md", "report.html"):
+        assert (outcome.output_dir / name).is_file(), name
+    regenerated = tmp_path / "regenerated"
+    result = subprocess.run(
+        [sys.executable, "-m", "recommender.cli", "report", outcome.parent_run_id, "--tracking-uri", tracking,
+         "--output-dir", str(regenerated)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert (regenerated / "report.md").read_text() == (outcome.output_dir / "report.md").read_text()
+    assert "data:image/png;base64," in (regenerated / "report.html").read_text()
+
+    unknown = subprocess.run(
+        [sys.executable, "-m", "recommender.cli", "report", "0" * 32, "--tracking-uri", tracking],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert unknown.returncode == 2 and "Traceback" not in unknown.stderr and "run_id" in unknown.stderr

@@ -15,7 +15,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from recommender.errors import BadInputError, pydantic_location
+from recommender.errors import BadInputError, pydantic_location, pydantic_message
 from recommender.quantize import DeviceInfo
 
 BUILTIN_CATALOG = Path(__file__).with_name("hardware.yaml")
@@ -108,5 +108,9 @@ def load_catalog(override: Path | None = None) -> Catalog:
         except ValidationError as exc:
             first = exc.errors()[0]
             loc = pydantic_location(tuple(first["loc"]))
-            raise BadInputError(f"hardware_catalog: accelerators.{key}.{loc}", first["msg"]) from None
+            raise BadInputError(
+                f"hardware_catalog: accelerators.{key}.{loc}",
+                pydantic_message(dict(first)),
+                "every entry needs the fields of the built-in entries in recommender/perf/hardware.yaml",
+            ) from None
     return Catalog(accelerators=accelerators, source=source)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from recommender.perf.catalog import Accelerator
+from recommender.perf.memory import kv_bytes_per_token_per_device, weight_bytes
 from recommender.perf.shape import ModelShape
 from recommender.quantize import QuantMethod
 
@@ -54,11 +55,6 @@ def _compute_dtype(method: QuantMethod, accel: Accelerator) -> str:
     return "bf16" if "bf16" in accel.peak_tflops else "fp16"
 
 
-def weight_bytes(shape: ModelShape, method: QuantMethod) -> float:
-    """Bytes of weights a step streams: quantized body plus a 16-bit lm_head."""
-    return shape.body_params * method.bits_per_weight / 8.0 + shape.lm_head_params * 2.0
-
-
 def _allreduce_s(shape: ModelShape, accel: Accelerator, tokens: int, tp: int, eff: Efficiency) -> float:
     """Two ring all-reduces per layer of the tokens' hidden states (bf16)."""
     if tp == 1:
@@ -77,6 +73,7 @@ def project_step_times(
     batch_size: int,
     context_tokens: int,
     tensor_parallel: int = 1,
+    kv_cache_dtype: str = "auto",
     efficiency: Efficiency | None = None,
 ) -> StepTimes:
     """Roofline prefill (one prompt) and decode (one step of `batch_size` sequences)."""
@@ -91,20 +88,10 @@ def project_step_times(
     prefill_s = max(prefill_flops / compute, weights / bandwidth) + eff.step_overhead_s
     prefill_s += _allreduce_s(shape, accel, prompt_tokens, tp, eff)
 
-    kv = batch_size * context_tokens * shape.kv_bytes_per_token() / tp
+    kv = batch_size * context_tokens * kv_bytes_per_token_per_device(shape, kv_cache_dtype, tp)
     decode_flops = 2.0 * batch_size * linear_params + shape.attention_flops(batch_size, context_tokens) / tp
     decode_s = max(decode_flops / compute, (weights + kv) / bandwidth) + eff.step_overhead_s
     decode_s += _allreduce_s(shape, accel, batch_size, tp, eff)
 
     provenance = f"modeled: roofline on catalog entry {accel.key}, {eff.label()}"
     return StepTimes(prefill_s=prefill_s, decode_step_s=decode_s, provenance=provenance)
-
-
-def memory_needed_gb(
-    shape: ModelShape, method: QuantMethod, *, batch_size: int, context_tokens: int, tensor_parallel: int = 1
-) -> float:
-    """Per-GPU memory: weights (+16-bit embeddings), the KV cache of a full batch, 10 % runtime overhead."""
-    embeddings = shape.vocab * shape.hidden * 2.0
-    weights = weight_bytes(shape, method) + embeddings
-    kv = batch_size * context_tokens * shape.kv_bytes_per_token()
-    return (weights + kv) / tensor_parallel * 1.10 / 1e9

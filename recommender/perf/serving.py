@@ -1,21 +1,15 @@
 """From step times to what a user sees: P99 TTFT, P99 TPOT and the capacity of one replica.
 
-Two ways, each labelled in the figure's provenance:
-
-- ``simulate_serving`` (catalog accelerators): the continuous-batching simulator replays
-  Poisson traffic through a vLLM-like scheduler on the step-cost model; the capacity is
-  the highest arrival rate whose P99 TTFT and TPOT meet the SLA, and the latencies are
-  the P99s at the load each replica carries at the target traffic.
-- ``steady_state`` (the measured local device, where only one batch size is probed): every
-  step serves ``batch_size`` sequences; each finished sequence is replaced by a new one
-  whose prefill stalls the batch once. Per output token a sequence waits one decode step
-  plus its share of the others' prefills; a new request waits for its own prefill plus
-  the step in flight. No queueing variance: P99 only at or below the capacity assumed.
+The continuous-batching simulator replays Poisson traffic through a vLLM-like scheduler on
+a step-cost model — roofline for catalog accelerators, measured probe tables for the local
+device; the capacity is the highest arrival rate whose P99 TTFT and TPOT meet the SLA,
+and the latencies are the P99s at the load each replica carries at the target traffic.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from recommender.perf.simulator import (
     SchedulerConfig,
@@ -26,6 +20,11 @@ from recommender.perf.simulator import (
     simulate,
 )
 from recommender.spec import LatencySLA, Traffic
+
+if TYPE_CHECKING:
+    from recommender.perf.catalog import Accelerator
+    from recommender.perf.shape import ModelShape
+    from recommender.quantize import QuantMethod
 
 #: vLLM's default token budget per step with chunked prefill.
 DEFAULT_MAX_BATCHED_TOKENS = 8192
@@ -42,24 +41,6 @@ class ServingEstimate:
     requests_per_s: float
     tokens_per_s: float
     provenance: str
-
-
-def steady_state(
-    *, prefill_s: float, decode_step_s: float, batch_size: int, traffic: Traffic, provenance: str
-) -> ServingEstimate:
-    """Estimate one replica's latencies and capacity from its step times (see module docstring)."""
-    prefills_per_token = batch_size / traffic.output_tokens
-    tpot_s = decode_step_s + prefills_per_token * prefill_s
-    ttft_s = prefill_s + decode_step_s
-    seconds_per_request = prefill_s + traffic.output_tokens * decode_step_s / batch_size
-    requests_per_s = 1.0 / seconds_per_request
-    return ServingEstimate(
-        ttft_ms=ttft_s * 1e3,
-        tpot_ms=tpot_s * 1e3,
-        requests_per_s=requests_per_s,
-        tokens_per_s=requests_per_s * (traffic.prompt_tokens + traffic.output_tokens),
-        provenance=f"{provenance}; steady-state estimate at saturation, no queueing variance",
-    )
 
 
 def simulate_serving(
@@ -91,3 +72,43 @@ def simulate_serving(
         tokens_per_s=search.rate_per_s * (prompt + output),
         provenance=label,
     )
+
+
+def check_sla_reachable(
+    shape: ModelShape,
+    options: list[tuple[Accelerator, QuantMethod]],
+    *,
+    traffic: Traffic,
+    sla: LatencySLA,
+    field_prefix: str = "sla",
+) -> None:
+    """Refuse an SLA that no searched (GPU, method) pair meets even with one request and no queue.
+
+    A limit below one roofline step on every option is a typo or a unit slip (seconds for
+    milliseconds), not a search result: it is bad input, said before any model is loaded.
+    """
+    from recommender.errors import BadInputError
+    from recommender.perf.roofline import project_step_times
+
+    runnable = [(a, m) for a, m in options if m.unavailable_reason(a.device) is None]
+    if not runnable:
+        return
+    steps = {
+        (a.key, m.name): project_step_times(
+            shape, m, a, prompt_tokens=traffic.prompt_tokens, batch_size=1, context_tokens=traffic.prompt_tokens
+        )
+        for a, m in runnable
+    }
+    for limit_name, limit_ms, attr, what in (
+        ("tpot_p99_ms", sla.tpot_p99_ms, "decode_step_s", "one decode step"),
+        ("ttft_p99_ms", sla.ttft_p99_ms, "prefill_s", f"the prefill of one {traffic.prompt_tokens}-token prompt"),
+    ):
+        (hw, method), fastest = min(steps.items(), key=lambda kv: getattr(kv[1], attr))
+        best_ms = getattr(fastest, attr) * 1e3
+        if limit_ms < best_ms:
+            raise BadInputError(
+                f"{field_prefix}.{limit_name}",
+                f"{limit_ms:g} ms is below {what} on every searched GPU (fastest: {best_ms:.2f} ms on {hw} "
+                f"with {method}, roofline)",
+                "check the unit (milliseconds) or add faster hardware / a lower precision to the space",
+            )

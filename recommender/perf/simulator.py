@@ -36,7 +36,13 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from recommender.perf.roofline import Efficiency, _allreduce_s, _compute_dtype, memory_needed_gb, weight_bytes
+from recommender.perf.memory import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    kv_bytes_per_token_per_device,
+    plan_memory,
+    weight_bytes,
+)
+from recommender.perf.roofline import Efficiency, _allreduce_s, _compute_dtype
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -110,6 +116,7 @@ class RooflineStepCost:
     method: QuantMethod
     accel: Accelerator
     tensor_parallel: int = 1
+    kv_cache_dtype: str = "auto"
     efficiency: Efficiency = field(default_factory=Efficiency)
     _bandwidth: float = field(init=False, repr=False)
     _compute: float = field(init=False, repr=False)
@@ -131,7 +138,7 @@ class RooflineStepCost:
             "_weights": weight_bytes(shape, self.method) / tp,
             "_linear_flops_per_token": 2.0 * (shape.body_params + shape.lm_head_params) / tp,
             "_attn_flops": shape.attention_flops(1, 1) / tp,
-            "_kv_bytes_per_token": shape.kv_bytes_per_token() / tp,
+            "_kv_bytes_per_token": kv_bytes_per_token_per_device(shape, self.kv_cache_dtype, tp),
             # _allreduce_s is affine in the token count: keep its intercept and slope.
             "_allreduce_fixed_s": fixed,
             "_allreduce_per_token_s": _allreduce_s(shape, self.accel, 1, tp, eff) - fixed,
@@ -352,15 +359,22 @@ def kv_cache_tokens(
     accel: Accelerator,
     *,
     tensor_parallel: int = 1,
-    memory_utilization: float = 0.9,
+    memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+    max_num_batched_tokens: int = 8192,
+    max_num_seqs: int = 256,
+    kv_cache_dtype: str = "auto",
 ) -> int:
-    """Tokens of KV cache that fit per replica beside the weights (vLLM's gpu_memory_utilization).
-
-    Weights and runtime overhead come from ``roofline.memory_needed_gb`` with an empty batch.
-    """
-    weights_gb = memory_needed_gb(shape, method, batch_size=0, context_tokens=0, tensor_parallel=tensor_parallel)
-    free_bytes = (accel.memory_gb * memory_utilization - weights_gb) * 1e9
-    return max(0, int(free_bytes / (shape.kv_bytes_per_token() / tensor_parallel)))
+    """Tokens of KV cache that fit per replica beside weights, activations and runtime (``memory.py``)."""
+    return plan_memory(
+        shape,
+        method,
+        device_gb=accel.memory_gb,
+        memory_utilization=memory_utilization,
+        tensor_parallel=tensor_parallel,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs,
+        kv_cache_dtype=kv_cache_dtype,
+    ).kv_cache_tokens
 
 
 # --------------------------------------------------------------------------- results

@@ -178,6 +178,15 @@ class QualityEvaluator:
         return result
 
     # -- the verdict ---------------------------------------------------------------------
+    def not_evaluated(self, method: QuantMethod, reason: str) -> QualityResult:
+        """An "unverified" result saying why nothing was measured; not remembered, so a later call evaluates."""
+        checks = [task_check(spec, None) for spec in self.use_case.tasks]
+        kl = fidelity_check(self.use_case, None)
+        checks += [kl] if kl else []
+        return QualityResult(
+            method.name, method.precision, "unverified", checks, None, self.models.device.label, 0.0, 0, reason
+        )
+
     def evaluate(self, method: QuantMethod) -> QualityResult:
         if method.name in self._results:
             return self._results[method.name]
@@ -199,9 +208,6 @@ class QualityEvaluator:
             except MethodUnavailableError as exc:
                 reason = str(exc)
         if reason is not None:
-            checks = [task_check(spec, None) for spec in self.use_case.tasks]
-            kl = fidelity_check(self.use_case, None)
-            checks += [kl] if kl else []
-            result = QualityResult(method.name, method.precision, "unverified", checks, None, device, 0.0, 0, reason)
+            result = self.not_evaluated(method, reason)
         self._results[method.name] = result
         return result

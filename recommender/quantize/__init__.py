@@ -12,8 +12,9 @@ import difflib
 from recommender.errors import BadInputError
 from recommender.quantize import baseline, bitsandbytes, torchao
 from recommender.quantize._base import DeviceInfo, EngineFlags, QuantMethod
+from recommender.quantize.kv_cache import FP8_KV_SUFFIX, with_kv_cache
 
-__all__ = ["DeviceInfo", "EngineFlags", "QuantMethod", "all_methods", "get_method"]
+__all__ = ["DeviceInfo", "EngineFlags", "QuantMethod", "all_methods", "get_method", "with_kv_cache"]
 
 _BACKENDS = (baseline, bitsandbytes, torchao)
 
@@ -26,6 +27,8 @@ def all_methods() -> dict[str, QuantMethod]:
 def get_method(name: str, *, field: str = "method") -> QuantMethod:
     """The method called `name`, or a BadInputError naming the field and the closest names."""
     methods = all_methods()
+    if name.endswith(FP8_KV_SUFFIX):
+        return with_kv_cache(get_method(name.removesuffix(FP8_KV_SUFFIX), field=field), "fp8")
     if name in methods:
         return methods[name]
     close = difflib.get_close_matches(name, methods, n=3)

@@ -35,6 +35,8 @@ class Recommendation:
     tie_policy: str
     counts: dict[str, int]
     notes: list[str] = field(default_factory=list)
+    sla: dict[str, float] | None = None
+    launch: list[dict[str, Any]] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -87,7 +89,14 @@ def _summary(result: CandidateResult) -> dict[str, Any]:
 
 
 def build(
-    results: list[CandidateResult], *, current_key: str, study: str, model: str, release: str, use_case: str
+    results: list[CandidateResult],
+    *,
+    current_key: str,
+    study: str,
+    model: str,
+    release: str,
+    use_case: str,
+    sla: dict[str, float] | None = None,
 ) -> Recommendation:
     """Assemble the recommendation from every distinct evaluated candidate."""
     winner = pick(results)
@@ -108,7 +117,7 @@ def build(
     notes = [
         "quality is measured on the local device with the same method and assumed to carry over to other hardware",
         "catalog GPUs: P99 latency and capacity from a continuous-batching simulation on roofline step costs "
-        "(assumed efficiencies, not yet calibrated); local device: steady-state estimate from the measured probe",
+        "(assumed efficiencies); local device: the same simulation on step times measured here",
     ]
     return Recommendation(
         study=study,
@@ -127,4 +136,5 @@ def build(
             "feasible": sum(r.feasible for r in results),
         },
         notes=notes,
+        sla=sla,
     )

@@ -1,0 +1,209 @@
+"""What an emitter takes, what it returns, and the rule every emitter follows.
+
+A recommendation ends with "how to launch it". `LaunchSettings` is that launch in the
+engine-neutral terms the search uses (vLLM's vocabulary, since the simulator models a
+vLLM-like scheduler); each `Emitter` translates it into one engine's real flags.
+
+The honesty rule lives here, once, so no engine can skip it: when the method's
+`EngineFlags` value for an engine is None, the engine has no equivalent scheme and the
+emitter returns `supported=False`, no command, and a note saying so — it never invents a
+flag. Every command is built as an argument list and joined with `shlex.join`, so a model
+path with spaces or shell characters survives copy-paste.
+"""
+
+from __future__ import annotations
+
+import shlex
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
+
+from recommender.errors import BadInputError
+
+if TYPE_CHECKING:
+    from recommender.quantize import QuantMethod
+
+#: Activation/weight dtypes a launch may ask for (the 16-bit formats the methods compute in).
+DTYPES = ("bfloat16", "float16")
+#: KV-cache formats a launch may ask for; each emitter maps "fp8" to its engine's name for e4m3.
+KV_CACHE_DTYPES = ("auto", "fp8")
+
+#: An engine option and its value, in command-line order.
+Option = tuple[str, int | float | str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchSettings:
+    """One serving launch, engine-neutral.
+
+    Args:
+        model: a hub id or a local directory.
+        method: the quantization method; its `engines` field names each engine's flag.
+        dtype: "bfloat16" or "float16".
+        tensor_parallel: GPUs the model is sharded over.
+        max_num_seqs: most sequences decoded together (the batch cap).
+        max_num_batched_tokens: token budget of one scheduler step (chunked prefill size).
+        kv_cache_dtype: "auto" (the model dtype) or "fp8".
+        gpu_memory_utilization: fraction of each GPU's memory the engine may use.
+        max_model_len: longest prompt + completion, in tokens.
+        port: HTTP port of the server.
+    """
+
+    model: str
+    method: QuantMethod
+    dtype: str
+    tensor_parallel: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_cache_dtype: str
+    gpu_memory_utilization: float
+    max_model_len: int
+    port: int = 8000
+
+    def __post_init__(self) -> None:
+        if not self.model.strip():
+            raise BadInputError("launch.model", "empty model", "give a hub id or a local directory")
+        if self.dtype not in DTYPES:
+            raise BadInputError("launch.dtype", f"unknown dtype {self.dtype!r}", f"use one of {', '.join(DTYPES)}")
+        if self.kv_cache_dtype not in KV_CACHE_DTYPES:
+            raise BadInputError(
+                "launch.kv_cache_dtype",
+                f"unknown KV-cache dtype {self.kv_cache_dtype!r}",
+                f"use one of {', '.join(KV_CACHE_DTYPES)}",
+            )
+        for name in ("tensor_parallel", "max_num_seqs", "max_num_batched_tokens"):
+            if getattr(self, name) < 1:
+                raise BadInputError(f"launch.{name}", f"must be >= 1, got {getattr(self, name)}")
+        if self.max_model_len < 2:
+            raise BadInputError(
+                "launch.max_model_len",
+                f"must be >= 2, got {self.max_model_len}",
+                "leave room for at least one prompt token and one generated token",
+            )
+        # Every running sequence needs at least one token of each step's budget; vLLM's
+        # SchedulerConfig refuses max_num_batched_tokens < max_num_seqs at startup.
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise BadInputError(
+                "launch.max_num_batched_tokens",
+                f"{self.max_num_batched_tokens} is below max_num_seqs {self.max_num_seqs}",
+                "use max(max_num_batched_tokens, max_num_seqs), as the simulator does",
+            )
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise BadInputError(
+                "launch.gpu_memory_utilization", f"must be in (0, 1], got {self.gpu_memory_utilization}"
+            )
+        if not 1 <= self.port <= 65535:
+            raise BadInputError("launch.port", f"must be in 1..65535, got {self.port}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EmittedConfig:
+    """One engine's answer for one launch.
+
+    Args:
+        engine: the emitter's name ("vllm", "sglang", "tgi").
+        supported: False when the engine has no scheme equivalent to the method.
+        command: the launch command, every argument quoted with `shlex.join`; None when unsupported.
+        config_yaml: the same settings as an engine config file, where the engine reads one.
+        notes: what the command cannot say: hardware- or version-dependent behaviour, caveats.
+        sources: the documentation and source files the flags were verified against.
+    """
+
+    engine: str
+    supported: bool
+    command: str | None
+    config_yaml: str | None = None
+    notes: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+
+    @property
+    def argv(self) -> list[str] | None:
+        """The command split back into arguments (what a process launcher takes)."""
+        return None if self.command is None else shlex.split(self.command)
+
+
+class Emitter(ABC):
+    """Turns `LaunchSettings` into one engine's launch command.
+
+    Subclasses set `name` (the registry key and the `EngineFlags` field that holds this
+    engine's flag), `label` (the engine's name in prose) and `sources`, and implement
+    `_emit`, which only ever sees methods the engine supports.
+    """
+
+    name: ClassVar[str]
+    label: ClassVar[str]
+    sources: ClassVar[tuple[str, ...]]
+
+    def emit(self, settings: LaunchSettings) -> EmittedConfig:
+        flag = self.flag_for(settings.method)
+        if flag is None:
+            return EmittedConfig(
+                engine=self.name,
+                supported=False,
+                command=None,
+                notes=[self._no_equivalent(settings.method)],
+                sources=list(self.sources),
+            )
+        return self._emit(settings, flag)
+
+    def flag_for(self, method: QuantMethod) -> str | None:
+        """This engine's flag for `method`: None = no such scheme, "" = no flag needed."""
+        flag: str | None = getattr(method.engines, self.name)
+        return flag
+
+    def no_equivalent_hint(self, method: QuantMethod) -> str:
+        """What to do instead when the engine has no equivalent; engines override with specifics."""
+        return f"pick a method with a {self.label} equivalent"
+
+    def _no_equivalent(self, method: QuantMethod) -> str:
+        return (
+            f"{self.label} has no scheme equivalent to {method.name} ({method.description}); "
+            f"{self.no_equivalent_hint(method)}."
+        )
+
+    def _config(self, *, command: Sequence[str], notes: Iterable[str], config_yaml: str | None = None) -> EmittedConfig:
+        return EmittedConfig(
+            engine=self.name,
+            supported=True,
+            command=shlex.join(command),
+            config_yaml=config_yaml,
+            notes=list(notes),
+            sources=list(self.sources),
+        )
+
+    @abstractmethod
+    def _emit(self, settings: LaunchSettings, flag: str) -> EmittedConfig: ...
+
+
+def flatten(options: Iterable[Option]) -> list[str]:
+    """``[("--tp", 2)]`` -> ``["--tp", "2"]``; floats keep their shortest exact spelling."""
+    argv: list[str] = []
+    for flag, value in options:
+        argv += [flag, str(value)]
+    return argv
+
+
+def check_choice(engine: str, option: str, value: str, choices: Iterable[str]) -> None:
+    """Refuse a value the engine's parser would reject: a wrong `EngineFlags` entry is a bug here."""
+    allowed = sorted(choices)
+    if value not in allowed:
+        raise ValueError(f"{engine} {option} does not accept {value!r} (accepted: {', '.join(allowed)})")
+
+
+def double_quant_note(method: QuantMethod, engine: str) -> str | None:
+    """bitsandbytes 4-bit in vLLM, SGLang and TGI quantizes the absmax statistics too.
+
+    All three call bitsandbytes with ``compress_statistics=True`` (double quantization);
+    transformers' `BitsAndBytesConfig`, which the quality evaluation uses, leaves it off
+    unless ``bnb_4bit_use_double_quant`` is set. Returns None when the evaluation matched.
+    """
+    # A wrapper (e.g. an fp8-KV variant) keeps the weight method it wraps in `base`.
+    config = dict(getattr(getattr(method, "base", method), "config", ()))
+    if config.get("bnb_4bit_use_double_quant", False):
+        return None
+    return (
+        f"{engine} quantizes bitsandbytes 4-bit with double-quantized absmax statistics "
+        f"(compress_statistics=True); {method.name} was evaluated with plain fp32 absmax, "
+        "a small numeric difference"
+    )

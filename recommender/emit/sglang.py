@@ -1,0 +1,159 @@
+"""SGLang: ``python -m sglang.launch_server --model-path MODEL ...``.
+
+Verified against (flag names, accepted values, behaviour quoted in the notes):
+
+- python/sglang/srt/server_args.py @ 001067f — ``--model-path``, ``--dtype``, ``--quantization``
+  (``QUANTIZATION_CHOICES``), ``--load-format`` (``LOAD_FORMAT_CHOICES``), ``--kv-cache-dtype``
+  (``fp8_e4m3``/``fp8_e5m2``, no bare ``fp8``; scales default to 1.0 without
+  ``--quantization-param-path``), ``--mem-fraction-static`` (weights + KV pool),
+  ``--max-running-requests``, ``--chunked-prefill-size``, ``--max-prefill-tokens``,
+  ``--context-length``; ``--tp-size`` and ``--port`` in the same file's earlier versions.
+- docs/advanced_features/quantization.md @ 15dd13e — ``python3 -m sglang.launch_server``; online
+  ``--quantization fp8``; bitsandbytes online quantization listed as upcoming.
+- python/sglang/srt/model_loader/loader.py @ 4632493 — ``BitsAndBytesModelLoader`` (chosen by
+  ``--load-format bitsandbytes``) quantizes 16-bit weights in flight with
+  ``quantize_4bit(compress_statistics=True, quant_type="nf4")``; LLM.int8 only pre-quantized.
+- python/sglang/srt/layers/quantization/fp8.py — online fp8 quantizes weights per output channel
+  where the CUTLASS FP8 or FP8 Marlin kernels run, per tensor otherwise.
+- sgl-project/sglang PR #34304 — ``--torchao-config`` removed (broken since 2026-04 with torchao 0.17).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from recommender.emit._base import (
+    EmittedConfig,
+    Emitter,
+    LaunchSettings,
+    Option,
+    check_choice,
+    double_quant_note,
+    flatten,
+)
+
+if TYPE_CHECKING:
+    from recommender.quantize import QuantMethod
+
+# python/sglang/srt/server_args.py @ 001067f, QUANTIZATION_CHOICES.
+QUANTIZATION_CHOICES = frozenset(
+    {
+        "awq", "fp8", "mxfp8", "gptq", "marlin", "gptq_marlin", "awq_marlin", "bitsandbytes", "gguf", "modelopt",
+        "modelopt_fp8", "modelopt_fp4", "nvfp4_online", "modelopt_mixed", "petit_nvfp4", "w8a8_int8", "w8a8_fp8",
+        "moe_wna16", "w4afp8", "mxfp4", "auto-round", "auto-round-int8", "compressed-tensors", "modelslim",
+        "mxfp_w4a8", "quark", "quark_int4fp8_moe", "quark_mxfp4", "mlx_q4", "mlx_q8", "unquant", "humming",
+    }
+)  # fmt: skip
+# server_args.py @ 001067f: SGLang names the formats; e4m3 matches vLLM's "fp8" and TGI's fp8_e4m3fn.
+KV_CACHE_DTYPE = {"auto": "auto", "fp8": "fp8_e4m3"}
+
+
+class SglangEmitter(Emitter):
+    """``python -m sglang.launch_server`` with SGLang's names for the launch settings."""
+
+    name = "sglang"
+    label = "SGLang"
+    sources = (
+        "https://github.com/sgl-project/sglang/blob/001067fffe33427bee0ed2f007fb7551a1d76b44/"
+        "python/sglang/srt/server_args.py",
+        "https://github.com/sgl-project/sglang/blob/15dd13e18eed8c4556bf9cd6d17f355182071d3b/"
+        "docs/advanced_features/quantization.md",
+        "https://github.com/sgl-project/sglang/blob/4632493515f269ad6749a13abe1b28fa3ae6d710/"
+        "python/sglang/srt/model_loader/loader.py",
+        "https://github.com/sgl-project/sglang/blob/d94a1535900da43cb374c2445679375e78935af6/"
+        "python/sglang/srt/layers/quantization/fp8.py",
+        "https://github.com/sgl-project/sglang/pull/34304",
+    )
+
+    def _emit(self, settings: LaunchSettings, flag: str) -> EmittedConfig:
+        options: list[Option] = []
+        if flag:
+            check_choice(self.label, "--quantization", flag, QUANTIZATION_CHOICES)
+            options.append(("--quantization", flag))
+            if flag == "bitsandbytes":
+                # The loader, not the quantization config, does in-flight quantization.
+                options.append(("--load-format", "bitsandbytes"))
+        options += [
+            ("--dtype", settings.dtype),
+            ("--kv-cache-dtype", KV_CACHE_DTYPE[settings.kv_cache_dtype]),
+            ("--tp-size", settings.tensor_parallel),
+            ("--max-running-requests", settings.max_num_seqs),
+            ("--chunked-prefill-size", settings.max_num_batched_tokens),
+            ("--max-prefill-tokens", settings.max_num_batched_tokens),
+            ("--mem-fraction-static", settings.gpu_memory_utilization),
+            ("--context-length", settings.max_model_len),
+            ("--port", settings.port),
+        ]
+        notes = [
+            *_quantization_notes(settings.method, flag),
+            *_kv_cache_notes(settings.kv_cache_dtype),
+            "--chunked-prefill-size and --max-prefill-tokens bound the prefill tokens of one forward pass; SGLang "
+            "runs decode in separate passes unless --enable-mixed-chunk, so the budget is not vLLM's per-step "
+            "prefill + decode budget.",
+            "--mem-fraction-static covers weights plus the KV pool only (activations and CUDA graphs use the rest), "
+            "so the same fraction leaves SGLang a little more headroom than vLLM's --gpu-memory-utilization.",
+            "SGLang listens on 127.0.0.1 unless --host is given (e.g. --host 0.0.0.0).",
+        ]
+        command = ["python", "-m", "sglang.launch_server", "--model-path", settings.model, *flatten(options)]
+        return self._config(command=command, notes=notes)
+
+    def no_equivalent_hint(self, method: QuantMethod) -> str:
+        if method.library == "bitsandbytes":
+            return (
+                "SGLang's bitsandbytes loader quantizes 16-bit weights in flight to 4-bit NF4 only; "
+                f"{method.name}'s format loads only from a checkpoint saved pre-quantized with bitsandbytes — "
+                "serve one, or pick a method with an SGLang equivalent"
+            )
+        if method.library == "torchao":
+            alternative = (
+                "it serves int4 from pre-quantized GPTQ or AWQ checkpoints"
+                if method.precision == "int4"
+                else "it serves int8 only as W8A8 from a pre-quantized checkpoint (--quantization w8a8_int8)"
+            )
+            return (
+                "SGLang's only torchao route, --torchao-config, was removed (PR #34304) after it had failed for "
+                f"every value since torchao 0.17; {alternative} — pick a method with an SGLang equivalent"
+            )
+        return super().no_equivalent_hint(method)
+
+
+def _quantization_notes(method: QuantMethod, flag: str) -> list[str]:
+    if flag == "fp8":
+        return _fp8_notes(method)
+    if flag == "bitsandbytes":
+        notes = [
+            "SGLang quantizes in flight to 4-bit NF4 through its bitsandbytes loader (--load-format bitsandbytes); "
+            "its quantization guide still lists bitsandbytes online quantization as upcoming, so confirm it on "
+            "your SGLang version and model class before relying on it.",
+        ]
+        double_quant = double_quant_note(method, "SGLang")
+        return notes + ([double_quant + "."] if double_quant else [])
+    return []
+
+
+def _fp8_notes(method: QuantMethod) -> list[str]:
+    notes = [
+        "SGLang's online `--quantization fp8` quantizes weights to FP8 E4M3 per output channel where its CUTLASS "
+        "FP8 kernels (compute capability >= 8.9) or FP8 Marlin kernels run, per tensor otherwise; with Marlin "
+        "(GPUs without FP8 tensor cores) the matmul is weight-only.",
+    ]
+    if method.weight_only:
+        notes.append(
+            f"{method.name} was evaluated weight-only; where SGLang runs FP8 W8A8 (compute capability >= 8.9) "
+            "activations are quantized too, so re-check quality there."
+        )
+    else:
+        notes.append(
+            f"{method.name} was evaluated with per-row weight scales ({method.description}); SGLang matches that "
+            "only on its per-channel paths, so re-check quality on GPUs where it falls back to per-tensor scales."
+        )
+    return notes
+
+
+def _kv_cache_notes(kv_cache_dtype: str) -> list[str]:
+    if kv_cache_dtype != "fp8":
+        return []
+    return [
+        "SGLang has no bare `fp8` KV-cache dtype; fp8_e4m3 matches vLLM's fp8. Without --quantization-param-path "
+        "the KV scales default to 1.0, which SGLang warns may cost accuracy.",
+    ]

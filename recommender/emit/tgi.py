@@ -1,0 +1,159 @@
+"""Text Generation Inference: ``text-generation-launcher --model-id MODEL ...``.
+
+Verified against (flag names, accepted values, behaviour quoted in the notes):
+
+- launcher/src/main.rs @ 009c4e0 — ``--model-id``, ``--quantize`` (``Quantization``: awq, eetq,
+  exl2, gptq, marlin, bitsandbytes, bitsandbytes-nf4, bitsandbytes-fp4, fp8), ``--dtype``
+  (float16, bfloat16; "cannot be used with --quantize"), ``--kv-cache-dtype`` (fp8_e4m3fn,
+  fp8_e5m2; CUDA only), ``--num-shard``, ``--max-concurrent-requests`` (default 128),
+  ``--max-batch-size``, ``--max-batch-prefill-tokens``, ``--max-input-tokens`` (must be below
+  ``--max-total-tokens``), ``--max-total-tokens``, ``--cuda-memory-fraction``, ``--port``;
+  bitsandbytes 8-bit logs a deprecation in favour of eetq; CUDA graphs are off for bitsandbytes.
+- backends/v3/src/main.rs @ 41c2623 — ``--max-batch-prefill-tokens`` may be below
+  ``--max-input-tokens`` only when the backend supports chunked prefill.
+- backends/v3/src/backend.rs @ 1d0847a — ``max_batch_size`` caps every batch the router forms.
+- server/text_generation_server/layers/fp8.py @ 14e8ca5 — online fp8: compute capability 8.x
+  runs FP8 Marlin (weight-only); 9.0 with fbgemm-gpu quantizes weights per row and activations
+  per token; otherwise per-tensor scales with ``torch._scaled_mm``.
+- server/text_generation_server/layers/eetq.py @ fd89d9d — EETQ casts weights to float16 and
+  quantizes them to int8 per output channel (``quant_weights``), then runs a w8a16 GEMM.
+- server/text_generation_server/layers/bnb.py — 4-bit ``Params4bit(compress_statistics=True)``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from recommender.emit._base import (
+    EmittedConfig,
+    Emitter,
+    LaunchSettings,
+    Option,
+    check_choice,
+    double_quant_note,
+    flatten,
+)
+
+if TYPE_CHECKING:
+    from recommender.quantize import QuantMethod
+
+# launcher/src/main.rs @ 009c4e0, enum Quantization (kebab-case values).
+QUANTIZE_CHOICES = frozenset(
+    {"awq", "eetq", "exl2", "gptq", "marlin", "bitsandbytes", "bitsandbytes-nf4", "bitsandbytes-fp4", "fp8"}
+)
+# launcher/src/main.rs @ 009c4e0, enum KVCacheDtype; "auto" means the flag is left out.
+KV_CACHE_DTYPE = {"auto": None, "fp8": "fp8_e4m3fn"}
+# launcher/src/main.rs @ 009c4e0: --max-concurrent-requests default.
+DEFAULT_MAX_CONCURRENT_REQUESTS = 128
+
+
+class TgiEmitter(Emitter):
+    """``text-generation-launcher`` with TGI's names for the launch settings."""
+
+    name = "tgi"
+    label = "TGI"
+    sources = (
+        "https://github.com/huggingface/text-generation-inference/blob/009c4e0b945b2c111368afdc2c9813c32db0a9b7/"
+        "launcher/src/main.rs",
+        "https://github.com/huggingface/text-generation-inference/blob/41c2623735819bcb370063795127153dcee1e7a8/"
+        "backends/v3/src/main.rs",
+        "https://github.com/huggingface/text-generation-inference/blob/1d0847a90e6bee759ab0af1cc854e78b09892d93/"
+        "backends/v3/src/backend.rs",
+        "https://github.com/huggingface/text-generation-inference/blob/14e8ca523602d0025c285063b3232100675b933e/"
+        "server/text_generation_server/layers/fp8.py",
+        "https://github.com/huggingface/text-generation-inference/blob/fd89d9dfaef408e4482ba5e230473de5bb203a99/"
+        "server/text_generation_server/layers/eetq.py",
+    )
+
+    def _emit(self, settings: LaunchSettings, flag: str) -> EmittedConfig:
+        options: list[Option] = []
+        notes: list[str] = []
+        if flag:
+            check_choice(self.label, "--quantize", flag, QUANTIZE_CHOICES)
+            options.append(("--quantize", flag))
+            notes.append(
+                f"TGI refuses --dtype together with --quantize, so {settings.dtype} is not passed: the compute "
+                "dtype follows the checkpoint."
+            )
+        else:
+            options.append(("--dtype", settings.dtype))
+        concurrent = max(settings.max_num_seqs, DEFAULT_MAX_CONCURRENT_REQUESTS)
+        options += [
+            ("--num-shard", settings.tensor_parallel),
+            ("--max-concurrent-requests", concurrent),
+            ("--max-batch-size", settings.max_num_seqs),
+            ("--max-batch-prefill-tokens", settings.max_num_batched_tokens),
+            ("--max-input-tokens", settings.max_model_len - 1),
+            ("--max-total-tokens", settings.max_model_len),
+            ("--cuda-memory-fraction", settings.gpu_memory_utilization),
+        ]
+        kv_cache_dtype = KV_CACHE_DTYPE[settings.kv_cache_dtype]
+        if kv_cache_dtype is not None:
+            options.append(("--kv-cache-dtype", kv_cache_dtype))
+            notes.append("TGI names the FP8 E4M3 KV cache fp8_e4m3fn; it is CUDA-only.")
+        options.append(("--port", settings.port))
+        notes += [
+            *_quantization_notes(settings.method, flag),
+            f"--max-batch-size caps each batch at {settings.max_num_seqs}; --max-concurrent-requests is "
+            f"{concurrent} because TGI rejects requests beyond it (overloaded) instead of queueing them — "
+            "raise it to admit a longer queue.",
+            "--max-input-tokens is max_model_len - 1 because TGI requires it below --max-total-tokens.",
+        ]
+        if settings.max_num_batched_tokens < settings.max_model_len - 1:
+            notes.append(
+                "--max-batch-prefill-tokens is below --max-input-tokens, which TGI's router accepts only when the "
+                "backend supports chunked prefill (TGI 3 on CUDA); older versions refuse to start."
+            )
+        command = ["text-generation-launcher", "--model-id", settings.model, *flatten(options)]
+        return self._config(command=command, notes=notes)
+
+    def no_equivalent_hint(self, method: QuantMethod) -> str:
+        if method.precision == "int4":
+            return (
+                "TGI's in-flight 4-bit formats are bitsandbytes-nf4 and bitsandbytes-fp4; group-wise int4 needs a "
+                "GPTQ, AWQ or Marlin checkpoint (--quantize gptq|awq|marlin) — pick a method with a TGI equivalent"
+            )
+        if method.precision == "int8" and not method.weight_only:
+            return (
+                "TGI quantizes int8 in flight only weight-only (eetq) or as LLM.int8 (bitsandbytes) — pick a "
+                "method with a TGI equivalent"
+            )
+        return super().no_equivalent_hint(method)
+
+
+def _quantization_notes(method: QuantMethod, flag: str) -> list[str]:
+    if flag == "fp8":
+        return _fp8_notes(method)
+    if flag == "eetq":
+        return [
+            "EETQ quantizes weights to int8 per output channel and runs a w8a16 GEMM, but casts the weights to "
+            "float16 first, so the matmul computes in fp16 even for a bf16 model.",
+        ]
+    if flag.startswith("bitsandbytes"):
+        notes = ["TGI turns CUDA graphs off for bitsandbytes, so decode is slower than with graph capture."]
+        if flag == "bitsandbytes":
+            notes.append("TGI marks bitsandbytes 8-bit as deprecated in favour of eetq (warning at startup).")
+        else:
+            double_quant = double_quant_note(method, "TGI")
+            notes += [double_quant + "."] if double_quant else []
+        return notes
+    return []
+
+
+def _fp8_notes(method: QuantMethod) -> list[str]:
+    notes = [
+        "TGI's `--quantize fp8` picks its kernel by GPU: compute capability 8.x runs weight-only FP8 through "
+        "Marlin; 9.0 with fbgemm-gpu quantizes weights per row and activations per token (W8A8); other GPUs "
+        "(e.g. 8.9) use per-tensor scales with torch._scaled_mm.",
+    ]
+    if method.weight_only:
+        notes.append(
+            f"{method.name} was evaluated weight-only; the served scheme matches it only on compute capability "
+            "8.x (Marlin), so re-check quality on newer GPUs."
+        )
+    else:
+        notes.append(
+            f"{method.name} ({method.description}) matches TGI's fp8 only on compute capability 9.0 with "
+            "fbgemm-gpu installed; re-check quality elsewhere."
+        )
+    return notes

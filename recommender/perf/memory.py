@@ -1,0 +1,140 @@
+"""The memory model: what one device holds when a serving engine runs a configuration.
+
+A vLLM-like engine reserves ``gpu_memory_utilization`` of the device, loads the weights,
+profiles one forward pass of ``max_num_batched_tokens`` tokens to size its activation
+workspace, keeps some memory for the runtime (CUDA context, CUDA graphs, NCCL buffers),
+and gives everything left to the KV cache. The KV cache in tokens bounds how many
+sequences run at once at a context length. All of it is per device: tensor parallelism
+shards the linear layers, the KV heads and the MLP activations across ``tp`` devices.
+
+What is exact and what is estimated:
+
+- weights: quantized linear layers at the method's bits (scales included), embeddings and
+  lm_head at 16 bits — exact up to small buffers (norms, rotary tables);
+- KV cache per token: layers x KV heads x head dim x 2 (K and V) x dtype bytes — exact;
+  ``fp8`` halves it (vLLM ``--kv-cache-dtype fp8``);
+- activation workspace: the largest live tensors of one forward of the token budget
+  (gate and up projections of the MLP, a few hidden-state copies) plus fp32 logits for
+  every running sequence — an estimate, labelled as such;
+- runtime overhead: a fixed ``RUNTIME_OVERHEAD_GB`` per device — an assumption (CUDA
+  context and CUDA graphs take a few hundred MB to about a GB in vLLM's startup logs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from recommender.perf.shape import ModelShape
+from recommender.quantize import QuantMethod
+
+#: Bytes per KV-cache element for each ``kv_cache_dtype`` (vLLM's names).
+KV_DTYPE_BYTES: dict[str, float] = {"auto": 2.0, "fp8": 1.0}
+#: Assumed per-device memory outside PyTorch's tensors (CUDA context, CUDA graphs, NCCL).
+RUNTIME_OVERHEAD_GB = 1.0
+#: vLLM's default fraction of device memory the engine may use.
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+
+
+def kv_dtype_bytes(kv_cache_dtype: str) -> float:
+    try:
+        return KV_DTYPE_BYTES[kv_cache_dtype]
+    except KeyError:
+        raise ValueError(f"unknown kv_cache_dtype {kv_cache_dtype!r} (known: {', '.join(KV_DTYPE_BYTES)})") from None
+
+
+def weight_bytes(shape: ModelShape, method: QuantMethod) -> float:
+    """Bytes of weights a decode step streams: the quantized body plus a 16-bit lm_head."""
+    return shape.body_params * method.bits_per_weight / 8.0 + shape.lm_head_params * 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPlan:
+    """Per-device memory of one configuration, in GB (1e9 bytes), and the KV cache it leaves."""
+
+    device_gb: float
+    usable_gb: float
+    weights_gb: float
+    activation_gb: float
+    runtime_overhead_gb: float
+    kv_bytes_per_token: float
+    tensor_parallel: int
+    kv_cache_dtype: str
+
+    @property
+    def fixed_gb(self) -> float:
+        """Everything but the KV cache."""
+        return self.weights_gb + self.activation_gb + self.runtime_overhead_gb
+
+    @property
+    def kv_cache_gb(self) -> float:
+        return max(0.0, self.usable_gb - self.fixed_gb)
+
+    @property
+    def kv_cache_tokens(self) -> int:
+        return int(self.kv_cache_gb * 1e9 // self.kv_bytes_per_token)
+
+    def max_concurrent_seqs(self, context_tokens: int) -> int:
+        """Sequences of `context_tokens` whose KV cache fits at once."""
+        return self.kv_cache_tokens // max(1, context_tokens)
+
+    def needed_gb(self, batch_size: int, context_tokens: int) -> float:
+        """Fixed memory plus the KV cache of `batch_size` sequences of `context_tokens`."""
+        return self.fixed_gb + batch_size * context_tokens * self.kv_bytes_per_token / 1e9
+
+    def shortfall(self, batch_size: int, context_tokens: int) -> str | None:
+        """Why `batch_size` sequences of `context_tokens` do not fit, with the numbers; None when they do."""
+        need = self.needed_gb(batch_size, context_tokens)
+        if need <= self.usable_gb:
+            return None
+        kv = batch_size * context_tokens * self.kv_bytes_per_token / 1e9
+        return (
+            f"needs {need:.2f} GB per device (weights {self.weights_gb:.2f} + activations {self.activation_gb:.2f} "
+            f"+ runtime {self.runtime_overhead_gb:.2f} + KV {kv:.2f} for {batch_size} x {context_tokens} tokens"
+            f"{' in fp8' if self.kv_cache_dtype == 'fp8' else ''}), {self.usable_gb:.1f} GB usable"
+        )
+
+
+def kv_bytes_per_token_per_device(shape: ModelShape, kv_cache_dtype: str, tensor_parallel: int) -> float:
+    """KV heads are split across devices; with more devices than KV heads each keeps a replica of one."""
+    heads_per_device = -(-shape.n_kv_heads // tensor_parallel)  # ceil
+    return shape.kv_bytes_per_token(kv_dtype_bytes(kv_cache_dtype)) * heads_per_device / shape.n_kv_heads
+
+
+def activation_bytes(shape: ModelShape, *, batched_tokens: int, running_seqs: int, tensor_parallel: int) -> float:
+    """Peak activation workspace of one forward: MLP gate+up outputs and four hidden-state
+    copies for the token budget (16-bit), plus fp32 logits and probabilities per running sequence."""
+    per_token = (2 * shape.intermediate / tensor_parallel + 4 * shape.hidden) * 2.0
+    logits = 2 * running_seqs * shape.vocab * 4.0
+    return batched_tokens * per_token + logits
+
+
+def plan_memory(
+    shape: ModelShape,
+    method: QuantMethod,
+    *,
+    device_gb: float,
+    memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+    tensor_parallel: int = 1,
+    max_num_batched_tokens: int = 8192,
+    max_num_seqs: int = 256,
+    kv_cache_dtype: str = "auto",
+    runtime_overhead_gb: float = RUNTIME_OVERHEAD_GB,
+) -> MemoryPlan:
+    """The per-device memory plan of `method` on a device of `device_gb`, sharded `tensor_parallel` ways."""
+    tp = tensor_parallel
+    body = shape.body_params * method.bits_per_weight / 8.0 / tp
+    lm_head = shape.lm_head_params * 2.0 / tp  # vocab-parallel in TP engines
+    embeddings = shape.vocab * shape.hidden * 2.0 / tp
+    return MemoryPlan(
+        device_gb=device_gb,
+        usable_gb=device_gb * memory_utilization,
+        weights_gb=(body + lm_head + embeddings) / 1e9,
+        activation_gb=activation_bytes(
+            shape, batched_tokens=max_num_batched_tokens, running_seqs=max_num_seqs, tensor_parallel=tp
+        )
+        / 1e9,
+        runtime_overhead_gb=runtime_overhead_gb,
+        kv_bytes_per_token=kv_bytes_per_token_per_device(shape, kv_cache_dtype, tp),
+        tensor_parallel=tp,
+        kv_cache_dtype=kv_cache_dtype,
+    )

@@ -1,0 +1,302 @@
+"""Serving-command emitters: every method x engine, real flag names, exact values, honest refusals."""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+
+import pytest
+import yaml
+
+from recommender.emit import EMITTERS, EmittedConfig, LaunchSettings, emit_all, get_emitter
+from recommender.errors import BadInputError
+from recommender.quantize import EngineFlags, QuantMethod, all_methods
+
+MODEL = "/models/My Model v2"
+METHODS = all_methods()
+PAIRS = [(method, engine) for method in sorted(METHODS) for engine in EMITTERS]
+SUPPORTED_PAIRS = [(m, e) for m, e in PAIRS if getattr(METHODS[m].engines, e) is not None]
+VLLM_METHODS = [m for m in sorted(METHODS) if METHODS[m].engines.vllm is not None]
+
+#: The program prefix each engine's command starts with (the model follows its own flag).
+PREFIX = {
+    "vllm": ["vllm", "serve", MODEL],
+    "sglang": ["python", "-m", "sglang.launch_server", "--model-path", MODEL],
+    "tgi": ["text-generation-launcher", "--model-id", MODEL],
+}
+#: The option that carries the method's flag.
+QUANT_OPTION = {"vllm": "--quantization", "sglang": "--quantization", "tgi": "--quantize"}
+#: The settings below under each engine's real flag names (vllm arg_utils.py, sglang server_args.py,
+#: TGI launcher main.rs).
+EXPECTED_OPTIONS = {
+    "vllm": {
+        "--dtype": "bfloat16",
+        "--kv-cache-dtype": "fp8",
+        "--max-num-seqs": "48",
+        "--max-num-batched-tokens": "3072",
+        "--tensor-parallel-size": "2",
+        "--gpu-memory-utilization": "0.85",
+        "--max-model-len": "8192",
+        "--port": "8123",
+    },
+    "sglang": {
+        "--dtype": "bfloat16",
+        "--kv-cache-dtype": "fp8_e4m3",
+        "--tp-size": "2",
+        "--max-running-requests": "48",
+        "--chunked-prefill-size": "3072",
+        "--max-prefill-tokens": "3072",
+        "--mem-fraction-static": "0.85",
+        "--context-length": "8192",
+        "--port": "8123",
+    },
+    "tgi": {
+        "--num-shard": "2",
+        "--max-concurrent-requests": "128",
+        "--max-batch-size": "48",
+        "--max-batch-prefill-tokens": "3072",
+        "--max-input-tokens": "8191",
+        "--max-total-tokens": "8192",
+        "--cuda-memory-fraction": "0.85",
+        "--kv-cache-dtype": "fp8_e4m3fn",
+        "--port": "8123",
+    },
+}
+#: The verified support matrix (see the emitters' module docstrings): True = a real equivalent.
+SUPPORT = {
+    "baseline": (True, True, True),
+    "fp16": (True, True, True),
+    "bnb-llm-int8": (False, False, True),
+    "bnb-nf4": (True, True, True),
+    "bnb-fp4": (False, False, True),
+    "torchao-float8-wo": (True, True, True),
+    "torchao-float8-dynamic": (True, True, True),
+    "torchao-int8-wo": (False, False, True),
+    "torchao-int8-dynamic": (False, False, False),
+    "torchao-int4-wo-g32": (False, False, False),
+    "torchao-int4-wo-g64": (False, False, False),
+    "torchao-int4-wo-g128": (False, False, False),
+}
+
+
+def settings(method: QuantMethod, **overrides: object) -> LaunchSettings:
+    values: dict[str, object] = dict(
+        model=MODEL,
+        method=method,
+        dtype="bfloat16",
+        tensor_parallel=2,
+        max_num_seqs=48,
+        max_num_batched_tokens=3072,
+        kv_cache_dtype="fp8",
+        gpu_memory_utilization=0.85,
+        max_model_len=8192,
+        port=8123,
+    )
+    values.update(overrides)
+    return LaunchSettings(**values)  # type: ignore[arg-type]
+
+
+def emit(method_name: str, engine: str, **overrides: object) -> EmittedConfig:
+    return get_emitter(engine).emit(settings(METHODS[method_name], **overrides))
+
+
+def options(argv: list[str], prefix: list[str]) -> dict[str, str]:
+    """The ``--flag value`` pairs after the program prefix; every flag appears once and takes a value."""
+    assert argv[: len(prefix)] == prefix
+    rest = argv[len(prefix) :]
+    assert len(rest) % 2 == 0, rest
+    pairs = list(zip(rest[::2], rest[1::2], strict=True))
+    flags = [flag for flag, _ in pairs]
+    assert all(flag.startswith("--") for flag in flags), flags
+    assert len(flags) == len(set(flags)), flags
+    return dict(pairs)
+
+
+@pytest.mark.parametrize(("method_name", "engine"), PAIRS)
+def test_supported_exactly_when_the_engine_has_a_flag(method_name: str, engine: str) -> None:
+    method = METHODS[method_name]
+    flag = getattr(method.engines, engine)
+    config = emit(method_name, engine)
+    assert config.engine == engine
+    assert config.supported is (flag is not None)
+    assert config.sources and all(source.startswith("https://") for source in config.sources)
+    if flag is None:
+        label = EMITTERS[engine].label
+        assert config.command is None and config.argv is None and config.config_yaml is None
+        assert config.notes[0].startswith(f"{label} has no scheme equivalent to {method_name} ")
+        assert method.description in config.notes[0]
+
+
+@pytest.mark.parametrize(("method_name", "engine"), SUPPORTED_PAIRS)
+def test_command_carries_every_setting_under_the_engines_flag_names(method_name: str, engine: str) -> None:
+    flag = getattr(METHODS[method_name].engines, engine)
+    config = emit(method_name, engine)
+    assert config.command is not None
+    argv = shlex.split(config.command)
+    assert argv == config.argv
+    got = options(argv, PREFIX[engine])
+    expected = dict(EXPECTED_OPTIONS[engine])
+    if flag:
+        expected[QUANT_OPTION[engine]] = flag
+    if engine == "sglang" and flag == "bitsandbytes":
+        expected["--load-format"] = "bitsandbytes"
+    if engine == "tgi" and not flag:
+        expected["--dtype"] = "bfloat16"  # TGI refuses --dtype together with --quantize
+    assert got == expected
+
+
+@pytest.mark.parametrize("engine", list(EMITTERS))
+def test_model_path_with_spaces_is_one_quoted_argument(engine: str) -> None:
+    config = emit("bnb-nf4", engine)
+    assert config.command is not None
+    assert shlex.quote(MODEL) == "'/models/My Model v2'"
+    assert "'/models/My Model v2'" in config.command
+    assert config.argv is not None and config.argv.count(MODEL) == 1
+
+
+def test_shell_metacharacters_in_the_model_stay_inert() -> None:
+    model = "/tmp/a b; rm -rf ~ $(x)"
+    config = get_emitter("vllm").emit(settings(METHODS["baseline"], model=model))
+    assert config.argv is not None and config.argv[:3] == ["vllm", "serve", model]
+
+
+@pytest.mark.parametrize("method_name", VLLM_METHODS)
+def test_vllm_yaml_holds_the_same_settings_as_the_command(method_name: str) -> None:
+    flag = METHODS[method_name].engines.vllm
+    config = emit(method_name, "vllm")
+    assert config.config_yaml is not None
+    document = yaml.safe_load(config.config_yaml)
+    expected: dict[str, object] = {"model": MODEL}
+    if flag:
+        expected["quantization"] = flag
+    expected |= {
+        "dtype": "bfloat16",
+        "kv-cache-dtype": "fp8",
+        "max-num-seqs": 48,
+        "max-num-batched-tokens": 3072,
+        "tensor-parallel-size": 2,
+        "gpu-memory-utilization": 0.85,
+        "max-model-len": 8192,
+        "port": 8123,
+    }
+    assert document == expected
+    assert config.argv is not None
+    command_options = options(config.argv, PREFIX["vllm"])
+    assert {f"--{key}" for key in document if key != "model"} == set(command_options)
+
+
+def test_auto_kv_cache_maps_to_each_engines_default() -> None:
+    assert options(emit("baseline", "vllm", kv_cache_dtype="auto").argv or [], PREFIX["vllm"])["--kv-cache-dtype"] == (
+        "auto"
+    )
+    sglang = options(emit("baseline", "sglang", kv_cache_dtype="auto").argv or [], PREFIX["sglang"])
+    assert sglang["--kv-cache-dtype"] == "auto"
+    tgi = emit("baseline", "tgi", kv_cache_dtype="auto")
+    assert "--kv-cache-dtype" not in options(tgi.argv or [], PREFIX["tgi"])
+    assert not any("fp8_e4m3fn" in note for note in tgi.notes)
+
+
+def test_support_matrix_matches_the_verified_engine_flags() -> None:
+    for name, expected in SUPPORT.items():
+        assert name in METHODS, name
+        got = tuple(config.supported for config in emit_all(settings(METHODS[name])))
+        assert got == expected, name
+
+
+def test_engine_flag_values_are_the_verified_ones() -> None:
+    assert METHODS["bnb-nf4"].engines == EngineFlags(vllm="bitsandbytes", sglang="bitsandbytes", tgi="bitsandbytes-nf4")
+    assert METHODS["bnb-llm-int8"].engines == EngineFlags(vllm=None, sglang=None, tgi="bitsandbytes")
+    assert METHODS["torchao-int8-wo"].engines == EngineFlags(vllm=None, sglang=None, tgi="eetq")
+    assert METHODS["torchao-float8-dynamic"].engines == EngineFlags(vllm="fp8", sglang="fp8", tgi="fp8")
+
+
+def test_unsupported_notes_point_to_the_real_alternative() -> None:
+    (vllm_int8,) = emit("bnb-llm-int8", "vllm").notes
+    assert "4-bit NF4" in vllm_int8 and "pre-quantized" in vllm_int8
+    (sglang_int4,) = emit("torchao-int4-wo-g128", "sglang").notes
+    assert "--torchao-config" in sglang_int4 and "#34304" in sglang_int4 and "GPTQ or AWQ" in sglang_int4
+    (tgi_int4,) = emit("torchao-int4-wo-g64", "tgi").notes
+    assert "bitsandbytes-nf4" in tgi_int4 and "gptq" in tgi_int4
+
+
+@pytest.mark.parametrize("engine", list(EMITTERS))
+def test_fp8_notes_say_which_gpus_run_what(engine: str) -> None:
+    weight_only = " ".join(emit("torchao-float8-wo", engine).notes)
+    dynamic = " ".join(emit("torchao-float8-dynamic", engine).notes)
+    assert "Marlin" in weight_only and "weight-only" in weight_only
+    assert "torchao-float8-wo was evaluated weight-only" in weight_only
+    assert "torchao-float8-wo was evaluated weight-only" not in dynamic
+    assert ("8.9" in weight_only) or ("8.x" in weight_only)
+
+
+def test_bitsandbytes_notes_name_the_in_flight_format_and_double_quantization() -> None:
+    for engine in ("vllm", "sglang", "tgi"):
+        notes = " ".join(emit("bnb-nf4", engine).notes)
+        assert "compress_statistics=True" in notes, engine
+    assert "NF4" in " ".join(emit("bnb-nf4", "vllm").notes)
+    assert "deprecated" in " ".join(emit("bnb-llm-int8", "tgi").notes)
+    assert not any("deprecated" in note for note in emit("bnb-nf4", "tgi").notes)
+
+
+def test_tgi_never_combines_dtype_with_quantize() -> None:
+    quantized = options(emit("torchao-int8-wo", "tgi").argv or [], PREFIX["tgi"])
+    assert quantized["--quantize"] == "eetq" and "--dtype" not in quantized
+    plain = options(emit("fp16", "tgi", dtype="float16").argv or [], PREFIX["tgi"])
+    assert plain["--dtype"] == "float16" and "--quantize" not in plain
+
+
+def test_tgi_admits_at_least_the_batch_cap() -> None:
+    got = options(emit("baseline", "tgi", max_num_seqs=512, max_num_batched_tokens=8192).argv or [], PREFIX["tgi"])
+    assert got["--max-batch-size"] == "512"
+    assert got["--max-concurrent-requests"] == "512"
+
+
+def test_budget_notes_appear_only_when_the_budget_is_below_the_context() -> None:
+    short = " ".join(emit("baseline", "vllm").notes)
+    assert "chunked prefill" in short
+    long_budget = emit("baseline", "vllm", max_num_batched_tokens=8192)
+    assert not any("below --max-model-len" in note for note in long_budget.notes)
+    assert not any(
+        "below --max-input-tokens" in note for note in emit("baseline", "tgi", max_num_batched_tokens=8191).notes
+    )
+    assert any(
+        "below --max-input-tokens" in note for note in emit("baseline", "tgi", max_num_batched_tokens=8190).notes
+    )
+
+
+def test_a_wrong_engine_flag_is_refused_not_emitted() -> None:
+    broken = dataclasses.replace(METHODS["baseline"], engines=EngineFlags(vllm="fp9", sglang="fp8wo", tgi="fp8-e4m3"))
+    for engine in EMITTERS:
+        with pytest.raises(ValueError, match="does not accept"):
+            get_emitter(engine).emit(settings(broken))
+
+
+def test_registry() -> None:
+    assert list(EMITTERS) == ["vllm", "sglang", "tgi"]
+    assert get_emitter("sglang") is EMITTERS["sglang"]
+    with pytest.raises(BadInputError, match="did you mean vllm"):
+        get_emitter("vlm")
+    with pytest.raises(TypeError):
+        EMITTERS["other"] = EMITTERS["vllm"]  # type: ignore[index]
+    configs = emit_all(settings(METHODS["baseline"]))
+    assert [c.engine for c in configs] == ["vllm", "sglang", "tgi"]
+    assert all(c.supported for c in configs)
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ({"dtype": "float32"}, "launch.dtype"),
+        ({"kv_cache_dtype": "fp8_e5m2"}, "launch.kv_cache_dtype"),
+        ({"tensor_parallel": 0}, "launch.tensor_parallel"),
+        ({"max_num_batched_tokens": 16}, "launch.max_num_batched_tokens"),
+        ({"gpu_memory_utilization": 1.5}, "launch.gpu_memory_utilization"),
+        ({"max_model_len": 1}, "launch.max_model_len"),
+        ({"port": 0}, "launch.port"),
+        ({"model": " "}, "launch.model"),
+    ],
+)
+def test_launch_settings_refuse_what_no_engine_accepts(override: dict[str, object], field: str) -> None:
+    with pytest.raises(BadInputError) as caught:
+        settings(METHODS["baseline"], **override)
+    assert caught.value.field == field

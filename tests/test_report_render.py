@@ -1,0 +1,280 @@
+"""report.md / report.html from a hand-built study: the answer, the evidence, the rejects, the figures.
+
+The inputs go through the real `CandidateResult` and `recommendation.build`, so the dicts the
+renderer reads have exactly the shape the search writes.
+"""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recommender.candidate import Candidate, CandidateResult
+from recommender.quality.verdict import Check
+from recommender.report.plots import LoadCurve, cost_data, describe_figures, pareto_data, pareto_front
+from recommender.report.recommendation import build
+from recommender.report.render import render_html, render_markdown, write_report
+
+MODEL = "acme/chat<v2>"
+SLA = {"ttft_p99_ms": 1000.0, "tpot_p99_ms": 50.0}
+MODELED = "modeled: roofline on catalog entry {hw}, assumed efficiencies; continuous-batching simulation"
+MEASURED = "measured: cpu, transformers eager, median of 3; steady-state estimate at saturation, no queueing variance"
+
+KL_BROKEN = "quality: fidelity mean_kl 0.09 (bf16 0) breaks mean KL <= 0.02"
+UNVERIFIED_BROKEN = "quality: unverified (torchao-float8-dynamic needs CUDA capability >= 8.9)"
+TTFT_BROKEN = "ttft: P99 2400.0 ms > SLA 1000 ms"
+PRUNED_BROKEN = "memory: needs 90.00 GB per device, 72.0 GB usable"
+
+
+def _quality(method: str, precision: str, verdict: str, mean_kl: float | None, ppl_delta: float | None) -> dict:
+    task = Check(
+        "demo_code_ppl",
+        "bits_per_byte",
+        1.20,
+        None if ppl_delta is None else 1.20 + ppl_delta,
+        ppl_delta,
+        None if ppl_delta is None else ppl_delta - 0.024,
+        "relative drop <= 2%",
+        "unverified" if ppl_delta is None else "pass",
+        None if ppl_delta is None else (ppl_delta - 0.004, ppl_delta + 0.004),
+        None if ppl_delta is None else 64,
+    )
+    kl_verdict = "unverified" if mean_kl is None else ("pass" if mean_kl <= 0.02 else "fail")
+    kl = Check(
+        "fidelity",
+        "mean_kl",
+        0.0,
+        mean_kl,
+        mean_kl,
+        None if mean_kl is None else mean_kl - 0.02,
+        "mean KL <= 0.02",
+        kl_verdict,
+        None,
+        None if mean_kl is None else 4096,
+    )
+    fidelity = None
+    if mean_kl is not None:
+        fidelity = {
+            "mean_kl": mean_kl,
+            "p99_kl": 4 * mean_kl,
+            "top1_agreement": 0.97,
+            "ppl_ratio": 1.01,
+            "tokens": 4096,
+        }
+    return {
+        "method": method,
+        "precision": precision,
+        "verdict": verdict,
+        "reason": "",
+        "device": "cpu",
+        "seconds": 1.0,
+        "docs_evaluated": 64,
+        "checks": [task.to_dict(), kl.to_dict()],
+        "fidelity": fidelity,
+    }
+
+
+def _result(
+    precision: str,
+    method: str,
+    hardware: str,
+    *,
+    usd: float | None,
+    verdict: str = "pass",
+    broken: tuple[str, ...] = (),
+    mean_kl: float | None = 0.004,
+    status: str = "evaluated",
+) -> CandidateResult:
+    c = Candidate(precision, method, hardware, batch_size=32)
+    if status == "pruned":
+        return CandidateResult(c, "pruned", {"memory": 1.0}, list(broken), memory_gb=90.0)
+    cost = None
+    if usd is not None:
+        replicas = 2
+        cost = {
+            "usd_per_1m_tokens": usd,
+            "replicas": replicas,
+            "accelerators": replicas,
+            "usd_per_month": usd * 3000.0,
+            "price_per_hour_usd": 2.0,
+            "price_source": "test prices (2025-01)",
+        }
+    ppl_delta = None if verdict == "unverified" else 0.002
+    return CandidateResult(
+        candidate=c,
+        status="evaluated",
+        constraints={"quality": -0.01, "ttft": -0.5, "tpot": -0.5},
+        broken=list(broken),
+        quality_verdict=verdict,
+        quality=_quality(method, precision, verdict, mean_kl, ppl_delta),
+        ttft_ms=420.0,
+        tpot_ms=21.5,
+        tokens_per_s=5000.0,
+        perf_provenance=MEASURED if hardware == "local" else MODELED.format(hw=hardware),
+        memory_gb=18.4,
+        cost=cost,
+    )
+
+
+@pytest.fixture(scope="module")
+def study() -> tuple[dict[str, Any], list[dict[str, Any]], LoadCurve]:
+    results = [
+        _result("bf16", "baseline", "h100", usd=0.50, mean_kl=0.0),
+        _result("int8", "torchao-int8-wo", "l40s", usd=0.30),
+        _result("int4", "bnb-nf4", "l4", usd=0.12, verdict="fail", mean_kl=0.09, broken=(KL_BROKEN,)),
+        _result(
+            "fp8",
+            "torchao-float8-dynamic",
+            "local",
+            usd=0.20,
+            verdict="unverified",
+            mean_kl=None,
+            broken=(UNVERIFIED_BROKEN,),
+        ),
+        _result("bf16", "baseline", "l4", usd=0.25, mean_kl=0.0, broken=(TTFT_BROKEN,)),
+        _result("int4", "bnb-nf4", "a10g", usd=None, status="pruned", broken=(PRUNED_BROKEN,)),
+    ]
+    rec = build(
+        results,
+        current_key="bf16/baseline@h100x1/bs32",
+        study="chat-test",
+        model=MODEL,
+        release="r1",
+        use_case="support-bot",
+    ).to_dict()
+    rec["launch"] = [
+        {
+            "engine": "vllm",
+            "supported": True,
+            "command": "vllm serve acme/chat --quantization torchao",
+            "config_yaml": "max_num_seqs: 32\n",
+            "notes": ["weights quantized at load"],
+            "sources": ["https://docs.vllm.ai/en/latest/features/quantization/torchao.html"],
+        },
+        {
+            "engine": "tgi",
+            "supported": False,
+            "command": None,
+            "config_yaml": None,
+            "notes": ["TGI has no torchao int8 weight-only path"],
+            "sources": [],
+        },
+    ]
+    curve: LoadCurve = {
+        "points": [{"rate_per_s": r, "ttft_p99_ms": 200 + 40 * r, "tpot_p99_ms": 15 + 2 * r} for r in (1, 2, 4, 8)],
+        "sla": SLA,
+    }
+    return rec, [r.to_dict() for r in results], curve
+
+
+def test_pareto_front_on_known_points() -> None:
+    points = [(1.0, 5.0), (2.0, 3.0), (3.0, 4.0), (4.0, 1.0), (2.0, 3.0), (0.5, 10.0), (5.0, 1.0)]
+    assert pareto_front(points) == [5, 0, 1, 3]
+    assert pareto_front([]) == []
+    assert pareto_front([(1.0, 1.0)]) == [0]
+
+
+def test_figure_data_selects_points_and_counts_the_omitted(study) -> None:
+    rec, results, curve = study
+    data = pareto_data(results)
+    keys = [p.key for p in data.points]
+    assert "fp8/torchao-float8-dynamic@localx1/bs32" not in keys  # no KL: omitted and counted
+    assert (data.without_kl, data.without_price) == (1, 1)
+    assert next(p for p in data.points if p.key == "bf16/baseline@h100x1/bs32").mean_kl == 0.0
+    assert data.front_over == "feasible candidates"
+    assert [data.points[i].key for i in data.front] == ["int8/torchao-int8-wo@l40sx1/bs32", "bf16/baseline@h100x1/bs32"]
+    assert "1 without a KL measurement" in data.caption and "modeled for" in data.caption
+    bars = {(b.precision, b.hardware): b for b in cost_data(results).bars}
+    assert not bars[("int4", "l4")].feasible and bars[("int8", "l40s")].feasible
+    assert [f.name for f in describe_figures(rec, results, curve)] == ["pareto", "cost_by_precision", "load_curve"]
+
+
+def test_markdown_states_the_answer_the_rejects_and_never_passes_unverified(study) -> None:
+    rec, results, curve = study
+    md = render_markdown(rec, results, curve, images={"pareto": "pareto.png"})
+    winner = "int8/torchao-int8-wo@l40sx1/bs32"
+    assert winner in md.split("\n\n")[2]  # the one-line answer right under the title and study
+    assert "40.0 % cheaper per token" in md and "$600/month" in md
+    for reason in (KL_BROKEN, UNVERIFIED_BROKEN, TTFT_BROKEN):
+        assert reason in md
+    unverified_lines = [line for line in md.splitlines() if "torchao-float8-dynamic" in line]
+    assert unverified_lines and all("unverified" in line and "pass" not in line for line in unverified_lines)
+    assert "```bash\nvllm serve acme/chat --quantization torchao\n```" in md
+    assert "TGI has no torchao int8 weight-only path" in md
+    assert "![Cost against quality loss](pareto.png)" in md
+    assert "&lt;v2>" in md and "<v2>" not in md
+    assert "<= 1000 ms" in md and "(modeled)" in md
+    order = [
+        "Recommended:",
+        "How to launch it",
+        "Recommended against current",
+        "Quality evidence",
+        "Cheaper candidates that were rejected",
+        "Figures",
+        "tie policy",
+        "distinct candidates",
+    ]
+    positions = [md.index(marker) for marker in order]
+    assert positions == sorted(positions)
+
+
+def test_markdown_without_a_winner_lists_the_closest_misses(study) -> None:
+    rec, results, _ = study
+    failed = {**rec, "winner": None, "saving": None, "rejected_cheaper": rec["rejected_cheaper"]}
+    md = render_markdown(failed, results)
+    assert "Nothing met every threshold." in md and "Closest misses" in md
+    assert KL_BROKEN in md
+
+
+class _StrictParser(HTMLParser):
+    """Checks that every non-void element closes in order, and collects what tags load."""
+
+    VOID = {"meta", "img", "br", "hr", "link", "input", "source"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.loads: list[tuple[str, str, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for name, value in attrs:
+            if name in ("src", "href"):
+                self.loads.append((tag, name, value or ""))
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        assert self.stack and self.stack[-1] == tag, f"</{tag}> closes {self.stack[-1:]}"
+        self.stack.pop()
+
+
+def test_html_is_self_contained_well_formed_and_escaped(study) -> None:
+    rec, results, curve = study
+    page = render_html(rec, results, curve)
+    parser = _StrictParser()
+    parser.feed(page)
+    parser.close()
+    assert parser.stack == []
+    assert not re.search(r"<script|<link|@import|url\(", page)
+    images = [value for tag, _, value in parser.loads if tag == "img"]
+    assert len(images) == 3 and all(src.startswith("data:image/png;base64,") for src in images)
+    assert all(tag == "a" for tag, _, value in parser.loads if value.startswith(("http://", "https://")))
+    assert "&lt;v2&gt;" in page and "<v2>" not in page
+    row = next(r for r in page.split("<tr>") if "torchao-float8-dynamic" in r)
+    assert "unverified" in row and "pass" not in row
+
+
+def test_write_report_writes_markdown_pngs_and_html(tmp_path: Path, study) -> None:
+    rec, results, curve = study
+    written = write_report(tmp_path / "report", rec, results, curve)
+    assert set(written) == {"markdown", "html", "pareto", "cost_by_precision", "load_curve"}
+    for path in written.values():
+        assert path.is_file() and path.stat().st_size > 0
+    md = written["markdown"].read_text(encoding="utf-8")
+    for name in ("pareto", "cost_by_precision", "load_curve"):
+        assert written[name].read_bytes().startswith(b"\x89PNG") and f"]({name}.png)" in md
+    assert "data:image/png;base64," in written["html"].read_text(encoding="utf-8")
