@@ -357,9 +357,10 @@ class CandidateEvaluator:
             "ttft": serving.ttft_ms / sla.ttft_p99_ms - 1.0,
             "tpot": serving.tpot_ms / sla.tpot_p99_ms - 1.0,
         }
-        broken = [_describe_broken_check(ch) for ch in quality.checks if ch.verdict != "pass"]
-        if quality.reason:
-            broken.append(f"quality: unverified ({quality.reason})")
+        if quality.reason:  # nothing measured: one line saying why, not one per check
+            broken = [f"quality: unverified ({quality.reason})"]
+        else:
+            broken = [_describe_broken_check(ch) for ch in quality.checks if ch.verdict != "pass"]
         if constraints["ttft"] > 0:
             broken.append(f"ttft: P99 {serving.ttft_ms:.1f} ms > SLA {sla.ttft_p99_ms:g} ms")
         if constraints["tpot"] > 0:

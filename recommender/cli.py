@@ -53,8 +53,8 @@ def search(
         int | None,
         typer.Option(
             min=1,
-            help="Trials in total for the study (default: the spec's search.n_trials); "
-            "a resumed study runs only the missing ones.",
+            help="Distinct candidates to evaluate in total (default: the spec's search.n_trials); a proposal "
+            "the study already answered is free, and a resumed study evaluates only the missing ones.",
         ),
     ] = None,
     storage: Annotated[
@@ -90,7 +90,7 @@ def search(
         console.print(
             f"\nrecommendation: {outcome.recommendation_path}\n"
             f"report: {outcome.output_dir / 'report.html'} (and report.md)\n"
-            f"study: {outcome.study_name} in {outcome.storage} ({outcome.new_trials} new trials, "
+            f"study: {outcome.study_name} in {outcome.storage} ({outcome.new_trials} new candidates evaluated, "
             f"{outcome.quality_evaluations} quality evaluations, {outcome.probes} probes)\n"
             f"MLflow run {outcome.parent_run_id}: mlflow ui --backend-store-uri {outcome.tracking_uri}"
         )
@@ -344,18 +344,18 @@ def _run_with_progress(spec, storage, uri, output_dir, n_trials, console):  # ty
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task("trials", total=n_trials or spec.search.n_trials)
+        task = progress.add_task("candidates", total=n_trials or spec.search.n_trials)
 
         def on_status(message: str) -> None:
-            progress.update(task, description=f"trials · {message}")
+            progress.update(task, description=f"candidates · {message}")
 
         def on_trial(done: int, planned: int, result, cached: bool) -> None:  # type: ignore[no-untyped-def]
             progress.update(task, completed=done, total=planned)
+            if cached:
+                return
             price = "-" if result.usd_per_1m_tokens is None else f"${result.usd_per_1m_tokens:.4f}/1M"
             verdict = "feasible" if result.feasible else ("; ".join(result.broken)[:90] or result.quality_verdict)
-            progress.console.print(
-                f"  {done:3d} {result.candidate.key:<44} {price:>14}  {'(seen) ' if cached else ''}{verdict}"
-            )
+            progress.console.print(f"  {done:3d} {result.candidate.key:<44} {price:>14}  {verdict}")
 
         return run_search(
             spec,

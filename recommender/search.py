@@ -43,13 +43,15 @@ if TYPE_CHECKING:
 DEFAULT_STORAGE = "sqlite:///mlruns/optuna.db"
 #: What the study minimises: the cost, and the quality loss (mean KL against bf16; see CandidateResult).
 OBJECTIVES = {"usd_per_1m_tokens": "minimize", "quality_loss_mean_kl": "minimize"}
+#: Proposals allowed per distinct candidate still to evaluate (the rest are duplicates, answered for free).
+PROPOSALS_PER_CANDIDATE = 5
 #: Rounds of neighbourhood refinement after the sampler's budget (each usually adds a few trials).
 MAX_REFINEMENT_ROUNDS = 3
 _RESULT_ATTR = "result"
 _SPEC_ATTR = "spec_fingerprint"
 _PARENT_ATTR = "mlflow_parent_run_id"
 
-#: Called after each trial with (trials done, trials planned, result, answered from cache).
+#: Called after each trial with (candidates evaluated, candidates planned, result, answered from cache).
 ProgressFn = Callable[[int, int, CandidateResult, bool], None]
 #: Called with a line saying what the search is doing now (loading, evaluating, probing).
 StatusFn = Callable[[str], None]
@@ -205,11 +207,11 @@ def _params_of(c: Candidate) -> dict[str, Any]:
 
 
 def neighbourhood(c: Candidate, choices: dict[str, list[Any]]) -> list[Candidate]:
-    """Candidates one setting away from `c` on the same hardware and tensor-parallel degree."""
+    """Candidates one setting away from `c` (tensor-parallel degree kept)."""
     here = _params_of(c)
     return [
         _candidate_of(here | {name: value})
-        for name in ("method", "batch_size", "max_num_batched_tokens", "kv_cache_dtype")
+        for name in ("method", "hardware", "batch_size", "max_num_batched_tokens", "kv_cache_dtype")
         for value in choices[name]
         if value != here[name]
     ]
@@ -281,13 +283,12 @@ def run_search(
             known.setdefault(result.candidate.key, (t.number, result))
 
     current = Candidate.from_deployment(spec.current)
-    finished = len(
-        study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED))
-    )
-    remaining = max(0, planned - finished)
+    # The budget counts distinct candidates: a proposal answered from an earlier trial is free.
+    finished = len(known)
+    target = [min(planned, len(grid(spec)))]
+    remaining = max(0, target[0] - finished)
     if current.key not in known and remaining > 0:
         study.enqueue_trial(_params_of(current), skip_if_exists=True)
-    done = [finished]
 
     def objective(trial: optuna.Trial) -> tuple[float, float]:
         candidate = _candidate_of({name: trial.suggest_categorical(name, values) for name, values in choices.items()})
@@ -303,17 +304,26 @@ def run_search(
         trial.set_user_attr(_RESULT_ATTR, result.to_dict())
         for key in CONSTRAINT_KEYS:
             trial.set_constraint(key, result.constraints.get(key, 0.0))
-        done[0] += 1
         if on_trial:
-            on_trial(done[0], planned, result, cached)
+            on_trial(len(known), target[0], result, cached)
         if result.status == "pruned":
             raise optuna.TrialPruned("; ".join(result.broken))
         cost = result.usd_per_1m_tokens
         return (cost if cost is not None and math.isfinite(cost) else math.inf), result.quality_loss
 
+    def stop_at_target(study: optuna.Study, _trial: optuna.trial.FrozenTrial) -> None:
+        if len(known) >= target[0]:
+            study.stop()
+
     def optimize(trials: int) -> None:
         try:
-            study.optimize(objective, n_trials=trials, timeout=spec.search.timeout_s, catch=())
+            study.optimize(
+                objective,
+                n_trials=trials * PROPOSALS_PER_CANDIDATE,
+                timeout=spec.search.timeout_s,
+                catch=(),
+                callbacks=[stop_at_target],
+            )
         except KeyboardInterrupt:
             # Finished trials are in the storage and evaluated documents in the cache; Optuna has
             # marked the trial in flight FAIL, and a rerun resumes. The study's run says so too.
@@ -323,7 +333,7 @@ def run_search(
     if remaining > 0:
         optimize(remaining)
     # The sampler's budget may end beside a better candidate: evaluate the winner's neighbourhood
-    # (other methods, batch sizes, token budgets, KV dtypes on its hardware) until it stops moving.
+    # (every other method, GPU, batch size, token budget, KV dtype, one at a time) until it stops moving.
     for _ in range(MAX_REFINEMENT_ROUNDS):
         best = pick([r for _, r in known.values()])
         if best is None:
@@ -334,7 +344,7 @@ def run_search(
         status(f"refining around {best.candidate.key}: {len(unseen)} neighbours")
         for c in unseen:
             study.enqueue_trial(_params_of(c), skip_if_exists=True)
-        planned = done[0] + len(unseen)
+        target[0] = len(known) + len(unseen)
         optimize(len(unseen))
 
     results = [r for _, r in known.values()]
@@ -374,7 +384,7 @@ def run_search(
         quality_evaluations=quality.evaluations,
         docs_evaluated=quality.docs_evaluated,
         probes=evaluator.probes_run,
-        new_trials=done[0] - finished,
+        new_trials=len(known) - finished,
     )
 
 

@@ -101,7 +101,7 @@ class Deployment(_Strict):
 
 
 class SearchSettings(_Strict):
-    n_trials: PositiveInt = 30
+    n_trials: PositiveInt = Field(default=30, description="Distinct candidates to evaluate (duplicates are free).")
     seed: int = 0
     timeout_s: PositiveFloat | None = None
     study_name: str | None = Field(default=None, description="Default: <name>-<spec hash>.")

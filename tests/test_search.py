@@ -46,9 +46,10 @@ def test_small_study_logs_runs_writes_recommendation_and_resumes(tmp_path: Path,
     tracking = f"sqlite:///{tmp_path}/mlflow.db"
     outcome = run_search(spec, storage=storage, tracking_uri=tracking, output_root=tmp_path / "out")
 
-    # Optuna: three finished trials, the current deployment first.
+    # Optuna: at least three distinct candidates evaluated (duplicates are free), the current deployment first.
     study = optuna.load_study(study_name=spec.study_name, storage=storage)
-    assert len(study.trials) == 3
+    distinct = [t for t in study.trials if "duplicate_of" not in t.user_attrs]
+    assert len(distinct) == len(outcome.results) >= 3
     assert study.trials[0].params["hardware"] == "l4" and study.trials[0].params["method"] == "bf16/baseline"
     assert all(t.constraints is not None for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE)
 
@@ -106,7 +107,7 @@ def test_interrupted_search_resumes(tmp_path: Path, demo_model_dir: Path) -> Non
     resumed = run_search(spec, storage=storage, tracking_uri=tracking, output_root=tmp_path / "out")
     study = optuna.load_study(study_name=spec.study_name, storage=storage)
     finished = [t for t in study.trials if t.state != optuna.trial.TrialState.FAIL]
-    assert len(finished) == 3 and resumed.parent_run_id == parent_id
+    assert len(finished) >= 3 and len(resumed.results) >= 3 and resumed.parent_run_id == parent_id
     assert MlflowClient(tracking_uri=tracking).get_run(parent_id).info.status == "FINISHED"
     assert resumed.recommendation_path.is_file()
 
