@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all lint clean train-demo
+.PHONY: demo test test-all lint clean train-demo train-demo-v2 releases-demo
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,17 @@ lint: $(STAMP)
 
 train-demo: $(STAMP)
 	$(BIN)/python -m recommender.demo.train --output recommender/demo/model
+
+train-demo-v2: $(STAMP)
+	$(BIN)/python -m recommender.demo.finetune --output recommender/demo/model-v2
+
+# Two releases of the demo model through the same search, then compared and gated (the gate's
+# exit code is shown, not fatal: a regression is a result here).
+releases-demo: $(STAMP)
+	$(BIN)/recommender search search_spaces/demo.yaml
+	$(BIN)/recommender search search_spaces/demo-v2.yaml
+	$(BIN)/recommender compare --model demo-code-llama --releases v1 --releases v2 --plot mlruns/compare/demo-code-llama.png
+	-$(BIN)/recommender gate --model demo-code-llama --candidate v2 --against v1
 
 clean:
 	rm -rf $(VENV) mlruns

@@ -17,6 +17,8 @@ from rich.console import Console
 
 from recommender.errors import BadInputError
 
+TRACKING_URI_HELP = "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlruns/mlflow.db)."
+
 DEMO_SPEC = Path(__file__).resolve().parent.parent / "search_spaces" / "demo.yaml"
 
 app = typer.Typer(
@@ -116,10 +118,7 @@ def _print_launch(launch: list[dict[str, Any]], console: Console) -> None:
 )
 def report_command(
     run_id: Annotated[str, typer.Argument(help="The study's MLflow run id (printed by `recommender search`).")],
-    tracking_uri: Annotated[
-        str | None,
-        typer.Option(help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlruns/mlflow.db)."),
-    ] = None,
+    tracking_uri: Annotated[str | None, typer.Option(help=TRACKING_URI_HELP)] = None,
     output_dir: Annotated[Path | None, typer.Option(help="Where to write (default: mlruns/reports/<run id>).")] = None,
 ) -> None:
     """Regenerate a study's report (report.md, report.html, plots) from its MLflow run alone."""
@@ -148,6 +147,85 @@ def report_command(
     console = _console(stderr=False)
     for path in written:
         console.print(str(path), markup=False, highlight=False)
+
+
+@app.command("compare", epilog="Exit codes: 0 shown, 2 bad input (unknown model or release, not comparable).")
+def compare_command(
+    model: Annotated[str, typer.Option(help="The model name the studies were tagged with (spec model.name).")],
+    releases: Annotated[
+        list[str] | None, typer.Option("--releases", help="Releases in the order to show (default: all, by time).")
+    ] = None,
+    use_case: Annotated[str | None, typer.Option(help="Only studies under this use case.")] = None,
+    tracking_uri: Annotated[str | None, typer.Option(help=TRACKING_URI_HELP)] = None,
+    output_format: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    plot: Annotated[Path | None, typer.Option(help="Also write the comparison plot (PNG) here.")] = None,
+) -> None:
+    """How quality and cost moved across a model's releases, read from MLflow alone."""
+    import json
+
+    from recommender.releases import load_releases
+    from recommender.report.compare import compare_data, compare_png, render_compare
+    from recommender.tracking import resolve_tracking_uri
+
+    if output_format not in ("table", "json"):
+        raise BadInputError("--format", f"unknown format {output_format!r}", "use table or json")
+    studies = load_releases(resolve_tracking_uri(tracking_uri), model, releases=releases, use_case=use_case)
+    data = compare_data(model, studies)
+    if plot is not None:
+        plot.parent.mkdir(parents=True, exist_ok=True)
+        plot.write_bytes(compare_png(data))
+    if output_format == "json":
+        print(json.dumps(data, indent=2))
+    else:
+        render_compare(data, _console(stderr=False))
+
+
+@app.command(
+    "gate",
+    epilog="Exit codes: 0 pass, 1 regression (each broken limit on its own line), 2 bad input. "
+    "Use it as a CI step after the candidate release's search.",
+)
+def gate_command(
+    model: Annotated[str, typer.Option(help="The model name the studies were tagged with (spec model.name).")],
+    candidate: Annotated[str, typer.Option(help="The new release.")],
+    against: Annotated[str, typer.Option(help="The release it replaces.")],
+    max_cost_increase: Annotated[
+        float, typer.Option(help="Largest allowed increase of the recommended $/1M tokens, in %.")
+    ] = 5.0,
+    max_quality_drop: Annotated[
+        float,
+        typer.Option(
+            help="Largest allowed loss per task, in % of the bf16 score: of bf16 itself across "
+            "releases, and of the recommended precision against its bf16."
+        ),  # fmt: skip
+    ] = 1.0,
+    require_pass: Annotated[
+        list[str] | None, typer.Option(help="precision/method that must pass in the candidate, e.g. int8/bnb-llm-int8.")
+    ] = None,
+    use_case: Annotated[str | None, typer.Option(help="Only studies under this use case.")] = None,
+    tracking_uri: Annotated[str | None, typer.Option(help=TRACKING_URI_HELP)] = None,
+) -> None:
+    """Fail a pipeline when a release regresses in cost or quality against the one it replaces."""
+    from recommender.gate import GateLimits, gate
+    from recommender.releases import load_releases
+    from recommender.tracking import resolve_tracking_uri
+
+    for name, value in (("--max-cost-increase", max_cost_increase), ("--max-quality-drop", max_quality_drop)):
+        if not 0.0 <= value <= 1000.0:
+            raise BadInputError(name, f"{value:g} is out of range", "give a percentage between 0 and 1000")
+    new, old = load_releases(resolve_tracking_uri(tracking_uri), model, releases=[candidate, against],
+                             use_case=use_case)  # fmt: skip
+    limits = GateLimits(max_cost_increase, max_quality_drop, list(require_pass or []))
+    broken = gate(new, old, limits)
+    winner = new.winner["key"] if new.winner else "nothing feasible"
+    cost = f"${new.winner['usd_per_1m_tokens']:.4g}/1M tokens" if new.winner else "-"
+    if not broken:
+        print(f"gate passed: {model} {candidate} vs {against}: {winner} at {cost}")
+        raise typer.Exit(0)
+    print(f"gate FAILED: {model} {candidate} vs {against}: {len(broken)} regression(s)")
+    for line in broken:
+        print(f"  - {line}")
+    raise typer.Exit(1)
 
 
 @app.command(

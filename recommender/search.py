@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,15 +86,17 @@ def open_study(storage: str, study_name: str, seed: int, *, exhaustive: bool = F
     """
     import optuna
 
-    sampler: optuna.samplers.BaseSampler = (
-        optuna.samplers.BruteForceSampler(seed=seed)
-        if exhaustive
-        else optuna.samplers.TPESampler(seed=seed, n_startup_trials=8)
-    )
-    if storage.startswith("sqlite:///"):
-        Path(storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():  # BruteForceSampler is marked experimental; its behaviour here is tested
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        sampler: optuna.samplers.BaseSampler = (
+            optuna.samplers.BruteForceSampler(seed=seed)
+            if exhaustive
+            else optuna.samplers.TPESampler(seed=seed, n_startup_trials=8)
+        )
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
+        if storage.startswith("sqlite:///"):
+            Path(storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         study = optuna.create_study(
             study_name=study_name,
             storage=storage,

@@ -60,13 +60,27 @@ def _unreachable(uri: str, exc: BaseException) -> BadInputError:
     )
 
 
-def download_run_artifacts(uri: str, run_id: str, names: list[str], dst: Path) -> dict[str, Path]:
-    """The named artifacts of one run, downloaded into `dst`; a missing one is left out of the answer."""
+def open_client(uri: str) -> MlflowClient:
+    """A client for reading a store that must already exist; one that cannot be reached is bad input."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        raise BadInputError("--tracking-uri", f"no MLflow store at {uri}", "run `recommender search` first")
     _prepare_store(uri)
     client = MlflowClient(tracking_uri=uri)
+    try:
+        client.search_experiments(max_results=1)
+    except (MlflowException, OSError, ValueError) as exc:
+        raise _unreachable(uri, exc) from None
+    return client
+
+
+def download_run_artifacts(uri: str, run_id: str, names: list[str], dst: Path) -> dict[str, Path]:
+    """The named artifacts of one run, downloaded into `dst`; a missing one is left out of the answer."""
+    from mlflow.exceptions import MlflowException
+
+    client = open_client(uri)
     try:
         run = client.get_run(run_id)
     except MlflowException as exc:
@@ -130,8 +144,8 @@ class Tracker:
         from mlflow import MlflowClient
         from mlflow.exceptions import MlflowException
 
-        _prepare_store(uri)
         try:
+            _prepare_store(uri)
             client = MlflowClient(tracking_uri=uri)
             found = client.get_experiment_by_name(experiment)
             experiment_id = (

@@ -141,3 +141,12 @@ def test_catalog_entry_missing_a_field(tmp_path: Path) -> None:
     catalog.write_text("accelerators:\n  my-gpu:\n    name: My GPU\n    vendor: nvidia\n    memory_gb: 24\n")
     spec = _spec_with(tmp_path, hardware_catalog=str(catalog))
     _assert_one_line_error(_run("search", str(spec)), "accelerators.my-gpu.", "required key is missing")
+
+
+def test_unreachable_stores(tmp_path: Path) -> None:
+    spec = str(_spec_with(tmp_path))
+    no_server = _run("search", spec, "--tracking-uri", "http://127.0.0.1:9", cwd=tmp_path)
+    _assert_one_line_error(no_server, "--tracking-uri", "http://127.0.0.1:9", "cannot be used")
+    no_storage = _run("search", spec, "--storage", "sqlite:////proc/no/such/dir/optuna.db", cwd=tmp_path)
+    _assert_one_line_error(no_storage, "--storage", "cannot open Optuna storage")
+    assert not list(tmp_path.glob("mlruns/studies/*"))  # nothing half-written

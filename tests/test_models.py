@@ -180,3 +180,6 @@ def test_pick_cheapest_feasible_and_list_cheaper_rejects() -> None:
     # Within 1 % of the cheapest price, the better quality margin wins.
     tie = [_result("int8/a", 0.600, quality=-0.001), _result("bf16/b", 0.605, quality=-0.05)]
     assert pick(tie).candidate.method == "b"
+    # The candidate it won the tie against is listed as a tie, a 2 % dearer one is not.
+    tied = build([*tie, _result("bf16/c", 0.612)], current_key="x", study="s", model="m", release="r", use_case="u")
+    assert [t["method"] for t in tied.ties] == ["a"]

@@ -93,6 +93,38 @@ def lr_at(step: int, *, steps: int, peak: float, warmup: int) -> float:
     return peak * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
+def run_steps(
+    model: LlamaForCausalLM,
+    optim: torch.optim.Optimizer,
+    stream: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    steps: int,
+    seq_len: int,
+    batch_size: int,
+    peak_lr: float,
+    log_every: int,
+) -> float:
+    """Train on random windows of `stream` with warm-up and cosine decay; returns the last loss."""
+    started = time.perf_counter()
+    loss_value = float("nan")
+    for step in range(steps):
+        starts = rng.integers(0, stream.size - seq_len - 1, size=batch_size)
+        batch = torch.from_numpy(np.stack([stream[s : s + seq_len] for s in starts]))
+        for group in optim.param_groups:
+            group["lr"] = lr_at(step, steps=steps, peak=peak_lr, warmup=max(1, steps // 20))
+        loss = model(input_ids=batch, labels=batch).loss
+        optim.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optim.step()
+        loss_value = float(loss)
+        if step % log_every == 0 or step == steps - 1:
+            elapsed = time.perf_counter() - started
+            print(f"step {step:5d}/{steps}  loss {loss_value:.3f}  {elapsed:6.0f}s", flush=True)
+    return loss_value
+
+
 def train(output: Path, *, steps: int, seq_len: int, batch_size: int, peak_lr: float) -> dict[str, float]:
     torch.manual_seed(SEED)
     torch.set_num_threads(2)
@@ -116,21 +148,9 @@ def train(output: Path, *, steps: int, seq_len: int, batch_size: int, peak_lr: f
         betas=(0.9, 0.95),
     )
     started = time.perf_counter()
-    loss_value = float("nan")
-    for step in range(steps):
-        starts = rng.integers(0, stream.size - seq_len - 1, size=batch_size)
-        batch = torch.from_numpy(np.stack([stream[s : s + seq_len] for s in starts]))
-        for group in optim.param_groups:
-            group["lr"] = lr_at(step, steps=steps, peak=peak_lr, warmup=max(1, steps // 20))
-        loss = model(input_ids=batch, labels=batch).loss
-        optim.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optim.step()
-        loss_value = float(loss)
-        if step % 50 == 0 or step == steps - 1:
-            elapsed = time.perf_counter() - started
-            print(f"step {step:5d}/{steps}  loss {loss_value:.3f}  {elapsed:6.0f}s", flush=True)
+    loss_value = run_steps(
+        model, optim, stream, rng, steps=steps, seq_len=seq_len, batch_size=batch_size, peak_lr=peak_lr, log_every=50
+    )
 
     output.mkdir(parents=True, exist_ok=True)
     model = model.to(torch.bfloat16)

@@ -33,6 +33,7 @@ class Check:
     verdict: Verdict
     delta_ci: tuple[float, float] | None = None
     n_docs: int | None = None
+    higher_is_better: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -46,11 +47,12 @@ class Check:
 def task_check(spec: TaskThreshold, result: PairedResult | None) -> Check:
     desc = spec.threshold.describe(spec.higher_is_better)
     if result is None:
-        return Check(spec.task, spec.metric, None, None, None, None, desc, "unverified")
+        return Check(spec.task, spec.metric, None, None, None, None, desc, "unverified",
+                     higher_is_better=spec.higher_is_better)  # fmt: skip
     return Check(
         spec.task, spec.metric, result.baseline, result.value, result.delta,
         result.margin_ci[1] if result.verdict != "fail" else result.margin,
-        desc, result.verdict, result.delta_ci, result.n_docs,
+        desc, result.verdict, result.delta_ci, result.n_docs, spec.higher_is_better,
     )  # fmt: skip
 
 
@@ -60,11 +62,11 @@ def fidelity_check(use_case: UseCase, fidelity: FidelityResult | None) -> Check 
         return None
     desc = f"mean KL <= {limit:g}"
     if fidelity is None:
-        return Check("fidelity", "mean_kl", 0.0, None, None, None, desc, "unverified")
+        return Check("fidelity", "mean_kl", 0.0, None, None, None, desc, "unverified", higher_is_better=False)
     margin = fidelity.mean_kl - limit
     return Check(
         "fidelity", "mean_kl", 0.0, fidelity.mean_kl, fidelity.mean_kl, margin, desc,
-        "pass" if margin <= 0 else "fail", None, fidelity.tokens,
+        "pass" if margin <= 0 else "fail", None, fidelity.tokens, False,
     )  # fmt: skip
 
 

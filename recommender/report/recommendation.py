@@ -10,6 +10,7 @@ that was rejected is listed with the limits it broke.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ class Recommendation:
     notes: list[str] = field(default_factory=list)
     sla: dict[str, float] | None = None
     launch: list[dict[str, Any]] = field(default_factory=list)
+    ties: list[dict[str, Any]] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -60,6 +62,18 @@ def pick(results: list[CandidateResult]) -> CandidateResult | None:
     cheapest = min(r.usd_per_1m_tokens for r in feasible)  # type: ignore[type-var]
     ties = [r for r in feasible if r.usd_per_1m_tokens <= cheapest * (1 + COST_TOLERANCE)]  # type: ignore[operator]
     return min(ties, key=lambda r: (_quality_margin(r), r.usd_per_1m_tokens, r.candidate.key))
+
+
+def _ties(results: list[CandidateResult], winner: CandidateResult | None) -> list[CandidateResult]:
+    """The other feasible candidates within the tie tolerance of the winner's price, cheapest first."""
+    if winner is None or winner.usd_per_1m_tokens is None:
+        return []
+    cheapest = min(r.usd_per_1m_tokens for r in results if r.feasible and r.usd_per_1m_tokens is not None)
+    limit = cheapest * (1 + COST_TOLERANCE)
+    return sorted(
+        (r for r in results if r.feasible and r is not winner and (r.usd_per_1m_tokens or math.inf) <= limit),
+        key=lambda r: r.usd_per_1m_tokens,  # type: ignore[arg-type,return-value]
+    )
 
 
 def _summary(result: CandidateResult) -> dict[str, Any]:
@@ -137,4 +151,5 @@ def build(
         },
         notes=notes,
         sla=sla,
+        ties=[_summary(r) for r in _ties(results, winner)],
     )

@@ -342,6 +342,21 @@ def _rejected(rec: Mapping[str, Any]) -> list[Block]:
     return blocks
 
 
+def _ties(rec: Mapping[str, Any]) -> list[Block]:
+    ties = rec.get("ties") or []
+    if not ties:
+        return []
+    rows = tuple(
+        (s["key"], _usd_1m(s["usd_per_1m_tokens"]), _num((s.get("fidelity") or {}).get("mean_kl"), ".2g"))
+        for s in ties[:MAX_REJECTED_ROWS]
+    )
+    return [
+        Heading("Ties: feasible candidates within the tie tolerance"),
+        _p(f"Tie policy: {rec.get('tie_policy', '')}."),
+        Table(("config", "$/1M tokens", "mean KL"), rows),
+    ]
+
+
 def _figures(ctx: _Context) -> list[Block]:
     return [Heading("Figures"), *ctx.figures] if ctx.figures else []
 
@@ -389,6 +404,7 @@ def build_blocks(
         *_comparison(ctx),
         *_quality(recommendation),
         *_rejected(recommendation),
+        *_ties(recommendation),
         *_figures(ctx),
         *_closing(recommendation),
     ]

@@ -83,6 +83,14 @@ def render(rec: Recommendation, console: Console) -> None:
         hidden = len(rec.rejected_cheaper) - _MAX_REJECTED_ROWS
         if hidden > 0:
             console.print(f"... and {hidden} more in recommendation.json")
+    if rec.ties:
+        table = Table(title="Ties: as cheap as the winner, smaller quality margin", title_justify="left")
+        for column in ("config", "$/1M tok", "mean KL"):
+            table.add_column(column, overflow="fold")
+        for s in rec.ties[:_MAX_REJECTED_ROWS]:
+            kl = (s.get("fidelity") or {}).get("mean_kl")
+            table.add_row(s["key"], _money(s["usd_per_1m_tokens"]), "-" if kl is None else f"{kl:.2g}")
+        console.print(table)
     counts = rec.counts
     console.print(
         f"{counts['candidates']} distinct candidates: {counts['evaluated']} evaluated, {counts['pruned']} pruned "

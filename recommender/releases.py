@@ -1,0 +1,124 @@
+"""Releases of one model, read back from MLflow: what each study recommended, and how that moved.
+
+Every study's parent run carries the model name, release label, use case and weights
+fingerprint as tags, and its evidence (recommendation.json, results.json) as artifacts,
+so a comparison needs nothing but the tracking store. For each release the latest
+finished study is used; releases are comparable only under the same use case (the same
+tasks and thresholds), which is checked, not assumed.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recommender.errors import BadInputError
+from recommender.report.artifacts import RECOMMENDATION_JSON, RESULTS_JSON
+from recommender.tracking import open_client
+
+
+@dataclass(frozen=True)
+class ReleaseStudy:
+    """One release's latest finished study and its evidence."""
+
+    release: str
+    run_id: str
+    study: str
+    use_case: str
+    fingerprint: str
+    started_ms: int
+    recommendation: dict[str, Any]
+    results: list[dict[str, Any]] = field(repr=False)
+
+    @property
+    def winner(self) -> dict[str, Any] | None:
+        return self.recommendation.get("winner")
+
+    def quality_by_method(self) -> dict[str, dict[str, Any]]:
+        """Each method's measured quality (the same for every candidate of that method)."""
+        found: dict[str, dict[str, Any]] = {}
+        for result in self.results:
+            quality = result.get("quality")
+            if quality and not quality.get("reason"):
+                c = result["candidate"]
+                found.setdefault(f"{c['precision']}/{quality['method']}", quality)
+        return found
+
+
+def _parent_runs(uri: str, model: str | None) -> list[Any]:
+    client = open_client(uri)
+    experiments = [e.experiment_id for e in client.search_experiments() if e.name.startswith("recommender/")]
+    if not experiments:
+        return []
+    where = "attributes.status = 'FINISHED'"
+    if model is not None:
+        where += f" and tags.`recommender.model` = '{model}'"
+    return [r for r in client.search_runs(experiments, where, max_results=5000) if "recommender.model" in r.data.tags]
+
+
+def known_models(uri: str) -> list[str]:
+    return sorted({r.data.tags["recommender.model"] for r in _parent_runs(uri, None)})
+
+
+def load_releases(
+    uri: str, model: str, *, releases: list[str] | None = None, use_case: str | None = None
+) -> list[ReleaseStudy]:
+    """The latest finished study of each release of `model` (in `releases` order when given, else by time)."""
+    runs = _parent_runs(uri, model)
+    if not runs:
+        known = known_models(uri)
+        raise BadInputError(
+            "--model", f"no finished study of model {model!r} in {uri}",
+            f"known models: {', '.join(known)}" if known else "run `recommender search` first",
+        )  # fmt: skip
+    if use_case is not None:
+        runs = [r for r in runs if r.data.tags.get("recommender.use_case") == use_case]
+        if not runs:
+            raise BadInputError("--use-case", f"no study of {model!r} under use case {use_case!r}")
+    latest: dict[str, Any] = {}
+    for run in sorted(runs, key=lambda r: r.info.start_time):
+        latest[run.data.tags.get("recommender.release", "")] = run
+    wanted = releases or sorted(latest, key=lambda rel: latest[rel].info.start_time)
+    missing = [rel for rel in wanted if rel not in latest]
+    if missing:
+        raise BadInputError(
+            "--releases", f"no finished study of {model!r} release {', '.join(map(repr, missing))}",
+            f"known releases: {', '.join(sorted(latest))}",
+        )  # fmt: skip
+    cases = {rel: latest[rel].data.tags.get("recommender.use_case", "") for rel in wanted}
+    if len(set(cases.values())) > 1:
+        listing = ", ".join(f"{rel}: {case}" for rel, case in cases.items())
+        raise BadInputError(
+            "--releases", f"the releases were evaluated under different use cases ({listing}): not comparable",
+            "pass --use-case to compare the releases studied under one of them",
+        )  # fmt: skip
+    return [_read(uri, latest[rel]) for rel in wanted]
+
+
+def _read(uri: str, run: Any) -> ReleaseStudy:
+    client = open_client(uri)
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = {}
+        for name in (RECOMMENDATION_JSON, RESULTS_JSON):
+            try:
+                paths[name] = Path(client.download_artifacts(run.info.run_id, name, tmp))
+            except Exception:  # an older study without the artifact: MLflow raises its own OSError/MlflowException
+                raise BadInputError(
+                    "--releases", f"study run {run.info.run_id} has no {name}", "re-run its search to log it"
+                ) from None
+        recommendation = json.loads(paths[RECOMMENDATION_JSON].read_text(encoding="utf-8"))
+        results = json.loads(paths[RESULTS_JSON].read_text(encoding="utf-8"))
+    tags = run.data.tags
+    return ReleaseStudy(
+        release=tags.get("recommender.release", ""),
+        run_id=run.info.run_id,
+        study=tags.get("recommender.study", ""),
+        use_case=tags.get("recommender.use_case", ""),
+        fingerprint=tags.get("recommender.model_fingerprint", ""),
+        started_ms=int(run.info.start_time),
+        recommendation=recommendation,
+        results=results,
+    )
