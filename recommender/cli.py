@@ -72,6 +72,16 @@ def search(
     json_output: Annotated[
         bool, typer.Option("--json", help="Print recommendation.json to stdout instead of tables.")
     ] = False,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            help="Continue the spec's existing study and refuse to start a new one (a plain run "
+            "continues an existing study too)."
+        ),  # fmt: skip
+    ] = False,
+    timeout_s: Annotated[
+        float | None, typer.Option(min=1, help="Stop sampling after this many seconds (default: the spec's).")
+    ] = None,
 ) -> None:
     """Run (or resume) a search and print the cheapest configuration that meets every threshold."""
     from recommender.spec import load_spec
@@ -80,8 +90,10 @@ def search(
     console = _console(stderr=json_output)
     spec_path = spec or DEMO_SPEC
     loaded = load_spec(spec_path)
+    if timeout_s is not None:
+        loaded = loaded.model_copy(update={"search": loaded.search.model_copy(update={"timeout_s": timeout_s})})
     uri = resolve_tracking_uri(tracking_uri)
-    outcome = _run_with_progress(loaded, storage, uri, output_dir, n_trials, console)
+    outcome = _run_with_progress(loaded, storage, uri, output_dir, n_trials, resume, console)
     if json_output:
         print(outcome.recommendation_path.read_text(encoding="utf-8"), end="")
     else:
@@ -409,7 +421,7 @@ def probe(
     _console(stderr=False).print(table)
 
 
-def _run_with_progress(spec, storage, uri, output_dir, n_trials, console):  # type: ignore[no-untyped-def]
+def _run_with_progress(spec, storage, uri, output_dir, n_trials, resume, console):  # type: ignore[no-untyped-def]
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from recommender.search import run_search
@@ -441,6 +453,7 @@ def _run_with_progress(spec, storage, uri, output_dir, n_trials, console):  # ty
             tracking_uri=uri,
             output_root=output_dir,
             n_trials=n_trials,
+            resume=resume,
             on_trial=on_trial,
             on_status=on_status,
         )
@@ -460,13 +473,22 @@ def main() -> None:
     for noisy in ("torchao", "torch.utils._pytree", "lm-eval", "lm_eval", "bitsandbytes"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
     try:
-        app(standalone_mode=True)
+        code = app(standalone_mode=False)
     except BadInputError as exc:
         sys.stderr.write(f"error: {exc}\n")
         sys.exit(2)
+    except typer.Abort:
+        sys.exit(130)
+    except typer.TyperException as exc:  # a wrong command, flag or value, found by the command-line parser
+        message = " ".join(str(getattr(exc, "format_message", exc.__str__)()).split())
+        ctx = getattr(exc, "ctx", None)
+        command = ctx.command_path if ctx is not None else "recommender"
+        sys.stderr.write(f"error: {message} (fix: see `{command} --help`)\n")
+        sys.exit(int(getattr(exc, "exit_code", 2)))
     except KeyboardInterrupt:
         sys.stderr.write("interrupted: finished trials and evaluated documents are saved; rerun to resume\n")
         sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -233,10 +233,11 @@ def run_search(
     tracking_uri: str,
     output_root: Path,
     n_trials: int | None = None,
+    resume: bool = False,
     on_trial: ProgressFn | None = None,
     on_status: StatusFn | None = None,
 ) -> SearchOutcome:
-    """Run (or resume) the study for `spec` and return the recommendation."""
+    """Run (or continue) the study for `spec` and return the recommendation; `resume` demands that it exists."""
     import optuna
 
     status = on_status or (lambda _msg: None)
@@ -248,6 +249,10 @@ def run_search(
 
     fingerprint = spec.fingerprint()
     previous = study.user_attrs.get(_SPEC_ATTR)
+    if resume and previous is None:
+        raise BadInputError(
+            "--resume", f"no study {spec.study_name!r} in {storage} to resume", "drop --resume to start it"
+        )
     if previous is not None and previous != fingerprint:
         raise BadInputError(
             "search.study_name",
@@ -264,6 +269,7 @@ def run_search(
                 "recommender.model": source.name,
                 "recommender.release": spec.model.release,
                 "recommender.model_fingerprint": source.fingerprint(),
+                "recommender.revision": spec.model.revision or "",
                 "recommender.use_case": use_case.name,
                 "recommender.study": spec.study_name,
                 "recommender.storage": storage,
@@ -272,6 +278,8 @@ def run_search(
             params={"spec": spec.model_dump_json(exclude={"spec_path"})},
         )
         study.set_user_attr(_PARENT_ATTR, parent_run_id)
+        if spec.spec_path is not None:
+            tracker.log_artifacts(parent_run_id, [spec.spec_path])
 
     evaluator = prepared.evaluator()
     models, quality = evaluator.models, evaluator.quality

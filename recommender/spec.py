@@ -151,8 +151,9 @@ class SearchSpec(_Strict):
         return path if path.is_absolute() else (base / path).resolve()
 
     def fingerprint(self) -> str:
-        """A short hash of the spec's content: the default study name's suffix."""
-        payload = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        """A short hash of what is searched (not of how long or with which seed): the default study name's
+        suffix, so a longer budget or a timeout continues the same study."""
+        payload = json.dumps(self.model_dump(mode="json", exclude={"search"}), sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:10]
 
     @property

@@ -150,3 +150,9 @@ def test_unreachable_stores(tmp_path: Path) -> None:
     no_storage = _run("search", spec, "--storage", "sqlite:////proc/no/such/dir/optuna.db", cwd=tmp_path)
     _assert_one_line_error(no_storage, "--storage", "cannot open Optuna storage")
     assert not list(tmp_path.glob("mlruns/studies/*"))  # nothing half-written
+
+
+def test_resume_needs_an_existing_study(tmp_path: Path) -> None:
+    result = _run("search", str(_spec_with(tmp_path)), "--resume", "--storage", f"sqlite:///{tmp_path}/o.db",
+                  "--tracking-uri", f"sqlite:///{tmp_path}/m.db", cwd=tmp_path)  # fmt: skip
+    _assert_one_line_error(result, "--resume", "no study", "drop --resume")
