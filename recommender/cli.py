@@ -93,7 +93,10 @@ def search(
     if timeout_s is not None:
         loaded = loaded.model_copy(update={"search": loaded.search.model_copy(update={"timeout_s": timeout_s})})
     uri = resolve_tracking_uri(tracking_uri)
-    outcome = _run_with_progress(loaded, storage, uri, output_dir, n_trials, resume, console)
+    from recommender.search import prepare
+
+    prepared = prepare(loaded)  # every refusal of the spec comes before the progress display
+    outcome = _run_with_progress(prepared, storage, uri, output_dir, n_trials, resume, console)
     if json_output:
         print(outcome.recommendation_path.read_text(encoding="utf-8"), end="")
     else:
@@ -421,7 +424,7 @@ def probe(
     _console(stderr=False).print(table)
 
 
-def _run_with_progress(spec, storage, uri, output_dir, n_trials, resume, console):  # type: ignore[no-untyped-def]
+def _run_with_progress(prepared, storage, uri, output_dir, n_trials, resume, console):  # type: ignore[no-untyped-def]
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from recommender.search import run_search
@@ -434,6 +437,7 @@ def _run_with_progress(spec, storage, uri, output_dir, n_trials, resume, console
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console, transient=False) as progress:
+        spec = prepared.spec
         task = progress.add_task("candidates", total=n_trials or spec.search.n_trials)
 
         def on_status(message: str) -> None:
@@ -454,6 +458,7 @@ def _run_with_progress(spec, storage, uri, output_dir, n_trials, resume, console
             output_root=output_dir,
             n_trials=n_trials,
             resume=resume,
+            prepared=prepared,
             on_trial=on_trial,
             on_status=on_status,
         )

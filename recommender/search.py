@@ -234,6 +234,7 @@ def run_search(
     output_root: Path,
     n_trials: int | None = None,
     resume: bool = False,
+    prepared: Prepared | None = None,
     on_trial: ProgressFn | None = None,
     on_status: StatusFn | None = None,
 ) -> SearchOutcome:
@@ -241,7 +242,7 @@ def run_search(
     import optuna
 
     status = on_status or (lambda _msg: None)
-    prepared = prepare(spec)
+    prepared = prepared or prepare(spec)
     source, use_case = prepared.source, prepared.use_case
     tracker = Tracker.open(tracking_uri, experiment=f"recommender/{source.name}")
     planned = n_trials or spec.search.n_trials

@@ -133,14 +133,22 @@ class SearchSpec(_Strict):
             for name in names:
                 method = get_method(name, field=f"space.methods.{precision}")
                 if method.precision != precision:
-                    raise ValueError(f"method {name!r} is a {method.precision} method, listed under {precision}")
+                    raise BadInputError(
+                        f"space.methods.{precision}",
+                        f"method {name!r} is a {method.precision} method, listed under {precision}",
+                        f"move it under {method.precision}",
+                    )
         get_method(self.current.method, field="current.method")
         catalog = load_catalog(self.hardware_catalog)
         for i, hw in enumerate([*self.space.hardware, self.current.hardware]):
             where = f"space.hardware[{i}]" if i < len(self.space.hardware) else "current.hardware"
             if hw == LOCAL_DEVICE:
                 if self.local_device is None:
-                    raise ValueError(f"{where}: 'local' needs a local_device section with its price per hour")
+                    raise BadInputError(
+                        where,
+                        "'local' needs a local_device section with its price per hour",
+                        "add local_device: {price_per_hour_usd: ..., price_source: ...}",
+                    )
                 continue
             catalog.get(hw, field=where)
         return self

@@ -1,0 +1,72 @@
+"""The bad-input corpus (tests/bad_inputs/cases.yaml) through the real CLI entry point, in process.
+
+Each case must end in one `error:` line naming the field and the fix, exit code 2, and no
+traceback — before any model is loaded (the cases run in seconds together).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from recommender import cli
+from tests.conftest import DEMO_SPEC, REPO
+
+CASES = yaml.safe_load((Path(__file__).parent / "bad_inputs" / "cases.yaml").read_text(encoding="utf-8"))
+
+
+def _fill(text: str, tmp: Path) -> str:
+    return text.format(
+        tmp=tmp,
+        repo=REPO,
+        spec=tmp / "spec.yaml",
+        model=REPO / "recommender" / "demo" / "model",
+        suite=REPO / "evals" / "demo.yaml",
+        arch=REPO / "recommender" / "perf" / "architectures" / "llama-3.1-8b.json",
+    )
+
+
+def _write_spec(tmp: Path, changes: dict[str, Any]) -> None:
+    data = yaml.safe_load(DEMO_SPEC.read_text(encoding="utf-8"))
+    data["model"]["source"] = str(REPO / "recommender" / "demo" / "model")
+    data["use_case"] = str(REPO / "evals" / "demo.yaml")
+    for dotted, value in changes.items():
+        node = data
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            node = node[key]
+        if value is None:
+            node.pop(leaf, None)
+        else:
+            node[leaf] = _fill(value, tmp) if isinstance(value, str) else value
+    (tmp / "spec.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
+
+
+def test_corpus_is_large_and_ids_are_unique() -> None:
+    ids = [case["id"] for case in CASES]
+    assert len(ids) >= 40 and len(set(ids)) == len(ids)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
+def test_bad_input_is_one_line_exit_2(
+    case: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, text in (case.get("files") or {}).items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    _write_spec(tmp_path, case.get("set") or {})
+    monkeypatch.chdir(tmp_path)  # stores a search might create stay in the case's own directory
+    monkeypatch.setattr(sys, "argv", ["recommender", *(_fill(str(a), tmp_path) for a in case["args"])])
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main()
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2, err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, err
+    for needle in case["expect"]:
+        assert needle in lines[0], lines[0]
