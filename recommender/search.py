@@ -78,7 +78,27 @@ def _method_choice(precision: str, method: str) -> str:
     return f"{precision}/{method}"
 
 
-def open_study(storage: str, study_name: str, seed: int, *, exhaustive: bool = False) -> optuna.Study:
+def _storage(url: str, heartbeat_s: float) -> optuna.storages.BaseStorage | str:
+    """An RDB storage with heartbeats: a trial whose process was killed (SIGKILL, preemption)
+    is failed once its heartbeat is older than 3 heartbeats, and re-enqueued with the same
+    parameters by RetryHeartbeatStaleTrialCallback, so the next run (or another worker) evaluates it."""
+    import optuna
+
+    if not url.startswith(("sqlite:", "postgresql", "mysql")):
+        return url
+    with warnings.catch_warnings():  # heartbeats are marked experimental in Optuna; the kill test covers them
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.storages.RDBStorage(
+            url,
+            heartbeat_interval=max(1, round(heartbeat_s)),
+            grace_period=max(3, round(3 * heartbeat_s)),
+            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=2),
+        )
+
+
+def open_study(
+    storage: str, study_name: str, seed: int, *, exhaustive: bool = False, heartbeat_s: float = 10.0
+) -> optuna.Study:
     """Create or load the study; a storage URL that cannot be opened is bad input.
 
     TPE samples the space; when the trial budget covers the whole grid, Optuna's
@@ -99,7 +119,7 @@ def open_study(storage: str, study_name: str, seed: int, *, exhaustive: bool = F
             Path(storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         study = optuna.create_study(
             study_name=study_name,
-            storage=storage,
+            storage=_storage(storage, heartbeat_s),
             directions=list(OBJECTIVES.values()),
             sampler=sampler,
             load_if_exists=True,
@@ -246,7 +266,13 @@ def run_search(
     source, use_case = prepared.source, prepared.use_case
     tracker = Tracker.open(tracking_uri, experiment=f"recommender/{source.name}")
     planned = n_trials or spec.search.n_trials
-    study = open_study(storage, spec.study_name, spec.search.seed, exhaustive=len(grid(spec)) <= planned)
+    study = open_study(
+        storage,
+        spec.study_name,
+        spec.search.seed,
+        exhaustive=len(grid(spec)) <= planned,
+        heartbeat_s=spec.search.heartbeat_s,
+    )
 
     fingerprint = spec.fingerprint()
     previous = study.user_attrs.get(_SPEC_ATTR)

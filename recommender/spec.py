@@ -105,6 +105,9 @@ class SearchSettings(_Strict):
     seed: int = 0
     timeout_s: PositiveFloat | None = None
     study_name: str | None = Field(default=None, description="Default: <name>-<spec hash>.")
+    heartbeat_s: PositiveFloat = Field(
+        default=10.0, description="Trial heartbeat; a trial silent for 3 heartbeats (a killed worker) is retried."
+    )
 
 
 class SearchSpec(_Strict):
