@@ -1,7 +1,7 @@
 """A discrete-event simulator of continuous batching: P99 latencies under queueing.
 
-The steady-state estimate in ``serving.py`` gives averages at saturation and no queueing
-variance, but the SLAs are P99s and traffic is bursty: whether a configuration holds its
+A steady-state formula gives averages at saturation and no queueing variance, but the
+SLAs are P99s and traffic is bursty: whether a configuration holds its
 P99 TTFT at a given rate depends on how requests queue, how prefills interleave with
 decodes, and when the KV cache runs out. This module replays a workload through a
 scheduler modelled on vLLM v1 and reads the percentiles off the simulated requests.
