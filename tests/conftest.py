@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,57 @@ fidelity:
         encoding="utf-8",
     )
     return path
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real PostgreSQL server on loopback for the session (skipped where none is installed).
+
+    initdb refuses to run as root, so as root the server runs as the `postgres` user.
+    """
+    import shutil
+    import socket
+    import subprocess
+    import tempfile
+
+    initdb, pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
+    if initdb is None or pg_ctl is None:
+        pytest.skip("PostgreSQL is not installed (initdb/pg_ctl not on PATH)")
+    pytest.importorskip("psycopg")
+    # Directly under the temp dir: pytest's own temp tree is private to root, so the postgres user could not enter it.
+    root = Path(tempfile.mkdtemp(prefix="recommender-pg-"))
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        runuser = shutil.which("runuser")
+        if runuser is None:
+            pytest.skip("running as root without runuser: cannot start PostgreSQL as another user")
+        prefix = [runuser, "-u", "postgres", "--"]
+        shutil.chown(root, user="postgres")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data = root / "data"
+    subprocess.run([*prefix, initdb, "-D", str(data), "-A", "trust", "-U", "postgres"], check=True,
+                   capture_output=True, timeout=120)  # fmt: skip
+    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1"
+    subprocess.run([*prefix, pg_ctl, "-D", str(data), "-l", str(root / "server.log"), "-o", options, "-w", "start"],
+                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}"
+    finally:
+        subprocess.run([*prefix, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], capture_output=True, timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture()
+def postgres_url(postgres_server: str, request: pytest.FixtureRequest) -> str:
+    """A fresh database on the session's server, named after the test."""
+    import re
+
+    import psycopg
+
+    name = re.sub(r"[^a-z0-9_]", "_", request.node.name.lower())[:60]
+    with psycopg.connect(f"{postgres_server}/postgres", autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        connection.execute(f'CREATE DATABASE "{name}"')
+    return f"{postgres_server}/{name}"

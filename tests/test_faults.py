@@ -40,8 +40,18 @@ def _spec(tmp_path: Path, demo_model_dir: Path) -> Path:
 
 
 def test_sigkill_mid_trial_is_retried_on_resume(tmp_path: Path, demo_model_dir: Path) -> None:
+    _kill_and_resume(tmp_path, demo_model_dir, f"sqlite:///{tmp_path}/optuna.db")
+
+
+def test_sigkill_mid_trial_is_retried_on_resume_postgresql(
+    tmp_path: Path, demo_model_dir: Path, postgres_url: str
+) -> None:
+    _kill_and_resume(tmp_path, demo_model_dir, postgres_url)
+
+
+def _kill_and_resume(tmp_path: Path, demo_model_dir: Path, storage: str) -> None:
     spec = _spec(tmp_path, demo_model_dir)
-    storage, tracking = f"sqlite:///{tmp_path}/optuna.db", f"sqlite:///{tmp_path}/mlflow.db"
+    tracking = f"sqlite:///{tmp_path}/mlflow.db"
     command = [sys.executable, "-m", "recommender.cli", "search", str(spec), "--storage", storage,
                "--tracking-uri", tracking, "--output-dir", str(tmp_path / "out")]  # fmt: skip
     # A cold quality cache: every quality evaluation really runs, so trials last seconds and the kill lands mid-trial.
