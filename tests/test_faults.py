@@ -58,18 +58,21 @@ def _kill_and_resume(tmp_path: Path, demo_model_dir: Path, storage: str) -> None
     env = {**os.environ, "RECOMMENDER_CACHE_DIR": str(tmp_path / "cache")}
     worker = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     killed_at: list[optuna.trial.FrozenTrial] = []
+    # One observer connection pool for the whole test (a storage per poll would exhaust PostgreSQL's
+    # connections); it never creates tables, so it cannot race the worker creating them.
+    observer: optuna.storages.RDBStorage | None = None
     deadline = time.monotonic() + 240
     try:
         # Kill it while a trial runs and at least one has completed (the quality evaluations take seconds).
         while time.monotonic() < deadline and worker.poll() is None:
             time.sleep(0.2)
             try:
-                trials = optuna.get_all_study_summaries(storage) and optuna.load_study(
-                    study_name=optuna.get_all_study_names(storage)[0], storage=storage
-                ).get_trials(deepcopy=False)
-            except Exception:  # the storage is being created
+                observer = observer or optuna.storages.RDBStorage(storage, skip_table_creation=True)
+                names = optuna.get_all_study_names(observer)
+                trials = optuna.load_study(study_name=names[0], storage=observer).get_trials(deepcopy=False)
+            except Exception:  # the worker has not created the tables or the study yet
                 continue
-            if trials and any(t.state == COMPLETE for t in trials) and any(t.state == RUNNING for t in trials):
+            if any(t.state == COMPLETE for t in trials) and any(t.state == RUNNING for t in trials):
                 os.kill(worker.pid, signal.SIGKILL)
                 worker.wait(timeout=30)
                 killed_at = list(trials)
@@ -77,8 +80,8 @@ def _kill_and_resume(tmp_path: Path, demo_model_dir: Path, storage: str) -> None
     finally:
         if worker.poll() is None:
             worker.kill()
-    assert killed_at, "the search finished before it could be killed mid-trial"
-    study_name = optuna.get_all_study_names(storage)[0]
+    assert killed_at and observer is not None, "the search finished before it could be killed mid-trial"
+    study_name = optuna.get_all_study_names(observer)[0]
     completed_before = {t.number: t.params for t in killed_at if t.state == COMPLETE}
     running = [t for t in killed_at if t.state == RUNNING]
     assert len(running) == 1
@@ -87,7 +90,7 @@ def _kill_and_resume(tmp_path: Path, demo_model_dir: Path, storage: str) -> None
     resumed = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert resumed.returncode in (0, 1), resumed.stderr
 
-    study = optuna.load_study(study_name=study_name, storage=storage)
+    study = optuna.load_study(study_name=study_name, storage=observer)
     trials = {t.number: t for t in study.get_trials(deepcopy=False)}
     # The killed trial was failed as stale and retried with the same parameters.
     killed = trials[running[0].number]
