@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import statistics
 import tempfile
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from recommender.perf.probe import timed
 from recommender.perf.shape import ModelShape
 from recommender.quantize import DeviceInfo, QuantMethod, get_method
 
@@ -81,18 +81,6 @@ def fit_kernel_rates(method: str, points: Sequence[tuple[int, float, float, floa
     return KernelRates(method, float(coef[0]), float(coef[1]), float(coef[2]), len(points), error)
 
 
-def _timed_median(fn: Callable[[], Any], *, repeats: int, sync: Callable[[], Any]) -> float:
-    fn()
-    sync()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def kernel_probe(
     method: QuantMethod,
     device: DeviceInfo,
@@ -125,8 +113,8 @@ def kernel_probe(
             for n in tokens:
                 x = torch.randn(1, n, width, dtype=torch.bfloat16, device=model_device)
                 with torch.inference_mode():
-                    seconds = _timed_median(lambda x=x, mlp=mlp: mlp(x), repeats=repeats, sync=sync)
-                points.append((3, params * method.bits_per_weight / 8.0, 2.0 * n * params, seconds))
+                    runs = timed(lambda x=x, mlp=mlp: mlp(x), warmup=1, repeats=repeats, sync=sync)
+                points.append((3, params * method.bits_per_weight / 8.0, 2.0 * n * params, statistics.median(runs)))
     return fit_kernel_rates(method.name, points)
 
 

@@ -93,7 +93,8 @@ def _tensor_mb(model: nn.Module) -> float:
     return sum(_storage_bytes(t) for t in [*model.parameters(), *model.buffers()]) / 2**20
 
 
-def _timed(fn: Any, *, warmup: int, repeats: int, sync: Any) -> list[float]:
+def timed(fn: Any, *, warmup: int, repeats: int, sync: Any) -> list[float]:
+    """Seconds of `repeats` calls of `fn` after `warmup` calls, each ended by `sync` (CUDA) before the clock stops."""
     for _ in range(warmup):
         fn()
     sync()
@@ -129,7 +130,7 @@ def probe(
     rss_before = _rss_mb("VmRSS")
     _reset_peak_rss()
     with torch.inference_mode():
-        prefill = _timed(lambda: model(one_prompt, use_cache=True), warmup=warmup, repeats=repeats, sync=sync)
+        prefill = timed(lambda: model(one_prompt, use_cache=True), warmup=warmup, repeats=repeats, sync=sync)
 
         # Each repeat builds a fresh KV cache for the batch, then times the decode steps alone.
         step_times: list[float] = []
