@@ -44,7 +44,9 @@ from recommender.spec import LOCAL_DEVICE, Deployment, LatencySLA, SearchSpec
 #: Fraction of accelerator memory the serving engine may use (vLLM's default gpu_memory_utilization).
 GPU_MEMORY_UTILIZATION = DEFAULT_GPU_MEMORY_UTILIZATION
 
-Status = Literal["evaluated", "pruned"]
+#: "pruned": refused before a model loads (runnable, memory); "failed": its evaluation raised (out of memory,
+#: a kernel error), the reason in `broken`.
+Status = Literal["evaluated", "pruned", "failed"]
 
 
 @dataclass(frozen=True, slots=True)

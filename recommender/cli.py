@@ -6,9 +6,11 @@ threshold; 2 bad input (one line on stderr naming the field and the fix).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -112,6 +114,51 @@ def search(
             f"MLflow run {outcome.parent_run_id}: mlflow ui --backend-store-uri {outcome.tracking_uri}"
         )
     raise typer.Exit(0 if outcome.recommendation.winner else 1)
+
+
+@app.command(
+    epilog=(
+        "Exit codes: 0 the study's budget is met, 2 bad input (unknown study or storage).\n\n"
+        "Several machines: start the study once with `recommender search SPEC --storage postgresql://USER@HOST/DB "
+        "--tracking-uri http://MLFLOW:5000`, then on every other machine `recommender worker --study NAME "
+        "--storage postgresql://USER@HOST/DB`. The search writes the recommendation when every worker's trials are in."
+    )
+)
+def worker(
+    study: Annotated[str, typer.Option(help="The study to join (`recommender search` prints its name).")],
+    storage: Annotated[
+        str, typer.Option(help="The Optuna storage URL the study was started with (PostgreSQL for several machines).")
+    ],
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(help="MLflow tracking URI (default: the one the study was started with, e.g. a server)."),
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print this worker's summary as JSON.")] = False,
+) -> None:
+    """Join a running study and evaluate its trials until its budget of candidates is met.
+
+    The spec comes from the study itself; its model and suite paths must exist on this machine
+    (a shared filesystem or the same checkout). A method's quality is evaluated by one worker
+    only; the others wait for it. A worker killed mid-trial loses nothing: its trial is retried.
+    """
+    import json
+    from dataclasses import asdict
+
+    from recommender.search import run_worker
+
+    console = _console(stderr=json_output)
+    with _trial_progress(console, total=None) as (on_trial, on_status):
+        outcome = run_worker(study, storage=storage, tracking_uri=tracking_uri, on_trial=on_trial,
+                             on_status=on_status)  # fmt: skip
+    if json_output:
+        print(json.dumps(asdict(outcome), indent=2))
+    else:
+        console.print(
+            f"worker {outcome.worker_id}: {outcome.candidates_evaluated} candidates evaluated here, "
+            f"{outcome.quality_computed} quality evaluations computed here; the study holds "
+            f"{outcome.candidates_in_study}/{outcome.budget} candidates. The recommendation is written by "
+            "the `recommender search` that started the study."
+        )
 
 
 def _print_launch(launch: list[dict[str, Any]], console: Console) -> None:
@@ -424,10 +471,10 @@ def probe(
     _console(stderr=False).print(table)
 
 
-def _run_with_progress(prepared, storage, uri, output_dir, n_trials, resume, console):  # type: ignore[no-untyped-def]
+@contextlib.contextmanager
+def _trial_progress(console: Console, *, total: int | None) -> Iterator[tuple[Any, Any]]:
+    """A progress bar over candidates, with a status line and one printed line per evaluated candidate."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    from recommender.search import run_search
 
     columns = (
         SpinnerColumn(),
@@ -437,8 +484,7 @@ def _run_with_progress(prepared, storage, uri, output_dir, n_trials, resume, con
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console, transient=False) as progress:
-        spec = prepared.spec
-        task = progress.add_task("candidates", total=n_trials or spec.search.n_trials)
+        task = progress.add_task("candidates", total=total)
 
         def on_status(message: str) -> None:
             progress.update(task, description=f"candidates · {message}")
@@ -451,6 +497,14 @@ def _run_with_progress(prepared, storage, uri, output_dir, n_trials, resume, con
             verdict = "feasible" if result.feasible else ("; ".join(result.broken)[:90] or result.quality_verdict)
             progress.console.print(f"  {done:3d} {result.candidate.key:<44} {price:>14}  {verdict}")
 
+        yield on_trial, on_status
+
+
+def _run_with_progress(prepared, storage, uri, output_dir, n_trials, resume, console):  # type: ignore[no-untyped-def]
+    from recommender.search import run_search
+
+    spec = prepared.spec
+    with _trial_progress(console, total=n_trials or spec.search.n_trials) as (on_trial, on_status):
         return run_search(
             spec,
             storage=storage,

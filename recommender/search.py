@@ -1,22 +1,27 @@
 """The Optuna study: one trial per candidate, thresholds as constraints, cost and quality loss as objectives.
 
-Storage is any Optuna storage URL (sqlite under mlruns/ by default), so an interrupted
-search resumes where it stopped: finished trials are read back and not re-run, and a
-candidate the sampler proposes twice is answered from the earlier trial. The current
-deployment is enqueued first, since every saving is measured against it.
+Storage is any Optuna RDB storage URL (sqlite under mlruns/ by default, PostgreSQL for
+several machines), so an interrupted search resumes where it stopped: finished trials
+are read back and not re-run, and a candidate the sampler proposes twice is answered
+from the earlier trial. The current deployment is enqueued first, since every saving is
+measured against it.
+
+`run_search` is the study's coordinator: it creates the study (storing the spec, with
+absolute paths, and the budget in it), works on it like any worker, waits for the trials
+other workers still run, refines around the winner and writes the one recommendation.
+`run_worker` joins an existing study from another process or machine and only works.
 """
 
 from __future__ import annotations
 
-import itertools
-import math
+import random
 import warnings
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from recommender.candidate import CONSTRAINT_KEYS, Candidate, CandidateEvaluator, CandidateResult
+from recommender.candidate import Candidate, CandidateEvaluator, CandidateResult
+from recommender.claims import ClaimStore, worker_id
 from recommender.errors import BadInputError
 from recommender.model_cache import ModelCache, local_device
 from recommender.model_source import ModelSource
@@ -27,12 +32,16 @@ from recommender.quality.cache import QualityCache
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
 from recommender.quality.suite import load_use_case
-from recommender.quantize import get_method, with_kv_cache
+from recommender.quantize import get_method
 from recommender.report.artifacts import RECOMMENDATION_JSON, write_study_artifacts
 from recommender.report.launch import launch_commands
-from recommender.report.recommendation import COST_TOLERANCE, Recommendation, build, pick
+from recommender.report.recommendation import Recommendation, build, pick
+from recommender.search_space import grid, neighbourhood, params_of, space_choices
 from recommender.spec import LOCAL_DEVICE, SearchSpec
-from recommender.tracking import Tracker, git_sha
+from recommender.tracking import Tracker, absolute_store_uri, git_sha
+from recommender.worker import BUDGET_ATTR, ProgressFn, StatusFn, StudyWorker
+
+__all__ = ["grid", "neighbourhood", "prepare", "run_search", "run_worker", "space_choices"]
 
 if TYPE_CHECKING:
     import optuna
@@ -44,18 +53,14 @@ if TYPE_CHECKING:
 DEFAULT_STORAGE = "sqlite:///mlruns/optuna.db"
 #: What the study minimises: the cost, and the quality loss (mean KL against bf16; see CandidateResult).
 OBJECTIVES = {"usd_per_1m_tokens": "minimize", "quality_loss_mean_kl": "minimize"}
-#: Proposals allowed per distinct candidate still to evaluate (the rest are duplicates, answered for free).
-PROPOSALS_PER_CANDIDATE = 5
 #: Rounds of neighbourhood refinement after the sampler's budget (each usually adds a few trials).
 MAX_REFINEMENT_ROUNDS = 3
-_RESULT_ATTR = "result"
 _SPEC_ATTR = "spec_fingerprint"
+#: The spec itself (paths made absolute), so `recommender worker --study NAME` needs nothing else.
+_SPEC_JSON_ATTR = "spec"
 _PARENT_ATTR = "mlflow_parent_run_id"
-
-#: Called after each trial with (candidates evaluated, candidates planned, result, answered from cache).
-ProgressFn = Callable[[int, int, CandidateResult, bool], None]
-#: Called with a line saying what the search is doing now (loading, evaluating, probing).
-StatusFn = Callable[[str], None]
+#: The MLflow store the coordinator logs to; workers log there too unless told otherwise.
+_TRACKING_ATTR = "mlflow_tracking_uri"
 
 
 @dataclass
@@ -72,10 +77,6 @@ class SearchOutcome:
     docs_evaluated: int
     probes: int
     new_trials: int
-
-
-def _method_choice(precision: str, method: str) -> str:
-    return f"{precision}/{method}"
 
 
 def _storage(url: str, heartbeat_s: float) -> optuna.storages.BaseStorage | str:
@@ -152,9 +153,11 @@ class Prepared:
     catalog: Catalog
     shape: ModelShape
 
-    def evaluator(self) -> CandidateEvaluator:
+    def evaluator(self, claims: ClaimStore | None = None) -> CandidateEvaluator:
         models = ModelCache(self.source, local_device())
-        quality = QualityEvaluator(self.use_case, models, cache=QualityCache.default(), manager=self.manager)
+        quality = QualityEvaluator(
+            self.use_case, models, cache=QualityCache.default(), manager=self.manager, claims=claims
+        )
         return CandidateEvaluator(self.spec, self.catalog, self.shape, models, quality)
 
 
@@ -189,61 +192,61 @@ def prepare(spec: SearchSpec) -> Prepared:
     return Prepared(spec, source, use_case, manager, catalog, shape)
 
 
-def space_choices(spec: SearchSpec) -> dict[str, list[Any]]:
-    """Each Optuna parameter and its categorical values (the current deployment's always among them)."""
-    current = spec.current
-    return {
-        "method": sorted(
-            {_method_choice(p, m) for p, ms in spec.space.methods.items() for m in ms}
-            | {_method_choice(current.precision, current.method)}
-        ),
-        "hardware": sorted(set(spec.space.hardware) | {current.hardware}),
-        "batch_size": sorted(set(spec.space.batch_sizes) | {current.batch_size}),
-        "tensor_parallel": sorted(set(spec.space.tensor_parallel) | {current.tensor_parallel}),
-        "max_num_batched_tokens": sorted(set(spec.space.max_num_batched_tokens) | {current.max_num_batched_tokens}),
-        "kv_cache_dtype": sorted(set(spec.space.kv_cache_dtypes) | {current.kv_cache_dtype}),
-    }
-
-
-def _candidate_of(params: dict[str, Any]) -> Candidate:
-    precision, method = str(params["method"]).split("/", 1)
-    return Candidate(
-        precision=precision,
-        method=method,
-        hardware=params["hardware"],
-        batch_size=params["batch_size"],
-        tensor_parallel=params["tensor_parallel"],
-        max_num_batched_tokens=params["max_num_batched_tokens"],
-        kv_cache_dtype=params["kv_cache_dtype"],
+def _portable(spec: SearchSpec, study_name: str) -> dict[str, Any]:
+    """The spec as JSON with every path absolute and the study named, for workers on other machines
+    (which see the same paths through a shared filesystem or an identical checkout)."""
+    model_source = spec.model.source
+    local = spec.resolve(Path(model_source))
+    if local.exists():
+        model_source = str(local)
+    portable = spec.model_copy(
+        update={
+            "use_case": spec.resolve(spec.use_case),
+            "hardware_catalog": spec.resolve(spec.hardware_catalog) if spec.hardware_catalog else None,
+            "model": spec.model.model_copy(update={"source": model_source}),
+            "search": spec.search.model_copy(update={"study_name": study_name}),
+        }
     )
+    return {"spec": portable.model_dump(mode="json"), "spec_path": str(spec.spec_path or "")}
 
 
-def _params_of(c: Candidate) -> dict[str, Any]:
-    return {
-        "method": _method_choice(c.precision, c.method),
-        "hardware": c.hardware,
-        "batch_size": c.batch_size,
-        "tensor_parallel": c.tensor_parallel,
-        "max_num_batched_tokens": c.max_num_batched_tokens,
-        "kv_cache_dtype": c.kv_cache_dtype,
-    }
+def _spec_from_study(study: optuna.Study, study_name: str, storage: str) -> SearchSpec:
+    stored = study.user_attrs.get(_SPEC_JSON_ATTR)
+    if stored is None:
+        raise BadInputError(
+            "--study", f"study {study_name!r} in {storage} was not started by this version (no spec stored)",
+            "start it with `recommender search SPEC --storage URL`",
+        )  # fmt: skip
+    spec = SearchSpec.model_validate(stored["spec"])
+    return spec.model_copy(update={"spec_path": Path(stored["spec_path"]) if stored["spec_path"] else None})
 
 
-def neighbourhood(c: Candidate, choices: dict[str, list[Any]]) -> list[Candidate]:
-    """Candidates one setting away from `c` (tensor-parallel degree kept)."""
-    here = _params_of(c)
-    return [
-        _candidate_of(here | {name: value})
-        for name in ("method", "hardware", "batch_size", "max_num_batched_tokens", "kv_cache_dtype")
-        for value in choices[name]
-        if value != here[name]
-    ]
-
-
-def grid(spec: SearchSpec) -> list[Candidate]:
-    """Every candidate of the space: what an exhaustive search would evaluate."""
-    choices = space_choices(spec)
-    return [_candidate_of(dict(zip(choices, values, strict=True))) for values in itertools.product(*choices.values())]
+def _worker(
+    study: optuna.Study,
+    prepared: Prepared,
+    tracker: Tracker,
+    parent_run_id: str,
+    storage: str,
+    *,
+    on_trial: ProgressFn | None,
+    on_status: StatusFn | None,
+) -> StudyWorker:
+    spec = prepared.spec
+    me = worker_id()
+    claims = ClaimStore.open(storage, heartbeat_s=spec.search.heartbeat_s, on_wait=on_status)
+    claims.owner = me
+    return StudyWorker(
+        study=study,
+        evaluator=prepared.evaluator(claims),
+        tracker=tracker,
+        parent_run_id=parent_run_id,
+        choices=space_choices(spec),  # type: ignore[arg-type]
+        worker_id=me,
+        timeout_s=spec.search.timeout_s,
+        poll_s=min(1.0, spec.search.heartbeat_s),
+        on_trial=on_trial,
+        on_status=on_status,
+    )
 
 
 def run_search(
@@ -259,8 +262,6 @@ def run_search(
     on_status: StatusFn | None = None,
 ) -> SearchOutcome:
     """Run (or continue) the study for `spec` and return the recommendation; `resume` demands that it exists."""
-    import optuna
-
     status = on_status or (lambda _msg: None)
     prepared = prepared or prepare(spec)
     source, use_case = prepared.source, prepared.use_case
@@ -286,7 +287,6 @@ def run_search(
             f"study {spec.study_name!r} exists with a different spec",
             "rename the study (search.study_name) or restore the spec it was started with",
         )
-    study.set_user_attr(_SPEC_ATTR, fingerprint)
     parent_run_id = study.user_attrs.get(_PARENT_ATTR)
     if parent_run_id is None:
         status("weights fingerprint")
@@ -308,84 +308,46 @@ def run_search(
         if spec.spec_path is not None:
             tracker.log_artifacts(parent_run_id, [spec.spec_path])
 
-    evaluator = prepared.evaluator()
-    models, quality = evaluator.models, evaluator.quality
-    choices = space_choices(spec)
-
-    known: dict[str, tuple[int, CandidateResult]] = {}
-    for t in study.get_trials(
-        deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-    ):
-        if _RESULT_ATTR in t.user_attrs:
-            result = CandidateResult.from_dict(t.user_attrs[_RESULT_ATTR])
-            known.setdefault(result.candidate.key, (t.number, result))
-
-    current = Candidate.from_deployment(spec.current)
-    # The budget counts distinct candidates: a proposal answered from an earlier trial is free.
+    worker = _worker(study, prepared, tracker, parent_run_id, storage, on_trial=on_trial, on_status=on_status)
+    known = worker.refresh()
     finished = len(known)
-    target = [min(planned, len(grid(spec)))]
-    remaining = max(0, target[0] - finished)
-    if current.key not in known and remaining > 0:
-        study.enqueue_trial(_params_of(current), skip_if_exists=True)
+    # The budget counts distinct candidates (a proposal answered from an earlier trial is free); it is
+    # stored in the study, where every worker reads it. A larger --n-trials on a resume raises it.
+    budget = max(min(planned, len(grid(spec))), int(study.user_attrs.get(BUDGET_ATTR, 0)))
+    study.set_user_attr(BUDGET_ATTR, budget)
+    study.set_user_attr(_SPEC_JSON_ATTR, _portable(spec, spec.study_name))
+    study.set_user_attr(_TRACKING_ATTR, absolute_store_uri(tracking_uri))
+    study.set_user_attr(_SPEC_ATTR, fingerprint)  # last: a worker joins once everything above is stored
+    current = Candidate.from_deployment(spec.current)
+    if current.key not in known and budget > finished:
+        study.enqueue_trial(params_of(current), skip_if_exists=True)
 
-    def objective(trial: optuna.Trial) -> tuple[float, float]:
-        candidate = _candidate_of({name: trial.suggest_categorical(name, values) for name, values in choices.items()})
-        cached = candidate.key in known
-        if cached:
-            trial.set_user_attr("duplicate_of", known[candidate.key][0])
-            result = known[candidate.key][1]
-        else:
-            status(_describe_work(candidate, quality, evaluator))
-            result = evaluator.evaluate(candidate, cost_bound=_cost_bound(r for _, r in known.values()))
-            known[candidate.key] = (trial.number, result)
-            tracker.log_trial(parent_run_id, trial.number, result)
-        trial.set_user_attr(_RESULT_ATTR, result.to_dict())
-        for key in CONSTRAINT_KEYS:
-            trial.set_constraint(key, result.constraints.get(key, 0.0))
-        if on_trial:
-            on_trial(len(known), target[0], result, cached)
-        if result.status == "pruned":
-            raise optuna.TrialPruned("; ".join(result.broken))
-        cost = result.usd_per_1m_tokens
-        return (cost if cost is not None and math.isfinite(cost) else math.inf), result.quality_loss
+    try:
+        worker.work()
+        worker.drain()
+        # The sampler's budget may end beside a better candidate: evaluate the winner's neighbourhood
+        # (every other method, GPU, batch size, token budget, KV dtype, one at a time) until it stops
+        # moving. Workers still running pull these trials too.
+        for _ in range(MAX_REFINEMENT_ROUNDS):
+            best = pick(worker.results())
+            if best is None:
+                break
+            unseen = [c for c in neighbourhood(best.candidate, worker.choices) if c.key not in worker.known]  # type: ignore[arg-type]
+            if not unseen:
+                break
+            status(f"refining around {best.candidate.key}: {len(unseen)} neighbours")
+            for c in unseen:
+                study.enqueue_trial(params_of(c), skip_if_exists=True)
+            study.set_user_attr(BUDGET_ATTR, len(worker.known) + len(unseen))
+            worker.optimize(len(unseen))
+            worker.drain()
+    except KeyboardInterrupt:
+        # Finished trials are in the storage and evaluated documents in the cache; Optuna has
+        # marked the trial in flight FAIL, and a rerun resumes. The study's run says so too.
+        tracker.finish(parent_run_id, metrics={}, status="KILLED")
+        raise
 
-    def stop_at_target(study: optuna.Study, _trial: optuna.trial.FrozenTrial) -> None:
-        if len(known) >= target[0]:
-            study.stop()
-
-    def optimize(trials: int) -> None:
-        try:
-            study.optimize(
-                objective,
-                n_trials=trials * PROPOSALS_PER_CANDIDATE,
-                timeout=spec.search.timeout_s,
-                catch=(),
-                callbacks=[stop_at_target],
-            )
-        except KeyboardInterrupt:
-            # Finished trials are in the storage and evaluated documents in the cache; Optuna has
-            # marked the trial in flight FAIL, and a rerun resumes. The study's run says so too.
-            tracker.finish(parent_run_id, metrics={}, status="KILLED")
-            raise
-
-    if remaining > 0:
-        optimize(remaining)
-    # The sampler's budget may end beside a better candidate: evaluate the winner's neighbourhood
-    # (every other method, GPU, batch size, token budget, KV dtype, one at a time) until it stops moving.
-    for _ in range(MAX_REFINEMENT_ROUNDS):
-        best = pick([r for _, r in known.values()])
-        if best is None:
-            break
-        unseen = [c for c in neighbourhood(best.candidate, choices) if c.key not in known]
-        if not unseen:
-            break
-        status(f"refining around {best.candidate.key}: {len(unseen)} neighbours")
-        for c in unseen:
-            study.enqueue_trial(_params_of(c), skip_if_exists=True)
-        target[0] = len(known) + len(unseen)
-        optimize(len(unseen))
-
-    results = [r for _, r in known.values()]
+    results = worker.results()
     recommendation = build(
         results,
         current_key=current.key,
@@ -395,6 +357,7 @@ def run_search(
         use_case=use_case.name,
         sla=spec.sla.model_dump(),
     )
+    evaluator = worker.evaluator
     winner = next(
         (r for r in results if recommendation.winner and r.candidate.key == recommendation.winner["key"]), None
     )
@@ -404,7 +367,7 @@ def run_search(
         recommendation.launch = launch_commands(winner.candidate, model=source.location, max_model_len=context)
         status("latency against load of the winner")
         load_curve = evaluator.load_curve(winner.candidate)
-    models.release()
+    evaluator.models.release()
     output_dir = output_root / spec.study_name
     paths = write_study_artifacts(output_dir, recommendation.to_dict(), [r.to_dict() for r in results], load_curve)
     path = output_dir / RECOMMENDATION_JSON
@@ -419,24 +382,84 @@ def run_search(
         storage=storage,
         tracking_uri=tracking_uri,
         parent_run_id=parent_run_id,
-        quality_evaluations=quality.evaluations,
-        docs_evaluated=quality.docs_evaluated,
+        quality_evaluations=evaluator.quality.evaluations,
+        docs_evaluated=evaluator.quality.docs_evaluated,
         probes=evaluator.probes_run,
-        new_trials=len(known) - finished,
+        new_trials=len(results) - finished,
     )
 
 
-def _cost_bound(results: Iterable[CandidateResult]) -> float | None:
-    """Above this price a candidate cannot be recommended: the cheapest feasible one's, plus the tie tolerance."""
-    prices = [r.usd_per_1m_tokens for r in results if r.feasible and r.usd_per_1m_tokens is not None]
-    return min(prices) * (1 + COST_TOLERANCE) if prices else None
+@dataclass
+class WorkerOutcome:
+    study_name: str
+    storage: str
+    worker_id: str
+    candidates_evaluated: int
+    quality_computed: int
+    candidates_in_study: int
+    budget: int
 
 
-def _describe_work(candidate: Candidate, quality: QualityEvaluator, evaluator: CandidateEvaluator) -> str:
-    method = with_kv_cache(get_method(candidate.method), candidate.kv_cache_dtype)
-    if not quality.has(method.name):
-        return f"quality of {candidate.precision}/{method.name} (quantize + lm-eval + KL)"
-    return f"{candidate.key}"
+def run_worker(
+    study_name: str,
+    *,
+    storage: str,
+    tracking_uri: str | None = None,
+    on_trial: ProgressFn | None = None,
+    on_status: StatusFn | None = None,
+) -> WorkerOutcome:
+    """Join the study `study_name` (started by `recommender search`) and pull its trials until its budget is met.
+
+    The spec comes from the study; the MLflow store is the one the study was started with unless
+    `tracking_uri` names another (a server every machine reaches). The coordinator writes the recommendation.
+    """
+    import optuna
+
+    try:
+        summaries = optuna.study.get_all_study_summaries(_storage(storage, 10.0))
+    except Exception as exc:  # a bad URL, a missing driver, an unreachable server
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise BadInputError(
+            "--storage",
+            f"cannot open Optuna storage {storage!r}: {first[:200]}",
+            "pass the postgresql:// (or sqlite:///) URL the study was started with",
+        ) from None
+    names = sorted(s.study_name for s in summaries)
+    if study_name not in names:
+        raise BadInputError(
+            "--study",
+            f"no study {study_name!r} in {storage} (studies there: {', '.join(names[:10]) or 'none'})",
+            "start it with `recommender search SPEC --storage URL`, or pass one of those names",
+        )
+    probe = optuna.load_study(study_name=study_name, storage=storage)
+    spec = _spec_from_study(probe, study_name, storage)
+    if _PARENT_ATTR not in probe.user_attrs or _SPEC_ATTR not in probe.user_attrs:
+        raise BadInputError("--study", f"study {study_name!r} is still being set up by its coordinator",
+                            "start the worker again in a few seconds")  # fmt: skip
+    prepared = prepare(spec)
+    uri = tracking_uri or _stored_tracking_uri(probe) or ""
+    tracker = Tracker.open(uri, experiment=f"recommender/{prepared.source.name}")
+    study = open_study(
+        storage, study_name, random.SystemRandom().randrange(2**31),  # workers sample apart, not in lockstep
+        exhaustive=len(grid(spec)) <= int(probe.user_attrs[BUDGET_ATTR]), heartbeat_s=spec.search.heartbeat_s,
+    )  # fmt: skip
+    worker = _worker(study, prepared, tracker, study.user_attrs[_PARENT_ATTR], storage,
+                     on_trial=on_trial, on_status=on_status)  # fmt: skip
+    worker.work()
+    worker.evaluator.models.release()
+    return WorkerOutcome(
+        study_name=study_name,
+        storage=storage,
+        worker_id=worker.worker_id,
+        candidates_evaluated=worker.evaluated_here,
+        quality_computed=worker.evaluator.quality.computed_here,
+        candidates_in_study=len(worker.refresh()),
+        budget=worker.budget(),
+    )
+
+
+def _stored_tracking_uri(study: optuna.Study) -> str | None:
+    return study.user_attrs.get(_TRACKING_ATTR)
 
 
 def _study_metrics(rec: Recommendation) -> dict[str, float]:

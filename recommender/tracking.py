@@ -29,6 +29,13 @@ def resolve_tracking_uri(flag: str | None) -> str:
     return flag or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
 
 
+def absolute_store_uri(uri: str) -> str:
+    """A sqlite store's URI with an absolute path, so another process in another directory finds it."""
+    if uri.startswith("sqlite:///"):
+        return "sqlite:///" + str(Path(uri.removeprefix("sqlite:///")).resolve())
+    return uri
+
+
 def _artifact_root(uri: str) -> str | None:
     """For a sqlite store, keep artifacts in a folder beside the database file."""
     if uri.startswith("sqlite:///"):
@@ -190,7 +197,8 @@ class Tracker:
             params=[Param(k, str(v)) for k, v in params.items()],
             tags=[RunTag(k, v) for k, v in tags.items()],
         )
-        self.client.set_terminated(run_id, "FINISHED")
+        # A trial whose evaluation raised (out of memory, a kernel error) ends FAILED, its reason in `broken`.
+        self.client.set_terminated(run_id, "FAILED" if result.status == "failed" else "FINISHED")
         return run_id
 
     def log_artifacts(self, run_id: str, paths: list[Path]) -> None:

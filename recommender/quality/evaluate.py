@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from recommender.claims import ClaimStore
 from recommender.errors import MethodUnavailableError
 from recommender.model_cache import ModelCache
 from recommender.quality import fidelity as fid
@@ -72,10 +73,29 @@ class QualityResult:
             "fidelity": self.fidelity.to_dict() if self.fidelity else None,
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> QualityResult:
+        fidelity = data.get("fidelity")
+        return cls(
+            method=data["method"],
+            precision=data["precision"],
+            verdict=data["verdict"],
+            checks=[Check.from_dict(c) for c in data["checks"]],
+            fidelity=fid.FidelityResult(**fidelity) if fidelity else None,
+            device=data["device"],
+            seconds=float(data["seconds"]),
+            docs_evaluated=int(data.get("docs_evaluated", 0)),
+            reason=data.get("reason", ""),
+        )
+
 
 @dataclass
 class QualityEvaluator:
-    """Evaluates methods on the local device; results are cached per document on disk and per method in memory."""
+    """Evaluates methods on the local device; results are cached per document on disk and per method in memory.
+
+    With `claims` (the study's database), a method is evaluated by one worker only: the others
+    wait for its result and reuse it.
+    """
 
     use_case: UseCase
     models: ModelCache
@@ -83,7 +103,10 @@ class QualityEvaluator:
     limit: int | None = None
     manager: TaskManager | None = None
     adaptive: bool | None = None
+    claims: ClaimStore | None = None
     docs_evaluated: int = 0
+    #: Methods whose quality this process computed (not read from another worker's claim).
+    computed_here: int = 0
     _results: dict[str, QualityResult] = field(default_factory=dict)
     _tasks: dict[str, TaskData] = field(default_factory=dict)
     _model_fingerprint: str | None = None
@@ -187,24 +210,46 @@ class QualityEvaluator:
             method.name, method.precision, "unverified", checks, None, self.models.device.label, 0.0, 0, reason
         )
 
+    def _claim_key(self, method: QuantMethod) -> str:
+        """What one evaluation computes: this model, method, suite (thresholds, budgets, task data) and lm-eval.
+
+        Task data enter by fingerprint, not by the suite's include_path, so workers whose checkouts
+        sit in different directories agree on the key.
+        """
+        return "quality:" + cache_key(
+            model=self._fingerprint(), method=repr(method), limit=self.limit, adaptive=self.adaptive,
+            use_case=self.use_case.model_dump(mode="json", exclude={"include_path"}), lm_eval=lm_eval_version(),
+            data={name: self._task(name).fingerprint for name in self.use_case.task_names},
+        )  # fmt: skip
+
+    def _measure(self, method: QuantMethod) -> QualityResult:
+        started = time.perf_counter()
+        docs_before = self.docs_evaluated
+        checks = [task_check(spec, self._compare_task(method, spec)) for spec in self.use_case.tasks]
+        fidelity = self._fidelity(method) if self.use_case.fidelity.max_mean_kl is not None else None
+        kl = fidelity_check(self.use_case, fidelity)
+        checks += [kl] if kl else []
+        self.computed_here += 1
+        return QualityResult(
+            method.name, method.precision, overall(checks), checks, fidelity, self.models.device.label,
+            time.perf_counter() - started, self.docs_evaluated - docs_before,
+        )  # fmt: skip
+
     def evaluate(self, method: QuantMethod) -> QualityResult:
         if method.name in self._results:
             return self._results[method.name]
-        started = time.perf_counter()
-        docs_before = self.docs_evaluated
-        device = self.models.device.label
         reason = method.unavailable_reason(self.models.device)
         result: QualityResult
         if reason is None:
             try:
-                checks = [task_check(spec, self._compare_task(method, spec)) for spec in self.use_case.tasks]
-                fidelity = self._fidelity(method) if self.use_case.fidelity.max_mean_kl is not None else None
-                kl = fidelity_check(self.use_case, fidelity)
-                checks += [kl] if kl else []
-                result = QualityResult(
-                    method.name, method.precision, overall(checks), checks, fidelity, device,
-                    time.perf_counter() - started, self.docs_evaluated - docs_before,
-                )  # fmt: skip
+                if self.claims is None:
+                    result = self._measure(method)
+                else:
+                    label = f"quality of {method.precision}/{method.name}"
+                    data, _ = self.claims.run_once(
+                        self._claim_key(method), label, lambda: self._measure(method).to_dict()
+                    )
+                    result = QualityResult.from_dict(data)
             except MethodUnavailableError as exc:
                 reason = str(exc)
         if reason is not None:

@@ -133,6 +133,8 @@ def build(
         "catalog GPUs: P99 latency and capacity from a continuous-batching simulation on roofline step costs "
         "(assumed efficiencies); local device: the same simulation on step times measured here",
     ]
+    notes += [f"failed, not recommendable: {r.candidate.key}: {'; '.join(r.broken)}" for r in results
+              if r.status == "failed"]  # fmt: skip
     return Recommendation(
         study=study,
         model=model,
@@ -147,6 +149,7 @@ def build(
             "candidates": len(results),
             "evaluated": sum(r.status == "evaluated" for r in results),
             "pruned": sum(r.status == "pruned" for r in results),
+            "failed": sum(r.status == "failed" for r in results),
             "feasible": sum(r.feasible for r in results),
         },
         notes=notes,

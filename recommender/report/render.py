@@ -370,7 +370,8 @@ def _closing(rec: Mapping[str, Any]) -> list[Block]:
         blocks.append(
             _p(
                 f"{counts.get('candidates', 0)} distinct candidates: {counts.get('evaluated', 0)} evaluated, "
-                f"{counts.get('pruned', 0)} pruned before loading a model, {counts.get('feasible', 0)} feasible."
+                f"{counts.get('pruned', 0)} pruned before loading a model, {counts.get('failed', 0)} failed, "
+                f"{counts.get('feasible', 0)} feasible."
             )
         )
     return blocks

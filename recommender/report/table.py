@@ -94,7 +94,7 @@ def render(rec: Recommendation, console: Console) -> None:
     counts = rec.counts
     console.print(
         f"{counts['candidates']} distinct candidates: {counts['evaluated']} evaluated, {counts['pruned']} pruned "
-        f"before loading a model, {counts['feasible']} feasible."
+        f"before loading a model, {counts.get('failed', 0)} failed, {counts['feasible']} feasible."
     )
     for note in rec.notes:
         console.print(f"[dim]note: {note}[/]")

@@ -1,0 +1,74 @@
+"""The searched space as Optuna parameters: each setting's choices, the grid, a candidate's neighbours.
+
+A candidate is one point of the space; the study stores it as categorical parameters
+(precision and method joined as "int8/torchao-int8-wo", so one parameter picks both).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from recommender.candidate import Candidate
+from recommender.spec import SearchSpec
+
+
+def method_choice(precision: str, method: str) -> str:
+    return f"{precision}/{method}"
+
+
+def space_choices(spec: SearchSpec) -> dict[str, list[Any]]:
+    """Each Optuna parameter and its categorical values (the current deployment's always among them)."""
+    current = spec.current
+    return {
+        "method": sorted(
+            {method_choice(p, m) for p, ms in spec.space.methods.items() for m in ms}
+            | {method_choice(current.precision, current.method)}
+        ),
+        "hardware": sorted(set(spec.space.hardware) | {current.hardware}),
+        "batch_size": sorted(set(spec.space.batch_sizes) | {current.batch_size}),
+        "tensor_parallel": sorted(set(spec.space.tensor_parallel) | {current.tensor_parallel}),
+        "max_num_batched_tokens": sorted(set(spec.space.max_num_batched_tokens) | {current.max_num_batched_tokens}),
+        "kv_cache_dtype": sorted(set(spec.space.kv_cache_dtypes) | {current.kv_cache_dtype}),
+    }
+
+
+def candidate_of(params: dict[str, Any]) -> Candidate:
+    precision, method = str(params["method"]).split("/", 1)
+    return Candidate(
+        precision=precision,
+        method=method,
+        hardware=params["hardware"],
+        batch_size=params["batch_size"],
+        tensor_parallel=params["tensor_parallel"],
+        max_num_batched_tokens=params["max_num_batched_tokens"],
+        kv_cache_dtype=params["kv_cache_dtype"],
+    )
+
+
+def params_of(c: Candidate) -> dict[str, Any]:
+    return {
+        "method": method_choice(c.precision, c.method),
+        "hardware": c.hardware,
+        "batch_size": c.batch_size,
+        "tensor_parallel": c.tensor_parallel,
+        "max_num_batched_tokens": c.max_num_batched_tokens,
+        "kv_cache_dtype": c.kv_cache_dtype,
+    }
+
+
+def neighbourhood(c: Candidate, choices: dict[str, list[Any]]) -> list[Candidate]:
+    """Candidates one setting away from `c` (tensor-parallel degree kept)."""
+    here = params_of(c)
+    return [
+        candidate_of(here | {name: value})
+        for name in ("method", "hardware", "batch_size", "max_num_batched_tokens", "kv_cache_dtype")
+        for value in choices[name]
+        if value != here[name]
+    ]
+
+
+def grid(spec: SearchSpec) -> list[Candidate]:
+    """Every candidate of the space: what an exhaustive search would evaluate."""
+    choices = space_choices(spec)
+    return [candidate_of(dict(zip(choices, values, strict=True))) for values in itertools.product(*choices.values())]

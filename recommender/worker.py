@@ -1,0 +1,201 @@
+"""The trial loop every process of a study runs: `recommender search` and each `recommender worker`.
+
+Optuna's RDB storage is the scheduler: each worker asks it for a trial (a waiting retry
+first, else the sampler's proposal), evaluates the candidate and stores the result on
+the trial. Before each evaluation the worker re-reads what every worker has stored, so a
+candidate another machine evaluated is answered from its trial, for free; a method's
+quality is claimed in the same database (`claims.py`) so it is evaluated once. The
+budget (distinct candidates) lives in the study, so every worker stops at the same count.
+
+A trial whose evaluation fails (out of memory, a kernel error) is recorded as FAIL with
+its reason, in Optuna, MLflow and results.json, and the study goes on.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from recommender.candidate import CONSTRAINT_KEYS, Candidate, CandidateEvaluator, CandidateResult
+from recommender.quantize import get_method, with_kv_cache
+from recommender.report.recommendation import COST_TOLERANCE
+from recommender.search_space import candidate_of
+
+if TYPE_CHECKING:
+    import optuna
+
+    from recommender.tracking import Tracker
+
+RESULT_ATTR = "result"
+BUDGET_ATTR = "budget"
+WORKER_ATTR = "worker"
+#: Proposals allowed per distinct candidate still to evaluate (the rest are duplicates, answered for free).
+PROPOSALS_PER_CANDIDATE = 5
+#: Errors of one evaluation that fail its trial but not the study: torch's out-of-memory errors and
+#: kernel errors (CUDA errors, shape mismatches, missing kernels) are RuntimeErrors.
+TRIAL_ERRORS: tuple[type[BaseException], ...] = (RuntimeError, MemoryError)
+
+#: Called after each trial with (candidates evaluated, candidates planned, result, answered from cache).
+ProgressFn = Callable[[int, int, CandidateResult, bool], None]
+#: Called with a line saying what the search is doing now (loading, evaluating, probing, waiting).
+StatusFn = Callable[[str], None]
+
+
+class TrialFailed(Exception):
+    """The candidate's evaluation raised; the trial is FAIL with this reason, the study goes on."""
+
+
+def load_known(study: optuna.Study) -> dict[str, tuple[int, CandidateResult]]:
+    """Every candidate any worker has answered, by key: (first trial number, result)."""
+    import optuna
+
+    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
+    known: dict[str, tuple[int, CandidateResult]] = {}
+    for t in sorted(study.get_trials(deepcopy=False, states=states), key=lambda t: t.number):
+        if RESULT_ATTR in t.user_attrs:  # a killed trial has none: its retry evaluates it
+            result = CandidateResult.from_dict(t.user_attrs[RESULT_ATTR])
+            known.setdefault(result.candidate.key, (t.number, result))
+    return known
+
+
+def cost_bound(results: Iterable[CandidateResult]) -> float | None:
+    """Above this price a candidate cannot be recommended: the cheapest feasible one's, plus the tie tolerance."""
+    prices = [r.usd_per_1m_tokens for r in results if r.feasible and r.usd_per_1m_tokens is not None]
+    return min(prices) * (1 + COST_TOLERANCE) if prices else None
+
+
+def failed_result(candidate: Candidate, exc: BaseException) -> CandidateResult:
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    reason = f"error: {type(exc).__name__}: {first}" if first else f"error: {type(exc).__name__}"
+    constraints = {k: 0.0 for k in CONSTRAINT_KEYS} | {"runnable": 1.0}
+    return CandidateResult(candidate, "failed", constraints, [reason])
+
+
+@dataclass
+class StudyWorker:
+    """One process's share of a study: pull trials, evaluate, store, until the study's budget is met."""
+
+    study: optuna.Study
+    evaluator: CandidateEvaluator
+    tracker: Tracker
+    parent_run_id: str
+    choices: dict[str, list[object]]
+    worker_id: str
+    timeout_s: float | None = None
+    poll_s: float = 1.0
+    on_trial: ProgressFn | None = None
+    on_status: StatusFn | None = None
+    known: dict[str, tuple[int, CandidateResult]] = field(default_factory=dict)
+    evaluated_here: int = 0
+
+    def _status(self, line: str) -> None:
+        if self.on_status is not None:
+            self.on_status(line)
+
+    def budget(self) -> int:
+        return int(self.study.user_attrs[BUDGET_ATTR])
+
+    def refresh(self) -> dict[str, tuple[int, CandidateResult]]:
+        self.known = load_known(self.study)
+        return self.known
+
+    def results(self) -> list[CandidateResult]:
+        return [r for _, r in self.refresh().values()]
+
+    # -- one trial -------------------------------------------------------------------------
+    def objective(self, trial: optuna.Trial) -> tuple[float, float]:
+        import optuna
+
+        params = {name: trial.suggest_categorical(name, values) for name, values in self.choices.items()}  # type: ignore[arg-type]
+        candidate = candidate_of(params)
+        trial.set_user_attr(WORKER_ATTR, self.worker_id)
+        known = self.refresh()  # what every worker has stored so far
+        cached = candidate.key in known
+        if cached:
+            trial.set_user_attr("duplicate_of", known[candidate.key][0])
+            result = known[candidate.key][1]
+        else:
+            self._status(self._describe(candidate))
+            try:
+                result = self.evaluator.evaluate(candidate, cost_bound=cost_bound(r for _, r in known.values()))
+            except TRIAL_ERRORS as exc:
+                result = failed_result(candidate, exc)
+            self.known[candidate.key] = (trial.number, result)
+            self.evaluated_here += 1
+            self.tracker.log_trial(self.parent_run_id, trial.number, result)
+        trial.set_user_attr(RESULT_ATTR, result.to_dict())
+        for key in CONSTRAINT_KEYS:
+            trial.set_constraint(key, result.constraints.get(key, 0.0))
+        if self.on_trial:
+            self.on_trial(len(self.known), self.budget(), result, cached)
+        if result.status == "failed":
+            raise TrialFailed("; ".join(result.broken))
+        if result.status == "pruned":
+            raise optuna.TrialPruned("; ".join(result.broken))
+        cost = result.usd_per_1m_tokens
+        return (cost if cost is not None and math.isfinite(cost) else math.inf), result.quality_loss
+
+    def _describe(self, candidate: Candidate) -> str:
+        method = with_kv_cache(get_method(candidate.method), candidate.kv_cache_dtype)
+        if not self.evaluator.quality.has(method.name):
+            return f"quality of {candidate.precision}/{method.name} (quantize + lm-eval + KL, or another worker's)"
+        return candidate.key
+
+    # -- the loop --------------------------------------------------------------------------
+    def optimize(self, trials: int) -> None:
+        """Up to `trials` distinct candidates (duplicates are free), stopping once the study's budget is met."""
+
+        def stop_at_budget(study: optuna.Study, _trial: optuna.trial.FrozenTrial) -> None:
+            if len(self.known) >= self.budget():
+                study.stop()
+
+        self.study.optimize(
+            self.objective,
+            n_trials=max(1, trials) * PROPOSALS_PER_CANDIDATE,
+            timeout=self.timeout_s,
+            catch=(TrialFailed,),
+            callbacks=[stop_at_budget],
+        )
+
+    def _waiting(self) -> list[optuna.trial.FrozenTrial]:
+        import optuna
+
+        return self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+
+    def work(self) -> None:
+        """Pull trials until the study holds its budget of distinct candidates and no retry waits."""
+        while True:
+            missing = self.budget() - len(self.refresh())
+            waiting = len(self._waiting())
+            if missing <= 0 and waiting == 0:
+                return
+            self.optimize(max(missing, waiting))
+            if self.timeout_s is not None:
+                return  # a time-boxed run ends with its one optimize call
+
+    def drain(self) -> None:
+        """Wait until no trial runs on another worker; retry (here) those whose worker died.
+
+        A killed worker's trial is RUNNING until its heartbeat is 3 heartbeats old; then it is
+        failed and re-enqueued with the same parameters, and this worker evaluates the retry.
+        """
+        import optuna
+
+        while True:
+            with warnings.catch_warnings():  # marked experimental in Optuna; the fault tests cover it
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                optuna.storages.fail_stale_trials(self.study)
+            waiting = len(self._waiting())
+            if waiting:
+                self.optimize(waiting)
+                continue
+            running = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+            if not running:
+                return
+            owners = sorted({str(t.user_attrs.get(WORKER_ATTR, "?")) for t in running})
+            self._status(f"waiting for {len(running)} trial(s) running on {', '.join(owners)}")
+            time.sleep(self.poll_s)
