@@ -86,10 +86,14 @@ class ClaimStore:
     def open(cls, url: str, *, heartbeat_s: float = 10.0, on_wait: WaitFn | None = None) -> ClaimStore:
         connect_args = {"check_same_thread": False} if url.startswith("sqlite") else {}
         engine = sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args)
-        try:
-            _METADATA.create_all(engine)
-        except sa.exc.SQLAlchemyError:  # another worker created the tables at the same moment
-            _METADATA.create_all(engine)
+        for attempt in range(5):
+            try:
+                _METADATA.create_all(engine)
+                break
+            except sa.exc.SQLAlchemyError:  # another worker created the tables at the same moment
+                if attempt == 4:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
         return cls(engine, heartbeat_s=heartbeat_s, on_wait=on_wait)
 
     # -- reading -----------------------------------------------------------------------

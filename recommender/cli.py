@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -149,7 +151,7 @@ def worker(
     console = _console(stderr=json_output)
     with _trial_progress(console, total=None) as (on_trial, on_status):
         outcome = run_worker(study, storage=storage, tracking_uri=tracking_uri, on_trial=on_trial,
-                             on_status=on_status)  # fmt: skip
+                             on_status=on_status, interrupted=_ctrl_c_flag())  # fmt: skip
     if json_output:
         print(json.dumps(asdict(outcome), indent=2))
     else:
@@ -515,7 +517,24 @@ def _run_with_progress(prepared, storage, uri, output_dir, n_trials, resume, con
             prepared=prepared,
             on_trial=on_trial,
             on_status=on_status,
+            interrupted=_ctrl_c_flag(),
         )
+
+
+def _ctrl_c_flag() -> threading.Event:
+    """An event set by Ctrl-C (SIGINT), which also raises KeyboardInterrupt as usual.
+
+    Library code sometimes swallows the KeyboardInterrupt (torch while importing a module); the
+    search checks the event between trials, so the second chance to stop comes at the next trial.
+    """
+    flag = threading.Event()
+
+    def on_sigint(_signum: int, _frame: object) -> None:
+        flag.set()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
+    return flag
 
 
 def _console(*, stderr: bool) -> Console:

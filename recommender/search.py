@@ -15,6 +15,7 @@ other workers still run, refines around the winner and writes the one recommenda
 from __future__ import annotations
 
 import random
+import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -230,6 +231,7 @@ def _worker(
     *,
     on_trial: ProgressFn | None,
     on_status: StatusFn | None,
+    interrupted: threading.Event | None,
 ) -> StudyWorker:
     spec = prepared.spec
     me = worker_id()
@@ -246,6 +248,7 @@ def _worker(
         poll_s=min(1.0, spec.search.heartbeat_s),
         on_trial=on_trial,
         on_status=on_status,
+        interrupted=interrupted,
     )
 
 
@@ -260,6 +263,7 @@ def run_search(
     prepared: Prepared | None = None,
     on_trial: ProgressFn | None = None,
     on_status: StatusFn | None = None,
+    interrupted: threading.Event | None = None,
 ) -> SearchOutcome:
     """Run (or continue) the study for `spec` and return the recommendation; `resume` demands that it exists."""
     status = on_status or (lambda _msg: None)
@@ -308,7 +312,8 @@ def run_search(
         if spec.spec_path is not None:
             tracker.log_artifacts(parent_run_id, [spec.spec_path])
 
-    worker = _worker(study, prepared, tracker, parent_run_id, storage, on_trial=on_trial, on_status=on_status)
+    worker = _worker(study, prepared, tracker, parent_run_id, storage, on_trial=on_trial, on_status=on_status,
+                     interrupted=interrupted)  # fmt: skip
     known = worker.refresh()
     finished = len(known)
     # The budget counts distinct candidates (a proposal answered from an earlier trial is free); it is
@@ -407,6 +412,7 @@ def run_worker(
     tracking_uri: str | None = None,
     on_trial: ProgressFn | None = None,
     on_status: StatusFn | None = None,
+    interrupted: threading.Event | None = None,
 ) -> WorkerOutcome:
     """Join the study `study_name` (started by `recommender search`) and pull its trials until its budget is met.
 
@@ -444,7 +450,7 @@ def run_worker(
         exhaustive=len(grid(spec)) <= int(probe.user_attrs[BUDGET_ATTR]), heartbeat_s=spec.search.heartbeat_s,
     )  # fmt: skip
     worker = _worker(study, prepared, tracker, study.user_attrs[_PARENT_ATTR], storage,
-                     on_trial=on_trial, on_status=on_status)  # fmt: skip
+                     on_trial=on_trial, on_status=on_status, interrupted=interrupted)  # fmt: skip
     worker.work()
     worker.evaluator.models.release()
     return WorkerOutcome(

@@ -14,6 +14,7 @@ its reason, in Optuna, MLflow and results.json, and the study goes on.
 from __future__ import annotations
 
 import math
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -56,9 +57,12 @@ def load_known(study: optuna.Study) -> dict[str, tuple[int, CandidateResult]]:
     states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
     known: dict[str, tuple[int, CandidateResult]] = {}
     for t in sorted(study.get_trials(deepcopy=False, states=states), key=lambda t: t.number):
-        if RESULT_ATTR in t.user_attrs:  # a killed trial has none: its retry evaluates it
-            result = CandidateResult.from_dict(t.user_attrs[RESULT_ATTR])
-            known.setdefault(result.candidate.key, (t.number, result))
+        if RESULT_ATTR not in t.user_attrs:  # a killed trial has none: its retry evaluates it
+            continue
+        result = CandidateResult.from_dict(t.user_attrs[RESULT_ATTR])
+        if t.state == optuna.trial.TrialState.FAIL and result.status != "failed":
+            continue  # interrupted (Ctrl-C) after its evaluation: not an answer the study counts
+        known.setdefault(result.candidate.key, (t.number, result))
     return known
 
 
@@ -89,6 +93,9 @@ class StudyWorker:
     poll_s: float = 1.0
     on_trial: ProgressFn | None = None
     on_status: StatusFn | None = None
+    #: Set by the command line's Ctrl-C handler. The KeyboardInterrupt it raises can be swallowed by
+    #: library code (torch, importing a module, catches it); the flag stops the loop at the next trial anyway.
+    interrupted: threading.Event | None = None
     known: dict[str, tuple[int, CandidateResult]] = field(default_factory=dict)
     evaluated_here: int = 0
 
@@ -112,6 +119,7 @@ class StudyWorker:
 
         params = {name: trial.suggest_categorical(name, values) for name, values in self.choices.items()}  # type: ignore[arg-type]
         candidate = candidate_of(params)
+        self._stop_if_interrupted()
         trial.set_user_attr(WORKER_ATTR, self.worker_id)
         known = self.refresh()  # what every worker has stored so far
         cached = candidate.key in known
@@ -124,6 +132,7 @@ class StudyWorker:
                 result = self.evaluator.evaluate(candidate, cost_bound=cost_bound(r for _, r in known.values()))
             except TRIAL_ERRORS as exc:
                 result = failed_result(candidate, exc)
+            self._stop_if_interrupted()
             self.known[candidate.key] = (trial.number, result)
             self.evaluated_here += 1
             self.tracker.log_trial(self.parent_run_id, trial.number, result)
@@ -138,6 +147,10 @@ class StudyWorker:
             raise optuna.TrialPruned("; ".join(result.broken))
         cost = result.usd_per_1m_tokens
         return (cost if cost is not None and math.isfinite(cost) else math.inf), result.quality_loss
+
+    def _stop_if_interrupted(self) -> None:
+        if self.interrupted is not None and self.interrupted.is_set():
+            raise KeyboardInterrupt
 
     def _describe(self, candidate: Candidate) -> str:
         method = with_kv_cache(get_method(candidate.method), candidate.kv_cache_dtype)
