@@ -533,7 +533,15 @@ def _ctrl_c_flag() -> threading.Event:
         flag.set()
         raise KeyboardInterrupt
 
+    default_hook = sys.unraisablehook
+
+    def quiet_when_interrupted(unraisable: Any) -> None:
+        # A KeyboardInterrupt raised inside a finalizer is "ignored" with a traceback; the flag handles it.
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            default_hook(unraisable)
+
     signal.signal(signal.SIGINT, on_sigint)
+    sys.unraisablehook = quiet_when_interrupted
     return flag
 
 
@@ -555,17 +563,16 @@ def main() -> None:
     except BadInputError as exc:
         sys.stderr.write(f"error: {exc}\n")
         sys.exit(2)
-    except typer.Abort:
-        sys.exit(130)
+    except (typer.Abort, KeyboardInterrupt):
+        code = 130
     except typer.TyperException as exc:  # a wrong command, flag or value, found by the command-line parser
         message = " ".join(str(getattr(exc, "format_message", exc.__str__)()).split())
         ctx = getattr(exc, "ctx", None)
         command = ctx.command_path if ctx is not None else "recommender"
         sys.stderr.write(f"error: {message} (fix: see `{command} --help`)\n")
         sys.exit(int(getattr(exc, "exit_code", 2)))
-    except KeyboardInterrupt:
+    if code == 130:  # Ctrl-C: typer turns the KeyboardInterrupt into exit code 130
         sys.stderr.write("interrupted: finished trials and evaluated documents are saved; rerun to resume\n")
-        sys.exit(130)
     sys.exit(code if isinstance(code, int) else 0)
 
 

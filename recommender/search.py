@@ -115,7 +115,8 @@ def open_study(
             if exhaustive
             else optuna.samplers.TPESampler(seed=seed, n_startup_trials=8)
         )
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # Optuna logs each failed trial with its traceback; the search prints its own line per failed candidate.
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     try:
         if storage.startswith("sqlite:///"):
             Path(storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
