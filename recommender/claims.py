@@ -118,6 +118,28 @@ class ClaimStore:
                               .order_by(COMPLETIONS.c.id)).all()  # fmt: skip
         return [(r[0], r[1], r[2]) for r in rows]
 
+    def reap_abandoned(self) -> list[Claim]:
+        """Delete running claims whose owner stayed silent for the grace period (killed workers).
+
+        Called by the coordinator once no trial runs: a claim still running then was left by a
+        killed worker whose trial's retry no longer needed that result. Waits one grace period
+        only when there is such a claim; a claim whose owner beats meanwhile is kept.
+        """
+        before = [c for c in self.running() if c.owner != self.owner]
+        if not before:
+            return []
+        time.sleep(self.grace_s + min(1.0, self.heartbeat_s))
+        reaped = []
+        with self.engine.begin() as db:
+            for c in before:
+                gone = db.execute(
+                    sa.delete(CLAIMS).where(CLAIMS.c.key == c.key, CLAIMS.c.owner == c.owner, CLAIMS.c.beat == c.beat,
+                                            CLAIMS.c.state == "running")
+                ).rowcount  # fmt: skip
+                if gone:
+                    reaped.append(c)
+        return reaped
+
     # -- claiming ----------------------------------------------------------------------
     def _try_insert(self, key: str, label: str) -> bool:
         try:

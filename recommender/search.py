@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,17 +86,27 @@ def _storage(url: str, heartbeat_s: float) -> optuna.storages.BaseStorage | str:
     is failed once its heartbeat is older than 3 heartbeats, and re-enqueued with the same
     parameters by RetryHeartbeatStaleTrialCallback, so the next run (or another worker) evaluates it."""
     import optuna
+    import sqlalchemy as sa
 
     if not url.startswith(("sqlite:", "postgresql", "mysql")):
         return url
-    with warnings.catch_warnings():  # heartbeats are marked experimental in Optuna; the kill test covers them
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.storages.RDBStorage(
-            url,
-            heartbeat_interval=max(1, round(heartbeat_s)),
-            grace_period=max(3, round(3 * heartbeat_s)),
-            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=2),
-        )
+    for attempt in range(4):
+        try:
+            with warnings.catch_warnings():  # heartbeats are marked experimental in Optuna; the kill test covers them
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(
+                    url,
+                    heartbeat_interval=max(1, round(heartbeat_s)),
+                    grace_period=max(3, round(3 * heartbeat_s)),
+                    heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=2),
+                )
+        except (sa.exc.IntegrityError, sa.exc.ProgrammingError):
+            # Two processes creating Optuna's tables at once on an empty PostgreSQL database: one
+            # loses with a duplicate key; the tables exist when it tries again.
+            if attempt == 3:
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def open_study(

@@ -208,6 +208,10 @@ class StudyWorker:
                 continue
             running = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
             if not running:
+                claims = self.evaluator.quality.claims
+                if claims is not None and claims.running():
+                    self._status("clearing quality claims left by killed workers")
+                    claims.reap_abandoned()
                 return
             owners = sorted({str(t.user_attrs.get(WORKER_ATTR, "?")) for t in running})
             self._status(f"waiting for {len(running)} trial(s) running on {', '.join(owners)}")

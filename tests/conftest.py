@@ -72,9 +72,12 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     import subprocess
     import tempfile
 
-    initdb, pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
+    # On PATH, or where Debian's postgresql package puts them (.ci/run installs it when absent).
+    debian = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
+    search = os.pathsep.join([os.environ.get("PATH", ""), *map(str, debian)])
+    initdb, pg_ctl = shutil.which("initdb", path=search), shutil.which("pg_ctl", path=search)
     if initdb is None or pg_ctl is None:
-        pytest.skip("PostgreSQL is not installed (initdb/pg_ctl not on PATH)")
+        pytest.skip("PostgreSQL is not installed (no initdb/pg_ctl on PATH or in /usr/lib/postgresql/*/bin)")
     pytest.importorskip("psycopg")
     # Directly under the temp dir: pytest's own temp tree is private to root, so the postgres user could not enter it.
     root = Path(tempfile.mkdtemp(prefix="recommender-pg-"))

@@ -58,7 +58,9 @@ class Observer:
         self.claims = ClaimStore(sa.create_engine(storage, pool_pre_ping=True))  # never creates tables
 
     def study(self) -> optuna.Study | None:
-        try:  # None until a worker has created the tables and the study
+        try:  # None until the coordinator has created Optuna's tables, then its claims table, then the study
+            if self._storage is None and not sa.inspect(self.claims.engine).has_table("recommender_claims"):
+                return None
             self._storage = self._storage or optuna.storages.RDBStorage(self.storage_url, skip_table_creation=True)
             names = optuna.get_all_study_names(self._storage)
             return optuna.load_study(study_name=names[0], storage=self._storage) if names else None
