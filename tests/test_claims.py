@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -86,3 +89,15 @@ def test_a_failed_computation_releases_its_claim(tmp_path: Path) -> None:
         store.run_once("k", "k", boom)
     assert store.get("k") is None and store.completions() == []
     assert store.run_once("k", "k", lambda: {"ok": True}) == ({"ok": True}, True)
+
+
+def test_method_identity_is_the_same_in_every_process() -> None:
+    """Quality cache keys and claim keys must agree across workers: no set order or address may leak in."""
+    code = "from recommender.quantize import all_methods as a; print('\\n'.join(m.identity() for m in a().values()))"
+    outputs = [
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                       env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        for seed in ("1", "2", "3")
+    ]  # fmt: skip
+    assert outputs[0] and outputs[0] == outputs[1] == outputs[2]
+    assert "0x" not in outputs[0]

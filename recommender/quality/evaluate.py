@@ -144,7 +144,7 @@ class QualityEvaluator:
 
     def _key(self, method: QuantMethod, spec: TaskThreshold) -> str:
         return cache_key(
-            model=self._fingerprint(), method=repr(method), task=spec.task, metric=spec.metric,
+            model=self._fingerprint(), method=method.identity(), task=spec.task, metric=spec.metric,
             data=self._task(spec.task).fingerprint, lm_eval=lm_eval_version(), batch_size=self.use_case.batch_size,
         )  # fmt: skip
 
@@ -186,7 +186,8 @@ class QualityEvaluator:
     def _fidelity(self, method: QuantMethod) -> fid.FidelityResult:
         settings = self.use_case.fidelity
         key = cache_key(
-            model=self._fingerprint(), method=repr(method), fidelity=settings.model_dump(), algorithm=fid.ALGORITHM,
+            model=self._fingerprint(), method=method.identity(), fidelity=settings.model_dump(),
+            algorithm=fid.ALGORITHM,
             text_task=self._task(settings.text_task or self.use_case.task_names[0]).fingerprint,
         )  # fmt: skip
         stored = self.cache.get(key) if self.cache else None
@@ -217,7 +218,7 @@ class QualityEvaluator:
         sit in different directories agree on the key.
         """
         return "quality:" + cache_key(
-            model=self._fingerprint(), method=repr(method), limit=self.limit, adaptive=self.adaptive,
+            model=self._fingerprint(), method=method.identity(), limit=self.limit, adaptive=self.adaptive,
             use_case=self.use_case.model_dump(mode="json", exclude={"include_path"}), lm_eval=lm_eval_version(),
             data={name: self._task(name).fingerprint for name in self.use_case.task_names},
         )  # fmt: skip

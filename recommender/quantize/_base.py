@@ -8,9 +8,10 @@ one (the report then says so instead of inventing a flag).
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 from recommender.errors import MethodUnavailableError
 
@@ -69,6 +70,26 @@ class QuantMethod(ABC):
     min_cuda_capability: tuple[int, int] = (7, 0)
     engines: EngineFlags = field(default_factory=EngineFlags)
     description: str = ""
+
+    def identity(self) -> str:
+        """Everything that decides the quantized weights, as text that is the same in every process.
+
+        The quality cache and the workers' quality claims key on it. (`repr` is not stable:
+        a frozenset's order follows string hashes, which differ per process.) Serving-engine
+        flags and the description change no weight and are left out.
+        """
+
+        def plain(value: Any) -> Any:
+            if isinstance(value, QuantMethod):
+                return value.identity()
+            if isinstance(value, (set, frozenset)):
+                return sorted(value)
+            if callable(value):  # a factory: its name (its repr holds an address); subclasses add what it makes
+                return getattr(value, "__qualname__", type(value).__name__)
+            return str(value)
+
+        settings = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("engines", "description")}
+        return f"{type(self).__name__}{json.dumps(settings, sort_keys=True, default=plain)}"
 
     def unavailable_reason(self, device: DeviceInfo) -> str | None:
         """Why this method cannot run on `device`, or None when it can."""

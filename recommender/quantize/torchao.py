@@ -26,6 +26,10 @@ class TorchAoMethod(QuantMethod):
 
     make_config: Callable[[], Any]
 
+    def identity(self) -> str:
+        """The base identity plus the torchao config the factory makes (its settings decide the weights)."""
+        return f"{super().identity()}{self.make_config()!r}"
+
     def _load(self, source: ModelSource, device: DeviceInfo) -> nn.Module:
         import torch
         from torchao.quantization import quantize_
