@@ -48,7 +48,9 @@ def _root() -> None:
 @app.command(
     epilog=(
         "Exit codes: 0 recommendation found, 1 no candidate met every threshold, 2 bad input.\n\n"
-        "See the study in MLflow: mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db"
+        "See the study in MLflow: mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db\n\n"
+        "Several machines: run this with --storage postgresql://... (and an MLflow server as --tracking-uri), "
+        "then `recommender worker --study NAME --storage postgresql://...` on the others."
     )
 )
 def search(
@@ -158,8 +160,8 @@ def worker(
         console.print(
             f"worker {outcome.worker_id}: {outcome.candidates_evaluated} candidates evaluated here, "
             f"{outcome.quality_computed} quality evaluations computed here; the study holds "
-            f"{outcome.candidates_in_study}/{outcome.budget} candidates. The recommendation is written by "
-            "the `recommender search` that started the study."
+            f"{outcome.candidates_in_study}/{outcome.budget} candidates (the rest, if any, run on other workers). "
+            "The recommendation is written by the `recommender search` that started the study."
         )
 
 

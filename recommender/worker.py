@@ -182,13 +182,15 @@ class StudyWorker:
     def work(self) -> None:
         """Pull trials until the study holds its budget of distinct candidates and no retry waits."""
         while True:
-            missing = self.budget() - len(self.refresh())
-            waiting = len(self._waiting())
+            before = len(self.refresh())
+            missing, waiting = self.budget() - before, len(self._waiting())
             if missing <= 0 and waiting == 0:
                 return
             self.optimize(max(missing, waiting))
             if self.timeout_s is not None:
                 return  # a time-boxed run ends with its one optimize call
+            if len(self.refresh()) == before and not self._waiting():
+                return  # every proposal was a candidate already answered: the sampler has nothing new
 
     def drain(self) -> None:
         """Wait until no trial runs on another worker; retry (here) those whose worker died.

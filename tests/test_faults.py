@@ -28,8 +28,9 @@ from mlflow import MlflowClient
 from recommender.claims import ClaimStore
 from tests.conftest import write_suite
 
-COMPLETE, RUNNING, FAIL, WAITING = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.RUNNING,
-                                    optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING)  # fmt: skip
+COMPLETE, RUNNING, FAIL, WAITING, PRUNED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.RUNNING,
+                                    optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING,
+                                    optuna.trial.TrialState.PRUNED)  # fmt: skip
 CLI = [sys.executable, "-m", "recommender.cli"]
 
 
@@ -240,8 +241,11 @@ def _three_workers_one_killed(tmp_path: Path, demo_model_dir: Path, storage: str
     # Every worker took part; the killed worker's claim went to another.
     owners = {str(t.user_attrs.get("worker", "")).split(":")[1] for t in trials.values() if "worker" in t.user_attrs}
     assert {str(p.pid) for p in everyone} <= owners
+    # The survivor left when nothing was left for it (the rest ran elsewhere); the study holds its whole budget.
     summary = json.loads(stdout)
-    assert summary["candidates_in_study"] >= summary["budget"] == 8
+    assert summary["budget"] == 8 and summary["candidates_evaluated"] >= 1
+    answered = {t.user_attrs["result"]["key"] for t in trials.values() if t.state in (COMPLETE, PRUNED)}
+    assert len(answered) >= 8
     # One recommendation: written once, by the coordinator, and logged once to the study's run.
     assert [p.name for p in out.rglob("recommendation.json")] == ["recommendation.json"]
     client = MlflowClient(tracking_uri=tracking)
@@ -297,7 +301,7 @@ def test_out_of_memory_trial_is_recorded_and_the_study_goes_on(tmp_path: Path, d
     assert len(failed) == 1 and failed[0].params["hardware"] == "local" and failed[0].params["batch_size"] == 8192
     reason = failed[0].user_attrs["result"]["broken"][0]
     assert reason.startswith("error: RuntimeError") and "allocate" in reason, reason
-    assert sum(t.state in (COMPLETE, optuna.trial.TrialState.PRUNED) for t in study.trials) >= 3  # it went on
+    assert sum(t.state in (COMPLETE, PRUNED) for t in study.trials) >= 3  # it went on
     assert recommendation["counts"]["failed"] == 1
     assert any("local" in n and "allocate" in n for n in recommendation["notes"])
     client = MlflowClient(tracking_uri=tracking)
