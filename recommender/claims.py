@@ -83,7 +83,9 @@ class ClaimStore:
         return 3 * self.heartbeat_s
 
     @classmethod
-    def open(cls, url: str, *, heartbeat_s: float = 10.0, on_wait: WaitFn | None = None) -> ClaimStore:
+    def open(
+        cls, url: str, *, owner: str | None = None, heartbeat_s: float = 10.0, on_wait: WaitFn | None = None
+    ) -> ClaimStore:
         connect_args = {"check_same_thread": False} if url.startswith("sqlite") else {}
         engine = sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args)
         for attempt in range(5):
@@ -94,7 +96,7 @@ class ClaimStore:
                 if attempt == 4:
                     raise
                 time.sleep(0.2 * (attempt + 1))
-        return cls(engine, heartbeat_s=heartbeat_s, on_wait=on_wait)
+        return cls(engine, owner=owner or worker_id(), heartbeat_s=heartbeat_s, on_wait=on_wait)
 
     # -- reading -----------------------------------------------------------------------
     def get(self, key: str) -> tuple[Claim, dict[str, Any] | None] | None:

@@ -109,6 +109,11 @@ def _storage(url: str, heartbeat_s: float) -> optuna.storages.BaseStorage | str:
     raise AssertionError("unreachable")
 
 
+def _unusable_storage(storage: str, exc: BaseException, fix: str) -> BadInputError:
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return BadInputError("--storage", f"cannot open Optuna storage {storage!r}: {first[:200]}", fix)
+
+
 def open_study(
     storage: str, study_name: str, seed: int, *, exhaustive: bool = False, heartbeat_s: float = 10.0
 ) -> optuna.Study:
@@ -139,12 +144,7 @@ def open_study(
             load_if_exists=True,
         )
     except Exception as exc:  # a bad URL, a missing driver, an unreachable server (SQLAlchemy's errors)
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise BadInputError(
-            "--storage",
-            f"cannot open Optuna storage {storage!r}: {first[:200]}",
-            "pass sqlite:///path.db or a reachable postgresql:// URL",
-        ) from None
+        raise _unusable_storage(storage, exc, "pass sqlite:///path.db or a reachable postgresql:// URL") from None
     if len(study.directions) != len(OBJECTIVES):
         raise BadInputError(
             "search.study_name",
@@ -247,8 +247,7 @@ def _worker(
 ) -> StudyWorker:
     spec = prepared.spec
     me = worker_id()
-    claims = ClaimStore.open(storage, heartbeat_s=spec.search.heartbeat_s, on_wait=on_status)
-    claims.owner = me
+    claims = ClaimStore.open(storage, owner=me, heartbeat_s=spec.search.heartbeat_s, on_wait=on_status)
     return StudyWorker(
         study=study,
         evaluator=prepared.evaluator(claims),
@@ -434,14 +433,11 @@ def run_worker(
     import optuna
 
     try:
-        summaries = optuna.study.get_all_study_summaries(_storage(storage, 10.0))
+        opened = _storage(storage, 10.0)
+        summaries = optuna.study.get_all_study_summaries(opened)
     except Exception as exc:  # a bad URL, a missing driver, an unreachable server
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise BadInputError(
-            "--storage",
-            f"cannot open Optuna storage {storage!r}: {first[:200]}",
-            "pass the postgresql:// (or sqlite:///) URL the study was started with",
-        ) from None
+        fix = "pass the postgresql:// (or sqlite:///) URL the study was started with"
+        raise _unusable_storage(storage, exc, fix) from None
     names = sorted(s.study_name for s in summaries)
     if study_name not in names:
         raise BadInputError(
@@ -449,11 +445,11 @@ def run_worker(
             f"no study {study_name!r} in {storage} (studies there: {', '.join(names[:10]) or 'none'})",
             "start it with `recommender search SPEC --storage URL`, or pass one of those names",
         )
-    probe = optuna.load_study(study_name=study_name, storage=storage)
-    spec = _spec_from_study(probe, study_name, storage)
-    if _PARENT_ATTR not in probe.user_attrs or _SPEC_ATTR not in probe.user_attrs:
+    probe = optuna.load_study(study_name=study_name, storage=opened)
+    if _SPEC_ATTR not in probe.user_attrs:  # the coordinator stores it last
         raise BadInputError("--study", f"study {study_name!r} is still being set up by its coordinator",
                             "start the worker again in a few seconds")  # fmt: skip
+    spec = _spec_from_study(probe, study_name, storage)
     prepared = prepare(spec)
     uri = tracking_uri or _stored_tracking_uri(probe) or ""
     tracker = Tracker.open(uri, experiment=f"recommender/{prepared.source.name}")
