@@ -11,22 +11,23 @@ or `recommender search` measures it.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
-from recommender.cost import estimate_cost
+from recommender.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, CandidateResult
 from recommender.errors import BadInputError
 from recommender.perf.catalog import Accelerator, Catalog
-from recommender.perf.memory import MemoryPlan, plan_memory
-from recommender.perf.serving import DEFAULT_MAX_BATCHED_TOKENS, simulate_serving
+from recommender.perf.memory import plan_memory
 from recommender.perf.shape import ModelShape
-from recommender.perf.simulator import RooflineStepCost, SchedulerConfig
+from recommender.performance import PerformanceEvaluator
+from recommender.provenance import Provenance
 from recommender.quantize import QuantMethod, get_method
+from recommender.serialization import dumps, list_to_data
 from recommender.spec import LatencySLA, Traffic
 
 ARCHITECTURES = Path(__file__).parent / "perf" / "architectures"
-GPU_MEMORY_UTILIZATION = 0.9
 
 #: The method `plan` projects for each precision: W8A8 where the GPU computes it, else weight-only.
 PLAN_METHODS: dict[str, tuple[str, str]] = {
@@ -90,7 +91,7 @@ class PlanRow:
     quality: str
     quality_verdict: str
     note: str
-    provenance: str
+    provenance: Provenance | None
 
 
 def _method_for(precision: str, accel: Accelerator) -> QuantMethod:
@@ -99,73 +100,80 @@ def _method_for(precision: str, accel: Accelerator) -> QuantMethod:
     return method if method.unavailable_reason(accel.device) is None else get_method(fallback)
 
 
+def _tensor_parallel_degrees(accel: Accelerator) -> list[int]:
+    degrees, tp = [], 1
+    while tp <= accel.max_tensor_parallel:
+        degrees.append(tp)
+        tp *= 2
+    return degrees
+
+
+def _row(
+    performance: PerformanceEvaluator, accel: Accelerator, precision: str, method: QuantMethod, note: str,
+    tp: int | None = None, result: CandidateResult | None = None,
+) -> PlanRow:  # fmt: skip
+    empty = result is None or result.serving is None or result.cost is None
+    serving, cost = (None, None) if result is None else (result.serving, result.cost)
+    return PlanRow(
+        hardware=accel.key, precision=precision, method=method.name, tensor_parallel=tp,
+        batch_size=None if empty or result is None else result.candidate.batch_size,
+        usd_per_1m_tokens=cost.usd_per_1m_tokens if cost else None, replicas=cost.replicas if cost else None,
+        usd_per_month=cost.usd_per_month if cost else None,
+        ttft_p99_ms=serving.ttft_ms.p99 if serving and cost else None,
+        tpot_p99_ms=serving.tpot_ms.p99 if serving and cost else None,
+        max_rps_per_replica=serving.requests_per_s if serving and cost else None,
+        weights_gb_per_gpu=None if empty or tp is None else weights_gb(performance.shape, method, tp),
+        quality=QUALITY_PRIORS[precision], quality_verdict="reference" if precision == "bf16" else "unverified",
+        note=note, provenance=serving.provenance if serving and cost else None,
+    )  # fmt: skip
+
+
 def plan_one(
     shape: ModelShape, accel: Accelerator, precision: str, *, traffic: Traffic, sla: LatencySLA,
-    batch_sizes: list[int],
+    batch_sizes: list[int], kv_cache_dtype: str = "auto", catalog: Catalog | None = None,
 ) -> PlanRow:  # fmt: skip
+    """The cheapest batch size at the smallest tensor-parallel degree that holds one request.
+
+    Every figure comes from the search's own `PerformanceEvaluator` (memory plan, step cost,
+    simulation, price), so `plan` and `search` agree on any catalog candidate.
+    """
+    catalog = catalog or Catalog(accelerators={accel.key: accel}, source="plan")
+    performance = PerformanceEvaluator(catalog, shape, traffic, sla)
     method = _method_for(precision, accel)
-    base = dict(hardware=accel.key, precision=precision, method=method.name, quality=QUALITY_PRIORS[precision],
-                quality_verdict="reference" if precision == "bf16" else "unverified")  # fmt: skip
-    empty = dict(tensor_parallel=None, batch_size=None, usd_per_1m_tokens=None, replicas=None, usd_per_month=None,
-                 ttft_p99_ms=None, tpot_p99_ms=None, max_rps_per_replica=None, weights_gb_per_gpu=None)  # fmt: skip
     reason = method.unavailable_reason(accel.device)
     if reason:
-        return PlanRow(**base, **empty, note=f"refused: {reason}", provenance="")
-    one_request = traffic.prompt_tokens + traffic.output_tokens
-
-    def memory(tp: int, batch: int) -> MemoryPlan:
-        return plan_memory(shape, method, device_gb=accel.memory_gb, memory_utilization=GPU_MEMORY_UTILIZATION,
-                           tensor_parallel=tp, max_num_batched_tokens=max(DEFAULT_MAX_BATCHED_TOKENS, batch),
-                           max_num_seqs=batch)  # fmt: skip
-
-    tp = 1
-    while tp <= accel.max_tensor_parallel and memory(tp, 1).kv_cache_tokens < one_request:
-        tp *= 2
-    if tp > accel.max_tensor_parallel:
-        why = memory(accel.max_tensor_parallel, 1).shortfall(1, one_request)
-        return PlanRow(**base, **empty, note=f"does not fit on {accel.max_tensor_parallel} GPUs: {why}",
-                       provenance="")  # fmt: skip
-    best: PlanRow | None = None
-    for batch in batch_sizes:
-        plan_tp = memory(tp, batch)
-        if plan_tp.kv_cache_tokens < one_request:
+        return _row(performance, accel, precision, method, f"refused: {reason}")
+    refusal = ""
+    for tp in _tensor_parallel_degrees(accel):
+        results = [
+            performance.evaluate(Candidate(precision, method.name, accel.key, b, tp, DEFAULT_MAX_BATCHED_TOKENS,
+                                           kv_cache_dtype))  # fmt: skip
+            for b in batch_sizes
+        ]
+        fitting = [r for r in results if r.status == "evaluated"]
+        if not fitting:
+            refusal = "; ".join(results[0].broken).removeprefix("memory: ") if results else ""
             continue
-        config = SchedulerConfig(
-            kv_cache_tokens=plan_tp.kv_cache_tokens,
-            max_num_seqs=batch, max_num_batched_tokens=max(DEFAULT_MAX_BATCHED_TOKENS, batch),
-        )  # fmt: skip
-        serving = simulate_serving(RooflineStepCost(shape, method, accel, tensor_parallel=tp), config,
-                                   traffic=traffic, sla=sla)  # fmt: skip
-        if serving.requests_per_s <= 0:
-            continue
-        cost = estimate_cost(
-            price_per_hour_usd=accel.price_per_hour_usd, price_source=accel.price_source, tensor_parallel=tp,
-            replica_tokens_per_s=serving.tokens_per_s, replica_requests_per_s=serving.requests_per_s,
-            target_requests_per_s=traffic.requests_per_second,
-        )  # fmt: skip
-        row = PlanRow(
-            **base, tensor_parallel=tp, batch_size=batch, usd_per_1m_tokens=cost.usd_per_1m_tokens,
-            replicas=cost.replicas, usd_per_month=cost.usd_per_month, ttft_p99_ms=serving.ttft_ms,
-            tpot_p99_ms=serving.tpot_ms, max_rps_per_replica=serving.requests_per_s,
-            weights_gb_per_gpu=plan_tp.weights_gb,
-            note="", provenance=serving.provenance,
-        )  # fmt: skip
-        if best is None or row.usd_per_1m_tokens < best.usd_per_1m_tokens:  # type: ignore[operator]
-            best = row
-    if best is None:
-        return PlanRow(
-            **base, **{**empty, "tensor_parallel": tp}, note="SLA not met even by a lone request", provenance=""
-        )
-    return best
+        priced = [r for r in fitting if r.cost is not None]
+        if not priced:
+            return _row(performance, accel, precision, method, "SLA not met even by a lone request", tp)
+        cheapest = min(priced, key=lambda r: r.cost.usd_per_1m_tokens if r.cost else math.inf)
+        return _row(performance, accel, precision, method, "", tp, cheapest)
+    return _row(performance, accel, precision, method, f"does not fit on {accel.max_tensor_parallel} GPUs: {refusal}")
+
+
+def weights_gb(shape: ModelShape, method: QuantMethod, tensor_parallel: int) -> float:
+    return plan_memory(shape, method, device_gb=0.0, tensor_parallel=tensor_parallel).weights_gb
 
 
 def plan(
     shape: ModelShape, catalog: Catalog, *, hardware: list[str], precisions: list[str], traffic: Traffic,
-    sla: LatencySLA, batch_sizes: list[int],
+    sla: LatencySLA, batch_sizes: list[int], kv_cache_dtype: str = "auto",
 ) -> list[PlanRow]:  # fmt: skip
     """Every (GPU, precision) pair, cheapest first; rows without a price last."""
     rows = [
-        plan_one(shape, catalog.get(hw, field="--hardware"), p, traffic=traffic, sla=sla, batch_sizes=batch_sizes)
+        plan_one(shape, catalog.get(hw, field="--hardware"), p, traffic=traffic, sla=sla, batch_sizes=batch_sizes,
+                 kv_cache_dtype=kv_cache_dtype, catalog=catalog)  # fmt: skip
         for hw in hardware
         for p in precisions
     ]
@@ -173,4 +181,4 @@ def plan(
 
 
 def rows_to_json(rows: list[PlanRow]) -> str:
-    return json.dumps([asdict(r) for r in rows], indent=2)
+    return dumps(list_to_data(rows))

@@ -18,26 +18,30 @@ import random
 import threading
 import time
 import warnings
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from recommender.candidate import Candidate, CandidateEvaluator, CandidateResult
+from recommender.candidate import Candidate, CandidateResult
 from recommender.claims import ClaimStore, worker_id
+from recommender.decision import pick
+from recommender.emit.launch import launch_commands
 from recommender.errors import BadInputError
+from recommender.evaluator import CandidateEvaluator
+from recommender.evidence import RECOMMENDATION_JSON, StudyEvidence, write_evidence
 from recommender.model_cache import ModelCache, local_device
 from recommender.model_source import ModelSource
 from recommender.perf.catalog import load_catalog
 from recommender.perf.serving import check_sla_reachable
 from recommender.perf.shape import ModelShape
+from recommender.performance import LocalMeasurement, PerformanceEvaluator
 from recommender.quality.cache import QualityCache
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
 from recommender.quality.suite import load_use_case
 from recommender.quantize import get_method
-from recommender.report.artifacts import RECOMMENDATION_JSON, write_study_artifacts
-from recommender.report.launch import launch_commands
-from recommender.report.recommendation import Recommendation, build, pick
+from recommender.recommendation import Recommendation, build
 from recommender.search_space import grid, neighbourhood, params_of, space_choices
 from recommender.spec import LOCAL_DEVICE, SearchSpec
 from recommender.tracking import Tracker, absolute_store_uri, git_sha
@@ -171,7 +175,11 @@ class Prepared:
         quality = QualityEvaluator(
             self.use_case, models, cache=QualityCache.default(), manager=self.manager, claims=claims
         )
-        return CandidateEvaluator(self.spec, self.catalog, self.shape, models, quality)
+        local = None
+        if self.spec.local_device is not None:
+            local = LocalMeasurement(models, list(self.spec.space.batch_sizes), self.spec.local_device)
+        performance = PerformanceEvaluator(self.catalog, self.shape, self.spec.traffic, self.spec.sla, local)
+        return CandidateEvaluator(performance, quality)
 
 
 def prepare(spec: SearchSpec) -> Prepared:
@@ -275,6 +283,7 @@ def run_search(
     on_trial: ProgressFn | None = None,
     on_status: StatusFn | None = None,
     interrupted: threading.Event | None = None,
+    write_documents: Callable[[Path, StudyEvidence], list[Path]] | None = None,
 ) -> SearchOutcome:
     """Run (or continue) the study for `spec` and return the recommendation; `resume` demands that it exists."""
     status = on_status or (lambda _msg: None)
@@ -371,21 +380,22 @@ def run_search(
         model=source.name,
         release=spec.model.release,
         use_case=use_case.name,
-        sla=spec.sla.model_dump(),
+        sla=spec.sla,
     )
     evaluator = worker.evaluator
-    winner = next(
-        (r for r in results if recommendation.winner and r.candidate.key == recommendation.winner["key"]), None
-    )
+    winner = recommendation.winner
     load_curve = None
     if winner is not None:
         context = spec.traffic.prompt_tokens + spec.traffic.output_tokens
         recommendation.launch = launch_commands(winner.candidate, model=source.location, max_model_len=context)
         status("latency against load of the winner")
         load_curve = evaluator.load_curve(winner.candidate)
-    evaluator.models.release()
+    evaluator.quality.models.release()
     output_dir = output_root / spec.study_name
-    paths = write_study_artifacts(output_dir, recommendation.to_dict(), [r.to_dict() for r in results], load_curve)
+    evidence = StudyEvidence(recommendation, results, load_curve)
+    paths = write_evidence(output_dir, evidence)
+    if write_documents is not None:
+        paths += write_documents(output_dir, evidence)
     path = output_dir / RECOMMENDATION_JSON
     tracker.log_artifacts(parent_run_id, paths)
     tracker.finish(parent_run_id, metrics=_study_metrics(recommendation))
@@ -460,7 +470,7 @@ def run_worker(
     worker = _worker(study, prepared, tracker, study.user_attrs[_PARENT_ATTR], storage,
                      on_trial=on_trial, on_status=on_status, interrupted=interrupted)  # fmt: skip
     worker.work()
-    worker.evaluator.models.release()
+    worker.evaluator.quality.models.release()
     return WorkerOutcome(
         study_name=study_name,
         storage=storage,
@@ -477,10 +487,10 @@ def _stored_tracking_uri(study: optuna.Study) -> str | None:
 
 
 def _study_metrics(rec: Recommendation) -> dict[str, float]:
-    metrics = {f"count_{k}": float(v) for k, v in rec.counts.items()}
-    if rec.winner:
-        metrics["winner_usd_per_1m_tokens"] = float(rec.winner["usd_per_1m_tokens"])
-        metrics["winner_usd_per_month"] = float(rec.winner["usd_per_month"])
+    metrics = {f"count_{k}": float(v) for k, v in asdict(rec.counts).items()}
+    if rec.winner and rec.winner.cost:
+        metrics["winner_usd_per_1m_tokens"] = rec.winner.cost.usd_per_1m_tokens
+        metrics["winner_usd_per_month"] = rec.winner.cost.usd_per_month
     if rec.saving:
-        metrics["saving_percent_per_month"] = rec.saving["percent_per_month"]
+        metrics["saving_percent_per_month"] = rec.saving.percent_per_month
     return metrics

@@ -8,6 +8,7 @@ by default), with artifacts beside it in ``mlruns/artifacts``.
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 from dataclasses import asdict, dataclass
@@ -116,25 +117,31 @@ def git_sha() -> str:
 
 def _metrics_of(result: CandidateResult) -> dict[str, float]:
     metrics: dict[str, float] = {}
-    for name in ("ttft_ms", "tpot_ms", "tokens_per_s", "memory_gb"):
-        value = getattr(result, name)
-        if value is not None:
-            metrics[name] = float(value)
-    if result.cost:
-        for name in ("usd_per_1m_tokens", "replicas", "usd_per_month"):
-            metrics[name] = float(result.cost[name])
+    if result.serving is not None:
+        serving = result.serving
+        for name, latency in (("ttft", serving.ttft_ms), ("tpot", serving.tpot_ms)):
+            for q in ("p50", "p95", "p99"):
+                metrics[f"{name}_{q}_ms"] = getattr(latency, q)
+        metrics["tokens_per_s"] = serving.tokens_per_s
+        metrics["max_requests_per_s_per_replica"] = serving.requests_per_s
+    if result.memory is not None:
+        metrics["memory_gb"] = result.memory.needed_gb
+    if result.cost is not None:
+        metrics["usd_per_1m_tokens"] = result.cost.usd_per_1m_tokens
+        metrics["replicas"] = float(result.cost.replicas)
+        metrics["usd_per_month"] = result.cost.usd_per_month
     for key, value in result.constraints.items():
         metrics[f"constraint_{key}"] = float(value)
-    if result.quality:
-        for check in result.quality["checks"]:
-            if check["value"] is not None:
-                metrics[f"quality_{check['name']}_{check['metric']}"] = float(check["value"])
-            if check["delta"] is not None:
-                metrics[f"quality_{check['name']}_{check['metric']}_delta"] = float(check["delta"])
-        if result.quality.get("fidelity"):
-            for key, value in result.quality["fidelity"].items():
+    if result.quality is not None:
+        for check in result.quality.checks:
+            if check.value is not None:
+                metrics[f"quality_{check.name}_{check.metric}"] = check.value
+            if check.delta is not None:
+                metrics[f"quality_{check.name}_{check.metric}_delta"] = check.delta
+        if result.quality.fidelity is not None:
+            for key, value in asdict(result.quality.fidelity).items():
                 metrics[f"fidelity_{key}"] = float(value)
-    return metrics
+    return {k: v for k, v in metrics.items() if math.isfinite(v)}
 
 
 @dataclass
@@ -186,8 +193,8 @@ class Tracker:
             "status": result.status,
             "feasible": str(result.feasible).lower(),
             "quality_verdict": result.quality_verdict,
-            "perf_provenance": result.perf_provenance[:5000],
-            "provenance": "measured" if result.perf_provenance.startswith("measured") else "modeled",
+            "perf_provenance": "" if result.serving is None else result.serving.provenance.detail[:5000],
+            "provenance": "" if result.serving is None else result.serving.provenance.kind,
             "broken": "; ".join(result.broken)[:5000],
         }
         metrics = [Metric(k, v, 0, 0) for k, v in _metrics_of(result).items()]

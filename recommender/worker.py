@@ -17,14 +17,16 @@ import math
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from recommender.candidate import CONSTRAINT_KEYS, Candidate, CandidateEvaluator, CandidateResult
+from recommender.candidate import CONSTRAINT_KEYS, Candidate, CandidateResult
+from recommender.decision import cost_bound
+from recommender.evaluator import CandidateEvaluator
 from recommender.quantize import get_method, with_kv_cache
-from recommender.report.recommendation import COST_TOLERANCE
 from recommender.search_space import candidate_of
+from recommender.serialization import from_data, to_data
 
 if TYPE_CHECKING:
     import optuna
@@ -59,17 +61,11 @@ def load_known(study: optuna.Study) -> dict[str, tuple[int, CandidateResult]]:
     for t in sorted(study.get_trials(deepcopy=False, states=states), key=lambda t: t.number):
         if RESULT_ATTR not in t.user_attrs:  # a killed trial has none: its retry evaluates it
             continue
-        result = CandidateResult.from_dict(t.user_attrs[RESULT_ATTR])
+        result = from_data(CandidateResult, t.user_attrs[RESULT_ATTR])
         if t.state == optuna.trial.TrialState.FAIL and result.status != "failed":
             continue  # interrupted (Ctrl-C) after its evaluation: not an answer the study counts
         known.setdefault(result.candidate.key, (t.number, result))
     return known
-
-
-def cost_bound(results: Iterable[CandidateResult]) -> float | None:
-    """Above this price a candidate cannot be recommended: the cheapest feasible one's, plus the tie tolerance."""
-    prices = [r.usd_per_1m_tokens for r in results if r.feasible and r.usd_per_1m_tokens is not None]
-    return min(prices) * (1 + COST_TOLERANCE) if prices else None
 
 
 def failed_result(candidate: Candidate, exc: BaseException) -> CandidateResult:
@@ -136,7 +132,7 @@ class StudyWorker:
             self.known[candidate.key] = (trial.number, result)
             self.evaluated_here += 1
             self.tracker.log_trial(self.parent_run_id, trial.number, result)
-        trial.set_user_attr(RESULT_ATTR, result.to_dict())
+        trial.set_user_attr(RESULT_ATTR, to_data(result))
         for key in CONSTRAINT_KEYS:
             trial.set_constraint(key, result.constraints.get(key, 0.0))
         if self.on_trial:

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from recommender.report.recommendation import build, pick
 
 from recommender.candidate import Candidate, CandidateResult
 from recommender.cost import estimate_cost
@@ -18,7 +19,6 @@ from recommender.quality.statistics import aggregate, paired_bootstrap
 from recommender.quality.suite import TaskThreshold, Threshold
 from recommender.quality.verdict import Check, overall
 from recommender.quantize import get_method
-from recommender.report.recommendation import build, pick
 
 # Llama-3-8B's shape (config.json numbers).
 _, LLAMA3_8B = load_architecture("llama-3.1-8b")  # the shipped config.json numbers

@@ -44,7 +44,7 @@ def test_plan_rows_fit_price_and_label_quality() -> None:
     assert plan_one(llama8, catalog.get("a100-80gb"), "fp8", traffic=TRAFFIC, sla=SLA,
                     batch_sizes=[64]).method == "torchao-float8-wo"  # fmt: skip
     assert int4.quality_verdict == "unverified" and int4.quality.startswith("prior:")
-    assert bf16.provenance.startswith("modeled: roofline on catalog entry h100-sxm")
+    assert str(bf16.provenance).startswith("modeled: roofline on catalog entry h100-sxm")
 
 
 def test_plan_cli_unknown_model_lists_known_ones() -> None:

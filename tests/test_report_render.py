@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from recommender.report.recommendation import build
 
 from recommender.candidate import Candidate, CandidateResult
 from recommender.quality.verdict import Check
 from recommender.report.plots import LoadCurve, cost_data, describe_figures, pareto_data, pareto_front
-from recommender.report.recommendation import build
 from recommender.report.render import render_html, render_markdown, write_report
 
 MODEL = "acme/chat<v2>"

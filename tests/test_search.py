@@ -11,8 +11,8 @@ import optuna
 import pytest
 import yaml
 from mlflow import MlflowClient
-
 from recommender.report.recommendation import pick
+
 from recommender.search import grid, prepare, run_search
 from recommender.spec import load_spec
 from tests.conftest import write_suite

@@ -138,3 +138,25 @@ def plan_memory(
         tensor_parallel=tp,
         kv_cache_dtype=kv_cache_dtype,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFit:
+    """What a candidate needs per device against what the engine may use there, in GB.
+
+    ``needed_gb`` counts the KV cache of what must fit at once: one request on a catalog GPU
+    (the scheduler caps concurrency at the KV cache), the whole batch on the local device
+    (the probe really runs it).
+    """
+
+    needed_gb: float
+    available_gb: float
+
+    @property
+    def fits(self) -> bool:
+        return self.needed_gb <= self.available_gb
+
+    @property
+    def constraint(self) -> float:
+        """> 0 when the candidate does not fit (the fraction it is over)."""
+        return self.needed_gb / self.available_gb - 1.0

@@ -13,9 +13,11 @@ import contextlib
 import platform
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from recommender.provenance import Provenance
 
 if TYPE_CHECKING:
     from torch import nn
@@ -38,11 +40,8 @@ class ProbeResult:
     repeats: int
 
     @property
-    def provenance(self) -> str:
-        return f"measured: {self.device}, transformers eager, median of {self.repeats}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"provenance": self.provenance}
+    def provenance(self) -> Provenance:
+        return Provenance("measured", f"{self.device}, transformers eager, median of {self.repeats}")
 
 
 def local_device_label() -> str:

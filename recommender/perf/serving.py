@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from recommender.perf.simulator import (
+    Percentiles,
     SchedulerConfig,
     StepCostModel,
     make_workload,
@@ -19,6 +20,7 @@ from recommender.perf.simulator import (
     replicas_needed,
     simulate,
 )
+from recommender.provenance import Provenance
 from recommender.spec import LatencySLA, Traffic
 
 if TYPE_CHECKING:
@@ -26,30 +28,46 @@ if TYPE_CHECKING:
     from recommender.perf.shape import ModelShape
     from recommender.quantize import QuantMethod
 
-#: vLLM's default token budget per step with chunked prefill.
-DEFAULT_MAX_BATCHED_TOKENS = 8192
 #: Requests per simulation: enough for stable P99s (the first 10 % are warm-up).
 SIMULATED_REQUESTS = 600
 
 
 @dataclass(frozen=True, slots=True)
 class ServingEstimate:
-    """Latency and capacity of one replica at a batch size."""
+    """Latency percentiles of one replica at the load it carries at the target traffic, and its capacity.
 
-    ttft_ms: float
-    tpot_ms: float
+    ``ttft_ms``/``tpot_ms`` are P50/P95/P99 at ``load_per_replica_rps`` (the target rate over
+    the replicas it needs); ``requests_per_s`` is the highest rate one replica carries within
+    the SLA, ``tokens_per_s`` the prompt + output tokens at that rate.
+    """
+
+    ttft_ms: Percentiles
+    tpot_ms: Percentiles
     requests_per_s: float
     tokens_per_s: float
-    provenance: str
+    load_per_replica_rps: float
+    provenance: Provenance
+
+
+def step_cost_provenance(cost: StepCostModel) -> Provenance:
+    """The step-cost model's provenance as a typed value (older models still say it in words)."""
+    stated = getattr(cost, "provenance", None)
+    if isinstance(stated, Provenance):
+        return stated
+    text = str(stated or "step-cost model")
+    for kind in ("measured", "calibrated", "modeled"):
+        if text.startswith(kind + ": "):
+            # A table of step times measured here still yields simulated, not measured, latencies.
+            return Provenance("calibrated" if kind == "measured" else kind, text[len(kind) + 2 :])
+    return Provenance("modeled", text)
 
 
 def simulate_serving(
-    cost: StepCostModel, config: SchedulerConfig, *, traffic: Traffic, sla: LatencySLA, provenance: str = ""
+    cost: StepCostModel, config: SchedulerConfig, *, traffic: Traffic, sla: LatencySLA
 ) -> ServingEstimate:
-    """Capacity within the SLA and the P99s at the target load per replica, from simulation."""
-    label = (
-        f"{provenance or getattr(cost, 'provenance', 'step-cost model')}; continuous-batching simulation "
-        f"({SIMULATED_REQUESTS} Poisson requests, max_num_seqs {config.max_num_seqs}, "
+    """Capacity within the SLA and the latency percentiles at the target load per replica, from simulation."""
+    label = step_cost_provenance(cost).extended(
+        f"continuous-batching simulation ({SIMULATED_REQUESTS} Poisson requests, max_num_seqs {config.max_num_seqs}, "
         f"max_num_batched_tokens {config.max_num_batched_tokens}, chunked prefill)"
     )
     prompt, output = traffic.prompt_tokens, traffic.output_tokens
@@ -60,16 +78,17 @@ def simulate_serving(
     if search.rate_per_s <= 0:
         # Not even a lone request meets the SLA: report the latencies at a trickle of traffic.
         lone = simulate(cost, make_workload(prompt=prompt, output=output, n_requests=20, rate=1e-3), config)
-        return ServingEstimate(lone.ttft_ms.p99, lone.tpot_ms.p99, 0.0, 0.0, label)
+        return ServingEstimate(lone.ttft_ms, lone.tpot_ms, 0.0, 0.0, 1e-3, label)
     replicas = replicas_needed(traffic.requests_per_second, search.rate_per_s)
     load = traffic.requests_per_second / replicas
     at_load = simulate(cost, make_workload(prompt=prompt, output=output, n_requests=SIMULATED_REQUESTS, rate=load),
                        config)  # fmt: skip
     return ServingEstimate(
-        ttft_ms=at_load.ttft_ms.p99,
-        tpot_ms=at_load.tpot_ms.p99,
+        ttft_ms=at_load.ttft_ms,
+        tpot_ms=at_load.tpot_ms,
         requests_per_s=search.rate_per_s,
         tokens_per_s=search.rate_per_s * (prompt + output),
+        load_per_replica_rps=load,
         provenance=label,
     )
 

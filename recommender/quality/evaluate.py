@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,10 +25,12 @@ from recommender.model_cache import ModelCache
 from recommender.quality import fidelity as fid
 from recommender.quality.cache import QualityCache, cache_key
 from recommender.quality.lm_eval_runner import TaskData, describe_task, lm_eval_version, run_docs, task_manager
+from recommender.quality.result import QualityResult
 from recommender.quality.statistics import PairedResult, paired_bootstrap
 from recommender.quality.suite import TaskThreshold, UseCase
-from recommender.quality.verdict import Check, Verdict, fidelity_check, overall, task_check
+from recommender.quality.verdict import fidelity_check, overall, task_check
 from recommender.quantize import QuantMethod, get_method
+from recommender.serialization import from_data, to_data
 
 if TYPE_CHECKING:
     from lm_eval.tasks import TaskManager
@@ -44,49 +46,6 @@ def chunk_schedule(budget: int, *, adaptive: bool) -> list[int]:
         return [budget]
     sizes = {max(MIN_CHUNK, math.ceil(budget / 4)), max(MIN_CHUNK, math.ceil(budget / 2)), budget}
     return sorted(s for s in sizes if s <= budget)
-
-
-@dataclass(frozen=True)
-class QualityResult:
-    """Everything known about one method's quality for the use case."""
-
-    method: str
-    precision: str
-    verdict: Verdict
-    checks: list[Check]
-    fidelity: fid.FidelityResult | None
-    device: str
-    seconds: float
-    docs_evaluated: int = 0
-    reason: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "method": self.method,
-            "precision": self.precision,
-            "verdict": self.verdict,
-            "reason": self.reason,
-            "device": self.device,
-            "seconds": round(self.seconds, 2),
-            "docs_evaluated": self.docs_evaluated,
-            "checks": [c.to_dict() for c in self.checks],
-            "fidelity": self.fidelity.to_dict() if self.fidelity else None,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> QualityResult:
-        fidelity = data.get("fidelity")
-        return cls(
-            method=data["method"],
-            precision=data["precision"],
-            verdict=data["verdict"],
-            checks=[Check.from_dict(c) for c in data["checks"]],
-            fidelity=fid.FidelityResult(**fidelity) if fidelity else None,
-            device=data["device"],
-            seconds=float(data["seconds"]),
-            docs_evaluated=int(data.get("docs_evaluated", 0)),
-            reason=data.get("reason", ""),
-        )
 
 
 @dataclass
@@ -192,13 +151,13 @@ class QualityEvaluator:
         )  # fmt: skip
         stored = self.cache.get(key) if self.cache else None
         if stored is not None:
-            return fid.FidelityResult(**stored)
+            return from_data(fid.FidelityResult, stored)
         if self._baseline_logits is None:
             windows = fid.fidelity_windows(self.use_case, self._manager, self.models.tokenizer)
             self._baseline_logits = fid.baseline_logits(self.models.get(get_method(REFERENCE_METHOD)), windows)
         result = fid.compare(self.models.get(method), self._baseline_logits)
         if self.cache:
-            self.cache.put(key, result.to_dict())
+            self.cache.put(key, to_data(result))
         return result
 
     # -- the verdict ---------------------------------------------------------------------
@@ -248,9 +207,9 @@ class QualityEvaluator:
                 else:
                     label = f"quality of {method.precision}/{method.name}"
                     data, _ = self.claims.run_once(
-                        self._claim_key(method), label, lambda: self._measure(method).to_dict()
+                        self._claim_key(method), label, lambda: to_data(self._measure(method))
                     )
-                    result = QualityResult.from_dict(data)
+                    result = from_data(QualityResult, data)
             except MethodUnavailableError as exc:
                 reason = str(exc)
         if reason is not None:

@@ -9,8 +9,8 @@ so "fidelity" means fidelity on the text this use case cares about.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
@@ -28,9 +28,6 @@ class FidelityResult:
     top1_agreement: float
     ppl_ratio: float
     tokens: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

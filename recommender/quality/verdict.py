@@ -9,8 +9,8 @@ never "pass".
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 from recommender.quality.fidelity import FidelityResult
 from recommender.quality.statistics import PairedResult
@@ -34,14 +34,6 @@ class Check:
     delta_ci: tuple[float, float] | None = None
     n_docs: int | None = None
     higher_is_better: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Check:
-        ci = data.get("delta_ci")
-        return cls(**{**data, "delta_ci": tuple(ci) if ci is not None else None})
 
 
 def task_check(spec: TaskThreshold, result: PairedResult | None) -> Check:

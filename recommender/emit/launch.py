@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from recommender.emit import LaunchSettings, emit_all
+from recommender.emit import EmittedConfig, LaunchSettings, emit_all
 from recommender.perf.memory import DEFAULT_GPU_MEMORY_UTILIZATION
 from recommender.quantize import get_method
 
@@ -13,8 +13,8 @@ if TYPE_CHECKING:
     from recommender.candidate import Candidate
 
 
-def launch_commands(candidate: Candidate, *, model: str, max_model_len: int) -> list[dict[str, Any]]:
-    """Each engine's command (or its plain refusal) for `candidate`, as JSON-ready dicts.
+def launch_commands(candidate: Candidate, *, model: str, max_model_len: int) -> list[EmittedConfig]:
+    """Each engine's command (or its plain refusal) for `candidate`.
 
     ``max_model_len`` is the traffic profile's prompt + output tokens — what the memory
     model sized the KV cache for; a note says to raise it for longer requests.
@@ -31,14 +31,8 @@ def launch_commands(candidate: Candidate, *, model: str, max_model_len: int) -> 
         gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
         max_model_len=max_model_len,
     )
-    launches = []
-    for emitted in emit_all(settings):
-        data = asdict(emitted)
-        if emitted.supported:
-            data["notes"] = [
-                *data["notes"],
-                f"max_model_len {max_model_len} = the traffic profile's prompt + output tokens; "
-                "raise it for longer requests (the KV cache must hold one full request)",
-            ]
-        launches.append(data)
-    return launches
+    note = (
+        f"max_model_len {max_model_len} = the traffic profile's prompt + output tokens; "
+        "raise it for longer requests (the KV cache must hold one full request)"
+    )
+    return [replace(e, notes=[*e.notes, note]) if e.supported else e for e in emit_all(settings)]

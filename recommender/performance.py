@@ -1,0 +1,270 @@
+"""The speed half of a candidate's evaluation: can it run, does it fit, how fast, what it costs.
+
+One pipeline for `recommender search` and `recommender plan`: the runnable check, the memory
+plan, the step-cost model (roofline on a catalog entry; probes measured here for the local
+device), the continuous-batching simulation and the price. `plan` is this without quality,
+so the two commands cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from recommender.candidate import CONSTRAINT_KEYS, Candidate, CandidateResult
+from recommender.cost import CostEstimate, estimate_cost
+from recommender.errors import MethodUnavailableError
+from recommender.perf.catalog import Accelerator, Catalog
+from recommender.perf.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryFit, plan_memory
+from recommender.perf.probe import ProbeResult, probe
+from recommender.perf.serving import SIMULATED_REQUESTS, ServingEstimate, simulate_serving, step_cost_provenance
+from recommender.perf.shape import ModelShape
+from recommender.perf.simulator import RooflineStepCost, SchedulerConfig, StepCostModel, TableStepCost, make_workload
+from recommender.perf.simulator import simulate as simulate_workload
+from recommender.provenance import Provenance
+from recommender.quantize import QuantMethod, get_method
+from recommender.spec import LOCAL_DEVICE, LatencySLA, LocalDevice, Traffic
+
+if TYPE_CHECKING:
+    from recommender.model_cache import ModelCache
+
+#: Fraction of accelerator memory the serving engine may use (vLLM's default gpu_memory_utilization).
+GPU_MEMORY_UTILIZATION = DEFAULT_GPU_MEMORY_UTILIZATION
+
+
+def local_memory_gb() -> float:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    except (ValueError, OSError):
+        return 0.0
+
+
+def pruned(c: Candidate, key: str, why: str, memory: MemoryFit | None = None) -> CandidateResult:
+    """A candidate refused before anything ran: `key` is the constraint it breaks."""
+    constraints = {k: 0.0 for k in CONSTRAINT_KEYS} | {key: 1.0}
+    return CandidateResult(c, "pruned", constraints, [f"{key}: {why}"], memory=memory)
+
+
+@dataclass(frozen=True)
+class LocalMeasurement:
+    """What measuring the local device needs: its models, the batch sizes probed, its price."""
+
+    models: ModelCache
+    batch_sizes: list[int]
+    price: LocalDevice
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A candidate that passed the runnable and memory checks, ready to simulate."""
+
+    method: QuantMethod
+    step_cost: StepCostModel
+    scheduler: SchedulerConfig
+    price_per_hour_usd: float
+    price_source: str
+    memory: MemoryFit
+    probe: ProbeResult | None
+
+
+@dataclass(frozen=True)
+class Performance:
+    """The serving estimate and the price of a candidate that runs and fits."""
+
+    setup: Setup
+    serving: ServingEstimate
+    cost: CostEstimate | None
+
+
+def speed_result(c: Candidate, perf: Performance, sla: LatencySLA) -> CandidateResult:
+    """The candidate judged on speed, memory and cost alone; its quality still unknown (constraint 1)."""
+    serving = perf.serving
+    constraints = {
+        "runnable": 0.0,
+        "memory": perf.setup.memory.constraint,
+        "quality": 1.0,
+        "ttft": serving.ttft_ms.p99 / sla.ttft_p99_ms - 1.0,
+        "tpot": serving.tpot_ms.p99 / sla.tpot_p99_ms - 1.0,
+    }
+    broken = []
+    if constraints["ttft"] > 0:
+        broken.append(f"ttft: P99 {serving.ttft_ms.p99:.1f} ms > SLA {sla.ttft_p99_ms:g} ms")
+    if constraints["tpot"] > 0:
+        broken.append(f"tpot: P99 {serving.tpot_ms.p99:.2f} ms > SLA {sla.tpot_p99_ms:g} ms")
+    return CandidateResult(
+        candidate=c,
+        status="evaluated",
+        constraints=constraints,
+        broken=broken,
+        serving=serving,
+        cost=perf.cost,
+        memory=perf.setup.memory,
+        probe=perf.setup.probe,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LoadPoint:
+    rate_per_s: float
+    ttft_p99_ms: float
+    tpot_p99_ms: float
+
+
+@dataclass(frozen=True)
+class LoadCurve:
+    """P99 latencies of one replica from a trickle of traffic to 1.3x its capacity within the SLA."""
+
+    points: list[LoadPoint]
+    sla: LatencySLA
+    capacity_rate_per_s: float
+    provenance: Provenance
+
+
+@dataclass
+class PerformanceEvaluator:
+    """Speed and cost of candidates for one traffic profile and SLA; probes cached per (method, batch)."""
+
+    catalog: Catalog
+    shape: ModelShape
+    traffic: Traffic
+    sla: LatencySLA
+    local: LocalMeasurement | None = None
+    _probes: dict[tuple[str, int], ProbeResult] = field(default_factory=dict)
+
+    @property
+    def probes_run(self) -> int:
+        return len(self._probes)
+
+    def evaluate(self, c: Candidate) -> CandidateResult:
+        """The pruned result, or the candidate judged on speed, memory and cost (its quality still unknown)."""
+        performance = self.performance(c)
+        return performance if isinstance(performance, CandidateResult) else speed_result(c, performance, self.sla)
+
+    def performance(self, c: Candidate) -> CandidateResult | Performance:
+        """The pruned result, or the candidate's serving estimate and price."""
+        setup = self.setup(c)
+        if isinstance(setup, CandidateResult):
+            return setup
+        serving = simulate_serving(setup.step_cost, setup.scheduler, traffic=self.traffic, sla=self.sla)
+        cost = None
+        if serving.requests_per_s > 0:  # else not even a lone request meets the SLA: nothing to price
+            cost = estimate_cost(
+                price_per_hour_usd=setup.price_per_hour_usd,
+                price_source=setup.price_source,
+                tensor_parallel=c.tensor_parallel,
+                replica_tokens_per_s=serving.tokens_per_s,
+                replica_requests_per_s=serving.requests_per_s,
+                target_requests_per_s=self.traffic.requests_per_second,
+            )
+        return Performance(setup, serving, cost)
+
+    def setup(self, c: Candidate) -> CandidateResult | Setup:
+        """The pruned result, or what evaluating `c` needs: its step-cost model, scheduler, price, memory."""
+        method = get_method(c.method)
+        accel = None if c.hardware == LOCAL_DEVICE else self.catalog.get(c.hardware)
+        refusal = self._refusal(c, method, accel)
+        if refusal is not None:
+            return pruned(c, "runnable", refusal)
+        memory = plan_memory(
+            self.shape,
+            method,
+            device_gb=local_memory_gb() if accel is None else accel.memory_gb,
+            memory_utilization=GPU_MEMORY_UTILIZATION,
+            tensor_parallel=c.tensor_parallel,
+            max_num_batched_tokens=c.max_num_batched_tokens,
+            max_num_seqs=c.batch_size,
+            kv_cache_dtype=c.kv_cache_dtype,
+        )
+        # A catalog GPU needs room for one request; the scheduler caps concurrency at the KV
+        # cache. The local probe really runs the whole batch, so there all of it must fit.
+        context = self.traffic.prompt_tokens + self.traffic.output_tokens
+        must_fit = c.batch_size if accel is None else 1
+        fit = MemoryFit(memory.needed_gb(must_fit, context), memory.usable_gb)
+        shortfall = memory.shortfall(must_fit, context)
+        if shortfall is not None:
+            return pruned(c, "memory", shortfall, fit)
+        scheduler = SchedulerConfig(
+            kv_cache_tokens=memory.kv_cache_tokens,
+            max_num_seqs=c.batch_size,
+            max_num_batched_tokens=max(c.max_num_batched_tokens, c.batch_size),
+        )
+        if accel is not None:
+            step_cost = RooflineStepCost(
+                self.shape, method, accel, tensor_parallel=c.tensor_parallel, kv_cache_dtype=c.kv_cache_dtype
+            )
+            price_source = f"{accel.price_source} ({accel.price_date})"
+            return Setup(method, step_cost, scheduler, accel.price_per_hour_usd, price_source, fit, None)
+        assert self.local is not None  # _refusal prunes local candidates without a local measurement
+        try:
+            table, own = self._measured_step_cost(c, self.local)
+        except MethodUnavailableError as exc:
+            return pruned(c, "runnable", str(exc))
+        price = self.local.price
+        return Setup(method, table, scheduler, price.price_per_hour_usd, price.price_source, fit, own)
+
+    def _refusal(self, c: Candidate, method: QuantMethod, accel: Accelerator | None) -> str | None:
+        """Why `c` cannot run at all (device, KV dtype, tensor-parallel degree), or None."""
+        if accel is None:
+            if self.local is None:
+                return "the local device is not measured in this command (architecture-only projection)"
+            reason = method.unavailable_reason(self.local.models.device)
+            if reason is None and c.kv_cache_dtype != "auto":
+                reason = (
+                    f"kv_cache_dtype {c.kv_cache_dtype}: the local probe (transformers) has no fp8 KV "
+                    "storage to time; its quality is measured, its speed only modeled on catalog GPUs"
+                )
+            if reason is None and c.tensor_parallel > 1:
+                reason = f"tensor_parallel {c.tensor_parallel} > 1 devices per node"
+            return reason
+        reason = method.unavailable_reason(accel.device)
+        if reason is None and c.tensor_parallel > accel.max_tensor_parallel:
+            reason = f"tensor_parallel {c.tensor_parallel} > {accel.max_tensor_parallel} devices per node"
+        return reason
+
+    def load_curve(self, c: Candidate, *, points: int = 8) -> LoadCurve | None:
+        """P99 TTFT and TPOT of one replica from a trickle of traffic up to 1.3x its capacity within the SLA.
+
+        None for a pruned candidate. Probes are kept per process: after a resume a local winner is probed again.
+        """
+        setup = self.setup(c)
+        if isinstance(setup, CandidateResult):
+            return None
+        cost, scheduler, traffic = setup.step_cost, setup.scheduler, self.traffic
+        capacity = simulate_serving(cost, scheduler, traffic=traffic, sla=self.sla).requests_per_s
+        if capacity <= 0:
+            return None
+        curve = []
+        for i in range(1, points + 1):
+            rate = capacity * 1.3 * i / points
+            workload = make_workload(
+                prompt=traffic.prompt_tokens, output=traffic.output_tokens, n_requests=SIMULATED_REQUESTS, rate=rate
+            )
+            result = simulate_workload(cost, workload, scheduler)
+            curve.append(LoadPoint(rate, result.ttft_ms.p99, result.tpot_ms.p99))
+        provenance = step_cost_provenance(cost).extended("continuous-batching simulation")
+        return LoadCurve(curve, self.sla, capacity, provenance)
+
+    def _probe(self, local: LocalMeasurement, method: str, batch_size: int) -> ProbeResult:
+        key = (method, batch_size)
+        if key not in self._probes:
+            model = local.models.get(get_method(method))
+            self._probes[key] = probe(model, prompt_tokens=self.traffic.prompt_tokens, batch_size=batch_size)
+        return self._probes[key]
+
+    def _measured_step_cost(self, c: Candidate, local: LocalMeasurement) -> tuple[TableStepCost, ProbeResult]:
+        """Step times measured here at batch 1, every searched batch size up to the candidate's, and its own.
+
+        The simulator's decode steps run at every batch size up to ``max_num_seqs``; between
+        measured sizes the table interpolates, so each figure rests on a measured one.
+        """
+        sizes = sorted({1, c.batch_size} | {b for b in local.batch_sizes if b <= c.batch_size})
+        probes = [self._probe(local, c.method, b) for b in sizes]
+        own = probes[-1]
+        table = TableStepCost(
+            prefill={self.traffic.prompt_tokens: statistics.median(p.prefill_s for p in probes)},
+            decode={p.batch_size: p.decode_step_s for p in probes},
+            provenance=f"{own.provenance}; decode measured at batch sizes {sizes}, interpolated between them",
+        )
+        return table, own
