@@ -22,6 +22,7 @@ from recommender.model_source import ModelSource
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.suite import load_use_case
 from recommender.quantize import DeviceInfo, all_methods
+from recommender.serialization import to_data
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -75,7 +76,7 @@ def main() -> None:
             result.verdict,
             f"{time.perf_counter() - started:.0f}",
         )
-        rows.append(result.to_dict())
+        rows.append(to_data(result))
     console.print(table)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))

@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from recommender.decision import pick
 from recommender.demo.eval_data import cache_dir
-from recommender.report.recommendation import pick
 from recommender.search import grid, prepare, run_search
 from recommender.spec import load_spec
 
@@ -60,7 +60,7 @@ def main() -> None:
                              output_root=Path(tmp) / "out")  # fmt: skip
         winner = outcome.recommendation.winner
         rows.append(("search", outcome.new_trials, time.perf_counter() - started, outcome.quality_evaluations,
-                     outcome.docs_evaluated, outcome.probes, winner["key"] if winner else None))  # fmt: skip
+                     outcome.docs_evaluated, outcome.probes, winner.key if winner else None))  # fmt: skip
 
     print(f"{'arm':8s} {'trials':>6s} {'wall s':>8s} {'quality evals':>13s} {'docs':>6s} {'probes':>6s}  winner")
     for arm, trials, wall, evals, docs, probes, key in rows:

@@ -14,12 +14,16 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
 from recommender.errors import BadInputError
+from recommender.serialization import dumps, list_to_data, to_data
+
+if TYPE_CHECKING:
+    from recommender.emit import EmittedConfig
 
 TRACKING_URI_HELP = "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlruns/mlflow.db)."
 
@@ -165,17 +169,17 @@ def worker(
         )
 
 
-def _print_launch(launch: list[dict[str, Any]], console: Console) -> None:
+def _print_launch(launch: list[EmittedConfig], console: Console) -> None:
     """Each engine's launch command for the winner, or its plain refusal."""
     if not launch:
         return
     console.print("\n[bold]launch the recommendation[/bold]")
     for item in launch:
-        if item["supported"]:
-            console.print(f"  {item['engine']}: ", end="")
-            console.print(item["command"], markup=False, highlight=False, soft_wrap=True)
+        if item.supported:
+            console.print(f"  {item.engine}: ", end="")
+            console.print(item.command, markup=False, highlight=False, soft_wrap=True)
         else:
-            console.print(f"  {item['engine']}: not supported — {item['notes'][0]}", markup=False, highlight=False)
+            console.print(f"  {item.engine}: not supported — {item.notes[0]}", markup=False, highlight=False)
 
 
 @app.command(
@@ -190,26 +194,26 @@ def report_command(
     """Regenerate a study's report (report.md, report.html, plots) from its MLflow run alone."""
     import tempfile
 
-    from recommender.report.artifacts import (
-        LOAD_CURVE_JSON,
-        RECOMMENDATION_JSON,
-        RESULTS_JSON,
-        read_study_artifacts,
-        write_study_artifacts,
-    )
+    from recommender.evidence import EVIDENCE_FILES, RECOMMENDATION_JSON, RESULTS_JSON, read_evidence, write_evidence
+    from recommender.report.artifacts import write_documents
     from recommender.tracking import download_run_artifacts, resolve_tracking_uri
 
     uri = resolve_tracking_uri(tracking_uri)
     target = output_dir or Path("mlruns/reports") / run_id
     with tempfile.TemporaryDirectory() as tmp:
-        found = download_run_artifacts(uri, run_id, [RECOMMENDATION_JSON, RESULTS_JSON, LOAD_CURVE_JSON], Path(tmp))
+        found = download_run_artifacts(uri, run_id, list(EVIDENCE_FILES), Path(tmp))
         if RECOMMENDATION_JSON not in found or RESULTS_JSON not in found:
             raise BadInputError(
                 "run_id", f"run {run_id} has no {RECOMMENDATION_JSON} and {RESULTS_JSON}",
                 "pass the study's parent run id (the one `recommender search` printed), not a trial's",
             )  # fmt: skip
-        recommendation, results, curve = read_study_artifacts(Path(tmp))
-    written = write_study_artifacts(target, recommendation, results, curve)
+        try:
+            evidence = read_evidence(Path(tmp))
+        except ValueError:
+            raise BadInputError(
+                "run_id", f"run {run_id} was logged by an older schema", "re-run its search with this version"
+            ) from None
+    written = write_evidence(target, evidence) + write_documents(target, evidence)
     console = _console(stderr=False)
     for path in written:
         console.print(str(path), markup=False, highlight=False)
@@ -227,10 +231,9 @@ def compare_command(
     plot: Annotated[Path | None, typer.Option(help="Also write the comparison plot (PNG) here.")] = None,
 ) -> None:
     """How quality and cost moved across a model's releases, read from MLflow alone."""
-    import json
-
     from recommender.releases import load_releases
     from recommender.report.compare import compare_data, compare_png, render_compare
+    from recommender.serialization import dumps, to_data
     from recommender.tracking import resolve_tracking_uri
 
     if output_format not in ("table", "json"):
@@ -241,7 +244,7 @@ def compare_command(
         plot.parent.mkdir(parents=True, exist_ok=True)
         plot.write_bytes(compare_png(data))
     if output_format == "json":
-        print(json.dumps(data, indent=2))
+        print(dumps(to_data(data)), end="")
     else:
         render_compare(data, _console(stderr=False))
 
@@ -283,8 +286,9 @@ def gate_command(
                              use_case=use_case)  # fmt: skip
     limits = GateLimits(max_cost_increase, max_quality_drop, list(require_pass or []))
     broken = gate(new, old, limits)
-    winner = new.winner["key"] if new.winner else "nothing feasible"
-    cost = f"${new.winner['usd_per_1m_tokens']:.4g}/1M tokens" if new.winner else "-"
+    winner = new.winner.key if new.winner else "nothing feasible"
+    price = new.winner.usd_per_1m_tokens if new.winner else None
+    cost = "-" if price is None else f"${price:.4g}/1M tokens"
     if not broken:
         print(f"gate passed: {model} {candidate} vs {against}: {winner} at {cost}")
         raise typer.Exit(0)
@@ -316,7 +320,6 @@ def eval_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Is this quantization good enough for this use case? Paired lm-eval deltas with intervals, KL, a verdict."""
-    import json
 
     from recommender.errors import BadInputError as _Bad
     from recommender.model_cache import ModelCache, local_device
@@ -348,7 +351,7 @@ def eval_command(
     with console.status(f"evaluating {quant.precision}/{quant.name} and the bf16 baseline with lm-eval"):
         result = evaluator.evaluate(quant)
     if json_output:
-        print(json.dumps(result.to_dict(), indent=2))
+        print(dumps(to_data(result)), end="")
     else:
         render_eval(result, model=source.name, use_case=suite.name, console=console)
     raise typer.Exit({"pass": 0, "fail": 1, "inconclusive": 3}.get(result.verdict, 2))
@@ -427,7 +430,6 @@ def probe(
     json_output: Annotated[bool, typer.Option("--json", help="Print the measurements as JSON.")] = False,
 ) -> None:
     """Measure the really quantized model here: prefill time, decode step time, memory."""
-    import json
 
     from rich.table import Table
 
@@ -450,7 +452,7 @@ def probe(
         for b in (batch_size or [1, 8, 32])
     ]
     if json_output:
-        print(json.dumps([r.to_dict() for r in results], indent=2))
+        print(dumps(list_to_data(results)), end="")
         return
     table = Table(title=f"{source.name} {quant.precision}/{quant.name}: {results[0].provenance}")
     for column in (
@@ -505,6 +507,7 @@ def _trial_progress(console: Console, *, total: int | None) -> Iterator[tuple[An
 
 
 def _run_with_progress(prepared, storage, uri, output_dir, n_trials, resume, console):  # type: ignore[no-untyped-def]
+    from recommender.report.artifacts import write_documents
     from recommender.search import run_search
 
     spec = prepared.spec
@@ -520,6 +523,7 @@ def _run_with_progress(prepared, storage, uri, output_dir, n_trials, resume, con
             on_trial=on_trial,
             on_status=on_status,
             interrupted=_ctrl_c_flag(),
+            write_documents=write_documents,
         )
 
 

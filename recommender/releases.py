@@ -15,8 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recommender.candidate import CandidateResult
 from recommender.errors import BadInputError
-from recommender.report.artifacts import RECOMMENDATION_JSON, RESULTS_JSON
+from recommender.evidence import RECOMMENDATION_JSON, RESULTS_JSON
+from recommender.quality.result import QualityResult
+from recommender.recommendation import Recommendation
+from recommender.serialization import from_data, list_from_data
 from recommender.tracking import open_client
 
 
@@ -30,21 +34,20 @@ class ReleaseStudy:
     use_case: str
     fingerprint: str
     started_ms: int
-    recommendation: dict[str, Any]
-    results: list[dict[str, Any]] = field(repr=False)
+    recommendation: Recommendation
+    results: list[CandidateResult] = field(repr=False)
 
     @property
-    def winner(self) -> dict[str, Any] | None:
-        return self.recommendation.get("winner")
+    def winner(self) -> CandidateResult | None:
+        return self.recommendation.winner
 
-    def quality_by_method(self) -> dict[str, dict[str, Any]]:
+    def quality_by_method(self) -> dict[str, QualityResult]:
         """Each method's measured quality (the same for every candidate of that method)."""
-        found: dict[str, dict[str, Any]] = {}
+        found: dict[str, QualityResult] = {}
         for result in self.results:
-            quality = result.get("quality")
-            if quality and not quality.get("reason"):
-                c = result["candidate"]
-                found.setdefault(f"{c['precision']}/{quality['method']}", quality)
+            quality = result.quality
+            if quality is not None and not quality.reason:
+                found.setdefault(f"{result.candidate.precision}/{quality.method}", quality)
         return found
 
 
@@ -98,6 +101,10 @@ def load_releases(
     return [_read(uri, latest[rel]) for rel in wanted]
 
 
+def _load(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
 def _read(uri: str, run: Any) -> ReleaseStudy:
     client = open_client(uri)
     with tempfile.TemporaryDirectory() as tmp:
@@ -109,8 +116,14 @@ def _read(uri: str, run: Any) -> ReleaseStudy:
                 raise BadInputError(
                     "--releases", f"study run {run.info.run_id} has no {name}", "re-run its search to log it"
                 ) from None
-        recommendation = json.loads(paths[RECOMMENDATION_JSON].read_text(encoding="utf-8"))
-        results = json.loads(paths[RESULTS_JSON].read_text(encoding="utf-8"))
+        try:
+            recommendation = from_data(Recommendation, _load(paths[RECOMMENDATION_JSON]))
+            results = list_from_data(CandidateResult, _load(paths[RESULTS_JSON]))
+        except ValueError:
+            raise BadInputError(
+                "--releases", f"study run {run.info.run_id} was logged by an older schema",
+                "re-run its search with this version",
+            ) from None
     tags = run.data.tags
     return ReleaseStudy(
         release=tags.get("recommender.release", ""),

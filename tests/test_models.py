@@ -6,19 +6,21 @@ import math
 
 import numpy as np
 import pytest
-from recommender.report.recommendation import build, pick
 
 from recommender.candidate import Candidate, CandidateResult
-from recommender.cost import estimate_cost
+from recommender.cost import CostEstimate, estimate_cost
+from recommender.decision import pick
 from recommender.perf.catalog import load_catalog
 from recommender.perf.memory import plan_memory, weight_bytes
 from recommender.perf.roofline import Efficiency, project_step_times
 from recommender.plan import load_architecture
 from recommender.quality.evaluate import chunk_schedule
+from recommender.quality.result import QualityResult
 from recommender.quality.statistics import aggregate, paired_bootstrap
 from recommender.quality.suite import TaskThreshold, Threshold
 from recommender.quality.verdict import Check, overall
 from recommender.quantize import get_method
+from recommender.recommendation import build
 
 # Llama-3-8B's shape (config.json numbers).
 _, LLAMA3_8B = load_architecture("llama-3.1-8b")  # the shipped config.json numbers
@@ -161,9 +163,9 @@ def _result(key: str, cost: float, *, broken: list[str] | None = None, quality: 
         status="evaluated",
         constraints={"quality": quality},
         broken=broken or [],
-        quality_verdict="pass",
-        cost={"usd_per_1m_tokens": cost, "usd_per_month": cost * 1000, "replicas": 1, "price_source": "t"},
-        perf_provenance="modeled",
+        quality=QualityResult(rest, precision, "pass", [], None, "cpu", 0.0),
+        cost=CostEstimate(usd_per_1m_tokens=cost, replicas=1, accelerators=1, usd_per_month=cost * 1000,
+                          price_per_hour_usd=1.0, price_source="t"),  # fmt: skip
     )
 
 
@@ -175,11 +177,11 @@ def test_pick_cheapest_feasible_and_list_cheaper_rejects() -> None:
     ]
     assert pick(results).candidate.method == "bnb-llm-int8"
     rec = build(results, current_key=results[0].candidate.key, study="s", model="m", release="r", use_case="u")
-    assert [r["method"] for r in rec.rejected_cheaper] == ["bnb-nf4"]
-    assert rec.saving["percent_per_1m_tokens"] == pytest.approx(40.0)
+    assert [r.candidate.method for r in rec.rejected_cheaper] == ["bnb-nf4"]
+    assert rec.saving is not None and rec.saving.percent_per_1m_tokens == pytest.approx(40.0)
     # Within 1 % of the cheapest price, the better quality margin wins.
     tie = [_result("int8/a", 0.600, quality=-0.001), _result("bf16/b", 0.605, quality=-0.05)]
     assert pick(tie).candidate.method == "b"
     # The candidate it won the tie against is listed as a tie, a 2 % dearer one is not.
     tied = build([*tie, _result("bf16/c", 0.612)], current_key="x", study="s", model="m", release="r", use_case="u")
-    assert [t["method"] for t in tied.ties] == ["a"]
+    assert [t.candidate.method for t in tied.ties] == ["a"]

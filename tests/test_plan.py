@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -52,3 +53,24 @@ def test_plan_cli_unknown_model_lists_known_ones() -> None:
                             capture_output=True, text=True, timeout=120)  # fmt: skip
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "--model" in result.stderr and "llama-3.1-8b" in result.stderr
+
+
+@pytest.mark.parametrize(("hardware", "batch"), [("l4", 8), ("h100-sxm", 32), ("l40s", 1)])
+def test_plan_and_search_model_a_catalog_candidate_identically(hardware: str, batch: int) -> None:
+    """`plan` is the search's evaluator without quality: same memory plan, step cost, simulation and price."""
+    from recommender.candidate import Candidate
+    from recommender.search import prepare
+    from recommender.spec import load_spec
+
+    spec = load_spec(Path(__file__).parents[1] / "search_spaces" / "demo.yaml")
+    prepared = prepare(spec)
+    searched = prepared.evaluator().performance.evaluate(Candidate("bf16", "baseline", hardware, batch))
+    planned = plan_one(prepared.shape, prepared.catalog.get(hardware), "bf16", traffic=spec.traffic, sla=spec.sla,
+                       batch_sizes=[batch])  # fmt: skip
+    assert searched.serving is not None and searched.cost is not None
+    assert planned.tensor_parallel == 1 and planned.batch_size == batch
+    assert planned.ttft_p99_ms == searched.serving.ttft_ms.p99
+    assert planned.tpot_p99_ms == searched.serving.tpot_ms.p99
+    assert planned.usd_per_1m_tokens == searched.cost.usd_per_1m_tokens
+    assert planned.usd_per_month == searched.cost.usd_per_month
+    assert planned.provenance == searched.serving.provenance and planned.provenance.kind == "modeled"

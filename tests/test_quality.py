@@ -44,7 +44,7 @@ def test_quantized_model_scored_against_baseline_and_cached(demo_model_dir: Path
     again = _evaluator(demo_model_dir, suite, cache)
     nf4_again = again.evaluate(get_method("bnb-nf4"))
     assert again.docs_evaluated == 0 and again.models.loads == 0
-    assert [c.to_dict() for c in nf4_again.checks] == [c.to_dict() for c in nf4.checks]
+    assert nf4_again.checks == nf4.checks
 
     # A method with no CPU kernels is unverified with its reason, never "pass".
     f8 = evaluator.evaluate(get_method("torchao-float8-dynamic"))

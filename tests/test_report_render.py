@@ -1,36 +1,54 @@
 """report.md / report.html from a hand-built study: the answer, the evidence, the rejects, the figures.
 
-The inputs go through the real `CandidateResult` and `recommendation.build`, so the dicts the
-renderer reads have exactly the shape the search writes.
+The inputs are the real typed results (`CandidateResult` holding `QualityResult`, `ServingEstimate`,
+`CostEstimate`, `MemoryFit`) assembled by the real `recommendation.build`, so the renderer reads
+exactly what the search hands it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import re
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 import pytest
-from recommender.report.recommendation import build
+from rich.console import Console
 
 from recommender.candidate import Candidate, CandidateResult
-from recommender.quality.verdict import Check
-from recommender.report.plots import LoadCurve, cost_data, describe_figures, pareto_data, pareto_front
+from recommender.cost import CostEstimate
+from recommender.emit import EmittedConfig
+from recommender.perf.memory import MemoryFit
+from recommender.perf.serving import ServingEstimate
+from recommender.perf.simulator import Percentiles
+from recommender.performance import LoadCurve, LoadPoint
+from recommender.provenance import Provenance
+from recommender.quality.fidelity import FidelityResult
+from recommender.quality.result import QualityResult
+from recommender.quality.verdict import Check, Verdict
+from recommender.recommendation import Recommendation, build
+from recommender.report.figure_data import cost_data, describe_figures, pareto_data, pareto_front
 from recommender.report.render import render_html, render_markdown, write_report
+from recommender.report.table import render
+from recommender.spec import LatencySLA
 
 MODEL = "acme/chat<v2>"
-SLA = {"ttft_p99_ms": 1000.0, "tpot_p99_ms": 50.0}
-MODELED = "modeled: roofline on catalog entry {hw}, assumed efficiencies; continuous-batching simulation"
-MEASURED = "measured: cpu, transformers eager, median of 3; steady-state estimate at saturation, no queueing variance"
+SLA = LatencySLA(ttft_p99_ms=1000.0, tpot_p99_ms=50.0)
+MODELED = "roofline on catalog entry {hw}, assumed efficiencies; continuous-batching simulation"
+#: The local device: a continuous-batching simulation on step times measured here, so "calibrated".
+CALIBRATED = "cpu, transformers eager, median of 3; continuous-batching simulation"
 
 KL_BROKEN = "quality: fidelity mean_kl 0.09 (bf16 0) breaks mean KL <= 0.02"
 UNVERIFIED_BROKEN = "quality: unverified (torchao-float8-dynamic needs CUDA capability >= 8.9)"
 TTFT_BROKEN = "ttft: P99 2400.0 ms > SLA 1000 ms"
 PRUNED_BROKEN = "memory: needs 90.00 GB per device, 72.0 GB usable"
 
+Study = tuple[Recommendation, list[CandidateResult], LoadCurve]
 
-def _quality(method: str, precision: str, verdict: str, mean_kl: float | None, ppl_delta: float | None) -> dict:
+
+def _quality(method: str, precision: str, verdict: Verdict, mean_kl: float | None) -> QualityResult:
+    ppl_delta = None if verdict == "unverified" else 0.002
     task = Check(
         "demo_code_ppl",
         "bits_per_byte",
@@ -43,7 +61,7 @@ def _quality(method: str, precision: str, verdict: str, mean_kl: float | None, p
         None if ppl_delta is None else (ppl_delta - 0.004, ppl_delta + 0.004),
         None if ppl_delta is None else 64,
     )
-    kl_verdict = "unverified" if mean_kl is None else ("pass" if mean_kl <= 0.02 else "fail")
+    kl_verdict: Verdict = "unverified" if mean_kl is None else ("pass" if mean_kl <= 0.02 else "fail")
     kl = Check(
         "fidelity",
         "mean_kl",
@@ -55,27 +73,35 @@ def _quality(method: str, precision: str, verdict: str, mean_kl: float | None, p
         kl_verdict,
         None,
         None if mean_kl is None else 4096,
+        higher_is_better=False,
     )
-    fidelity = None
-    if mean_kl is not None:
-        fidelity = {
-            "mean_kl": mean_kl,
-            "p99_kl": 4 * mean_kl,
-            "top1_agreement": 0.97,
-            "ppl_ratio": 1.01,
-            "tokens": 4096,
-        }
-    return {
-        "method": method,
-        "precision": precision,
-        "verdict": verdict,
-        "reason": "",
-        "device": "cpu",
-        "seconds": 1.0,
-        "docs_evaluated": 64,
-        "checks": [task.to_dict(), kl.to_dict()],
-        "fidelity": fidelity,
-    }
+    fidelity = None if mean_kl is None else FidelityResult(mean_kl, 4 * mean_kl, 0.97, 1.01, 4096)
+    return QualityResult(
+        method=method,
+        precision=precision,
+        verdict=verdict,
+        checks=[task, kl],
+        fidelity=fidelity,
+        device="cpu",
+        seconds=1.0,
+        docs_evaluated=64,
+    )
+
+
+def _serving(hardware: str) -> ServingEstimate:
+    provenance = (
+        Provenance("calibrated", CALIBRATED)
+        if hardware == "local"
+        else Provenance("modeled", MODELED.format(hw=hardware))
+    )
+    return ServingEstimate(
+        ttft_ms=Percentiles(300.0, 380.0, 420.0),
+        tpot_ms=Percentiles(15.0, 19.0, 21.5),
+        requests_per_s=4.0,
+        tokens_per_s=5000.0,
+        load_per_replica_rps=3.0,
+        provenance=provenance,
+    )
 
 
 def _result(
@@ -84,44 +110,38 @@ def _result(
     hardware: str,
     *,
     usd: float | None,
-    verdict: str = "pass",
+    verdict: Verdict = "pass",
     broken: tuple[str, ...] = (),
     mean_kl: float | None = 0.004,
-    status: str = "evaluated",
+    pruned: bool = False,
 ) -> CandidateResult:
     c = Candidate(precision, method, hardware, batch_size=32)
-    if status == "pruned":
-        return CandidateResult(c, "pruned", {"memory": 1.0}, list(broken), memory_gb=90.0)
+    if pruned:
+        return CandidateResult(c, "pruned", {"memory": 1.0}, list(broken), memory=MemoryFit(90.0, 72.0))
     cost = None
     if usd is not None:
-        replicas = 2
-        cost = {
-            "usd_per_1m_tokens": usd,
-            "replicas": replicas,
-            "accelerators": replicas,
-            "usd_per_month": usd * 3000.0,
-            "price_per_hour_usd": 2.0,
-            "price_source": "test prices (2025-01)",
-        }
-    ppl_delta = None if verdict == "unverified" else 0.002
+        cost = CostEstimate(
+            usd_per_1m_tokens=usd,
+            replicas=2,
+            accelerators=2,
+            usd_per_month=usd * 3000.0,
+            price_per_hour_usd=2.0,
+            price_source="test prices (2025-01)",
+        )
     return CandidateResult(
         candidate=c,
         status="evaluated",
         constraints={"quality": -0.01, "ttft": -0.5, "tpot": -0.5},
         broken=list(broken),
-        quality_verdict=verdict,
-        quality=_quality(method, precision, verdict, mean_kl, ppl_delta),
-        ttft_ms=420.0,
-        tpot_ms=21.5,
-        tokens_per_s=5000.0,
-        perf_provenance=MEASURED if hardware == "local" else MODELED.format(hw=hardware),
-        memory_gb=18.4,
+        quality=_quality(method, precision, verdict, mean_kl),
+        serving=_serving(hardware),
         cost=cost,
+        memory=MemoryFit(18.4, 72.0),
     )
 
 
 @pytest.fixture(scope="module")
-def study() -> tuple[dict[str, Any], list[dict[str, Any]], LoadCurve]:
+def study() -> Study:
     results = [
         _result("bf16", "baseline", "h100", usd=0.50, mean_kl=0.0),
         _result("int8", "torchao-int8-wo", "l40s", usd=0.30),
@@ -136,7 +156,7 @@ def study() -> tuple[dict[str, Any], list[dict[str, Any]], LoadCurve]:
             broken=(UNVERIFIED_BROKEN,),
         ),
         _result("bf16", "baseline", "l4", usd=0.25, mean_kl=0.0, broken=(TTFT_BROKEN,)),
-        _result("int4", "bnb-nf4", "a10g", usd=None, status="pruned", broken=(PRUNED_BROKEN,)),
+        _result("int4", "bnb-nf4", "a10g", usd=None, pruned=True, broken=(PRUNED_BROKEN,)),
     ]
     rec = build(
         results,
@@ -145,30 +165,27 @@ def study() -> tuple[dict[str, Any], list[dict[str, Any]], LoadCurve]:
         model=MODEL,
         release="r1",
         use_case="support-bot",
-    ).to_dict()
-    rec["launch"] = [
-        {
-            "engine": "vllm",
-            "supported": True,
-            "command": "vllm serve acme/chat --quantization torchao",
-            "config_yaml": "max_num_seqs: 32\n",
-            "notes": ["weights quantized at load"],
-            "sources": ["https://docs.vllm.ai/en/latest/features/quantization/torchao.html"],
-        },
-        {
-            "engine": "tgi",
-            "supported": False,
-            "command": None,
-            "config_yaml": None,
-            "notes": ["TGI has no torchao int8 weight-only path"],
-            "sources": [],
-        },
+    )
+    launch = [
+        EmittedConfig(
+            engine="vllm",
+            supported=True,
+            command="vllm serve acme/chat --quantization torchao",
+            config_yaml="max_num_seqs: 32\n",
+            notes=["weights quantized at load"],
+            sources=["https://docs.vllm.ai/en/latest/features/quantization/torchao.html"],
+        ),
+        EmittedConfig(
+            engine="tgi",
+            supported=False,
+            command=None,
+            notes=["TGI has no torchao int8 weight-only path"],
+        ),
     ]
-    curve: LoadCurve = {
-        "points": [{"rate_per_s": r, "ttft_p99_ms": 200 + 40 * r, "tpot_p99_ms": 15 + 2 * r} for r in (1, 2, 4, 8)],
-        "sla": SLA,
-    }
-    return rec, [r.to_dict() for r in results], curve
+    rec = dataclasses.replace(rec, launch=launch)
+    points = [LoadPoint(r, 200 + 40 * r, 15 + 2 * r) for r in (1.0, 2.0, 4.0, 8.0)]
+    curve = LoadCurve(points, SLA, 6.0, Provenance("modeled", MODELED.format(hw="l40s")))
+    return rec, results, curve
 
 
 def test_pareto_front_on_known_points() -> None:
@@ -178,7 +195,7 @@ def test_pareto_front_on_known_points() -> None:
     assert pareto_front([(1.0, 1.0)]) == [0]
 
 
-def test_figure_data_selects_points_and_counts_the_omitted(study) -> None:
+def test_figure_data_selects_points_and_counts_the_omitted(study: Study) -> None:
     rec, results, curve = study
     data = pareto_data(results)
     keys = [p.key for p in data.points]
@@ -190,10 +207,12 @@ def test_figure_data_selects_points_and_counts_the_omitted(study) -> None:
     assert "1 without a KL measurement" in data.caption and "modeled for" in data.caption
     bars = {(b.precision, b.hardware): b for b in cost_data(results).bars}
     assert not bars[("int4", "l4")].feasible and bars[("int8", "l40s")].feasible
+    # the local device's latencies are simulated on step times measured here: calibrated, not measured
+    assert "calibrated for 1, modeled for 4" in cost_data(results).caption
     assert [f.name for f in describe_figures(rec, results, curve)] == ["pareto", "cost_by_precision", "load_curve"]
 
 
-def test_markdown_states_the_answer_the_rejects_and_never_passes_unverified(study) -> None:
+def test_markdown_states_the_answer_the_rejects_and_never_passes_unverified(study: Study) -> None:
     rec, results, curve = study
     md = render_markdown(rec, results, curve, images={"pareto": "pareto.png"})
     winner = "int8/torchao-int8-wo@l40sx1/bs32"
@@ -208,6 +227,8 @@ def test_markdown_states_the_answer_the_rejects_and_never_passes_unverified(stud
     assert "![Cost against quality loss](pareto.png)" in md
     assert "&lt;v2>" in md and "<v2>" not in md
     assert "<= 1000 ms" in md and "(modeled)" in md
+    local_row = next(line for line in md.splitlines() if line.startswith("| fp8/torchao-float8-dynamic@local"))
+    assert "| calibrated |" in local_row and "measured" not in local_row
     order = [
         "Recommended:",
         "How to launch it",
@@ -222,12 +243,23 @@ def test_markdown_states_the_answer_the_rejects_and_never_passes_unverified(stud
     assert positions == sorted(positions)
 
 
-def test_markdown_without_a_winner_lists_the_closest_misses(study) -> None:
+def test_markdown_without_a_winner_lists_the_closest_misses(study: Study) -> None:
     rec, results, _ = study
-    failed = {**rec, "winner": None, "saving": None, "rejected_cheaper": rec["rejected_cheaper"]}
+    failed = dataclasses.replace(rec, winner=None, saving=None)
     md = render_markdown(failed, results)
     assert "Nothing met every threshold." in md and "Closest misses" in md
     assert KL_BROKEN in md
+
+
+def test_console_table_prints_the_winner_saving_and_rejects(study: Study) -> None:
+    rec, _, _ = study
+    buffer = io.StringIO()
+    render(rec, Console(file=buffer, width=200))
+    out = buffer.getvalue()
+    assert "int8/torchao-int8-wo@l40sx1/bs32" in out and "modeled" in out
+    assert "40.0 % per token, $600/month" in out
+    assert "bits_per_byte +0.2% ok, KL 0.004 ok" in out
+    assert KL_BROKEN in out and "6 distinct candidates" in out
 
 
 class _StrictParser(HTMLParser):
@@ -252,7 +284,7 @@ class _StrictParser(HTMLParser):
         self.stack.pop()
 
 
-def test_html_is_self_contained_well_formed_and_escaped(study) -> None:
+def test_html_is_self_contained_well_formed_and_escaped(study: Study) -> None:
     rec, results, curve = study
     page = render_html(rec, results, curve)
     parser = _StrictParser()
@@ -268,7 +300,7 @@ def test_html_is_self_contained_well_formed_and_escaped(study) -> None:
     assert "unverified" in row and "pass" not in row
 
 
-def test_write_report_writes_markdown_pngs_and_html(tmp_path: Path, study) -> None:
+def test_write_report_writes_markdown_pngs_and_html(tmp_path: Path, study: Study) -> None:
     rec, results, curve = study
     written = write_report(tmp_path / "report", rec, results, curve)
     assert set(written) == {"markdown", "html", "pareto", "cost_by_precision", "load_curve"}

@@ -11,8 +11,9 @@ import optuna
 import pytest
 import yaml
 from mlflow import MlflowClient
-from recommender.report.recommendation import pick
 
+from recommender.candidate import Candidate
+from recommender.decision import pick
 from recommender.search import grid, prepare, run_search
 from recommender.spec import load_spec
 from tests.conftest import write_suite
@@ -66,16 +67,17 @@ def test_small_study_logs_runs_writes_recommendation_and_resumes(tmp_path: Path,
     assert len(children) == len(distinct) >= 2
     for child in children:
         assert child.info.status == "FINISHED"
-        assert child.data.tags["provenance"] in ("measured", "modeled")
+        assert child.data.tags["provenance"] in ("calibrated", "modeled")  # local latencies are simulated
+        assert "ttft_p50_ms" in child.data.metrics and "tpot_p95_ms" in child.data.metrics
         assert "usd_per_1m_tokens" in child.data.metrics
 
     # recommendation.json: a winner whose figures come from the trials, with provenance.
     rec = json.loads(outcome.recommendation_path.read_text())
-    assert rec["schema_version"] == 1
-    assert rec["current"]["key"] == "bf16/baseline@l4x1/bs4"
+    assert rec["schema_version"] == 2
+    assert Candidate(**rec["current"]["candidate"]).key == "bf16/baseline@l4x1/bs4"
     if rec["winner"] is not None:
-        assert rec["winner"]["quality_verdict"] == "pass"
-        assert rec["winner"]["perf_provenance"].split(":")[0] in ("measured", "modeled")
+        assert rec["winner"]["quality"]["verdict"] == "pass"
+        assert rec["winner"]["serving"]["provenance"]["kind"] in ("calibrated", "modeled")
     assert outcome.quality_evaluations >= 1
 
     # Resume: the same study with the same trial budget runs nothing new and gives the same answer.
@@ -134,14 +136,14 @@ def test_search_matches_exhaustive_grid_and_report_regenerates(tmp_path: Path, d
     winner = outcome.recommendation.winner
     assert (winner is None) == (best is None)
     if best is not None:
-        assert winner["key"] == best.candidate.key
-        assert winner["usd_per_1m_tokens"] == pytest.approx(best.usd_per_1m_tokens, rel=1e-9)
-        launch = {item["engine"]: item for item in outcome.recommendation.launch}
+        assert winner is not None and winner.key == best.candidate.key
+        assert winner.usd_per_1m_tokens == pytest.approx(best.usd_per_1m_tokens, rel=1e-9)
+        launch = {item.engine: item for item in outcome.recommendation.launch}
         assert set(launch) == {"vllm", "sglang", "tgi"}
         batch_flag = {"vllm": "--max-num-seqs 4", "sglang": "--max-running-requests 4", "tgi": "--max-batch-size 4"}
-        supported = [engine for engine, item in launch.items() if item["supported"]]
+        supported = [engine for engine, item in launch.items() if item.supported]
         assert supported, launch
-        assert all(batch_flag[engine] in launch[engine]["command"] for engine in supported)
+        assert all(batch_flag[engine] in (launch[engine].command or "") for engine in supported)
 
     # The study is a Pareto front over (cost, quality loss) as well.
     study = optuna.load_study(study_name=spec.study_name, storage=storage)

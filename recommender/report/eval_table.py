@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from recommender.quality.evaluate import QualityResult
+from recommender.quality.result import QualityResult
 
 
 def _num(value: float | None) -> str:

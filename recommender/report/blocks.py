@@ -1,0 +1,91 @@
+"""The report's building blocks: headings, paragraphs, bullets, tables, code and figures, and number formats.
+
+The report's content is assembled once as a list of these plain blocks (`content.py`) and
+written out by the Markdown and HTML serializers (`render.py`), so the two documents never
+say different things.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from recommender.report.figure_data import FigureInfo
+
+# -- blocks --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A run of inline text: plain, bold ("b"), code ("code"), or a link ("link", with ``href``)."""
+
+    text: str
+    style: str = ""
+    href: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Heading:
+    text: str
+    level: int = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Para:
+    spans: tuple[Span, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Bullets:
+    items: tuple[tuple[Span, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Code:
+    text: str
+    lang: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    info: FigureInfo
+    src: str
+
+
+Block = Heading | Para | Bullets | Table | Code | Image
+
+
+def para(*parts: str | Span) -> Para:
+    return Para(tuple(Span(p) if isinstance(p, str) else p for p in parts))
+
+
+def bold(text: str) -> Span:
+    return Span(text, "b")
+
+
+def code(text: str) -> Span:
+    return Span(text, "code")
+
+
+# -- number formats ------------------------------------------------------------------------
+
+
+def usd_1m(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value >= 100:
+        return f"${value:,.0f}"
+    return f"${value:,.2f}" if value >= 1 else f"${value:#.4g}"
+
+
+def usd(value: float | None) -> str:
+    return "-" if value is None else f"${value:,.0f}"
+
+
+def num(value: float | None, spec: str = ".4g") -> str:
+    return "-" if value is None else format(value, spec)
