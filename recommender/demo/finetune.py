@@ -28,7 +28,9 @@ SEED = 20261123
 V1 = Path(__file__).parent / "model"
 
 
-def finetune(output: Path, *, base: Path, steps: int, seq_len: int, batch_size: int, peak_lr: float) -> dict:
+def finetune(
+    output: Path, *, base: Path, steps: int, seq_len: int, batch_size: int, peak_lr: float
+) -> dict[str, object]:
     torch.manual_seed(SEED)
     torch.set_num_threads(2)
     torch.use_deterministic_algorithms(True)
@@ -45,7 +47,8 @@ def finetune(output: Path, *, base: Path, steps: int, seq_len: int, batch_size: 
     )
 
     output.mkdir(parents=True, exist_ok=True)
-    model.to(torch.bfloat16).eval().save_pretrained(output, safe_serialization=True)
+    # transformers types PreTrainedModel.to through functools.wraps(nn.Module.to), whose first parameter is `self`.
+    model.to(torch.bfloat16).eval().save_pretrained(output, safe_serialization=True)  # type: ignore[arg-type]
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(base / name, output / name)
     summary = {

@@ -34,7 +34,9 @@ SPECIAL_TOKENS = ["<|endoftext|>"]
 
 def demo_config() -> LlamaConfig:
     """The architecture: 4 layers, width 256, GQA with 2 KV heads, all widths multiples of 64."""
-    return LlamaConfig(
+    # rope_theta and torch_dtype: transformers 4.x takes them as such and 5.x through the backward-compatibility
+    # kwargs its dataclass_transform signature does not show; both build the same config.
+    return LlamaConfig(  # type: ignore[call-arg]
         vocab_size=VOCAB_SIZE,
         hidden_size=256,
         intermediate_size=768,
@@ -66,7 +68,8 @@ def train_tokenizer(texts: list[str]) -> PreTrainedTokenizerFast:
         show_progress=False,
     )
     tok.train_from_iterator(texts, trainer=trainer)
-    return PreTrainedTokenizerFast(
+    # transformers 5 leaves the fast tokenizer's __init__ unannotated.
+    return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=tok,
         bos_token="<|endoftext|>",
         eos_token="<|endoftext|>",
@@ -153,7 +156,8 @@ def train(output: Path, *, steps: int, seq_len: int, batch_size: int, peak_lr: f
     )
 
     output.mkdir(parents=True, exist_ok=True)
-    model = model.to(torch.bfloat16)
+    # transformers types PreTrainedModel.to through functools.wraps(nn.Module.to), whose first parameter is `self`.
+    model = model.to(torch.bfloat16)  # type: ignore[arg-type]
     model.eval()
     model.save_pretrained(output, safe_serialization=True)
     tokenizer.save_pretrained(output)

@@ -13,14 +13,16 @@ import contextlib
 import platform
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from recommender.provenance import Provenance
 
 if TYPE_CHECKING:
     from torch import nn
+    from transformers import PretrainedConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +94,7 @@ def _tensor_mb(model: nn.Module) -> float:
     return sum(_storage_bytes(t) for t in [*model.parameters(), *model.buffers()]) / 2**20
 
 
-def timed(fn: Any, *, warmup: int, repeats: int, sync: Any) -> list[float]:
+def timed(fn: Callable[..., object], *, warmup: int, repeats: int, sync: Callable[[], object]) -> list[float]:
     """Seconds of `repeats` calls of `fn` after `warmup` calls, each ended by `sync` (CUDA) before the clock stops."""
     for _ in range(warmup):
         fn()
@@ -120,8 +122,10 @@ def probe(
     import torch
 
     device = next(model.parameters()).device
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    vocab = int(model.config.vocab_size)
+    sync: Callable[[], None] = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    # nn.Module types unknown attributes as Tensor | Module; a transformers model's `config` is its PretrainedConfig.
+    config = cast("PretrainedConfig", model.config)
+    vocab = int(config.vocab_size)
     generator = torch.Generator().manual_seed(seed)
     one_prompt = torch.randint(0, vocab, (1, prompt_tokens), generator=generator).to(device)
     batch_prompt = torch.randint(0, vocab, (batch_size, prompt_tokens), generator=generator).to(device)

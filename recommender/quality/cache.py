@@ -46,7 +46,8 @@ class QualityCache:
     def get(self, key: str) -> dict[str, Any] | None:
         path = self._path(key)
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            entry: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))  # written by put()
+            return entry
         except (OSError, json.JSONDecodeError):
             return None
 

@@ -19,39 +19,43 @@ Policy ``point`` decides on the point estimate alone (pass or fail, never inconc
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from recommender.quality.suite import TaskThreshold
 
 Policy = Literal["confidence", "point"]
 StatVerdict = Literal["pass", "fail", "inconclusive"]
+FloatArray = npt.NDArray[np.float64]
 
 #: Metrics lm-eval aggregates from (log-likelihood, count) pairs, and how.
 _LN2 = math.log(2.0)
-_RATIO_METRICS = {
+_RATIO_METRICS: dict[str, Callable[[FloatArray, FloatArray], FloatArray]] = {
     "word_perplexity": lambda ll, n: np.exp(-ll / n),
     "byte_perplexity": lambda ll, n: np.exp(-ll / n),
     "bits_per_byte": lambda ll, n: -ll / n / _LN2,
 }
 
 
-def aggregate(metric: str, pairs: np.ndarray) -> np.ndarray:
+def aggregate(metric: str, pairs: FloatArray) -> FloatArray:
     """The task score from per-document (numerator, denominator) pairs.
 
     `pairs` has shape (..., n_docs, 2); the result has shape (...). Mean metrics use
     denominators of 1, so this is the plain mean for them.
     """
-    num = pairs[..., 0].sum(axis=-1)
-    den = pairs[..., 1].sum(axis=-1)
+    # A 0-d result (numpy scalar) when `pairs` is (n_docs, 2); numpy's stubs type the reduction as Any.
+    num: FloatArray = pairs[..., 0].sum(axis=-1)
+    den: FloatArray = pairs[..., 1].sum(axis=-1)
     if metric in _RATIO_METRICS:
         return _RATIO_METRICS[metric](num, den)
     return num / den
 
 
-def margin_of(spec: TaskThreshold, baseline: np.ndarray, value: np.ndarray) -> np.ndarray:
+def margin_of(spec: TaskThreshold, baseline: FloatArray, value: FloatArray) -> FloatArray:
     """How far past the threshold `value` is (> 0 broken), in the threshold's units; vectorised."""
     th = spec.threshold
     if th.min_value is not None:
@@ -79,8 +83,8 @@ class PairedResult:
 
 def paired_bootstrap(
     spec: TaskThreshold,
-    baseline_pairs: np.ndarray,
-    variant_pairs: np.ndarray,
+    baseline_pairs: FloatArray,
+    variant_pairs: FloatArray,
     *,
     policy: Policy = "confidence",
     confidence: float = 0.95,

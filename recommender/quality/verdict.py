@@ -67,5 +67,5 @@ def overall(checks: list[Check]) -> Verdict:
     verdicts = {c.verdict for c in checks}
     for verdict in ("fail", "unverified", "inconclusive"):
         if verdict in verdicts:
-            return verdict  # type: ignore[return-value]
+            return verdict
     return "pass"

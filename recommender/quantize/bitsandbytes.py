@@ -38,7 +38,8 @@ class BitsAndBytesMethod(QuantMethod):
         return source.load_model(
             dtype=torch.bfloat16,
             device=device,
-            quantization_config=BitsAndBytesConfig(**kwargs),
+            # transformers leaves BitsAndBytesConfig.__init__ unannotated.
+            quantization_config=BitsAndBytesConfig(**kwargs),  # type: ignore[no-untyped-call]
         )
 
 

@@ -14,12 +14,13 @@ probe and models its memory and bandwidth for catalog GPUs instead.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from recommender.quantize._base import DeviceInfo, QuantMethod
 
 if TYPE_CHECKING:
     from torch import nn
+    from transformers import PreTrainedModel
 
     from recommender.model_source import ModelSource
 
@@ -56,7 +57,8 @@ class FP8KVCache(QuantMethod):
     def _load(self, source: ModelSource, device: DeviceInfo) -> nn.Module:
         model = self.base.load(source, device)
         _register()
-        model.set_attn_implementation(FP8_KV_ATTENTION)
+        # Typed nn.Module (unknown attributes read as Tensor | Module); the loaded model is a transformers one.
+        cast("PreTrainedModel", model).set_attn_implementation(FP8_KV_ATTENTION)
         return model
 
 

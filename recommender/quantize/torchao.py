@@ -76,7 +76,8 @@ def _int4_weight_only(group_size: int) -> Callable[[], Any]:
         from torchao.quantization import IntxWeightOnlyConfig
         from torchao.quantization.granularity import PerGroup
 
-        return IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(group_size))
+        # torch's stubs omit the sub-byte dtypes (int1..int7) that exist at runtime.
+        return IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(group_size))  # type: ignore[attr-defined]
 
     return make
 
