@@ -23,11 +23,10 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(BIN)/python -m pytest
 
-# ruff (rules and the complexity limit in pyproject.toml), formatting, and mypy --strict on recommender/
-# ([tool.mypy] names the package).
+# ruff (rules and the complexity limit in pyproject.toml) and mypy --strict on recommender/ ([tool.mypy] names
+# the package).
 lint: $(STAMP)
 	$(BIN)/ruff check recommender tests evals benchmarks
-	$(BIN)/ruff format --check recommender tests evals benchmarks
 	$(BIN)/mypy
 
 train-demo: $(STAMP)
