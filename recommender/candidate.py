@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
+# Imported at run time, not under TYPE_CHECKING: serialization reads these annotations.
+from recommender.cost import CostEstimate
 from recommender.perf.memory import MemoryFit
+from recommender.perf.probe import ProbeResult
+from recommender.perf.serving import ServingEstimate
+from recommender.quality.result import QualityResult
+from recommender.quality.verdict import Verdict
 from recommender.spec import Deployment
-
-if TYPE_CHECKING:
-    from recommender.cost import CostEstimate
-    from recommender.perf.probe import ProbeResult
-    from recommender.perf.serving import ServingEstimate
-    from recommender.quality.evaluate import QualityResult
-    from recommender.quality.verdict import Verdict
 
 #: vLLM's default token budget per step with chunked prefill.
 DEFAULT_MAX_BATCHED_TOKENS = 8192
