@@ -99,9 +99,7 @@ def search(
 
     console = _console(stderr=json_output)
     spec_path = spec or DEMO_SPEC
-    loaded = load_spec(spec_path)
-    if timeout_s is not None:
-        loaded = loaded.model_copy(update={"search": loaded.search.model_copy(update={"timeout_s": timeout_s})})
+    loaded = load_spec(spec_path, timeout_s=timeout_s)
     uri = resolve_tracking_uri(tracking_uri)
     from recommender.search import prepare
 

@@ -26,6 +26,11 @@ if TYPE_CHECKING:
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
+def looks_like_hub_id(source: str) -> bool:
+    """Whether `source` is shaped like org/name (a path written as ./x, /x or ~/x never is)."""
+    return not source.startswith((".", "/", "~")) and bool(_HUB_ID.match(source))
+
+
 @dataclass(frozen=True, slots=True)
 class ModelSource:
     """A resolved model reference.
@@ -61,7 +66,7 @@ class ModelSource:
         candidate = Path(source).expanduser()
         if not candidate.is_absolute():
             candidate = base_dir / candidate
-        looks_like_path = source.startswith((".", "/", "~")) or not _HUB_ID.match(source)
+        looks_like_path = not looks_like_hub_id(source)
         if candidate.is_dir():
             _check_local_dir(candidate.resolve(), field=field, allow_pickle=allow_pickle)
             return cls(str(candidate.resolve()), True, None, allow_pickle, trust_remote_code, name)

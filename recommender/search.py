@@ -42,12 +42,12 @@ from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
 from recommender.quality.suite import load_use_case
 from recommender.quantize import get_method
 from recommender.recommendation import Recommendation, build
-from recommender.search_space import grid, neighbourhood, params_of, space_choices
-from recommender.spec import LOCAL_DEVICE, SearchSpec
+from recommender.search_space import grid, grid_size, neighbourhood, params_of, space_choices
+from recommender.spec import LOCAL_DEVICE, SearchSpec, spec_from_mapping
 from recommender.tracking import Tracker, absolute_store_uri, git_sha
 from recommender.worker import BUDGET_ATTR, ProgressFn, StatusFn, StudyWorker
 
-__all__ = ["grid", "neighbourhood", "prepare", "run_search", "run_worker", "space_choices"]
+__all__ = ["grid", "grid_size", "neighbourhood", "prepare", "run_search", "run_worker", "space_choices"]
 
 if TYPE_CHECKING:
     import optuna
@@ -183,11 +183,11 @@ class Prepared:
 
 
 def prepare(spec: SearchSpec) -> Prepared:
-    """Check everything that can be refused before a model is loaded."""
-    use_case = load_use_case(spec.resolve(spec.use_case), field=f"{spec.spec_path}: use_case")
+    """Check everything that can be refused before a model is loaded (the spec's paths are absolute already)."""
+    use_case = load_use_case(spec.use_case, field=f"{spec.spec_path}: use_case")
     source = ModelSource.resolve(
         spec.model.source,
-        base_dir=spec.resolve(Path(".")),
+        base_dir=spec.spec_path.parent if spec.spec_path else Path.cwd(),  # only a hub id is still relative
         revision=spec.model.revision,
         allow_pickle=spec.model.allow_pickle,
         trust_remote_code=spec.model.trust_remote_code,
@@ -196,7 +196,7 @@ def prepare(spec: SearchSpec) -> Prepared:
     )
     manager = task_manager(use_case)
     check_tasks_known(use_case, manager)
-    catalog = load_catalog(spec.resolve(spec.hardware_catalog) if spec.hardware_catalog else None)
+    catalog = load_catalog(spec.hardware_catalog)
     shape = ModelShape.from_config(source.load_config())
     check_sla_reachable(
         shape,
@@ -214,32 +214,23 @@ def prepare(spec: SearchSpec) -> Prepared:
 
 
 def _portable(spec: SearchSpec, study_name: str) -> dict[str, Any]:
-    """The spec as JSON with every path absolute and the study named, for workers on other machines
-    (which see the same paths through a shared filesystem or an identical checkout)."""
-    model_source = spec.model.source
-    local = spec.resolve(Path(model_source))
-    if local.exists():
-        model_source = str(local)
-    portable = spec.model_copy(
-        update={
-            "use_case": spec.resolve(spec.use_case),
-            "hardware_catalog": spec.resolve(spec.hardware_catalog) if spec.hardware_catalog else None,
-            "model": spec.model.model_copy(update={"source": model_source}),
-            "search": spec.search.model_copy(update={"study_name": study_name}),
-        }
-    )
-    return {"spec": portable.model_dump(mode="json"), "spec_path": str(spec.spec_path or "")}
+    """The spec as JSON with the study named, for workers on other machines (its paths are absolute since
+    load_spec; other machines see them through a shared filesystem or an identical checkout)."""
+    data = spec.model_dump(mode="json")
+    data["search"]["study_name"] = study_name
+    return {"spec": data, "spec_path": str(spec.spec_path or "")}
 
 
 def _spec_from_study(study: optuna.Study, study_name: str, storage: str) -> SearchSpec:
+    """The spec the coordinator stored, built (validated) once like a spec file."""
     stored = study.user_attrs.get(_SPEC_JSON_ATTR)
     if stored is None:
         raise BadInputError(
             "--study", f"study {study_name!r} in {storage} was not started by this version (no spec stored)",
             "start it with `recommender search SPEC --storage URL`",
         )  # fmt: skip
-    spec = SearchSpec.model_validate(stored["spec"])
-    return spec.model_copy(update={"spec_path": Path(stored["spec_path"]) if stored["spec_path"] else None})
+    spec_path = Path(stored["spec_path"]) if stored["spec_path"] else None
+    return spec_from_mapping(stored["spec"], spec_path=spec_path, label=f"study {study_name!r}: spec")
 
 
 def _worker(
@@ -291,11 +282,12 @@ def run_search(
     source, use_case = prepared.source, prepared.use_case
     tracker = Tracker.open(tracking_uri, experiment=f"recommender/{source.name}")
     planned = n_trials or spec.search.n_trials
+    size = grid_size(spec)
     study = open_study(
         storage,
         spec.study_name,
         spec.search.seed,
-        exhaustive=len(grid(spec)) <= planned,
+        exhaustive=size <= planned,
         heartbeat_s=spec.search.heartbeat_s,
     )
 
@@ -338,7 +330,7 @@ def run_search(
     finished = len(known)
     # The budget counts distinct candidates (a proposal answered from an earlier trial is free); it is
     # stored in the study, where every worker reads it. A larger --n-trials on a resume raises it.
-    budget = max(min(planned, len(grid(spec))), int(study.user_attrs.get(BUDGET_ATTR, 0)))
+    budget = max(min(planned, size), int(study.user_attrs.get(BUDGET_ATTR, 0)))
     study.set_user_attr(BUDGET_ATTR, budget)
     study.set_user_attr(_SPEC_JSON_ATTR, _portable(spec, spec.study_name))
     study.set_user_attr(_TRACKING_ATTR, absolute_store_uri(tracking_uri))
@@ -465,7 +457,7 @@ def run_worker(
     tracker = Tracker.open(uri, experiment=f"recommender/{prepared.source.name}")
     study = open_study(
         storage, study_name, random.SystemRandom().randrange(2**31),  # workers sample apart, not in lockstep
-        exhaustive=len(grid(spec)) <= int(probe.user_attrs[BUDGET_ATTR]), heartbeat_s=spec.search.heartbeat_s,
+        exhaustive=grid_size(spec) <= int(probe.user_attrs[BUDGET_ATTR]), heartbeat_s=spec.search.heartbeat_s,
     )  # fmt: skip
     worker = _worker(study, prepared, tracker, study.user_attrs[_PARENT_ATTR], storage,
                      on_trial=on_trial, on_status=on_status, interrupted=interrupted)  # fmt: skip

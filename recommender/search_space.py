@@ -7,6 +7,7 @@ A candidate is one point of the space; the study stores it as categorical parame
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 from recommender.candidate import Candidate
@@ -66,6 +67,12 @@ def neighbourhood(c: Candidate, choices: dict[str, list[Any]]) -> list[Candidate
         for value in choices[name]
         if value != here[name]
     ]
+
+
+def grid_size(spec: SearchSpec) -> int:
+    """How many candidates the space holds (the product of each setting's choice count), without building
+    them: the search asks this to choose its sampler and cap its budget."""
+    return math.prod(len(values) for values in space_choices(spec).values())
 
 
 def grid(spec: SearchSpec) -> list[Candidate]:

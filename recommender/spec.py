@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from recommender.errors import BadInputError, pydantic_location, pydantic_message
+from recommender.model_source import looks_like_hub_id
 
 Precision = Literal["bf16", "fp16", "fp8", "int8", "int4"]
 #: KV-cache storage dtypes, named as vLLM names them (`--kv-cache-dtype`); see perf/memory.py.
@@ -111,7 +113,8 @@ class SearchSettings(_Strict):
 
 
 class SearchSpec(_Strict):
-    """Everything one search needs; validated on load."""
+    """Everything one search needs, built by `spec_from_mapping` (through `load_spec`): its paths are
+    absolute and its names known, so nothing downstream resolves or re-checks them."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     model: ModelRef
@@ -123,48 +126,22 @@ class SearchSpec(_Strict):
     local_device: LocalDevice | None = None
     hardware_catalog: Path | None = Field(default=None, description="A catalog file overriding the built-in one.")
     search: SearchSettings = SearchSettings()
-    #: Where the file was read from (set by load_spec, not by the user).
+    #: Where the file was read from (set by spec_from_mapping, not by the user; not part of the spec's JSON).
     spec_path: Path | None = Field(default=None, exclude=True)
-
-    @model_validator(mode="after")
-    def _known_names(self) -> SearchSpec:
-        # Imported here: the registry imports nothing heavy, but keeps spec.py free of cycles.
-        from recommender.perf.catalog import load_catalog
-        from recommender.quantize import get_method
-
-        for precision, names in self.space.methods.items():
-            for name in names:
-                method = get_method(name, field=f"space.methods.{precision}")
-                if method.precision != precision:
-                    raise BadInputError(
-                        f"space.methods.{precision}",
-                        f"method {name!r} is a {method.precision} method, listed under {precision}",
-                        f"move it under {method.precision}",
-                    )
-        get_method(self.current.method, field="current.method")
-        catalog = load_catalog(self.hardware_catalog)
-        for i, hw in enumerate([*self.space.hardware, self.current.hardware]):
-            where = f"space.hardware[{i}]" if i < len(self.space.hardware) else "current.hardware"
-            if hw == LOCAL_DEVICE:
-                if self.local_device is None:
-                    raise BadInputError(
-                        where,
-                        "'local' needs a local_device section with its price per hour",
-                        "add local_device: {price_per_hour_usd: ..., price_source: ...}",
-                    )
-                continue
-            catalog.get(hw, field=where)
-        return self
-
-    def resolve(self, path: Path) -> Path:
-        """A path from the spec, made absolute against the spec file's directory."""
-        base = self.spec_path.parent if self.spec_path else Path.cwd()
-        return path if path.is_absolute() else (base / path).resolve()
 
     def fingerprint(self) -> str:
         """A short hash of what is searched (not of how long or with which seed): the default study name's
-        suffix, so a longer budget or a timeout continues the same study."""
-        payload = json.dumps(self.model_dump(mode="json", exclude={"search"}), sort_keys=True)
+        suffix, so a longer budget or a timeout continues the same study. Paths are hashed as seen from the
+        spec's folder, so the name does not change with where the checkout lives."""
+        data = self.model_dump(mode="json", exclude={"search"})
+        if self.spec_path is not None:
+            base = self.spec_path.parent
+            data["use_case"] = os.path.relpath(self.use_case, base)
+            if self.hardware_catalog is not None:
+                data["hardware_catalog"] = os.path.relpath(self.hardware_catalog, base)
+            if Path(self.model.source).is_absolute():
+                data["model"]["source"] = os.path.relpath(self.model.source, base)
+        payload = json.dumps(data, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:10]
 
     @property
@@ -172,8 +149,50 @@ class SearchSpec(_Strict):
         return self.search.study_name or f"{self.name}-{self.fingerprint()}"
 
 
-def load_spec(path: Path) -> SearchSpec:
-    """Read and validate a spec file; any problem becomes one BadInputError naming the field."""
+def load_spec(path: Path, *, timeout_s: float | None = None) -> SearchSpec:
+    """Read a spec file and build it once; any problem becomes one BadInputError naming the file and the field.
+
+    Args:
+        path: the spec YAML; relative paths inside it are taken from its folder, whatever the working directory.
+        timeout_s: the command line's ``--timeout-s``, which overrides ``search.timeout_s`` (merged before
+            validation, so the spec is not copied afterwards).
+    """
+    raw = _read_mapping(path)
+    if timeout_s is not None and isinstance(raw.get("search", {}), dict):
+        raw["search"] = {**raw.get("search", {}), "timeout_s": timeout_s}
+    return spec_from_mapping(raw, spec_path=path.resolve(), label=str(path))
+
+
+def spec_from_mapping(raw: dict[str, Any], *, spec_path: Path | None, label: str) -> SearchSpec:
+    """The one place a spec is built: paths resolved against the spec's folder, validated, names checked.
+
+    Validators do no I/O; the checks that read the catalog or the method registry run here, after the
+    paths are resolved, so a relative ``hardware_catalog`` means the same file from any directory.
+
+    Args:
+        raw: the spec as written (YAML) or as stored in a study (JSON, paths already absolute).
+        spec_path: the spec file, absolute; None for a spec that never had one (then the working directory).
+        label: how errors name the spec, e.g. ``search_spaces/demo.yaml``.
+    """
+    if "spec_path" in raw:
+        raise BadInputError(f"{label}: spec_path", "unknown key", "remove it; the spec's own path is implied")
+    base = spec_path.parent if spec_path is not None else Path.cwd()
+    try:
+        spec = SearchSpec.model_validate({**_with_absolute_paths(raw, base), "spec_path": spec_path})
+        _check_names(spec)
+    except BadInputError as exc:
+        raise BadInputError(f"{label}: {exc.field}", exc.problem, exc.fix) from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise BadInputError(
+            f"{label}: {pydantic_location(tuple(first['loc']))}",
+            pydantic_message(dict(first)),
+            "see search_spaces/demo.yaml for a valid spec",
+        ) from None
+    return spec
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise BadInputError(
             str(path), "spec file not found", "pass an existing YAML file, e.g. search_spaces/demo.yaml"
@@ -187,15 +206,56 @@ def load_spec(path: Path) -> SearchSpec:
         raise BadInputError(where, f"malformed YAML: {problem}", "fix the YAML syntax at that line") from None
     if not isinstance(raw, dict):
         raise BadInputError(str(path), "the spec must be a YAML mapping", "see search_spaces/demo.yaml for the layout")
-    try:
-        spec = SearchSpec.model_validate(raw)
-    except BadInputError as exc:
-        raise BadInputError(f"{path}: {exc.field}", exc.problem, exc.fix) from None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise BadInputError(
-            f"{path}: {pydantic_location(tuple(first['loc']))}",
-            pydantic_message(dict(first)),
-            "see search_spaces/demo.yaml for a valid spec",
-        ) from None
-    return spec.model_copy(update={"spec_path": path.resolve()})
+    return raw
+
+
+def _with_absolute_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
+    """The raw spec with its path fields made absolute against `base`; values of the wrong type are left
+    for validation to refuse with its usual message."""
+    data = dict(raw)
+    for key in ("use_case", "hardware_catalog"):
+        if isinstance(data.get(key), str):
+            data[key] = str((base / Path(data[key]).expanduser()).resolve())
+    model = data.get("model")
+    if isinstance(model, dict) and isinstance(model.get("source"), str):
+        data["model"] = {**model, "source": _absolute_source(model["source"], base)}
+    return data
+
+
+def _absolute_source(source: str, base: Path) -> str:
+    """A model directory (existing, or written as a path) made absolute; a hub id such as org/name, which
+    names no directory beside the spec, stays as written."""
+    candidate = base / Path(source).expanduser()
+    if candidate.is_dir() or not looks_like_hub_id(source):
+        return str(candidate.resolve())
+    return source
+
+
+def _check_names(spec: SearchSpec) -> None:
+    """Every method and accelerator the spec names exists (the catalog read from the resolved path)."""
+    # Imported here: the catalog imports the method registry, which imports nothing of the spec.
+    from recommender.perf.catalog import load_catalog
+    from recommender.quantize import get_method
+
+    for precision, names in spec.space.methods.items():
+        for name in names:
+            method = get_method(name, field=f"space.methods.{precision}")
+            if method.precision != precision:
+                raise BadInputError(
+                    f"space.methods.{precision}",
+                    f"method {name!r} is a {method.precision} method, listed under {precision}",
+                    f"move it under {method.precision}",
+                )
+    get_method(spec.current.method, field="current.method")
+    catalog = load_catalog(spec.hardware_catalog)
+    for i, hw in enumerate([*spec.space.hardware, spec.current.hardware]):
+        where = f"space.hardware[{i}]" if i < len(spec.space.hardware) else "current.hardware"
+        if hw == LOCAL_DEVICE:
+            if spec.local_device is None:
+                raise BadInputError(
+                    where,
+                    "'local' needs a local_device section with its price per hour",
+                    "add local_device: {price_per_hour_usd: ..., price_source: ...}",
+                )
+            continue
+        catalog.get(hw, field=where)
