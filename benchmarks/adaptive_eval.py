@@ -34,8 +34,8 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="Documents per task (default: the suite's).")
     args = parser.parse_args()
     spec = load_spec(args.spec)
-    use_case = load_use_case(spec.resolve(spec.use_case))
-    source = ModelSource.resolve(spec.model.source, base_dir=spec.resolve(Path(".")))
+    use_case = load_use_case(spec.use_case)  # load_spec made the spec's paths absolute
+    source = ModelSource.resolve(spec.model.source, base_dir=args.spec.resolve().parent)
     manager = task_manager(use_case)
     methods = [get_method(m) for ms in spec.space.methods.values() for m in ms if m != "baseline"]
 
