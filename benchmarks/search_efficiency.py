@@ -21,8 +21,8 @@ from pathlib import Path
 
 from recommender.decision import pick
 from recommender.demo.eval_data import cache_dir
-from recommender.search import grid, prepare, run_search
 from recommender.spec import load_spec
+from recommender.study import grid, prepare, run_search
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -101,7 +101,7 @@ def search(
     spec_path = spec or DEMO_SPEC
     loaded = load_spec(spec_path, timeout_s=timeout_s)
     uri = resolve_tracking_uri(tracking_uri)
-    from recommender.search import prepare
+    from recommender.study import prepare
 
     prepared = prepare(loaded)  # every refusal of the spec comes before the progress display
     outcome = _run_with_progress(prepared, storage, uri, output_dir, n_trials, resume, console)
@@ -150,7 +150,7 @@ def worker(
     import json
     from dataclasses import asdict
 
-    from recommender.search import run_worker
+    from recommender.study import run_worker
 
     console = _console(stderr=json_output)
     with _trial_progress(console, total=None) as (on_trial, on_status):
@@ -506,7 +506,7 @@ def _trial_progress(console: Console, *, total: int | None) -> Iterator[tuple[An
 
 def _run_with_progress(prepared, storage, uri, output_dir, n_trials, resume, console):  # type: ignore[no-untyped-def]
     from recommender.report.artifacts import write_documents
-    from recommender.search import run_search
+    from recommender.study import run_search
 
     spec = prepared.spec
     with _trial_progress(console, total=n_trials or spec.search.n_trials) as (on_trial, on_status):

@@ -49,6 +49,6 @@ def read_evidence(directory: Path) -> StudyEvidence:
     curve_path = directory / LOAD_CURVE_JSON
     return StudyEvidence(
         recommendation=from_data(Recommendation, load(RECOMMENDATION_JSON)),
-        results=list_from_data(CandidateResult, load(RESULTS_JSON)),  # type: ignore[arg-type]
+        results=list_from_data(CandidateResult, load(RESULTS_JSON)),
         load_curve=from_data(LoadCurve, load(LOAD_CURVE_JSON)) if curve_path.is_file() else None,
     )

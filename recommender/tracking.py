@@ -176,7 +176,7 @@ class Tracker:
         from mlflow.entities import Param
 
         self.client.log_batch(run.info.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
-        return run.info.run_id
+        return str(run.info.run_id)
 
     def log_trial(self, parent_run_id: str, trial_number: int, result: CandidateResult) -> str:
         from mlflow.entities import Metric, Param, RunTag
@@ -206,7 +206,7 @@ class Tracker:
         )
         # A trial whose evaluation raised (out of memory, a kernel error) ends FAILED, its reason in `broken`.
         self.client.set_terminated(run_id, "FAILED" if result.status == "failed" else "FINISHED")
-        return run_id
+        return str(run_id)
 
     def log_artifacts(self, run_id: str, paths: list[Path]) -> None:
         for path in paths:

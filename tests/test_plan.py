@@ -59,8 +59,8 @@ def test_plan_cli_unknown_model_lists_known_ones() -> None:
 def test_plan_and_search_model_a_catalog_candidate_identically(hardware: str, batch: int) -> None:
     """`plan` is the search's evaluator without quality: same memory plan, step cost, simulation and price."""
     from recommender.candidate import Candidate
-    from recommender.search import prepare
     from recommender.spec import load_spec
+    from recommender.study import prepare
 
     spec = load_spec(Path(__file__).parents[1] / "search_spaces" / "demo.yaml")
     prepared = prepare(spec)

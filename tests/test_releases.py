@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from recommender.search import run_search
 from recommender.spec import load_spec
+from recommender.study import run_search
 from tests.conftest import REPO, write_suite
 
 DEMO_V2 = REPO / "recommender" / "demo" / "model-v2"

@@ -14,8 +14,8 @@ from mlflow import MlflowClient
 
 from recommender.candidate import Candidate
 from recommender.decision import pick
-from recommender.search import grid, prepare, run_search
 from recommender.spec import load_spec
+from recommender.study import grid, prepare, run_search
 from tests.conftest import write_suite
 
 

@@ -15,9 +15,9 @@ import yaml
 from recommender import cli
 from recommender.errors import BadInputError
 from recommender.perf.catalog import BUILTIN_CATALOG
-from recommender.search import _portable, _spec_from_study, prepare
-from recommender.search_space import grid, grid_size
 from recommender.spec import SearchSpec, load_spec
+from recommender.study.prepare import portable_spec, prepare, spec_from_study
+from recommender.study.space import grid, grid_size
 from tests.conftest import DEMO_MODEL, DEMO_SPEC, write_suite
 
 
@@ -116,9 +116,9 @@ def test_a_missing_model_folder_is_made_absolute_and_refused_by_prepare(tmp_path
 def test_the_study_copy_reads_back_as_the_same_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = load_spec(_spec_folder(tmp_path))
     study = optuna.create_study(directions=["minimize", "minimize"])
-    study.set_user_attr("spec", _portable(spec, "the-study"))
+    study.set_user_attr("spec", portable_spec(spec, "the-study"))
     monkeypatch.chdir(_elsewhere(tmp_path))
-    stored = _spec_from_study(study, "the-study", "memory")
+    stored = spec_from_study(study, "the-study", "memory")
     assert stored.study_name == "the-study" and stored.fingerprint() == spec.fingerprint()
     assert stored.model_dump(exclude={"search"}) == spec.model_dump(exclude={"search"})
     assert stored.spec_path == spec.spec_path

@@ -25,8 +25,8 @@ from recommender.candidate import CONSTRAINT_KEYS, Candidate, CandidateResult
 from recommender.decision import cost_bound
 from recommender.evaluator import CandidateEvaluator
 from recommender.quantize import get_method, with_kv_cache
-from recommender.search_space import candidate_of
 from recommender.serialization import from_data, to_data
+from recommender.study.space import candidate_of
 
 if TYPE_CHECKING:
     import optuna

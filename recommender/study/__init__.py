@@ -1,0 +1,27 @@
+"""The Optuna study: one trial per candidate, thresholds as constraints, cost and quality loss as objectives.
+
+- `storage.py`: Optuna's RDB storage (heartbeats, retries) and what the study stores;
+- `prepare.py`: every check before the first trial, and the spec's round trip through the study;
+- `space.py`: the categorical space, candidates from trial parameters and back, the neighbourhood;
+- `worker.py`: the trial loop every process runs (`StudyWorker`);
+- `coordinator.py`: `run_search` — open, work, drain, refine, finish;
+- `join.py`: `run_worker` — `recommender worker` joining a study on another machine.
+"""
+
+from recommender.study.coordinator import SearchOutcome, run_search
+from recommender.study.join import WorkerOutcome, run_worker
+from recommender.study.prepare import Prepared, prepare
+from recommender.study.space import grid, grid_size
+from recommender.study.storage import DEFAULT_STORAGE
+
+__all__ = [
+    "DEFAULT_STORAGE",
+    "Prepared",
+    "SearchOutcome",
+    "WorkerOutcome",
+    "grid",
+    "grid_size",
+    "prepare",
+    "run_search",
+    "run_worker",
+]

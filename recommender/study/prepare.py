@@ -1,0 +1,106 @@
+"""Everything a study needs before its first trial, each part checked: bad input is refused here.
+
+Also the spec's round trip through the study (stored by the coordinator, read back by
+`recommender worker` on another machine).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from recommender.claims import ClaimStore
+from recommender.errors import BadInputError
+from recommender.evaluator import CandidateEvaluator
+from recommender.model_cache import ModelCache, local_device
+from recommender.model_source import ModelSource
+from recommender.perf.catalog import Catalog, load_catalog
+from recommender.perf.serving import check_sla_reachable
+from recommender.perf.shape import ModelShape
+from recommender.performance import LocalMeasurement, PerformanceEvaluator
+from recommender.quality.cache import QualityCache
+from recommender.quality.evaluate import QualityEvaluator
+from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
+from recommender.quality.suite import UseCase, load_use_case
+from recommender.quantize import get_method
+from recommender.spec import LOCAL_DEVICE, SearchSpec, spec_from_mapping
+from recommender.study.storage import SPEC_JSON_ATTR
+
+if TYPE_CHECKING:
+    import optuna
+    from lm_eval.tasks import TaskManager
+
+
+@dataclass
+class Prepared:
+    """What a search needs before its first trial, every part of it checked (bad input is refused here)."""
+
+    spec: SearchSpec
+    source: ModelSource
+    use_case: UseCase
+    manager: TaskManager
+    catalog: Catalog
+    shape: ModelShape
+
+    def evaluator(self, claims: ClaimStore | None = None) -> CandidateEvaluator:
+        models = ModelCache(self.source, local_device())
+        quality = QualityEvaluator(
+            self.use_case, models, cache=QualityCache.default(), manager=self.manager, claims=claims
+        )
+        local = None
+        if self.spec.local_device is not None:
+            local = LocalMeasurement(models, list(self.spec.space.batch_sizes), self.spec.local_device)
+        performance = PerformanceEvaluator(self.catalog, self.shape, self.spec.traffic, self.spec.sla, local)
+        return CandidateEvaluator(performance, quality)
+
+
+def prepare(spec: SearchSpec) -> Prepared:
+    """Check everything that can be refused before a model is loaded (the spec's paths are absolute already)."""
+    use_case = load_use_case(spec.use_case, field=f"{spec.spec_path}: use_case")
+    source = ModelSource.resolve(
+        spec.model.source,
+        base_dir=spec.spec_path.parent if spec.spec_path else Path.cwd(),  # only a hub id is still relative
+        revision=spec.model.revision,
+        allow_pickle=spec.model.allow_pickle,
+        trust_remote_code=spec.model.trust_remote_code,
+        field=f"{spec.spec_path}: model.source",
+        name=spec.model.name,
+    )
+    manager = task_manager(use_case)
+    check_tasks_known(use_case, manager)
+    catalog = load_catalog(spec.hardware_catalog)
+    shape = ModelShape.from_config(source.load_config())
+    check_sla_reachable(
+        shape,
+        [
+            (catalog.get(hw), get_method(m))
+            for hw in {*spec.space.hardware, spec.current.hardware} - {LOCAL_DEVICE}
+            for ms in spec.space.methods.values()
+            for m in ms
+        ],
+        traffic=spec.traffic,
+        sla=spec.sla,
+        field_prefix=f"{spec.spec_path}: sla",
+    )
+    return Prepared(spec, source, use_case, manager, catalog, shape)
+
+
+def portable_spec(spec: SearchSpec, study_name: str) -> dict[str, Any]:
+    """The spec as JSON with the study named, for workers on other machines (its paths are absolute since
+    load_spec; other machines see them through a shared filesystem or an identical checkout)."""
+    data = spec.model_dump(mode="json")
+    data["search"]["study_name"] = study_name
+    return {"spec": data, "spec_path": str(spec.spec_path or "")}
+
+
+def spec_from_study(study: optuna.Study, study_name: str, storage: str) -> SearchSpec:
+    """The spec the coordinator stored, built (validated) once like a spec file."""
+    stored = study.user_attrs.get(SPEC_JSON_ATTR)
+    if stored is None:
+        raise BadInputError(
+            "--study", f"study {study_name!r} in {storage} was not started by this version (no spec stored)",
+            "start it with `recommender search SPEC --storage URL`",
+        )  # fmt: skip
+    spec_path = Path(stored["spec_path"]) if stored["spec_path"] else None
+    return spec_from_mapping(stored["spec"], spec_path=spec_path, label=f"study {study_name!r}: spec")

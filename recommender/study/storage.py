@@ -1,0 +1,107 @@
+"""The study's storage: Optuna's RDB storage with heartbeats, and what the coordinator stores in the study.
+
+Any Optuna RDB storage URL works (sqlite under mlruns/ by default, PostgreSQL for several
+machines); Optuna's storage is the distributed engine — no home-made scheduler.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from recommender.errors import BadInputError
+
+if TYPE_CHECKING:
+    import optuna
+
+DEFAULT_STORAGE = "sqlite:///mlruns/optuna.db"
+#: What the study minimises: the cost, and the quality loss (mean KL against bf16; see CandidateResult).
+OBJECTIVES: dict[str, Literal["minimize", "maximize"]] = {"usd_per_1m_tokens": "minimize", "quality_loss_mean_kl": "minimize"}
+#: The spec's fingerprint: a rerun with another spec under the same study name is refused. Stored last.
+SPEC_FINGERPRINT_ATTR = "spec_fingerprint"
+#: The spec itself (paths made absolute), so `recommender worker --study NAME` needs nothing else.
+SPEC_JSON_ATTR = "spec"
+PARENT_RUN_ATTR = "mlflow_parent_run_id"
+#: The MLflow store the coordinator logs to; workers log there too unless told otherwise.
+TRACKING_URI_ATTR = "mlflow_tracking_uri"
+
+
+def rdb_storage(url: str, heartbeat_s: float) -> optuna.storages.BaseStorage | str:
+    """An RDB storage with heartbeats: a trial whose process was killed (SIGKILL, preemption)
+    is failed once its heartbeat is older than 3 heartbeats, and re-enqueued with the same
+    parameters by RetryHeartbeatStaleTrialCallback, so the next run (or another worker) evaluates it."""
+    import optuna
+    import sqlalchemy as sa
+
+    if not url.startswith(("sqlite:", "postgresql", "mysql")):
+        return url
+    for attempt in range(4):
+        try:
+            with warnings.catch_warnings():  # heartbeats are marked experimental in Optuna; the kill test covers them
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(
+                    url,
+                    heartbeat_interval=max(1, round(heartbeat_s)),
+                    grace_period=max(3, round(3 * heartbeat_s)),
+                    heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=2),
+                )
+        except (sa.exc.IntegrityError, sa.exc.ProgrammingError):
+            # Two processes creating Optuna's tables at once on an empty PostgreSQL database: one
+            # loses with a duplicate key; the tables exist when it tries again.
+            if attempt == 3:
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def unusable_storage(storage: str, exc: BaseException, fix: str) -> BadInputError:
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return BadInputError("--storage", f"cannot open Optuna storage {storage!r}: {first[:200]}", fix)
+
+
+def open_study(
+    storage: str, study_name: str, seed: int, *, exhaustive: bool = False, heartbeat_s: float = 10.0
+) -> optuna.Study:
+    """Create or load the study; a storage URL that cannot be opened is bad input.
+
+    TPE samples the space; when the trial budget covers the whole grid, Optuna's
+    brute-force sampler visits every candidate once instead of sampling some twice.
+    """
+    import optuna
+
+    with warnings.catch_warnings():  # BruteForceSampler is marked experimental; its behaviour here is tested
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        sampler: optuna.samplers.BaseSampler = (
+            optuna.samplers.BruteForceSampler(seed=seed)
+            if exhaustive
+            else optuna.samplers.TPESampler(seed=seed, n_startup_trials=8)
+        )
+    # Optuna logs each failed trial with its traceback; the search prints its own line per failed candidate.
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    try:
+        if storage.startswith("sqlite:///"):
+            Path(storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        study = optuna.create_study(
+            study_name=study_name,
+            storage=rdb_storage(storage, heartbeat_s),
+            directions=list(OBJECTIVES.values()),
+            sampler=sampler,
+            load_if_exists=True,
+        )
+    except Exception as exc:  # a bad URL, a missing driver, an unreachable server (SQLAlchemy's errors)
+        raise unusable_storage(storage, exc, "pass sqlite:///path.db or a reachable postgresql:// URL") from None
+    if len(study.directions) != len(OBJECTIVES):
+        raise BadInputError(
+            "search.study_name",
+            f"study {study_name!r} in {storage} has {len(study.directions)} objective(s), this version optimises "
+            f"{len(OBJECTIVES)} ({', '.join(OBJECTIVES)})",
+            "give the search a new search.study_name",
+        )
+    return study
+
+
+def stored_tracking_uri(study: optuna.Study) -> str | None:
+    uri = study.user_attrs.get(TRACKING_URI_ATTR)
+    return None if uri is None else str(uri)
