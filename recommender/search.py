@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any
 from recommender.candidate import Candidate, CandidateResult
 from recommender.claims import ClaimStore, worker_id
 from recommender.decision import pick
+from recommender.device import local_device
 from recommender.emit.launch import launch_commands
 from recommender.errors import BadInputError
 from recommender.evaluator import CandidateEvaluator
 from recommender.evidence import RECOMMENDATION_JSON, StudyEvidence, write_evidence
-from recommender.model_cache import ModelCache, local_device
+from recommender.model_cache import ModelCache
 from recommender.model_source import ModelSource
 from recommender.perf.catalog import load_catalog
 from recommender.perf.serving import check_sla_reachable
