@@ -6,24 +6,24 @@ threshold; 2 bad input (one line on stderr naming the field and the fix).
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import os
-import signal
+import json
 import sys
-import threading
-from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from recommender.errors import BadInputError
-from recommender.serialization import dumps, list_to_data, to_data
+from recommender.interrupt import ctrl_c_event
+from recommender.report.console import make_console, quiet_libraries, trial_progress, usage_error
 
 if TYPE_CHECKING:
-    from recommender.emit import EmittedConfig
+    from rich.console import Console
+
+    from recommender.model_cache import ModelCache
+    from recommender.quantize import QuantMethod
+    from recommender.study import Prepared, SearchOutcome
 
 TRACKING_URI_HELP = "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlruns/mlflow.db)."
 
@@ -42,11 +42,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-@app.callback()
-def _root() -> None:
-    """Subcommands below; each has --help."""
 
 
 @app.command(
@@ -72,10 +67,7 @@ def search(
     storage: Annotated[
         str, typer.Option(help="Optuna storage URL; the study resumes from it when it exists.")
     ] = "sqlite:///mlruns/optuna.db",
-    tracking_uri: Annotated[
-        str | None,
-        typer.Option(help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlruns/mlflow.db)."),
-    ] = None,
+    tracking_uri: Annotated[str | None, typer.Option(help=TRACKING_URI_HELP)] = None,
     output_dir: Annotated[Path, typer.Option(help="recommendation.json goes to OUTPUT_DIR/<study name>/.")] = Path(
         "mlruns/studies"
     ),
@@ -97,7 +89,7 @@ def search(
     from recommender.spec import load_spec
     from recommender.tracking import resolve_tracking_uri
 
-    console = _console(stderr=json_output)
+    console = make_console(stderr=json_output)
     spec_path = spec or DEMO_SPEC
     loaded = load_spec(spec_path, timeout_s=timeout_s)
     uri = resolve_tracking_uri(tracking_uri)
@@ -108,17 +100,9 @@ def search(
     if json_output:
         print(outcome.recommendation_path.read_text(encoding="utf-8"), end="")
     else:
-        from recommender.report.table import render
+        from recommender.report.study_summary import render_search
 
-        render(outcome.recommendation, console)
-        _print_launch(outcome.recommendation.launch, console)
-        console.print(
-            f"\nrecommendation: {outcome.recommendation_path}\n"
-            f"report: {outcome.output_dir / 'report.html'} (and report.md)\n"
-            f"study: {outcome.study_name} in {outcome.storage} ({outcome.new_trials} new candidates evaluated, "
-            f"{outcome.quality_evaluations} quality evaluations, {outcome.probes} probes)\n"
-            f"MLflow run {outcome.parent_run_id}: mlflow ui --backend-store-uri {outcome.tracking_uri}"
-        )
+        render_search(outcome, console)
     raise typer.Exit(0 if outcome.recommendation.winner else 1)
 
 
@@ -147,72 +131,32 @@ def worker(
     (a shared filesystem or the same checkout). A method's quality is evaluated by one worker
     only; the others wait for it. A worker killed mid-trial loses nothing: its trial is retried.
     """
-    import json
-    from dataclasses import asdict
-
+    from recommender.report.study_summary import worker_summary
     from recommender.study import run_worker
 
-    console = _console(stderr=json_output)
-    with _trial_progress(console, total=None) as (on_trial, on_status):
+    console = make_console(stderr=json_output)
+    with trial_progress(console, total=None) as (on_trial, on_status):
         outcome = run_worker(study, storage=storage, tracking_uri=tracking_uri, on_trial=on_trial,
-                             on_status=on_status, interrupted=_ctrl_c_flag())  # fmt: skip
+                             on_status=on_status, interrupted=ctrl_c_event())  # fmt: skip
     if json_output:
         print(json.dumps(asdict(outcome), indent=2))
     else:
-        console.print(
-            f"worker {outcome.worker_id}: {outcome.candidates_evaluated} candidates evaluated here, "
-            f"{outcome.quality_computed} quality evaluations computed here; the study holds "
-            f"{outcome.candidates_in_study}/{outcome.budget} candidates (the rest, if any, run on other workers). "
-            "The recommendation is written by the `recommender search` that started the study."
-        )
+        console.print(worker_summary(outcome))
 
 
-def _print_launch(launch: list[EmittedConfig], console: Console) -> None:
-    """Each engine's launch command for the winner, or its plain refusal."""
-    if not launch:
-        return
-    console.print("\n[bold]launch the recommendation[/bold]")
-    for item in launch:
-        if item.supported:
-            console.print(f"  {item.engine}: ", end="")
-            console.print(item.command, markup=False, highlight=False, soft_wrap=True)
-        else:
-            console.print(f"  {item.engine}: not supported — {item.notes[0]}", markup=False, highlight=False)
-
-
-@app.command(
-    "report",
-    epilog="Exit codes: 0 written, 2 bad input (unknown run id, unreachable tracking store).",
-)
+@app.command("report", epilog="Exit codes: 0 written, 2 bad input (unknown run id, unreachable tracking store).")
 def report_command(
     run_id: Annotated[str, typer.Argument(help="The study's MLflow run id (printed by `recommender search`).")],
     tracking_uri: Annotated[str | None, typer.Option(help=TRACKING_URI_HELP)] = None,
     output_dir: Annotated[Path | None, typer.Option(help="Where to write (default: mlruns/reports/<run id>).")] = None,
 ) -> None:
     """Regenerate a study's report (report.md, report.html, plots) from its MLflow run alone."""
-    import tempfile
+    from recommender.report.artifacts import regenerate_from_run
+    from recommender.tracking import resolve_tracking_uri
 
-    from recommender.evidence import EVIDENCE_FILES, RECOMMENDATION_JSON, RESULTS_JSON, read_evidence, write_evidence
-    from recommender.report.artifacts import write_documents
-    from recommender.tracking import download_run_artifacts, resolve_tracking_uri
-
-    uri = resolve_tracking_uri(tracking_uri)
     target = output_dir or Path("mlruns/reports") / run_id
-    with tempfile.TemporaryDirectory() as tmp:
-        found = download_run_artifacts(uri, run_id, list(EVIDENCE_FILES), Path(tmp))
-        if RECOMMENDATION_JSON not in found or RESULTS_JSON not in found:
-            raise BadInputError(
-                "run_id", f"run {run_id} has no {RECOMMENDATION_JSON} and {RESULTS_JSON}",
-                "pass the study's parent run id (the one `recommender search` printed), not a trial's",
-            )  # fmt: skip
-        try:
-            evidence = read_evidence(Path(tmp))
-        except ValueError:
-            raise BadInputError(
-                "run_id", f"run {run_id} was logged by an older schema", "re-run its search with this version"
-            ) from None
-    written = write_evidence(target, evidence) + write_documents(target, evidence)
-    console = _console(stderr=False)
+    written = regenerate_from_run(resolve_tracking_uri(tracking_uri), run_id, target)
+    console = make_console(stderr=False)
     for path in written:
         console.print(str(path), markup=False, highlight=False)
 
@@ -230,7 +174,7 @@ def compare_command(
 ) -> None:
     """How quality and cost moved across a model's releases, read from MLflow alone."""
     from recommender.releases import load_releases
-    from recommender.report.compare import compare_data, compare_png, render_compare
+    from recommender.report.compare import compare_data, render_compare, write_compare_png
     from recommender.serialization import dumps, to_data
     from recommender.tracking import resolve_tracking_uri
 
@@ -239,12 +183,11 @@ def compare_command(
     studies = load_releases(resolve_tracking_uri(tracking_uri), model, releases=releases, use_case=use_case)
     data = compare_data(model, studies)
     if plot is not None:
-        plot.parent.mkdir(parents=True, exist_ok=True)
-        plot.write_bytes(compare_png(data))
+        write_compare_png(data, plot)
     if output_format == "json":
         print(dumps(to_data(data)), end="")
     else:
-        render_compare(data, _console(stderr=False))
+        render_compare(data, make_console(stderr=False))
 
 
 @app.command(
@@ -275,6 +218,7 @@ def gate_command(
     """Fail a pipeline when a release regresses in cost or quality against the one it replaces."""
     from recommender.gate import GateLimits, gate
     from recommender.releases import load_releases
+    from recommender.report.gate_summary import gate_lines
     from recommender.tracking import resolve_tracking_uri
 
     for name, value in (("--max-cost-increase", max_cost_increase), ("--max-quality-drop", max_quality_drop)):
@@ -284,16 +228,8 @@ def gate_command(
                              use_case=use_case)  # fmt: skip
     limits = GateLimits(max_cost_increase, max_quality_drop, list(require_pass or []))
     broken = gate(new, old, limits)
-    winner = new.winner.key if new.winner else "nothing feasible"
-    price = new.winner.usd_per_1m_tokens if new.winner else None
-    cost = "-" if price is None else f"${price:.4g}/1M tokens"
-    if not broken:
-        print(f"gate passed: {model} {candidate} vs {against}: {winner} at {cost}")
-        raise typer.Exit(0)
-    print(f"gate FAILED: {model} {candidate} vs {against}: {len(broken)} regression(s)")
-    for line in broken:
-        print(f"  - {line}")
-    raise typer.Exit(1)
+    print("\n".join(gate_lines(model=model, candidate=candidate, against=against, new=new, broken=broken)))
+    raise typer.Exit(1 if broken else 0)
 
 
 @app.command(
@@ -318,40 +254,33 @@ def eval_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Is this quantization good enough for this use case? Paired lm-eval deltas with intervals, KL, a verdict."""
-
-    from recommender.errors import BadInputError as _Bad
-    from recommender.model_cache import ModelCache, local_device
-    from recommender.model_source import ModelSource
     from recommender.quality.cache import QualityCache
     from recommender.quality.evaluate import QualityEvaluator
     from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
     from recommender.quality.suite import load_use_case
     from recommender.quantize import get_method
     from recommender.report.eval_table import render_eval
+    from recommender.serialization import dumps, to_data
 
     quant = get_method(method, field="--method")
     if precision is not None and precision != quant.precision:
-        raise _Bad("--precision", f"{method} is a {quant.precision} method, not {precision}",
-                   f"pass --precision {quant.precision} or a {precision} method")  # fmt: skip
+        raise BadInputError("--precision", f"{method} is a {quant.precision} method, not {precision}",
+                            f"pass --precision {quant.precision} or a {precision} method")  # fmt: skip
     suite = load_use_case(use_case, field="--use-case")
-    source = ModelSource.resolve(model, base_dir=Path.cwd(), field="--model", revision=revision,
-                                 allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)  # fmt: skip
-    source.load_config(field="--model")
-    device = local_device()
-    reason = quant.unavailable_reason(device)
-    if reason is not None:
-        raise _Bad("--method", reason, "pick a method that runs here, or run on a device that has its kernels")
+    models = _models_here(model, quant, fix="pick a method that runs here, or run on a device that has its kernels",
+                          revision=revision, allow_pickle=allow_pickle,
+                          trust_remote_code=trust_remote_code)  # fmt: skip
     manager = task_manager(suite)
     check_tasks_known(suite, manager)
-    evaluator = QualityEvaluator(suite, ModelCache(source, device), cache=QualityCache.default(), limit=limit,
-                                 manager=manager, adaptive=adaptive)  # fmt: skip
-    console = _console(stderr=json_output)
+    evaluator = QualityEvaluator(suite, models, cache=QualityCache.default(), limit=limit, manager=manager,
+                                 adaptive=adaptive)  # fmt: skip
+    console = make_console(stderr=json_output)
     with console.status(f"evaluating {quant.precision}/{quant.name} and the bf16 baseline with lm-eval"):
         result = evaluator.evaluate(quant)
     if json_output:
         print(dumps(to_data(result)), end="")
     else:
-        render_eval(result, model=source.name, use_case=suite.name, console=console)
+        render_eval(result, model=models.source.name, use_case=suite.name, console=console)
     raise typer.Exit({"pass": 0, "fail": 1, "inconclusive": 3}.get(result.verdict, 2))
 
 
@@ -372,50 +301,23 @@ def plan(
     json_output: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
 ) -> None:
     """Project cost and latency for an architecture without its weights, across GPUs and precisions."""
-    from rich.table import Table
-
     from recommender.perf.catalog import load_catalog
     from recommender.plan import load_architecture, rows_to_json
     from recommender.plan import plan as run_plan
+    from recommender.report.plan_table import render_plan
     from recommender.spec import LatencySLA, Traffic
 
     name, shape = load_architecture(model)
+    traffic = Traffic(prompt_tokens=prompt_tokens, output_tokens=output_tokens, requests_per_second=rps)
+    sla = LatencySLA(ttft_p99_ms=ttft_ms, tpot_p99_ms=tpot_ms)
     rows = run_plan(
         shape, load_catalog(), hardware=hardware or ["h100-sxm", "h200", "a100-80gb", "l40s", "l4", "mi300x"],
-        precisions=["bf16", "fp8", "int8", "int4"],
-        traffic=Traffic(prompt_tokens=prompt_tokens, output_tokens=output_tokens, requests_per_second=rps),
-        sla=LatencySLA(ttft_p99_ms=ttft_ms, tpot_p99_ms=tpot_ms), batch_sizes=batch_size or [64, 256],
+        precisions=["bf16", "fp8", "int8", "int4"], traffic=traffic, sla=sla, batch_sizes=batch_size or [64, 256],
     )  # fmt: skip
     if json_output:
         print(rows_to_json(rows))
         return
-    console = _console(stderr=False)
-    table = Table(title=f"{name}: {prompt_tokens}+{output_tokens} tokens at {rps:g} req/s, "
-                        f"P99 TTFT <= {ttft_ms:g} ms, TPOT <= {tpot_ms:g} ms (all modeled)")  # fmt: skip
-    for column in (
-        "GPU",
-        "precision/method",
-        "tp",
-        "batch",
-        "$/1M tok",
-        "replicas",
-        "$/month",
-        "TTFT",
-        "TPOT",
-        "quality",
-    ):
-        table.add_column(column)
-    for r in rows:
-        money = "-" if r.usd_per_1m_tokens is None else f"${r.usd_per_1m_tokens:.3f}"
-        month = "-" if r.usd_per_month is None else f"${r.usd_per_month:,.0f}"
-        table.add_row(r.hardware, f"{r.precision}/{r.method}", str(r.tensor_parallel or "-"), str(r.batch_size or "-"),
-                      money, str(r.replicas or "-"), month,
-                      "-" if r.ttft_p99_ms is None else f"{r.ttft_p99_ms:.0f}",
-                      "-" if r.tpot_p99_ms is None else f"{r.tpot_p99_ms:.1f}",
-                      r.note or f"{r.quality} [{r.quality_verdict}]")  # fmt: skip
-    console.print(table)
-    console.print("[dim]modeled: roofline step costs (assumed efficiencies) + continuous-batching simulation; "
-                  "catalog prices with their sources in recommender/perf/hardware.yaml[/]")  # fmt: skip
+    render_plan(rows, name=name, traffic=traffic, sla=sla, console=make_console(stderr=False))
 
 
 @app.command(epilog="Every figure is measured on this machine (warm-up 1, median of --repeats, min-max spread).")
@@ -428,140 +330,54 @@ def probe(
     json_output: Annotated[bool, typer.Option("--json", help="Print the measurements as JSON.")] = False,
 ) -> None:
     """Measure the really quantized model here: prefill time, decode step time, memory."""
-
-    from rich.table import Table
-
-    from recommender.errors import BadInputError as _Bad
-    from recommender.model_cache import ModelCache, local_device
-    from recommender.model_source import ModelSource
     from recommender.perf.probe import probe as run_probe
     from recommender.quantize import get_method
+    from recommender.report.probe_table import render_probe
+    from recommender.serialization import dumps, list_to_data
 
     quant = get_method(method, field="--method")
-    source = ModelSource.resolve(model, base_dir=Path.cwd(), field="--model")
-    source.load_config(field="--model")
-    device = local_device()
-    if (reason := quant.unavailable_reason(device)) is not None:
-        raise _Bad("--method", reason, "pick a method that runs here")
-    loaded = ModelCache(source, device).get(quant)
-    results = [
-        run_probe(loaded, prompt_tokens=p, batch_size=b, repeats=repeats)
-        for p in (prompt_tokens or [128])
-        for b in (batch_size or [1, 8, 32])
-    ]
+    models = _models_here(model, quant, fix="pick a method that runs here")
+    loaded = models.get(quant)
+    results = [run_probe(loaded, prompt_tokens=p, batch_size=b, repeats=repeats)
+               for p in (prompt_tokens or [128]) for b in (batch_size or [1, 8, 32])]  # fmt: skip
     if json_output:
         print(dumps(list_to_data(results)), end="")
         return
-    table = Table(title=f"{source.name} {quant.precision}/{quant.name}: {results[0].provenance}")
-    for column in (
-        "prompt",
-        "batch",
-        "prefill ms",
-        "decode step ms",
-        "tok/s (decode)",
-        "weights MB",
-        "KV MB",
-        "peak +MB",
-    ):
-        table.add_column(column)
-    for r in results:
-        table.add_row(
-            str(r.prompt_tokens), str(r.batch_size),
-            f"{r.prefill_s * 1e3:.1f} ({r.prefill_spread_s[0] * 1e3:.1f}-{r.prefill_spread_s[1] * 1e3:.1f})",
-            f"{r.decode_step_s * 1e3:.2f} ({r.decode_spread_s[0] * 1e3:.2f}-{r.decode_spread_s[1] * 1e3:.2f})",
-            f"{r.batch_size / r.decode_step_s:,.0f}", f"{r.weights_mb:.1f}", f"{r.kv_cache_mb:.1f}",
-            "-" if r.peak_rss_delta_mb is None else f"{r.peak_rss_delta_mb:.0f}",
-        )  # fmt: skip
-    _console(stderr=False).print(table)
+    render_probe(results, model=models.source.name, method=quant, console=make_console(stderr=False))
 
 
-@contextlib.contextmanager
-def _trial_progress(console: Console, *, total: int | None) -> Iterator[tuple[Any, Any]]:
-    """A progress bar over candidates, with a status line and one printed line per evaluated candidate."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+def _models_here(model: str, quant: QuantMethod, *, fix: str, revision: str | None = None, allow_pickle: bool = False,
+                 trust_remote_code: bool = False) -> ModelCache:  # fmt: skip
+    """What `eval` and `probe` check before loading anything (--model readable, the method runnable here)."""
+    from recommender.device import local_device
+    from recommender.model_cache import ModelCache
+    from recommender.model_source import ModelSource
 
-    columns = (
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task("candidates", total=total)
-
-        def on_status(message: str) -> None:
-            progress.update(task, description=f"candidates · {message}")
-
-        def on_trial(done: int, planned: int, result, cached: bool) -> None:  # type: ignore[no-untyped-def]
-            progress.update(task, completed=done, total=planned)
-            if cached:
-                return
-            price = "-" if result.usd_per_1m_tokens is None else f"${result.usd_per_1m_tokens:.4f}/1M"
-            verdict = "feasible" if result.feasible else ("; ".join(result.broken)[:90] or result.quality_verdict)
-            progress.console.print(f"  {done:3d} {result.candidate.key:<44} {price:>14}  {verdict}")
-
-        yield on_trial, on_status
+    source = ModelSource.resolve(model, base_dir=Path.cwd(), field="--model", revision=revision,
+                                 allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)  # fmt: skip
+    source.load_config(field="--model")
+    device = local_device()
+    if (reason := quant.unavailable_reason(device)) is not None:
+        raise BadInputError("--method", reason, fix)
+    return ModelCache(source, device)
 
 
-def _run_with_progress(prepared, storage, uri, output_dir, n_trials, resume, console):  # type: ignore[no-untyped-def]
+def _run_with_progress(
+    prepared: Prepared, storage: str, uri: str, output_dir: Path, n_trials: int | None, resume: bool, console: Console
+) -> SearchOutcome:
+    """The search behind a progress bar; Ctrl-C stops it between trials."""
     from recommender.report.artifacts import write_documents
     from recommender.study import run_search
 
-    spec = prepared.spec
-    with _trial_progress(console, total=n_trials or spec.search.n_trials) as (on_trial, on_status):
-        return run_search(
-            spec,
-            storage=storage,
-            tracking_uri=uri,
-            output_root=output_dir,
-            n_trials=n_trials,
-            resume=resume,
-            prepared=prepared,
-            on_trial=on_trial,
-            on_status=on_status,
-            interrupted=_ctrl_c_flag(),
-            write_documents=write_documents,
-        )
-
-
-def _ctrl_c_flag() -> threading.Event:
-    """An event set by Ctrl-C (SIGINT), which also raises KeyboardInterrupt as usual.
-
-    Library code sometimes swallows the KeyboardInterrupt (torch while importing a module); the
-    search checks the event between trials, so the second chance to stop comes at the next trial.
-    """
-    flag = threading.Event()
-
-    def on_sigint(_signum: int, _frame: object) -> None:
-        flag.set()
-        raise KeyboardInterrupt
-
-    default_hook = sys.unraisablehook
-
-    def quiet_when_interrupted(unraisable: Any) -> None:
-        # A KeyboardInterrupt raised inside a finalizer is "ignored" with a traceback; the flag handles it.
-        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
-            default_hook(unraisable)
-
-    signal.signal(signal.SIGINT, on_sigint)
-    sys.unraisablehook = quiet_when_interrupted
-    return flag
-
-
-def _console(*, stderr: bool) -> Console:
-    """A console; in logs and CI (no terminal) wide enough that tables do not wrap config keys."""
-    console = Console(stderr=stderr)
-    return console if console.is_terminal else Console(stderr=stderr, width=140)
+    with trial_progress(console, total=n_trials or prepared.spec.search.n_trials) as (on_trial, on_status):
+        return run_search(prepared.spec, storage=storage, tracking_uri=uri, output_root=output_dir, n_trials=n_trials,
+                          resume=resume, prepared=prepared, on_trial=on_trial, on_status=on_status,
+                          interrupted=ctrl_c_event(), write_documents=write_documents)  # fmt: skip
 
 
 def main() -> None:
     """Entry point: turns BadInputError into one line and exit code 2."""
-    os.environ.setdefault("TQDM_DISABLE", "1")  # lm-eval's per-request bars; our progress shows trials
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    # Import-time chatter of libraries (CUDA-only extensions absent on CPU, deprecations) is not the user's concern.
-    for noisy in ("torchao", "torch.utils._pytree", "lm-eval", "lm_eval", "bitsandbytes"):
-        logging.getLogger(noisy).setLevel(logging.ERROR)
+    quiet_libraries()
     try:
         code = app(standalone_mode=False)
     except BadInputError as exc:
@@ -570,10 +386,7 @@ def main() -> None:
     except (typer.Abort, KeyboardInterrupt):
         code = 130
     except typer.TyperException as exc:  # a wrong command, flag or value, found by the command-line parser
-        message = " ".join(str(getattr(exc, "format_message", exc.__str__)()).split())
-        ctx = getattr(exc, "ctx", None)
-        command = ctx.command_path if ctx is not None else "recommender"
-        sys.stderr.write(f"error: {message} (fix: see `{command} --help`)\n")
+        sys.stderr.write(usage_error(exc) + "\n")
         sys.exit(int(getattr(exc, "exit_code", 2)))
     if code == 130:  # Ctrl-C: typer turns the KeyboardInterrupt into exit code 130
         sys.stderr.write("interrupted: finished trials and evaluated documents are saved; rerun to resume\n")

@@ -10,21 +10,13 @@ import gc
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from recommender.device import DeviceInfo
 from recommender.model_source import ModelSource
-from recommender.quantize import DeviceInfo, QuantMethod
+from recommender.quantize import QuantMethod
 
 if TYPE_CHECKING:
     from torch import nn
     from transformers import PreTrainedTokenizerBase
-
-
-def local_device() -> DeviceInfo:
-    """The device this process would load models on: CUDA when present, else the CPU."""
-    import torch
-
-    if torch.cuda.is_available():
-        return DeviceInfo("cuda", torch.cuda.get_device_capability(0))
-    return DeviceInfo("cpu")
 
 
 @dataclass

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from torch import nn
     from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
-    from recommender.quantize import DeviceInfo
+    from recommender.device import DeviceInfo
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -99,7 +99,8 @@ class ModelSource:
         kwargs = self._common_kwargs()
         kwargs.pop("use_safetensors", None)
         try:
-            return AutoConfig.from_pretrained(self.location, **kwargs)
+            config: PretrainedConfig = AutoConfig.from_pretrained(self.location, **kwargs)
+            return config
         except ValueError as exc:
             if "trust_remote_code" in str(exc):
                 raise BadInputError(
@@ -127,11 +128,11 @@ class ModelSource:
         from transformers import AutoModelForCausalLM
         from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
         model = AutoModelForCausalLM.from_pretrained(
             self.location, dtype=dtype, device_map=device.kind, **self._common_kwargs(), **extra
         )
-        model.eval()
+        model.eval()  # type: ignore[no-untyped-call]
         return model
 
     def fingerprint(self) -> str:

@@ -17,11 +17,24 @@ from typing import Any
 
 from recommender.candidate import CandidateResult
 from recommender.errors import BadInputError
-from recommender.evidence import RECOMMENDATION_JSON, RESULTS_JSON
+from recommender.evidence import EVIDENCE_FILES, RECOMMENDATION_JSON, RESULTS_JSON
 from recommender.quality.result import QualityResult
 from recommender.recommendation import Recommendation
 from recommender.serialization import from_data, list_from_data
-from recommender.tracking import open_client
+from recommender.tracking import download_run_artifacts, open_client
+
+
+def download_study_evidence(uri: str, run_id: str, directory: Path) -> None:
+    """A study run's evidence, downloaded into `directory` (the load curve only when the study had a winner).
+
+    Only a study's parent run holds it; a trial's run id is refused with the id to pass instead.
+    """
+    found = download_run_artifacts(uri, run_id, list(EVIDENCE_FILES), directory)
+    if RECOMMENDATION_JSON not in found or RESULTS_JSON not in found:
+        raise BadInputError(
+            "run_id", f"run {run_id} has no {RECOMMENDATION_JSON} and {RESULTS_JSON}",
+            "pass the study's parent run id (the one `recommender search` printed), not a trial's",
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)

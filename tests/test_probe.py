@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from recommender.device import DeviceInfo
 from recommender.model_source import ModelSource
 from recommender.perf.probe import probe
-from recommender.quantize import DeviceInfo, get_method
+from recommender.quantize import get_method
 
 
 def test_probe_measures_prefill_decode_and_memory(demo_model_dir: Path) -> None:

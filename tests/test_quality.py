@@ -6,12 +6,13 @@ from pathlib import Path
 
 import numpy as np
 
+from recommender.device import DeviceInfo
 from recommender.model_cache import ModelCache
 from recommender.model_source import ModelSource
 from recommender.quality.cache import QualityCache
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.suite import load_use_case
-from recommender.quantize import DeviceInfo, get_method
+from recommender.quantize import get_method
 from tests.conftest import write_suite
 
 

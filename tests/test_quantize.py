@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from recommender.device import DeviceInfo
 from recommender.errors import MethodUnavailableError
 from recommender.model_source import ModelSource
-from recommender.quantize import DeviceInfo, all_methods, get_method
+from recommender.quantize import all_methods, get_method
 
 CPU = DeviceInfo("cpu")
 CPU_METHODS = sorted(name for name, m in all_methods().items() if m.unavailable_reason(CPU) is None)

@@ -6,7 +6,7 @@ dataset. Instead their documents are generated here from the held-out ("eval") s
 of the demo corpus (the running interpreter's standard library, see `corpus.py`).
 
 Generation is a pure function of the generator version and the held-out texts: the
-output is cached under ``cache_dir()/eval_data/<task>/<fingerprint>.jsonl`` where the
+output is cached under ``cache_root()/eval_data/<task>/<fingerprint>.jsonl`` where the
 fingerprint hashes both, so the same interpreter always yields the same bytes and a
 different interpreter (different stdlib sources) regenerates instead of reusing stale
 data. Files are written atomically and only when missing.
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from recommender.demo.corpus import SourceFile, iter_source_files
+from recommender.paths import cache_root
 
 #: Bump whenever the output of a generator changes for the same sources.
 GENERATOR_VERSION = "1"
@@ -57,12 +58,6 @@ NEXT_LINE_MIN_CHARS = 8
 NEXT_LINE_LENGTH_WINDOW = 64
 #: Fixed RNG seed for position sampling, distractors and answer placement.
 NEXT_LINE_SEED = 20240611
-
-
-def cache_dir() -> Path:
-    """The tool's cache root: ``$RECOMMENDER_CACHE_DIR`` or ``~/.cache/recommender``."""
-    env = os.environ.get("RECOMMENDER_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "recommender"
 
 
 def fingerprint(task: str, files: Sequence[SourceFile]) -> str:
@@ -176,7 +171,7 @@ def _write_jsonl(path: Path, docs: Iterable[dict[str, Any]]) -> None:
 
 def _build(task: str, make: Any, files: Sequence[SourceFile] | None) -> Path:
     files = list(iter_source_files("eval")) if files is None else list(files)
-    path = cache_dir() / "eval_data" / task / f"{fingerprint(task, files)}.jsonl"
+    path = cache_root() / "eval_data" / task / f"{fingerprint(task, files)}.jsonl"
     if not path.exists():
         _write_jsonl(path, make(files))
     return path
@@ -204,5 +199,5 @@ def load_as_dataset_dict(path: Path) -> Any:
     return datasets.load_dataset(
         "json",
         data_files={"test": str(path)},
-        cache_dir=str(cache_dir() / "hf_datasets"),
+        cache_dir=str(cache_root() / "hf_datasets"),
     )

@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from recommender.device import DeviceInfo
 from recommender.perf.probe import timed
 from recommender.perf.shape import ModelShape
-from recommender.quantize import DeviceInfo, QuantMethod, get_method
+from recommender.quantize import QuantMethod, get_method
 
 if TYPE_CHECKING:
     from recommender.perf.probe import ProbeResult

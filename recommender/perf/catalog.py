@@ -15,8 +15,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from recommender.device import DeviceInfo
 from recommender.errors import BadInputError, pydantic_location, pydantic_message
-from recommender.quantize import DeviceInfo
 
 BUILTIN_CATALOG = Path(__file__).with_name("hardware.yaml")
 

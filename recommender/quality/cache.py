@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from recommender.paths import cache_root
+
 
 def cache_key(**parts: Any) -> str:
     """A stable hash of the named parts (order-independent)."""
@@ -36,9 +38,7 @@ class QualityCache:
 
     @classmethod
     def default(cls) -> QualityCache:
-        from recommender.demo.eval_data import cache_dir
-
-        return cls(cache_dir() / "quality")
+        return cls(cache_root() / "quality")
 
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"

@@ -13,27 +13,13 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from recommender.device import DeviceInfo
 from recommender.errors import MethodUnavailableError
 
 if TYPE_CHECKING:
     from torch import nn
 
     from recommender.model_source import ModelSource
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceInfo:
-    """The device a model would be loaded on: "cpu" or "cuda", with CUDA's compute capability."""
-
-    kind: str
-    compute_capability: tuple[int, int] | None = None
-
-    @property
-    def label(self) -> str:
-        if self.compute_capability is None:
-            return self.kind
-        major, minor = self.compute_capability
-        return f"{self.kind} (sm_{major}{minor})"
 
 
 @dataclass(frozen=True, slots=True)

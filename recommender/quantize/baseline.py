@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from recommender.quantize._base import DeviceInfo, EngineFlags, QuantMethod
+from recommender.device import DeviceInfo
+from recommender.quantize._base import EngineFlags, QuantMethod
 
 if TYPE_CHECKING:
     from torch import nn

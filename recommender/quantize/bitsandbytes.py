@@ -12,7 +12,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from recommender.quantize._base import DeviceInfo, EngineFlags, QuantMethod
+from recommender.device import DeviceInfo
+from recommender.quantize._base import EngineFlags, QuantMethod
 
 if TYPE_CHECKING:
     from torch import nn

@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from recommender.quantize._base import DeviceInfo, QuantMethod
+from recommender.device import DeviceInfo
+from recommender.quantize._base import QuantMethod
 
 if TYPE_CHECKING:
     from torch import nn

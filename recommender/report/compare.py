@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -149,3 +150,9 @@ def compare_png(data: Comparison) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return buffer.getvalue()
+
+
+def write_compare_png(data: Comparison, path: Path) -> None:
+    """`compare_png` written to `path`, its folder created."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(compare_png(data))

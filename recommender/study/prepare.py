@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from recommender.claims import ClaimStore
+from recommender.device import local_device
 from recommender.errors import BadInputError
 from recommender.evaluator import CandidateEvaluator
-from recommender.model_cache import ModelCache, local_device
+from recommender.model_cache import ModelCache
 from recommender.model_source import ModelSource
 from recommender.perf.catalog import Catalog, load_catalog
 from recommender.perf.serving import check_sla_reachable

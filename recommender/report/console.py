@@ -1,0 +1,75 @@
+"""Terminal output every command shares: a console sized for logs, the progress over candidates,
+the libraries' own chatter kept off it, and the one-line form of a command-line mistake.
+
+Here rather than in the CLI so that the commands only parse, call and print, and so that
+a search and a worker show their trials the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+if TYPE_CHECKING:
+    from recommender.candidate import CandidateResult
+    from recommender.study.worker import ProgressFn, StatusFn
+
+
+#: Loggers whose import-time chatter (CUDA-only extensions absent on CPU, deprecations) is not the user's concern.
+_NOISY_LOGGERS = ("torchao", "torch.utils._pytree", "lm-eval", "lm_eval", "bitsandbytes")
+
+
+def quiet_libraries() -> None:
+    """Only our output on the terminal: no per-request bars of lm-eval or the hub, no import-time warnings."""
+    os.environ.setdefault("TQDM_DISABLE", "1")  # lm-eval's per-request bars; our progress shows trials
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    for noisy in _NOISY_LOGGERS:
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+
+
+def usage_error(exc: Exception) -> str:
+    """A wrong command, flag or value (click's exception) as one line pointing at the command's --help."""
+    message = " ".join(str(getattr(exc, "format_message", exc.__str__)()).split())
+    ctx = getattr(exc, "ctx", None)
+    command = ctx.command_path if ctx is not None else "recommender"
+    return f"error: {message} (fix: see `{command} --help`)"
+
+
+def make_console(*, stderr: bool) -> Console:
+    """A console; in logs and CI (no terminal) wide enough that tables do not wrap config keys."""
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(stderr=stderr, width=140)
+
+
+@contextlib.contextmanager
+def trial_progress(console: Console, *, total: int | None) -> Iterator[tuple[ProgressFn, StatusFn]]:
+    """A progress bar over candidates, with a status line and one printed line per evaluated candidate."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    columns = (
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+    )  # fmt: skip
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("candidates", total=total)
+
+        def on_status(message: str) -> None:
+            progress.update(task, description=f"candidates · {message}")
+
+        def on_trial(done: int, planned: int, result: CandidateResult, cached: bool) -> None:
+            progress.update(task, completed=done, total=planned)
+            if not cached:
+                progress.console.print(f"  {done:3d} {_line(result)}")
+
+        yield on_trial, on_status
+
+
+def _line(result: CandidateResult) -> str:
+    """An evaluated candidate in one line: its key, its price, feasible or what it broke."""
+    price = "-" if result.usd_per_1m_tokens is None else f"${result.usd_per_1m_tokens:.4f}/1M"
+    verdict = "feasible" if result.feasible else ("; ".join(result.broken)[:90] or result.quality_verdict)
+    return f"{result.candidate.key:<44} {price:>14}  {verdict}"

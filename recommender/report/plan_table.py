@@ -1,0 +1,51 @@
+"""The printed answer of `recommender plan`: one row per GPU and precision, every figure modeled."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from recommender.plan import PlanRow
+    from recommender.spec import LatencySLA, Traffic
+
+_COLUMNS = ("GPU", "precision/method", "tp", "batch", "$/1M tok", "replicas", "$/month", "TTFT", "TPOT", "quality")
+
+
+def _or_dash(value: object) -> str:
+    """A count, or "-" where the row has none (0 counts as none: no configuration)."""
+    return str(value or "-")
+
+
+def _cells(r: PlanRow) -> tuple[str, ...]:
+    return (
+        r.hardware,
+        f"{r.precision}/{r.method}",
+        _or_dash(r.tensor_parallel),
+        _or_dash(r.batch_size),
+        "-" if r.usd_per_1m_tokens is None else f"${r.usd_per_1m_tokens:.3f}",
+        _or_dash(r.replicas),
+        "-" if r.usd_per_month is None else f"${r.usd_per_month:,.0f}",
+        "-" if r.ttft_p99_ms is None else f"{r.ttft_p99_ms:.0f}",
+        "-" if r.tpot_p99_ms is None else f"{r.tpot_p99_ms:.1f}",
+        r.note or f"{r.quality} [{r.quality_verdict}]",
+    )
+
+
+def render_plan(rows: Sequence[PlanRow], *, name: str, traffic: Traffic, sla: LatencySLA, console: Console) -> None:
+    """The rows under a title naming the traffic and SLA they were planned for, and where the figures come from."""
+    table = Table(
+        title=f"{name}: {traffic.prompt_tokens}+{traffic.output_tokens} tokens at {traffic.requests_per_second:g} "
+        f"req/s, P99 TTFT <= {sla.ttft_p99_ms:g} ms, TPOT <= {sla.tpot_p99_ms:g} ms (all modeled)"
+    )
+    for column in _COLUMNS:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*_cells(row))
+    console.print(table)
+    console.print("[dim]modeled: roofline step costs (assumed efficiencies) + continuous-batching simulation; "
+                  "catalog prices with their sources in recommender/perf/hardware.yaml[/]")  # fmt: skip
