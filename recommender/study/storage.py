@@ -18,7 +18,10 @@ if TYPE_CHECKING:
 
 DEFAULT_STORAGE = "sqlite:///mlruns/optuna.db"
 #: What the study minimises: the cost, and the quality loss (mean KL against bf16; see CandidateResult).
-OBJECTIVES: dict[str, Literal["minimize", "maximize"]] = {"usd_per_1m_tokens": "minimize", "quality_loss_mean_kl": "minimize"}
+OBJECTIVES: dict[str, Literal["minimize", "maximize"]] = {
+    "usd_per_1m_tokens": "minimize",
+    "quality_loss_mean_kl": "minimize",
+}
 #: The spec's fingerprint: a rerun with another spec under the same study name is refused. Stored last.
 SPEC_FINGERPRINT_ATTR = "spec_fingerprint"
 #: The spec itself (paths made absolute), so `recommender worker --study NAME` needs nothing else.
