@@ -22,6 +22,17 @@ class CostEstimate:
     price_source: str
 
 
+def replicas_needed(target_rate: float, max_rate: float) -> int:
+    """Replicas that together serve `target_rate` when each serves at most `max_rate` within the SLA.
+
+    The 1e-9 slack keeps an exact multiple (30 requests/s at 10 per replica) from rounding up
+    to one replica more through floating-point error.
+    """
+    if max_rate <= 0:
+        raise ValueError("no arrival rate meets the SLA on one replica; more replicas will not help")
+    return max(1, math.ceil(target_rate / max_rate - 1e-9))
+
+
 def estimate_cost(
     *,
     price_per_hour_usd: float,
@@ -34,7 +45,7 @@ def estimate_cost(
     """Price per token at saturation, and the fleet the target traffic needs."""
     hourly = price_per_hour_usd * tensor_parallel
     per_million = hourly / (replica_tokens_per_s * 3600.0) * 1e6
-    replicas = max(1, math.ceil(target_requests_per_s / replica_requests_per_s - 1e-9))
+    replicas = replicas_needed(target_requests_per_s, replica_requests_per_s)
     return CostEstimate(
         usd_per_1m_tokens=per_million,
         replicas=replicas,

@@ -19,10 +19,12 @@ from recommender.errors import MethodUnavailableError
 from recommender.perf.catalog import Accelerator, Catalog
 from recommender.perf.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryFit, plan_memory
 from recommender.perf.probe import ProbeResult, probe
-from recommender.perf.serving import SIMULATED_REQUESTS, ServingEstimate, simulate_serving, step_cost_provenance
+from recommender.perf.scheduler import SchedulerConfig
+from recommender.perf.scheduler import simulate as simulate_workload
+from recommender.perf.serving import SIMULATED_REQUESTS, ServingEstimate, simulate_serving
 from recommender.perf.shape import ModelShape
-from recommender.perf.simulator import RooflineStepCost, SchedulerConfig, StepCostModel, TableStepCost, make_workload
-from recommender.perf.simulator import simulate as simulate_workload
+from recommender.perf.step_cost import RooflineStepCost, StepCostModel, TableStepCost
+from recommender.perf.workload import make_workload
 from recommender.provenance import Provenance
 from recommender.quantize import QuantMethod, get_method
 from recommender.spec import LOCAL_DEVICE, LatencySLA, LocalDevice, Traffic
@@ -243,7 +245,7 @@ class PerformanceEvaluator:
             )
             result = simulate_workload(cost, workload, scheduler)
             curve.append(LoadPoint(rate, result.ttft_ms.p99, result.tpot_ms.p99))
-        provenance = step_cost_provenance(cost).extended("continuous-batching simulation")
+        provenance = cost.provenance.extended("continuous-batching simulation")
         return LoadCurve(curve, self.sla, capacity, provenance)
 
     def _probe(self, local: LocalMeasurement, method: str, batch_size: int) -> ProbeResult:
@@ -265,6 +267,10 @@ class PerformanceEvaluator:
         table = TableStepCost(
             prefill={self.traffic.prompt_tokens: statistics.median(p.prefill_s for p in probes)},
             decode={p.batch_size: p.decode_step_s for p in probes},
-            provenance=f"{own.provenance}; decode measured at batch sizes {sizes}, interpolated between them",
+            provenance=Provenance(
+                "calibrated",
+                f"step times measured on {own.provenance.detail}; decode measured at batch sizes {sizes}, "
+                "interpolated between them; latency simulated",
+            ),
         )
         return table, own

@@ -45,7 +45,8 @@ def test_step_fit_on_one_size_predicts_another_when_times_follow_the_model() -> 
     assert calibration.fit_median_error < 1e-6
     for work, seconds in points(LARGE):
         assert calibration.predict(work) == pytest.approx(seconds, rel=1e-3)
-    assert calibration.provenance.startswith("modeled: calibrated on 9 probe points and k kernel probes on test")
+    assert calibration.provenance.kind == "calibrated"
+    assert calibration.provenance.detail.startswith("calibrated on 9 probe points and k kernel probes on test")
     # Decode time grows with batch and context; the prefill of a longer prompt takes longer.
     assert truth.predict(decode_work(LARGE, method, 16, 256)) > truth.predict(decode_work(LARGE, method, 1, 256))
     assert truth.predict(prefill_work(LARGE, method, 256)) > truth.predict(prefill_work(LARGE, method, 32))

@@ -45,7 +45,8 @@ def test_decode_is_bandwidth_bound_at_batch_one() -> None:
         LLAMA3_8B, get_method("bnb-nf4"), h100, prompt_tokens=1, batch_size=1, context_tokens=1, efficiency=eff
     )
     assert 2.5 < steps.decode_step_s / nf4.decode_step_s < 3.6
-    assert steps.provenance.startswith("modeled: roofline on catalog entry h100-sxm")
+    assert steps.provenance.kind == "modeled"
+    assert steps.provenance.detail.startswith("roofline on catalog entry h100-sxm")
 
 
 def test_memory_plan_known_architecture() -> None:

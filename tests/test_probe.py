@@ -18,7 +18,7 @@ def test_probe_measures_prefill_decode_and_memory(demo_model_dir: Path) -> None:
     for result in (small, large):
         assert result.prefill_s > 0 and result.decode_step_s > 0
         assert result.prefill_spread_s[0] <= result.prefill_s <= result.prefill_spread_s[1]
-        assert result.provenance.startswith("measured: cpu")
+        assert result.provenance.kind == "measured" and result.provenance.detail.startswith("cpu")
         assert result.weights_mb > 0
     # The KV cache grows with the batch: 16 sequences hold 8x the cache of 2.
     assert abs(large.kv_cache_mb / small.kv_cache_mb - 8.0) < 0.5

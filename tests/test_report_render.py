@@ -20,8 +20,8 @@ from recommender.candidate import Candidate, CandidateResult
 from recommender.cost import CostEstimate
 from recommender.emit import EmittedConfig
 from recommender.perf.memory import MemoryFit
+from recommender.perf.results import Percentiles
 from recommender.perf.serving import ServingEstimate
-from recommender.perf.simulator import Percentiles
 from recommender.performance import LoadCurve, LoadPoint
 from recommender.provenance import Provenance
 from recommender.quality.fidelity import FidelityResult

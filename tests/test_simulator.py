@@ -12,22 +12,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-import recommender.perf.simulator as sim
+from recommender.cost import replicas_needed
+from recommender.perf.capacity import max_rate_within_sla
 from recommender.perf.catalog import load_catalog
+from recommender.perf.results import SimulationResult
 from recommender.perf.roofline import project_step_times
-from recommender.perf.simulator import (
-    LengthDist,
-    RooflineStepCost,
-    SchedulerConfig,
-    TableStepCost,
-    Workload,
-    make_workload,
-    max_rate_within_sla,
-    replicas_needed,
-    simulate,
-    workload_from_traffic,
-)
+from recommender.perf.scheduler import ContinuousBatchingSimulation, SchedulerConfig, simulate
+from recommender.perf.step_cost import RooflineStepCost, TableStepCost
+from recommender.perf.workload import LengthDist, Workload, make_workload, workload_from_traffic
 from recommender.plan import load_architecture
+from recommender.provenance import Provenance
 from recommender.quantize import get_method
 from recommender.spec import Traffic
 
@@ -41,6 +35,7 @@ class FakeCost:
     """A step costs a fixed 10 ms plus 10 us per prompt token; records what each step held."""
 
     calls: list[tuple[int, int, int]] = field(default_factory=list)
+    provenance: Provenance = Provenance("modeled", "a fake step cost of round numbers")
 
     def step_seconds(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
         self.calls.append((prefill_tokens, decode_seqs, context_tokens))
@@ -203,7 +198,7 @@ def test_replicas_needed_rounds_up_exact_multiples_stay() -> None:
 
 
 def test_same_seed_same_result_other_seed_differs(roofline: RooflineStepCost) -> None:
-    def run(seed: int) -> sim.SimulationResult:
+    def run(seed: int) -> SimulationResult:
         workload = make_workload(prompt=LengthDist(300, 1.0), output=LengthDist(100, 1.0), n_requests=500, rate=20.0,
                                  seed=seed)  # fmt: skip
         return simulate(roofline, workload, _config(max_num_seqs=32, kv_cache_tokens=20_000))
@@ -215,12 +210,11 @@ def test_same_seed_same_result_other_seed_differs(roofline: RooflineStepCost) ->
     assert not np.array_equal(first.ttft_s, other.ttft_s)
 
 
-def test_fast_decode_runs_match_step_by_step(roofline: RooflineStepCost, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fast_decode_runs_match_step_by_step(roofline: RooflineStepCost) -> None:
     workload = make_workload(prompt=LengthDist(400, 1.0), output=LengthDist(200, 1.0), n_requests=400, rate=8.0, seed=9)
     config = _config(max_num_seqs=16, max_num_batched_tokens=512, kv_cache_tokens=12_000)
     fast = simulate(roofline, workload, config)
-    monkeypatch.setattr(sim, "_decode_run", lambda *args: None)
-    slow = simulate(roofline, workload, config)
+    slow = ContinuousBatchingSimulation(roofline, workload, config, fast_decode=False).run()
     assert fast.preemptions == slow.preemptions > 0
     assert fast.steps == slow.steps
     np.testing.assert_allclose(fast.e2e_s, slow.e2e_s, rtol=1e-9)

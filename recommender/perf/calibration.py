@@ -31,6 +31,7 @@ import numpy as np
 from recommender.device import DeviceInfo
 from recommender.perf.probe import timed
 from recommender.perf.shape import ModelShape
+from recommender.provenance import Provenance
 from recommender.quantize import QuantMethod, get_method
 
 if TYPE_CHECKING:
@@ -195,10 +196,11 @@ class CalibratedStepTime:
         return self.linear_seconds(work) + float(rest)
 
     @property
-    def provenance(self) -> str:
-        return (
-            f"modeled: calibrated on {self.points} probe points and {self.kernels.method} kernel probes on "
-            f"{self.device} (fit median |error| {self.fit_median_error:.1%})"
+    def provenance(self) -> Provenance:
+        return Provenance(
+            "calibrated",
+            f"calibrated on {self.points} probe points and {self.kernels.method} kernel probes on "
+            f"{self.device} (fit median |error| {self.fit_median_error:.1%})",
         )
 
 

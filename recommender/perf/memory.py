@@ -23,9 +23,13 @@ What is exact and what is estimated:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from recommender.perf.shape import ModelShape
 from recommender.quantize import QuantMethod
+
+if TYPE_CHECKING:
+    from recommender.perf.catalog import Accelerator
 
 #: Bytes per KV-cache element for each ``kv_cache_dtype`` (vLLM's names).
 KV_DTYPE_BYTES: dict[str, float] = {"auto": 2.0, "fp8": 1.0}
@@ -160,3 +164,28 @@ class MemoryFit:
     def constraint(self) -> float:
         """> 0 when the candidate does not fit (the fraction it is over)."""
         return self.needed_gb / self.available_gb - 1.0
+
+
+def kv_cache_tokens(
+    shape: ModelShape,
+    method: QuantMethod,
+    accel: Accelerator,
+    *,
+    tensor_parallel: int = 1,
+    memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+    max_num_batched_tokens: int = 8192,
+    max_num_seqs: int = 256,
+    kv_cache_dtype: str = "auto",
+) -> int:
+    """Tokens of KV cache that fit per replica of `accel` beside weights, activations and runtime: the
+    ``kv_cache_tokens`` of a :class:`SchedulerConfig` on a catalog accelerator."""
+    return plan_memory(
+        shape,
+        method,
+        device_gb=accel.memory_gb,
+        memory_utilization=memory_utilization,
+        tensor_parallel=tensor_parallel,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs,
+        kv_cache_dtype=kv_cache_dtype,
+    ).kv_cache_tokens

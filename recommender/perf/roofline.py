@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from recommender.perf.catalog import Accelerator
 from recommender.perf.memory import kv_bytes_per_token_per_device, weight_bytes
 from recommender.perf.shape import ModelShape
+from recommender.provenance import Provenance
 from recommender.quantize import QuantMethod
 
 
@@ -45,18 +46,24 @@ class StepTimes:
 
     prefill_s: float
     decode_step_s: float
-    provenance: str
+    provenance: Provenance
 
 
-def _compute_dtype(method: QuantMethod, accel: Accelerator) -> str:
-    """W8A8 methods use their precision's tensor cores where native; weight-only ones compute in 16-bit."""
+def compute_dtype(method: QuantMethod, accel: Accelerator) -> str:
+    """The precision whose tensor-core peak bounds `method`'s compute on `accel`.
+
+    W8A8 methods use their precision's tensor cores where native; weight-only ones compute in 16-bit.
+    """
     if not method.weight_only and method.precision in accel.native_precisions:
         return method.precision
     return "bf16" if "bf16" in accel.peak_tflops else "fp16"
 
 
-def _allreduce_s(shape: ModelShape, accel: Accelerator, tokens: int, tp: int, eff: Efficiency) -> float:
-    """Two ring all-reduces per layer of the tokens' hidden states (bf16)."""
+def allreduce_seconds(shape: ModelShape, accel: Accelerator, tokens: int, tp: int, eff: Efficiency) -> float:
+    """Two ring all-reduces per layer of the tokens' hidden states (bf16); 0 without tensor parallelism.
+
+    Affine in `tokens`, which lets a step-cost model precompute its intercept and slope.
+    """
     if tp == 1:
         return 0.0
     message = tokens * shape.hidden * 2.0
@@ -80,18 +87,22 @@ def project_step_times(
     eff = efficiency or Efficiency()
     tp = tensor_parallel
     bandwidth = accel.memory_bandwidth_gbps * 1e9 * eff.bandwidth
-    compute = accel.peak_flops(_compute_dtype(method, accel)) * eff.compute
+    compute = accel.peak_flops(compute_dtype(method, accel)) * eff.compute
     weights = weight_bytes(shape, method) / tp
     linear_params = (shape.body_params + shape.lm_head_params) / tp
 
     prefill_flops = 2.0 * prompt_tokens * linear_params + shape.attention_flops(prompt_tokens, prompt_tokens) / tp
     prefill_s = max(prefill_flops / compute, weights / bandwidth) + eff.step_overhead_s
-    prefill_s += _allreduce_s(shape, accel, prompt_tokens, tp, eff)
+    prefill_s += allreduce_seconds(shape, accel, prompt_tokens, tp, eff)
 
     kv = batch_size * context_tokens * kv_bytes_per_token_per_device(shape, kv_cache_dtype, tp)
     decode_flops = 2.0 * batch_size * linear_params + shape.attention_flops(batch_size, context_tokens) / tp
     decode_s = max(decode_flops / compute, (weights + kv) / bandwidth) + eff.step_overhead_s
-    decode_s += _allreduce_s(shape, accel, batch_size, tp, eff)
+    decode_s += allreduce_seconds(shape, accel, batch_size, tp, eff)
 
-    provenance = f"modeled: roofline on catalog entry {accel.key}, {eff.label()}"
-    return StepTimes(prefill_s=prefill_s, decode_step_s=decode_s, provenance=provenance)
+    return StepTimes(prefill_s=prefill_s, decode_step_s=decode_s, provenance=roofline_provenance(accel, eff))
+
+
+def roofline_provenance(accel: Accelerator, efficiency: Efficiency) -> Provenance:
+    """Roofline figures are modeled: the catalog entry and the assumed efficiencies say how."""
+    return Provenance("modeled", f"roofline on catalog entry {accel.key}, {efficiency.label()}")

@@ -11,21 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from recommender.perf.simulator import (
-    Percentiles,
-    SchedulerConfig,
-    StepCostModel,
-    make_workload,
-    max_rate_within_sla,
-    replicas_needed,
-    simulate,
-)
+from recommender.cost import replicas_needed
+from recommender.perf.capacity import max_rate_within_sla
+from recommender.perf.results import Percentiles
+from recommender.perf.scheduler import SchedulerConfig, simulate
+from recommender.perf.workload import make_workload
 from recommender.provenance import Provenance
 from recommender.spec import LatencySLA, Traffic
 
 if TYPE_CHECKING:
     from recommender.perf.catalog import Accelerator
     from recommender.perf.shape import ModelShape
+    from recommender.perf.step_cost import StepCostModel
     from recommender.quantize import QuantMethod
 
 #: Requests per simulation: enough for stable P99s (the first 10 % are warm-up).
@@ -49,24 +46,11 @@ class ServingEstimate:
     provenance: Provenance
 
 
-def step_cost_provenance(cost: StepCostModel) -> Provenance:
-    """The step-cost model's provenance as a typed value (older models still say it in words)."""
-    stated = getattr(cost, "provenance", None)
-    if isinstance(stated, Provenance):
-        return stated
-    text = str(stated or "step-cost model")
-    for kind in ("measured", "calibrated", "modeled"):
-        if text.startswith(kind + ": "):
-            # A table of step times measured here still yields simulated, not measured, latencies.
-            return Provenance("calibrated" if kind == "measured" else kind, text[len(kind) + 2 :])
-    return Provenance("modeled", text)
-
-
 def simulate_serving(
     cost: StepCostModel, config: SchedulerConfig, *, traffic: Traffic, sla: LatencySLA
 ) -> ServingEstimate:
     """Capacity within the SLA and the latency percentiles at the target load per replica, from simulation."""
-    label = step_cost_provenance(cost).extended(
+    label = cost.provenance.extended(
         f"continuous-batching simulation ({SIMULATED_REQUESTS} Poisson requests, max_num_seqs {config.max_num_seqs}, "
         f"max_num_batched_tokens {config.max_num_batched_tokens}, chunked prefill)"
     )
