@@ -51,7 +51,7 @@ def _nnls_relative(x: np.ndarray, y: np.ndarray, offset: np.ndarray | None = Non
     offset = np.zeros_like(y) if offset is None else offset
     scale = np.where(x.max(axis=0) > 0, x.max(axis=0), 1.0)  # condition the columns; undone below
     coef, _ = nnls((x / scale) / y[:, None], (y - offset) / y)
-    return coef / scale
+    return np.asarray(coef / scale)
 
 
 # -- stage 1: the method's linear-layer kernels ----------------------------------------------
@@ -107,9 +107,9 @@ def kernel_probe(
                 num_key_value_heads=width // 64, head_dim=64, vocab_size=256, tie_word_embeddings=False,
             )  # fmt: skip
             path = Path(tmp) / str(width)
-            LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(path)
+            LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(path)  # type: ignore[arg-type]  # transformers' wrapper hides nn.Module.to(dtype)
             model = method.load(ModelSource.resolve(str(path), base_dir=path), device)
-            mlp = model.model.layers[0].mlp
+            mlp = model.model.layers[0].mlp  # type: ignore[union-attr,index]  # a Llama model's decoder layers
             params = 3 * width * 3 * width
             model_device = next(model.parameters()).device
             for n in tokens:
