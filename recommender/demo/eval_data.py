@@ -147,15 +147,8 @@ def next_line_docs(files: Sequence[SourceFile]) -> list[dict[str, Any]]:
         label = rng.randrange(NEXT_LINE_NUM_CHOICES)
         choices = list(distractors)
         choices.insert(label, true_line)
-        docs.append(
-            {
-                "context": "\n".join(ctx) + "\n",
-                "choices": choices,
-                "label": label,
-                "source": files[fi].relpath,
-                "line": li + 1,
-            }
-        )
+        context, source = "\n".join(ctx) + "\n", files[fi].relpath
+        docs.append({"context": context, "choices": choices, "label": label, "source": source, "line": li + 1})
     return docs
 
 
