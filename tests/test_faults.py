@@ -25,6 +25,7 @@ import sqlalchemy as sa
 import yaml
 from mlflow import MlflowClient
 
+from recommender.candidate import Candidate
 from recommender.claims import ClaimStore
 from tests.conftest import write_suite
 
@@ -244,7 +245,7 @@ def _three_workers_one_killed(tmp_path: Path, demo_model_dir: Path, storage: str
     # The survivor left when nothing was left for it (the rest ran elsewhere); the study holds its whole budget.
     summary = json.loads(stdout)
     assert summary["budget"] == 8 and summary["candidates_evaluated"] >= 1
-    answered = {t.user_attrs["result"]["key"] for t in trials.values() if t.state in (COMPLETE, PRUNED)}
+    answered = {Candidate(**t.user_attrs["result"]["candidate"]).key for t in trials.values() if t.state in (COMPLETE, PRUNED)}
     assert len(answered) >= 8
     # One recommendation: written once, by the coordinator, and logged once to the study's run.
     assert [p.name for p in out.rglob("recommendation.json")] == ["recommendation.json"]
