@@ -245,7 +245,8 @@ def _three_workers_one_killed(tmp_path: Path, demo_model_dir: Path, storage: str
     # The survivor left when nothing was left for it (the rest ran elsewhere); the study holds its whole budget.
     summary = json.loads(stdout)
     assert summary["budget"] == 8 and summary["candidates_evaluated"] >= 1
-    answered = {Candidate(**t.user_attrs["result"]["candidate"]).key for t in trials.values() if t.state in (COMPLETE, PRUNED)}
+    done = [t for t in trials.values() if t.state in (COMPLETE, PRUNED)]
+    answered = {Candidate(**t.user_attrs["result"]["candidate"]).key for t in done}
     assert len(answered) >= 8
     # One recommendation: written once, by the coordinator, and logged once to the study's run.
     assert [p.name for p in out.rglob("recommendation.json")] == ["recommendation.json"]
