@@ -14,6 +14,7 @@ from mlflow import MlflowClient
 
 from recommender.candidate import Candidate
 from recommender.decision import pick
+from recommender.report.artifacts import write_documents
 from recommender.spec import load_spec
 from recommender.study import grid, prepare, run_search
 from tests.conftest import write_suite
@@ -128,7 +129,8 @@ def test_search_matches_exhaustive_grid_and_report_regenerates(tmp_path: Path, d
     path.write_text(yaml.safe_dump(data))
     spec = load_spec(path)
     storage, tracking = f"sqlite:///{tmp_path}/optuna.db", f"sqlite:///{tmp_path}/mlflow.db"
-    outcome = run_search(spec, storage=storage, tracking_uri=tracking, output_root=tmp_path / "out")
+    outcome = run_search(spec, storage=storage, tracking_uri=tracking, output_root=tmp_path / "out",
+                         write_documents=write_documents)  # the command line passes the report writer
 
     exhaustive = [prepare(spec).evaluator().evaluate(c) for c in grid(spec)]
     assert len(exhaustive) == 9
