@@ -157,10 +157,6 @@ class MemoryFit:
     available_gb: float
 
     @property
-    def fits(self) -> bool:
-        return self.needed_gb <= self.available_gb
-
-    @property
     def constraint(self) -> float:
         """> 0 when the candidate does not fit (the fraction it is over)."""
         return self.needed_gb / self.available_gb - 1.0
