@@ -139,7 +139,7 @@ def train(output: Path, *, steps: int, seq_len: int, batch_size: int, peak_lr: f
     stream = token_stream(tokenizer, texts)
     print(f"corpus: {len(texts)} files, {stream.size:,} tokens")
 
-    model = LlamaForCausalLM(demo_config())
+    model = LlamaForCausalLM(demo_config())  # type: ignore[no-untyped-call]  # untyped __init__ in transformers 5.17
     model.train()
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params:,} parameters")

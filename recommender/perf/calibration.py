@@ -107,7 +107,7 @@ def kernel_probe(
                 num_key_value_heads=width // 64, head_dim=64, vocab_size=256, tie_word_embeddings=False,
             )  # fmt: skip
             path = Path(tmp) / str(width)
-            LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(path)  # type: ignore[arg-type]  # transformers' wrapper hides nn.Module.to(dtype)
+            LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(path)  # type: ignore[arg-type,no-untyped-call]  # transformers 5.17: untyped __init__, wrapper hides .to(dtype)
             model = method.load(ModelSource.resolve(str(path), base_dir=path), device)
             mlp = model.model.layers[0].mlp  # type: ignore[union-attr,index]  # a Llama model's decoder layers
             params = 3 * width * 3 * width

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from recommender.model_source import ModelSource
+    from recommender.quantize.checkpoint import QuantizeContext
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,8 @@ class QuantMethod(ABC):
         min_cuda_capability: lowest CUDA capability its CUDA kernels need.
         engines: serving-engine flags for the same scheme.
         description: one line for tables and --help.
+        checkpoint_format: the format of the checkpoint this scheme writes and an engine loads
+            ("compressed-tensors"), or None when engines quantize the original weights in flight.
     """
 
     name: str
@@ -56,6 +59,12 @@ class QuantMethod(ABC):
     min_cuda_capability: tuple[int, int] = (7, 0)
     engines: EngineFlags = field(default_factory=EngineFlags)
     description: str = ""
+    checkpoint_format: str | None = None
+
+    @property
+    def evaluation_only(self) -> bool:
+        """No serving engine launches this scheme: `recommender eval` scores it, the search never recommends it."""
+        return all(getattr(self.engines, f.name) is None for f in fields(self.engines))
 
     def identity(self) -> str:
         """Everything that decides the quantized weights, as text that is the same in every process.
@@ -93,10 +102,14 @@ class QuantMethod(ABC):
         if reason is not None:
             raise MethodUnavailableError(reason)
 
-    def load(self, source: ModelSource, device: DeviceInfo) -> nn.Module:
-        """Load the model from `source` and quantize it with this method's real kernels."""
+    def load(self, source: ModelSource, device: DeviceInfo, context: QuantizeContext | None = None) -> nn.Module:
+        """Load the model from `source` and quantize it with this method's real kernels.
+
+        `context` says where checkpoint schemes keep their checkpoints and where their
+        calibration documents come from; in-flight schemes ignore it.
+        """
         self.check_device(device)
-        return self._load(source, device)
+        return self._load(source, device, context)
 
     @abstractmethod
-    def _load(self, source: ModelSource, device: DeviceInfo) -> nn.Module: ...
+    def _load(self, source: ModelSource, device: DeviceInfo, context: QuantizeContext | None) -> nn.Module: ...

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from recommender.model_source import ModelSource
+    from recommender.quantize.checkpoint import QuantizeContext
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -20,7 +21,7 @@ class CastMethod(QuantMethod):
 
     dtype_name: str
 
-    def _load(self, source: ModelSource, device: DeviceInfo) -> nn.Module:
+    def _load(self, source: ModelSource, device: DeviceInfo, context: QuantizeContext | None) -> nn.Module:
         import torch
 
         return source.load_model(dtype=getattr(torch, self.dtype_name), device=device)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from recommender.model_source import ModelSource
+    from recommender.quantize.checkpoint import QuantizeContext
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,7 +28,7 @@ class BitsAndBytesMethod(QuantMethod):
 
     config: tuple[tuple[str, Any], ...]
 
-    def _load(self, source: ModelSource, device: DeviceInfo) -> nn.Module:
+    def _load(self, source: ModelSource, device: DeviceInfo, context: QuantizeContext | None) -> nn.Module:
         import torch
         from transformers import BitsAndBytesConfig
 

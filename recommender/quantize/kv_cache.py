@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
     from recommender.model_source import ModelSource
+    from recommender.quantize.checkpoint import QuantizeContext
 
 #: The attention implementation name registered with transformers.
 FP8_KV_ATTENTION = "recommender_fp8_kv_sdpa"
@@ -55,8 +56,8 @@ class FP8KVCache(QuantMethod):
 
     base: QuantMethod
 
-    def _load(self, source: ModelSource, device: DeviceInfo) -> nn.Module:
-        model = self.base.load(source, device)
+    def _load(self, source: ModelSource, device: DeviceInfo, context: QuantizeContext | None) -> nn.Module:
+        model = self.base.load(source, device, context)
         _register()
         # Typed nn.Module (unknown attributes read as Tensor | Module); the loaded model is a transformers one.
         cast("PreTrainedModel", model).set_attn_implementation(FP8_KV_ATTENTION)
@@ -70,7 +71,7 @@ def with_kv_cache(method: QuantMethod, kv_cache_dtype: str) -> QuantMethod:
     if kv_cache_dtype != "fp8":
         raise ValueError(f"unknown kv_cache_dtype {kv_cache_dtype!r} (known: auto, fp8)")
     fields = {f: getattr(method, f) for f in ("precision", "library", "bits_per_weight", "weight_only", "devices",
-                                              "min_cuda_capability", "engines")}  # fmt: skip
+                                              "min_cuda_capability", "engines", "checkpoint_format")}  # fmt: skip
     return FP8KVCache(
         name=f"{method.name}{FP8_KV_SUFFIX}",
         description=f"{method.description}; fp8 e4m3 KV cache",

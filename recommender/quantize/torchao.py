@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from recommender.model_source import ModelSource
+    from recommender.quantize.checkpoint import QuantizeContext
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,7 +32,7 @@ class TorchAoMethod(QuantMethod):
         """The base identity plus the torchao config the factory makes (its settings decide the weights)."""
         return f"{super().identity()}{self.make_config()!r}"
 
-    def _load(self, source: ModelSource, device: DeviceInfo) -> nn.Module:
+    def _load(self, source: ModelSource, device: DeviceInfo, context: QuantizeContext | None) -> nn.Module:
         import torch
         from torchao.quantization import quantize_
 

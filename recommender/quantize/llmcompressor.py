@@ -1,0 +1,271 @@
+"""llm-compressor schemes: checkpoints in the compressed-tensors format that vLLM and SGLang load.
+
+Each scheme is an llm-compressor recipe (YAML, the library's own format), applied with
+`llmcompressor.oneshot` and saved with `save_compressed=True`; the resulting directory is
+what `vllm serve DIR` loads (its config.json carries `quantization_config` with
+`quant_method: compressed-tensors` and the config groups) and what quality is scored on,
+loaded back with transformers. The recipe text is the scheme's identity: it decides the
+weights, it is written beside a study for a model too large to quantize here, and
+`llmcompressor.oneshot(recipe=...)` takes it as is.
+
+Effective bits per weight (the memory model): per-channel schemes store one scale per
+output row (~0 at real widths); group-128 INT4 stores one bf16 scale per 128 weights
+(4 + 16/128), plus an int4 zero point when asymmetric (AWQ: 4 + 20/128 = 4.16, packed).
+Schemes that calibrate (GPTQ, AWQ, SmoothQuant) run the use case's own calibration
+documents (`QuantizeContext.calibration`), never the scored ones.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from recommender.device import DeviceInfo
+from recommender.errors import MethodUnavailableError
+from recommender.quantize._base import EngineFlags, QuantMethod
+from recommender.quantize.checkpoint import CalibrationSet, QuantizeContext, checkpoint_key
+
+if TYPE_CHECKING:
+    from torch import nn
+    from transformers import PreTrainedModel
+
+    from recommender.model_source import ModelSource
+
+#: Where engines read compressed-tensors checkpoints from config.json; no launch flag is needed.
+COMPRESSED_TENSORS = "compressed-tensors"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LlmCompressorScheme(QuantMethod):
+    """A recipe applied by `llmcompressor.oneshot`, saved compressed, loaded back for scoring.
+
+    Args:
+        recipe: the llm-compressor recipe YAML.
+        calibrates: True when the recipe runs calibration data through the model.
+    """
+
+    recipe: str
+    calibrates: bool
+
+    def checkpoint_key(self, model_fingerprint: str, calibration: CalibrationSet | None) -> str:
+        """What decides the checkpoint's bytes: model, recipe, calibration tokens, library versions."""
+        from importlib.metadata import version
+
+        return checkpoint_key(
+            model=model_fingerprint, recipe=self.recipe,
+            calibration=calibration.fingerprint if calibration is not None else None,
+            llmcompressor=version("llmcompressor"), compressed_tensors=version("compressed-tensors"),
+        )  # fmt: skip
+
+    def calibration_for(self, context: QuantizeContext) -> CalibrationSet | None:
+        """The calibration set this recipe runs, or None for a data-free recipe."""
+        if not self.calibrates:
+            return None
+        calibration = context.calibration_set()
+        if calibration is None or not calibration.rows:
+            raise MethodUnavailableError(f"{self.name} calibrates on documents, and none were given")
+        return calibration
+
+    def checkpoint(self, source: ModelSource, context: QuantizeContext) -> Path:
+        """The saved checkpoint directory for `source`: found in the store or made now."""
+        calibration = self.calibration_for(context)
+        key = self.checkpoint_key(source.fingerprint(), calibration)
+        return context.store.make(key, lambda out: self.write_checkpoint(source, out, calibration))
+
+    def write_checkpoint(self, source: ModelSource, out: Path, calibration: CalibrationSet | None) -> None:
+        """Quantize `source` with the recipe and save it compressed (plus tokenizer and recipe) to `out`."""
+        import torch
+        from llmcompressor.entrypoints.oneshot import oneshot
+
+        model = cast("PreTrainedModel", source.load_model(dtype=torch.bfloat16, device=DeviceInfo("cpu")))
+        kwargs = _calibration_kwargs(calibration) if calibration is not None else {}
+        with _cpu_calibration():
+            oneshot(model=model, recipe=self.recipe, **kwargs)
+        model.save_pretrained(str(out), save_compressed=True)
+        source.load_tokenizer().save_pretrained(str(out))
+        (out / "recipe.yaml").write_text(self.recipe)
+
+    def _load(self, source: ModelSource, device: DeviceInfo, context: QuantizeContext | None) -> nn.Module:
+        if context is None:
+            raise MethodUnavailableError(f"{self.name} is scored on its saved checkpoint: no checkpoint store given")
+        return load_checkpoint(self.checkpoint(source, context), device)
+
+
+def load_checkpoint(path: Path, device: DeviceInfo) -> nn.Module:
+    """A compressed-tensors checkpoint loaded with transformers, weights dequantized to bf16.
+
+    Dequantizing at load time leaves the weights the model computes with equal to the
+    checkpoint's (scale x quantized value, rounded to bf16); activation quantization of the
+    A8 schemes stays simulated in each quantized layer's forward pass.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, CompressedTensorsConfig
+
+    model: nn.Module = AutoModelForCausalLM.from_pretrained(
+        str(path), dtype=torch.bfloat16, device_map=device.kind,
+        quantization_config=CompressedTensorsConfig(dequantize=True),
+    )  # fmt: skip
+    return model.eval()
+
+
+def _calibration_kwargs(calibration: CalibrationSet) -> dict[str, Any]:
+    from datasets import Dataset
+
+    rows = [list(r) for r in calibration.rows]
+    dataset = Dataset.from_dict({"input_ids": rows, "attention_mask": [[1] * len(r) for r in rows]})
+    return {
+        "dataset": dataset,
+        "num_calibration_samples": len(rows),
+        "max_seq_length": max(len(r) for r in rows),
+        "shuffle_calibration_samples": False,
+    }
+
+
+class _cpu_calibration:  # noqa: N801 - used as a context manager, named like one
+    """Skip llm-compressor's pinning of cached activations where there is no accelerator.
+
+    `IntermediatesCache` pins CPU tensors for faster host-to-device copies; without a CUDA
+    device `pin_memory()` raises "Cannot access accelerator device" (seen with AWQ on CPU).
+    Pinning changes no value, so on a CPU-only machine it is skipped for the call.
+    """
+
+    def __enter__(self) -> None:
+        import torch
+        from llmcompressor.pipelines.cache import IntermediatesCache
+
+        self._original = IntermediatesCache.__dict__.get("_pin_intermediate")
+        if not torch.cuda.is_available() and self._original is not None:
+            IntermediatesCache._pin_intermediate = classmethod(lambda cls, value: None)  # type: ignore[method-assign,assignment]
+
+    def __exit__(self, *exc: object) -> None:
+        from llmcompressor.pipelines.cache import IntermediatesCache
+
+        if self._original is not None:
+            IntermediatesCache._pin_intermediate = self._original  # type: ignore[method-assign]
+
+
+def _recipe(modifiers: str) -> str:
+    return "quant_stage:\n  quant_modifiers:\n" + textwrap.indent(textwrap.dedent(modifiers).strip() + "\n", "    ")
+
+
+#: vLLM and SGLang read the scheme from the checkpoint's config.json (quant_method: compressed-tensors).
+_CHECKPOINT_ENGINES = EngineFlags(vllm=COMPRESSED_TENSORS, sglang=COMPRESSED_TENSORS, tgi=COMPRESSED_TENSORS)
+_ANY = frozenset({"cpu", "cuda"})
+
+METHODS: tuple[QuantMethod, ...] = (
+    LlmCompressorScheme(
+        name="fp8-dynamic",
+        precision="fp8",
+        library="llmcompressor",
+        bits_per_weight=8.0,
+        weight_only=False,
+        devices=_ANY,
+        engines=_CHECKPOINT_ENGINES,
+        checkpoint_format=COMPRESSED_TENSORS,
+        calibrates=False,
+        recipe=_recipe("""
+            QuantizationModifier:
+              targets: [Linear]
+              scheme: FP8_DYNAMIC
+              ignore: [lm_head]
+        """),
+        description="FP8 W8A8: per-channel fp8 weights, dynamic per-token fp8 activations (llm-compressor)",
+    ),
+    LlmCompressorScheme(
+        name="int8-w8a8",
+        precision="int8",
+        library="llmcompressor",
+        bits_per_weight=8.0,
+        weight_only=False,
+        devices=_ANY,
+        engines=_CHECKPOINT_ENGINES,
+        checkpoint_format=COMPRESSED_TENSORS,
+        calibrates=True,
+        recipe=_recipe("""
+            SmoothQuantModifier:
+              smoothing_strength: 0.8
+            GPTQModifier:
+              targets: [Linear]
+              scheme: W8A8
+              ignore: [lm_head]
+        """),
+        description="INT8 W8A8: SmoothQuant + GPTQ per-channel int8 weights, dynamic per-token int8 activations",
+    ),
+    LlmCompressorScheme(
+        name="w4a16-gptq-g128",
+        precision="int4",
+        library="llmcompressor",
+        bits_per_weight=4.0 + 16.0 / 128,
+        weight_only=True,
+        devices=_ANY,
+        engines=_CHECKPOINT_ENGINES,
+        checkpoint_format=COMPRESSED_TENSORS,
+        calibrates=True,
+        recipe=_recipe("""
+            GPTQModifier:
+              targets: [Linear]
+              scheme: W4A16
+              ignore: [lm_head]
+        """),
+        description="INT4 W4A16: GPTQ, symmetric, one bf16 scale per 128 weights",
+    ),
+    LlmCompressorScheme(
+        name="w4a16-awq-g128",
+        precision="int4",
+        library="llmcompressor",
+        bits_per_weight=4.0 + 20.0 / 128,
+        weight_only=True,
+        devices=_ANY,
+        engines=_CHECKPOINT_ENGINES,
+        checkpoint_format=COMPRESSED_TENSORS,
+        calibrates=True,
+        recipe=_recipe("""
+            AWQModifier:
+              targets: [Linear]
+              scheme: W4A16_ASYM
+              ignore: [lm_head]
+        """),
+        description="INT4 W4A16: AWQ, asymmetric, one bf16 scale and int4 zero point per 128 weights",
+    ),
+    LlmCompressorScheme(
+        name="w4a16-rtn-g128",
+        precision="int4",
+        library="llmcompressor",
+        bits_per_weight=4.0 + 16.0 / 128,
+        weight_only=True,
+        devices=_ANY,
+        engines=_CHECKPOINT_ENGINES,
+        checkpoint_format=COMPRESSED_TENSORS,
+        calibrates=False,
+        recipe=_recipe("""
+            QuantizationModifier:
+              targets: [Linear]
+              scheme: W4A16
+              ignore: [lm_head]
+        """),
+        description="INT4 W4A16: round-to-nearest, symmetric, group 128 (the cheap baseline of GPTQ and AWQ)",
+    ),
+    LlmCompressorScheme(
+        name="fp8-online",
+        precision="fp8",
+        library="llmcompressor",
+        bits_per_weight=8.0,
+        weight_only=False,
+        devices=_ANY,
+        engines=EngineFlags(vllm="fp8", sglang="fp8", tgi=None),
+        checkpoint_format=None,  # the engine quantizes the original 16-bit weights as it loads them
+        calibrates=False,
+        recipe=_recipe("""
+            QuantizationModifier:
+              ignore: [lm_head]
+              config_groups:
+                group_0:
+                  targets: [Linear]
+                  weights: {num_bits: 8, type: float, strategy: tensor, symmetric: true, dynamic: false}
+                  input_activations: {num_bits: 8, type: float, strategy: tensor, symmetric: true, dynamic: true}
+        """),
+        description="vLLM's online --quantization fp8: per-tensor fp8 weights, dynamic per-tensor fp8 activations",
+    ),
+)
