@@ -225,7 +225,8 @@ METHODS: tuple[QuantMethod, ...] = (
         checkpoint_format=COMPRESSED_TENSORS,
         calibrates=True,
         recipe=_recipe("""
-            AWQModifier:
+            AWQModifier: {}
+            QuantizationModifier:
               targets: [Linear]
               scheme: W4A16_ASYM
               ignore: [lm_head]
