@@ -83,7 +83,7 @@ class QualityEvaluator:
     _results: dict[str, QualityResult] = field(default_factory=dict)
     _tasks: dict[str, TaskData] = field(default_factory=dict)
     _model_fingerprint: str | None = None
-    _baseline_logits: fid.BaselineLogits | None = None
+    _reference_log_probs: fid.ReferenceLogProbs | None = None
 
     def __post_init__(self) -> None:
         self._manager = self.manager or task_manager(self.use_case)
@@ -169,10 +169,11 @@ class QualityEvaluator:
         stored = self.cache.get(key) if self.cache else None
         if stored is not None:
             return from_data(fid.FidelityResult, stored)
-        if self._baseline_logits is None:
+        if self._reference_log_probs is None:  # kept on disk for the process's later candidates (see fidelity.py)
             windows = fid.fidelity_windows(self.use_case, self._manager, self.models.tokenizer)
-            self._baseline_logits = fid.baseline_logits(self.models.get(get_method(REFERENCE_METHOD)), windows)
-        result = fid.compare(self.models.get(method), self._baseline_logits)
+            reference = self.models.get(get_method(REFERENCE_METHOD))
+            self._reference_log_probs = fid.reference_log_probs(reference, windows)
+        result = fid.compare(self.models.get(method), self._reference_log_probs)
         if self.cache:
             self.cache.put(key, to_data(result))
         return result
