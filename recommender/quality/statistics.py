@@ -21,9 +21,9 @@ Rules that keep a verdict from passing (or failing) by accident:
 - 0/1 metrics (acc, acc_norm): the interval is widened to contain the exact Clopper–Pearson
   bounds of the flips (see exact.py): the losses at their exact upper bound with the gains at
   their observed rate, and the reverse; for a floor threshold (``min_value``), the variant's own
-  accuracy at its exact bounds. Agreement on every one of n documents is not a zero-width
-  interval: the drop may still be ``1 - alpha ** (1 / n)`` of the documents the reference gets
-  right (alpha = (1 - confidence) / 2 per side: 0.218 on 15 documents at 95 %).
+  accuracy at its exact bounds. Agreement on every document is not a zero-width interval: of
+  n documents the reference gets right, a fraction ``1 - alpha ** (1 / n)`` may still flip
+  (alpha = (1 - confidence) / 2 per side: 0.218 of 15 documents at 95 %).
 - Other metrics (bits_per_byte, perplexities) have no exact bound: they decide nothing on
   fewer than ``MIN_CONTINUOUS_DOCS`` documents, which also stops a degenerate bootstrap (every
   document's difference identical, so every resample is too) from certifying a pass on a few
