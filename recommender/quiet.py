@@ -98,7 +98,7 @@ def quiet_optuna() -> None:
 
 
 def quiet_lm_eval() -> None:
-    """lm-eval's loggers off, and its `git describe` without the "fatal: not a git repository" on the terminal.
+    """lm-eval's loggers at ERROR (task notes, HFLM advice); its `git describe` without "fatal: not a git repository".
 
     lm-eval records the git hash of the working directory in every result by running git with the
     terminal as its stderr; outside a repository git complains there once per evaluation. The replacement
