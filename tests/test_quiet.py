@@ -49,8 +49,8 @@ def test_eval_prints_only_its_own_output(tmp_path: Path, demo_model_dir: Path) -
     suite = write_suite(tmp_path / "suite.yaml", limit=2)
     result = _cli("eval", "--model", str(demo_model_dir), "--method", "torchao-int8-wo", "--use-case", str(suite),
                   "--limit", "2", "--no-adaptive", cwd=tmp_path)  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert "verdict: pass" in result.stdout
+    assert result.returncode in (0, 1, 3), result.stderr  # pass, fail or inconclusive: 2 documents decide little
+    assert "verdict: " in result.stdout
     assert result.stderr == ""  # the tables go to stdout; nothing else may reach the terminal
     for marker in CHATTER:
         assert marker not in result.stdout, f"{marker!r} in\n{result.stdout}"
