@@ -18,7 +18,8 @@ from recommender import cli_eval, cli_quantize
 from recommender.cli_eval import _models_here
 from recommender.errors import BadInputError
 from recommender.interrupt import ctrl_c_event
-from recommender.report.console import make_console, quiet_libraries, trial_progress, usage_error
+from recommender.quiet import VERBOSE_ENV, quiet_libraries
+from recommender.report.console import make_console, trial_progress, usage_error
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -42,6 +43,19 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def _options(
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", envvar=VERBOSE_ENV, show_envvar=True,
+                     help="Also show the libraries' own logs, warnings and progress bars (transformers, lm-eval, "
+                     "Optuna, MLflow, llm-compressor); without it the terminal shows only this tool's output."),
+    ] = False,
+) -> None:
+    """Options for every command; before any library is imported, so their switches take effect."""
+    quiet_libraries(verbose=verbose)
 
 
 @app.command(
@@ -313,7 +327,6 @@ app.command("quantize", epilog=cli_quantize.EPILOG)(cli_quantize.quantize_comman
 
 def main() -> None:
     """Entry point: turns BadInputError into one line and exit code 2."""
-    quiet_libraries()
     try:
         code = app(standalone_mode=False)
     except BadInputError as exc:

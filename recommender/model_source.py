@@ -126,9 +126,7 @@ class ModelSource:
     def load_model(self, *, dtype: Any, device: DeviceInfo, **extra: Any) -> nn.Module:
         """Load weights with transformers, in eval mode, on `device`."""
         from transformers import AutoModelForCausalLM
-        from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
         model = AutoModelForCausalLM.from_pretrained(
             self.location, dtype=dtype, device_map=device.kind, **self._common_kwargs(), **extra
         )

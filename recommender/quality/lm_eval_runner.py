@@ -13,13 +13,13 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import logging
 from dataclasses import dataclass
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
 from recommender.errors import BadInputError
 from recommender.quality.suite import UseCase
+from recommender.quiet import quiet_lm_eval
 
 if TYPE_CHECKING:
     from lm_eval.tasks import TaskManager
@@ -99,8 +99,7 @@ def run_docs(
     import lm_eval
     from lm_eval.models.huggingface import HFLM
 
-    for name in ("lm-eval", "lm_eval"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+    quiet_lm_eval()
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
     out = lm_eval.simple_evaluate(
         model=lm,

@@ -1,5 +1,6 @@
 """Terminal output every command shares: a console sized for logs, the progress over candidates,
-the libraries' own chatter kept off it, and the one-line form of a command-line mistake.
+and the one-line form of a command-line mistake (the libraries' own chatter is kept off it in
+recommender.quiet).
 
 Here rather than in the CLI so that the commands only parse, call and print, and so that
 a search and a worker show their trials the same way.
@@ -8,8 +9,6 @@ a search and a worker show their trials the same way.
 from __future__ import annotations
 
 import contextlib
-import logging
-import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -18,18 +17,6 @@ from rich.console import Console
 if TYPE_CHECKING:
     from recommender.candidate import CandidateResult
     from recommender.study.worker import ProgressFn, StatusFn
-
-
-#: Loggers whose import-time chatter (CUDA-only extensions absent on CPU, deprecations) is not the user's concern.
-_NOISY_LOGGERS = ("torchao", "torch.utils._pytree", "lm-eval", "lm_eval", "bitsandbytes")
-
-
-def quiet_libraries() -> None:
-    """Only our output on the terminal: no per-request bars of lm-eval or the hub, no import-time warnings."""
-    os.environ.setdefault("TQDM_DISABLE", "1")  # lm-eval's per-request bars; our progress shows trials
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    for noisy in _NOISY_LOGGERS:
-        logging.getLogger(noisy).setLevel(logging.ERROR)
 
 
 def usage_error(exc: Exception) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from recommender.errors import BadInputError
+from recommender.quiet import quiet_optuna
 
 if TYPE_CHECKING:
     import optuna
@@ -81,8 +82,7 @@ def open_study(
             if exhaustive
             else optuna.samplers.TPESampler(seed=seed, n_startup_trials=8)
         )
-    # Optuna logs each failed trial with its traceback; the search prints its own line per failed candidate.
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    quiet_optuna()  # each failed trial's traceback; the search prints its own line per failed candidate
     try:
         if storage.startswith("sqlite:///"):
             Path(storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
