@@ -98,6 +98,8 @@ def render(rec: Recommendation, console: Console) -> None:
         console.print(f"  quality of {label} vs bf16 (measured on {device}): {_quality_cell(r)}")
     if rec.winner is None:
         console.print("[bold red]No candidate met every threshold.[/] Loosen a threshold or widen the space.")
+    if rec.quantization_note:
+        console.print(rec.quantization_note, markup=False)
     if rec.saving is not None:
         console.print(
             f"Saving against the current deployment: {rec.saving.percent_per_1m_tokens:.1f} % per token, "

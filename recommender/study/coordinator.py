@@ -203,8 +203,8 @@ def _finish(
     evaluator, winner, load_curve = worker.evaluator, recommendation.winner, None
     if winner is not None:
         context = spec.traffic.prompt_tokens + spec.traffic.output_tokens
-        recommendation.launch = launch_commands(winner.candidate, model=prepared.source.location,
-                                                max_model_len=context)  # fmt: skip
+        recommendation.launch = launch_commands(winner.candidate, model=prepared.source.location, max_model_len=context,
+                                                device=evaluator.performance.device_of(winner.candidate))  # fmt: skip
         status("latency against load of the winner")
         load_curve = evaluator.load_curve(winner.candidate)
     evaluator.quality.models.release()
