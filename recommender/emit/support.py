@@ -139,7 +139,7 @@ SUPPORT: Mapping[tuple[str, str], Kernel] = _rows(
     Kernel("sglang", "bf16", "SGLang bf16", (8, 0), amd=True),
     Kernel("tgi", "bf16", "TGI bf16", (8, 0)),
     Kernel("vllm", "fp16", "vLLM fp16", (7, 0), amd=True, cpu=True),
-    Kernel("sglang", "fp16", "SGLang fp16", (7, 0), amd=True),
+    Kernel("sglang", "fp16", "SGLang fp16", (7, 5), amd=True),
     Kernel("tgi", "fp16", "TGI fp16", (7, 5)),
     # llm-compressor checkpoints (compressed-tensors).
     Kernel("vllm", "ct-fp8-w8a8", "vLLM's CompressedTensorsW8A8Fp8", (8, 9), amd=True, fallback=_FP8_FALLBACK),
