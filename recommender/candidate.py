@@ -96,8 +96,18 @@ class CandidateResult:
 
     @property
     def quality_margin(self) -> float:
-        """The worst quality check's normalised margin (< 0: inside its threshold); 1 while unmeasured."""
-        return self.constraints.get("quality", 1.0)
+        """The worst quality check's margin as a fraction of its own threshold (< 0: inside it); 1 while unmeasured.
+
+        Normalised because the checks come in different units — accuracy points, a relative rise
+        of bits per byte, KL in nats/token — and a tie-break that compared raw margins would let
+        the check with the largest numbers decide: -0.5 leaves half the allowance unused whatever
+        the unit, and the candidate is as good as its tightest check. Results logged before checks
+        carried their threshold's size fall back to the raw quality constraint.
+        """
+        measured = self.quality is not None and self.quality.verdict != "unverified"
+        checks = self.quality.checks if measured and self.quality is not None else []
+        margins = [m for c in checks if (m := c.normalised_margin) is not None]
+        return max(margins) if margins else self.constraints.get("quality", 1.0)
 
     @property
     def quality_loss(self) -> float:

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from recommender import cli_eval, cli_quantize
+from recommender.cli_eval import _models_here
 from recommender.errors import BadInputError
 from recommender.interrupt import ctrl_c_event
 from recommender.report.console import make_console, quiet_libraries, trial_progress, usage_error
@@ -21,8 +23,6 @@ from recommender.report.console import make_console, quiet_libraries, trial_prog
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from recommender.model_cache import ModelCache
-    from recommender.quantize import QuantMethod
     from recommender.study import Prepared, SearchOutcome
 
 TRACKING_URI_HELP = "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlruns/mlflow.db)."
@@ -232,58 +232,6 @@ def gate_command(
     raise typer.Exit(1 if broken else 0)
 
 
-@app.command(
-    "eval",
-    epilog=(
-        "Exit codes: 0 pass, 1 fail, 3 inconclusive (more documents needed: raise the suite's limit), 2 bad input "
-        "(also: a method that cannot run on this device).\n\n"
-        "Verdict policy: the suite's verdict_policy; 'confidence' passes a task only when the whole 95 % paired "
-        "bootstrap interval of its margin is within the threshold."
-    ),
-)
-def eval_command(
-    model: Annotated[str, typer.Option(help="Local model directory or hub id (org/name).")],
-    method: Annotated[str, typer.Option(help="Quantization method, e.g. bnb-nf4, torchao-int8-wo, torchao-float8-wo.")],
-    use_case: Annotated[Path, typer.Option(help="Use-case suite YAML, e.g. evals/demo.yaml.")],
-    precision: Annotated[str | None, typer.Option(help="Precision the method must belong to (a check).")] = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="Documents per task (default: the suite's).")] = None,
-    adaptive: Annotated[bool, typer.Option(help="Stop early once every verdict is clear.")] = True,
-    revision: Annotated[str | None, typer.Option(help="Hub revision for hub ids.")] = None,
-    allow_pickle: Annotated[bool, typer.Option(help="Allow pickle (.bin) weights.")] = False,
-    trust_remote_code: Annotated[bool, typer.Option(help="Run code shipped with the model.")] = False,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-) -> None:
-    """Is this quantization good enough for this use case? Paired lm-eval deltas with intervals, KL, a verdict."""
-    from recommender.quality.cache import QualityCache
-    from recommender.quality.evaluate import QualityEvaluator
-    from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
-    from recommender.quality.suite import load_use_case
-    from recommender.quantize import get_method
-    from recommender.report.eval_table import render_eval
-    from recommender.serialization import dumps, to_data
-
-    quant = get_method(method, field="--method")
-    if precision is not None and precision != quant.precision:
-        raise BadInputError("--precision", f"{method} is a {quant.precision} method, not {precision}",
-                            f"pass --precision {quant.precision} or a {precision} method")  # fmt: skip
-    suite = load_use_case(use_case, field="--use-case")
-    models = _models_here(model, quant, fix="pick a method that runs here, or run on a device that has its kernels",
-                          revision=revision, allow_pickle=allow_pickle,
-                          trust_remote_code=trust_remote_code)  # fmt: skip
-    manager = task_manager(suite)
-    check_tasks_known(suite, manager)
-    evaluator = QualityEvaluator(suite, models, cache=QualityCache.default(), limit=limit, manager=manager,
-                                 adaptive=adaptive)  # fmt: skip
-    console = make_console(stderr=json_output)
-    with console.status(f"evaluating {quant.precision}/{quant.name} and the bf16 baseline with lm-eval"):
-        result = evaluator.evaluate(quant)
-    if json_output:
-        print(dumps(to_data(result)), end="")
-    else:
-        render_eval(result, model=models.source.name, use_case=suite.name, console=console)
-    raise typer.Exit({"pass": 0, "fail": 1, "inconclusive": 3}.get(result.verdict, 2))
-
-
 @app.command(epilog="Every figure here is modeled; quality is a labelled prior, verdict 'unverified'.")
 def plan(
     model: Annotated[
@@ -346,22 +294,6 @@ def probe(
     render_probe(results, model=models.source.name, method=quant, console=make_console(stderr=False))
 
 
-def _models_here(model: str, quant: QuantMethod, *, fix: str, revision: str | None = None, allow_pickle: bool = False,
-                 trust_remote_code: bool = False) -> ModelCache:  # fmt: skip
-    """What `eval` and `probe` check before loading anything (--model readable, the method runnable here)."""
-    from recommender.device import local_device
-    from recommender.model_cache import ModelCache
-    from recommender.model_source import ModelSource
-
-    source = ModelSource.resolve(model, base_dir=Path.cwd(), field="--model", revision=revision,
-                                 allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)  # fmt: skip
-    source.load_config(field="--model")
-    device = local_device()
-    if (reason := quant.unavailable_reason(device)) is not None:
-        raise BadInputError("--method", reason, fix)
-    return ModelCache(source, device)
-
-
 def _run_with_progress(
     prepared: Prepared, storage: str, uri: str, output_dir: Path, n_trials: int | None, resume: bool, console: Console
 ) -> SearchOutcome:
@@ -373,6 +305,10 @@ def _run_with_progress(
         return run_search(prepared.spec, storage=storage, tracking_uri=uri, output_root=output_dir, n_trials=n_trials,
                           resume=resume, prepared=prepared, on_trial=on_trial, on_status=on_status,
                           interrupted=ctrl_c_event(), write_documents=write_documents)  # fmt: skip
+
+
+app.command("eval", epilog=cli_eval.EPILOG)(cli_eval.eval_command)
+app.command("quantize", epilog=cli_quantize.EPILOG)(cli_quantize.quantize_command)
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from recommender.device import DeviceInfo
 from recommender.model_source import ModelSource
 from recommender.quantize import QuantMethod
+from recommender.quantize.checkpoint import QuantizeContext
 
 if TYPE_CHECKING:
     from torch import nn
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 class ModelCache:
     source: ModelSource
     device: DeviceInfo
+    #: Where checkpoint schemes keep their checkpoints and get calibration documents.
+    context: QuantizeContext | None = None
     loads: int = 0
     _name: str | None = field(default=None, repr=False)
     _model: nn.Module | None = field(default=None, repr=False)
@@ -39,7 +42,7 @@ class ModelCache:
         if self._name == method.name and self._model is not None:
             return self._model
         self.release()
-        model = method.load(self.source, self.device)
+        model = method.load(self.source, self.device, self.context)
         self._name, self._model = method.name, model
         self.loads += 1
         return model

@@ -15,6 +15,7 @@ from recommender.emit.launch import launch_commands
 from recommender.errors import BadInputError
 from recommender.perf.catalog import load_catalog
 from recommender.quantize import ENGINE_NAMES, EngineFlags, QuantMethod, all_methods
+from recommender.quantize.bitsandbytes import BitsAndBytesMethod
 
 MODEL = "/models/My Model v2"
 METHODS = all_methods()
@@ -260,9 +261,15 @@ def test_checkpoint_scheme_serves_the_checkpoint_without_a_quantization_flag(eng
 
 
 def test_bitsandbytes_notes_name_the_in_flight_format_and_double_quantization() -> None:
+    nf4 = METHODS["bnb-nf4"]
+    assert isinstance(nf4, BitsAndBytesMethod)
+    # bnb-nf4 is scored with double-quantized absmax statistics, as the engines quantize it: no mismatch to note.
+    single = tuple(kv for kv in nf4.config if kv[0] != "bnb_4bit_use_double_quant")
+    plain = dataclasses.replace(nf4, name="nf4-plain", config=single)
     for engine in ("vllm", "sglang", "tgi"):
-        notes = " ".join(emit("bnb-nf4", engine).notes)
-        assert "compress_statistics=True" in notes, engine
+        assert not any("compress_statistics" in note for note in emit("bnb-nf4", engine).notes), engine
+        notes = " ".join(get_emitter(engine).emit(settings(plain)).notes)
+        assert "compress_statistics=True" in notes and "nf4-plain was evaluated with plain fp32 absmax" in notes, engine
     assert "NF4" in " ".join(emit("bnb-nf4", "vllm").notes)
     assert "deprecated" in " ".join(emit("bnb-llm-int8", "tgi").notes)
     assert not any("deprecated" in note for note in emit("bnb-nf4", "tgi").notes)

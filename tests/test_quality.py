@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from recommender.device import DeviceInfo
 from recommender.model_cache import ModelCache
 from recommender.model_source import ModelSource
 from recommender.quality.cache import QualityCache
 from recommender.quality.evaluate import QualityEvaluator
+from recommender.quality.statistics import MIN_CONTINUOUS_DOCS
 from recommender.quality.suite import load_use_case
 from recommender.quantize import get_method
 from tests.conftest import write_suite
@@ -54,18 +56,24 @@ def test_quantized_model_scored_against_baseline_and_cached(demo_model_dir: Path
 
 def test_adaptive_evaluation_stops_early_when_the_verdict_is_clear(demo_model_dir: Path, tmp_path: Path) -> None:
     # Thresholds so loose that a quarter of the documents already decides: the variant stops there.
+    # bits_per_byte has no exact bound, so it decides nothing on fewer than MIN_CONTINUOUS_DOCS documents.
     suite = write_suite(tmp_path / "suite.yaml", limit=40, max_mean_kl=1.0)
     text = suite.read_text().replace("max_absolute_drop: 0.03", "max_absolute_drop: 0.5")
+    text = text.replace("limit: 4\n", f"limit: {MIN_CONTINUOUS_DOCS}\n")
     suite.write_text(text.replace("max_relative_drop: 0.02", "max_relative_drop: 0.5"))
     evaluator = _evaluator(demo_model_dir, suite, QualityCache(tmp_path / "cache"))
     evaluator.evaluate(get_method("baseline"))
     baseline_docs = evaluator.docs_evaluated
-    assert baseline_docs == 4 + 40  # the reference: the whole budget of both tasks
+    assert baseline_docs == MIN_CONTINUOUS_DOCS + 40  # the reference: the whole budget of both tasks
     result = evaluator.evaluate(get_method("torchao-int8-wo"))
     acc = next(c for c in result.checks if c.name == "demo_code_next_line")
     assert result.verdict == "pass"
     assert acc.n_docs == 10  # stopped at the first chunk of 40 / 4
-    assert result.docs_evaluated == 4 + 10
+    assert result.docs_evaluated == MIN_CONTINUOUS_DOCS + 10
+    # Three planned looks (10, 20, 40) share the 5 % error rate; the interval's own confidence is recorded.
+    assert acc.looks == 3 and acc.confidence == pytest.approx(1 - 0.05 / 3)
+    ppl = next(c for c in result.checks if c.name == "demo_code_ppl")
+    assert ppl.looks == 1 and ppl.confidence == pytest.approx(0.95)  # 20 documents: one look, at 95 %
     # The per-document cache holds exactly what was evaluated.
     pairs = evaluator.doc_pairs(get_method("torchao-int8-wo"), load_use_case(suite).tasks[1], 10)
     assert pairs.shape == (10, 2) and np.isin(pairs[:, 0], [0.0, 1.0]).all()

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from recommender.quality.statistics import MIN_CONTINUOUS_DOCS
 from recommender.spec import load_spec
 from recommender.study import run_search
 from tests.conftest import REPO, write_suite
@@ -48,6 +49,8 @@ def tracked(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """v1 may serve on an L4 or an H100; v2 (v1 trained further) only on an H100, so it costs more."""
     tmp = tmp_path_factory.mktemp("releases")
     suite = write_suite(tmp / "suite.yaml", limit=6)
+    # The gate compares bf16 across releases on a paired interval: bits_per_byte needs MIN_CONTINUOUS_DOCS documents.
+    suite.write_text(suite.read_text().replace("limit: 4\n", f"limit: {MIN_CONTINUOUS_DOCS}\n"))
     tracking = f"sqlite:///{tmp}/mlflow.db"
     for release, model_dir, hardware in (
         ("v1", REPO / "recommender" / "demo" / "model", ["l4", "h100-sxm"]),

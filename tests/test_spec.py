@@ -35,6 +35,7 @@ def _spec_folder(tmp_path: Path, **changes: Any) -> Path:
     data["use_case"] = "suites/small.yaml"
     data["hardware_catalog"] = "catalog.yaml"
     data["space"]["hardware"] = ["local", "my-gpu"]
+    data["local_device"] = {"price_per_hour_usd": 0.1, "price_source": "test"}  # the demo spec has none
     data.update(changes)
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
@@ -143,7 +144,7 @@ def test_spec_path_is_not_the_user_s_to_set(tmp_path: Path) -> None:
 
 def test_grid_size_is_the_product_of_choice_counts() -> None:
     spec: SearchSpec = load_spec(DEMO_SPEC)
-    assert grid_size(spec) == len(grid(spec)) == 5 * 5 * 3
+    assert grid_size(spec) == len(grid(spec)) == 5 * 4 * 3  # methods x GPUs x batch sizes
 
 
 def test_engines_default_to_vllm_and_sglang_and_name_a_different_study(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -175,13 +176,25 @@ def build_ppl_data(files: Sequence[SourceFile] | None = None) -> Path:
     return _build(PPL_TASK, ppl_docs, files)
 
 
+#: Training-split files whose chunks form the ppl task's `train` split: calibration documents for
+#: GPTQ/AWQ/SmoothQuant, from files the evaluation split never contains (``corpus.split_of``).
+CALIBRATION_FILES = 24
+
+
+def build_ppl_calibration_data(files: Sequence[SourceFile] | None = None) -> Path:
+    """Write (if missing) and return the ``demo_code_ppl`` train-split jsonl (training files, never scored)."""
+    if files is None:
+        files = list(itertools.islice(iter_source_files("train"), CALIBRATION_FILES))
+    return _build(f"{PPL_TASK}_train", ppl_docs, files)
+
+
 def build_next_line_data(files: Sequence[SourceFile] | None = None) -> Path:
     """Write (if missing) and return the ``demo_code_next_line`` jsonl for the held-out files."""
     return _build(NEXT_LINE_TASK, next_line_docs, files)
 
 
-def load_as_dataset_dict(path: Path) -> Any:
-    """Load a generated jsonl as a ``datasets.DatasetDict`` with one ``test`` split.
+def load_as_dataset_dict(path: Path, *, train: Path | None = None) -> Any:
+    """Load a generated jsonl as a ``datasets.DatasetDict`` with a ``test`` split (and ``train`` if given).
 
     The packaged ``json`` builder needs no network, so this works with
     ``HF_DATASETS_OFFLINE=1``; its Arrow cache goes under our cache dir, keyed by the
@@ -189,8 +202,9 @@ def load_as_dataset_dict(path: Path) -> Any:
     """
     import datasets
 
+    files = {"test": str(path)} | ({"train": str(train)} if train is not None else {})
     return datasets.load_dataset(
         "json",
-        data_files={"test": str(path)},
+        data_files=files,
         cache_dir=str(cache_root() / "hf_datasets"),
     )

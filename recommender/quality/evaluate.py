@@ -7,7 +7,11 @@ on each task's whole document budget once, and every variant on the same documen
 
 Adaptive evaluation: a variant is evaluated on a growing prefix of the budget (a
 quarter, a half, all of it) and stops as soon as the paired interval clears or crosses
-the threshold for every task.
+the threshold for every task. Every look could stop on a wrong verdict, so the looks share
+the suite's error rate: each interval is taken at 1 - (1 - confidence) / looks (Bonferroni
+over the planned looks, see statistics.py), and the result records that confidence. A look
+that cannot decide (fewer documents than a metric without exact bounds needs) is not planned,
+so it spends none of the error rate.
 """
 
 from __future__ import annotations
@@ -24,9 +28,10 @@ from recommender.errors import MethodUnavailableError
 from recommender.model_cache import ModelCache
 from recommender.quality import fidelity as fid
 from recommender.quality.cache import QualityCache, cache_key
+from recommender.quality.exact import is_binary
 from recommender.quality.lm_eval_runner import TaskData, describe_task, lm_eval_version, run_docs, task_manager
 from recommender.quality.result import QualityResult
-from recommender.quality.statistics import PairedResult, paired_bootstrap
+from recommender.quality.statistics import MIN_CONTINUOUS_DOCS, PairedResult, paired_bootstrap
 from recommender.quality.suite import TaskThreshold, UseCase
 from recommender.quality.verdict import fidelity_check, overall, task_check
 from recommender.quantize import QuantMethod, get_method
@@ -40,12 +45,21 @@ REFERENCE_METHOD = "baseline"
 MIN_CHUNK = 8
 
 
-def chunk_schedule(budget: int, *, adaptive: bool) -> list[int]:
-    """Document counts to evaluate in turn: a quarter, a half, then the whole budget."""
-    if not adaptive or budget < 2 * MIN_CHUNK:
+def chunk_schedule(budget: int, *, adaptive: bool, min_chunk: int = MIN_CHUNK) -> list[int]:
+    """Document counts to evaluate in turn (the planned looks): a quarter, a half, then the whole budget.
+
+    No look is planned below `min_chunk` documents; the number of looks is fixed by the budget
+    alone, before any result is seen, as the error-rate split across them requires.
+    """
+    if not adaptive or budget < 2 * min_chunk:
         return [budget]
-    sizes = {max(MIN_CHUNK, math.ceil(budget / 4)), max(MIN_CHUNK, math.ceil(budget / 2)), budget}
+    sizes = {max(min_chunk, math.ceil(budget / 4)), max(min_chunk, math.ceil(budget / 2)), budget}
     return sorted(s for s in sizes if s <= budget)
+
+
+def first_look(reference_pairs: np.ndarray) -> int:
+    """The smallest planned look for a task: a metric without exact bounds decides nothing on fewer documents."""
+    return MIN_CHUNK if is_binary(reference_pairs) else max(MIN_CHUNK, MIN_CONTINUOUS_DOCS)
 
 
 @dataclass
@@ -69,7 +83,7 @@ class QualityEvaluator:
     _results: dict[str, QualityResult] = field(default_factory=dict)
     _tasks: dict[str, TaskData] = field(default_factory=dict)
     _model_fingerprint: str | None = None
-    _baseline_logits: fid.BaselineLogits | None = None
+    _reference_log_probs: fid.ReferenceLogProbs | None = None
 
     def __post_init__(self) -> None:
         self._manager = self.manager or task_manager(self.use_case)
@@ -130,12 +144,15 @@ class QualityEvaluator:
         reference = get_method(REFERENCE_METHOD)
         budget = self.budget(spec)
         base = self.doc_pairs(reference, spec, budget)  # the whole budget, once for every method
+        policy, confidence = self.use_case.verdict_policy, self.use_case.confidence
+        if method.name == REFERENCE_METHOD:
+            return paired_bootstrap(spec, base, base, policy=policy, confidence=confidence, same_model=True)
+        schedule = chunk_schedule(budget, adaptive=bool(self.adaptive), min_chunk=first_look(base))
         result: PairedResult | None = None
-        for n in chunk_schedule(budget, adaptive=bool(self.adaptive) and method.name != REFERENCE_METHOD):
-            variant = base[:n] if method.name == REFERENCE_METHOD else self.doc_pairs(method, spec, n)
-            result = paired_bootstrap(
-                spec, base[:n], variant, policy=self.use_case.verdict_policy, confidence=self.use_case.confidence
-            )
+        looks = len(schedule)
+        for n in schedule:
+            variant = self.doc_pairs(method, spec, n)
+            result = paired_bootstrap(spec, base[:n], variant, policy=policy, confidence=confidence, looks=looks)
             if result.verdict != "inconclusive":
                 break
         assert result is not None
@@ -152,10 +169,11 @@ class QualityEvaluator:
         stored = self.cache.get(key) if self.cache else None
         if stored is not None:
             return from_data(fid.FidelityResult, stored)
-        if self._baseline_logits is None:
+        if self._reference_log_probs is None:  # kept on disk for the process's later candidates (see fidelity.py)
             windows = fid.fidelity_windows(self.use_case, self._manager, self.models.tokenizer)
-            self._baseline_logits = fid.baseline_logits(self.models.get(get_method(REFERENCE_METHOD)), windows)
-        result = fid.compare(self.models.get(method), self._baseline_logits)
+            reference = self.models.get(get_method(REFERENCE_METHOD))
+            self._reference_log_probs = fid.reference_log_probs(reference, windows)
+        result = fid.compare(self.models.get(method), self._reference_log_probs)
         if self.cache:
             self.cache.put(key, to_data(result))
         return result

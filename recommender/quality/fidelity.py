@@ -2,15 +2,28 @@
 
 Judged the way llama.cpp's perplexity tool judges quantizations: run the baseline and
 the variant over the same token windows and compare next-token distributions position
-by position. The baseline's log-probabilities are computed once and reused for every
-variant. The text is the use case's own documents (its first perplexity task, by default),
+by position. The text is the use case's own documents (its first perplexity task, by default),
 so "fidelity" means fidelity on the text this use case cares about.
+
+KL is exact: KL(bf16 reference || candidate) in nats per token, summed over the *whole*
+vocabulary at every position — not a top-k bound. The reference's log-probabilities are
+computed once and reused for every candidate; only one model is in memory at a time (the
+reference first, then each candidate), so they must outlive the reference model, and for a
+real vocabulary they are large: see `ReferenceLogProbs` for where they are kept.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
+import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from recommender.paths import cache_root
 
 if TYPE_CHECKING:
     import torch
@@ -23,34 +36,69 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class FidelityResult:
+    """The candidate's next-token distributions against the bf16 reference's, over `tokens` positions."""
+
+    #: Mean over positions of KL(reference || candidate) over the full vocabulary, in nats/token.
     mean_kl: float
+    #: 99th percentile over positions of the same KL, in nats/token.
     p99_kl: float
+    #: Fraction of positions where the reference's most likely token is also a most likely token of the candidate.
     top1_agreement: float
+    #: exp(mean NLL of the candidate - mean NLL of the reference) on the windows' next tokens.
     ppl_ratio: float
+    #: Positions compared (windows x (window length - 1)).
     tokens: int
 
 
-@dataclass(frozen=True)
-class BaselineLogits:
-    """Token windows and the baseline's top-k next-token log-probabilities over them.
+#: Changes whenever the computation changes, so cached results are not reused across it.
+ALGORITHM = "full-vocab-kl-v2"
+#: Positions per KL step: bounds the float64 temporaries to this many rows of the vocabulary.
+POSITION_CHUNK = 32
 
-    Only the top ``k`` entries per position are kept (plus the target token's
-    log-probability), so a 128k-token vocabulary costs k, not 128k, floats per position.
-    KL is then computed over the top-k tokens plus one bucket for the rest of the vocabulary,
-    which is a lower bound of the full KL (merging outcomes never increases divergence) and
-    equal to it when the tail holds little mass.
+
+def _remove(path: Path) -> None:
+    path.unlink(missing_ok=True)
+
+
+class ReferenceLogProbs:
+    """Token windows and the reference's full-vocabulary next-token log-probabilities over them, on disk.
+
+    Why on disk: 128k vocabulary entries x 255 positions x 4 bytes is 131 MB per window, 2.1 GB
+    for the default 16 windows of 256 tokens, and a candidate's own forward pass needs as much
+    again while the reference's are read back. A float32 numpy memmap holds them: written one
+    window at a time as the reference runs, read back one window at a time as each candidate
+    runs, so memory holds a window of each at most and the page cache keeps what fits (a small
+    vocabulary never leaves RAM in practice, so one code path serves both). The file lives under
+    the cache root, not /tmp (often a RAM-backed tmpfs), and is removed with this object.
+    Float32, as log_softmax computes them: the KL of near-identical models is a sum of small
+    differences of close numbers, which half precision would blur.
     """
 
-    windows: torch.Tensor
-    topk_logp: torch.Tensor
-    topk_idx: torch.Tensor
-    target_logp: torch.Tensor
+    def __init__(self, windows: torch.Tensor, path: Path, vocab: int) -> None:
+        self.windows = windows
+        self.path = path
+        self.shape = (int(windows.shape[0]), int(windows.shape[1]) - 1, vocab)
+        self._finalizer = weakref.finalize(self, _remove, path)
+        self._array("w+").flush()  # sized (sparse) now; filled window by window
 
+    def _array(self, mode: Literal["r", "r+", "w+"]) -> np.memmap[Any, np.dtype[np.float32]]:
+        return np.memmap(self.path, dtype=np.float32, mode=mode, shape=self.shape)
 
-#: Baseline tokens kept per position.
-TOP_K = 64
-#: Changes whenever the computation changes, so cached results are not reused across it.
-ALGORITHM = f"top{TOP_K}+tail-v1"
+    def write(self, i: int, log_probs: torch.Tensor) -> None:
+        """Store window `i`'s log-probabilities ((positions, vocab), float32)."""
+        store = self._array("r+")
+        store[i] = log_probs.numpy()
+        store.flush()
+
+    def window(self, i: int) -> torch.Tensor:
+        """Window `i`'s log-probabilities, (positions, vocab) float32, read into memory."""
+        import torch
+
+        return torch.from_numpy(np.array(self._array("r")[i]))
+
+    def close(self) -> None:
+        """Remove the file now (it is removed anyway when this object is collected or the process exits)."""
+        self._finalizer()
 
 
 def fidelity_windows(use_case: UseCase, manager: TaskManager, tokenizer: PreTrainedTokenizerBase) -> torch.Tensor:
@@ -86,48 +134,58 @@ def _window_log_probs(model: nn.Module, row: torch.Tensor) -> torch.Tensor:
     return torch.log_softmax(logits, dim=-1).cpu()
 
 
-def baseline_logits(model: nn.Module, windows: torch.Tensor, *, k: int = TOP_K) -> BaselineLogits:
+def reference_log_probs(model: nn.Module, windows: torch.Tensor, *, directory: Path | None = None) -> ReferenceLogProbs:
+    """Run the reference over `windows` and keep its full log-probabilities in a file under `directory`.
+
+    `directory` defaults to ``<cache root>/fidelity``.
+    """
+    folder = directory if directory is not None else cache_root() / "fidelity"
+    folder.mkdir(parents=True, exist_ok=True)
+    first = _window_log_probs(model, windows[0])
+    fd, name = tempfile.mkstemp(dir=folder, prefix="reference-", suffix=".f32")
+    os.close(fd)
+    reference = ReferenceLogProbs(windows, Path(name), int(first.shape[-1]))
+    reference.write(0, first)
+    for i in range(1, len(windows)):
+        reference.write(i, _window_log_probs(model, windows[i]))
+    return reference
+
+
+def kl_per_position(reference: torch.Tensor, candidate: torch.Tensor) -> torch.Tensor:
+    """KL(reference || candidate) in nats at each row of two (positions, vocab) log-probability tensors, float64.
+
+    Terms where the reference gives a token zero probability contribute nothing (0 log 0 = 0).
+    """
     import torch
 
-    topk_logp, topk_idx, target = [], [], []
-    for row in windows:
-        logp = _window_log_probs(model, row)
-        values, indices = logp.topk(min(k, logp.shape[-1]), dim=-1)
-        topk_logp.append(values)
-        topk_idx.append(indices)
-        target.append(logp.gather(-1, row[1:].unsqueeze(-1)).squeeze(-1))
-    return BaselineLogits(windows, torch.stack(topk_logp), torch.stack(topk_idx), torch.stack(target))
+    p_logp, q_logp = reference.double(), candidate.double()
+    terms = p_logp.exp() * (p_logp - q_logp)
+    return torch.where(torch.isneginf(p_logp), torch.zeros_like(terms), terms).sum(-1)
 
 
-def _log1mexp(logsum: torch.Tensor) -> torch.Tensor:
-    """log(1 - exp(x)) for the tail mass, clamped away from log(0)."""
+def compare(model: nn.Module, reference: ReferenceLogProbs, *, position_chunk: int = POSITION_CHUNK) -> FidelityResult:
+    """Exact full-vocabulary KL(reference || candidate) per position, top-1 agreement, perplexity ratio."""
     import torch
 
-    return torch.log((-torch.expm1(logsum)).clamp_min(1e-12))
-
-
-def compare(model: nn.Module, baseline: BaselineLogits) -> FidelityResult:
-    """KL(baseline || variant) per position (top-k + tail bucket), top-1 agreement, perplexity ratio."""
-    import torch
-
-    kls, agree, nll_var = [], [], []
-    for i, row in enumerate(baseline.windows):
-        variant = _window_log_probs(model, row)
-        p_logp = baseline.topk_logp[i]
-        q_logp = variant.gather(-1, baseline.topk_idx[i])
-        p_tail = _log1mexp(torch.logsumexp(p_logp, dim=-1))
-        q_tail = _log1mexp(torch.logsumexp(q_logp, dim=-1))
-        kl = (p_logp.exp() * (p_logp - q_logp)).sum(-1) + p_tail.exp() * (p_tail - q_tail)
-        kls.append(kl.clamp_min(0.0))
-        # Agreement: the baseline's top token is also a top token of the variant (bf16 logits tie often).
-        agree.append(q_logp[:, 0] >= variant.max(dim=-1).values)
-        nll_var.append(-variant.gather(-1, row[1:].unsqueeze(-1)).squeeze(-1))
-    kl_all = torch.cat(kls)
-    nll_base = -baseline.target_logp.mean()
+    kls, agree, nll_var, nll_ref = [], [], [], []
+    for i, row in enumerate(reference.windows):
+        q_all = _window_log_probs(model, row)
+        p_all = reference.window(i)
+        if p_all.shape != q_all.shape:
+            raise ValueError(f"candidate's vocabulary {tuple(q_all.shape)} differs from the reference's {p_all.shape}")
+        for start in range(0, p_all.shape[0], position_chunk):
+            kls.append(kl_per_position(p_all[start : start + position_chunk], q_all[start : start + position_chunk]))
+        # Agreement: the reference's top token is also a top token of the candidate (bf16 logits tie often).
+        top = p_all.argmax(dim=-1, keepdim=True)
+        agree.append(q_all.gather(-1, top).squeeze(-1) >= q_all.max(dim=-1).values)
+        targets = row[1:].unsqueeze(-1)
+        nll_var.append(-q_all.gather(-1, targets).squeeze(-1).double())
+        nll_ref.append(-p_all.gather(-1, targets).squeeze(-1).double())
+    kl_all = torch.cat(kls).clamp_min(0.0)
     return FidelityResult(
         mean_kl=float(kl_all.mean()),
         p99_kl=float(torch.quantile(kl_all, 0.99)),
         top1_agreement=float(torch.cat(agree).float().mean()),
-        ppl_ratio=float(torch.exp(torch.cat(nll_var).mean() - nll_base)),
+        ppl_ratio=float(torch.exp(torch.cat(nll_var).mean() - torch.cat(nll_ref).mean())),
         tokens=int(kl_all.numel()),
     )

@@ -70,6 +70,21 @@ class Fidelity(BaseModel):
     window_tokens: Annotated[int, Field(gt=8)] = 256
 
 
+class Calibration(BaseModel):
+    """Documents that calibrating schemes (GPTQ, AWQ, SmoothQuant) run through the model.
+
+    They come from the task's training split (or its validation split when the test split is
+    the scored one), never from the documents quality is scored on.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    task: str | None = Field(default=None, description="Task whose documents calibrate; default: the text task.")
+    samples: Annotated[int, Field(gt=0, le=4096)] = Field(
+        default=16, description="Calibration samples (GPTQ papers use 128 to 512; 16 keeps the demo fast)."
+    )
+    tokens: Annotated[int, Field(gt=8, le=32768)] = Field(default=256, description="Tokens per sample.")
+
+
 class UseCase(BaseModel):
     """A use case as lm-eval tasks with thresholds, plus fidelity limits."""
 
@@ -83,6 +98,7 @@ class UseCase(BaseModel):
     batch_size: Annotated[int, Field(gt=0)] = 8
     tasks: list[TaskThreshold] = Field(min_length=1)
     fidelity: Fidelity = Fidelity()
+    calibration: Calibration = Calibration()
     verdict_policy: Literal["confidence", "point"] = Field(
         default="confidence", description="confidence: decide on the bootstrap interval; point: on the estimate."
     )

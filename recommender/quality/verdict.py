@@ -1,19 +1,22 @@
 """Verdicts: one Check per threshold, and the overall verdict of a method for a use case.
 
 A task's check comes from the paired bootstrap (see statistics.py for the policy); the
-fidelity check compares mean KL with its limit. A check's *margin* is how far past the
-threshold the result is, in the threshold's units (> 0 means broken); the search hands
-the worst margin to Optuna as a constraint value. Nothing measured means "unverified",
-never "pass".
+fidelity check compares mean KL (nats/token) with its limit. A check's *margin* is how far
+past the threshold the result is, in the threshold's units (> 0 means broken); the search
+hands the worst margin to Optuna as a constraint value. Its *normalised* margin divides by
+the threshold's own size, so checks in different units (accuracy points, a relative rise of
+bits per byte, KL in nats) compare: -0.5 leaves half the allowance unused whatever the unit.
+Nothing measured means "unverified", never "pass".
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
 from recommender.quality.fidelity import FidelityResult
-from recommender.quality.statistics import PairedResult
+from recommender.quality.statistics import DocPairs, PairedResult
 from recommender.quality.suite import TaskThreshold, UseCase
 
 Verdict = Literal["pass", "fail", "inconclusive", "unverified"]
@@ -21,7 +24,14 @@ Verdict = Literal["pass", "fail", "inconclusive", "unverified"]
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """One threshold applied to one measured quantity."""
+    """One threshold applied to one measured quantity.
+
+    ``threshold_scale``: the threshold's size in the margin's units (the allowed drop, the floor,
+    the KL limit), by which `normalised_margin` divides. ``confidence``: the confidence of
+    `delta_ci` (per look, see statistics.py); ``looks``: how many looks shared the suite's error
+    rate. ``reference_docs``/``variant_docs``: the per-document (numerator, denominator) pairs
+    compared, so a later release can be compared on the same documents (the release gate).
+    """
 
     name: str
     metric: str
@@ -34,17 +44,52 @@ class Check:
     delta_ci: tuple[float, float] | None = None
     n_docs: int | None = None
     higher_is_better: bool = True
+    threshold_scale: float | None = None
+    confidence: float | None = None
+    looks: int = 1
+    reference_docs: DocPairs = ()
+    variant_docs: DocPairs = ()
+
+    @property
+    def normalised_margin(self) -> float | None:
+        """`margin` / `threshold_scale` (< 0 inside the threshold); ±inf past a zero allowance; None if unknown."""
+        if self.margin is None or self.threshold_scale is None:
+            return None
+        if self.threshold_scale > 0:
+            return self.margin / self.threshold_scale
+        return math.copysign(math.inf, self.margin) if self.margin else 0.0
+
+    @property
+    def interval(self) -> str:
+        """`delta_ci` with its confidence, for reports: "[-0.02, +0.01] at 98.3 % (one of 3 looks)"."""
+        if self.delta_ci is None:
+            return "-"
+        text = f"[{self.delta_ci[0]:+.4g}, {self.delta_ci[1]:+.4g}]"
+        if self.confidence is not None:
+            text += f" at {self.confidence:.1%}"
+            text += f" (one of {self.looks} looks)" if self.looks > 1 else ""
+        return text
+
+
+def threshold_scale(spec: TaskThreshold) -> float:
+    """The threshold's size in its margin's units: the allowed drop (relative or absolute), or |floor|."""
+    th = spec.threshold
+    for size in (th.max_relative_drop, th.max_absolute_drop, th.min_value):
+        if size is not None:
+            return abs(size)
+    raise AssertionError("a Threshold has exactly one kind")
 
 
 def task_check(spec: TaskThreshold, result: PairedResult | None) -> Check:
     desc = spec.threshold.describe(spec.higher_is_better)
     if result is None:
         return Check(spec.task, spec.metric, None, None, None, None, desc, "unverified",
-                     higher_is_better=spec.higher_is_better)  # fmt: skip
+                     higher_is_better=spec.higher_is_better, threshold_scale=threshold_scale(spec))  # fmt: skip
     return Check(
         spec.task, spec.metric, result.baseline, result.value, result.delta,
         result.margin_ci[1] if result.verdict != "fail" else result.margin,
-        desc, result.verdict, result.delta_ci, result.n_docs, spec.higher_is_better,
+        desc, result.verdict, result.delta_ci, result.n_docs, spec.higher_is_better, threshold_scale(spec),
+        result.confidence, result.looks, result.reference_docs, result.variant_docs,
     )  # fmt: skip
 
 
@@ -52,13 +97,14 @@ def fidelity_check(use_case: UseCase, fidelity: FidelityResult | None) -> Check 
     limit = use_case.fidelity.max_mean_kl
     if limit is None:
         return None
-    desc = f"mean KL <= {limit:g}"
+    desc = f"mean KL <= {limit:g} nats/token"
     if fidelity is None:
-        return Check("fidelity", "mean_kl", 0.0, None, None, None, desc, "unverified", higher_is_better=False)
+        return Check("fidelity", "mean_kl", 0.0, None, None, None, desc, "unverified", higher_is_better=False,
+                     threshold_scale=limit)  # fmt: skip
     margin = fidelity.mean_kl - limit
     return Check(
         "fidelity", "mean_kl", 0.0, fidelity.mean_kl, fidelity.mean_kl, margin, desc,
-        "pass" if margin <= 0 else "fail", None, fidelity.tokens, False,
+        "pass" if margin <= 0 else "fail", None, fidelity.tokens, False, limit,
     )  # fmt: skip
 
 

@@ -3,7 +3,8 @@
 bitsandbytes >= 0.47 ships CPU kernels for both, so the demo quantizes for real on
 the CPU. Effective bits: LLM.int8 stores one fp32 scale per output row (negligible at
 real widths: 8 + 32/in_features); 4-bit stores one fp32 absmax per 64-weight block
-(4 + 32/64 = 4.5) unless double quantization is on.
+(4 + 32/64 = 4.5); with double quantization (NF4 as vLLM and TGI quantize it in flight) the
+absmax is itself 8-bit with one fp32 scale per 256 blocks (4 + 8/64 + 32/(64*256) = 4.127).
 """
 
 from __future__ import annotations
@@ -61,16 +62,17 @@ METHODS: tuple[QuantMethod, ...] = (
         name="bnb-nf4",
         precision="int4",
         library="bitsandbytes",
-        bits_per_weight=4.5,
+        bits_per_weight=4.0 + 8.0 / 64 + 32.0 / (64 * 256),
         weight_only=True,
         devices=frozenset({"cpu", "cuda"}),
         engines=EngineFlags(vllm="bitsandbytes", sglang="bitsandbytes", tgi="bitsandbytes-nf4", family="bnb-nf4"),
         config=(
             ("load_in_4bit", True),
             ("bnb_4bit_quant_type", "nf4"),
+            ("bnb_4bit_use_double_quant", True),
             ("bnb_4bit_compute_dtype", "bfloat16"),
         ),
-        description="4-bit NormalFloat weights, block 64, bf16 compute",
+        description="4-bit NormalFloat weights, block 64, double-quantized absmax, bf16 compute (as vLLM serves it)",
     ),
     BitsAndBytesMethod(
         name="bnb-fp4",

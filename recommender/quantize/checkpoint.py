@@ -92,6 +92,13 @@ class CheckpointStore:
         return self.path(key)
 
 
+def default_store() -> CheckpointStore:
+    """Checkpoints under the cache root, shared by every study and command on this machine."""
+    from recommender.paths import cache_root
+
+    return CheckpointStore(cache_root() / "checkpoints")
+
+
 def checkpoint_key(**parts: object) -> str:
     """A short stable key from named parts (sorted, JSON), for `CheckpointStore`."""
     text = json.dumps(parts, sort_keys=True, default=str)

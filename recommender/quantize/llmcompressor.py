@@ -94,19 +94,22 @@ class LlmCompressorScheme(QuantMethod):
 
 
 def load_checkpoint(path: Path, device: DeviceInfo) -> nn.Module:
-    """A compressed-tensors checkpoint loaded with transformers, weights dequantized to bf16.
+    """A compressed-tensors checkpoint loaded with transformers for scoring.
 
-    Dequantizing at load time leaves the weights the model computes with equal to the
-    checkpoint's (scale x quantized value, rounded to bf16); activation quantization of the
-    A8 schemes stays simulated in each quantized layer's forward pass.
+    On the CPU the weights are dequantized at load time, which leaves the weights the model
+    computes with equal to the checkpoint's (scale x quantized value, rounded to bf16);
+    activation quantization of the A8 schemes stays simulated in each quantized layer's
+    forward pass. On CUDA the weights stay compressed and transformers' optimized path runs
+    the kernels it has (FP8 W8A8 on capability >= 8.9), the rest decompress on first use.
     """
     import torch
     from transformers import AutoModelForCausalLM, CompressedTensorsConfig
 
+    on_cpu = device.kind == "cpu"
+    config = CompressedTensorsConfig(dequantize=on_cpu, use_optimized_inference=not on_cpu)
     model: nn.Module = AutoModelForCausalLM.from_pretrained(
-        str(path), dtype=torch.bfloat16, device_map=device.kind,
-        quantization_config=CompressedTensorsConfig(dequantize=True),
-    )  # fmt: skip
+        str(path), dtype=torch.bfloat16, device_map=device.kind, quantization_config=config
+    )
     return model.eval()
 
 
@@ -220,7 +223,8 @@ METHODS: tuple[QuantMethod, ...] = (
         checkpoint_format=COMPRESSED_TENSORS,
         calibrates=True,
         recipe=_recipe("""
-            AWQModifier:
+            AWQModifier: {}
+            QuantizationModifier:
               targets: [Linear]
               scheme: W4A16_ASYM
               ignore: [lm_head]

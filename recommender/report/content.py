@@ -224,7 +224,7 @@ def _check_row(c: Check) -> tuple[str, ...]:
         num(c.baseline),
         num(c.value),
         "-" if c.delta is None else f"{c.delta:+.4g}",
-        "-" if not ci else f"[{ci[0]:+.4g}, {ci[1]:+.4g}]",
+        c.interval if ci else "-",  # with its confidence: per look, when looks shared the error rate
         str(c.n_docs or "-"),
         c.threshold,
         check_verdict(c),
@@ -238,7 +238,7 @@ def _quality_of(label: str, result: CandidateResult) -> list[Block]:
     blocks: list[Block] = [Heading(f"{method} ({label}): {result.quality_verdict}", 3)]
     checks = quality.checks if quality is not None else []
     if checks:
-        header = ("check", "metric", "bf16", method, "delta", "95% CI of delta", "docs", "threshold", "verdict")
+        header = ("check", "metric", "bf16", method, "delta", "interval of delta", "docs", "threshold", "verdict")
         blocks.append(Table(header, tuple(_check_row(check) for check in checks)))
     else:
         blocks.append(para("No quality check was run: quality is ", bold("unverified"), "."))

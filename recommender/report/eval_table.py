@@ -14,11 +14,11 @@ def _num(value: float | None) -> str:
 
 def render_eval(result: QualityResult, *, model: str, use_case: str, console: Console) -> None:
     table = Table(title=f"{model}: {result.precision}/{result.method} against bf16, use case {use_case}")
-    columns = ("check", "metric", "bf16", result.method, "delta", "95% CI of delta", "docs", "threshold", "verdict")
+    columns = ("check", "metric", "bf16", result.method, "delta", "interval of delta", "docs", "threshold", "verdict")
     for column in columns:
         table.add_column(column)
     for c in result.checks:
-        ci = "-" if c.delta_ci is None else f"[{c.delta_ci[0]:+.4g}, {c.delta_ci[1]:+.4g}]"
+        ci = c.interval  # with its confidence: per look, when looks shared the error rate
         delta = "-" if c.delta is None else f"{c.delta:+.4g}"
         style = {"pass": "green", "fail": "red", "inconclusive": "yellow"}.get(c.verdict, "")
         verdict = f"[{style}]{c.verdict}[/]" if style else c.verdict

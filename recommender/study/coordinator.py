@@ -21,6 +21,8 @@ from recommender.decision import pick
 from recommender.emit.launch import launch_commands
 from recommender.errors import BadInputError
 from recommender.evidence import RECOMMENDATION_JSON, StudyEvidence, write_evidence
+from recommender.quality.calibration_docs import quantize_context
+from recommender.quantize.checkpoint import QuantizeContext
 from recommender.recommendation import Recommendation, build
 from recommender.spec import SearchSpec
 from recommender.study.prepare import Prepared, portable_spec, prepare
@@ -33,6 +35,7 @@ from recommender.study.storage import (
     TRACKING_URI_ATTR,
     open_study,
 )
+from recommender.study.winner_checkpoint import WinnerCheckpoint, place_checkpoint
 from recommender.study.worker import BUDGET_ATTR, ProgressFn, StatusFn, StudyWorker
 from recommender.tracking import Tracker, absolute_store_uri, git_sha
 
@@ -201,16 +204,20 @@ def _finish(
         release=spec.model.release, use_case=prepared.use_case.name, sla=spec.sla,
     )  # fmt: skip
     evaluator, winner, load_curve = worker.evaluator, recommendation.winner, None
+    output_dir = output_root / spec.study_name
+    placed: list[Path] = []
     if winner is not None:
+        checkpoint = _place_checkpoint(prepared, evaluator.quality.models.context, winner.candidate, output_dir)
+        status(checkpoint.note)
+        placed = [p for p in checkpoint.written if p.is_file()]
         context = spec.traffic.prompt_tokens + spec.traffic.output_tokens
-        recommendation.launch = launch_commands(winner.candidate, model=prepared.source.location, max_model_len=context,
+        recommendation.launch = launch_commands(winner.candidate, model=checkpoint.model, max_model_len=context,
                                                 device=evaluator.performance.device_of(winner.candidate))  # fmt: skip
         status("latency against load of the winner")
         load_curve = evaluator.load_curve(winner.candidate)
     evaluator.quality.models.release()
-    output_dir = output_root / spec.study_name
     evidence = StudyEvidence(recommendation, results, load_curve)
-    paths = write_evidence(output_dir, evidence)
+    paths = write_evidence(output_dir, evidence) + placed
     if write_documents is not None:
         paths += write_documents(output_dir, evidence)
     opened.tracker.log_artifacts(opened.parent_run_id, paths)
@@ -258,6 +265,16 @@ def run_search(
         raise
     return _finish(opened, prepared, storage=storage, tracking_uri=tracking_uri, output_root=output_root,
                    status=status, write_documents=write_documents)  # fmt: skip
+
+
+def _place_checkpoint(
+    prepared: Prepared, context: QuantizeContext | None, candidate: Candidate, output_dir: Path
+) -> WinnerCheckpoint:
+    """The winner's checkpoint under the study (or the recipe and command that make it)."""
+    source = prepared.source
+    context = context or quantize_context(prepared.use_case, prepared.manager, source)
+    return place_checkpoint(candidate.method, source, context, output_dir, use_case=prepared.spec.use_case,
+                            calibration_samples=prepared.use_case.calibration.samples)  # fmt: skip
 
 
 def _study_metrics(rec: Recommendation) -> dict[str, float]:

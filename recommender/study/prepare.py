@@ -21,6 +21,7 @@ from recommender.perf.serving import check_sla_reachable
 from recommender.perf.shape import ModelShape
 from recommender.performance import LocalMeasurement, PerformanceEvaluator
 from recommender.quality.cache import QualityCache
+from recommender.quality.calibration_docs import quantize_context
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
 from recommender.quality.suite import UseCase, load_use_case
@@ -45,7 +46,7 @@ class Prepared:
     shape: ModelShape
 
     def evaluator(self, claims: ClaimStore | None = None) -> CandidateEvaluator:
-        models = ModelCache(self.source, local_device())
+        models = ModelCache(self.source, local_device(), quantize_context(self.use_case, self.manager, self.source))
         quality = QualityEvaluator(
             self.use_case, models, cache=QualityCache.default(), manager=self.manager, claims=claims
         )

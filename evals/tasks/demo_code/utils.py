@@ -14,14 +14,15 @@ from typing import Any
 
 from recommender.demo.eval_data import (
     build_next_line_data,
+    build_ppl_calibration_data,
     build_ppl_data,
     load_as_dataset_dict,
 )
 
 
 def load_ppl(**_: Any) -> Any:
-    """DatasetDict with a `test` split of `{text, source}` chunks of held-out files."""
-    return load_as_dataset_dict(build_ppl_data())
+    """DatasetDict: `test` = chunks of held-out files (scored); `train` = chunks of training files (calibration)."""
+    return load_as_dataset_dict(build_ppl_data(), train=build_ppl_calibration_data())
 
 
 def load_next_line(**_: Any) -> Any:

@@ -1,0 +1,50 @@
+"""Write a scheme's checkpoint where the user asked: what `recommender quantize` and a study's winner do.
+
+The checkpoint is made (or found) in the content-addressed store first, then copied, so a
+study that already scored the scheme hands over the very files it scored. Schemes whose
+engines quantize in flight (bitsandbytes, vLLM's online fp8) and evaluation-only schemes
+write nothing: the refusal says what launches them instead.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from recommender.errors import BadInputError
+from recommender.quantize._base import QuantMethod
+from recommender.quantize.llmcompressor import LlmCompressorScheme
+
+if TYPE_CHECKING:
+    from recommender.model_source import ModelSource
+    from recommender.quantize.checkpoint import QuantizeContext
+
+
+def checkpoint_scheme(method: QuantMethod, *, field: str = "--scheme") -> LlmCompressorScheme:
+    """`method` if it writes a checkpoint an engine loads, else one line saying what launches it."""
+    if isinstance(method, LlmCompressorScheme) and method.checkpoint_format is not None:
+        return method
+    if method.evaluation_only:
+        fix = "it is evaluation-only (no serving engine launches it); pick a compressed-tensors scheme"
+    elif method.engines.vllm:
+        flag = method.engines.vllm
+        fix = f"the engine quantizes the original weights as it loads them: launch with --quantization {flag}"
+    else:
+        fix = "it serves the original weights; launch the model as it is"
+    raise BadInputError(field, f"{method.name} has no checkpoint to write", fix)
+
+
+def check_output_dir(out: Path, *, field: str = "--out") -> None:
+    """Refuse an output that exists and is not an empty directory (nothing is overwritten)."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise BadInputError(field, f"{out} exists and is not an empty directory", "give a new directory")
+    if not out.parent.exists():
+        raise BadInputError(field, f"the parent directory {out.parent} does not exist", "create it first")
+
+
+def export_checkpoint(scheme: LlmCompressorScheme, source: ModelSource, context: QuantizeContext, out: Path) -> Path:
+    """The scheme's checkpoint of `source`, copied to `out` (made in the store first when missing)."""
+    made = scheme.checkpoint(source, context)
+    shutil.copytree(made, out, dirs_exist_ok=True)
+    return out

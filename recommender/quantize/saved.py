@@ -1,0 +1,69 @@
+"""A checkpoint directory written earlier (`recommender quantize`, or a study), scored as it is on disk.
+
+`recommender eval --scheme S --checkpoint DIR` measures the very files an engine will load.
+The directory must be a compressed-tensors checkpoint whose recipe is the scheme's: scoring a
+GPTQ checkpoint under the name of round-to-nearest would put one scheme's numbers on another.
+Its identity is the scheme's plus the hash of its weights, so the quality cache never mixes two
+checkpoints of one scheme (say, calibrated on different documents).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from recommender.device import DeviceInfo
+from recommender.errors import BadInputError
+from recommender.quantize._base import QuantMethod
+from recommender.quantize.llmcompressor import COMPRESSED_TENSORS, LlmCompressorScheme, load_checkpoint
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from recommender.model_source import ModelSource
+    from recommender.quantize.checkpoint import QuantizeContext
+
+
+@dataclass(frozen=True, kw_only=True)
+class SavedCheckpoint(QuantMethod):
+    """`scheme` as saved in `path`; loads the directory, never quantizes."""
+
+    scheme: QuantMethod
+    path: Path
+    weights_hash: str
+
+    def identity(self) -> str:
+        return f"{self.scheme.identity()}@{self.weights_hash}"
+
+    def _load(self, source: ModelSource, device: DeviceInfo, context: QuantizeContext | None) -> nn.Module:
+        return load_checkpoint(self.path, device)
+
+
+def saved_checkpoint(scheme: QuantMethod, path: Path, *, field: str = "--checkpoint") -> SavedCheckpoint:
+    """`path` checked to be `scheme`'s compressed-tensors checkpoint (one BadInputError line otherwise)."""
+    from recommender.model_source import ModelSource
+
+    if not isinstance(scheme, LlmCompressorScheme) or scheme.checkpoint_format is None:
+        raise BadInputError(field, f"{scheme.name} writes no checkpoint", "pass a compressed-tensors scheme")
+    config_file = path / "config.json"
+    if not config_file.is_file():
+        raise BadInputError(field, f"{path} has no config.json", "give a directory written by `recommender quantize`")
+    try:
+        quant = json.loads(config_file.read_text(encoding="utf-8")).get("quantization_config") or {}
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadInputError(field, f"{config_file} is not JSON: {exc}") from None
+    if quant.get("quant_method") != COMPRESSED_TENSORS:
+        raise BadInputError(field, f"{path} is not a compressed-tensors checkpoint", "run `recommender quantize`")
+    recipe = path / "recipe.yaml"
+    if recipe.is_file() and recipe.read_text(encoding="utf-8") != scheme.recipe:
+        raise BadInputError(field, f"{path} was made with another recipe than {scheme.name}'s",
+                            f"pass the scheme it was made with (its recipe is {recipe})")  # fmt: skip
+    fingerprint = ModelSource.resolve(str(path), base_dir=path, field=field).fingerprint()
+    return SavedCheckpoint(
+        name=scheme.name, precision=scheme.precision, library=scheme.library, bits_per_weight=scheme.bits_per_weight,
+        weight_only=scheme.weight_only, devices=scheme.devices, engines=scheme.engines,
+        checkpoint_format=scheme.checkpoint_format, description=f"{scheme.description}; saved at {path}",
+        scheme=scheme, path=path, weights_hash=fingerprint,
+    )  # fmt: skip
