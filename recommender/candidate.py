@@ -67,6 +67,8 @@ class CandidateResult:
 
     A pruned or failed candidate has no serving estimate or cost; a candidate whose quality was
     not measured has a `quality` whose verdict is "unverified" (with the reason), or none at all.
+    `engines` are the spec's serving engines that launch it on its hardware as measured (a tie
+    goes to the candidate more of them launch).
     """
 
     candidate: Candidate
@@ -78,6 +80,7 @@ class CandidateResult:
     cost: CostEstimate | None = None
     memory: MemoryFit | None = None
     probe: ProbeResult | None = None
+    engines: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:

@@ -2,9 +2,10 @@
 
 Speed and cost come from the `PerformanceEvaluator` (the same pipeline `recommender plan`
 runs). Quality is measured last, and only where it can decide: a candidate that already
-breaks a latency limit, or costs more than a feasible candidate found earlier (tie tolerance
-included), cannot be recommended, so its quality stays "unverified" with that reason —
-unless its method's quality is already known.
+breaks a latency limit, costs more per month than a feasible candidate found earlier (tie
+tolerance included), or loses the tie to one before quality is compared (`decision`), cannot
+be recommended, so its quality stays "unverified" with that reason — unless its method's
+quality is already known.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from recommender.candidate import Candidate, CandidateResult
-from recommender.decision import quality_cannot_matter
+from recommender.decision import CostBound, quality_cannot_matter
 from recommender.performance import LoadCurve, PerformanceEvaluator
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.result import QualityResult
@@ -55,7 +56,7 @@ class CandidateEvaluator:
     def probes_run(self) -> int:
         return self.performance.probes_run
 
-    def evaluate(self, c: Candidate, *, cost_bound: float | None = None) -> CandidateResult:
+    def evaluate(self, c: Candidate, *, cost_bound: CostBound | None = None) -> CandidateResult:
         """Everything about `c`, cheapest checks first; `cost_bound` is `decision.cost_bound` of what is known."""
         result = self.performance.evaluate(c)
         if result.status != "evaluated":

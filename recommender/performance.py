@@ -4,6 +4,12 @@ One pipeline for `recommender search` and `recommender plan`: the runnable check
 plan, the step-cost model (roofline on a catalog entry; probes measured here for the local
 device), the continuous-batching simulation and the price. `plan` is this without quality,
 so the two commands cannot drift apart.
+
+Runnable means servable as measured: an evaluation-only scheme, or a scheme none of the
+spec's engines launches on the candidate's device (`recommender.emit.support`: compute
+capability, vendor, kernel), is pruned before anything is loaded, with the engines checked
+and the fix. The engines that do launch it travel with the result (ties prefer more of
+them), and the least load peak among them sizes the memory check.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from typing import TYPE_CHECKING
 
 from recommender.candidate import CONSTRAINT_KEYS, Candidate, CandidateResult
 from recommender.cost import CostEstimate, estimate_cost
+from recommender.device import DeviceInfo
+from recommender.emit.support import DEFAULT_ENGINES, Eligibility, eligibility
 from recommender.errors import MethodUnavailableError
 from recommender.perf.catalog import Accelerator, Catalog
 from recommender.perf.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryFit, plan_memory
@@ -69,6 +77,7 @@ class Setup:
     price_source: str
     memory: MemoryFit
     probe: ProbeResult | None
+    engines: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,6 +113,7 @@ def speed_result(c: Candidate, perf: Performance, sla: LatencySLA) -> CandidateR
         cost=perf.cost,
         memory=perf.setup.memory,
         probe=perf.setup.probe,
+        engines=perf.setup.engines,
     )
 
 
@@ -126,13 +136,17 @@ class LoadCurve:
 
 @dataclass
 class PerformanceEvaluator:
-    """Speed and cost of candidates for one traffic profile and SLA; probes cached per (method, batch)."""
+    """Speed and cost of candidates for one traffic profile and SLA; probes cached per (method, batch).
+
+    `engines`: the serving engines the spec would run (a candidate counts where one launches it).
+    """
 
     catalog: Catalog
     shape: ModelShape
     traffic: Traffic
     sla: LatencySLA
     local: LocalMeasurement | None = None
+    engines: tuple[str, ...] = DEFAULT_ENGINES
     _probes: dict[tuple[str, int], ProbeResult] = field(default_factory=dict)
 
     @property
@@ -166,9 +180,9 @@ class PerformanceEvaluator:
         """The pruned result, or what evaluating `c` needs: its step-cost model, scheduler, price, memory."""
         method = get_method(c.method)
         accel = None if c.hardware == LOCAL_DEVICE else self.catalog.get(c.hardware)
-        refusal = self._refusal(c, method, accel)
-        if refusal is not None:
-            return pruned(c, "runnable", refusal)
+        served = self._refusal(c, method, accel)
+        if isinstance(served, str):
+            return pruned(c, "runnable", served)
         memory = plan_memory(
             self.shape,
             method,
@@ -178,6 +192,7 @@ class PerformanceEvaluator:
             max_num_batched_tokens=c.max_num_batched_tokens,
             max_num_seqs=c.batch_size,
             kv_cache_dtype=c.kv_cache_dtype,
+            load_bits_per_weight=served.load_bits_per_weight,
         )
         # A catalog GPU needs room for one request; the scheduler caps concurrency at the KV
         # cache. The local probe really runs the whole batch, so there all of it must fit.
@@ -197,33 +212,57 @@ class PerformanceEvaluator:
                 self.shape, method, accel, tensor_parallel=c.tensor_parallel, kv_cache_dtype=c.kv_cache_dtype
             )
             price_source = f"{accel.price_source} ({accel.price_date})"
-            return Setup(method, step_cost, scheduler, accel.price_per_hour_usd, price_source, fit, None)
+            hourly = accel.price_per_hour_usd
+            return Setup(method, step_cost, scheduler, hourly, price_source, fit, None, served.engines)
         assert self.local is not None  # _refusal prunes local candidates without a local measurement
         try:
             table, own = self._measured_step_cost(c, self.local)
         except MethodUnavailableError as exc:
             return pruned(c, "runnable", str(exc))
-        price = self.local.price
-        return Setup(method, table, scheduler, price.price_per_hour_usd, price.price_source, fit, own)
+        local = self.local.price
+        return Setup(method, table, scheduler, local.price_per_hour_usd, local.price_source, fit, own, served.engines)
 
-    def _refusal(self, c: Candidate, method: QuantMethod, accel: Accelerator | None) -> str | None:
-        """Why `c` cannot run at all (device, KV dtype, tensor-parallel degree), or None."""
+    def device_of(self, c: Candidate) -> DeviceInfo | None:
+        """The device `c` would be served on: its catalog GPU, or this machine's device (None if not measured)."""
+        if c.hardware != LOCAL_DEVICE:
+            return self.catalog.get(c.hardware).device
+        return None if self.local is None else self.local.models.device
+
+    def _refusal(self, c: Candidate, method: QuantMethod, accel: Accelerator | None) -> str | Eligibility:
+        """Why `c` cannot run at all (serving engines, device, KV dtype, tensor-parallel degree), or who serves it."""
+        if method.evaluation_only:
+            return (
+                f"{method.name} is evaluation only: no serving engine launches it as it was evaluated "
+                "(`recommender eval` scores it; pick a scheme an engine serves to get a recommendation)"
+            )
         if accel is None:
-            if self.local is None:
-                return "the local device is not measured in this command (architecture-only projection)"
-            reason = method.unavailable_reason(self.local.models.device)
-            if reason is None and c.kv_cache_dtype != "auto":
-                reason = (
-                    f"kv_cache_dtype {c.kv_cache_dtype}: the local probe (transformers) has no fp8 KV "
-                    "storage to time; its quality is measured, its speed only modeled on catalog GPUs"
-                )
-            if reason is None and c.tensor_parallel > 1:
-                reason = f"tensor_parallel {c.tensor_parallel} > 1 devices per node"
+            return self._local_refusal(c, method)
+        served = eligibility(method, accel.device, self.engines)
+        if not served.launchable:
+            return served.reason(accel.key)
+        if c.tensor_parallel > accel.max_tensor_parallel:
+            return f"tensor_parallel {c.tensor_parallel} > {accel.max_tensor_parallel} devices per node"
+        return served
+
+    def _local_refusal(self, c: Candidate, method: QuantMethod) -> str | Eligibility:
+        """Why `c` cannot be measured and served on this machine, or who serves it here."""
+        if self.local is None:
+            return "the local device is not measured in this command (architecture-only projection)"
+        device = self.local.models.device
+        reason = method.unavailable_reason(device)
+        if reason is not None:
             return reason
-        reason = method.unavailable_reason(accel.device)
-        if reason is None and c.tensor_parallel > accel.max_tensor_parallel:
-            reason = f"tensor_parallel {c.tensor_parallel} > {accel.max_tensor_parallel} devices per node"
-        return reason
+        served = eligibility(method, device, self.engines)
+        if not served.launchable:
+            return served.reason(f"{LOCAL_DEVICE} ({device.label})")
+        if c.kv_cache_dtype != "auto":
+            return (
+                f"kv_cache_dtype {c.kv_cache_dtype}: the local probe (transformers) has no fp8 KV "
+                "storage to time; its quality is measured, its speed only modeled on catalog GPUs"
+            )
+        if c.tensor_parallel > 1:
+            return f"tensor_parallel {c.tensor_parallel} > 1 devices per node"
+        return served
 
     def load_curve(self, c: Candidate, *, points: int = 8) -> LoadCurve | None:
         """P99 TTFT and TPOT of one replica from a trickle of traffic up to 1.3x its capacity within the SLA.

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from recommender.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, CandidateResult
+from recommender.emit.support import eligibility
 from recommender.errors import BadInputError
 from recommender.perf.catalog import Accelerator, Catalog
 from recommender.perf.memory import plan_memory
@@ -29,12 +30,14 @@ from recommender.spec import LatencySLA, Traffic
 
 ARCHITECTURES = Path(__file__).parent / "perf" / "architectures"
 
-#: The method `plan` projects for each precision: W8A8 where the GPU computes it, else weight-only.
+#: The serving scheme `plan` projects for each precision, and the one it falls back to where no engine
+#: launches the first on the GPU (16-bit: fp16 on GPUs without bf16; fp8: none — a GPU without FP8 W8A8
+#: kernels is refused, not modeled with weight-only FP8 Marlin numerics nobody measured).
 PLAN_METHODS: dict[str, tuple[str, str]] = {
-    "bf16": ("baseline", "baseline"),
-    "fp8": ("torchao-float8-dynamic", "torchao-float8-wo"),
-    "int8": ("torchao-int8-dynamic", "torchao-int8-wo"),
-    "int4": ("torchao-int4-wo-g128", "torchao-int4-wo-g128"),
+    "bf16": ("baseline", "fp16"),
+    "fp8": ("fp8-dynamic", "fp8-dynamic"),
+    "int8": ("int8-w8a8", "int8-w8a8"),
+    "int4": ("w4a16-gptq-g128", "w4a16-gptq-g128"),
 }
 
 #: Labelled priors, not measurements. Summary of "Give Me BF16 or Give Me Death?" (Kurtic et al.,
@@ -97,7 +100,7 @@ class PlanRow:
 def _method_for(precision: str, accel: Accelerator) -> QuantMethod:
     native, fallback = PLAN_METHODS[precision]
     method = get_method(native)
-    return method if method.unavailable_reason(accel.device) is None else get_method(fallback)
+    return method if eligibility(method, accel.device).launchable else get_method(fallback)
 
 
 def _tensor_parallel_degrees(accel: Accelerator) -> list[int]:
@@ -140,9 +143,9 @@ def plan_one(
     catalog = catalog or Catalog(accelerators={accel.key: accel}, source="plan")
     performance = PerformanceEvaluator(catalog, shape, traffic, sla)
     method = _method_for(precision, accel)
-    reason = method.unavailable_reason(accel.device)
-    if reason:
-        return _row(performance, accel, precision, method, f"refused: {reason}")
+    served = eligibility(method, accel.device, performance.engines)
+    if not served.launchable:
+        return _row(performance, accel, precision, method, f"refused: {served.reason(accel.key)}")
     refusal = ""
     for tp in _tensor_parallel_degrees(accel):
         results = [

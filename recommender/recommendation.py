@@ -1,4 +1,5 @@
-"""The recommendation: the winner, what runs today, the saving, the rejected cheaper options, the ties.
+"""The recommendation: the winner, what runs today, the saving, the rejected cheaper options, the ties,
+and whether quantizing paid at all at this traffic.
 
 Assembled from the table of candidate results by the pure functions of `decision.py`; it
 holds the candidates' own typed results (not summaries of them), so the report, MLflow and
@@ -54,6 +55,8 @@ class Recommendation:
     sla: LatencySLA | None = None
     launch: list[EmittedConfig] = field(default_factory=list)
     ties: list[CandidateResult] = field(default_factory=list)
+    #: One line when a 16-bit winner costs no more per month than quantizing on the same hardware.
+    quantization_note: str | None = None
     schema_version: int = SCHEMA_VERSION
 
 
@@ -111,4 +114,5 @@ def build(
         notes=notes,
         sla=sla,
         ties=decision.ties(results, winner),
+        quantization_note=decision.quantization_does_not_pay(results, winner),
     )

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from recommender.errors import BadInputError, pydantic_location, pydantic_message
 from recommender.model_source import looks_like_hub_id
+from recommender.quantize._base import ENGINE_NAMES
 
 Precision = Literal["bf16", "fp16", "fp8", "int8", "int4"]
 #: KV-cache storage dtypes, named as vLLM names them (`--kv-cache-dtype`); see perf/memory.py.
@@ -125,6 +126,12 @@ class SearchSpec(_Strict):
     current: Deployment = Field(description="What runs today: the baseline every saving is measured against.")
     local_device: LocalDevice | None = None
     hardware_catalog: Path | None = Field(default=None, description="A catalog file overriding the built-in one.")
+    engines: list[str] = Field(
+        default=["vllm", "sglang"],
+        min_length=1,
+        description="Serving engines you would run: a candidate counts only where one of them launches its "
+        "scheme on its GPU with the numerics that were measured.",
+    )
     search: SearchSettings = SearchSettings()
     #: Where the file was read from (set by spec_from_mapping, not by the user; not part of the spec's JSON).
     spec_path: Path | None = Field(default=None, exclude=True)
@@ -143,6 +150,17 @@ class SearchSpec(_Strict):
                 data["model"]["source"] = os.path.relpath(self.model.source, base)
         payload = json.dumps(data, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:10]
+
+    @field_validator("engines")
+    @classmethod
+    def _known_distinct_engines(cls, value: list[str]) -> list[str]:
+        unknown = [e for e in value if e not in ENGINE_NAMES]
+        if unknown:
+            raise ValueError(f"unknown engine {unknown[0]!r}; known engines: {', '.join(ENGINE_NAMES)}")
+        repeated = sorted({e for e in value if value.count(e) > 1})
+        if repeated:
+            raise ValueError(f"{', '.join(repeated)} listed twice; list each engine once")
+        return value
 
     @property
     def study_name(self) -> str:

@@ -8,9 +8,14 @@ import shlex
 import pytest
 import yaml
 
+from recommender.candidate import Candidate
+from recommender.device import DeviceInfo
 from recommender.emit import EMITTERS, EmittedConfig, LaunchSettings, emit_all, get_emitter
+from recommender.emit.launch import launch_commands
 from recommender.errors import BadInputError
-from recommender.quantize import EngineFlags, QuantMethod, all_methods
+from recommender.perf.catalog import load_catalog
+from recommender.quantize import ENGINE_NAMES, EngineFlags, QuantMethod, all_methods
+from recommender.quantize.bitsandbytes import BitsAndBytesMethod
 
 MODEL = "/models/My Model v2"
 METHODS = all_methods()
@@ -62,21 +67,28 @@ EXPECTED_OPTIONS = {
         "--port": "8123",
     },
 }
-#: The verified support matrix (see the emitters' module docstrings): True = a real equivalent.
+#: The verified support matrix (see recommender/emit/support.py): True = the engine serves the measured scheme.
 SUPPORT = {
     "baseline": (True, True, True),
     "fp16": (True, True, True),
+    "fp8-dynamic": (True, True, True),
+    "int8-w8a8": (True, True, True),
+    "w4a16-gptq-g128": (True, True, True),
+    "w4a16-awq-g128": (True, True, False),  # TGI's GPTQ-Marlin takes zero points only from AWQ checkpoints
+    "w4a16-rtn-g128": (True, True, True),
+    "fp8-online": (True, False, False),  # SGLang's online fp8 scales weights per channel, TGI's per GPU
     "bnb-llm-int8": (False, False, True),
     "bnb-nf4": (True, True, True),
     "bnb-fp4": (False, False, True),
-    "torchao-float8-wo": (True, True, True),
-    "torchao-float8-dynamic": (True, True, True),
-    "torchao-int8-wo": (False, False, True),
+    "torchao-float8-wo": (False, False, False),
+    "torchao-float8-dynamic": (False, False, False),
+    "torchao-int8-wo": (False, False, False),
     "torchao-int8-dynamic": (False, False, False),
     "torchao-int4-wo-g32": (False, False, False),
     "torchao-int4-wo-g64": (False, False, False),
     "torchao-int4-wo-g128": (False, False, False),
 }
+CHECKPOINT = "/ckpt/w8a8 int8 (sha 1a2b)"
 
 
 def settings(method: QuantMethod, **overrides: object) -> LaunchSettings:
@@ -197,17 +209,25 @@ def test_auto_kv_cache_maps_to_each_engines_default() -> None:
 
 
 def test_support_matrix_matches_the_verified_engine_flags() -> None:
+    assert set(SUPPORT) == set(METHODS)
     for name, expected in SUPPORT.items():
-        assert name in METHODS, name
         got = tuple(config.supported for config in emit_all(settings(METHODS[name])))
         assert got == expected, name
+        assert METHODS[name].evaluation_only is (not any(expected)), name
 
 
 def test_engine_flag_values_are_the_verified_ones() -> None:
-    assert METHODS["bnb-nf4"].engines == EngineFlags(vllm="bitsandbytes", sglang="bitsandbytes", tgi="bitsandbytes-nf4")
-    assert METHODS["bnb-llm-int8"].engines == EngineFlags(vllm=None, sglang=None, tgi="bitsandbytes")
-    assert METHODS["torchao-int8-wo"].engines == EngineFlags(vllm=None, sglang=None, tgi="eetq")
-    assert METHODS["torchao-float8-dynamic"].engines == EngineFlags(vllm="fp8", sglang="fp8", tgi="fp8")
+    assert METHODS["bnb-nf4"].engines == EngineFlags(
+        vllm="bitsandbytes", sglang="bitsandbytes", tgi="bitsandbytes-nf4", family="bnb-nf4"
+    )
+    assert METHODS["bnb-llm-int8"].engines == EngineFlags(vllm=None, sglang=None, tgi="bitsandbytes", family="bnb-int8")
+    assert METHODS["fp8-online"].engines == EngineFlags(vllm="fp8", family="online-fp8")
+    # Checkpoints carry their scheme in config.json: no engine gets a quantization flag for them.
+    for name in ("fp8-dynamic", "int8-w8a8", "w4a16-gptq-g128", "w4a16-awq-g128", "w4a16-rtn-g128"):
+        assert METHODS[name].checkpoint_format == "compressed-tensors"
+        assert {flag for flag in METHODS[name].engines.flags().values() if flag is not None} == {""}, name
+    for name in (n for n in METHODS if n.startswith("torchao-")):
+        assert METHODS[name].engines == EngineFlags() and METHODS[name].evaluation_only, name
 
 
 def test_unsupported_notes_point_to_the_real_alternative() -> None:
@@ -215,32 +235,49 @@ def test_unsupported_notes_point_to_the_real_alternative() -> None:
     assert "4-bit NF4" in vllm_int8 and "pre-quantized" in vllm_int8
     (sglang_int4,) = emit("torchao-int4-wo-g128", "sglang").notes
     assert "--torchao-config" in sglang_int4 and "#34304" in sglang_int4 and "GPTQ or AWQ" in sglang_int4
-    (tgi_int4,) = emit("torchao-int4-wo-g64", "tgi").notes
+    (tgi_int4,) = emit("w4a16-awq-g128", "tgi").notes
     assert "bitsandbytes-nf4" in tgi_int4 and "gptq" in tgi_int4
+    (tgi_torchao,) = emit("torchao-int8-wo", "tgi").notes
+    assert "eetq" in tgi_torchao and "fp16" in tgi_torchao
+
+
+def test_fp8_online_is_vllms_quantization_fp8_on_the_original_model() -> None:
+    config = emit("fp8-online", "vllm")
+    got = options(config.argv or [], PREFIX["vllm"])
+    assert got["--quantization"] == "fp8" and got["--dtype"] == "bfloat16"
+    notes = " ".join(config.notes)
+    assert "Marlin" in notes and "8.9" in notes and "16-bit shard" in notes
+    assert "per token" in notes
 
 
 @pytest.mark.parametrize("engine", list(EMITTERS))
-def test_fp8_notes_say_which_gpus_run_what(engine: str) -> None:
-    weight_only = " ".join(emit("torchao-float8-wo", engine).notes)
-    dynamic = " ".join(emit("torchao-float8-dynamic", engine).notes)
-    assert "Marlin" in weight_only and "weight-only" in weight_only
-    assert "torchao-float8-wo was evaluated weight-only" in weight_only
-    assert "torchao-float8-wo was evaluated weight-only" not in dynamic
-    assert ("8.9" in weight_only) or ("8.x" in weight_only)
+def test_checkpoint_scheme_serves_the_checkpoint_without_a_quantization_flag(engine: str) -> None:
+    config = emit("int8-w8a8", engine, model=CHECKPOINT)
+    assert config.supported and config.argv is not None
+    got = options(config.argv, [*PREFIX[engine][:-1], CHECKPOINT])
+    assert QUANT_OPTION[engine] not in got and "torchao" not in (config.command or "")
+    assert config.argv.count(CHECKPOINT) == 1
+    assert any("checkpoint directory" in note and "config.json" in note for note in config.notes)
 
 
 def test_bitsandbytes_notes_name_the_in_flight_format_and_double_quantization() -> None:
+    nf4 = METHODS["bnb-nf4"]
+    assert isinstance(nf4, BitsAndBytesMethod)
+    # bnb-nf4 is scored with double-quantized absmax statistics, as the engines quantize it: no mismatch to note.
+    single = tuple(kv for kv in nf4.config if kv[0] != "bnb_4bit_use_double_quant")
+    plain = dataclasses.replace(nf4, name="nf4-plain", config=single)
     for engine in ("vllm", "sglang", "tgi"):
-        notes = " ".join(emit("bnb-nf4", engine).notes)
-        assert "compress_statistics=True" in notes, engine
+        assert not any("compress_statistics" in note for note in emit("bnb-nf4", engine).notes), engine
+        notes = " ".join(get_emitter(engine).emit(settings(plain)).notes)
+        assert "compress_statistics=True" in notes and "nf4-plain was evaluated with plain fp32 absmax" in notes, engine
     assert "NF4" in " ".join(emit("bnb-nf4", "vllm").notes)
     assert "deprecated" in " ".join(emit("bnb-llm-int8", "tgi").notes)
     assert not any("deprecated" in note for note in emit("bnb-nf4", "tgi").notes)
 
 
 def test_tgi_never_combines_dtype_with_quantize() -> None:
-    quantized = options(emit("torchao-int8-wo", "tgi").argv or [], PREFIX["tgi"])
-    assert quantized["--quantize"] == "eetq" and "--dtype" not in quantized
+    quantized = options(emit("bnb-nf4", "tgi").argv or [], PREFIX["tgi"])
+    assert quantized["--quantize"] == "bitsandbytes-nf4" and "--dtype" not in quantized
     plain = options(emit("fp16", "tgi", dtype="float16").argv or [], PREFIX["tgi"])
     assert plain["--dtype"] == "float16" and "--quantize" not in plain
 
@@ -272,7 +309,7 @@ def test_a_wrong_engine_flag_is_refused_not_emitted() -> None:
 
 
 def test_registry() -> None:
-    assert list(EMITTERS) == ["vllm", "sglang", "tgi"]
+    assert list(EMITTERS) == ["vllm", "sglang", "tgi"] == list(ENGINE_NAMES)
     assert get_emitter("sglang") is EMITTERS["sglang"]
     with pytest.raises(BadInputError, match="did you mean vllm"):
         get_emitter("vlm")
@@ -300,3 +337,34 @@ def test_launch_settings_refuse_what_no_engine_accepts(override: dict[str, objec
     with pytest.raises(BadInputError) as caught:
         settings(METHODS["baseline"], **override)
     assert caught.value.field == field
+
+
+def test_an_engine_without_the_kernel_on_the_launch_gpu_refuses_with_the_reason() -> None:
+    a10g = load_catalog().get("a10g").device
+    configs = {c.engine: c for c in emit_all(settings(METHODS["int8-w8a8"], device=a10g))}
+    assert configs["vllm"].supported and configs["tgi"].supported
+    sglang = configs["sglang"]
+    assert not sglang.supported and sglang.command is None
+    assert "compute capability 8.6" in sglang.notes[0] and "needs 8.9" in sglang.notes[0]
+
+
+def test_launch_commands_serve_a_checkpoint_scheme_from_its_checkpoint_and_fp8_online_from_the_model() -> None:
+    catalog = load_catalog()
+    l4, t4 = catalog.get("l4").device, catalog.get("t4").device
+
+    def vllm_argv(candidate: Candidate, device: DeviceInfo) -> list[str]:
+        configs = launch_commands(candidate, model="org/model", max_model_len=640, checkpoint=CHECKPOINT, device=device)
+        (vllm,) = [c for c in configs if c.engine == "vllm"]
+        assert vllm.argv is not None
+        return vllm.argv
+
+    int8 = vllm_argv(Candidate("int8", "int8-w8a8", "l4", 16), l4)
+    assert int8[:3] == ["vllm", "serve", CHECKPOINT] and "--quantization" not in int8
+    online = launch_commands(Candidate("fp8", "fp8-online", "l4", 16), model="org/model", max_model_len=640,
+                             checkpoint=CHECKPOINT, device=l4)  # fmt: skip
+    by_engine = {c.engine: c for c in online}
+    assert (by_engine["vllm"].argv or [])[:3] == ["vllm", "serve", "org/model"]
+    assert options(by_engine["vllm"].argv or [], ["vllm", "serve", "org/model"])["--quantization"] == "fp8"
+    assert not by_engine["sglang"].supported and not by_engine["tgi"].supported
+    fp16 = vllm_argv(Candidate("fp16", "fp16", "t4", 16), t4)
+    assert options(fp16, ["vllm", "serve", "org/model"])["--dtype"] == "float16"

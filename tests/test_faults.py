@@ -128,8 +128,8 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 def test_ctrl_c_then_sigkill_then_resume_loses_nothing(tmp_path: Path, demo_model_dir: Path) -> None:
     """One worker on SQLite: Ctrl-C stops cleanly, SIGKILL loses only the trial in flight, a rerun finishes."""
-    spec = _spec(tmp_path, demo_model_dir, {"bf16": ["baseline"], "int8": ["torchao-int8-wo"],
-                                            "int4": ["bnb-nf4"]}, n_trials=6)  # fmt: skip
+    spec = _spec(tmp_path, demo_model_dir, {"bf16": ["baseline"], "fp16": ["fp16"], "int4": ["bnb-nf4"]},
+                 n_trials=6)  # fmt: skip
     storage, tracking = f"sqlite:///{tmp_path}/optuna.db", f"sqlite:///{tmp_path}/mlflow.db"
     command = [*CLI, "search", str(spec), "--storage", storage, "--tracking-uri", tracking,
                "--output-dir", str(tmp_path / "out")]  # fmt: skip
@@ -179,7 +179,7 @@ def test_ctrl_c_then_sigkill_then_resume_loses_nothing(tmp_path: Path, demo_mode
 
 
 def _three_workers_one_killed(tmp_path: Path, demo_model_dir: Path, storage: str) -> None:
-    methods = {"bf16": ["baseline"], "int8": ["torchao-int8-wo", "bnb-llm-int8"], "int4": ["bnb-nf4"]}
+    methods = {"bf16": ["baseline"], "fp16": ["fp16"], "int8": ["bnb-llm-int8"], "int4": ["bnb-nf4"]}
     spec = _spec(tmp_path, demo_model_dir, methods, n_trials=8)
     tracking = f"sqlite:///{tmp_path}/mlflow.db"
     # Three processes share two cores: one thread each keeps them from starving one another.

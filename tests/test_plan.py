@@ -33,6 +33,7 @@ def test_plan_rows_fit_price_and_label_quality() -> None:
     _, llama70 = load_architecture("llama-3.1-70b")
     too_big = plan_one(llama70, catalog.get("t4"), "bf16", traffic=TRAFFIC, sla=SLA, batch_sizes=[64])
     assert too_big.note.startswith("does not fit") and too_big.usd_per_1m_tokens is None
+    assert too_big.method == "fp16"  # a T4 has no bf16: the 16-bit row is fp16
 
     _, llama8 = load_architecture("llama-3.1-8b")
     h100 = catalog.get("h100-sxm")
@@ -41,9 +42,11 @@ def test_plan_rows_fit_price_and_label_quality() -> None:
     fp8 = plan_one(llama8, h100, "fp8", traffic=TRAFFIC, sla=SLA, batch_sizes=[64])
     assert bf16.tensor_parallel == 1 and bf16.usd_per_1m_tokens is not None and bf16.quality_verdict == "reference"
     assert int4.weights_gb_per_gpu < bf16.weights_gb_per_gpu / 2.5
-    assert fp8.method == "torchao-float8-dynamic"  # W8A8 where the GPU has FP8 tensor cores
-    assert plan_one(llama8, catalog.get("a100-80gb"), "fp8", traffic=TRAFFIC, sla=SLA,
-                    batch_sizes=[64]).method == "torchao-float8-wo"  # fmt: skip
+    assert fp8.method == "fp8-dynamic" and fp8.usd_per_1m_tokens is not None  # FP8 tensor cores: W8A8
+    # No FP8 W8A8 kernel on an A100: refused with the reason, not modeled as the weight-only Marlin fallback.
+    a100 = plan_one(llama8, catalog.get("a100-80gb"), "fp8", traffic=TRAFFIC, sla=SLA, batch_sizes=[64])
+    assert a100.usd_per_1m_tokens is None and a100.note.startswith("refused: no engine in engines: [vllm, sglang]")
+    assert "Marlin" in a100.note and "8.9" in a100.note
     assert int4.quality_verdict == "unverified" and int4.quality.startswith("prior:")
     assert str(bf16.provenance).startswith("modeled: roofline on catalog entry h100-sxm")
 

@@ -32,7 +32,7 @@ def _study(tmp_path: Path, *, model_dir: Path, release: str, hardware: list[str]
         "traffic": {"prompt_tokens": 32, "output_tokens": 16, "requests_per_second": 5},
         "sla": {"ttft_p99_ms": 5000, "tpot_p99_ms": 1000},
         "space": {
-            "methods": {"bf16": ["baseline"], "int8": ["torchao-int8-wo"]},
+            "methods": {"bf16": ["baseline"], "fp16": ["fp16"]},
             "hardware": hardware,
             "batch_sizes": [4],
         },  # fmt: skip
@@ -74,7 +74,7 @@ def test_compare_reads_both_releases_from_mlflow(tracked: tuple[Path, str]) -> N
     assert v1["model_fingerprint"] != v2["model_fingerprint"]
     # Quality per method, measured against each release's own bf16: v2's weights differ, so do its scores.
     assert v1["methods"]["bf16/baseline"]["checks"] != v2["methods"]["bf16/baseline"]["checks"]
-    assert {"bf16/baseline", "int8/torchao-int8-wo"} <= set(v1["methods"])
+    assert {"bf16/baseline", "fp16/fp16"} <= set(v1["methods"])
     assert (tmp / "compare.png").read_bytes()[:4] == b"\x89PNG"
     table = _run_cli("compare", "--model", "demo-code-llama", "--tracking-uri", tracking, cwd=tmp)
     assert table.returncode == 0 and "v1" in table.stdout and "v2" in table.stdout

@@ -66,8 +66,12 @@ def test_small_study_logs_runs_writes_recommendation_and_resumes(tmp_path: Path,
     )
     distinct = {t.params["method"] + t.params["hardware"] for t in study.trials}
     assert len(children) == len(distinct) >= 2
+    assert any(child.data.tags["status"] == "evaluated" for child in children)
     for child in children:
         assert child.info.status == "FINISHED"
+        if child.data.tags["status"] == "pruned":  # NF4 on this CPU: no serving engine runs bitsandbytes there
+            assert child.data.tags["provenance"] == "" and child.data.tags["broken"].startswith("runnable: ")
+            continue
         assert child.data.tags["provenance"] in ("calibrated", "modeled")  # local latencies are simulated
         assert "ttft_p50_ms" in child.data.metrics and "tpot_p95_ms" in child.data.metrics
         assert "usd_per_1m_tokens" in child.data.metrics

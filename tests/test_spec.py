@@ -35,6 +35,7 @@ def _spec_folder(tmp_path: Path, **changes: Any) -> Path:
     data["use_case"] = "suites/small.yaml"
     data["hardware_catalog"] = "catalog.yaml"
     data["space"]["hardware"] = ["local", "my-gpu"]
+    data["local_device"] = {"price_per_hour_usd": 0.1, "price_source": "test"}  # the demo spec has none
     data.update(changes)
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
@@ -143,4 +144,26 @@ def test_spec_path_is_not_the_user_s_to_set(tmp_path: Path) -> None:
 
 def test_grid_size_is_the_product_of_choice_counts() -> None:
     spec: SearchSpec = load_spec(DEMO_SPEC)
-    assert grid_size(spec) == len(grid(spec)) == 5 * 5 * 3
+    assert grid_size(spec) == len(grid(spec)) == 5 * 4 * 3  # methods x GPUs x batch sizes
+
+
+def test_engines_default_to_vllm_and_sglang_and_name_a_different_study(tmp_path: Path) -> None:
+    default = load_spec(_spec_folder(tmp_path / "default"))
+    assert default.engines == ["vllm", "sglang"]
+    tgi = load_spec(_spec_folder(tmp_path / "tgi", engines=["tgi"]))
+    assert tgi.engines == ["tgi"] and tgi.study_name != default.study_name
+
+
+@pytest.mark.parametrize(
+    ("engines", "words"),
+    [
+        (["vllm", "vlm"], ["engines", "unknown engine 'vlm'", "known engines: vllm, sglang, tgi"]),
+        (["tgi", "vllm", "tgi"], ["engines", "tgi listed twice"]),
+        ([], ["engines", "at least 1"]),
+    ],
+)
+def test_engines_are_known_and_listed_once(tmp_path: Path, engines: list[str], words: list[str]) -> None:
+    with pytest.raises(BadInputError) as caught:
+        load_spec(_spec_folder(tmp_path, engines=engines))
+    message = str(caught.value)
+    assert "\n" not in message and all(word in message for word in words), message

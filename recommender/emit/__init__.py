@@ -1,7 +1,8 @@
 """Serving-command emitters: a recommended launch as a vLLM, SGLang or TGI command.
 
 Add an engine by writing one module with an `Emitter` subclass, adding a field for it to
-`recommender.quantize.EngineFlags` (its flag per method), and one line to `_EMITTERS` below.
+`recommender.quantize.EngineFlags` (its flag per method) and its name to `ENGINE_NAMES`, its
+rows to `support.SUPPORT` (where it runs each family), and one line to `_EMITTERS` below.
 Importing this package imports no engine and no torch.
 """
 

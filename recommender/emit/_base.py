@@ -7,8 +7,14 @@ vLLM-like scheduler); each `Emitter` translates it into one engine's real flags.
 The honesty rule lives here, once, so no engine can skip it: when the method's
 `EngineFlags` value for an engine is None, the engine has no equivalent scheme and the
 emitter returns `supported=False`, no command, and a note saying so — it never invents a
-flag. Every command is built as an argument list and joined with `shlex.join`, so a model
-path with spaces or shell characters survives copy-paste.
+flag. The same holds per device: when the launch names its device, an engine that does not
+run the scheme there with the measured numerics (`recommender.emit.support`) answers
+`supported=False` with the reason. Every command is built as an argument list and joined
+with `shlex.join`, so a model path with spaces or shell characters survives copy-paste.
+
+A checkpoint scheme (`QuantMethod.checkpoint_format`) is served from the checkpoint
+directory: `LaunchSettings.model` is that directory, and engines read the scheme from its
+config.json, so no quantization flag is passed (its `EngineFlags` value is "").
 """
 
 from __future__ import annotations
@@ -19,9 +25,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from recommender.emit.support import describe, refusal
 from recommender.errors import BadInputError
 
 if TYPE_CHECKING:
+    from recommender.device import DeviceInfo
     from recommender.quantize import QuantMethod
 
 #: Activation/weight dtypes a launch may ask for (the 16-bit formats the methods compute in).
@@ -38,7 +46,7 @@ class LaunchSettings:
     """One serving launch, engine-neutral.
 
     Args:
-        model: a hub id or a local directory.
+        model: a hub id or a local directory; for a checkpoint scheme, the checkpoint directory.
         method: the quantization method; its `engines` field names each engine's flag.
         dtype: "bfloat16" or "float16".
         tensor_parallel: GPUs the model is sharded over.
@@ -48,6 +56,8 @@ class LaunchSettings:
         gpu_memory_utilization: fraction of each GPU's memory the engine may use.
         max_model_len: longest prompt + completion, in tokens.
         port: HTTP port of the server.
+        device: the device it runs on; when given, an engine that does not run the scheme there
+            as measured refuses (None: not checked).
     """
 
     model: str
@@ -60,6 +70,7 @@ class LaunchSettings:
     gpu_memory_utilization: float
     max_model_len: int
     port: int = 8000
+    device: DeviceInfo | None = None
 
     def __post_init__(self) -> None:
         if not self.model.strip():
@@ -138,14 +149,17 @@ class Emitter(ABC):
     def emit(self, settings: LaunchSettings) -> EmittedConfig:
         flag = self.flag_for(settings.method)
         if flag is None:
-            return EmittedConfig(
-                engine=self.name,
-                supported=False,
-                command=None,
-                notes=[self._no_equivalent(settings.method)],
-                sources=list(self.sources),
+            return self._unsupported(self._no_equivalent(settings.method))
+        device = settings.device
+        why = None if device is None else refusal(self.name, settings.method, device)
+        if device is not None and why is not None:
+            return self._unsupported(
+                f"{self.label} does not serve {settings.method.name} on {describe(device)} as it was measured: {why}."
             )
         return self._emit(settings, flag)
+
+    def _unsupported(self, note: str) -> EmittedConfig:
+        return EmittedConfig(engine=self.name, supported=False, command=None, notes=[note], sources=list(self.sources))
 
     def flag_for(self, method: QuantMethod) -> str | None:
         """This engine's flag for `method`: None = no such scheme, "" = no flag needed."""
@@ -189,6 +203,17 @@ def check_choice(engine: str, option: str, value: str, choices: Iterable[str]) -
     allowed = sorted(choices)
     if value not in allowed:
         raise ValueError(f"{engine} {option} does not accept {value!r} (accepted: {', '.join(allowed)})")
+
+
+def checkpoint_note(method: QuantMethod, engine: str) -> str | None:
+    """What the model argument must be for a checkpoint scheme, or None for a scheme served from the model."""
+    if method.checkpoint_format is None:
+        return None
+    return (
+        f"the model argument is the {method.checkpoint_format} checkpoint directory written for {method.name} "
+        f"(not the original model); {engine} reads the scheme from its config.json (quantization_config), "
+        "so no quantization flag is passed."
+    )
 
 
 def double_quant_note(method: QuantMethod, engine: str) -> str | None:

@@ -6,30 +6,47 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from recommender.emit import EmittedConfig, LaunchSettings, emit_all
+from recommender.emit.support import compute_dtype
 from recommender.perf.memory import DEFAULT_GPU_MEMORY_UTILIZATION
 from recommender.quantize import get_method
 
 if TYPE_CHECKING:
     from recommender.candidate import Candidate
+    from recommender.device import DeviceInfo
 
 
-def launch_commands(candidate: Candidate, *, model: str, max_model_len: int) -> list[EmittedConfig]:
+def launch_commands(
+    candidate: Candidate,
+    *,
+    model: str,
+    max_model_len: int,
+    checkpoint: str | None = None,
+    device: DeviceInfo | None = None,
+) -> list[EmittedConfig]:
     """Each engine's command (or its plain refusal) for `candidate`.
 
-    ``max_model_len`` is the traffic profile's prompt + output tokens — what the memory
-    model sized the KV cache for; a note says to raise it for longer requests.
+    Args:
+        candidate: the recommended configuration.
+        model: the original model (hub id or directory).
+        max_model_len: the traffic profile's prompt + output tokens — what the memory model sized
+            the KV cache for; a note says to raise it for longer requests.
+        checkpoint: the checkpoint directory of a checkpoint scheme; it replaces `model` as the
+            served model (engines read the scheme from its config.json).
+        device: the GPU it runs on; an engine that does not serve the scheme there as measured refuses.
     """
     method = get_method(candidate.method)
+    served = checkpoint if checkpoint is not None and method.checkpoint_format is not None else model
     settings = LaunchSettings(
-        model=model,
+        model=served,
         method=method,
-        dtype="float16" if method.precision == "fp16" else "bfloat16",
+        dtype=compute_dtype(method),
         tensor_parallel=candidate.tensor_parallel,
         max_num_seqs=candidate.batch_size,
         max_num_batched_tokens=max(candidate.max_num_batched_tokens, candidate.batch_size),
         kv_cache_dtype=candidate.kv_cache_dtype,
         gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
         max_model_len=max_model_len,
+        device=device,
     )
     note = (
         f"max_model_len {max_model_len} = the traffic profile's prompt + output tokens; "

@@ -13,8 +13,12 @@ Verified against (flag names, accepted values, behaviour quoted in the notes):
 - python/sglang/srt/model_loader/loader.py @ 4632493 — ``BitsAndBytesModelLoader`` (chosen by
   ``--load-format bitsandbytes``) quantizes 16-bit weights in flight with
   ``quantize_4bit(compress_statistics=True, quant_type="nf4")``; LLM.int8 only pre-quantized.
-- python/sglang/srt/layers/quantization/fp8.py — online fp8 quantizes weights per output channel
-  where the CUTLASS FP8 or FP8 Marlin kernels run, per tensor otherwise.
+- python/sglang/srt/layers/quantization/fp8.py @ d94a153 — online fp8 quantizes weights per output
+  channel where the CUTLASS FP8 or FP8 Marlin kernels run, per tensor otherwise: not the per-tensor
+  numerics fp8-online measures, so SGLang has no fp8-online (its EngineFlags value is None).
+- docs/advanced_features/quantization.md @ 15dd13e — a checkpoint quantized offline needs no
+  ``--quantization``: the method is parsed from its config.json.
+- Which GPUs each scheme runs on: recommender/emit/support.py (one table, every row sourced).
 - sgl-project/sglang PR #34304 — ``--torchao-config`` removed (broken since 2026-04 with torchao 0.17).
 """
 
@@ -28,6 +32,7 @@ from recommender.emit._base import (
     LaunchSettings,
     Option,
     check_choice,
+    checkpoint_note,
     double_quant_note,
     flatten,
 )
@@ -118,8 +123,9 @@ class SglangEmitter(Emitter):
 
 
 def _quantization_notes(method: QuantMethod, flag: str) -> list[str]:
-    if flag == "fp8":
-        return _fp8_notes(method)
+    checkpoint = checkpoint_note(method, "SGLang")
+    if checkpoint is not None:
+        return [checkpoint]
     if flag == "bitsandbytes":
         notes = [
             "SGLang quantizes in flight to 4-bit NF4 through its bitsandbytes loader (--load-format bitsandbytes); "
@@ -129,25 +135,6 @@ def _quantization_notes(method: QuantMethod, flag: str) -> list[str]:
         double_quant = double_quant_note(method, "SGLang")
         return notes + ([double_quant + "."] if double_quant else [])
     return []
-
-
-def _fp8_notes(method: QuantMethod) -> list[str]:
-    notes = [
-        "SGLang's online `--quantization fp8` quantizes weights to FP8 E4M3 per output channel where its CUTLASS "
-        "FP8 kernels (compute capability >= 8.9) or FP8 Marlin kernels run, per tensor otherwise; with Marlin "
-        "(GPUs without FP8 tensor cores) the matmul is weight-only.",
-    ]
-    if method.weight_only:
-        notes.append(
-            f"{method.name} was evaluated weight-only; where SGLang runs FP8 W8A8 (compute capability >= 8.9) "
-            "activations are quantized too, so re-check quality there."
-        )
-    else:
-        notes.append(
-            f"{method.name} was evaluated with per-row weight scales ({method.description}); SGLang matches that "
-            "only on its per-channel paths, so re-check quality on GPUs where it falls back to per-tensor scales."
-        )
-    return notes
 
 
 def _kv_cache_notes(kv_cache_dtype: str) -> list[str]:

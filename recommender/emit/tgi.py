@@ -18,6 +18,10 @@ Verified against (flag names, accepted values, behaviour quoted in the notes):
 - server/text_generation_server/layers/eetq.py @ fd89d9d — EETQ casts weights to float16 and
   quantizes them to int8 per output channel (``quant_weights``), then runs a w8a16 GEMM.
 - server/text_generation_server/layers/bnb.py — 4-bit ``Params4bit(compress_statistics=True)``.
+- server/text_generation_server/layers/compressed_tensors/loader.py @ b2dc10a — compressed-tensors
+  checkpoints load through their config.json's quantization_config (no ``--quantize`` value names
+  them in the launcher's ``Quantization`` enum).
+- Which GPUs each scheme runs on: recommender/emit/support.py (one table, every row sourced).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from recommender.emit._base import (
     LaunchSettings,
     Option,
     check_choice,
+    checkpoint_note,
     double_quant_note,
     flatten,
 )
@@ -108,6 +113,12 @@ class TgiEmitter(Emitter):
         return self._config(command=command, notes=notes)
 
     def no_equivalent_hint(self, method: QuantMethod) -> str:
+        if method.library == "torchao":
+            return (
+                "TGI's in-flight `--quantize eetq` casts weights to float16 and computes in fp16, and `--quantize fp8` "
+                "picks its kernel by GPU, so neither serves the numerics that were evaluated — pick a method with a "
+                "TGI equivalent"
+            )
         if method.precision == "int4":
             return (
                 "TGI's in-flight 4-bit formats are bitsandbytes-nf4 and bitsandbytes-fp4; group-wise int4 needs a "
@@ -122,13 +133,9 @@ class TgiEmitter(Emitter):
 
 
 def _quantization_notes(method: QuantMethod, flag: str) -> list[str]:
-    if flag == "fp8":
-        return _fp8_notes(method)
-    if flag == "eetq":
-        return [
-            "EETQ quantizes weights to int8 per output channel and runs a w8a16 GEMM, but casts the weights to "
-            "float16 first, so the matmul computes in fp16 even for a bf16 model.",
-        ]
+    checkpoint = checkpoint_note(method, "TGI")
+    if checkpoint is not None:
+        return [checkpoint]
     if flag.startswith("bitsandbytes"):
         notes = ["TGI turns CUDA graphs off for bitsandbytes, so decode is slower than with graph capture."]
         if flag == "bitsandbytes":
@@ -138,22 +145,3 @@ def _quantization_notes(method: QuantMethod, flag: str) -> list[str]:
             notes += [double_quant + "."] if double_quant else []
         return notes
     return []
-
-
-def _fp8_notes(method: QuantMethod) -> list[str]:
-    notes = [
-        "TGI's `--quantize fp8` picks its kernel by GPU: compute capability 8.x runs weight-only FP8 through "
-        "Marlin; 9.0 with fbgemm-gpu quantizes weights per row and activations per token (W8A8); other GPUs "
-        "(e.g. 8.9) use per-tensor scales with torch._scaled_mm.",
-    ]
-    if method.weight_only:
-        notes.append(
-            f"{method.name} was evaluated weight-only; the served scheme matches it only on compute capability "
-            "8.x (Marlin), so re-check quality on newer GPUs."
-        )
-    else:
-        notes.append(
-            f"{method.name} ({method.description}) matches TGI's fp8 only on compute capability 9.0 with "
-            "fbgemm-gpu installed; re-check quality elsewhere."
-        )
-    return notes

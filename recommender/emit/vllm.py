@@ -15,6 +15,11 @@ Verified against (flag names, accepted values, behaviour quoted in the notes):
 - docs/features/quantization/fp8.md @ 405f4e1 — online ``fp8``: E4M3 weights with a per-tensor
   scale, dynamic per-tensor activation scale; W8A8 needs compute capability >= 8.9, Ampere
   runs weight-only W8A16 through FP8 Marlin; the model is loaded at full precision first.
+- vllm/model_executor/layers/quantization/fp8.py @ 1436674 — ``Fp8LinearMethod`` quantizes dynamic
+  activations per token where CUTLASS FP8 is supported, per tensor otherwise (ROCm).
+- docs/features/quantization/llm_compressor/int8_w8a8.md @ 4ad1404 — an llm-compressor checkpoint
+  is served as ``LLM("./CHECKPOINT")``: the scheme comes from its config.json, no flag.
+- Which GPUs each scheme runs on: recommender/emit/support.py (one table, every row sourced).
 - https://docs.vllm.ai/en/latest/configuration/serve_args/ — ``--config`` YAML takes the long
   option names; command-line values override the file.
 - vllm-project/vllm PR #23014 and issue #31668 — torchao in vLLM needs a serialized torchao
@@ -33,6 +38,7 @@ from recommender.emit._base import (
     LaunchSettings,
     Option,
     check_choice,
+    checkpoint_note,
     double_quant_note,
     flatten,
 )
@@ -67,6 +73,10 @@ class VllmEmitter(Emitter):
         "vllm/model_executor/model_loader/bitsandbytes_loader.py",
         "https://github.com/vllm-project/vllm/blob/405f4e1f24aff3c057a3117d7a0f2b5e5c02ead7/"
         "docs/features/quantization/fp8.md",
+        "https://github.com/vllm-project/vllm/blob/1436674bcb3f46f4c960d09334cf7dd1534943ca/"
+        "vllm/model_executor/layers/quantization/fp8.py",
+        "https://github.com/vllm-project/vllm/blob/4ad14044b2546e9b374cf57de5070746f30f2890/"
+        "docs/features/quantization/llm_compressor/int8_w8a8.md",
         "https://docs.vllm.ai/en/latest/features/quantization/bnb/",
         "https://docs.vllm.ai/en/latest/configuration/serve_args/",
         "https://github.com/vllm-project/vllm/pull/23014",
@@ -120,6 +130,9 @@ class VllmEmitter(Emitter):
 
 
 def _quantization_notes(method: QuantMethod, flag: str) -> list[str]:
+    checkpoint = checkpoint_note(method, "vLLM")
+    if checkpoint is not None:
+        return [checkpoint]
     if flag == "fp8":
         return _fp8_notes(method)
     if flag == "bitsandbytes":
@@ -133,24 +146,15 @@ def _quantization_notes(method: QuantMethod, flag: str) -> list[str]:
 
 
 def _fp8_notes(method: QuantMethod) -> list[str]:
-    notes = [
-        "vLLM's online `--quantization fp8` runs W8A8 only on compute capability >= 8.9 (Ada, Hopper); "
-        "on Ampere (8.0-8.6) it falls back to weight-only W8A16 through FP8 Marlin kernels.",
+    return [
+        "vLLM's online `--quantization fp8` runs W8A8 only on compute capability >= 8.9 (Ada, Hopper) and on "
+        "ROCm; on Ampere (8.0-8.6) it falls back to weight-only W8A16 through FP8 Marlin kernels, which is not "
+        f"what {method.name} measured, so the search does not count those GPUs.",
         "vLLM loads the model at its original precision before quantizing, so each GPU needs room for "
-        "its 16-bit shard at startup.",
+        "its 16-bit shard at startup (the memory check counts it).",
+        "vLLM quantizes dynamic activations per token where its CUTLASS FP8 kernels run (per tensor on ROCm); "
+        f"{method.name} was evaluated as {method.description}.",
     ]
-    if method.weight_only:
-        notes.append(
-            f"{method.name} was evaluated weight-only; on compute capability >= 8.9 vLLM quantizes "
-            "activations too, so re-check quality there (on Ampere the served scheme is weight-only, as evaluated)."
-        )
-    else:
-        notes.append(
-            f"vLLM's online fp8 uses one per-tensor weight scale and a dynamic per-tensor activation scale; "
-            f"{method.name} was evaluated with finer scales ({method.description}), so re-check quality, "
-            "or serve an llm-compressor FP8_DYNAMIC checkpoint (per-channel weights, per-token activations)."
-        )
-    return notes
 
 
 def _kv_cache_notes(kv_cache_dtype: str) -> list[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from recommender.device import DeviceInfo
 from recommender.errors import BadInputError, pydantic_location, pydantic_message
@@ -28,14 +28,18 @@ class Interconnect(BaseModel):
 
 
 class Accelerator(BaseModel):
-    """One accelerator: dense peak rates, memory, interconnect, price, and where each came from."""
+    """One accelerator: dense peak rates, memory, interconnect, price, and where each came from.
+
+    `compute_capability` ("8.9") is required for NVIDIA: which engine runs which scheme on it is
+    decided by it (`recommender.emit.support`); an AMD entry has none (ROCm rows decide there).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     key: str = ""
     name: str
     vendor: Literal["nvidia", "amd"]
-    compute_capability: str | None = None
+    compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d$")
     memory_gb: float = Field(gt=0)
     memory_bandwidth_gbps: float = Field(gt=0)
     peak_tflops: dict[str, float]
@@ -46,6 +50,15 @@ class Accelerator(BaseModel):
     price_source: str
     price_date: str
     spec_source: str
+
+    @model_validator(mode="after")
+    def _capability_matches_vendor(self) -> Accelerator:
+        if self.vendor == "nvidia" and self.compute_capability is None:
+            raise ValueError("an NVIDIA entry needs its compute_capability, e.g. \"8.9\" (it decides which engine "
+                             "kernels run on it)")  # fmt: skip
+        if self.vendor == "amd" and self.compute_capability is not None:
+            raise ValueError("compute_capability is NVIDIA's; leave it out (null) for an AMD entry")
+        return self
 
     @property
     def device(self) -> DeviceInfo:

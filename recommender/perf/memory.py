@@ -17,7 +17,12 @@ What is exact and what is estimated:
   (gate and up projections of the MLP, a few hidden-state copies) plus fp32 logits for
   every running sequence — an estimate, labelled as such;
 - runtime overhead: a fixed ``RUNTIME_OVERHEAD_GB`` per device — an assumption (CUDA
-  context and CUDA graphs take a few hundred MB to about a GB in vLLM's startup logs).
+  context and CUDA graphs take a few hundred MB to about a GB in vLLM's startup logs);
+- load peak: an engine that quantizes while loading may first hold the linear layers at more
+  bits than it serves (vLLM's online fp8 loads the 16-bit checkpoint, then quantizes:
+  docs/features/quantization/fp8.md @ 405f4e1). ``load_bits_per_weight`` (from the serving
+  engine's row in `recommender.emit.support`) sizes that peak, weights plus runtime, before
+  any KV cache exists; a device where it does not fit is refused even if the served weights would.
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ class MemoryPlan:
     kv_bytes_per_token: float
     tensor_parallel: int
     kv_cache_dtype: str
+    load_gb: float = 0.0
 
     @property
     def fixed_gb(self) -> float:
@@ -81,12 +87,24 @@ class MemoryPlan:
         """Sequences of `context_tokens` whose KV cache fits at once."""
         return self.kv_cache_tokens // max(1, context_tokens)
 
+    @property
+    def load_peak_gb(self) -> float:
+        """Per device while the engine loads the weights: the weights as loaded plus the runtime."""
+        return max(self.load_gb, self.weights_gb) + self.runtime_overhead_gb
+
     def needed_gb(self, batch_size: int, context_tokens: int) -> float:
-        """Fixed memory plus the KV cache of `batch_size` sequences of `context_tokens`."""
-        return self.fixed_gb + batch_size * context_tokens * self.kv_bytes_per_token / 1e9
+        """The larger of the load peak and the fixed memory plus the KV cache of `batch_size` x `context_tokens`."""
+        serving = self.fixed_gb + batch_size * context_tokens * self.kv_bytes_per_token / 1e9
+        return max(serving, self.load_peak_gb)
 
     def shortfall(self, batch_size: int, context_tokens: int) -> str | None:
         """Why `batch_size` sequences of `context_tokens` do not fit, with the numbers; None when they do."""
+        if self.load_gb > self.weights_gb and self.load_peak_gb > self.usable_gb:
+            return (
+                f"needs {self.load_peak_gb:.2f} GB per device while loading (the engine holds the weights at "
+                f"{self.load_gb:.2f} GB before quantizing them to {self.weights_gb:.2f} GB, + runtime "
+                f"{self.runtime_overhead_gb:.2f}), {self.usable_gb:.1f} GB usable"
+            )
         need = self.needed_gb(batch_size, context_tokens)
         if need <= self.usable_gb:
             return None
@@ -123,12 +141,18 @@ def plan_memory(
     max_num_seqs: int = 256,
     kv_cache_dtype: str = "auto",
     runtime_overhead_gb: float = RUNTIME_OVERHEAD_GB,
+    load_bits_per_weight: float | None = None,
 ) -> MemoryPlan:
-    """The per-device memory plan of `method` on a device of `device_gb`, sharded `tensor_parallel` ways."""
+    """The per-device memory plan of `method` on a device of `device_gb`, sharded `tensor_parallel` ways.
+
+    `load_bits_per_weight`: the bits the serving engine holds each linear weight at while loading,
+    when more than `method.bits_per_weight` (None: it loads what it serves).
+    """
     tp = tensor_parallel
     body = shape.body_params * method.bits_per_weight / 8.0 / tp
     lm_head = shape.lm_head_params * 2.0 / tp  # vocab-parallel in TP engines
     embeddings = shape.vocab * shape.hidden * 2.0 / tp
+    loaded_body = body if load_bits_per_weight is None else shape.body_params * load_bits_per_weight / 8.0 / tp
     return MemoryPlan(
         device_gb=device_gb,
         usable_gb=device_gb * memory_utilization,
@@ -141,6 +165,7 @@ def plan_memory(
         kv_bytes_per_token=kv_bytes_per_token_per_device(shape, kv_cache_dtype, tp),
         tensor_parallel=tp,
         kv_cache_dtype=kv_cache_dtype,
+        load_gb=(loaded_body + lm_head + embeddings) / 1e9,
     )
 
 

@@ -23,13 +23,29 @@ if TYPE_CHECKING:
     from recommender.quantize.checkpoint import QuantizeContext
 
 
+#: The serving engines, named as `EngineFlags` fields, `recommender.emit.EMITTERS` keys and the spec's `engines`.
+ENGINE_NAMES = ("vllm", "sglang", "tgi")
+
+
 @dataclass(frozen=True, slots=True)
 class EngineFlags:
-    """The serving engines' names for this scheme; None = the engine has no such scheme."""
+    """How the serving engines launch this scheme.
+
+    Each engine field is that engine's launch flag for the scheme ("" = none needed, the
+    engine reads the scheme from the checkpoint or serves 16-bit weights as they are;
+    None = the engine has no such scheme). `family` names the kernel path the engines run
+    it with, the key of `recommender.emit.support.SUPPORT`, which says on which GPUs each
+    engine runs that path with the numerics that were measured.
+    """
 
     vllm: str | None = None
     sglang: str | None = None
     tgi: str | None = None
+    family: str = ""
+
+    def flags(self) -> dict[str, str | None]:
+        """Each engine's flag by engine name."""
+        return {engine: getattr(self, engine) for engine in ENGINE_NAMES}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,7 +80,7 @@ class QuantMethod(ABC):
     @property
     def evaluation_only(self) -> bool:
         """No serving engine launches this scheme: `recommender eval` scores it, the search never recommends it."""
-        return all(getattr(self.engines, f.name) is None for f in fields(self.engines))
+        return all(flag is None for flag in self.engines.flags().values())
 
     def identity(self) -> str:
         """Everything that decides the quantized weights, as text that is the same in every process.

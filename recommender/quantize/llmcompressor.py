@@ -153,8 +153,6 @@ def _recipe(modifiers: str) -> str:
     return "quant_stage:\n  quant_modifiers:\n" + textwrap.indent(textwrap.dedent(modifiers).strip() + "\n", "    ")
 
 
-#: vLLM and SGLang read the scheme from the checkpoint's config.json (quant_method: compressed-tensors).
-_CHECKPOINT_ENGINES = EngineFlags(vllm=COMPRESSED_TENSORS, sglang=COMPRESSED_TENSORS, tgi=COMPRESSED_TENSORS)
 _ANY = frozenset({"cpu", "cuda"})
 
 METHODS: tuple[QuantMethod, ...] = (
@@ -165,7 +163,7 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=8.0,
         weight_only=False,
         devices=_ANY,
-        engines=_CHECKPOINT_ENGINES,
+        engines=EngineFlags(vllm="", sglang="", tgi="", family="ct-fp8-w8a8"),
         checkpoint_format=COMPRESSED_TENSORS,
         calibrates=False,
         recipe=_recipe("""
@@ -183,7 +181,7 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=8.0,
         weight_only=False,
         devices=_ANY,
-        engines=_CHECKPOINT_ENGINES,
+        engines=EngineFlags(vllm="", sglang="", tgi="", family="ct-int8-w8a8"),
         checkpoint_format=COMPRESSED_TENSORS,
         calibrates=True,
         recipe=_recipe("""
@@ -203,7 +201,7 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=4.0 + 16.0 / 128,
         weight_only=True,
         devices=_ANY,
-        engines=_CHECKPOINT_ENGINES,
+        engines=EngineFlags(vllm="", sglang="", tgi="", family="ct-w4a16"),
         checkpoint_format=COMPRESSED_TENSORS,
         calibrates=True,
         recipe=_recipe("""
@@ -221,7 +219,7 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=4.0 + 20.0 / 128,
         weight_only=True,
         devices=_ANY,
-        engines=_CHECKPOINT_ENGINES,
+        engines=EngineFlags(vllm="", sglang="", tgi=None, family="ct-w4a16-asym"),
         checkpoint_format=COMPRESSED_TENSORS,
         calibrates=True,
         recipe=_recipe("""
@@ -240,7 +238,7 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=4.0 + 16.0 / 128,
         weight_only=True,
         devices=_ANY,
-        engines=_CHECKPOINT_ENGINES,
+        engines=EngineFlags(vllm="", sglang="", tgi="", family="ct-w4a16"),
         checkpoint_format=COMPRESSED_TENSORS,
         calibrates=False,
         recipe=_recipe("""
@@ -258,7 +256,7 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=8.0,
         weight_only=False,
         devices=_ANY,
-        engines=EngineFlags(vllm="fp8", sglang="fp8", tgi=None),
+        engines=EngineFlags(vllm="fp8", sglang=None, tgi=None, family="online-fp8"),
         checkpoint_format=None,  # the engine quantizes the original 16-bit weights as it loads them
         calibrates=False,
         recipe=_recipe("""

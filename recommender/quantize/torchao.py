@@ -4,6 +4,12 @@ On the CPU torchao 0.18 runs int8 weight-only, int8 dynamic-activation (W8A8), f
 weight-only and intx (int4) weight-only; float8 dynamic activation needs CUDA
 capability >= 8.9. Effective bits: per-channel methods store one bf16 scale per output
 row (~0 at real widths); int4 group-wise stores one bf16 scale per group (4 + 16/group).
+
+Every torchao scheme is evaluation only (`EngineFlags()`: no engine launches it): no engine
+serves these numerics as evaluated. vLLM's `--quantization fp8` is per-tensor W8A8 (or FP8
+Marlin), not per-channel weight-only; SGLang removed `--torchao-config` (PR #34304); vLLM's
+`torchao` route needs a serialized torchao config (PR #23014); TGI's `eetq` casts weights
+to fp16 and computes in fp16, not bf16. `recommender eval` still scores them, as references.
 """
 
 from __future__ import annotations
@@ -94,7 +100,7 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=8.0,
         weight_only=True,
         devices=_ANY,
-        engines=EngineFlags(vllm="fp8", sglang="fp8", tgi="fp8"),
+        engines=EngineFlags(),  # evaluation only: see the module docstring
         make_config=_float8_weight_only,
         description="float8 e4m3 weights, per-channel scale, bf16 compute",
     ),
@@ -106,7 +112,7 @@ METHODS: tuple[QuantMethod, ...] = (
         weight_only=False,
         devices=frozenset({"cuda"}),
         min_cuda_capability=(8, 9),
-        engines=EngineFlags(vllm="fp8", sglang="fp8", tgi="fp8"),
+        engines=EngineFlags(),  # evaluation only: see the module docstring
         make_config=_float8_dynamic,
         description="float8 W8A8: per-row weights, dynamic per-token activations, fp8 tensor cores",
     ),
@@ -117,7 +123,7 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=8.0,
         weight_only=True,
         devices=_ANY,
-        engines=EngineFlags(vllm=None, sglang=None, tgi="eetq"),
+        engines=EngineFlags(),  # evaluation only: see the module docstring
         make_config=_int8_weight_only,
         description="int8 weights, per-channel scale, bf16 compute",
     ),
@@ -128,7 +134,7 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=8.0,
         weight_only=False,
         devices=_ANY,
-        engines=EngineFlags(vllm=None, sglang=None, tgi=None),
+        engines=EngineFlags(),  # evaluation only: see the module docstring
         make_config=_int8_dynamic,
         description="int8 W8A8: per-channel weights, dynamic per-token int8 activations",
     ),
@@ -140,7 +146,7 @@ METHODS: tuple[QuantMethod, ...] = (
             bits_per_weight=4.0 + 16.0 / group,
             weight_only=True,
             devices=_ANY,
-            engines=EngineFlags(vllm=None, sglang=None, tgi=None),
+            engines=EngineFlags(),  # evaluation only: see the module docstring
             make_config=_int4_weight_only(group),
             description=f"int4 weights, symmetric, one bf16 scale per {group} weights, bf16 compute",
         )

@@ -114,7 +114,8 @@ def answer(rec: Recommendation) -> list[Block]:
         f" at {usd_1m(winner.usd_per_1m_tokens)} per 1M tokens "
         f"({replicas} replica(s), {usd(winner.usd_per_month)}/month at the target traffic)",
     ]
-    return [para(*head, *_against_current(rec, winner))]
+    note = [para(rec.quantization_note)] if rec.quantization_note else []
+    return [para(*head, *_against_current(rec, winner)), *note]
 
 
 def _sources(sources: Sequence[str]) -> Para:

@@ -78,11 +78,12 @@ def _rejected_and_ties(rec: Recommendation, console: Console) -> None:
         if hidden > 0:
             console.print(f"... and {hidden} more in recommendation.json")
     if rec.ties:
-        table = Table(title="Ties: as cheap as the winner, smaller quality margin", title_justify="left")
-        for column in ("config", "$/1M tok", "mean KL"):
+        title = "Ties: within the tolerance of the winner's $/month, lost on the tie rule"
+        table = Table(title=title, title_justify="left")
+        for column in ("config", "$/month", "$/1M tok", "mean KL"):
             table.add_column(column, overflow="fold")
         for r in rec.ties[:_MAX_REJECTED_ROWS]:
-            table.add_row(r.key, _money(r.usd_per_1m_tokens), _mean_kl(r))
+            table.add_row(r.key, _money(r.usd_per_month, 0), _money(r.usd_per_1m_tokens), _mean_kl(r))
         console.print(table)
 
 
@@ -98,6 +99,8 @@ def render(rec: Recommendation, console: Console) -> None:
         console.print(f"  quality of {label} vs bf16 (measured on {device}): {_quality_cell(r)}")
     if rec.winner is None:
         console.print("[bold red]No candidate met every threshold.[/] Loosen a threshold or widen the space.")
+    if rec.quantization_note:
+        console.print(rec.quantization_note, markup=False)
     if rec.saving is not None:
         console.print(
             f"Saving against the current deployment: {rec.saving.percent_per_1m_tokens:.1f} % per token, "

@@ -53,7 +53,9 @@ class Prepared:
         local = None
         if self.spec.local_device is not None:
             local = LocalMeasurement(models, list(self.spec.space.batch_sizes), self.spec.local_device)
-        performance = PerformanceEvaluator(self.catalog, self.shape, self.spec.traffic, self.spec.sla, local)
+        performance = PerformanceEvaluator(
+            self.catalog, self.shape, self.spec.traffic, self.spec.sla, local, engines=tuple(self.spec.engines)
+        )
         return CandidateEvaluator(performance, quality)
 
 
