@@ -54,7 +54,9 @@ _QUIET_ENV = {
     "LMEVAL_LOG_LEVEL": "ERROR",
     # loguru users: llm-compressor logs INFO to stdout ("IndependentPipeline | INFO ..."), compressed-tensors
     # to loguru's default stderr sink; each library's import-time configure_logger reads these.
-    "LLM_COMPRESSOR_LOG_DISABLED": "true",
+    # Not LLM_COMPRESSOR_LOG_DISABLED: disabled, llm-compressor never registers its METRIC level, and
+    # GPTQ's timing log then raises "Level 'METRIC' does not exist". A console level above METRIC (38) works.
+    "LLM_COMPRESSOR_LOG_LEVEL": "ERROR",
     "COMPRESSED_TENSORS_LOG_DISABLED": "true",
 }
 

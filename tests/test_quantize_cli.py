@@ -34,6 +34,16 @@ def test_quantize_fp8_dynamic_writes_a_compressed_tensors_checkpoint(tmp_path: P
     _quantize(demo_model_dir, "fp8-dynamic", tmp_path / "fp8")
 
 
+def test_quantize_gptq_through_the_quiet_command_line(tmp_path: Path, demo_model_dir: Path) -> None:
+    """GPTQ logs its timings at llm-compressor's METRIC level: quieting the library must not remove that level."""
+    out = tmp_path / "gptq"
+    _quantize(demo_model_dir, "w4a16-gptq-g128", out, "--calibration-docs", "2")
+    result = _recommender("quantize", "--model", str(demo_model_dir), "--scheme", "w4a16-gptq-g128", "--out",
+                          str(tmp_path / "again"), "--calibration-docs", "2")  # fmt: skip
+    assert result.returncode == 0 and result.stderr == ""
+    assert result.stdout.count("\n") == 2  # our two lines: nothing from llm-compressor, compressed-tensors, tqdm
+
+
 def test_quantize_refuses_what_has_no_checkpoint_and_existing_output(tmp_path: Path, demo_model_dir: Path) -> None:
     nf4 = _recommender("quantize", "--model", str(demo_model_dir), "--scheme", "bnb-nf4", "--out", str(tmp_path / "x"))
     assert nf4.returncode == 2 and nf4.stderr.count("\n") == 1 and "--quantization bitsandbytes" in nf4.stderr

@@ -36,6 +36,7 @@ def make_console(*, stderr: bool) -> Console:
 @contextlib.contextmanager
 def trial_progress(console: Console, *, total: int | None) -> Iterator[tuple[ProgressFn, StatusFn]]:
     """A progress bar over candidates, with a status line and one printed line per evaluated candidate."""
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     columns = (
@@ -45,18 +46,18 @@ def trial_progress(console: Console, *, total: int | None) -> Iterator[tuple[Pro
         task = progress.add_task("candidates", total=total)
 
         def on_status(message: str) -> None:
-            progress.update(task, description=f"candidates · {message}")
+            progress.update(task, description=f"candidates · {escape(message)}")
 
         def on_trial(done: int, planned: int, result: CandidateResult, cached: bool) -> None:
             progress.update(task, completed=done, total=planned)
             if not cached:
-                progress.console.print(f"  {done:3d} {_line(result)}")
+                progress.console.print(f"  {done:3d} {_line(result)}", markup=False, highlight=False)
 
         yield on_trial, on_status
 
 
 def _line(result: CandidateResult) -> str:
-    """An evaluated candidate in one line: its key, its price, feasible or what it broke."""
-    price = "-" if result.usd_per_1m_tokens is None else f"${result.usd_per_1m_tokens:.4f}/1M"
+    """An evaluated candidate in one line: its key, its monthly cost at the traffic, feasible or what it broke."""
+    price = "-" if result.usd_per_month is None else f"${result.usd_per_month:,.0f}/month"
     verdict = "feasible" if result.feasible else ("; ".join(result.broken)[:90] or result.quality_verdict)
     return f"{result.candidate.key:<44} {price:>14}  {verdict}"
