@@ -3,7 +3,8 @@
 It creates the study (storing the spec, with absolute paths, and the budget in it), works on
 it like any worker, waits for the trials other workers still run, refines around the winner
 and writes the one recommendation. The current deployment is enqueued first, since every
-saving is measured against it. An interrupted search resumes where it stopped: finished
+saving is measured against it, then the unquantized scheme on every GPU
+(`space.references`). An interrupted search resumes where it stopped: finished
 trials are read back and not re-run.
 """
 
@@ -26,7 +27,7 @@ from recommender.quantize.checkpoint import QuantizeContext
 from recommender.recommendation import Recommendation, build
 from recommender.spec import SearchSpec
 from recommender.study.prepare import Prepared, portable_spec, prepare
-from recommender.study.space import grid_size, neighbourhood, params_of, space_choices
+from recommender.study.space import grid_size, neighbourhood, params_of, references, space_choices
 from recommender.study.storage import (
     DEFAULT_STORAGE,
     PARENT_RUN_ATTR,
@@ -167,8 +168,10 @@ def _open(
     study.set_user_attr(TRACKING_URI_ATTR, absolute_store_uri(tracking_uri))
     study.set_user_attr(SPEC_FINGERPRINT_ATTR, spec.fingerprint())  # last: a worker joins once all is stored
     current = Candidate.from_deployment(spec.current)
-    if current.key not in worker.known and budget > finished:
-        study.enqueue_trial(params_of(current), skip_if_exists=True)
+    first = [current, *references(spec)] if "auto" in spec.space.kv_cache_dtypes else [current]
+    for c in first[: max(budget - finished, 0)]:
+        if c.key not in worker.known:
+            study.enqueue_trial(params_of(c), skip_if_exists=True)
     return _Opened(study, tracker, parent_run_id, worker, finished, current)
 
 

@@ -79,3 +79,26 @@ def grid(spec: SearchSpec) -> list[Candidate]:
     """Every candidate of the space: what an exhaustive search would evaluate."""
     choices = space_choices(spec)
     return [candidate_of(dict(zip(choices, values, strict=True))) for values in itertools.product(*choices.values())]
+
+
+#: Precisions whose quality is the reference's by construction (no quantization).
+UNQUANTIZED = ("bf16", "fp16")
+
+
+def references(spec: SearchSpec) -> list[Candidate]:
+    """The space's unquantized schemes on every GPU at the largest batch and token budget, 16-bit KV.
+
+    Evaluated first: their quality needs no measurement beyond the reference's, so their speed alone
+    makes them feasible, and a quantized candidate that only ties one of them on $/month cannot win
+    (ties go to the least quantized scheme) — its quality evaluation is then skipped.
+    """
+    choices = space_choices(spec)
+    return [
+        candidate_of({
+            "method": method, "hardware": hardware, "batch_size": max(choices["batch_size"]),
+            "tensor_parallel": min(choices["tensor_parallel"]),
+            "max_num_batched_tokens": max(choices["max_num_batched_tokens"]), "kv_cache_dtype": "auto",
+        })
+        for method in choices["method"] if method.split("/", 1)[0] in UNQUANTIZED
+        for hardware in choices["hardware"]
+    ]  # fmt: skip
