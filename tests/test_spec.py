@@ -144,7 +144,7 @@ def test_spec_path_is_not_the_user_s_to_set(tmp_path: Path) -> None:
 
 def test_grid_size_is_the_product_of_choice_counts() -> None:
     spec: SearchSpec = load_spec(DEMO_SPEC)
-    assert grid_size(spec) == len(grid(spec)) == 5 * 4 * 3  # methods x GPUs x batch sizes
+    assert grid_size(spec) == len(grid(spec)) == 5 * 4 * 2  # methods x GPUs x batch sizes
 
 
 def test_engines_default_to_vllm_and_sglang_and_name_a_different_study(tmp_path: Path) -> None:
@@ -167,3 +167,13 @@ def test_engines_are_known_and_listed_once(tmp_path: Path, engines: list[str], w
         load_spec(_spec_folder(tmp_path, engines=engines))
     message = str(caught.value)
     assert "\n" not in message and all(word in message for word in words), message
+
+
+def test_references_are_the_unquantized_scheme_on_every_gpu_at_its_largest_batch() -> None:
+    from recommender.study.space import references
+
+    spec: SearchSpec = load_spec(DEMO_SPEC)
+    refs = references(spec)
+    assert sorted(c.hardware for c in refs) == sorted(set(spec.space.hardware) | {spec.current.hardware})
+    assert {c.method for c in refs} == {"baseline"} and {c.batch_size for c in refs} == {max(spec.space.batch_sizes)}
+    assert all(c.kv_cache_dtype == "auto" for c in refs)
