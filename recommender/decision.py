@@ -108,9 +108,17 @@ def ties(results: Iterable[CandidateResult], winner: CandidateResult | None) -> 
 
 
 def rejected_cheaper(results: Iterable[CandidateResult], winner: CandidateResult | None) -> list[CandidateResult]:
-    """Infeasible candidates that cost less than the winner (anything priced when none wins), cheapest first."""
-    limit = (math.inf, math.inf) if winner is None else _cost(winner)
-    return sorted((r for r in results if not r.feasible and r.cost is not None and _cost(r) < limit), key=_cost)
+    """Infeasible candidates that would have saved money per month (anything priced when none wins), cheapest first.
+
+    "Cheaper" means below the winner's tie window: one that costs the same per month to within the
+    tolerance would have lost the tie anyway, so it saves nothing and is not a rejected saving.
+    """
+    if winner is None or winner.usd_per_month is None:
+        return sorted((r for r in results if not r.feasible and r.cost is not None), key=_cost)
+    limit = winner.usd_per_month / (1 + COST_TOLERANCE)
+    return sorted(
+        (r for r in results if not r.feasible and r.usd_per_month is not None and r.usd_per_month < limit), key=_cost
+    )
 
 
 def _latency_broken(result: CandidateResult) -> bool:

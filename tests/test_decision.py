@@ -145,3 +145,10 @@ def test_rejected_cheaper_are_ordered_by_what_the_user_pays_per_month() -> None:
                                                                                     usd_per_1m_tokens=9.0))  # fmt: skip
     rejected = decision.rejected_cheaper([winner, cheap_fail, dear_per_token], winner)
     assert [r.key for r in rejected] == [dear_per_token.key, cheap_fail.key]  # $320 < $321 a month, whatever per token
+
+
+def test_a_candidate_costing_the_same_per_month_is_not_a_rejected_saving() -> None:
+    winner = _priced("bf16/baseline@l40s", 795.7)
+    same_month = _priced("int4/w4a16-gptq-g128@l40s", 795.7, feasible=False)
+    cheaper = _priced("int8/int8-w8a8@a10g", 734.4, feasible=False)
+    assert decision.rejected_cheaper([winner, same_month, cheaper], winner) == [cheaper]
