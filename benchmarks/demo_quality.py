@@ -19,13 +19,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from recommender.device import DeviceInfo
 from recommender.model_cache import ModelCache
 from recommender.model_source import ModelSource
 from recommender.quality.calibration_docs import quantize_context
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.lm_eval_runner import task_manager
 from recommender.quality.suite import load_use_case
-from recommender.quantize import DeviceInfo, all_methods
+from recommender.quantize import all_methods
 from recommender.serialization import to_data
 
 REPO = Path(__file__).resolve().parents[1]
