@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from recommender.quiet import _QUIET_ENV, VERBOSE_ENV
 from tests.conftest import REPO, write_suite
 
 #: What the libraries print when nothing stops them: tqdm bars, logging records, MLflow's run link,
@@ -38,7 +39,10 @@ CHATTER = (
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS")}
+    # Not the suite's TQDM_DISABLE, nor what quiet_libraries set in this process when another test ran the
+    # command line in-process (its variables would reach the subprocess and hide what --verbose must show).
+    quiet = {"TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS", VERBOSE_ENV, *_QUIET_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in quiet}
     env["RECOMMENDER_CACHE_DIR"] = str(cwd / "cache")  # a cold quality cache: lm-eval really runs
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, "-m", "recommender.cli", *args], capture_output=True, text=True,
