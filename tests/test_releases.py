@@ -15,6 +15,9 @@ from recommender.spec import load_spec
 from recommender.study import run_search
 from tests.conftest import REPO, write_suite
 
+# Two real studies and a dozen CLI subprocesses: about seven minutes on two cores.
+pytestmark = pytest.mark.slow
+
 DEMO_V2 = REPO / "recommender" / "demo" / "model-v2"
 
 
