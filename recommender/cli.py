@@ -74,6 +74,7 @@ def search(
         int | None,
         typer.Option(
             min=1,
+            max=100_000,
             help="Distinct candidates to evaluate in total (default: the spec's search.n_trials); a proposal "
             "the study already answered is free, and a resumed study evaluates only the missing ones.",
         ),
@@ -107,7 +108,12 @@ def search(
     spec_path = spec or DEMO_SPEC
     loaded = load_spec(spec_path, timeout_s=timeout_s)
     uri = resolve_tracking_uri(tracking_uri)
+    from recommender.destinations import check_search_destinations
     from recommender.study import prepare
+
+    check_search_destinations(storage=storage, tracking_uri=uri, output_root=output_dir,
+                              study_name=loaded.study_name, resume=resume)  # fmt: skip
+    _probe_stores(storage, uri)
 
     prepared = prepare(loaded)  # every refusal of the spec comes before the progress display
     outcome = _run_with_progress(prepared, storage, uri, output_dir, n_trials, resume, console)
@@ -146,12 +152,13 @@ def worker(
     only; the others wait for it. A worker killed mid-trial loses nothing: its trial is retried.
     """
     from recommender.report.study_summary import worker_summary
-    from recommender.study import run_worker
+    from recommender.study import join_study, run_worker
 
+    joined = join_study(study, storage=storage, tracking_uri=tracking_uri)  # every refusal before the progress bar
     console = make_console(stderr=json_output)
     with trial_progress(console, total=None) as (on_trial, on_status):
         outcome = run_worker(study, storage=storage, tracking_uri=tracking_uri, on_trial=on_trial,
-                             on_status=on_status, interrupted=ctrl_c_event())  # fmt: skip
+                             on_status=on_status, interrupted=ctrl_c_event(), joined=joined)  # fmt: skip
     if json_output:
         print(json.dumps(asdict(outcome), indent=2))
     else:
@@ -165,11 +172,13 @@ def report_command(
     output_dir: Annotated[Path | None, typer.Option(help="Where to write (default: mlruns/reports/<run id>).")] = None,
 ) -> None:
     """Regenerate a study's report (report.md, report.html, plots) from its MLflow run alone."""
+    from recommender.destinations import check_name, check_output_dir
     from recommender.report.artifacts import regenerate_from_run
-    from recommender.tracking import resolve_tracking_uri
 
+    check_name(run_id, field="run_id", what="run id")  # it names the default folder: no traversal
     target = output_dir or Path("mlruns/reports") / run_id
-    written = regenerate_from_run(resolve_tracking_uri(tracking_uri), run_id, target)
+    check_output_dir(target, field="--output-dir" if output_dir else "run_id")
+    written = regenerate_from_run(_read_store(tracking_uri), run_id, target)
     console = make_console(stderr=False)
     for path in written:
         console.print(str(path), markup=False, highlight=False)
@@ -187,14 +196,16 @@ def compare_command(
     plot: Annotated[Path | None, typer.Option(help="Also write the comparison plot (PNG) here.")] = None,
 ) -> None:
     """How quality and cost moved across a model's releases, read from MLflow alone."""
+    from recommender.destinations import check_parent
     from recommender.releases import load_releases
     from recommender.report.compare import compare_data, render_compare, write_compare_png
     from recommender.serialization import dumps, to_data
-    from recommender.tracking import resolve_tracking_uri
 
     if output_format not in ("table", "json"):
         raise BadInputError("--format", f"unknown format {output_format!r}", "use table or json")
-    studies = load_releases(resolve_tracking_uri(tracking_uri), model, releases=releases, use_case=use_case)
+    if plot is not None:
+        check_parent(plot, field="--plot", what="file")
+    studies = load_releases(_read_store(tracking_uri), model, releases=releases, use_case=use_case)
     data = compare_data(model, studies)
     if plot is not None:
         write_compare_png(data, plot)
@@ -233,12 +244,11 @@ def gate_command(
     from recommender.gate import GateLimits, gate
     from recommender.releases import load_releases
     from recommender.report.gate_summary import gate_lines
-    from recommender.tracking import resolve_tracking_uri
 
     for name, value in (("--max-cost-increase", max_cost_increase), ("--max-quality-drop", max_quality_drop)):
         if not 0.0 <= value <= 1000.0:
             raise BadInputError(name, f"{value:g} is out of range", "give a percentage between 0 and 1000")
-    new, old = load_releases(resolve_tracking_uri(tracking_uri), model, releases=[candidate, against],
+    new, old = load_releases(_read_store(tracking_uri), model, releases=[candidate, against],
                              use_case=use_case)  # fmt: skip
     limits = GateLimits(max_cost_increase, max_quality_drop, list(require_pass or []))
     broken = gate(new, old, limits)
@@ -263,17 +273,24 @@ def plan(
     json_output: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
 ) -> None:
     """Project cost and latency for an architecture without its weights, across GPUs and precisions."""
+    from recommender.perf.architecture_check import check_request_fits
     from recommender.perf.catalog import load_catalog
-    from recommender.plan import load_architecture, rows_to_json
+    from recommender.perf.shape import ModelShape
     from recommender.plan import plan as run_plan
+    from recommender.plan import read_architecture, rows_to_json
+    from recommender.plan_inputs import check_batch_sizes, distinct, traffic_and_sla
     from recommender.report.plan_table import render_plan
-    from recommender.spec import LatencySLA, Traffic
 
-    name, shape = load_architecture(model)
-    traffic = Traffic(prompt_tokens=prompt_tokens, output_tokens=output_tokens, requests_per_second=rps)
-    sla = LatencySLA(ttft_p99_ms=ttft_ms, tpot_p99_ms=tpot_ms)
+    traffic, sla = traffic_and_sla(prompt_tokens=prompt_tokens, output_tokens=output_tokens, rps=rps, ttft_ms=ttft_ms,
+                                   tpot_ms=tpot_ms)  # fmt: skip
+    distinct(hardware or [], flag="--hardware")
+    check_batch_sizes(batch_size or [])
+    name, config = read_architecture(model)
+    shape, catalog = ModelShape.from_config(config), load_catalog()
+    check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                       field="--prompt-tokens")  # fmt: skip
     rows = run_plan(
-        shape, load_catalog(), hardware=hardware or ["h100-sxm", "h200", "a100-80gb", "l40s", "l4", "mi300x"],
+        shape, catalog, hardware=hardware or ["h100-sxm", "h200", "a100-80gb", "l40s", "l4", "mi300x"],
         precisions=["bf16", "fp8", "int8", "int4"], traffic=traffic, sla=sla, batch_sizes=batch_size or [64, 256],
     )  # fmt: skip
     if json_output:
@@ -306,6 +323,26 @@ def probe(
         print(dumps(list_to_data(results)), end="")
         return
     render_probe(results, model=models.source.name, method=quant, console=make_console(stderr=False))
+
+
+def _probe_stores(storage: str, uri: str) -> None:
+    """Servers answer before the progress bar: a read of the tracking server, a connection to the database."""
+    from recommender.destinations import tracking_uri_field
+    from recommender.study.storage import probe_storage
+    from recommender.tracking import probe_server
+
+    probe_storage(storage)
+    probe_server(uri, field=tracking_uri_field(uri))
+
+
+def _read_store(flag: str | None) -> str:
+    """The tracking URI a reading command uses, its scheme checked (it must exist: nothing is created)."""
+    from recommender.destinations import check_tracking_uri, tracking_uri_field
+    from recommender.tracking import resolve_tracking_uri
+
+    uri = resolve_tracking_uri(flag)
+    check_tracking_uri(uri, field=tracking_uri_field(uri))
+    return uri
 
 
 def _run_with_progress(

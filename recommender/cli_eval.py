@@ -39,6 +39,7 @@ def eval_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Is this quantization good enough for this use case? Paired lm-eval deltas with intervals, KL, a verdict."""
+    from recommender.destinations import check_cache_root
     from recommender.quality.cache import QualityCache
     from recommender.quality.calibration_docs import quantize_context
     from recommender.quality.evaluate import QualityEvaluator
@@ -49,6 +50,7 @@ def eval_command(
     from recommender.report.eval_table import render_eval
     from recommender.serialization import dumps, to_data
 
+    check_cache_root()  # where per-document results go: refused up front, not at the first cached document
     quant = get_method(method, field="--scheme")
     if checkpoint is not None:
         quant = saved_checkpoint(quant, checkpoint.expanduser().resolve())

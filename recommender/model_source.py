@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from recommender.errors import BadInputError
+from recommender.input_files import load_json
 
 if TYPE_CHECKING:
     from torch import nn
@@ -98,6 +99,8 @@ class ModelSource:
 
         kwargs = self._common_kwargs()
         kwargs.pop("use_safetensors", None)
+        if self.is_local:  # read through the input reader first: encoding, duplicate keys, nesting, kind
+            load_json(Path(self.location) / "config.json", field=field, what="config.json")
         try:
             config: PretrainedConfig = AutoConfig.from_pretrained(self.location, **kwargs)
             return config
