@@ -93,9 +93,38 @@ def _kind(value: Any) -> str:
     )
 
 
+def _flow_depth(text: str) -> int:
+    """How deeply YAML flow collections ([...], {...}) nest, read without parsing: PyYAML's scanner is
+    quadratic in that depth (a 4 MiB file of brackets would take hours), so it is bounded before parsing.
+    Quoted strings and comments are skipped; a bracket counts only where a flow collection can start."""
+    depth = deepest = 0
+    quote, previous, in_comment, closed = "", "\n", False, ""
+    for char in text:
+        reopened = char == "'" and closed == "'"  # '' inside a single-quoted string is an escaped quote
+        closed = ""
+        if in_comment:
+            in_comment = char != "\n"
+        elif quote:
+            if char == quote and not (quote == '"' and previous == "\\"):
+                quote, closed = "", char
+        elif reopened or (char in "'\"" and previous in " \t\n:,[{-"):
+            quote = char
+        elif char == "#" and previous in " \t\n":
+            in_comment = True
+        elif char in "[{" and previous in " \t\n:,[{-":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}" and depth:
+            depth -= 1
+        previous = char
+    return deepest
+
+
 def load_yaml(path: Path, *, field: str, what: str = "YAML file", expect: type | None = dict) -> Any:
     """A YAML file parsed safely, with duplicate keys, deep nesting and the wrong top-level kind refused."""
     text = read_text(path, field=field, what=what)
+    if _flow_depth(text) > MAX_DEPTH:
+        raise BadInputError(field, f"{path} nests deeper than {MAX_DEPTH} levels", "flatten the file")
     try:
         value = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:

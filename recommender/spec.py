@@ -273,11 +273,20 @@ def _with_absolute_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
     data = dict(raw)
     for key in ("use_case", "hardware_catalog"):
         if isinstance(data.get(key), str):
-            data[key] = str((base / Path(data[key]).expanduser()).resolve())
+            data[key] = str((base / Path(_plain_path(data[key], key)).expanduser()).resolve())
     model = data.get("model")
     if isinstance(model, dict) and isinstance(model.get("source"), str):
-        data["model"] = {**model, "source": _absolute_source(model["source"], base)}
+        data["model"] = {**model, "source": _absolute_source(_plain_path(model["source"], "model.source"), base)}
     return data
+
+
+def _plain_path(value: str, field: str) -> str:
+    """A path the filesystem can look up: no NUL byte, no name over 255 bytes, 4096 bytes at most (the OS
+    raises on each, mid-resolution, instead of answering "not found")."""
+    if "\0" in value or len(value.encode()) > 4096 or any(len(p.encode()) > 255 for p in value.split("/")):
+        raise BadInputError(field, "not a usable path (a NUL byte, or a name or path too long for the filesystem)",
+                            "give the path of an existing file or directory")  # fmt: skip
+    return value
 
 
 def _absolute_source(source: str, base: Path) -> str:
