@@ -261,7 +261,7 @@ def plan(
     model: Annotated[
         str, typer.Option(help="Shipped architecture (e.g. llama-3.1-8b), a config.json, or a model directory.")
     ],
-    prompt_tokens: Annotated[int, typer.Option(min=1)] = 512,
+    prompt_tokens: Annotated[int, typer.Option(min=1, max=10_000_000)] = 512,
     output_tokens: Annotated[int, typer.Option(min=1)] = 256,
     rps: Annotated[float, typer.Option(min=0.001, help="Target requests per second.")] = 10.0,
     ttft_ms: Annotated[float, typer.Option(min=0.001, help="P99 TTFT SLA, ms.")] = 1000.0,
@@ -303,12 +303,17 @@ def plan(
 def probe(
     model: Annotated[str, typer.Option(help="Local model directory or hub id.")],
     method: Annotated[str, typer.Option(help="Quantization method, e.g. baseline, bnb-nf4, torchao-int8-wo.")],
-    prompt_tokens: Annotated[list[int] | None, typer.Option(min=1, help="Prompt lengths (repeat the flag).")] = None,
-    batch_size: Annotated[list[int] | None, typer.Option(min=1, help="Decode batch sizes (repeat the flag).")] = None,
-    repeats: Annotated[int, typer.Option(min=1)] = 3,
+    prompt_tokens: Annotated[
+        list[int] | None, typer.Option(min=1, max=10_000_000, help="Prompt lengths (repeat the flag).")
+    ] = None,
+    batch_size: Annotated[
+        list[int] | None, typer.Option(min=1, max=65_536, help="Decode batch sizes (repeat the flag).")
+    ] = None,
+    repeats: Annotated[int, typer.Option(min=1, max=1000)] = 3,
     json_output: Annotated[bool, typer.Option("--json", help="Print the measurements as JSON.")] = False,
 ) -> None:
     """Measure the really quantized model here: prefill time, decode step time, memory."""
+    from recommender.perf.architecture_check import check_positions
     from recommender.perf.probe import probe as run_probe
     from recommender.quantize import get_method
     from recommender.report.probe_table import render_probe
@@ -316,6 +321,9 @@ def probe(
 
     quant = get_method(method, field="--method")
     models = _models_here(model, quant, fix="pick a method that runs here")
+    config = models.source.load_config(field="--model")
+    for tokens in prompt_tokens or [128]:  # before the model loads: a prompt it has no positions for
+        check_positions(config, tokens + 1, field="--prompt-tokens")
     loaded = models.get(quant)
     results = [run_probe(loaded, prompt_tokens=p, batch_size=b, repeats=repeats)
                for p in (prompt_tokens or [128]) for b in (batch_size or [1, 8, 32])]  # fmt: skip

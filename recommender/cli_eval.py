@@ -31,7 +31,9 @@ def eval_command(
         Path | None, typer.Option(help="Score this saved checkpoint of --scheme (from `recommender quantize`).")
     ] = None,
     precision: Annotated[str | None, typer.Option(help="Precision the method must belong to (a check).")] = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="Documents per task (default: the suite's).")] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, max=10_000_000, help="Documents per task (default: the suite's).")
+    ] = None,
     adaptive: Annotated[bool, typer.Option(help="Stop early once every verdict is clear.")] = True,
     revision: Annotated[str | None, typer.Option(help="Hub revision for hub ids.")] = None,
     allow_pickle: Annotated[bool, typer.Option(help="Allow pickle (.bin) weights.")] = False,

@@ -73,12 +73,17 @@ def check_request_fits(
     """A request longer than the model's positions, or whose KV cache (at 1 byte per value) alone exceeds the
     largest catalog node, is refused naming the limit: no candidate could serve it."""
     tokens = prompt_tokens + output_tokens
-    positions = getattr(config, "max_position_embeddings", None)
-    if isinstance(positions, int) and not isinstance(positions, bool) and tokens > positions:
-        raise BadInputError(field, f"prompt + output tokens ({tokens}) exceed the model's {positions} positions "
-                            "(max_position_embeddings)", "shorten the request")  # fmt: skip
+    check_positions(config, tokens, field=field)
     largest = max((a.memory_gb * a.max_tensor_parallel for a in catalog.accelerators.values()), default=0.0)
     needed_gb = shape.kv_bytes_per_token(1.0) * tokens / 1e9
     if needed_gb > largest:
         raise BadInputError(field, f"one request's KV cache ({needed_gb:,.0f} GB at fp8) exceeds the largest catalog "
                             f"node ({largest:,.0f} GB)", "shorten the request")  # fmt: skip
+
+
+def check_positions(config: Any, tokens: int, *, field: str) -> None:
+    """A sequence longer than the model's positions (max_position_embeddings, where the config has it)."""
+    positions = getattr(config, "max_position_embeddings", None)
+    if isinstance(positions, int) and not isinstance(positions, bool) and tokens > positions:
+        raise BadInputError(field, f"prompt + output tokens ({tokens}) exceed the model's {positions} positions "
+                            "(max_position_embeddings)", "shorten the request")  # fmt: skip
