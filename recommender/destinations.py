@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 
 from recommender.errors import BadInputError
+from recommender.input_files import usable_path
 from recommender.paths import CACHE_DIR_ENV, cache_root
 
 #: Study names and run ids become one path component; 255 bytes is the usual filesystem limit and
@@ -65,7 +66,7 @@ def _owned(path: Path) -> bool:
 
 def check_parent(path: Path, *, field: str, what: str) -> None:
     """`path` (a file or folder to create) has a parent that exists, is a directory and is writable."""
-    if path.exists() and path.is_dir() == (what == "file"):
+    if usable_path(path, field=field).exists() and path.is_dir() == (what == "file"):
         kind = "a directory" if path.is_dir() else "a file"
         raise BadInputError(field, f"{path} is {kind}, not a {what}", f"give the path of a {what}")
     parent = path.parent
@@ -115,7 +116,7 @@ def check_tracking_uri(uri: str, *, field: str = "--tracking-uri") -> None:
 
 def check_output_dir(path: Path, *, field: str = "--output-dir") -> None:
     """A folder to write into: a directory already, or creatable below an existing writable one."""
-    if path.exists():
+    if usable_path(path, field=field).exists():
         if not path.is_dir():
             raise BadInputError(field, f"{path} is a file, not a directory", "give a directory (or a new path)")
         if not os.access(path, os.W_OK | os.X_OK):

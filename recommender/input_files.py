@@ -45,9 +45,23 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def usable_path(path: Path, *, field: str) -> Path:
+    """`path` if the operating system can look it up; a NUL byte, a name over 255 bytes or a path too long
+    makes every stat raise (not answer "missing"), so such a path is refused here, once, naming the field."""
+    try:
+        if "\0" in str(path):
+            raise ValueError("a NUL byte")
+        path.exists()
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise BadInputError(field, f"{str(path)[:120]!r} is not a usable path ({reason})",
+                            "give a shorter path without control characters") from None  # fmt: skip
+    return path
+
+
 def read_text(path: Path, *, field: str, what: str = "file") -> str:
     """The file's text, refused (naming `field` and the file) when missing, too large or not UTF-8."""
-    if not path.exists():
+    if not usable_path(path, field=field).exists():
         raise BadInputError(field, f"{what} {path} not found", "give the path of an existing file")
     if not path.is_file():
         raise BadInputError(field, f"{path} is not a regular file", f"give the path of the {what} itself")

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from recommender.errors import BadInputError, pydantic_location
-from recommender.input_files import load_yaml
+from recommender.input_files import load_yaml, usable_path
 
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 #: Documents per task: ten million, beyond any lm-eval task's size (limits only bound the work).
@@ -143,8 +143,10 @@ def load_use_case(path: Path, *, field: str = "use_case") -> UseCase:
         msg = str(first["msg"]).removeprefix("Value error, ")
         raise BadInputError(f"{path}: {loc}", msg, "see evals/demo.yaml for a valid suite") from None
     suite = suite.model_copy(update={"suite_path": path.resolve()})
+    if suite.include_path is not None:
+        usable_path(suite.include_path, field=f"{path}: include_path")
     include = suite.resolved_include_path()
-    if include is not None and not include.is_dir():
+    if include is not None and not usable_path(include, field=f"{path}: include_path").is_dir():
         raise BadInputError(
             f"{path}: include_path", f"{include} is not a directory", "point at the folder of task YAMLs"
         )
