@@ -107,6 +107,11 @@ class ModelShape:
         return self.body_params + self.lm_head_params + self.embedding_params
 
     @property
+    def active_params(self) -> int:
+        """Parameters one token uses, embeddings included (the "active parameters" model cards quote)."""
+        return self.active_body_params + self.lm_head_params + self.embedding_params
+
+    @property
     def mlp_activation_width(self) -> int:
         """Widest gate+up output per token of any layer (the activation workspace): dense MLP, or k experts + shared."""
         dense = self.intermediate if self.moe is None or self.moe.n_moe_layers < self.n_layers else 0
