@@ -95,9 +95,9 @@ def _int_field(config: Any, name: str, default: int | None = None) -> int:
         raise BadInputError(name, f"{value!r} is not an integer", "give a whole number") from None
 
 
-def _fields(config: Any) -> dict[str, Any]:
+def _fields(config: Any) -> dict[str, object]:
     """The config's fields, nested dicts flattened (DBRX keeps its experts in ``ffn_config``)."""
-    found: dict[str, Any] = {}
+    found: dict[str, object] = {}
     for key, value in vars(config).items():
         if key.startswith("_"):  # transformers' internals (_experts_implementation_internal), our _name / _source
             continue

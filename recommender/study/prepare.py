@@ -73,7 +73,7 @@ def prepare(spec: SearchSpec) -> Prepared:
     )
     manager = task_manager(use_case)
     check_tasks_known(use_case, manager)
-    catalog = load_catalog(spec.hardware_catalog)
+    catalog = load_catalog(spec.hardware_catalog, price_set=spec.price_set)
     shape = ModelShape.from_config(source.load_config())
     check_sla_reachable(
         shape,
