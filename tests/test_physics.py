@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
 from recommender.errors import BadInputError
@@ -270,3 +271,18 @@ def test_the_scheduler_passes_each_prompt_of_a_step() -> None:
         PrefillChunks(tokens=8192, seqs=1, sum_sq=8192**2),
         PrefillChunks(tokens=1808, seqs=1, sum_sq=1808**2, sum_cross=1808 * 8192, prior_tokens=8192),
     ]
+
+
+@pytest.mark.parametrize("scheme", ["baseline", "bnb-nf4", "bnb-llm-int8", "w4a16-gptq-g128"])
+@pytest.mark.parametrize("arch", ["llama-3.1-8b", "mixtral-8x7b"])
+@pytest.mark.parametrize("tp", [1, 2])
+def test_step_cost_agrees_with_the_roofline_for_every_kernel_path(scheme: str, arch: str, tp: int) -> None:
+    """The scheduler's step cost and `project_step_times` apply the same corrections (MoE, bnb, LLM.int8)."""
+    _, shape = load_architecture(arch)
+    method = get_method(scheme)
+    cost = RooflineStepCost(shape, method, H100, tensor_parallel=tp)
+    ref = project_step_times(shape, method, H100, prompt_tokens=512, batch_size=64, context_tokens=700,
+                             tensor_parallel=tp)  # fmt: skip
+    assert cost.step_seconds(512, 0, 0) == pytest.approx(ref.prefill_s, rel=1e-12)
+    assert cost.step_seconds(0, 64, 64 * 700) == pytest.approx(ref.decode_step_s, rel=1e-12)
+    assert cost.decode_steps_seconds(64, np.array([64 * 700]))[0] == pytest.approx(ref.decode_step_s, rel=1e-12)

@@ -98,6 +98,10 @@ class PrefillChunks:
         return cls.of([(tokens, 0)] if tokens else [])
 
 
+#: A step without prefill chunks (pure decode).
+_NO_PREFILL = PrefillChunks()
+
+
 @runtime_checkable
 class PrefillAwareStepCostModel(StepCostModel, Protocol):
     """Optional: a step priced from its prefill chunks one by one (:class:`PrefillChunks`).
@@ -176,7 +180,8 @@ class RooflineStepCost:
         return weight_bytes(self.shape, self.method, tokens) / self.tensor_parallel
 
     def step_seconds(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
-        return self.prefill_step_seconds(PrefillChunks.single(prefill_tokens), decode_seqs, context_tokens)
+        chunks = PrefillChunks(prefill_tokens, 1, prefill_tokens * prefill_tokens) if prefill_tokens else _NO_PREFILL
+        return self.prefill_step_seconds(chunks, decode_seqs, context_tokens)
 
     def prefill_step_seconds(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> float:
         tokens = chunks.tokens + decode_seqs
