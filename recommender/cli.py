@@ -275,7 +275,9 @@ def plan(
     name, shape = load_architecture(model)
     traffic = Traffic(prompt_tokens=prompt_tokens, output_tokens=output_tokens, requests_per_second=rps)
     sla = LatencySLA(ttft_p99_ms=ttft_ms, tpot_p99_ms=tpot_ms)
-    catalog = load_catalog(price_set=price_set)
+    from recommender.perf.prices import get_price_set
+
+    catalog = load_catalog(price_set=get_price_set(price_set, field="--price-set").name)
     if hardware is None:  # the common GPUs this price set prices; the others are named, not silently dropped
         common = ["h100-sxm", "h200", "a100-80gb", "l40s", "l4", "mi300x"]
         hardware = [hw for hw in common if catalog.price_refusal(hw) is None]
