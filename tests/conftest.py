@@ -32,6 +32,21 @@ def demo_model_dir() -> Path:
     return DEMO_MODEL
 
 
+#: The hourly prices these tests were written with (the old catalog's L4, A10G and T4 figures), given as a
+#: user gives contract prices, in a hardware_catalog file: the default price set (RunPod Secure Cloud,
+#: recommender/perf/price_sets.yaml) lists none of these GPUs.
+CONTRACT_PRICES = "accelerators:\n" + "".join(
+    f"  {gpu}: {{price_per_hour_usd: {usd}, price_source: test contract}}\n"
+    for gpu, usd in (("l4", 0.44), ("a10g", 1.006), ("t4", 0.526))
+)
+
+
+def write_contract_prices(path: Path) -> Path:
+    """A hardware_catalog file pricing the L4, A10G and T4 at the figures the tests were written with."""
+    path.write_text(CONTRACT_PRICES, encoding="utf-8")
+    return path
+
+
 def write_suite(path: Path, *, limit: int = 8, max_mean_kl: float = 0.02) -> Path:
     """A small copy of the demo suite for fast tests (same tasks, fewer documents)."""
     path.write_text(

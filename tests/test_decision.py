@@ -26,6 +26,7 @@ from recommender.quality.verdict import Check
 from recommender.recommendation import build
 from recommender.report.table import render
 from recommender.spec import LatencySLA, Traffic
+from tests.conftest import write_contract_prices
 
 _, LLAMA_8B = load_architecture("llama-3.1-8b")
 LOW_TRAFFIC = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=0.3)
@@ -39,17 +40,10 @@ def passed(result: CandidateResult, margin: float) -> CandidateResult:
     return with_quality(result, QualityResult(c.method, c.precision, "pass", [check], None, "cpu", 0.0))
 
 
-#: Contract prices for the GPUs these tests decide between. The default price set (RunPod Secure Cloud)
-#: lists no L4 or T4, so they come, as a user's would, from a hardware_catalog file (0.44 and 0.526 $/h:
-#: the figures these tests were written with).
-CONTRACT_PRICES = "accelerators:\n  l4: {price_per_hour_usd: 0.44}\n  t4: {price_per_hour_usd: 0.526}\n"
-
-
 @pytest.fixture(scope="module")
 def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
-    path = tmp_path_factory.mktemp("catalog") / "contract.yaml"
-    path.write_text(CONTRACT_PRICES, encoding="utf-8")
-    return load_catalog(path)
+    """L4 and T4 at contract prices (conftest.CONTRACT_PRICES): the default price set lists neither."""
+    return load_catalog(write_contract_prices(tmp_path_factory.mktemp("catalog") / "contract.yaml"))
 
 
 def evaluate(catalog: Catalog, *candidates: Candidate, traffic: Traffic = LOW_TRAFFIC) -> list[CandidateResult]:
