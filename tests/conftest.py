@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from recommender.perf.catalog import Catalog
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_MODEL = REPO / "recommender" / "demo" / "model"
@@ -45,6 +49,14 @@ def write_contract_prices(path: Path) -> Path:
     """A hardware_catalog file pricing the L4, A10G and T4 at the figures the tests were written with."""
     path.write_text(CONTRACT_PRICES, encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="session")
+def contract_catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    """The built-in catalog (default price set) with the L4, A10G and T4 at CONTRACT_PRICES."""
+    from recommender.perf.catalog import load_catalog  # here: the offline settings above come first
+
+    return load_catalog(write_contract_prices(tmp_path_factory.mktemp("catalog") / "contract.yaml"))
 
 
 def write_suite(path: Path, *, limit: int = 8, max_mean_kl: float = 0.02) -> Path:

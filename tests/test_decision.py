@@ -18,7 +18,7 @@ from recommender import decision
 from recommender.candidate import Candidate, CandidateResult
 from recommender.cost import CostEstimate
 from recommender.evaluator import with_quality
-from recommender.perf.catalog import Catalog, load_catalog
+from recommender.perf.catalog import Catalog
 from recommender.performance import PerformanceEvaluator
 from recommender.plan import load_architecture
 from recommender.quality.result import QualityResult
@@ -26,7 +26,6 @@ from recommender.quality.verdict import Check
 from recommender.recommendation import build
 from recommender.report.table import render
 from recommender.spec import LatencySLA, Traffic
-from tests.conftest import write_contract_prices
 
 _, LLAMA_8B = load_architecture("llama-3.1-8b")
 LOW_TRAFFIC = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=0.3)
@@ -41,9 +40,9 @@ def passed(result: CandidateResult, margin: float) -> CandidateResult:
 
 
 @pytest.fixture(scope="module")
-def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+def catalog(contract_catalog: Catalog) -> Catalog:
     """L4 and T4 at contract prices (conftest.CONTRACT_PRICES): the default price set lists neither."""
-    return load_catalog(write_contract_prices(tmp_path_factory.mktemp("catalog") / "contract.yaml"))
+    return contract_catalog
 
 
 def evaluate(catalog: Catalog, *candidates: Candidate, traffic: Traffic = LOW_TRAFFIC) -> list[CandidateResult]:
