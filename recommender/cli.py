@@ -270,11 +270,15 @@ def plan(
         list[str] | None, typer.Option(help="Catalog GPUs (repeat the flag); default: six common ones.")
     ] = None,
     batch_size: Annotated[list[int] | None, typer.Option(min=1, help="max_num_seqs values to try (repeat).")] = None,
+    price_set: Annotated[
+        str | None, typer.Option(help="Named, dated prices of one provider (recommender/perf/price_sets.yaml).")
+    ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
 ) -> None:
     """Project cost and latency for an architecture without its weights, across GPUs and precisions."""
     from recommender.perf.architecture_check import check_request_fits
     from recommender.perf.catalog import load_catalog
+    from recommender.perf.prices import get_price_set
     from recommender.perf.shape import ModelShape
     from recommender.plan import plan as run_plan
     from recommender.plan import read_architecture, rows_to_json
@@ -286,11 +290,20 @@ def plan(
     distinct(hardware or [], flag="--hardware")
     check_batch_sizes(batch_size or [])
     name, config = read_architecture(model)
-    shape, catalog = ModelShape.from_config(config), load_catalog()
+    shape = ModelShape.from_config(config)
+    catalog = load_catalog(price_set=get_price_set(price_set, field="--price-set").name)
     check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                        field="--prompt-tokens")  # fmt: skip
+    if hardware is None:  # the common GPUs this price set prices; the others are named, not silently dropped
+        common = ["h100-sxm", "h200", "a100-80gb", "l40s", "l4", "mi300x"]
+        hardware = [hw for hw in common if catalog.price_refusal(hw) is None]
+        unpriced = [hw for hw in common if hw not in hardware]
+        if unpriced:
+            assert catalog.prices is not None
+            note = f"not in price set {catalog.prices.name}: {', '.join(unpriced)}"
+            make_console(stderr=True).print(f"{note} (pick another --price-set, or name them with --hardware)")
     rows = run_plan(
-        shape, catalog, hardware=hardware or ["h100-sxm", "h200", "a100-80gb", "l40s", "l4", "mi300x"],
+        shape, catalog, hardware=hardware,
         precisions=["bf16", "fp8", "int8", "int4"], traffic=traffic, sla=sla, batch_sizes=batch_size or [64, 256],
     )  # fmt: skip
     if json_output:

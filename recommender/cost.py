@@ -20,6 +20,9 @@ class CostEstimate:
     usd_per_month: float
     price_per_hour_usd: float
     price_source: str
+    #: The named, dated price set the hourly price comes from (``perf/price_sets.yaml``), "hardware_catalog"
+    #: for a contract price, "local_device" for this machine's; "" in results recorded before price sets.
+    price_set: str = ""
 
 
 def replicas_needed(target_rate: float, max_rate: float) -> int:
@@ -41,6 +44,7 @@ def estimate_cost(
     replica_tokens_per_s: float,
     replica_requests_per_s: float,
     target_requests_per_s: float,
+    price_set: str = "",
 ) -> CostEstimate:
     """Price per token at saturation, and the fleet the target traffic needs."""
     hourly = price_per_hour_usd * tensor_parallel
@@ -53,4 +57,5 @@ def estimate_cost(
         usd_per_month=replicas * hourly * HOURS_PER_MONTH,
         price_per_hour_usd=price_per_hour_usd,
         price_source=price_source,
+        price_set=price_set,
     )

@@ -78,6 +78,8 @@ class Setup:
     memory: MemoryFit
     probe: ProbeResult | None
     engines: tuple[str, ...] = ()
+    #: The named price set the hourly price comes from ("hardware_catalog": a contract price; "local_device").
+    price_set: str = ""
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,7 @@ class PerformanceEvaluator:
             cost = estimate_cost(
                 price_per_hour_usd=setup.price_per_hour_usd,
                 price_source=setup.price_source,
+                price_set=setup.price_set,
                 tensor_parallel=c.tensor_parallel,
                 replica_tokens_per_s=serving.tokens_per_s,
                 replica_requests_per_s=serving.requests_per_s,
@@ -211,16 +214,18 @@ class PerformanceEvaluator:
             step_cost = RooflineStepCost(
                 self.shape, method, accel, tensor_parallel=c.tensor_parallel, kv_cache_dtype=c.kv_cache_dtype
             )
-            price_source = f"{accel.price_source} ({accel.price_date})"
             hourly = accel.price_per_hour_usd
-            return Setup(method, step_cost, scheduler, hourly, price_source, fit, None, served.engines)
+            assert hourly is not None  # _refusal prunes a GPU without a price in the catalog's price set
+            return Setup(method, step_cost, scheduler, hourly, accel.price_note, fit, None, served.engines,
+                         price_set=accel.price_set)  # fmt: skip
         assert self.local is not None  # _refusal prunes local candidates without a local measurement
         try:
             table, own = self._measured_step_cost(c, self.local)
         except MethodUnavailableError as exc:
             return pruned(c, "runnable", str(exc))
         local = self.local.price
-        return Setup(method, table, scheduler, local.price_per_hour_usd, local.price_source, fit, own, served.engines)
+        return Setup(method, table, scheduler, local.price_per_hour_usd, local.price_source, fit, own, served.engines,
+                     price_set="local_device")  # fmt: skip
 
     def device_of(self, c: Candidate) -> DeviceInfo | None:
         """The device `c` would be served on: its catalog GPU, or this machine's device (None if not measured)."""
@@ -242,7 +247,7 @@ class PerformanceEvaluator:
             return served.reason(accel.key)
         if c.tensor_parallel > accel.max_tensor_parallel:
             return f"tensor_parallel {c.tensor_parallel} > {accel.max_tensor_parallel} devices per node"
-        return served
+        return self.catalog.price_refusal(accel.key) or served
 
     def _local_refusal(self, c: Candidate, method: QuantMethod) -> str | Eligibility:
         """Why `c` cannot be measured and served on this machine, or who serves it here."""

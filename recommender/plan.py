@@ -3,7 +3,7 @@
 `recommender plan` answers "what would serving this model cost?" before anything is
 downloaded: the memory model says what fits at which tensor-parallel degree, the
 continuous-batching simulator on roofline step costs says how much traffic one replica
-carries within the SLA, the catalog prices it. Quality is *not* measured here: each
+carries within the SLA, one named price set (or a contract price) prices it. Quality is *not* measured here: each
 precision carries a labelled prior and the verdict "unverified" until `recommender eval`
 or `recommender search` measures it.
 """
@@ -101,6 +101,8 @@ class PlanRow:
     quality_verdict: str
     note: str
     provenance: Provenance | None
+    #: The named price set (or "hardware_catalog" contract price) the row's dollars come from; "" when unpriced.
+    price_set: str = ""
 
 
 def _method_for(precision: str, accel: Accelerator) -> QuantMethod:
@@ -134,6 +136,7 @@ def _row(
         weights_gb_per_gpu=None if empty or tp is None else weights_gb(performance.shape, method, tp),
         quality=QUALITY_PRIORS[precision], quality_verdict="reference" if precision == "bf16" else "unverified",
         note=note, provenance=serving.provenance if serving and cost else None,
+        price_set=cost.price_set if cost else "",
     )  # fmt: skip
 
 
@@ -152,6 +155,9 @@ def plan_one(
     served = eligibility(method, accel.device, performance.engines)
     if not served.launchable:
         return _row(performance, accel, precision, method, f"refused: {served.reason(accel.key)}")
+    unpriced = catalog.price_refusal(accel.key) if accel.key in catalog.accelerators else None
+    if unpriced is not None:
+        return _row(performance, accel, precision, method, f"not priced: {unpriced}")
     refusal = ""
     for tp in _tensor_parallel_degrees(accel):
         results = [

@@ -171,6 +171,12 @@ class SearchSpec(_Strict):
     current: Deployment = Field(description="What runs today: the baseline every saving is measured against.")
     local_device: LocalDevice | None = None
     hardware_catalog: Path | None = Field(default=None, description="A catalog file overriding the built-in one.")
+    price_set: str | None = Field(
+        default=None,
+        description="Named, dated GPU prices from one provider and tier (recommender/perf/price_sets.yaml); "
+        "default: that file's default. A GPU the set does not price is pruned from space.hardware with the "
+        "reason; current.hardware must be priced. hardware_catalog prices are contract prices and win.",
+    )
     engines: list[str] = Field(
         default=["vllm", "sglang"],
         min_length=1,
@@ -185,7 +191,8 @@ class SearchSpec(_Strict):
         """A short hash of what is searched (not of how long or with which seed): the default study name's
         suffix, so a longer budget or a timeout continues the same study. Paths are hashed as seen from the
         spec's folder, so the name does not change with where the checkout lives."""
-        data = self.model_dump(mode="json", exclude={"search"})
+        # price_set left out while unset, so specs written before price sets keep their study names.
+        data = self.model_dump(mode="json", exclude={"search"} | ({"price_set"} if self.price_set is None else set()))
         if self.spec_path is not None:
             base = self.spec_path.parent
             data["use_case"] = os.path.relpath(self.use_case, base)
@@ -314,7 +321,7 @@ def _check_names(spec: SearchSpec) -> None:
                     f"move it under {method.precision}",
                 )
     get_method(spec.current.method, field="current.method")
-    catalog = load_catalog(spec.hardware_catalog)
+    catalog = load_catalog(spec.hardware_catalog, price_set=spec.price_set)
     for i, hw in enumerate([*spec.space.hardware, spec.current.hardware]):
         where = f"space.hardware[{i}]" if i < len(spec.space.hardware) else "current.hardware"
         if hw == LOCAL_DEVICE:
@@ -326,3 +333,8 @@ def _check_names(spec: SearchSpec) -> None:
                 )
             continue
         catalog.get(hw, field=where)
+    # The baseline every saving is measured against needs a price; candidates without one are pruned.
+    if spec.current.hardware != LOCAL_DEVICE:
+        unpriced = catalog.price_refusal(spec.current.hardware)
+        if unpriced is not None:
+            raise BadInputError("current.hardware", unpriced)

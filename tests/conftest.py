@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from recommender.perf.catalog import Catalog
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_MODEL = REPO / "recommender" / "demo" / "model"
@@ -30,6 +34,29 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 def demo_model_dir() -> Path:
     assert (DEMO_MODEL / "model.safetensors").is_file(), "the demo model is committed; run `make train-demo`"
     return DEMO_MODEL
+
+
+#: The hourly prices these tests were written with (the old catalog's L4, A10G and T4 figures), given as a
+#: user gives contract prices, in a hardware_catalog file: the default price set (RunPod Secure Cloud,
+#: recommender/perf/price_sets.yaml) lists none of these GPUs.
+CONTRACT_PRICES = "accelerators:\n" + "".join(
+    f"  {gpu}: {{price_per_hour_usd: {usd}, price_source: test contract}}\n"
+    for gpu, usd in (("l4", 0.44), ("a10g", 1.006), ("t4", 0.526))
+)
+
+
+def write_contract_prices(path: Path) -> Path:
+    """A hardware_catalog file pricing the L4, A10G and T4 at the figures the tests were written with."""
+    path.write_text(CONTRACT_PRICES, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def contract_catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    """The built-in catalog (default price set) with the L4, A10G and T4 at CONTRACT_PRICES."""
+    from recommender.perf.catalog import load_catalog  # here: the offline settings above come first
+
+    return load_catalog(write_contract_prices(tmp_path_factory.mktemp("catalog") / "contract.yaml"))
 
 
 def write_suite(path: Path, *, limit: int = 8, max_mean_kl: float = 0.02) -> Path:

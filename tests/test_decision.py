@@ -18,7 +18,7 @@ from recommender import decision
 from recommender.candidate import Candidate, CandidateResult
 from recommender.cost import CostEstimate
 from recommender.evaluator import with_quality
-from recommender.perf.catalog import load_catalog
+from recommender.perf.catalog import Catalog
 from recommender.performance import PerformanceEvaluator
 from recommender.plan import load_architecture
 from recommender.quality.result import QualityResult
@@ -39,13 +39,19 @@ def passed(result: CandidateResult, margin: float) -> CandidateResult:
     return with_quality(result, QualityResult(c.method, c.precision, "pass", [check], None, "cpu", 0.0))
 
 
-def evaluate(*candidates: Candidate, traffic: Traffic = LOW_TRAFFIC) -> list[CandidateResult]:
-    evaluator = PerformanceEvaluator(load_catalog(), LLAMA_8B, traffic, SLA)
+@pytest.fixture(scope="module")
+def catalog(contract_catalog: Catalog) -> Catalog:
+    """L4 and T4 at contract prices (conftest.CONTRACT_PRICES): the default price set lists neither."""
+    return contract_catalog
+
+
+def evaluate(catalog: Catalog, *candidates: Candidate, traffic: Traffic = LOW_TRAFFIC) -> list[CandidateResult]:
+    evaluator = PerformanceEvaluator(catalog, LLAMA_8B, traffic, SLA)
     return [evaluator.evaluate(c) for c in candidates]
 
 
-def test_int8_costing_the_same_per_month_as_bf16_on_the_same_gpu_loses_to_bf16() -> None:
-    bf16, int8 = evaluate(Candidate("bf16", "baseline", "l4", 8), Candidate("int8", "int8-w8a8", "l4", 8))
+def test_int8_costing_the_same_per_month_as_bf16_on_the_same_gpu_loses_to_bf16(catalog: Catalog) -> None:
+    bf16, int8 = evaluate(catalog, Candidate("bf16", "baseline", "l4", 8), Candidate("int8", "int8-w8a8", "l4", 8))
     assert bf16.cost is not None and int8.cost is not None
     assert bf16.cost.replicas == int8.cost.replicas == 1  # one L4 carries 0.3 requests/s either way
     assert bf16.usd_per_month == int8.usd_per_month == pytest.approx(0.44 * 730)
@@ -66,10 +72,10 @@ def test_int8_costing_the_same_per_month_as_bf16_on_the_same_gpu_loses_to_bf16()
     assert rec.quantization_note in out.getvalue()
 
 
-def test_quantizing_pays_when_it_saves_a_gpu_and_then_no_note() -> None:
+def test_quantizing_pays_when_it_saves_a_gpu_and_then_no_note(catalog: Catalog) -> None:
     traffic = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=8)
-    bf16, int4 = evaluate(Candidate("bf16", "baseline", "l4", 32), Candidate("int4", "w4a16-gptq-g128", "l4", 32),
-                          traffic=traffic)  # fmt: skip
+    bf16, int4 = evaluate(catalog, Candidate("bf16", "baseline", "l4", 32),
+                          Candidate("int4", "w4a16-gptq-g128", "l4", 32), traffic=traffic)  # fmt: skip
     assert bf16.cost is not None and int4.cost is not None and int4.cost.replicas < bf16.cost.replicas
     results = [passed(bf16, -0.01), passed(int4, -0.005)]
     rec = build(results, current_key=bf16.key, study="s", model="m", release="r", use_case="u")
@@ -77,9 +83,10 @@ def test_quantizing_pays_when_it_saves_a_gpu_and_then_no_note() -> None:
     assert rec.quantization_note is None
 
 
-def test_the_cheapest_candidate_no_engine_launches_is_pruned_and_the_next_one_wins() -> None:
+def test_the_cheapest_candidate_no_engine_launches_is_pruned_and_the_next_one_wins(catalog: Catalog) -> None:
     traffic = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=0.5)
     results = evaluate(
+        catalog,
         Candidate("int8", "torchao-int8-wo", "l4", 8),  # int8 on the cheapest GPU, but evaluation only
         Candidate("bf16", "baseline", "t4", 8),  # no bf16 on Turing
         Candidate("int8", "int8-w8a8", "l4", 8),

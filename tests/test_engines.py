@@ -14,7 +14,7 @@ import pytest
 from recommender.candidate import Candidate
 from recommender.device import DeviceInfo
 from recommender.emit.support import SUPPORT, eligibility, refusal
-from recommender.perf.catalog import load_catalog
+from recommender.perf.catalog import Catalog, load_catalog
 from recommender.perf.memory import plan_memory
 from recommender.performance import PerformanceEvaluator
 from recommender.plan import load_architecture
@@ -119,12 +119,14 @@ def test_evaluation_only_schemes_have_no_engine() -> None:
         assert engines_on(name, "h100-sxm") == ()
 
 
-def _evaluator(engines: tuple[str, ...] = ("vllm", "sglang"), shape: object = LLAMA_8B) -> PerformanceEvaluator:
-    return PerformanceEvaluator(CATALOG, shape, TRAFFIC, SLA, engines=engines)  # type: ignore[arg-type]
+def _evaluator(
+    catalog: Catalog, engines: tuple[str, ...] = ("vllm", "sglang"), shape: object = LLAMA_8B
+) -> PerformanceEvaluator:
+    return PerformanceEvaluator(catalog, shape, TRAFFIC, SLA, engines=engines)  # type: ignore[arg-type]
 
 
-def test_the_search_prunes_what_no_listed_engine_launches_before_loading_anything() -> None:
-    evaluator = _evaluator()
+def test_the_search_prunes_what_no_listed_engine_launches_before_loading_anything(contract_catalog: Catalog) -> None:
+    evaluator = _evaluator(contract_catalog)  # L4 and T4 at contract prices: the default price set lists neither
     bf16_t4 = evaluator.evaluate(Candidate("bf16", "baseline", "t4", 8))
     assert bf16_t4.status == "pruned" and bf16_t4.constraints["runnable"] == 1.0
     (why,) = bf16_t4.broken
@@ -134,8 +136,8 @@ def test_the_search_prunes_what_no_listed_engine_launches_before_loading_anythin
     served = evaluator.evaluate(Candidate("int8", "int8-w8a8", "l4", 8))
     assert served.status == "evaluated" and served.engines == ("vllm", "sglang")
     # The same candidate with TGI the only engine: launched by TGI alone.
-    assert _evaluator(("tgi",)).evaluate(Candidate("int8", "int8-w8a8", "l4", 8)).engines == ("tgi",)
-    awq_tgi = _evaluator(("tgi",)).evaluate(Candidate("int4", "w4a16-awq-g128", "l4", 8))
+    assert _evaluator(contract_catalog, ("tgi",)).evaluate(Candidate("int8", "int8-w8a8", "l4", 8)).engines == ("tgi",)
+    awq_tgi = _evaluator(contract_catalog, ("tgi",)).evaluate(Candidate("int4", "w4a16-awq-g128", "l4", 8))
     assert awq_tgi.status == "pruned" and "add vllm or sglang to engines" in awq_tgi.broken[0]
 
 
@@ -151,7 +153,7 @@ def test_online_fp8_loads_16_bit_weights_first_and_is_refused_where_they_do_not_
     why = online.shortfall(1, 640)
     assert why is not None and "while loading" in why and f"{online.load_gb:.2f} GB before quantizing" in why
     assert checkpoint.shortfall(1, 640) is None
-    evaluator = _evaluator(shape=LLAMA_70B)
+    evaluator = _evaluator(CATALOG, shape=LLAMA_70B)
     refused = evaluator.evaluate(Candidate("fp8", "fp8-online", "l40s", 8, tensor_parallel=2))
     assert refused.status == "pruned" and refused.broken[0].startswith("memory: needs")
     assert refused.memory is not None and refused.memory.constraint > 0

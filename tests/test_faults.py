@@ -27,7 +27,7 @@ from mlflow import MlflowClient
 
 from recommender.candidate import Candidate
 from recommender.claims import ClaimStore
-from tests.conftest import write_suite
+from tests.conftest import write_contract_prices, write_suite
 
 COMPLETE, RUNNING, FAIL, WAITING, PRUNED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.RUNNING,
                                     optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING,
@@ -44,6 +44,8 @@ def _spec(tmp_path: Path, demo_model_dir: Path, methods: dict[str, list[str]], n
         "sla": {"ttft_p99_ms": 5000, "tpot_p99_ms": 1000},
         "space": {"methods": methods, "hardware": ["l4", "h100-sxm"], "batch_sizes": [4]},
         "current": {"precision": "bf16", "method": "baseline", "hardware": "h100-sxm", "batch_size": 4},
+        # The L4 at a contract price: the default price set (RunPod Secure Cloud) lists none.
+        "hardware_catalog": str(write_contract_prices(tmp_path / "contract.yaml")),
         "search": {"n_trials": n_trials, "seed": 0, "heartbeat_s": 1},
     }
     path = tmp_path / "faults.yaml"

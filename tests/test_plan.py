@@ -14,12 +14,13 @@ from recommender.spec import LatencySLA, Traffic
 
 TRAFFIC = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5)
 SLA = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100)
+_, LLAMA8 = load_architecture("llama-3.1-8b")
 
 
 @pytest.mark.parametrize(
     ("name", "billions"),
     [("llama-3.1-8b", 8.03), ("llama-3.1-70b", 70.6), ("mistral-7b-v0.3", 7.25), ("qwen2.5-7b", 7.62),
-     ("qwen2.5-72b", 72.7)],
+     ("qwen2.5-72b", 72.7), ("mixtral-8x7b", 46.7)],
 )  # fmt: skip
 def test_shipped_architectures_have_their_published_sizes(name: str, billions: float) -> None:
     assert name in known_architectures()
@@ -28,10 +29,19 @@ def test_shipped_architectures_have_their_published_sizes(name: str, billions: f
     assert params / 1e9 == pytest.approx(billions, rel=0.02)
 
 
-def test_plan_rows_fit_price_and_label_quality() -> None:
+def test_plan_rows_fit_price_and_label_quality(tmp_path: Path) -> None:
     catalog = load_catalog()
+    # The default price set (RunPod Secure Cloud) lists no T4: unpriced, it is named as such ...
+    t4_unpriced = plan_one(LLAMA8, catalog.get("t4"), "bf16", traffic=TRAFFIC, sla=SLA, batch_sizes=[64],
+                           catalog=catalog)  # fmt: skip
+    assert t4_unpriced.note.startswith("not priced: t4 has no price in price set runpod-secure-2026-09-25")
+    # ... and a contract price (hardware_catalog) prices it.
+    contract = tmp_path / "contract.yaml"
+    contract.write_text("accelerators:\n  t4: {price_per_hour_usd: 0.526, price_source: our contract}\n")
+    t4 = load_catalog(contract).get("t4")
+    assert t4.price_set == "hardware_catalog" and t4.price_note == "contract price from hardware_catalog: our contract"
     _, llama70 = load_architecture("llama-3.1-70b")
-    too_big = plan_one(llama70, catalog.get("t4"), "bf16", traffic=TRAFFIC, sla=SLA, batch_sizes=[64])
+    too_big = plan_one(llama70, t4, "bf16", traffic=TRAFFIC, sla=SLA, batch_sizes=[64])
     assert too_big.note.startswith("does not fit") and too_big.usd_per_1m_tokens is None
     assert too_big.method == "fp16"  # a T4 has no bf16: the 16-bit row is fp16
 
@@ -58,7 +68,8 @@ def test_plan_cli_unknown_model_lists_known_ones() -> None:
     assert "--model" in result.stderr and "llama-3.1-8b" in result.stderr
 
 
-@pytest.mark.parametrize(("hardware", "batch"), [("l4", 8), ("h100-sxm", 32), ("l40s", 1)])
+# rtx-4090, not l4: the default price set (RunPod Secure Cloud) prices no L4.
+@pytest.mark.parametrize(("hardware", "batch"), [("rtx-4090", 8), ("h100-sxm", 32), ("l40s", 1)])
 def test_plan_and_search_model_a_catalog_candidate_identically(hardware: str, batch: int) -> None:
     """`plan` is the search's evaluator without quality: same memory plan, step cost, simulation and price."""
     from recommender.candidate import Candidate

@@ -17,7 +17,7 @@ from recommender.decision import pick
 from recommender.report.artifacts import write_documents
 from recommender.spec import load_spec
 from recommender.study import grid, prepare, run_search
-from tests.conftest import write_suite
+from tests.conftest import write_contract_prices, write_suite
 
 
 def _small_spec(tmp_path: Path, demo_model_dir: Path) -> Path:
@@ -35,6 +35,8 @@ def _small_spec(tmp_path: Path, demo_model_dir: Path) -> Path:
         },
         "current": {"precision": "bf16", "method": "baseline", "hardware": "l4", "batch_size": 4},
         "local_device": {"price_per_hour_usd": 0.1, "price_source": "test"},
+        # L4 and A10G at contract prices: the default price set (RunPod Secure Cloud) lists neither.
+        "hardware_catalog": str(write_contract_prices(tmp_path / "contract.yaml")),
         "search": {"n_trials": 3, "seed": 0},
     }
     path = tmp_path / "tiny.yaml"

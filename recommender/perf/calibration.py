@@ -145,7 +145,7 @@ class StepWork:
             layers=shape.n_layers,
             tokens=query_tokens,
             body_weight_bytes=shape.body_params * method.bits_per_weight / 8.0,
-            body_flops=2.0 * query_tokens * shape.body_params,
+            body_flops=2.0 * query_tokens * shape.active_body_params,
             lm_head_bytes=shape.lm_head_params * 2.0,
             lm_head_flops=2.0 * query_tokens * shape.lm_head_params,
             attention_flops=shape.attention_flops(query_tokens, context_tokens),

@@ -1,8 +1,9 @@
-"""The accelerator catalog: a data file of GPUs with sourced specs and prices.
+"""The accelerator catalog: a data file of GPUs with sourced specs, priced from one price set.
 
-The built-in file is ``hardware.yaml`` beside this module. A user's file (spec key
-``hardware_catalog``) overrides fields of existing entries or adds new ones, so contract
-prices need no code change.
+The built-in file is ``hardware.yaml`` beside this module; prices come from one named price
+set (``prices.py``), never mixed across providers. A user's file (spec key ``hardware_catalog``)
+overrides fields of existing entries or adds new ones, so contract prices need no code change:
+a ``price_per_hour_usd`` there wins over the set's.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from recommender.device import DeviceInfo
 from recommender.errors import BadInputError, pydantic_location, pydantic_message
 from recommender.input_files import load_yaml
+from recommender.perf.prices import PriceSet, get_price_set
 
 BUILTIN_CATALOG = Path(__file__).with_name("hardware.yaml")
 
@@ -47,9 +49,11 @@ class Accelerator(BaseModel):
     native_precisions: list[str]
     interconnect: Interconnect
     max_tensor_parallel: int = Field(default=8, gt=0, le=1024)
-    price_per_hour_usd: float = Field(ge=0, le=10_000)
-    price_source: str
-    price_date: str
+    price_per_hour_usd: float | None = Field(default=None, ge=0, le=10_000)
+    price_source: str = ""
+    price_date: str = ""
+    #: The price set the price came from, or "hardware_catalog" for a contract price; "" when unpriced.
+    price_set: str = ""
     spec_source: str
 
     @model_validator(mode="after")
@@ -75,6 +79,14 @@ class Accelerator(BaseModel):
         major, minor = (int(x) for x in (self.compute_capability or "0.0").split("."))
         return DeviceInfo("cuda", (major, minor))
 
+    @property
+    def price_note(self) -> str:
+        """Where the price comes from, for a cost line: the set's source and date, or the contract price."""
+        if self.price_set == "hardware_catalog":
+            said = f": {self.price_source}" if self.price_source else ""
+            return f"contract price from hardware_catalog{said}" + (f" ({self.price_date})" if self.price_date else "")
+        return f"{self.price_source} ({self.price_date})"
+
     def peak_flops(self, dtype: str) -> float:
         """Dense peak in FLOP/s for a compute dtype; 16-bit when the dtype has no tensor cores."""
         tflops = self.peak_tflops.get(dtype) or self.peak_tflops.get("bf16") or self.peak_tflops["fp16"]
@@ -85,6 +97,17 @@ class Catalog(BaseModel):
     model_config = ConfigDict(frozen=True)
     accelerators: dict[str, Accelerator]
     source: str
+    prices: PriceSet | None = None
+
+    def price_refusal(self, key: str) -> str | None:
+        """Why catalog GPU `key` cannot be priced (one line naming the fix), or None when it has a price."""
+        if self.accelerators[key].price_per_hour_usd is not None:
+            return None
+        named = f"price set {self.prices.label}" if self.prices is not None else "this catalog"
+        return (
+            f"{key} has no price in {named}; choose a price_set that lists it, or give its contract "
+            "price_per_hour_usd in a hardware_catalog file"
+        )
 
     @cached_property
     def names(self) -> list[str]:
@@ -112,13 +135,33 @@ def _read(path: Path) -> dict[str, dict[str, object]]:
     return entries
 
 
-def load_catalog(override: Path | None = None) -> Catalog:
-    """The built-in catalog, with a user's file merged over it entry by entry."""
+def _priced(entries: dict[str, dict[str, object]], prices: PriceSet) -> None:
+    """Put `prices`' figures on the built-in entries (each of its GPUs must be one)."""
+    for key in prices.prices:
+        if key not in entries:
+            raise ValueError(f"price set {prices.name} prices {key!r}, which is not in {BUILTIN_CATALOG.name}")
+        price = prices.prices[key]
+        entries[key].update(
+            price_per_hour_usd=price.usd_per_hour, price_source=prices.source_of(key), price_date=price.date,
+            price_set=prices.name,
+        )  # fmt: skip
+
+
+def load_catalog(override: Path | None = None, *, price_set: str | None = None) -> Catalog:
+    """The built-in catalog priced from `price_set` (None: the default set), a user's file merged over it.
+
+    A user's ``price_per_hour_usd`` is a contract price: it replaces the set's, labelled ``hardware_catalog``.
+    """
+    prices = get_price_set(price_set)
     entries = {k: dict(v) for k, v in _read(BUILTIN_CATALOG).items()}
-    source = str(BUILTIN_CATALOG.name)
+    _priced(entries, prices)
+    source = f"{BUILTIN_CATALOG.name}, prices: {prices.name}"
     if override is not None:
         for key, fields in _read(override).items():
-            entries[key] = {**entries.get(key, {}), **(fields or {})}
+            fields = dict(fields or {})
+            if "price_per_hour_usd" in fields:  # a contract price: nothing of the set's price survives
+                fields = {"price_source": "", "price_date": "", "price_set": "hardware_catalog", **fields}
+            entries[key] = {**entries.get(key, {}), **fields}
         source += f" + {override}"
     accelerators: dict[str, Accelerator] = {}
     for key, fields in entries.items():
@@ -132,4 +175,4 @@ def load_catalog(override: Path | None = None) -> Catalog:
                 pydantic_message(dict(first)),
                 "every entry needs the fields of the built-in entries in recommender/perf/hardware.yaml",
             ) from None
-    return Catalog(accelerators=accelerators, source=source)
+    return Catalog(accelerators=accelerators, source=source, prices=prices)

@@ -9,8 +9,9 @@ shards the linear layers, the KV heads and the MLP activations across ``tp`` dev
 
 What is exact and what is estimated:
 
-- weights: quantized linear layers at the method's bits (scales included), embeddings and
-  lm_head at 16 bits — exact up to small buffers (norms, rotary tables);
+- weights: quantized linear layers at the method's bits (scales included; every expert of a
+  mixture-of-experts model), embeddings and lm_head at 16 bits, one matrix when
+  ``tie_word_embeddings`` ties them — exact up to small buffers (norms, rotary tables);
 - KV cache per token: layers x KV heads x head dim x 2 (K and V) x dtype bytes — exact;
   ``fp8`` halves it (vLLM ``--kv-cache-dtype fp8``);
 - activation workspace: the largest live tensors of one forward of the token budget
@@ -30,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from recommender.perf.kernels import weight_traffic_bytes_per_param
 from recommender.perf.shape import ModelShape
 from recommender.quantize import QuantMethod
 
@@ -51,9 +53,16 @@ def kv_dtype_bytes(kv_cache_dtype: str) -> float:
         raise ValueError(f"unknown kv_cache_dtype {kv_cache_dtype!r} (known: {', '.join(KV_DTYPE_BYTES)})") from None
 
 
-def weight_bytes(shape: ModelShape, method: QuantMethod) -> float:
-    """Bytes of weights a decode step streams: the quantized body plus a 16-bit lm_head."""
-    return shape.body_params * method.bits_per_weight / 8.0 + shape.lm_head_params * 2.0
+def weight_bytes(shape: ModelShape, method: QuantMethod, tokens: int = 1) -> float:
+    """Bytes of weight traffic of a step of `tokens` tokens (one decode token by default).
+
+    The linear weights the step touches (all of a dense model; the expected distinct experts of
+    a MoE one) at the scheme's traffic per weight (``kernels.py``: bitsandbytes 4-bit adds a 16-bit
+    write and read above one token), plus the 16-bit lm_head. Input embeddings are gathered, not
+    streamed: only the rows of the step's tokens are read, which is negligible.
+    """
+    per_param = weight_traffic_bytes_per_param(method, tokens)
+    return shape.touched_body_params(tokens) * per_param + shape.lm_head_params * 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +134,7 @@ def kv_bytes_per_token_per_device(shape: ModelShape, kv_cache_dtype: str, tensor
 def activation_bytes(shape: ModelShape, *, batched_tokens: int, running_seqs: int, tensor_parallel: int) -> float:
     """Peak activation workspace of one forward: MLP gate+up outputs and four hidden-state
     copies for the token budget (16-bit), plus fp32 logits and probabilities per running sequence."""
-    per_token = (2 * shape.intermediate / tensor_parallel + 4 * shape.hidden) * 2.0
+    per_token = (2 * shape.mlp_activation_width / tensor_parallel + 4 * shape.hidden) * 2.0
     logits = 2 * running_seqs * shape.vocab * 4.0
     return batched_tokens * per_token + logits
 
@@ -151,7 +160,7 @@ def plan_memory(
     tp = tensor_parallel
     body = shape.body_params * method.bits_per_weight / 8.0 / tp
     lm_head = shape.lm_head_params * 2.0 / tp  # vocab-parallel in TP engines
-    embeddings = shape.vocab * shape.hidden * 2.0 / tp
+    embeddings = shape.embedding_params * 2.0 / tp  # 0 when tied to the lm_head (one matrix)
     loaded_body = body if load_bits_per_weight is None else shape.body_params * load_bits_per_weight / 8.0 / tp
     return MemoryPlan(
         device_gb=device_gb,

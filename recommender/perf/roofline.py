@@ -2,7 +2,10 @@
 
 Decode streams every weight once per step, so its time is bytes moved over memory
 bandwidth unless the batch is large enough to be compute-bound; prefill is FLOPs over
-peak compute. Each bound is divided by an efficiency (the fraction of the datasheet
+peak compute. The linear layers' FLOPs count the parameters a token multiplies (a MoE model's
+active experts), their bytes the weights the step touches at the scheme's real traffic
+(``kernels.py``), and the lm_head runs once per sequence (the token it samples from), not once
+per prompt token. Each bound is divided by an efficiency (the fraction of the datasheet
 peak real kernels reach) and a fixed per-step overhead is added (scheduling, kernel
 launches). These efficiencies are *assumed* defaults here, not fitted: every figure
 from this module is labelled ``modeled`` with the catalog entry and these assumptions.
@@ -13,10 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from recommender.perf.catalog import Accelerator
+from recommender.perf.kernels import compute_dtype, kernel_note, linear_time_factor
 from recommender.perf.memory import kv_bytes_per_token_per_device, weight_bytes
 from recommender.perf.shape import ModelShape
 from recommender.provenance import Provenance
 from recommender.quantize import QuantMethod
+
+__all__ = ["Efficiency", "StepTimes", "allreduce_seconds", "compute_dtype", "linear_flops", "project_step_times",
+           "roofline_provenance"]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,16 +56,6 @@ class StepTimes:
     provenance: Provenance
 
 
-def compute_dtype(method: QuantMethod, accel: Accelerator) -> str:
-    """The precision whose tensor-core peak bounds `method`'s compute on `accel`.
-
-    W8A8 methods use their precision's tensor cores where native; weight-only ones compute in 16-bit.
-    """
-    if not method.weight_only and method.precision in accel.native_precisions:
-        return method.precision
-    return "bf16" if "bf16" in accel.peak_tflops else "fp16"
-
-
 def allreduce_seconds(shape: ModelShape, accel: Accelerator, tokens: int, tp: int, eff: Efficiency) -> float:
     """Two ring all-reduces per layer of the tokens' hidden states (bf16); 0 without tensor parallelism.
 
@@ -88,21 +85,31 @@ def project_step_times(
     tp = tensor_parallel
     bandwidth = accel.memory_bandwidth_gbps * 1e9 * eff.bandwidth
     compute = accel.peak_flops(compute_dtype(method, accel)) * eff.compute
-    weights = weight_bytes(shape, method) / tp
-    linear_params = (shape.body_params + shape.lm_head_params) / tp
+    slower = linear_time_factor(method)
 
-    prefill_flops = 2.0 * prompt_tokens * linear_params + shape.attention_flops(prompt_tokens, prompt_tokens) / tp
-    prefill_s = max(prefill_flops / compute, weights / bandwidth) + eff.step_overhead_s
+    prefill_flops = (linear_flops(shape, prompt_tokens, 1) + shape.attention_flops(prompt_tokens, prompt_tokens)) / tp
+    prefill_bytes = weight_bytes(shape, method, prompt_tokens) / tp
+    prefill_s = slower * max(prefill_flops / compute, prefill_bytes / bandwidth) + eff.step_overhead_s
     prefill_s += allreduce_seconds(shape, accel, prompt_tokens, tp, eff)
 
     kv = batch_size * context_tokens * kv_bytes_per_token_per_device(shape, kv_cache_dtype, tp)
-    decode_flops = 2.0 * batch_size * linear_params + shape.attention_flops(batch_size, context_tokens) / tp
-    decode_s = max(decode_flops / compute, (weights + kv) / bandwidth) + eff.step_overhead_s
+    b = batch_size
+    decode_flops = (linear_flops(shape, b, b) + shape.attention_flops(b, context_tokens)) / tp
+    decode_bytes = weight_bytes(shape, method, batch_size) / tp + kv
+    decode_s = slower * max(decode_flops / compute, decode_bytes / bandwidth) + eff.step_overhead_s
     decode_s += allreduce_seconds(shape, accel, batch_size, tp, eff)
 
-    return StepTimes(prefill_s=prefill_s, decode_step_s=decode_s, provenance=roofline_provenance(accel, eff))
+    return StepTimes(prefill_s=prefill_s, decode_step_s=decode_s, provenance=roofline_provenance(accel, eff, method))
 
 
-def roofline_provenance(accel: Accelerator, efficiency: Efficiency) -> Provenance:
-    """Roofline figures are modeled: the catalog entry and the assumed efficiencies say how."""
-    return Provenance("modeled", f"roofline on catalog entry {accel.key}, {efficiency.label()}")
+def linear_flops(shape: ModelShape, tokens: int, sampled: int) -> float:
+    """FLOPs of the linear layers for `tokens` tokens of which `sampled` run the lm_head (whole model, no TP)."""
+    return 2.0 * (tokens * shape.active_body_params + sampled * shape.lm_head_params)
+
+
+def roofline_provenance(accel: Accelerator, efficiency: Efficiency, method: QuantMethod | None = None) -> Provenance:
+    """Roofline figures are modeled: the catalog entry, the assumed efficiencies and any kernel assumption say how."""
+    note = "" if method is None else kernel_note(method)
+    return Provenance(
+        "modeled", f"roofline on catalog entry {accel.key}, {efficiency.label()}" + (f"; {note}" if note else "")
+    )

@@ -17,7 +17,8 @@ What is modelled, per scheduler step (one forward pass):
   newest running sequence is preempted (recompute: its blocks are freed, it goes back to
   the front of the queue and later prefills its prompt and generated tokens again);
 * the step's duration comes from a :class:`StepCostModel`: the roofline physics of
-  ``roofline.py`` for catalog GPUs, or interpolated measurements for the local device.
+  ``roofline.py`` for catalog GPUs, or interpolated measurements for the local device;
+  a model that prices prefill chunks one by one (``PrefillAwareStepCostModel``) gets them.
 
 Decoding sequences are kept as aggregates (``decoding.py``: a step counter, the sum of
 their contexts and a histogram of their lengths modulo the block size), so a step costs
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from recommender.perf.decoding import DecodingSequences
 from recommender.perf.results import SimulationResult
-from recommender.perf.step_cost import VectorStepCostModel
+from recommender.perf.step_cost import PrefillAwareStepCostModel, PrefillChunks, VectorStepCostModel
 
 if TYPE_CHECKING:
     from recommender.perf.step_cost import StepCostModel
@@ -128,8 +129,8 @@ class ContinuousBatchingSimulation:
     __slots__ = (
         "_arrivals", "_budget_max", "_cap", "_chunked", "_cost", "_d", "_decoding", "_fast_decode", "_finish",
         "_first_token", "_generated", "_computed", "_held", "_held_prefill", "_max_seqs", "_max_step_tokens",
-        "_next", "_outputs", "_preempted", "_preemptions", "_prefilling", "_prompts", "_running", "_state",
-        "_steps", "_t", "_vector_cost", "_waiting", "_workload", "_bs",
+        "_next", "_outputs", "_prefill_cost", "_preempted", "_preemptions", "_prefilling", "_prompts", "_running",
+        "_state", "_steps", "_t", "_vector_cost", "_waiting", "_workload", "_bs",
     )  # fmt: skip
 
     def __init__(
@@ -138,6 +139,7 @@ class ContinuousBatchingSimulation:
         _validate(workload, config)
         self._cost = cost
         self._vector_cost = cost if isinstance(cost, VectorStepCostModel) else None
+        self._prefill_cost = cost if isinstance(cost, PrefillAwareStepCostModel) else None
         self._workload = workload
         self._fast_decode = fast_decode
         self._bs = config.block_size
@@ -255,7 +257,12 @@ class ContinuousBatchingSimulation:
         for _, chunk in chunks:
             prefill_tokens += chunk
         context = decoding.context_at(self._d) + prior_context
-        self._t += self._cost.step_seconds(prefill_tokens, n_dec, context)
+        if chunks and self._prefill_cost is not None:  # per-chunk attention and lm_head (PrefillChunks)
+            computed = self._computed
+            per_chunk = PrefillChunks.of((chunk, computed[rid]) for rid, chunk in chunks)
+            self._t += self._prefill_cost.prefill_step_seconds(per_chunk, n_dec, context)
+        else:
+            self._t += self._cost.step_seconds(prefill_tokens, n_dec, context)
         self._steps += 1
         self._max_step_tokens = max(self._max_step_tokens, prefill_tokens + n_dec)
 

@@ -47,5 +47,6 @@ def render_plan(rows: Sequence[PlanRow], *, name: str, traffic: Traffic, sla: La
     for row in rows:
         table.add_row(*_cells(row))
     console.print(table)
+    sets = sorted({row.price_set for row in rows if row.price_set}) or ["none priced"]
     console.print("[dim]modeled: roofline step costs (assumed efficiencies) + continuous-batching simulation; "
-                  "catalog prices with their sources in recommender/perf/hardware.yaml[/]")  # fmt: skip
+                  f"prices: {', '.join(sets)} (sources and dates in recommender/perf/price_sets.yaml)[/]")  # fmt: skip

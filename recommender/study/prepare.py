@@ -74,7 +74,7 @@ def prepare(spec: SearchSpec) -> Prepared:
     )
     manager = task_manager(use_case)
     check_tasks_known(use_case, manager)
-    catalog = load_catalog(spec.hardware_catalog)
+    catalog = load_catalog(spec.hardware_catalog, price_set=spec.price_set)
     config = source.load_config(field=f"{spec.spec_path}: model.source")
     check_architecture(config, field=f"{spec.spec_path}: model.source config")
     shape = ModelShape.from_config(config)

@@ -1,0 +1,125 @@
+"""Price sets: one provider and tier each, dated and sourced; selectable in the spec; contract prices win."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from recommender.candidate import Candidate
+from recommender.errors import BadInputError
+from recommender.perf.catalog import load_catalog
+from recommender.perf.prices import get_price_set, load_price_sets
+from recommender.performance import PerformanceEvaluator
+from recommender.plan import load_architecture
+from recommender.spec import LatencySLA, SearchSpec, Traffic, spec_from_mapping
+from tests.conftest import DEMO_SPEC
+
+SETS = load_price_sets()
+TRAFFIC = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=1)
+SLA = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=200)
+
+
+@pytest.mark.parametrize("name", sorted(SETS.price_sets))
+def test_every_figure_is_one_providers_with_source_and_date(name: str) -> None:
+    prices = SETS.price_sets[name]
+    catalog = load_catalog(price_set=name)
+    assert prices.name == name and prices.provider and prices.tier and prices.absent
+    for key, price in prices.prices.items():
+        assert key in catalog.accelerators
+        assert price.source.startswith("https://") and price.date, (name, key)
+        assert price.date != "unknown" or "(unverified)" in price.source, (name, key)
+        accel = catalog.get(key)
+        assert accel.price_per_hour_usd == price.usd_per_hour and accel.price_set == name
+        assert accel.price_note.startswith(f"price set {name}: {prices.provider} ")
+    # Every other GPU is unpriced, never filled in from another provider.
+    for key in set(catalog.accelerators) - set(prices.prices):
+        assert catalog.get(key).price_per_hour_usd is None
+        refusal = catalog.price_refusal(key)
+        assert refusal is not None and f"{key} has no price in price set {name}" in refusal
+        assert "hardware_catalog" in refusal and "price_set" in refusal  # the one-line fix
+
+
+def test_within_one_set_the_bigger_variant_is_never_cheaper() -> None:
+    """The mixes of issue 14 (H100 SXM under H100 PCIe, A100 40 GB over 80 GB) came from mixing providers."""
+    for prices in SETS.price_sets.values():
+        usd = {k: p.usd_per_hour for k, p in prices.prices.items()}
+        for big, small in (("h100-sxm", "h100-pcie"), ("a100-80gb", "a100-40gb"), ("h200", "h100-sxm")):
+            if big in usd and small in usd:
+                assert usd[big] > usd[small], (prices.name, big, small)
+
+
+def test_the_default_set_and_the_named_ones() -> None:
+    assert SETS.default == "runpod-secure-2026-09-25"
+    assert load_catalog().prices == get_price_set("runpod-secure-2026-09-25")
+    # H100 SXM: RunPod Secure Cloud 3.49, Lambda 1x on-demand 4.29 (both read 2026-09-25); the old catalog's
+    # 2.00 was another provider (GMI Cloud) than its 2.89 H100 PCIe (RunPod).
+    assert load_catalog().get("h100-sxm").price_per_hour_usd == 3.49
+    assert load_catalog().get("h100-pcie").price_per_hour_usd == 2.89
+    assert load_catalog(price_set="lambda-on-demand-2026-09-25").get("h100-sxm").price_per_hour_usd == 4.29
+    assert load_catalog(price_set="aws-on-demand-us-east-1-2026-06").get("a10g").price_per_hour_usd == 1.006
+
+
+def test_unknown_price_set_is_refused_with_a_suggestion() -> None:
+    with pytest.raises(BadInputError) as info:
+        load_catalog(price_set="runpod-secure-2026")
+    assert info.value.field == "price_set" and "runpod-secure-2026-09-25" in info.value.fix
+
+
+def test_a_contract_price_overrides_the_set(tmp_path: Path) -> None:
+    path = tmp_path / "contract.yaml"
+    path.write_text("accelerators:\n  h100-sxm: {price_per_hour_usd: 1.85, price_source: 3-year reservation, "
+                    "price_date: '2026-11-01'}\n  l4: {price_per_hour_usd: 0.40}\n")  # fmt: skip
+    catalog = load_catalog(path)
+    h100, l4 = catalog.get("h100-sxm"), catalog.get("l4")
+    assert h100.price_per_hour_usd == 1.85 and h100.price_set == "hardware_catalog"
+    assert h100.price_note == "contract price from hardware_catalog: 3-year reservation (2026-11-01)"
+    assert l4.price_per_hour_usd == 0.40 and catalog.price_refusal("l4") is None
+    assert catalog.get("h200").price_set == "runpod-secure-2026-09-25"  # the rest still from the set
+
+
+def test_costs_name_their_price_set() -> None:
+    _, llama8 = load_architecture("llama-3.1-8b")
+    evaluator = PerformanceEvaluator(load_catalog(price_set="lambda-on-demand-2026-09-25"), llama8, TRAFFIC, SLA)
+    priced = evaluator.evaluate(Candidate("bf16", "baseline", "h100-sxm", 32))
+    assert priced.cost is not None and priced.cost.price_set == "lambda-on-demand-2026-09-25"
+    assert priced.cost.price_per_hour_usd == 4.29
+    assert priced.cost.price_source.startswith("price set lambda-on-demand-2026-09-25: Lambda 1x H100 SXM")
+    # A GPU the set does not price is pruned with the reason and the fix, not priced from elsewhere.
+    unpriced = evaluator.evaluate(Candidate("bf16", "baseline", "l40s", 32))
+    assert unpriced.status == "pruned" and unpriced.cost is None
+    assert "l40s has no price in price set lambda-on-demand-2026-09-25" in unpriced.broken[0]
+
+
+def _spec(**changes: Any) -> SearchSpec:
+    raw = yaml.safe_load(DEMO_SPEC.read_text(encoding="utf-8"))
+    for key, value in changes.items():
+        section, _, leaf = key.partition(".")
+        if leaf:
+            raw[section] = {**raw[section], leaf: value}
+        else:
+            raw[key] = value
+    return spec_from_mapping(raw, spec_path=DEMO_SPEC.resolve(), label="demo.yaml")
+
+
+def test_the_spec_selects_a_set_and_refuses_an_unpriced_current_gpu() -> None:
+    spec = _spec(price_set="lambda-on-demand-2026-09-25")
+    assert spec.price_set == "lambda-on-demand-2026-09-25"
+    assert spec.fingerprint() != _spec().fingerprint()  # another price set is another study
+    with pytest.raises(BadInputError) as info:
+        _spec(price_set="aws-on-demand-us-east-1-2026-06")  # the demo's current GPU, an H100, is not in it
+    assert info.value.field == "demo.yaml: current.hardware"
+    assert "h100-sxm has no price in price set aws-on-demand-us-east-1-2026-06" in info.value.problem
+    with pytest.raises(BadInputError) as unknown:
+        _spec(price_set="gcp")
+    assert unknown.value.field == "demo.yaml: price_set"
+
+
+def test_a_spec_without_price_set_keeps_its_study_name() -> None:
+    """Specs written before price sets keep their fingerprint: the field is left out of the hash while unset.
+
+    ef2f76a1a4 is search_spaces/demo.yaml's fingerprint before price sets existed (main at 910e1b5).
+    """
+    assert _spec().price_set is None and _spec().fingerprint() == "ef2f76a1a4"
