@@ -249,8 +249,15 @@ def gate_command(
 @app.command(epilog="Every figure here is modeled; quality is a labelled prior, verdict 'unverified'.")
 def plan(
     model: Annotated[
-        str, typer.Option(help="Shipped architecture (e.g. llama-3.1-8b), a config.json, or a model directory.")
-    ],
+        str | None,
+        typer.Option(help="Shipped architecture (e.g. llama-3.1-8b), a config.json, or a model directory "
+                     "(default with --spec: the spec's model.name)."),
+    ] = None,
+    spec: Annotated[
+        Path | None,
+        typer.Option(help="A search space: plan its GPUs, precisions, batch sizes, traffic and SLA; with a daily "
+                     "profile, also autoscaled vs static $/month and the GPU mix (the flags below are ignored)."),
+    ] = None,
     prompt_tokens: Annotated[int, typer.Option(min=1)] = 512,
     output_tokens: Annotated[int, typer.Option(min=1)] = 256,
     rps: Annotated[float, typer.Option(min=0.001, help="Target requests per second.")] = 10.0,
@@ -269,6 +276,11 @@ def plan(
     from recommender.report.plan_table import render_plan
     from recommender.spec import LatencySLA, Traffic
 
+    if spec is not None:
+        _plan_spec(spec, model, json_output)
+        return
+    if model is None:
+        raise BadInputError("--model", "no architecture to plan", "pass --model llama-3.1-8b (or --spec SPACE.yaml)")
     name, shape = load_architecture(model)
     traffic = Traffic(prompt_tokens=prompt_tokens, output_tokens=output_tokens, requests_per_second=rps)
     sla = LatencySLA(ttft_p99_ms=ttft_ms, tpot_p99_ms=tpot_ms)
@@ -280,6 +292,27 @@ def plan(
         print(rows_to_json(rows))
         return
     render_plan(rows, name=name, traffic=traffic, sla=sla, console=make_console(stderr=False))
+
+
+def _plan_spec(path: Path, model: str | None, json_output: bool) -> None:
+    """`plan --spec`: the space's rows at the peak hour, then the schedule and the GPU mix of its profile."""
+    from recommender.fleet import plan_fleet
+    from recommender.perf.catalog import load_catalog
+    from recommender.plan import load_architecture
+    from recommender.report.fleet_table import render_fleet
+    from recommender.report.plan_table import render_plan
+    from recommender.serialization import dumps, to_data
+    from recommender.spec import load_spec
+
+    loaded = load_spec(path)
+    name, shape = load_architecture(model or loaded.model.name or loaded.model.source)
+    fleet = plan_fleet(loaded, shape, load_catalog(loaded.hardware_catalog))
+    if json_output:
+        print(dumps(to_data(fleet)), end="")
+        return
+    console = make_console(stderr=False)
+    render_plan(fleet.rows, name=name, traffic=loaded.traffic, sla=loaded.sla, console=console)
+    render_fleet(fleet.autoscale, fleet.mix, console)
 
 
 @app.command(epilog="Every figure is measured on this machine (warm-up 1, median of --repeats, min-max spread).")

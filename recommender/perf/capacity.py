@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from recommender.perf.results import SimulationResult
     from recommender.perf.scheduler import SchedulerConfig
     from recommender.perf.step_cost import StepCostModel
-    from recommender.perf.workload import LengthDist, Workload
+    from recommender.perf.workload import Lengths, Workload
 
 __all__ = ["RateSearch", "max_rate_within_sla"]
 
@@ -40,8 +40,8 @@ class _RateTrials:
 
     cost: StepCostModel
     config: SchedulerConfig
-    prompt: int | LengthDist
-    output: int | LengthDist
+    prompt: Lengths
+    output: Lengths
     n_requests: int
     seed: int
     ttft_p99_ms: float
@@ -74,8 +74,8 @@ def max_rate_within_sla(
     cost: StepCostModel,
     config: SchedulerConfig,
     *,
-    prompt: int | LengthDist,
-    output: int | LengthDist,
+    prompt: Lengths,
+    output: Lengths,
     ttft_p99_ms: float,
     tpot_p99_ms: float,
     n_requests: int = 2000,

@@ -18,6 +18,7 @@ from recommender.perf.scheduler import SchedulerConfig, simulate
 from recommender.perf.workload import make_workload
 from recommender.provenance import Provenance
 from recommender.spec import LatencySLA, Traffic
+from recommender.traffic import length_models
 
 if TYPE_CHECKING:
     from recommender.perf.catalog import Accelerator
@@ -54,7 +55,8 @@ def simulate_serving(
         f"continuous-batching simulation ({SIMULATED_REQUESTS} Poisson requests, max_num_seqs {config.max_num_seqs}, "
         f"max_num_batched_tokens {config.max_num_batched_tokens}, chunked prefill)"
     )
-    prompt, output = traffic.prompt_tokens, traffic.output_tokens
+    # Fixed lengths for a constant rate; a profile's lognormal lengths or its trace's histogram.
+    prompt, output = length_models(traffic.profile, traffic.prompt_tokens, traffic.output_tokens)
     search = max_rate_within_sla(
         cost, config, prompt=prompt, output=output, ttft_p99_ms=sla.ttft_p99_ms, tpot_p99_ms=sla.tpot_p99_ms,
         n_requests=SIMULATED_REQUESTS,
@@ -71,7 +73,7 @@ def simulate_serving(
         ttft_ms=at_load.ttft_ms,
         tpot_ms=at_load.tpot_ms,
         requests_per_s=search.rate_per_s,
-        tokens_per_s=search.rate_per_s * (prompt + output),
+        tokens_per_s=search.rate_per_s * (traffic.prompt_tokens + traffic.output_tokens),
         load_per_replica_rps=load,
         provenance=label,
     )

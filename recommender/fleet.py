@@ -1,0 +1,74 @@
+"""`recommender plan SPEC`: the architecture-only plan of a spec's space, then what its daily profile changes.
+
+Three answers from one set of modeled figures: the cheapest single configuration for the peak
+hour (the plan's rows, every figure modeled, quality a labelled prior), its replicas hour by hour
+against a static fleet sized for the peak (`autoscale`), and the cheapest mix of GPU types
+routed by prompt length (`mix_plan`), or how much the single type wins by.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from recommender.autoscale import AutoscaleSchedule, schedule
+from recommender.decision import COST_TOLERANCE, PRECISION_BITS
+from recommender.length_buckets import length_buckets
+from recommender.mix_plan import GpuMix, plan_mix
+from recommender.perf.catalog import Catalog
+from recommender.perf.shape import ModelShape
+from recommender.performance import PerformanceEvaluator
+from recommender.plan import PlanRow, plan
+from recommender.spec import LOCAL_DEVICE, SearchSpec
+from recommender.traffic import FleetPolicy, hourly_rates
+
+__all__ = ["FleetPlan", "plan_fleet", "winner_row"]
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    """The plan's rows at the peak hour, the configuration it recommends, its schedule, and the GPU mix."""
+
+    rows: list[PlanRow]
+    winner: PlanRow | None
+    autoscale: AutoscaleSchedule | None
+    mix: GpuMix | None
+    policy: FleetPolicy
+
+
+def winner_row(rows: list[PlanRow]) -> PlanRow | None:
+    """The cheapest row per month at the peak; within the tie tolerance, the least quantized (the decision's rule)."""
+    priced = [r for r in rows if r.usd_per_month is not None]
+    if not priced:
+        return None
+    floor = min(r.usd_per_month or math.inf for r in priced) * (1 + COST_TOLERANCE)
+    tied = [r for r in priced if (r.usd_per_month or math.inf) <= floor]
+    return min(tied, key=lambda r: (-PRECISION_BITS.get(r.precision, 0), r.usd_per_month, r.usd_per_1m_tokens))
+
+
+def _schedule(spec: SearchSpec, winner: PlanRow, catalog: Catalog, policy: FleetPolicy) -> AutoscaleSchedule | None:
+    if winner.max_rps_per_replica is None or winner.tensor_parallel is None or winner.provenance is None:
+        return None
+    price = catalog.get(winner.hardware).price_per_hour_usd * winner.tensor_parallel
+    key = f"{winner.precision}/{winner.method}@{winner.hardware}x{winner.tensor_parallel}/bs{winner.batch_size}"
+    return schedule(
+        hourly_rates(spec.traffic.profile, spec.traffic.requests_per_second), candidate_key=key,
+        capacity_rps=winner.max_rps_per_replica, usd_per_replica_hour=price, headroom=policy.headroom,
+        min_replicas=policy.min_replicas, provenance=winner.provenance,
+    )  # fmt: skip
+
+
+def plan_fleet(spec: SearchSpec, shape: ModelShape, catalog: Catalog) -> FleetPlan:
+    """Plan the spec's catalog GPUs x precisions for its peak hour, then autoscale the winner and solve the mix."""
+    policy = spec.fleet or FleetPolicy()
+    traffic, sla = spec.traffic, spec.sla
+    hardware = [h for h in spec.space.hardware if h != LOCAL_DEVICE]
+    rows = plan(shape, catalog, hardware=hardware, precisions=list(spec.space.methods), traffic=traffic, sla=sla,
+                batch_sizes=spec.space.batch_sizes)  # fmt: skip
+    winner = winner_row(rows)
+    autoscale = None if winner is None else _schedule(spec, winner, catalog, policy)
+    buckets = length_buckets(traffic.profile, traffic.prompt_tokens, traffic.output_tokens, policy.prompt_buckets)
+    performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=tuple(spec.engines))
+    mix = plan_mix(performance, rows, buckets, peak_rps=traffic.requests_per_second, headroom=policy.headroom,
+                   model=spec.model.source) if winner is not None else None  # fmt: skip
+    return FleetPlan(rows, winner, autoscale, mix, policy)
