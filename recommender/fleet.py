@@ -12,9 +12,10 @@ import math
 from dataclasses import dataclass
 
 from recommender.autoscale import AutoscaleSchedule, schedule
+from recommender.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate
 from recommender.decision import COST_TOLERANCE, PRECISION_BITS
 from recommender.length_buckets import length_buckets
-from recommender.mix_plan import GpuMix, plan_mix
+from recommender.mix_plan import GpuMix, PoolOption, plan_mix
 from recommender.perf.catalog import Catalog
 from recommender.perf.shape import ModelShape
 from recommender.performance import PerformanceEvaluator
@@ -58,6 +59,13 @@ def _schedule(spec: SearchSpec, winner: PlanRow, catalog: Catalog, policy: Fleet
     )  # fmt: skip
 
 
+def _option(row: PlanRow) -> PoolOption:
+    assert row.tensor_parallel is not None and row.batch_size is not None  # priced rows only
+    candidate = Candidate(row.precision, row.method, row.hardware, row.batch_size, row.tensor_parallel,
+                          DEFAULT_MAX_BATCHED_TOKENS)  # fmt: skip
+    return PoolOption(candidate, f"{row.quality} [{row.quality_verdict}]")
+
+
 def plan_fleet(spec: SearchSpec, shape: ModelShape, catalog: Catalog) -> FleetPlan:
     """Plan the spec's catalog GPUs x precisions for its peak hour, then autoscale the winner and solve the mix."""
     policy = spec.fleet or FleetPolicy()
@@ -69,6 +77,7 @@ def plan_fleet(spec: SearchSpec, shape: ModelShape, catalog: Catalog) -> FleetPl
     autoscale = None if winner is None else _schedule(spec, winner, catalog, policy)
     buckets = length_buckets(traffic.profile, traffic.prompt_tokens, traffic.output_tokens, policy.prompt_buckets)
     performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=tuple(spec.engines))
-    mix = plan_mix(performance, rows, buckets, peak_rps=traffic.requests_per_second, headroom=policy.headroom,
-                   model=spec.model.source) if winner is not None else None  # fmt: skip
+    options = [_option(r) for r in rows if r.usd_per_month is not None]
+    mix = plan_mix(performance, options, buckets, peak_rps=traffic.requests_per_second, headroom=policy.headroom,
+                   model=spec.model.source) if options else None  # fmt: skip
     return FleetPlan(rows, winner, autoscale, mix, policy)

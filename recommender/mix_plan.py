@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from recommender.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate
+from recommender.candidate import Candidate
 from recommender.cost import HOURS_PER_MONTH
 from recommender.decision import COST_TOLERANCE, KV_BITS, PRECISION_BITS
 from recommender.emit import EmittedConfig
@@ -28,10 +27,15 @@ from recommender.performance import PerformanceEvaluator, Setup
 from recommender.provenance import Provenance
 from recommender.quantize import get_method
 
-if TYPE_CHECKING:
-    from recommender.plan import PlanRow
+__all__ = ["GpuMix", "MixPool", "PoolOption", "Route", "plan_mix"]
 
-__all__ = ["GpuMix", "MixPool", "Route", "plan_mix"]
+
+@dataclass(frozen=True, slots=True)
+class PoolOption:
+    """A configuration a pool may run, and what is known of its quality (a measured verdict, or a labelled prior)."""
+
+    candidate: Candidate
+    quality: str
 
 
 @dataclass(frozen=True)
@@ -81,12 +85,6 @@ class GpuMix:
     options: list[str]
     capacities_rps: list[list[float]]
     provenance: Provenance
-
-
-def _candidate(row: PlanRow, kv_cache_dtype: str) -> Candidate:
-    assert row.tensor_parallel is not None and row.batch_size is not None  # priced rows only
-    return Candidate(row.precision, row.method, row.hardware, row.batch_size, row.tensor_parallel,
-                     DEFAULT_MAX_BATCHED_TOKENS, kv_cache_dtype)  # fmt: skip
 
 
 def _capacity(setup: Setup, bucket: BucketLengths, performance: PerformanceEvaluator) -> float:
@@ -140,19 +138,20 @@ def _checkpoint(c: Candidate, model: str) -> tuple[str | None, str | None]:
 
 
 def _pools(
-    solution: MixSolution, problem: MixProblem, chosen: list[tuple[Candidate, PlanRow]], *,
+    solution: MixSolution, problem: MixProblem, chosen: list[PoolOption], *,
     model: str, buckets: list[BucketLengths], performance: PerformanceEvaluator,
 ) -> list[MixPool]:  # fmt: skip
     pools = []
-    for p, ((c, row), n) in enumerate(zip(chosen, solution.replicas, strict=True)):
+    for p, (option, n) in enumerate(zip(chosen, solution.replicas, strict=True)):
         if n == 0:
             continue
+        c = option.candidate
         served = [b.bucket for b, shares in zip(buckets, solution.shares, strict=True) if shares[p] > 1e-6]
         context = max(b.p99_prompt_tokens for b in served) + max(b.p99_output_tokens for b in served)
         checkpoint, prepare = _checkpoint(c, model)
         pools.append(MixPool(
             c.key, c.hardware, c.precision, c.method, c.tensor_parallel, c.batch_size, n,
-            n * problem.prices[p] * HOURS_PER_MONTH, f"{row.quality} [{row.quality_verdict}]",
+            n * problem.prices[p] * HOURS_PER_MONTH, option.quality,
             launch_commands(c, model=model, max_model_len=context, checkpoint=checkpoint,
                             device=performance.device_of(c)), prepare,
         ))  # fmt: skip
@@ -160,21 +159,24 @@ def _pools(
 
 
 def plan_mix(
-    performance: PerformanceEvaluator, rows: list[PlanRow], buckets: list[BucketLengths], *,
+    performance: PerformanceEvaluator, options: list[PoolOption], buckets: list[BucketLengths], *,
     peak_rps: float, headroom: float, model: str,
 ) -> GpuMix | None:  # fmt: skip
-    """The mix of the priced `rows` serving `peak_rps` x `headroom`, or None when no pool serves every bucket."""
-    pairs = sorted(((_candidate(r, "auto"), r) for r in rows if r.usd_per_month is not None),
-                   key=lambda pair: _least_quantized_first(pair[0]))  # fmt: skip
-    problem, _, kept = _problem(performance, [c for c, _ in pairs], buckets, peak_rps * headroom)
+    """The mix of `options` serving `peak_rps` x `headroom`, or None when no pool serves every bucket.
+
+    `options` must run and fit (priced plan rows, or evaluated search candidates); only schemes whose
+    quality passed, or priors labelled as such, belong in it.
+    """
+    pairs = sorted(options, key=lambda option: _least_quantized_first(option.candidate))
+    problem, _, kept = _problem(performance, [o.candidate for o in pairs], buckets, peak_rps * headroom)
     chosen = [pairs[k] for k in kept]
     solution, single = solve_mix(problem), best_single(problem)
     if solution is None or single is None:
         return None
-    single_key = chosen[single.pool][0].key
+    single_key = chosen[single.pool].candidate.key
     recommended, verdict = _verdict(solution.usd_per_hour, single, single_key)
     routes = [
-        Route(b.bucket, rate, {chosen[p][0].key: s for p, s in enumerate(shares) if s > 1e-6})
+        Route(b.bucket, rate, {chosen[p].candidate.key: s for p, s in enumerate(shares) if s > 1e-6})
         for b, rate, shares in zip(buckets, problem.bucket_rates, solution.shares, strict=True)
     ]
     return GpuMix(
@@ -182,7 +184,7 @@ def plan_mix(
         routes=routes, usd_per_month=solution.usd_per_hour * HOURS_PER_MONTH, single_key=single_key,
         single_replicas=single.replicas, usd_per_month_single=single.usd_per_hour * HOURS_PER_MONTH,
         recommended=recommended, verdict=verdict, solve_seconds=solution.solve_seconds,
-        options=[c.key for c, _ in chosen], capacities_rps=problem.capacities,
+        options=[o.candidate.key for o in chosen], capacities_rps=problem.capacities,
         provenance=Provenance("modeled", "roofline step costs + continuous-batching simulation per length bucket; "
                               f"MILP (scipy.optimize.milp, HiGHS) at the peak hour x {headroom:g} headroom; "
                               f"{len(pairs) - len(kept)} dominated pool(s) of {len(pairs)} left out"),

@@ -94,3 +94,18 @@ def test_plan_spec_prints_both_answers(tmp_path: Path) -> None:
     mix = fleet["mix"]
     assert mix["usd_per_month"] <= mix["usd_per_month_single"] + 1e-6
     assert ("saves" in mix["verdict"]) == mix["recommended"] and mix["pools"]
+
+
+def test_the_report_plots_rate_and_replicas_over_the_day() -> None:
+    from recommender.recommendation import Counts, Recommendation
+    from recommender.report.figure_data import DAILY
+    from recommender.report.plots import draw_figures
+
+    rates = [10.0] * 8 + [30.0] * 8 + [10.0] * 8
+    plan = schedule(rates, candidate_key=H100.key, capacity_rps=7.0, usd_per_replica_hour=3.0, headroom=1.2,
+                    min_replicas=1, provenance=Provenance("modeled", "test"))  # fmt: skip
+    recommendation = Recommendation("s", "m", "r", "u", None, None, None, [], "policy", Counts(0, 0, 0, 0, 0),
+                                    autoscale=plan)  # fmt: skip
+    plots = [p for p in draw_figures(recommendation, []) if p.info.name == DAILY]
+    assert len(plots) == 1 and plots[0].png.startswith(b"\x89PNG")
+    assert f"${plan.usd_per_month_static:,.0f}/month" in plots[0].info.caption
