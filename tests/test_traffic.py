@@ -119,3 +119,27 @@ def _exits_2(
     lines = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "Traceback" not in err, err
     assert field in lines[0] and problem in lines[0], lines[0]
+
+
+def test_a_request_longer_than_the_kv_cache_leaves_no_capacity() -> None:
+    """A long tail (or a trace) may hold a request no replica's KV cache holds: it would never run, so rate 0."""
+    from recommender.candidate import Candidate
+    from recommender.perf.capacity import max_rate_within_sla
+    from recommender.perf.catalog import load_catalog
+    from recommender.performance import PerformanceEvaluator, Setup
+    from recommender.plan import load_architecture
+    from recommender.spec import LatencySLA, Traffic
+
+    _, shape = load_architecture("llama-3.1-8b")
+    traffic = Traffic(prompt_tokens=500, output_tokens=100, requests_per_second=1)
+    setup = PerformanceEvaluator(load_catalog(), shape, traffic, LatencySLA(ttft_p99_ms=5000, tpot_p99_ms=200)).setup(
+        Candidate("bf16", "baseline", "l4", 8)
+    )
+    assert isinstance(setup, Setup)
+    too_long = setup.scheduler.kv_cache_tokens + 10
+    search = max_rate_within_sla(setup.step_cost, setup.scheduler, prompt=EmpiricalLengths((500, too_long)),
+                                 output=100, ttft_p99_ms=5000, tpot_p99_ms=200, n_requests=50)  # fmt: skip
+    assert search.rate_per_s == 0.0 and search.result is None
+    fits = max_rate_within_sla(setup.step_cost, setup.scheduler, prompt=EmpiricalLengths((500, 600)), output=100,
+                               ttft_p99_ms=5000, tpot_p99_ms=200, n_requests=50)  # fmt: skip
+    assert fits.rate_per_s > 0

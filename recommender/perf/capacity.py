@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from recommender.perf.scheduler import simulate
+from recommender.perf.scheduler import fits_kv_cache, simulate
 from recommender.perf.workload import make_workload
 
 if TYPE_CHECKING:
@@ -94,6 +94,10 @@ def max_rate_within_sla(
     can already miss the SLA.
     """
     trials = _RateTrials(cost, config, prompt, output, n_requests, seed, ttft_p99_ms, tpot_p99_ms)
+    if not fits_kv_cache(trials.workload(1.0), config):
+        # Drawn lengths (a long tail, a trace) can hold a request no KV cache of this replica holds: it would
+        # never be scheduled, so no arrival rate meets the SLA.
+        return RateSearch(0.0, None, 0)
     guess = trials.decode_only_rate()
 
     probe = trials.run(guess / 1000)

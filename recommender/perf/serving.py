@@ -63,7 +63,9 @@ def simulate_serving(
     )  # fmt: skip
     if search.rate_per_s <= 0:
         # Not even a lone request meets the SLA: report the latencies at a trickle of traffic.
-        lone = simulate(cost, make_workload(prompt=prompt, output=output, n_requests=20, rate=1e-3), config)
+        # At the mean lengths: a drawn tail may hold a request that never fits (then the capacity is 0 for that).
+        mean_prompt, mean_output = traffic.prompt_tokens, traffic.output_tokens
+        lone = simulate(cost, make_workload(prompt=mean_prompt, output=mean_output, n_requests=20, rate=1e-3), config)
         return ServingEstimate(lone.ttft_ms, lone.tpot_ms, 0.0, 0.0, 1e-3, label)
     replicas = replicas_needed(traffic.requests_per_second, search.rate_per_s)
     load = traffic.requests_per_second / replicas
