@@ -19,7 +19,7 @@ from recommender.mix_plan import GpuMix, PoolOption, plan_mix
 from recommender.perf.catalog import Catalog
 from recommender.perf.shape import ModelShape
 from recommender.performance import PerformanceEvaluator
-from recommender.plan import PlanRow, plan
+from recommender.plan import PLAN_METHODS, PlanRow, plan
 from recommender.spec import LOCAL_DEVICE, SearchSpec
 from recommender.traffic import FleetPolicy, hourly_rates
 
@@ -51,7 +51,7 @@ def _schedule(spec: SearchSpec, winner: PlanRow, catalog: Catalog, policy: Fleet
     if winner.max_rps_per_replica is None or winner.tensor_parallel is None or winner.provenance is None:
         return None
     price = catalog.get(winner.hardware).price_per_hour_usd * winner.tensor_parallel
-    key = f"{winner.precision}/{winner.method}@{winner.hardware}x{winner.tensor_parallel}/bs{winner.batch_size}"
+    key = _option(winner).candidate.key
     return schedule(
         hourly_rates(spec.traffic.profile, spec.traffic.requests_per_second), candidate_key=key,
         capacity_rps=winner.max_rps_per_replica, usd_per_replica_hour=price, headroom=policy.headroom,
@@ -71,7 +71,9 @@ def plan_fleet(spec: SearchSpec, shape: ModelShape, catalog: Catalog) -> FleetPl
     policy = spec.fleet or FleetPolicy()
     traffic, sla = spec.traffic, spec.sla
     hardware = [h for h in spec.space.hardware if h != LOCAL_DEVICE]
-    rows = plan(shape, catalog, hardware=hardware, precisions=list(spec.space.methods), traffic=traffic, sla=sla,
+    # plan's own scheme per precision (PLAN_METHODS), at the smallest tensor-parallel degree that fits.
+    precisions = [p for p in spec.space.methods if p in PLAN_METHODS]
+    rows = plan(shape, catalog, hardware=hardware, precisions=precisions, traffic=traffic, sla=sla,
                 batch_sizes=spec.space.batch_sizes)  # fmt: skip
     winner = winner_row(rows)
     autoscale = None if winner is None else _schedule(spec, winner, catalog, policy)
