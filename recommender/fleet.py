@@ -72,7 +72,7 @@ def plan_fleet(spec: SearchSpec, shape: ModelShape, catalog: Catalog) -> FleetPl
     traffic, sla = spec.traffic, spec.sla
     hardware = [h for h in spec.space.hardware if h != LOCAL_DEVICE]
     # plan's own scheme per precision (PLAN_METHODS), at the smallest tensor-parallel degree that fits.
-    precisions = [p for p in spec.space.methods if p in PLAN_METHODS]
+    precisions: list[str] = [p for p in spec.space.methods if p in PLAN_METHODS]
     rows = plan(shape, catalog, hardware=hardware, precisions=precisions, traffic=traffic, sla=sla,
                 batch_sizes=spec.space.batch_sizes)  # fmt: skip
     winner = winner_row(rows)
