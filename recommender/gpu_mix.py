@@ -17,8 +17,12 @@ simulator checked each bucket alone, not the blend on one replica.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,6 +109,21 @@ def best_single(problem: MixProblem) -> SingleFleet | None:
     return next(iter(single_fleets(problem)), None)
 
 
+@contextlib.contextmanager
+def _native_stdout_silenced() -> Iterator[None]:
+    """HiGHS's C++ core prints debug lines on file descriptor 1 on larger problems, whatever ``disp`` says;
+    they would corrupt ``plan --json``. Only descriptor 1 is redirected, and only while the solver runs."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w", encoding="utf-8") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def solve_mix(problem: MixProblem) -> MixSolution | None:
     """The cheapest replica counts and routing shares, or None when some bucket no pool can serve."""
     n_b, n_p = problem.n_buckets, problem.n_pools
@@ -127,12 +146,13 @@ def solve_mix(problem: MixProblem) -> MixSolution | None:
     upper_n = math.ceil(sum(rates[b] / caps[b][servable[b]].min() for b in range(n_b) if rates[b] > 0)) + 1
     upper = np.concatenate([np.full(n_p, upper_n), servable.astype(float).ravel()])
     start = time.perf_counter()
-    result = milp(
-        cost,
-        constraints=[LinearConstraint(every_request, 1.0, 1.0), LinearConstraint(load, -np.inf, 1e-9)],
-        integrality=np.concatenate([np.ones(n_p), np.zeros(n_b * n_p)]),
-        bounds=Bounds(np.zeros(n_p + n_b * n_p), upper),
-    )
+    with _native_stdout_silenced():
+        result = milp(
+            cost,
+            constraints=[LinearConstraint(every_request, 1.0, 1.0), LinearConstraint(load, -np.inf, 1e-9)],
+            integrality=np.concatenate([np.ones(n_p), np.zeros(n_b * n_p)]),
+            bounds=Bounds(np.zeros(n_p + n_b * n_p), upper),
+        )
     elapsed = time.perf_counter() - start
     if not result.success or result.x is None:
         return None
