@@ -109,3 +109,32 @@ def test_the_report_plots_rate_and_replicas_over_the_day() -> None:
     plots = [p for p in draw_figures(recommendation, []) if p.info.name == DAILY]
     assert len(plots) == 1 and plots[0].png.startswith(b"\x89PNG")
     assert f"${plan.usd_per_month_static:,.0f}/month" in plots[0].info.caption
+
+
+def test_a_search_with_a_profile_schedules_its_winner_and_mixes_only_passed_schemes() -> None:
+    """daily_answers on the search's own results: the winner's schedule; the mix among quality-passed candidates."""
+    from recommender import decision
+    from recommender.daily import daily_answers
+    from recommender.evaluator import with_quality
+    from recommender.quality.result import QualityResult
+    from recommender.quality.verdict import Check
+
+    def passed(result: Any) -> Any:
+        c = result.candidate
+        check = Check("task", "acc", 0.5, 0.49, -0.01, -0.01, "max_absolute_drop 0.03", "pass")
+        return with_quality(result, QualityResult(c.method, c.precision, "pass", [check], None, "cpu", 0.0))
+
+    spec = _spec({"prompt_tokens": 800, "output_tokens": 200, "profile": {"hourly_rps": [4] * 12 + [60] * 12}})
+    _, shape = load_architecture("llama-3.1-8b")
+    performance = PerformanceEvaluator(load_catalog(), shape, spec.traffic, SLA)
+    unverified = performance.evaluate(Candidate("int4", "w4a16-gptq-g128", "l40s", 64))
+    results = [passed(performance.evaluate(H100)), passed(performance.evaluate(Candidate("fp8", "fp8-dynamic",
+               "l40s", 64))), unverified]  # fmt: skip
+    winner = decision.pick(results)
+    assert winner is not None
+    autoscale, mix = daily_answers(spec, performance, results, winner)
+    assert autoscale is not None and autoscale.candidate_key == winner.key
+    assert [h.rate_rps for h in autoscale.hours] == [4.0] * 12 + [60.0] * 12
+    assert autoscale.usd_per_month_autoscaled < autoscale.usd_per_month_static
+    assert mix is not None and unverified.key not in mix.options
+    assert all(pool.quality == "measured: pass" for pool in mix.pools)
