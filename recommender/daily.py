@@ -56,7 +56,8 @@ def daily_answers(
     policy = spec.fleet or FleetPolicy()
     traffic = spec.traffic
     options = _mix_options(results)
+    rates = hourly_rates(traffic.profile, traffic.requests_per_second)
     buckets = length_buckets(traffic.profile, traffic.prompt_tokens, traffic.output_tokens, policy.prompt_buckets)
-    mix = plan_mix(performance, options, buckets, peak_rps=traffic.requests_per_second, headroom=policy.headroom,
+    mix = plan_mix(performance, options, buckets, hourly_rps=rates, headroom=policy.headroom,
                    model=spec.model.source) if options else None  # fmt: skip
     return _winner_schedule(spec, winner, policy), mix

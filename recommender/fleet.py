@@ -80,6 +80,7 @@ def plan_fleet(spec: SearchSpec, shape: ModelShape, catalog: Catalog) -> FleetPl
     buckets = length_buckets(traffic.profile, traffic.prompt_tokens, traffic.output_tokens, policy.prompt_buckets)
     performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=tuple(spec.engines))
     options = [_option(r) for r in rows if r.usd_per_month is not None]
-    mix = plan_mix(performance, options, buckets, peak_rps=traffic.requests_per_second, headroom=policy.headroom,
+    rates = hourly_rates(traffic.profile, traffic.requests_per_second)
+    mix = plan_mix(performance, options, buckets, hourly_rps=rates, headroom=policy.headroom,
                    model=spec.model.source) if options else None  # fmt: skip
     return FleetPlan(rows, winner, autoscale, mix, policy)

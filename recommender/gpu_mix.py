@@ -28,7 +28,16 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-__all__ = ["MixProblem", "MixSolution", "SingleFleet", "best_single", "single_fleets", "solve_mix", "undominated"]
+__all__ = [
+    "MixProblem",
+    "MixSolution",
+    "SingleFleet",
+    "best_single",
+    "hourly_usd",
+    "single_fleets",
+    "solve_mix",
+    "undominated",
+]
 
 
 @dataclass(frozen=True)
@@ -160,3 +169,16 @@ def solve_mix(problem: MixProblem) -> MixSolution | None:
     shares = np.clip(result.x[n_p:].reshape(n_b, n_p), 0.0, 1.0)
     usd = float(sum(n * price for n, price in zip(replicas, problem.prices, strict=True)))
     return MixSolution(replicas, [[float(s) for s in row] for row in shares], usd, elapsed)
+
+
+def hourly_usd(problem: MixProblem, scales: list[float], single_pool: int) -> tuple[float, float]:
+    """$ over hours whose rates are `problem`'s x each scale: the mix re-solved each hour (every pool autoscaled),
+    and pool `single_pool` alone, autoscaled the same way. An hour no fleet serves counts as infinite."""
+    mix_usd = single_usd = 0.0
+    for scale in scales:
+        hour = MixProblem([r * scale for r in problem.bucket_rates], problem.capacities, problem.prices)
+        solution = solve_mix(hour)
+        mix_usd += math.inf if solution is None else solution.usd_per_hour
+        single = next((f for f in single_fleets(hour) if f.pool == single_pool), None)
+        single_usd += math.inf if single is None else single.usd_per_hour
+    return mix_usd, single_usd

@@ -19,7 +19,15 @@ from recommender.cost import HOURS_PER_MONTH
 from recommender.decision import COST_TOLERANCE, KV_BITS, PRECISION_BITS
 from recommender.emit import EmittedConfig
 from recommender.emit.launch import launch_commands
-from recommender.gpu_mix import MixProblem, MixSolution, SingleFleet, best_single, solve_mix, undominated
+from recommender.gpu_mix import (
+    MixProblem,
+    MixSolution,
+    SingleFleet,
+    best_single,
+    hourly_usd,
+    solve_mix,
+    undominated,
+)
 from recommender.length_buckets import BucketLengths, LengthBucket
 from recommender.perf.capacity import max_rate_within_sla
 from recommender.perf.serving import SIMULATED_REQUESTS
@@ -85,6 +93,10 @@ class GpuMix:
     options: list[str]
     capacities_rps: list[list[float]]
     provenance: Provenance
+    #: Over the profile's day, every pool autoscaled hour by hour: the mix re-solved each hour, and the best
+    #: single type's fleet (same rule, same headroom), $/month.
+    usd_per_month_autoscaled: float | None = None
+    usd_per_month_single_autoscaled: float | None = None
 
 
 def _capacity(setup: Setup, bucket: BucketLengths, performance: PerformanceEvaluator) -> float:
@@ -160,20 +172,24 @@ def _pools(
 
 def plan_mix(
     performance: PerformanceEvaluator, options: list[PoolOption], buckets: list[BucketLengths], *,
-    peak_rps: float, headroom: float, model: str,
+    hourly_rps: list[float], headroom: float, model: str,
 ) -> GpuMix | None:  # fmt: skip
-    """The mix of `options` serving `peak_rps` x `headroom`, or None when no pool serves every bucket.
+    """The mix of `options` serving the peak of `hourly_rps` x `headroom`, and over the day; None when no pool
+    serves every bucket.
 
     `options` must run and fit (priced plan rows, or evaluated search candidates); only schemes whose
     quality passed, or priors labelled as such, belong in it.
     """
     pairs = sorted(options, key=lambda option: _least_quantized_first(option.candidate))
+    peak_rps = max(hourly_rps)
     problem, _, kept = _problem(performance, [o.candidate for o in pairs], buckets, peak_rps * headroom)
     chosen = [pairs[k] for k in kept]
     solution, single = solve_mix(problem), best_single(problem)
     if solution is None or single is None:
         return None
     single_key = chosen[single.pool].candidate.key
+    day_mix, day_single = hourly_usd(problem, [r / peak_rps for r in hourly_rps], single.pool)
+    per_hour_of_day = HOURS_PER_MONTH / len(hourly_rps)
     recommended, verdict = _verdict(solution.usd_per_hour, single, single_key)
     routes = [
         Route(b.bucket, rate, {chosen[p].candidate.key: s for p, s in enumerate(shares) if s > 1e-6})
@@ -188,4 +204,6 @@ def plan_mix(
         provenance=Provenance("modeled", "roofline step costs + continuous-batching simulation per length bucket; "
                               f"MILP (scipy.optimize.milp, HiGHS) at the peak hour x {headroom:g} headroom; "
                               f"{len(pairs) - len(kept)} dominated pool(s) of {len(pairs)} left out"),
+        usd_per_month_autoscaled=day_mix * per_hour_of_day,
+        usd_per_month_single_autoscaled=day_single * per_hour_of_day,
     )  # fmt: skip

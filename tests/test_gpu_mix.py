@@ -122,3 +122,16 @@ def test_milp_equals_brute_force_on_simulated_capacities() -> None:
     assert solution is not None and single is not None
     _assert_serves(problem, solution)
     assert solution.usd_per_hour == pytest.approx(_brute_force(problem, single.replicas), abs=1e-9)
+
+
+def test_over_the_day_each_hour_is_solved_on_its_own() -> None:
+    """Hours at the peak cost the peak's fleet; an hour at a quarter of it, the cheapest fleet for a quarter."""
+    problem = _random_problem(11)
+    peak, single = solve_mix(problem), best_single(problem)
+    quarter = solve_mix(MixProblem([r / 4 for r in problem.bucket_rates], problem.capacities, problem.prices))
+    assert peak is not None and single is not None and quarter is not None
+    from recommender.gpu_mix import hourly_usd
+
+    mix_usd, single_usd = hourly_usd(problem, [1.0, 1.0, 0.25], single.pool)
+    assert mix_usd == pytest.approx(2 * peak.usd_per_hour + quarter.usd_per_hour)
+    assert quarter.usd_per_hour < peak.usd_per_hour and single_usd <= 3 * single.usd_per_hour

@@ -49,6 +49,9 @@ def mix_lines(mix: GpuMix) -> list[str]:
         f"mix {_money(mix.usd_per_month)}/month vs best single type {mix.single_key} x{mix.single_replicas} "
         f"{_money(mix.usd_per_month_single)}/month (MILP solved in {mix.solve_seconds * 1e3:.0f} ms)"
     ]
+    if mix.usd_per_month_autoscaled is not None and mix.usd_per_month_single_autoscaled is not None:
+        lines.append(f"  over the day, every pool autoscaled: mix {_money(mix.usd_per_month_autoscaled)}/month vs "
+                     f"{mix.single_key} alone {_money(mix.usd_per_month_single_autoscaled)}/month")  # fmt: skip
     for pool in mix.pools:
         lines.append(f"  pool {pool.key}: {pool.replicas} replica(s), {_money(pool.usd_per_month)}/month; "
                      f"quality {pool.quality}")  # fmt: skip
