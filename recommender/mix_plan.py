@@ -110,8 +110,8 @@ def _capacity(setup: Setup, bucket: BucketLengths, performance: PerformanceEvalu
 
 def _problem(
     performance: PerformanceEvaluator, candidates: list[Candidate], buckets: list[BucketLengths], peak_rps: float
-) -> tuple[MixProblem, list[Candidate], list[int]]:
-    """The MILP over the pools no other pool dominates, those pools, and their indices in `candidates`."""
+) -> tuple[MixProblem, list[int]]:
+    """The MILP over the pools no other pool dominates, and their indices in `candidates`."""
     setups = [performance.setup(c) for c in candidates]
     usable = [s for s in setups if isinstance(s, Setup)]
     assert len(usable) == len(setups), "planned configurations run and fit"
@@ -120,7 +120,7 @@ def _problem(
     full = MixProblem([peak_rps * b.bucket.share for b in buckets], capacities, prices)
     kept = undominated(full)
     problem = MixProblem(full.bucket_rates, [[row[k] for k in kept] for row in capacities], [prices[k] for k in kept])
-    return problem, [candidates[k] for k in kept], kept
+    return problem, kept
 
 
 def _least_quantized_first(c: Candidate) -> tuple[int, int, str]:
@@ -182,7 +182,7 @@ def plan_mix(
     """
     pairs = sorted(options, key=lambda option: _least_quantized_first(option.candidate))
     peak_rps = max(hourly_rps)
-    problem, _, kept = _problem(performance, [o.candidate for o in pairs], buckets, peak_rps * headroom)
+    problem, kept = _problem(performance, [o.candidate for o in pairs], buckets, peak_rps * headroom)
     chosen = [pairs[k] for k in kept]
     solution, single = solve_mix(problem), best_single(problem)
     if solution is None or single is None:

@@ -52,7 +52,7 @@ class _Strict(BaseModel):
 class TraceRequests(BaseModel):
     """A trace's requests, read once when the spec is validated: arrival times (s) and token lengths."""
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True)
 
     arrivals_s: list[float]
     prompt_tokens: list[int]
