@@ -117,6 +117,10 @@ def search(
         from recommender.report.study_summary import render_search
 
         render_search(outcome, console)
+        if outcome.recommendation.autoscale is not None or outcome.recommendation.gpu_mix is not None:
+            from recommender.report.fleet_table import render_fleet
+
+            render_fleet(outcome.recommendation.autoscale, outcome.recommendation.gpu_mix, console)
     raise typer.Exit(0 if outcome.recommendation.winner else 1)
 
 
