@@ -38,7 +38,8 @@ def mix_table(mix: GpuMix) -> Table:
         table.add_column(column)
     for route in mix.routes:
         b = route.bucket
-        shares = ", ".join(f"{share:.0%} {key}" for key, share in sorted(route.shares.items(), key=lambda kv: -kv[1]))
+        ranked = sorted(route.shares.items(), key=lambda kv: -kv[1])
+        shares = ", ".join(f"{share:.0%} {key}" for key, share in ranked if share >= 0.005)  # under 0.5 %: solver dust
         table.add_row(b.label.removeprefix("prompt "), f"{b.share:.0%}", f"{route.rate_rps:.1f}", shares)
     return table
 
