@@ -74,6 +74,7 @@ def search(
         int | None,
         typer.Option(
             min=1,
+            max=100_000,
             help="Distinct candidates to evaluate in total (default: the spec's search.n_trials); a proposal "
             "the study already answered is free, and a resumed study evaluates only the missing ones.",
         ),
@@ -107,20 +108,23 @@ def search(
     spec_path = spec or DEMO_SPEC
     loaded = load_spec(spec_path, timeout_s=timeout_s)
     uri = resolve_tracking_uri(tracking_uri)
+    from recommender.destinations import check_search_destinations
     from recommender.study import prepare
+
+    check_search_destinations(storage=storage, tracking_uri=uri, output_root=output_dir,
+                              study_name=loaded.study_name, resume=resume)  # fmt: skip
+    _probe_stores(storage, uri)
 
     prepared = prepare(loaded)  # every refusal of the spec comes before the progress display
     outcome = _run_with_progress(prepared, storage, uri, output_dir, n_trials, resume, console)
     if json_output:
         print(outcome.recommendation_path.read_text(encoding="utf-8"), end="")
     else:
+        from recommender.cli_fleet import render_daily
         from recommender.report.study_summary import render_search
 
         render_search(outcome, console)
-        if outcome.recommendation.autoscale is not None or outcome.recommendation.gpu_mix is not None:
-            from recommender.report.fleet_table import render_fleet
-
-            render_fleet(outcome.recommendation.autoscale, outcome.recommendation.gpu_mix, console)
+        render_daily(outcome.recommendation, console)
     raise typer.Exit(0 if outcome.recommendation.winner else 1)
 
 
@@ -150,12 +154,13 @@ def worker(
     only; the others wait for it. A worker killed mid-trial loses nothing: its trial is retried.
     """
     from recommender.report.study_summary import worker_summary
-    from recommender.study import run_worker
+    from recommender.study import join_study, run_worker
 
+    joined = join_study(study, storage=storage, tracking_uri=tracking_uri)  # every refusal before the progress bar
     console = make_console(stderr=json_output)
     with trial_progress(console, total=None) as (on_trial, on_status):
         outcome = run_worker(study, storage=storage, tracking_uri=tracking_uri, on_trial=on_trial,
-                             on_status=on_status, interrupted=ctrl_c_event())  # fmt: skip
+                             on_status=on_status, interrupted=ctrl_c_event(), joined=joined)  # fmt: skip
     if json_output:
         print(json.dumps(asdict(outcome), indent=2))
     else:
@@ -169,11 +174,13 @@ def report_command(
     output_dir: Annotated[Path | None, typer.Option(help="Where to write (default: mlruns/reports/<run id>).")] = None,
 ) -> None:
     """Regenerate a study's report (report.md, report.html, plots) from its MLflow run alone."""
+    from recommender.destinations import check_name, check_output_dir
     from recommender.report.artifacts import regenerate_from_run
-    from recommender.tracking import resolve_tracking_uri
 
+    check_name(run_id, field="run_id", what="run id")  # it names the default folder: no traversal
     target = output_dir or Path("mlruns/reports") / run_id
-    written = regenerate_from_run(resolve_tracking_uri(tracking_uri), run_id, target)
+    check_output_dir(target, field="--output-dir" if output_dir else "run_id")
+    written = regenerate_from_run(_read_store(tracking_uri), run_id, target)
     console = make_console(stderr=False)
     for path in written:
         console.print(str(path), markup=False, highlight=False)
@@ -191,14 +198,16 @@ def compare_command(
     plot: Annotated[Path | None, typer.Option(help="Also write the comparison plot (PNG) here.")] = None,
 ) -> None:
     """How quality and cost moved across a model's releases, read from MLflow alone."""
+    from recommender.destinations import check_parent
     from recommender.releases import load_releases
     from recommender.report.compare import compare_data, render_compare, write_compare_png
     from recommender.serialization import dumps, to_data
-    from recommender.tracking import resolve_tracking_uri
 
     if output_format not in ("table", "json"):
         raise BadInputError("--format", f"unknown format {output_format!r}", "use table or json")
-    studies = load_releases(resolve_tracking_uri(tracking_uri), model, releases=releases, use_case=use_case)
+    if plot is not None:
+        check_parent(plot, field="--plot", what="file")
+    studies = load_releases(_read_store(tracking_uri), model, releases=releases, use_case=use_case)
     data = compare_data(model, studies)
     if plot is not None:
         write_compare_png(data, plot)
@@ -237,12 +246,11 @@ def gate_command(
     from recommender.gate import GateLimits, gate
     from recommender.releases import load_releases
     from recommender.report.gate_summary import gate_lines
-    from recommender.tracking import resolve_tracking_uri
 
     for name, value in (("--max-cost-increase", max_cost_increase), ("--max-quality-drop", max_quality_drop)):
         if not 0.0 <= value <= 1000.0:
             raise BadInputError(name, f"{value:g} is out of range", "give a percentage between 0 and 1000")
-    new, old = load_releases(resolve_tracking_uri(tracking_uri), model, releases=[candidate, against],
+    new, old = load_releases(_read_store(tracking_uri), model, releases=[candidate, against],
                              use_case=use_case)  # fmt: skip
     limits = GateLimits(max_cost_increase, max_quality_drop, list(require_pass or []))
     broken = gate(new, old, limits)
@@ -262,7 +270,7 @@ def plan(
         typer.Option(help="A search space: plan its GPUs, precisions, batch sizes, traffic and SLA; with a daily "
                      "profile, also autoscaled vs static $/month and the GPU mix (the flags below are ignored)."),
     ] = None,
-    prompt_tokens: Annotated[int, typer.Option(min=1)] = 512,
+    prompt_tokens: Annotated[int, typer.Option(min=1, max=10_000_000)] = 512,
     output_tokens: Annotated[int, typer.Option(min=1)] = 256,
     rps: Annotated[float, typer.Option(min=0.001, help="Target requests per second.")] = 10.0,
     ttft_ms: Annotated[float, typer.Option(min=0.001, help="P99 TTFT SLA, ms.")] = 1000.0,
@@ -274,22 +282,31 @@ def plan(
     json_output: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
 ) -> None:
     """Project cost and latency for an architecture without its weights, across GPUs and precisions."""
+    from recommender.perf.architecture_check import check_request_fits
     from recommender.perf.catalog import load_catalog
-    from recommender.plan import load_architecture, rows_to_json
+    from recommender.perf.shape import ModelShape
     from recommender.plan import plan as run_plan
+    from recommender.plan import read_architecture, rows_to_json
+    from recommender.plan_inputs import check_batch_sizes, distinct, traffic_and_sla
     from recommender.report.plan_table import render_plan
-    from recommender.spec import LatencySLA, Traffic
 
     if spec is not None:
-        _plan_spec(spec, model, json_output)
+        from recommender.cli_fleet import plan_spec
+
+        plan_spec(spec, model, json_output)
         return
     if model is None:
         raise BadInputError("--model", "no architecture to plan", "pass --model llama-3.1-8b (or --spec SPACE.yaml)")
-    name, shape = load_architecture(model)
-    traffic = Traffic(prompt_tokens=prompt_tokens, output_tokens=output_tokens, requests_per_second=rps)
-    sla = LatencySLA(ttft_p99_ms=ttft_ms, tpot_p99_ms=tpot_ms)
+    traffic, sla = traffic_and_sla(prompt_tokens=prompt_tokens, output_tokens=output_tokens, rps=rps, ttft_ms=ttft_ms,
+                                   tpot_ms=tpot_ms)  # fmt: skip
+    distinct(hardware or [], flag="--hardware")
+    check_batch_sizes(batch_size or [])
+    name, config = read_architecture(model)
+    shape, catalog = ModelShape.from_config(config), load_catalog()
+    check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                       field="--prompt-tokens")  # fmt: skip
     rows = run_plan(
-        shape, load_catalog(), hardware=hardware or ["h100-sxm", "h200", "a100-80gb", "l40s", "l4", "mi300x"],
+        shape, catalog, hardware=hardware or ["h100-sxm", "h200", "a100-80gb", "l40s", "l4", "mi300x"],
         precisions=["bf16", "fp8", "int8", "int4"], traffic=traffic, sla=sla, batch_sizes=batch_size or [64, 256],
     )  # fmt: skip
     if json_output:
@@ -298,37 +315,21 @@ def plan(
     render_plan(rows, name=name, traffic=traffic, sla=sla, console=make_console(stderr=False))
 
 
-def _plan_spec(path: Path, model: str | None, json_output: bool) -> None:
-    """`plan --spec`: the space's rows at the peak hour, then the schedule and the GPU mix of its profile."""
-    from recommender.fleet import plan_fleet
-    from recommender.perf.catalog import load_catalog
-    from recommender.plan import load_architecture
-    from recommender.report.fleet_table import render_fleet
-    from recommender.report.plan_table import render_plan
-    from recommender.serialization import dumps, to_data
-    from recommender.spec import load_spec
-
-    loaded = load_spec(path)
-    name, shape = load_architecture(model or loaded.model.name or loaded.model.source)
-    fleet = plan_fleet(loaded, shape, load_catalog(loaded.hardware_catalog))
-    if json_output:
-        print(dumps(to_data(fleet)), end="")
-        return
-    console = make_console(stderr=False)
-    render_plan(fleet.rows, name=name, traffic=loaded.traffic, sla=loaded.sla, console=console)
-    render_fleet(fleet.autoscale, fleet.mix, console)
-
-
 @app.command(epilog="Every figure is measured on this machine (warm-up 1, median of --repeats, min-max spread).")
 def probe(
     model: Annotated[str, typer.Option(help="Local model directory or hub id.")],
     method: Annotated[str, typer.Option(help="Quantization method, e.g. baseline, bnb-nf4, torchao-int8-wo.")],
-    prompt_tokens: Annotated[list[int] | None, typer.Option(min=1, help="Prompt lengths (repeat the flag).")] = None,
-    batch_size: Annotated[list[int] | None, typer.Option(min=1, help="Decode batch sizes (repeat the flag).")] = None,
-    repeats: Annotated[int, typer.Option(min=1)] = 3,
+    prompt_tokens: Annotated[
+        list[int] | None, typer.Option(min=1, max=10_000_000, help="Prompt lengths (repeat the flag).")
+    ] = None,
+    batch_size: Annotated[
+        list[int] | None, typer.Option(min=1, max=65_536, help="Decode batch sizes (repeat the flag).")
+    ] = None,
+    repeats: Annotated[int, typer.Option(min=1, max=1000)] = 3,
     json_output: Annotated[bool, typer.Option("--json", help="Print the measurements as JSON.")] = False,
 ) -> None:
     """Measure the really quantized model here: prefill time, decode step time, memory."""
+    from recommender.perf.architecture_check import check_positions
     from recommender.perf.probe import probe as run_probe
     from recommender.quantize import get_method
     from recommender.report.probe_table import render_probe
@@ -336,6 +337,9 @@ def probe(
 
     quant = get_method(method, field="--method")
     models = _models_here(model, quant, fix="pick a method that runs here")
+    config = models.source.load_config(field="--model")
+    for tokens in prompt_tokens or [128]:  # before the model loads: a prompt it has no positions for
+        check_positions(config, tokens + 1, field="--prompt-tokens")
     loaded = models.get(quant)
     results = [run_probe(loaded, prompt_tokens=p, batch_size=b, repeats=repeats)
                for p in (prompt_tokens or [128]) for b in (batch_size or [1, 8, 32])]  # fmt: skip
@@ -343,6 +347,26 @@ def probe(
         print(dumps(list_to_data(results)), end="")
         return
     render_probe(results, model=models.source.name, method=quant, console=make_console(stderr=False))
+
+
+def _probe_stores(storage: str, uri: str) -> None:
+    """Servers answer before the progress bar: a read of the tracking server, a connection to the database."""
+    from recommender.destinations import tracking_uri_field
+    from recommender.study.storage import probe_storage
+    from recommender.tracking import probe_server
+
+    probe_storage(storage)
+    probe_server(uri, field=tracking_uri_field(uri))
+
+
+def _read_store(flag: str | None) -> str:
+    """The tracking URI a reading command uses, its scheme checked (it must exist: nothing is created)."""
+    from recommender.destinations import check_tracking_uri, tracking_uri_field
+    from recommender.tracking import resolve_tracking_uri
+
+    uri = resolve_tracking_uri(flag)
+    check_tracking_uri(uri, field=tracking_uri_field(uri))
+    return uri
 
 
 def _run_with_progress(

@@ -31,7 +31,9 @@ def eval_command(
         Path | None, typer.Option(help="Score this saved checkpoint of --scheme (from `recommender quantize`).")
     ] = None,
     precision: Annotated[str | None, typer.Option(help="Precision the method must belong to (a check).")] = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="Documents per task (default: the suite's).")] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, max=10_000_000, help="Documents per task (default: the suite's).")
+    ] = None,
     adaptive: Annotated[bool, typer.Option(help="Stop early once every verdict is clear.")] = True,
     revision: Annotated[str | None, typer.Option(help="Hub revision for hub ids.")] = None,
     allow_pickle: Annotated[bool, typer.Option(help="Allow pickle (.bin) weights.")] = False,
@@ -39,6 +41,7 @@ def eval_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Is this quantization good enough for this use case? Paired lm-eval deltas with intervals, KL, a verdict."""
+    from recommender.destinations import check_cache_root
     from recommender.quality.cache import QualityCache
     from recommender.quality.calibration_docs import quantize_context
     from recommender.quality.evaluate import QualityEvaluator
@@ -49,6 +52,7 @@ def eval_command(
     from recommender.report.eval_table import render_eval
     from recommender.serialization import dumps, to_data
 
+    check_cache_root()  # where per-document results go: refused up front, not at the first cached document
     quant = get_method(method, field="--scheme")
     if checkpoint is not None:
         quant = saved_checkpoint(quant, checkpoint.expanduser().resolve())

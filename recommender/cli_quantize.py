@@ -30,6 +30,7 @@ def quantize_command(
     trust_remote_code: Annotated[bool, typer.Option(help="Run code shipped with the model.")] = False,
 ) -> None:
     """Quantize a model with llm-compressor and save it as a compressed-tensors checkpoint."""
+    from recommender.destinations import check_cache_root
     from recommender.model_source import ModelSource
     from recommender.quality.calibration_docs import quantize_context
     from recommender.quality.lm_eval_runner import task_manager
@@ -40,6 +41,7 @@ def quantize_command(
     method = checkpoint_scheme(get_method(scheme, field="--scheme"))
     out = out.expanduser().resolve()
     check_output_dir(out)
+    check_cache_root()  # calibration documents are cached: refused up front, not after the model loads
     source = ModelSource.resolve(model, base_dir=Path.cwd(), field="--model", revision=revision,
                                  trust_remote_code=trust_remote_code)  # fmt: skip
     source.load_config(field="--model")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from recommender.errors import BadInputError
+from recommender.input_files import load_json, usable_path
 
 if TYPE_CHECKING:
     from torch import nn
@@ -66,6 +67,7 @@ class ModelSource:
         candidate = Path(source).expanduser()
         if not candidate.is_absolute():
             candidate = base_dir / candidate
+        usable_path(candidate, field=field)
         looks_like_path = not looks_like_hub_id(source)
         if candidate.is_dir():
             _check_local_dir(candidate.resolve(), field=field, allow_pickle=allow_pickle)
@@ -98,6 +100,8 @@ class ModelSource:
 
         kwargs = self._common_kwargs()
         kwargs.pop("use_safetensors", None)
+        if self.is_local:  # read through the input reader first: encoding, duplicate keys, nesting, kind
+            load_json(Path(self.location) / "config.json", field=field, what="config.json")
         try:
             config: PretrainedConfig = AutoConfig.from_pretrained(self.location, **kwargs)
             return config

@@ -10,7 +10,6 @@ or `recommender search` measures it.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,8 @@ from types import SimpleNamespace
 from recommender.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, CandidateResult
 from recommender.emit.support import eligibility
 from recommender.errors import BadInputError
+from recommender.input_files import load_json
+from recommender.perf.architecture_check import check_architecture
 from recommender.perf.catalog import Accelerator, Catalog
 from recommender.perf.memory import plan_memory
 from recommender.perf.shape import ModelShape
@@ -55,8 +56,8 @@ def known_architectures() -> list[str]:
     return sorted(p.stem for p in ARCHITECTURES.glob("*.json"))
 
 
-def load_architecture(model: str) -> tuple[str, ModelShape]:
-    """A shipped architecture name, a config.json path, or a model directory -> (name, shape)."""
+def read_architecture(model: str) -> tuple[str, SimpleNamespace]:
+    """A shipped architecture name, a config.json path, or a model directory -> (name, its checked config)."""
     shipped = ARCHITECTURES / f"{model}.json"
     path = Path(model)
     if shipped.is_file():
@@ -68,11 +69,16 @@ def load_architecture(model: str) -> tuple[str, ModelShape]:
             "--model", f"no architecture {model!r}",
             f"pass a config.json, a model directory, or one of {', '.join(known_architectures())}",
         )  # fmt: skip
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-        return config.get("_name", path.parent.name), ModelShape.from_config(SimpleNamespace(**config))
-    except (json.JSONDecodeError, AttributeError, TypeError) as exc:
-        raise BadInputError("--model", f"{path} is not a decoder config: {exc}") from None
+    config = SimpleNamespace(**load_json(path, field="--model", what="config.json"))
+    check_architecture(config, field=f"--model: {path}")
+    name = config._name if isinstance(getattr(config, "_name", None), str) else path.parent.name
+    return name, config
+
+
+def load_architecture(model: str) -> tuple[str, ModelShape]:
+    """A shipped architecture name, a config.json path, or a model directory -> (name, shape)."""
+    name, config = read_architecture(model)
+    return name, ModelShape.from_config(config)
 
 
 @dataclass(frozen=True, slots=True)

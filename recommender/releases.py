@@ -64,15 +64,22 @@ class ReleaseStudy:
         return found
 
 
+#: The one MLflow filter the tool sends: a constant. User strings (model, release, use case) are never pasted
+#: into a filter (MLflow's filter language has no parameters, and its quoting rules are its parser's); they
+#: are compared with the runs' tags here, so a quote or backslash in a name is just a character.
+FINISHED_RUNS = "attributes.status = 'FINISHED'"
+
+
 def _parent_runs(uri: str, model: str | None) -> list[Any]:
     client = open_client(uri)
     experiments = [e.experiment_id for e in client.search_experiments() if e.name.startswith("recommender/")]
     if not experiments:
         return []
-    where = "attributes.status = 'FINISHED'"
-    if model is not None:
-        where += f" and tags.`recommender.model` = '{model}'"
-    return [r for r in client.search_runs(experiments, where, max_results=5000) if "recommender.model" in r.data.tags]
+    runs = client.search_runs(experiments, FINISHED_RUNS, max_results=50_000)
+    return [
+        r for r in runs
+        if "recommender.model" in r.data.tags and (model is None or r.data.tags["recommender.model"] == model)
+    ]  # fmt: skip
 
 
 def known_models(uri: str) -> list[str]:

@@ -13,10 +13,11 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from recommender.destinations import MAX_NAME_BYTES
 from recommender.errors import BadInputError, pydantic_location, pydantic_message
+from recommender.input_files import load_yaml_mapping
 from recommender.model_source import looks_like_hub_id
 from recommender.quantize._base import ENGINE_NAMES
 from recommender.traffic import FleetPolicy, TrafficProfile, traffic_defaults, with_absolute_trace
@@ -30,19 +31,43 @@ LOCAL_DEVICE = "local"
 PositiveInt = Annotated[int, Field(gt=0)]
 PositiveFloat = Annotated[float, Field(gt=0)]
 
+# Upper bounds: far beyond anything served today, low enough that arithmetic on them stays exact and
+# a typo (an extra three zeros, 1e12) is refused before a model loads rather than found out after.
+#: Tokens in a prompt or a completion: ten million, the longest context any released model claims.
+MAX_TOKENS = 10_000_000
+#: Requests per second: ten million (the busiest public APIs serve a few hundred thousand).
+MAX_RPS = 1e7
+#: Concurrent sequences per replica (vLLM's max_num_seqs): 65,536, far over what any GPU's KV cache holds.
+MAX_BATCH = 65_536
+#: Tensor-parallel degree: 64 (the largest NVLink domains hold 72 GPUs).
+MAX_TENSOR_PARALLEL = 64
+#: A latency SLA in milliseconds: one day.
+MAX_SLA_MS = 86_400_000.0
+#: Trials one study may evaluate.
+MAX_TRIALS = 100_000
+#: Seconds any search timeout or heartbeat may be: 30 days.
+MAX_SECONDS = 30 * 86_400.0
+
+TokenCount = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
+Millis = Annotated[float, Field(gt=0, le=MAX_SLA_MS)]
+
 
 class _Strict(BaseModel):
-    """Unknown keys are errors: a typo in a spec must not silently fall back to a default."""
+    """Unknown keys are errors: a typo in a spec must not silently fall back to a default. NaN and
+    infinities are refused everywhere (a price of .inf would run a whole search)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ModelRef(_Strict):
     """The model to serve: a local directory or a hub id, with its release label."""
 
-    source: str = Field(description="Local directory (relative to the spec) or a hub id such as org/name.")
-    name: str | None = Field(default=None, description="Name runs are grouped under; default: hub id or dir name.")
-    release: str = Field(default="unreleased", description="Release label recorded with every run.")
+    source: str = Field(min_length=1, max_length=4096,
+                        description="Local directory (relative to the spec) or a hub id such as org/name.")  # fmt: skip
+    name: str | None = Field(default=None, pattern=r"^[^\x00-\x1f\x7f]+$", max_length=MAX_NAME_BYTES,
+                             description="Name runs are grouped under; default: hub id or dir name.")  # fmt: skip
+    release: str = Field(default="unreleased", pattern=r"^[^\x00-\x1f\x7f]+$", max_length=MAX_NAME_BYTES,
+                         description="Release label recorded with every run.")  # fmt: skip
     revision: str | None = Field(default=None, description="Hub revision (commit or tag) for hub ids.")
     allow_pickle: bool = Field(default=False, description="Allow pickle (.bin) weights; off by default.")
     trust_remote_code: bool = Field(default=False, description="Run the model repo's own code; off by default.")
@@ -52,9 +77,9 @@ class Traffic(_Strict):
     """The load to serve: request shape and rate; with a `profile` (recommender/traffic.py), its peak hour
     and mean lengths unless given."""
 
-    prompt_tokens: PositiveInt
-    output_tokens: PositiveInt
-    requests_per_second: PositiveFloat
+    prompt_tokens: TokenCount
+    output_tokens: TokenCount
+    requests_per_second: Annotated[float, Field(gt=0, le=MAX_RPS)]
     profile: TrafficProfile | None = Field(default=None, description="Hourly rates or a trace over a day.")
 
     _profile_defaults = model_validator(mode="before")(traffic_defaults)
@@ -63,14 +88,14 @@ class Traffic(_Strict):
 class LatencySLA(_Strict):
     """P99 latency limits, in milliseconds."""
 
-    ttft_p99_ms: PositiveFloat = Field(description="Time to first token, 99th percentile.")
-    tpot_p99_ms: PositiveFloat = Field(description="Time per output token after the first, 99th percentile.")
+    ttft_p99_ms: Millis = Field(description="Time to first token, 99th percentile.")
+    tpot_p99_ms: Millis = Field(description="Time per output token after the first, 99th percentile.")
 
 
 class LocalDevice(_Strict):
     """What this machine costs, so its measured candidates can be priced like catalog GPUs."""
 
-    price_per_hour_usd: Annotated[float, Field(ge=0)]
+    price_per_hour_usd: Annotated[float, Field(ge=0, le=10_000)]
     price_source: str
 
 
@@ -79,9 +104,11 @@ class Space(_Strict):
 
     methods: dict[Precision, list[str]] = Field(description="Precision -> quantization methods to try.")
     hardware: list[str] = Field(min_length=1, description="Catalog accelerator names, or 'local'.")
-    batch_sizes: list[PositiveInt] = Field(min_length=1, description="max_num_seqs values (concurrent sequences).")
-    tensor_parallel: list[PositiveInt] = Field(default=[1])
-    max_num_batched_tokens: list[PositiveInt] = Field(
+    batch_sizes: list[Annotated[int, Field(gt=0, le=MAX_BATCH)]] = Field(
+        min_length=1, description="max_num_seqs values (concurrent sequences)."
+    )
+    tensor_parallel: list[Annotated[int, Field(gt=0, le=MAX_TENSOR_PARALLEL)]] = Field(default=[1], min_length=1)
+    max_num_batched_tokens: list[TokenCount] = Field(
         default=[8192], min_length=1, description="Token budgets per engine step (chunked prefill)."
     )
     kv_cache_dtypes: list[KVCacheDtype] = Field(
@@ -93,7 +120,23 @@ class Space(_Strict):
     def _non_empty(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
         if not value or not any(value.values()):
             raise ValueError("no methods to search; list at least one, e.g. bf16: [baseline]")
+        for names in value.values():
+            _refuse_repeats(names)
         return value
+
+    @field_validator("hardware", "batch_sizes", "tensor_parallel", "max_num_batched_tokens", "kv_cache_dtypes")
+    @classmethod
+    def _distinct(cls, value: list[Any]) -> list[Any]:
+        return _refuse_repeats(value)
+
+
+def _refuse_repeats(value: list[Any]) -> list[Any]:
+    """A list of choices names each once. Refused rather than deduplicated: a repeat is usually a typo
+    for another entry (h100-sxm twice where h100-pcie was meant), which dropping it would hide."""
+    repeated = [str(v) for i, v in enumerate(value) if v in value[:i]]
+    if repeated:
+        raise ValueError(f"{repeated[0]} listed twice; list each choice once")
+    return value
 
 
 class Deployment(_Strict):
@@ -102,18 +145,20 @@ class Deployment(_Strict):
     precision: Precision
     method: str
     hardware: str
-    batch_size: PositiveInt
-    tensor_parallel: PositiveInt = 1
-    max_num_batched_tokens: PositiveInt = Field(default=8192, description="Token budget per engine step.")
+    batch_size: Annotated[int, Field(gt=0, le=MAX_BATCH)]
+    tensor_parallel: Annotated[int, Field(gt=0, le=MAX_TENSOR_PARALLEL)] = 1
+    max_num_batched_tokens: TokenCount = Field(default=8192, description="Token budget per engine step.")
     kv_cache_dtype: KVCacheDtype = "auto"
 
 
 class SearchSettings(_Strict):
-    n_trials: PositiveInt = Field(default=30, description="Distinct candidates to evaluate (duplicates are free).")
-    seed: int = 0
-    timeout_s: PositiveFloat | None = None
-    study_name: str | None = Field(default=None, description="Default: <name>-<spec hash>.")
-    heartbeat_s: PositiveFloat = Field(
+    n_trials: Annotated[int, Field(gt=0, le=MAX_TRIALS)] = Field(
+        default=30, description="Distinct candidates to evaluate (duplicates are free)."
+    )
+    seed: Annotated[int, Field(ge=0, lt=2**32)] = 0
+    timeout_s: Annotated[float, Field(gt=0, le=MAX_SECONDS)] | None = None
+    study_name: str | None = Field(default=None, description="Default: <name>-<spec hash>; a folder name.")
+    heartbeat_s: Annotated[float, Field(gt=0, le=3600)] = Field(
         default=10.0, description="Trial heartbeat; a trial silent for 3 heartbeats (a killed worker) is retried."
     )
 
@@ -122,7 +167,7 @@ class SearchSpec(_Strict):
     """Everything one search needs, built by `spec_from_mapping` (through `load_spec`): its paths are
     absolute and its names known, so nothing downstream resolves or re-checks them."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=MAX_NAME_BYTES - 11)
     model: ModelRef
     use_case: Path = Field(description="Use-case suite YAML (tasks and thresholds), relative to the spec.")
     traffic: Traffic
@@ -179,6 +224,13 @@ class SearchSpec(_Strict):
         return self.search.study_name or f"{self.name}-{self.fingerprint()}"
 
 
+def _check_study_name(spec: SearchSpec) -> None:
+    """The study name becomes the output folder's name: no traversal, no separators, not too long."""
+    from recommender.destinations import check_name
+
+    check_name(spec.study_name, field="search.study_name" if spec.search.study_name else "name", what="study name")
+
+
 def load_spec(path: Path, *, timeout_s: float | None = None) -> SearchSpec:
     """Read a spec file and build it once; any problem becomes one BadInputError naming the file and the field.
 
@@ -209,6 +261,7 @@ def spec_from_mapping(raw: dict[str, Any], *, spec_path: Path | None, label: str
     base = spec_path.parent if spec_path is not None else Path.cwd()
     try:
         spec = SearchSpec.model_validate({**_with_absolute_paths(raw, base), "spec_path": spec_path})
+        _check_study_name(spec)
         _check_names(spec)
     except BadInputError as exc:
         raise BadInputError(f"{label}: {exc.field}", exc.problem, exc.fix) from None
@@ -223,20 +276,7 @@ def spec_from_mapping(raw: dict[str, Any], *, spec_path: Path | None, label: str
 
 
 def _read_mapping(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise BadInputError(
-            str(path), "spec file not found", "pass an existing YAML file, e.g. search_spaces/demo.yaml"
-        )
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise BadInputError(where, f"malformed YAML: {problem}", "fix the YAML syntax at that line") from None
-    if not isinstance(raw, dict):
-        raise BadInputError(str(path), "the spec must be a YAML mapping", "see search_spaces/demo.yaml for the layout")
-    return raw
+    return load_yaml_mapping(path, field=str(path), what="spec file")
 
 
 def _with_absolute_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
@@ -247,11 +287,20 @@ def _with_absolute_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
         data["traffic"] = with_absolute_trace(data["traffic"], base)
     for key in ("use_case", "hardware_catalog"):
         if isinstance(data.get(key), str):
-            data[key] = str((base / Path(data[key]).expanduser()).resolve())
+            data[key] = str((base / Path(_plain_path(data[key], key)).expanduser()).resolve())
     model = data.get("model")
     if isinstance(model, dict) and isinstance(model.get("source"), str):
-        data["model"] = {**model, "source": _absolute_source(model["source"], base)}
+        data["model"] = {**model, "source": _absolute_source(_plain_path(model["source"], "model.source"), base)}
     return data
+
+
+def _plain_path(value: str, field: str) -> str:
+    """A path the filesystem can look up: no NUL byte, no name over 255 bytes, 4096 bytes at most (the OS
+    raises on each, mid-resolution, instead of answering "not found")."""
+    if "\0" in value or len(value.encode()) > 4096 or any(len(p.encode()) > 255 for p in value.split("/")):
+        raise BadInputError(field, "not a usable path (a NUL byte, or a name or path too long for the filesystem)",
+                            "give the path of an existing file or directory")  # fmt: skip
+    return value
 
 
 def _absolute_source(source: str, base: Path) -> str:

@@ -68,6 +68,22 @@ def _unreachable(uri: str, exc: BaseException) -> BadInputError:
     )
 
 
+def probe_server(uri: str, *, field: str = "--tracking-uri") -> None:
+    """An HTTP(S) tracking server answers a read (listing one experiment); nothing is created. Other stores are
+    local files or databases whose checks are static (`recommender.destinations`)."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    if not uri.startswith(("http://", "https://")):
+        return
+    _prepare_store(uri)
+    try:
+        MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+    except (MlflowException, OSError, ValueError) as exc:
+        error = _unreachable(uri, exc)
+        raise BadInputError(field, error.problem, error.fix) from None
+
+
 def open_client(uri: str) -> MlflowClient:
     """A client for reading a store that must already exist; one that cannot be reached is bad input."""
     from mlflow import MlflowClient

@@ -148,8 +148,10 @@ def test_unreachable_stores(tmp_path: Path) -> None:
     no_server = _run("search", spec, "--tracking-uri", "http://127.0.0.1:9", cwd=tmp_path)
     _assert_one_line_error(no_server, "--tracking-uri", "http://127.0.0.1:9", "cannot be used")
     no_storage = _run("search", spec, "--storage", "sqlite:////proc/no/such/dir/optuna.db", cwd=tmp_path)
-    _assert_one_line_error(no_storage, "--storage", "cannot open Optuna storage")
+    _assert_one_line_error(no_storage, "--storage", "directory /proc/no/such/dir does not exist")
     assert not list(tmp_path.glob("mlruns/studies/*"))  # nothing half-written
+    assert not (tmp_path / "mlruns").exists()  # refused before the tracking store was created
+    assert no_server.stdout == "" and no_storage.stdout == ""  # no progress line before either refusal
 
 
 def test_resume_needs_an_existing_study(tmp_path: Path) -> None:

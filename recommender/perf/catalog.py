@@ -10,21 +10,21 @@ from __future__ import annotations
 import difflib
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from recommender.device import DeviceInfo
 from recommender.errors import BadInputError, pydantic_location, pydantic_message
+from recommender.input_files import load_yaml
 
 BUILTIN_CATALOG = Path(__file__).with_name("hardware.yaml")
 
 
 class Interconnect(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     kind: str
-    bandwidth_gbps: float = Field(gt=0)
+    bandwidth_gbps: float = Field(gt=0, le=1e6)
 
 
 class Accelerator(BaseModel):
@@ -34,19 +34,20 @@ class Accelerator(BaseModel):
     decided by it (`recommender.emit.support`); an AMD entry has none (ROCm rows decide there).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     key: str = ""
     name: str
     vendor: Literal["nvidia", "amd"]
     compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d$")
-    memory_gb: float = Field(gt=0)
-    memory_bandwidth_gbps: float = Field(gt=0)
-    peak_tflops: dict[str, float]
+    # Upper bounds 100x past today's largest parts: a unit slip (GB/s written as MB/s) is refused, not priced.
+    memory_gb: float = Field(gt=0, le=100_000)
+    memory_bandwidth_gbps: float = Field(gt=0, le=1_000_000)
+    peak_tflops: dict[str, Annotated[float, Field(gt=0, le=1_000_000)]] = Field(min_length=1)
     native_precisions: list[str]
     interconnect: Interconnect
-    max_tensor_parallel: int = Field(default=8, gt=0)
-    price_per_hour_usd: float = Field(ge=0)
+    max_tensor_parallel: int = Field(default=8, gt=0, le=1024)
+    price_per_hour_usd: float = Field(ge=0, le=10_000)
     price_source: str
     price_date: str
     spec_source: str
@@ -58,6 +59,12 @@ class Accelerator(BaseModel):
                              "kernels run on it)")  # fmt: skip
         if self.vendor == "amd" and self.compute_capability is not None:
             raise ValueError("compute_capability is NVIDIA's; leave it out (null) for an AMD entry")
+        return self
+
+    @model_validator(mode="after")
+    def _has_16_bit_peak(self) -> Accelerator:
+        if not {"bf16", "fp16"} & set(self.peak_tflops):
+            raise ValueError("peak_tflops needs a bf16 or fp16 entry (every other dtype falls back to it)")
         return self
 
     @property
@@ -92,17 +99,16 @@ class Catalog(BaseModel):
 
 
 def _read(path: Path) -> dict[str, dict[str, object]]:
-    if not path.is_file():
-        raise BadInputError("hardware_catalog", f"{path} not found", "give an existing catalog YAML")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise BadInputError(f"hardware_catalog: {path}", f"malformed YAML: {exc}".splitlines()[0]) from None
+    data = load_yaml(path, field="hardware_catalog", what="catalog", expect=None) or {}
     entries = data.get("accelerators") if isinstance(data, dict) else None
     if not isinstance(entries, dict):
         raise BadInputError(
             f"hardware_catalog: {path}", "no 'accelerators' mapping", "see recommender/perf/hardware.yaml"
         )
+    for key, fields in entries.items():
+        if not isinstance(key, str) or not isinstance(fields, dict | None):
+            raise BadInputError(f"hardware_catalog: accelerators.{key}", f"must be a mapping of fields, not "
+                                f"{type(fields).__name__}", "see recommender/perf/hardware.yaml")  # fmt: skip
     return entries
 
 

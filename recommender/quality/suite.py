@@ -10,12 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from recommender.errors import BadInputError, pydantic_location
+from recommender.input_files import load_yaml, usable_path
 
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+#: Documents per task: ten million, beyond any lm-eval task's size (limits only bound the work).
+MAX_DOCUMENTS = 10_000_000
 
 
 class Threshold(BaseModel):
@@ -26,7 +28,7 @@ class Threshold(BaseModel):
     ``min_value``: an absolute floor (or ceiling, for lower-is-better metrics).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     max_relative_drop: Fraction | None = None
     max_absolute_drop: Annotated[float, Field(ge=0.0)] | None = None
     min_value: float | None = None
@@ -47,13 +49,13 @@ class Threshold(BaseModel):
 
 
 class TaskThreshold(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     task: str
     metric: str = Field(description="lm-eval metric key without the filter, e.g. acc or word_perplexity.")
     filter: str = "none"
     higher_is_better: bool
     threshold: Threshold
-    limit: Annotated[int, Field(gt=0)] | None = Field(
+    limit: Annotated[int, Field(gt=0, le=MAX_DOCUMENTS)] | None = Field(
         default=None, description="Documents for this task; default: the suite's limit."
     )
 
@@ -61,13 +63,13 @@ class TaskThreshold(BaseModel):
 class Fidelity(BaseModel):
     """Distribution-level limits against the unquantized model, measured on held-out text."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     max_mean_kl: Annotated[float, Field(gt=0.0)] | None = None
     text_task: str | None = Field(
         default=None, description="Task whose documents give the text; default: the first task."
     )
-    text_windows: Annotated[int, Field(gt=0)] = 16
-    window_tokens: Annotated[int, Field(gt=8)] = 256
+    text_windows: Annotated[int, Field(gt=0, le=MAX_DOCUMENTS)] = 16
+    window_tokens: Annotated[int, Field(gt=8, le=1_000_000)] = 256
 
 
 class Calibration(BaseModel):
@@ -77,7 +79,7 @@ class Calibration(BaseModel):
     the scored one), never from the documents quality is scored on.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     task: str | None = Field(default=None, description="Task whose documents calibrate; default: the text task.")
     samples: Annotated[int, Field(gt=0, le=4096)] = Field(
         default=16, description="Calibration samples (GPTQ papers use 128 to 512; 16 keeps the demo fast)."
@@ -88,14 +90,16 @@ class Calibration(BaseModel):
 class UseCase(BaseModel):
     """A use case as lm-eval tasks with thresholds, plus fidelity limits."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     name: str
     description: str = ""
     include_path: Path | None = Field(
         default=None, description="Folder of local lm-eval task YAMLs, relative to the suite."
     )
-    limit: Annotated[int, Field(gt=0)] | None = Field(default=None, description="Documents per task (None: all).")
-    batch_size: Annotated[int, Field(gt=0)] = 8
+    limit: Annotated[int, Field(gt=0, le=MAX_DOCUMENTS)] | None = Field(
+        default=None, description="Documents per task (None: all)."
+    )
+    batch_size: Annotated[int, Field(gt=0, le=4096)] = 8
     tasks: list[TaskThreshold] = Field(min_length=1)
     fidelity: Fidelity = Fidelity()
     calibration: Calibration = Calibration()
@@ -105,6 +109,17 @@ class UseCase(BaseModel):
     confidence: Annotated[float, Field(gt=0.5, lt=1.0)] = 0.95
     adaptive: bool = Field(default=True, description="Evaluate in growing chunks; stop once the verdict is clear.")
     suite_path: Path | None = Field(default=None, exclude=True)
+
+    @field_validator("tasks")
+    @classmethod
+    def _distinct_checks(cls, value: list[TaskThreshold]) -> list[TaskThreshold]:
+        """Each (task, metric, filter) once: two thresholds on one score would silently keep the stricter."""
+        seen: list[tuple[str, str, str]] = []
+        for t in value:
+            if (t.task, t.metric, t.filter) in seen:
+                raise ValueError(f"{t.task} {t.metric} listed twice; give each task and metric one threshold")
+            seen.append((t.task, t.metric, t.filter))
+        return value
 
     @property
     def task_names(self) -> list[str]:
@@ -119,12 +134,7 @@ class UseCase(BaseModel):
 
 def load_use_case(path: Path, *, field: str = "use_case") -> UseCase:
     """Read and validate a suite file; problems become one BadInputError naming the field."""
-    if not path.is_file():
-        raise BadInputError(field, f"use-case suite {path} not found", "point at a suite YAML such as evals/demo.yaml")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise BadInputError(f"{path}", f"malformed YAML: {exc}".splitlines()[0], "fix the YAML syntax") from None
+    raw = load_yaml(path, field=field, what="use-case suite")
     try:
         suite = UseCase.model_validate(raw)
     except ValidationError as exc:
@@ -133,8 +143,10 @@ def load_use_case(path: Path, *, field: str = "use_case") -> UseCase:
         msg = str(first["msg"]).removeprefix("Value error, ")
         raise BadInputError(f"{path}: {loc}", msg, "see evals/demo.yaml for a valid suite") from None
     suite = suite.model_copy(update={"suite_path": path.resolve()})
+    if suite.include_path is not None:
+        usable_path(suite.include_path, field=f"{path}: include_path")
     include = suite.resolved_include_path()
-    if include is not None and not include.is_dir():
+    if include is not None and not usable_path(include, field=f"{path}: include_path").is_dir():
         raise BadInputError(
             f"{path}: include_path", f"{include} is not a directory", "point at the folder of task YAMLs"
         )

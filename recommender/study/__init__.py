@@ -9,18 +9,20 @@
 """
 
 from recommender.study.coordinator import SearchOutcome, run_search
-from recommender.study.join import WorkerOutcome, run_worker
+from recommender.study.join import Joined, WorkerOutcome, join_study, run_worker
 from recommender.study.prepare import Prepared, prepare
 from recommender.study.space import grid, grid_size
 from recommender.study.storage import DEFAULT_STORAGE
 
 __all__ = [
     "DEFAULT_STORAGE",
+    "Joined",
     "Prepared",
     "SearchOutcome",
     "WorkerOutcome",
     "grid",
     "grid_size",
+    "join_study",
     "prepare",
     "run_search",
     "run_worker",

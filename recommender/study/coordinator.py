@@ -20,6 +20,7 @@ from recommender.candidate import Candidate, CandidateResult
 from recommender.claims import ClaimStore, worker_id
 from recommender.daily import daily_answers
 from recommender.decision import pick
+from recommender.destinations import check_search_destinations
 from recommender.emit.launch import launch_commands
 from recommender.errors import BadInputError
 from recommender.evidence import RECOMMENDATION_JSON, StudyEvidence, write_evidence
@@ -259,6 +260,8 @@ def run_search(
     writer; the study itself knows nothing of presentation).
     """
     status: StatusFn = on_status or (lambda _msg: None)
+    check_search_destinations(storage=storage, tracking_uri=tracking_uri, output_root=output_root,
+                              study_name=spec.study_name, resume=resume)  # fmt: skip
     prepared = prepared or prepare(spec)
     opened = _open(prepared, storage=storage, tracking_uri=tracking_uri, n_trials=n_trials, resume=resume,
                    status=status, on_trial=on_trial, interrupted=interrupted)  # fmt: skip

@@ -16,6 +16,7 @@ from recommender.errors import BadInputError
 from recommender.evaluator import CandidateEvaluator
 from recommender.model_cache import ModelCache
 from recommender.model_source import ModelSource
+from recommender.perf.architecture_check import check_architecture, check_request_fits
 from recommender.perf.catalog import Catalog, load_catalog
 from recommender.perf.serving import check_sla_reachable
 from recommender.perf.shape import ModelShape
@@ -74,7 +75,11 @@ def prepare(spec: SearchSpec) -> Prepared:
     manager = task_manager(use_case)
     check_tasks_known(use_case, manager)
     catalog = load_catalog(spec.hardware_catalog)
-    shape = ModelShape.from_config(source.load_config())
+    config = source.load_config(field=f"{spec.spec_path}: model.source")
+    check_architecture(config, field=f"{spec.spec_path}: model.source config")
+    shape = ModelShape.from_config(config)
+    check_request_fits(config, shape, catalog, prompt_tokens=spec.traffic.prompt_tokens,
+                       output_tokens=spec.traffic.output_tokens, field=f"{spec.spec_path}: traffic")  # fmt: skip
     check_sla_reachable(
         shape,
         [

@@ -60,6 +60,22 @@ def rdb_storage(url: str, heartbeat_s: float) -> optuna.storages.BaseStorage | s
     raise AssertionError("unreachable")
 
 
+def probe_storage(url: str) -> None:
+    """A database storage server answers a connection (opened and closed, no table created); SQLite files are
+    checked statically (`recommender.destinations`). A missing driver or an unreachable server is bad input."""
+    import sqlalchemy as sa
+
+    if url.startswith("sqlite"):
+        return
+    try:
+        engine = sa.create_engine(url)
+        with engine.connect():
+            pass
+        engine.dispose()
+    except Exception as exc:  # SQLAlchemy's errors, a missing driver module (ImportError), a bad URL
+        raise unusable_storage(url, exc, "pass sqlite:///path.db or a reachable postgresql:// URL") from None
+
+
 def unusable_storage(storage: str, exc: BaseException, fix: str) -> BadInputError:
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     return BadInputError("--storage", f"cannot open Optuna storage {storage!r}: {first[:200]}", fix)

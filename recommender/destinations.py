@@ -1,0 +1,157 @@
+"""Where a command will write, checked before it writes anything: stores, folders, names.
+
+A refusal that comes after an MLflow experiment row, an Optuna table or a progress line
+leaves debris and teaches CI to ignore failures, so every command runs these checks
+first. Each check only looks (stat, parse); none creates, opens or connects.
+
+Choices made here:
+- URI schemes are those the libraries register: Optuna's RDB storage (SQLAlchemy) for
+  sqlite, postgresql and mysql; MLflow's tracking stores for those plus mssql, http(s),
+  databricks and file. Anything else is refused by name, not by the library's exception.
+- The tool creates only its own default folder (``mlruns/``); a SQLite file or output
+  folder the user names must sit in a directory that already exists — a typo must not
+  grow a new tree (as root, anywhere).
+- Names that become file or folder names (a study, a run id) are restricted to letters,
+  digits, ``_ . -``, never ``..``, and at most `MAX_NAME_BYTES`, so they cannot leave
+  their directory or fail only at the end of a search on the filesystem's 255-byte limit.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from recommender.errors import BadInputError
+from recommender.input_files import usable_path
+from recommender.paths import CACHE_DIR_ENV, cache_root
+
+#: Study names and run ids become one path component; 255 bytes is the usual filesystem limit and
+#: the tool appends suffixes (``.json``, ``-checkpoint``), so names stay well below it.
+MAX_NAME_BYTES = 200
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+STORAGE_SCHEMES = ("sqlite", "postgresql", "mysql")
+TRACKING_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql", "http", "https", "databricks", "file")
+#: The defaults' folder, the only one the tool creates by itself.
+DEFAULT_FOLDER = Path("mlruns")
+
+
+def check_name(name: str, *, field: str, what: str = "name") -> str:
+    """A name that becomes a file or folder name: safe characters, no traversal, not too long."""
+    if not _SAFE_NAME.match(name) or ".." in name:
+        raise BadInputError(field, f"{what} {name!r} is not a plain name (it becomes a folder name)",
+                            "use letters, digits, '_', '.' and '-' only, starting with a letter or digit")  # fmt: skip
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise BadInputError(field, f"{what} is {len(name.encode('utf-8'))} bytes long, over the {MAX_NAME_BYTES} "
+                            "a folder name may take here", "shorten it")  # fmt: skip
+    return name
+
+
+def _scheme(uri: str) -> str:
+    head, sep, _ = uri.partition("://")
+    if not sep:
+        head = uri.partition(":")[0] if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", uri) else ""
+    return head.split("+", 1)[0].lower()
+
+
+def _owned(path: Path) -> bool:
+    """Whether `path` lies inside the tool's own default folder (relative to the working directory)."""
+    try:
+        path.resolve().relative_to(DEFAULT_FOLDER.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def check_parent(path: Path, *, field: str, what: str) -> None:
+    """`path` (a file or folder to create) has a parent that exists, is a directory and is writable."""
+    if usable_path(path, field=field).exists() and path.is_dir() == (what == "file"):
+        kind = "a directory" if path.is_dir() else "a file"
+        raise BadInputError(field, f"{path} is {kind}, not a {what}", f"give the path of a {what}")
+    parent = path.parent
+    if _owned(path):
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+    if not parent.exists():
+        raise BadInputError(field, f"directory {parent} does not exist", "create it first, or fix the path")
+    if not parent.is_dir():
+        raise BadInputError(field, f"{parent} is a file, not a directory", "give a path inside a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise BadInputError(field, f"directory {parent} is not writable", "pick a directory you can write to")
+
+
+def _check_sqlite(uri: str, *, field: str) -> None:
+    path = uri.partition("://")[2]
+    if not path.startswith("/") or path in ("/", "/:memory:"):
+        raise BadInputError(field, f"{uri!r} names no database file",
+                            "write sqlite:///relative/path.db or sqlite:////absolute/path.db")  # fmt: skip
+    check_parent(Path(path[1:].split("?", 1)[0]), field=field, what="file")
+
+
+def check_storage_url(url: str, *, field: str = "--storage") -> None:
+    """An Optuna storage URL of a scheme its RDB storage accepts; a SQLite file's folder must exist."""
+    scheme = _scheme(url)
+    if scheme not in STORAGE_SCHEMES:
+        raise BadInputError(field, f"unknown storage scheme {scheme + '://' if scheme else url!r}",
+                            "pass sqlite:///path.db, postgresql://USER@HOST/DB or mysql://USER@HOST/DB")  # fmt: skip
+    if scheme == "sqlite":
+        _check_sqlite(url, field=field)
+
+
+def check_tracking_uri(uri: str, *, field: str = "--tracking-uri") -> None:
+    """An MLflow tracking URI of a scheme MLflow registers; a SQLite file's or file store's folder must exist."""
+    scheme = _scheme(uri)
+    if scheme == "":
+        check_parent(Path(uri), field=field, what="directory")
+        return
+    if scheme not in TRACKING_SCHEMES:
+        raise BadInputError(field, f"unknown tracking URI scheme {scheme + '://'!r}",
+                            "pass sqlite:///path.db, http(s)://HOST:PORT, a database URL or a folder")  # fmt: skip
+    if scheme == "sqlite":
+        _check_sqlite(uri, field=field)
+    elif scheme == "file":
+        check_parent(Path(uri.partition(":")[2].removeprefix("//")), field=field, what="directory")
+
+
+def check_output_dir(path: Path, *, field: str = "--output-dir") -> None:
+    """A folder to write into: a directory already, or creatable below an existing writable one."""
+    if usable_path(path, field=field).exists():
+        if not path.is_dir():
+            raise BadInputError(field, f"{path} is a file, not a directory", "give a directory (or a new path)")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise BadInputError(field, f"directory {path} is not writable", "pick a directory you can write to")
+        return
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise BadInputError(field, f"{parent} is a file, not a directory", "give a path inside a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise BadInputError(field, f"directory {parent} is not writable", "pick a directory you can write to")
+
+
+def check_search_destinations(
+    *, storage: str, tracking_uri: str, output_root: Path, study_name: str, resume: bool
+) -> None:
+    """Everything a search writes to, checked before its first row, file or progress line."""
+    check_storage_url(storage)
+    check_tracking_uri(tracking_uri, field=tracking_uri_field(tracking_uri))
+    check_output_dir(output_root)
+    check_output_dir(output_root / study_name, field="--output-dir (the study's folder)")
+    check_cache_root()
+    if resume and storage.startswith("sqlite:///") and not Path(storage.removeprefix("sqlite:///")).is_file():
+        raise BadInputError("--resume", f"no study {study_name!r} in {storage} to resume", "drop --resume to start it")
+
+
+def tracking_uri_field(uri: str) -> str:
+    """Which setting a tracking URI came from, so a refusal blames the right one."""
+    return "$MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") == uri else "--tracking-uri"
+
+
+def check_cache_root() -> Path:
+    """The cache root, refused up front when it cannot be a directory (the variable names a file, or a path
+    below one), so a search does not fail at its first cached document. Looks only; creates nothing."""
+    root = cache_root()
+    check_output_dir(root, field=f"${CACHE_DIR_ENV}" if os.environ.get(CACHE_DIR_ENV) else "cache directory")
+    return root
