@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from recommender import cli_eval, cli_quantize
+from recommender import cli_eval, cli_plan, cli_quantize
 from recommender.cli_eval import _models_here
 from recommender.errors import BadInputError
 from recommender.interrupt import ctrl_c_event
@@ -120,9 +120,11 @@ def search(
     if json_output:
         print(outcome.recommendation_path.read_text(encoding="utf-8"), end="")
     else:
+        from recommender.cli_fleet import render_daily
         from recommender.report.study_summary import render_search
 
         render_search(outcome, console)
+        render_daily(outcome.recommendation, console)
     raise typer.Exit(0 if outcome.recommendation.winner else 1)
 
 
@@ -256,62 +258,6 @@ def gate_command(
     raise typer.Exit(1 if broken else 0)
 
 
-@app.command(epilog="Every figure here is modeled; quality is a labelled prior, verdict 'unverified'.")
-def plan(
-    model: Annotated[
-        str, typer.Option(help="Shipped architecture (e.g. llama-3.1-8b), a config.json, or a model directory.")
-    ],
-    prompt_tokens: Annotated[int, typer.Option(min=1, max=10_000_000)] = 512,
-    output_tokens: Annotated[int, typer.Option(min=1)] = 256,
-    rps: Annotated[float, typer.Option(min=0.001, help="Target requests per second.")] = 10.0,
-    ttft_ms: Annotated[float, typer.Option(min=0.001, help="P99 TTFT SLA, ms.")] = 1000.0,
-    tpot_ms: Annotated[float, typer.Option(min=0.001, help="P99 TPOT SLA, ms.")] = 50.0,
-    hardware: Annotated[
-        list[str] | None, typer.Option(help="Catalog GPUs (repeat the flag); default: six common ones.")
-    ] = None,
-    batch_size: Annotated[list[int] | None, typer.Option(min=1, help="max_num_seqs values to try (repeat).")] = None,
-    price_set: Annotated[
-        str | None, typer.Option(help="Named, dated prices of one provider (recommender/perf/price_sets.yaml).")
-    ] = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
-) -> None:
-    """Project cost and latency for an architecture without its weights, across GPUs and precisions."""
-    from recommender.perf.architecture_check import check_request_fits
-    from recommender.perf.catalog import load_catalog
-    from recommender.perf.prices import get_price_set
-    from recommender.perf.shape import ModelShape
-    from recommender.plan import plan as run_plan
-    from recommender.plan import read_architecture, rows_to_json
-    from recommender.plan_inputs import check_batch_sizes, distinct, traffic_and_sla
-    from recommender.report.plan_table import render_plan
-
-    traffic, sla = traffic_and_sla(prompt_tokens=prompt_tokens, output_tokens=output_tokens, rps=rps, ttft_ms=ttft_ms,
-                                   tpot_ms=tpot_ms)  # fmt: skip
-    distinct(hardware or [], flag="--hardware")
-    check_batch_sizes(batch_size or [])
-    name, config = read_architecture(model)
-    shape = ModelShape.from_config(config)
-    catalog = load_catalog(price_set=get_price_set(price_set, field="--price-set").name)
-    check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-                       field="--prompt-tokens")  # fmt: skip
-    if hardware is None:  # the common GPUs this price set prices; the others are named, not silently dropped
-        common = ["h100-sxm", "h200", "a100-80gb", "l40s", "l4", "mi300x"]
-        hardware = [hw for hw in common if catalog.price_refusal(hw) is None]
-        unpriced = [hw for hw in common if hw not in hardware]
-        if unpriced:
-            assert catalog.prices is not None
-            note = f"not in price set {catalog.prices.name}: {', '.join(unpriced)}"
-            make_console(stderr=True).print(f"{note} (pick another --price-set, or name them with --hardware)")
-    rows = run_plan(
-        shape, catalog, hardware=hardware,
-        precisions=["bf16", "fp8", "int8", "int4"], traffic=traffic, sla=sla, batch_sizes=batch_size or [64, 256],
-    )  # fmt: skip
-    if json_output:
-        print(rows_to_json(rows))
-        return
-    render_plan(rows, name=name, traffic=traffic, sla=sla, console=make_console(stderr=False))
-
-
 @app.command(epilog="Every figure is measured on this machine (warm-up 1, median of --repeats, min-max spread).")
 def probe(
     model: Annotated[str, typer.Option(help="Local model directory or hub id.")],
@@ -380,6 +326,7 @@ def _run_with_progress(
 
 
 app.command("eval", epilog=cli_eval.EPILOG)(cli_eval.eval_command)
+app.command("plan", epilog=cli_plan.EPILOG)(cli_plan.plan_command)
 app.command("quantize", epilog=cli_quantize.EPILOG)(cli_quantize.quantize_command)
 
 

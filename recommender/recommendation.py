@@ -12,8 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from recommender import decision
+from recommender.autoscale import AutoscaleSchedule
 from recommender.candidate import CandidateResult
 from recommender.emit import EmittedConfig
+from recommender.mix_plan import GpuMix
 from recommender.spec import LatencySLA
 
 SCHEMA_VERSION = 2
@@ -57,6 +59,9 @@ class Recommendation:
     ties: list[CandidateResult] = field(default_factory=list)
     #: One line when a 16-bit winner costs no more per month than quantizing on the same hardware.
     quantization_note: str | None = None
+    #: With a daily traffic profile: the winner's replicas hour by hour, and the GPU mix (recommender/daily.py).
+    autoscale: AutoscaleSchedule | None = None
+    gpu_mix: GpuMix | None = None
     schema_version: int = SCHEMA_VERSION
 
 

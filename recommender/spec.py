@@ -13,13 +13,14 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from recommender.destinations import MAX_NAME_BYTES
 from recommender.errors import BadInputError, pydantic_location, pydantic_message
 from recommender.input_files import load_yaml_mapping
 from recommender.model_source import looks_like_hub_id
 from recommender.quantize._base import ENGINE_NAMES
+from recommender.traffic import FleetPolicy, TrafficProfile, traffic_defaults, with_absolute_trace
 
 Precision = Literal["bf16", "fp16", "fp8", "int8", "int4"]
 #: KV-cache storage dtypes, named as vLLM names them (`--kv-cache-dtype`); see perf/memory.py.
@@ -73,11 +74,15 @@ class ModelRef(_Strict):
 
 
 class Traffic(_Strict):
-    """The load to serve: request shape and rate."""
+    """The load to serve: request shape and rate; with a `profile` (recommender/traffic.py), its peak hour
+    and mean lengths unless given."""
 
     prompt_tokens: TokenCount
     output_tokens: TokenCount
     requests_per_second: Annotated[float, Field(gt=0, le=MAX_RPS)]
+    profile: TrafficProfile | None = Field(default=None, description="Hourly rates or a trace over a day.")
+
+    _profile_defaults = model_validator(mode="before")(traffic_defaults)
 
 
 class LatencySLA(_Strict):
@@ -184,6 +189,7 @@ class SearchSpec(_Strict):
         "scheme on its GPU with the numerics that were measured.",
     )
     search: SearchSettings = SearchSettings()
+    fleet: FleetPolicy | None = Field(default=None, description="Autoscaling and GPU-mix settings for a profile.")
     #: Where the file was read from (set by spec_from_mapping, not by the user; not part of the spec's JSON).
     spec_path: Path | None = Field(default=None, exclude=True)
 
@@ -191,13 +197,19 @@ class SearchSpec(_Strict):
         """A short hash of what is searched (not of how long or with which seed): the default study name's
         suffix, so a longer budget or a timeout continues the same study. Paths are hashed as seen from the
         spec's folder, so the name does not change with where the checkout lives."""
-        # price_set left out while unset, so specs written before price sets keep their study names.
+        # Fields added later are left out while unset, so specs written before them keep their study names.
         data = self.model_dump(mode="json", exclude={"search"} | ({"price_set"} if self.price_set is None else set()))
+        if data["fleet"] is None:
+            del data["fleet"]
+        if data["traffic"]["profile"] is None:
+            del data["traffic"]["profile"]
         if self.spec_path is not None:
             base = self.spec_path.parent
             data["use_case"] = os.path.relpath(self.use_case, base)
             if self.hardware_catalog is not None:
                 data["hardware_catalog"] = os.path.relpath(self.hardware_catalog, base)
+            if self.traffic.profile is not None and self.traffic.profile.trace is not None:
+                data["traffic"]["profile"]["trace"] = os.path.relpath(self.traffic.profile.trace, base)
             if Path(self.model.source).is_absolute():
                 data["model"]["source"] = os.path.relpath(self.model.source, base)
         payload = json.dumps(data, sort_keys=True)
@@ -278,6 +290,8 @@ def _with_absolute_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
     """The raw spec with its path fields made absolute against `base`; values of the wrong type are left
     for validation to refuse with its usual message."""
     data = dict(raw)
+    if "traffic" in data:
+        data["traffic"] = with_absolute_trace(data["traffic"], base)
     for key in ("use_case", "hardware_catalog"):
         if isinstance(data.get(key), str):
             data[key] = str((base / Path(_plain_path(data[key], key)).expanduser()).resolve())

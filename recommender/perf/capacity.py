@@ -10,14 +10,14 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from recommender.perf.scheduler import simulate
+from recommender.perf.scheduler import fits_kv_cache, simulate
 from recommender.perf.workload import make_workload
 
 if TYPE_CHECKING:
     from recommender.perf.results import SimulationResult
     from recommender.perf.scheduler import SchedulerConfig
     from recommender.perf.step_cost import StepCostModel
-    from recommender.perf.workload import LengthDist, Workload
+    from recommender.perf.workload import Lengths, Workload
 
 __all__ = ["RateSearch", "max_rate_within_sla"]
 
@@ -40,8 +40,8 @@ class _RateTrials:
 
     cost: StepCostModel
     config: SchedulerConfig
-    prompt: int | LengthDist
-    output: int | LengthDist
+    prompt: Lengths
+    output: Lengths
     n_requests: int
     seed: int
     ttft_p99_ms: float
@@ -74,8 +74,8 @@ def max_rate_within_sla(
     cost: StepCostModel,
     config: SchedulerConfig,
     *,
-    prompt: int | LengthDist,
-    output: int | LengthDist,
+    prompt: Lengths,
+    output: Lengths,
     ttft_p99_ms: float,
     tpot_p99_ms: float,
     n_requests: int = 2000,
@@ -94,6 +94,10 @@ def max_rate_within_sla(
     can already miss the SLA.
     """
     trials = _RateTrials(cost, config, prompt, output, n_requests, seed, ttft_p99_ms, tpot_p99_ms)
+    if not fits_kv_cache(trials.workload(1.0), config):
+        # Drawn lengths (a long tail, a trace) can hold a request no KV cache of this replica holds: it would
+        # never be scheduled, so no arrival rate meets the SLA.
+        return RateSearch(0.0, None, 0)
     guess = trials.decode_only_rate()
 
     probe = trials.run(guess / 1000)

@@ -109,6 +109,13 @@ class Catalog(BaseModel):
             "price_per_hour_usd in a hardware_catalog file"
         )
 
+    def hourly_price(self, key: str) -> float:
+        """GPU `key`'s price per hour; refused (one line naming the fix) when the price set has none."""
+        price = self.accelerators[key].price_per_hour_usd
+        if price is None:
+            raise BadInputError("hardware", self.price_refusal(key) or key, "see recommender/perf/price_sets.yaml")
+        return price
+
     @cached_property
     def names(self) -> list[str]:
         return sorted(self.accelerators)

@@ -96,9 +96,14 @@ def simulate(
     return ContinuousBatchingSimulation(cost, workload, config).run(ttft_sla_ms=ttft_sla_ms, tpot_sla_ms=tpot_sla_ms)
 
 
+def fits_kv_cache(workload: Workload, config: SchedulerConfig) -> bool:
+    """Whether every request fits the KV cache alone (its last token is never stored); else it could never run."""
+    return -(-int((workload.prompt_tokens + workload.output_tokens - 1).max()) // config.block_size) <= config.kv_blocks
+
+
 def _validate(workload: Workload, config: SchedulerConfig) -> None:
     longest = int((workload.prompt_tokens + workload.output_tokens - 1).max())
-    if -(-longest // config.block_size) > config.kv_blocks:
+    if not fits_kv_cache(workload, config):
         raise ValueError(
             f"a request of {longest} tokens needs more KV cache than the {config.kv_blocks * config.block_size} "
             "tokens available; it could never run"

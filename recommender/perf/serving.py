@@ -18,6 +18,7 @@ from recommender.perf.scheduler import SchedulerConfig, simulate
 from recommender.perf.workload import make_workload
 from recommender.provenance import Provenance
 from recommender.spec import LatencySLA, Traffic
+from recommender.traffic import length_models
 
 if TYPE_CHECKING:
     from recommender.perf.catalog import Accelerator
@@ -54,14 +55,17 @@ def simulate_serving(
         f"continuous-batching simulation ({SIMULATED_REQUESTS} Poisson requests, max_num_seqs {config.max_num_seqs}, "
         f"max_num_batched_tokens {config.max_num_batched_tokens}, chunked prefill)"
     )
-    prompt, output = traffic.prompt_tokens, traffic.output_tokens
+    # Fixed lengths for a constant rate; a profile's lognormal lengths or its trace's histogram.
+    prompt, output = length_models(traffic.profile, traffic.prompt_tokens, traffic.output_tokens)
     search = max_rate_within_sla(
         cost, config, prompt=prompt, output=output, ttft_p99_ms=sla.ttft_p99_ms, tpot_p99_ms=sla.tpot_p99_ms,
         n_requests=SIMULATED_REQUESTS,
     )  # fmt: skip
     if search.rate_per_s <= 0:
         # Not even a lone request meets the SLA: report the latencies at a trickle of traffic.
-        lone = simulate(cost, make_workload(prompt=prompt, output=output, n_requests=20, rate=1e-3), config)
+        # At the mean lengths: a drawn tail may hold a request that never fits (then the capacity is 0 for that).
+        mean_prompt, mean_output = traffic.prompt_tokens, traffic.output_tokens
+        lone = simulate(cost, make_workload(prompt=mean_prompt, output=mean_output, n_requests=20, rate=1e-3), config)
         return ServingEstimate(lone.ttft_ms, lone.tpot_ms, 0.0, 0.0, 1e-3, label)
     replicas = replicas_needed(traffic.requests_per_second, search.rate_per_s)
     load = traffic.requests_per_second / replicas
@@ -71,7 +75,7 @@ def simulate_serving(
         ttft_ms=at_load.ttft_ms,
         tpot_ms=at_load.tpot_ms,
         requests_per_s=search.rate_per_s,
-        tokens_per_s=search.rate_per_s * (prompt + output),
+        tokens_per_s=search.rate_per_s * (traffic.prompt_tokens + traffic.output_tokens),
         load_per_replica_rps=load,
         provenance=label,
     )

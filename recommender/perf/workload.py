@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -18,9 +18,16 @@ import numpy.typing as npt
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from recommender.spec import Traffic
-
-__all__ = ["FloatArray", "IntArray", "LengthDist", "Workload", "make_workload", "workload_from_traffic"]
+__all__ = [
+    "EmpiricalLengths",
+    "FloatArray",
+    "IntArray",
+    "LengthDist",
+    "Lengths",
+    "Workload",
+    "make_workload",
+    "workload_from_traffic",
+]
 
 #: Times in seconds, one per request or per step.
 FloatArray = npt.NDArray[np.float64]
@@ -55,6 +62,28 @@ class LengthDist:
         return np.clip(values, 1, self.maximum if self.maximum is not None else None)
 
 
+@dataclass(frozen=True, slots=True)
+class EmpiricalLengths:
+    """Token lengths drawn (with replacement) from recorded ones: a trace's own histogram, no fitted shape."""
+
+    values: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not self.values or min(self.values) < 1:
+            raise ValueError("need at least one recorded length, each >= 1")
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.values))
+
+    def sample(self, n: int, rng: np.random.Generator) -> IntArray:
+        return rng.choice(np.asarray(self.values, dtype=np.int64), size=n, replace=True)
+
+
+#: What a workload's lengths are drawn from: a fixed count, a lognormal, or recorded lengths.
+Lengths = int | LengthDist | EmpiricalLengths
+
+
 @dataclass(frozen=True)
 class Workload:
     """Requests in arrival order: arrival times (s) and prompt and output lengths (tokens)."""
@@ -86,8 +115,8 @@ class Workload:
 
 def make_workload(
     *,
-    prompt: int | LengthDist,
-    output: int | LengthDist,
+    prompt: Lengths,
+    output: Lengths,
     n_requests: int | None = None,
     rate: float | None = None,
     arrivals: Sequence[float] | FloatArray | None = None,
@@ -111,12 +140,23 @@ def make_workload(
         times = np.cumsum(arrival_rng.standard_exponential(n_requests)) / rate
         times -= times[0]
     n = len(times)
-    prompt_dist = prompt if isinstance(prompt, LengthDist) else LengthDist(prompt)
-    output_dist = output if isinstance(output, LengthDist) else LengthDist(output)
+    prompt_dist = LengthDist(prompt) if isinstance(prompt, int) else prompt
+    output_dist = LengthDist(output) if isinstance(output, int) else output
     return Workload(times, prompt_dist.sample(n, prompt_rng), output_dist.sample(n, output_rng))
 
 
-def workload_from_traffic(traffic: Traffic, *, n_requests: int, length_cv: float = 0.0, seed: int = 0) -> Workload:
+class TrafficRate(Protocol):
+    """What a workload needs of the spec's traffic (`recommender.spec.Traffic`; not imported: the spec imports this)."""
+
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def requests_per_second(self) -> float: ...
+
+
+def workload_from_traffic(traffic: TrafficRate, *, n_requests: int, length_cv: float = 0.0, seed: int = 0) -> Workload:
     """Poisson arrivals at the spec's rate, lengths around its prompt and output means."""
     return make_workload(
         prompt=LengthDist(traffic.prompt_tokens, length_cv),

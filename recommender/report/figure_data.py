@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from recommender.autoscale import AutoscaleSchedule
     from recommender.candidate import CandidateResult
     from recommender.performance import LoadCurve
     from recommender.recommendation import Recommendation
@@ -28,7 +29,13 @@ SPEED_KINDS = ("measured", "calibrated", "modeled", "unknown")
 PARETO = "pareto"
 COST = "cost_by_precision"
 LOAD = "load_curve"
-TITLES = {PARETO: "Cost against quality loss", COST: "Cost per precision and GPU", LOAD: "Latency against load"}
+DAILY = "daily_replicas"
+TITLES = {
+    PARETO: "Cost against quality loss",
+    COST: "Cost per precision and GPU",
+    LOAD: "Latency against load",
+    DAILY: "Traffic and replicas over the day",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +204,15 @@ def load_caption(curve: LoadCurve, winner: CandidateResult | None) -> str:
     )
 
 
+def daily_caption(a: AutoscaleSchedule) -> str:
+    return (
+        f"Requests/s of the spec's daily profile and replicas of {a.candidate_key} each hour (capacity "
+        f"{a.capacity_rps:.2f} req/s per replica, headroom {a.headroom:g}, {a.provenance.kind}): "
+        f"${a.usd_per_month_autoscaled:,.0f}/month autoscaled against ${a.usd_per_month_static:,.0f}/month for "
+        f"{a.static_replicas} replicas all day ({a.saving_percent:.1f} % saved)."
+    )
+
+
 # -- the figures of one report -------------------------------------------------------------
 
 
@@ -213,4 +229,6 @@ def describe_figures(
         infos.append(FigureInfo(COST, TITLES[COST], cost.caption))
     if load_curve is not None and load_curve.points:
         infos.append(FigureInfo(LOAD, TITLES[LOAD], load_caption(load_curve, recommendation.winner)))
+    if recommendation.autoscale is not None:
+        infos.append(FigureInfo(DAILY, TITLES[DAILY], daily_caption(recommendation.autoscale)))
     return infos

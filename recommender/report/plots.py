@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
 from recommender.report.figure_data import (
     COST,
+    DAILY,
     PARETO,
     CostData,
     FigureInfo,
@@ -31,6 +32,7 @@ from recommender.report.figure_data import (
 )
 
 if TYPE_CHECKING:
+    from recommender.autoscale import AutoscaleSchedule
     from recommender.candidate import CandidateResult
     from recommender.performance import LoadCurve
     from recommender.recommendation import Recommendation
@@ -207,6 +209,33 @@ def load_png(curve: LoadCurve) -> bytes:
     return _to_png(fig)
 
 
+# -- (d) traffic and replicas over the day --------------------------------------------------
+
+
+def daily_png(schedule: AutoscaleSchedule) -> bytes:
+    """Hourly request rate (line, left axis) and the replicas autoscaling runs (steps, right axis), against
+    the static fleet sized for the peak (dashed)."""
+    fig = _new_figure()
+    ax = fig.add_subplot()
+    hours = [h.hour for h in schedule.hours]
+    ax.plot(hours, [h.rate_rps for h in schedule.hours], marker="o", markersize=3, color="tab:blue", label="req/s")
+    ax.set_xlabel("hour of day")
+    ax.set_ylabel("requests per second", color="tab:blue")
+    ax.set_xticks(range(0, 24, 3))
+    ax.set_ylim(0, schedule.peak_rps * 1.1)
+    ax.grid(True, alpha=0.3)
+    replicas = ax.twinx()
+    replicas.step(hours, [h.replicas for h in schedule.hours], where="mid", color="tab:orange", label="replicas")
+    replicas.axhline(schedule.static_replicas, color="tab:red", linestyle="--", linewidth=1,
+                     label=f"static fleet ({schedule.static_replicas})")  # fmt: skip
+    replicas.set_ylabel("replicas", color="tab:orange")
+    replicas.set_ylim(0, schedule.static_replicas + 1)
+    replicas.yaxis.set_major_locator(MaxNLocator(integer=True))
+    replicas.legend(fontsize=7, loc="upper left")
+    ax.set_title(f"{schedule.candidate_key}: autoscaled saves {schedule.saving_percent:.0f} %", fontsize=9)
+    return _to_png(fig)
+
+
 # -- the figures of one report -------------------------------------------------------------
 
 
@@ -222,6 +251,8 @@ def draw_figures(
             png = pareto_png(pareto_data(results), winner_key=winner_key, current_key=current_key)
         elif info.name == COST:
             png = cost_png(cost_data(results))
+        elif info.name == DAILY and recommendation.autoscale is not None:
+            png = daily_png(recommendation.autoscale)
         elif load_curve is not None:
             png = load_png(load_curve)
         else:  # describe_figures lists the load curve only when there is one

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from recommender.candidate import Candidate, CandidateResult
 from recommender.claims import ClaimStore, worker_id
+from recommender.daily import daily_answers
 from recommender.decision import pick
 from recommender.destinations import check_search_destinations
 from recommender.emit.launch import launch_commands
@@ -219,6 +220,10 @@ def _finish(
                                                 device=evaluator.performance.device_of(winner.candidate))  # fmt: skip
         status("latency against load of the winner")
         load_curve = evaluator.load_curve(winner.candidate)
+        if spec.traffic.profile is not None:
+            status("the daily profile: autoscaling and the GPU mix")
+            recommendation.autoscale, recommendation.gpu_mix = daily_answers(spec, evaluator.performance, results,
+                                                                             winner)  # fmt: skip
     evaluator.quality.models.release()
     evidence = StudyEvidence(recommendation, results, load_curve)
     paths = write_evidence(output_dir, evidence) + placed

@@ -1,0 +1,91 @@
+"""`recommender plan`: cost and latency of an architecture without its weights, across GPUs and precisions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from recommender.errors import BadInputError
+from recommender.report.console import make_console
+
+if TYPE_CHECKING:
+    from recommender.perf.catalog import Catalog
+
+EPILOG = "Every figure here is modeled; quality is a labelled prior, verdict 'unverified'."
+
+#: The GPUs planned when --hardware is not given (those the price set prices).
+COMMON_GPUS = ("h100-sxm", "h200", "a100-80gb", "l40s", "l4", "mi300x")
+
+
+def _priced_common(catalog: Catalog) -> list[str]:
+    """The common GPUs this price set prices; the others are named on stderr, not silently dropped."""
+    hardware = [hw for hw in COMMON_GPUS if catalog.price_refusal(hw) is None]
+    unpriced = [hw for hw in COMMON_GPUS if hw not in hardware]
+    if unpriced and catalog.prices is not None:
+        note = f"not in price set {catalog.prices.name}: {', '.join(unpriced)}"
+        make_console(stderr=True).print(f"{note} (pick another --price-set, or name them with --hardware)")
+    return hardware
+
+
+def plan_command(
+    model: Annotated[
+        str | None,
+        typer.Option(help="Shipped architecture (e.g. llama-3.1-8b), a config.json, or a model directory "
+                     "(default with --spec: the spec's model.name)."),
+    ] = None,
+    spec: Annotated[
+        Path | None,
+        typer.Option(help="A search space: plan its GPUs, precisions, batch sizes, traffic and SLA; with a daily "
+                     "profile, also autoscaled vs static $/month and the GPU mix (the flags below are ignored)."),
+    ] = None,
+    prompt_tokens: Annotated[int, typer.Option(min=1, max=10_000_000)] = 512,
+    output_tokens: Annotated[int, typer.Option(min=1)] = 256,
+    rps: Annotated[float, typer.Option(min=0.001, help="Target requests per second.")] = 10.0,
+    ttft_ms: Annotated[float, typer.Option(min=0.001, help="P99 TTFT SLA, ms.")] = 1000.0,
+    tpot_ms: Annotated[float, typer.Option(min=0.001, help="P99 TPOT SLA, ms.")] = 50.0,
+    hardware: Annotated[
+        list[str] | None, typer.Option(help="Catalog GPUs (repeat the flag); default: six common ones.")
+    ] = None,
+    batch_size: Annotated[list[int] | None, typer.Option(min=1, help="max_num_seqs values to try (repeat).")] = None,
+    price_set: Annotated[
+        str | None, typer.Option(help="Named, dated prices of one provider (recommender/perf/price_sets.yaml).")
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
+) -> None:
+    """Project cost and latency for an architecture without its weights, across GPUs and precisions."""
+    from recommender.perf.architecture_check import check_request_fits
+    from recommender.perf.catalog import load_catalog
+    from recommender.perf.prices import get_price_set
+    from recommender.perf.shape import ModelShape
+    from recommender.plan import plan as run_plan
+    from recommender.plan import read_architecture, rows_to_json
+    from recommender.plan_inputs import check_batch_sizes, distinct, traffic_and_sla
+    from recommender.report.plan_table import render_plan
+
+    if spec is not None:
+        from recommender.cli_fleet import plan_spec
+
+        plan_spec(spec, model, json_output)
+        return
+    if model is None:
+        raise BadInputError("--model", "no architecture to plan", "pass --model llama-3.1-8b (or --spec SPACE.yaml)")
+    traffic, sla = traffic_and_sla(prompt_tokens=prompt_tokens, output_tokens=output_tokens, rps=rps, ttft_ms=ttft_ms,
+                                   tpot_ms=tpot_ms)  # fmt: skip
+    distinct(hardware or [], flag="--hardware")
+    check_batch_sizes(batch_size or [])
+    name, config = read_architecture(model)
+    shape = ModelShape.from_config(config)
+    catalog = load_catalog(price_set=get_price_set(price_set, field="--price-set").name)
+    check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                       field="--prompt-tokens")  # fmt: skip
+    hardware = hardware if hardware is not None else _priced_common(catalog)
+    rows = run_plan(
+        shape, catalog, hardware=hardware,
+        precisions=["bf16", "fp8", "int8", "int4"], traffic=traffic, sla=sla, batch_sizes=batch_size or [64, 256],
+    )  # fmt: skip
+    if json_output:
+        print(rows_to_json(rows))
+        return
+    render_plan(rows, name=name, traffic=traffic, sla=sla, console=make_console(stderr=False))

@@ -1,0 +1,63 @@
+"""What a search's daily profile adds to its recommendation: the winner's replica schedule and the GPU mix.
+
+The same answers `recommender plan --spec` gives, from the search's own results: the winner's capacity at
+the SLA (simulated on the profile's lengths) sets its replicas hour by hour, and the GPU mix chooses among
+the feasible candidates only — measured quality passed, latency and memory met — one per GPU and scheme.
+Local-device candidates stay out of the mix: their step times were measured at the spec's mean prompt
+only, not at each bucket's lengths.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from recommender.autoscale import AutoscaleSchedule, schedule
+from recommender.length_buckets import length_buckets
+from recommender.mix_plan import GpuMix, PoolOption, plan_mix
+from recommender.spec import LOCAL_DEVICE
+from recommender.traffic import FleetPolicy, hourly_rates
+
+if TYPE_CHECKING:
+    from recommender.candidate import CandidateResult
+    from recommender.performance import PerformanceEvaluator
+    from recommender.spec import SearchSpec
+
+__all__ = ["daily_answers"]
+
+
+def _winner_schedule(spec: SearchSpec, winner: CandidateResult, policy: FleetPolicy) -> AutoscaleSchedule | None:
+    if winner.serving is None or winner.cost is None or winner.serving.requests_per_s <= 0:
+        return None
+    return schedule(
+        hourly_rates(spec.traffic.profile, spec.traffic.requests_per_second), candidate_key=winner.key,
+        capacity_rps=winner.serving.requests_per_s,
+        usd_per_replica_hour=winner.cost.price_per_hour_usd * winner.candidate.tensor_parallel,
+        headroom=policy.headroom, min_replicas=policy.min_replicas, provenance=winner.serving.provenance,
+    )  # fmt: skip
+
+
+def _mix_options(results: list[CandidateResult]) -> list[PoolOption]:
+    """The cheapest feasible candidate of each (GPU, scheme, tensor-parallel degree), its quality verdict measured."""
+    best: dict[tuple[str, str, int], CandidateResult] = {}
+    for r in results:
+        c = r.candidate
+        if not r.feasible or r.usd_per_month is None or c.hardware == LOCAL_DEVICE:
+            continue
+        key = (c.hardware, c.method, c.tensor_parallel)
+        if key not in best or r.usd_per_month < (best[key].usd_per_month or 0.0):
+            best[key] = r
+    return [PoolOption(r.candidate, f"measured: {r.quality_verdict}") for r in best.values()]
+
+
+def daily_answers(
+    spec: SearchSpec, performance: PerformanceEvaluator, results: list[CandidateResult], winner: CandidateResult
+) -> tuple[AutoscaleSchedule | None, GpuMix | None]:
+    """The winner's schedule over the profile's day and the GPU mix among the feasible candidates."""
+    policy = spec.fleet or FleetPolicy()
+    traffic = spec.traffic
+    options = _mix_options(results)
+    rates = hourly_rates(traffic.profile, traffic.requests_per_second)
+    buckets = length_buckets(traffic.profile, traffic.prompt_tokens, traffic.output_tokens, policy.prompt_buckets)
+    mix = plan_mix(performance, options, buckets, hourly_rps=rates, headroom=policy.headroom,
+                   model=spec.model.source) if options else None  # fmt: skip
+    return _winner_schedule(spec, winner, policy), mix

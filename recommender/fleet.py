@@ -1,0 +1,86 @@
+"""`recommender plan SPEC`: the architecture-only plan of a spec's space, then what its daily profile changes.
+
+Three answers from one set of modeled figures: the cheapest single configuration for the peak
+hour (the plan's rows, every figure modeled, quality a labelled prior), its replicas hour by hour
+against a static fleet sized for the peak (`autoscale`), and the cheapest mix of GPU types
+routed by prompt length (`mix_plan`), or how much the single type wins by.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from recommender.autoscale import AutoscaleSchedule, schedule
+from recommender.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate
+from recommender.decision import COST_TOLERANCE, PRECISION_BITS
+from recommender.length_buckets import length_buckets
+from recommender.mix_plan import GpuMix, PoolOption, plan_mix
+from recommender.perf.catalog import Catalog
+from recommender.perf.shape import ModelShape
+from recommender.performance import PerformanceEvaluator
+from recommender.plan import PLAN_METHODS, PlanRow, plan
+from recommender.spec import LOCAL_DEVICE, SearchSpec
+from recommender.traffic import FleetPolicy, hourly_rates
+
+__all__ = ["FleetPlan", "plan_fleet", "winner_row"]
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    """The plan's rows at the peak hour, the configuration it recommends, its schedule, and the GPU mix."""
+
+    rows: list[PlanRow]
+    winner: PlanRow | None
+    autoscale: AutoscaleSchedule | None
+    mix: GpuMix | None
+    policy: FleetPolicy
+
+
+def winner_row(rows: list[PlanRow]) -> PlanRow | None:
+    """The cheapest row per month at the peak; within the tie tolerance, the least quantized (the decision's rule)."""
+    priced = [r for r in rows if r.usd_per_month is not None]
+    if not priced:
+        return None
+    floor = min(r.usd_per_month or math.inf for r in priced) * (1 + COST_TOLERANCE)
+    tied = [r for r in priced if (r.usd_per_month or math.inf) <= floor]
+    return min(tied, key=lambda r: (-PRECISION_BITS.get(r.precision, 0), r.usd_per_month, r.usd_per_1m_tokens))
+
+
+def _schedule(spec: SearchSpec, winner: PlanRow, catalog: Catalog, policy: FleetPolicy) -> AutoscaleSchedule | None:
+    if winner.max_rps_per_replica is None or winner.tensor_parallel is None or winner.provenance is None:
+        return None
+    price = catalog.hourly_price(winner.hardware) * winner.tensor_parallel
+    key = _option(winner).candidate.key
+    return schedule(
+        hourly_rates(spec.traffic.profile, spec.traffic.requests_per_second), candidate_key=key,
+        capacity_rps=winner.max_rps_per_replica, usd_per_replica_hour=price, headroom=policy.headroom,
+        min_replicas=policy.min_replicas, provenance=winner.provenance,
+    )  # fmt: skip
+
+
+def _option(row: PlanRow) -> PoolOption:
+    assert row.tensor_parallel is not None and row.batch_size is not None  # priced rows only
+    candidate = Candidate(row.precision, row.method, row.hardware, row.batch_size, row.tensor_parallel,
+                          DEFAULT_MAX_BATCHED_TOKENS)  # fmt: skip
+    return PoolOption(candidate, f"{row.quality} [{row.quality_verdict}]")
+
+
+def plan_fleet(spec: SearchSpec, shape: ModelShape, catalog: Catalog) -> FleetPlan:
+    """Plan the spec's catalog GPUs x precisions for its peak hour, then autoscale the winner and solve the mix."""
+    policy = spec.fleet or FleetPolicy()
+    traffic, sla = spec.traffic, spec.sla
+    hardware = [h for h in spec.space.hardware if h != LOCAL_DEVICE]
+    # plan's own scheme per precision (PLAN_METHODS), at the smallest tensor-parallel degree that fits.
+    precisions: list[str] = [p for p in spec.space.methods if p in PLAN_METHODS]
+    rows = plan(shape, catalog, hardware=hardware, precisions=precisions, traffic=traffic, sla=sla,
+                batch_sizes=spec.space.batch_sizes)  # fmt: skip
+    winner = winner_row(rows)
+    autoscale = None if winner is None else _schedule(spec, winner, catalog, policy)
+    buckets = length_buckets(traffic.profile, traffic.prompt_tokens, traffic.output_tokens, policy.prompt_buckets)
+    performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=tuple(spec.engines))
+    options = [_option(r) for r in rows if r.usd_per_month is not None]
+    rates = hourly_rates(traffic.profile, traffic.requests_per_second)
+    mix = plan_mix(performance, options, buckets, hourly_rps=rates, headroom=policy.headroom,
+                   model=spec.model.source) if options else None  # fmt: skip
+    return FleetPlan(rows, winner, autoscale, mix, policy)
