@@ -133,7 +133,7 @@ def test_a_request_longer_than_the_kv_cache_leaves_no_capacity() -> None:
     _, shape = load_architecture("llama-3.1-8b")
     traffic = Traffic(prompt_tokens=500, output_tokens=100, requests_per_second=1)
     setup = PerformanceEvaluator(load_catalog(), shape, traffic, LatencySLA(ttft_p99_ms=5000, tpot_p99_ms=200)).setup(
-        Candidate("bf16", "baseline", "l4", 8)
+        Candidate("bf16", "baseline", "l40s", 8)
     )
     assert isinstance(setup, Setup)
     too_long = setup.scheduler.kv_cache_tokens + 10
