@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from recommender import cli_eval, cli_plan, cli_quantize
+from recommender import cli_estimate, cli_eval, cli_plan, cli_quantize
 from recommender.cli_eval import _models_here
 from recommender.errors import BadInputError
 from recommender.interrupt import ctrl_c_event
@@ -327,6 +327,7 @@ def _run_with_progress(
 
 app.command("eval", epilog=cli_eval.EPILOG)(cli_eval.eval_command)
 app.command("plan", epilog=cli_plan.EPILOG)(cli_plan.plan_command)
+app.command("estimate", epilog=cli_estimate.EPILOG)(cli_estimate.estimate_command)
 app.command("quantize", epilog=cli_quantize.EPILOG)(cli_quantize.quantize_command)
 
 

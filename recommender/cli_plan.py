@@ -13,7 +13,8 @@ from recommender.report.console import make_console
 if TYPE_CHECKING:
     from recommender.perf.catalog import Catalog
 
-EPILOG = "Every figure here is modeled; quality is a labelled prior, verdict 'unverified'."
+EPILOG = ("Latencies and capacities are calibrated (step costs fitted on measured serving runs, intervals from their "
+          "cross-validation); quality is a labelled prior, verdict 'unverified'.")
 
 #: The GPUs planned when --hardware is not given (those the price set prices).
 COMMON_GPUS = ("h100-sxm", "h200", "a100-80gb", "l40s", "l4", "mi300x")

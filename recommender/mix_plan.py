@@ -201,7 +201,7 @@ def plan_mix(
         single_replicas=single.replicas, usd_per_month_single=single.usd_per_hour * HOURS_PER_MONTH,
         recommended=recommended, verdict=verdict, solve_seconds=solution.solve_seconds,
         options=[o.candidate.key for o in chosen], capacities_rps=problem.capacities,
-        provenance=Provenance("modeled", "roofline step costs + continuous-batching simulation per length bucket; "
+        provenance=Provenance("calibrated", "calibrated step costs + continuous-batching simulation per length bucket; "
                               f"MILP (scipy.optimize.milp, HiGHS) at the peak hour x {headroom:g} headroom; "
                               f"{len(pairs) - len(kept)} dominated pool(s) of {len(pairs)} left out"),
         usd_per_month_autoscaled=day_mix * per_hour_of_day,

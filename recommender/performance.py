@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from recommender.candidate import CONSTRAINT_KEYS, Candidate, CandidateResult
@@ -24,7 +24,9 @@ from recommender.cost import CostEstimate, estimate_cost
 from recommender.device import DeviceInfo
 from recommender.emit.support import DEFAULT_ENGINES, Eligibility, eligibility
 from recommender.errors import MethodUnavailableError
+from recommender.perf.calibrated import CalibratedModel, load_fit
 from recommender.perf.catalog import Accelerator, Catalog
+from recommender.perf.engine_profiles import engine_profile
 from recommender.perf.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryFit, plan_memory
 from recommender.perf.probe import ProbeResult, probe
 from recommender.perf.scheduler import SchedulerConfig
@@ -80,6 +82,8 @@ class Setup:
     engines: tuple[str, ...] = ()
     #: The named price set the hourly price comes from ("hardware_catalog": a contract price; "local_device").
     price_set: str = ""
+    #: The engine whose calibrated step cost `step_cost` is ('' for the local device's measured steps).
+    engine: str = ""
 
 
 @dataclass(frozen=True)
@@ -98,14 +102,15 @@ def speed_result(c: Candidate, perf: Performance, sla: LatencySLA) -> CandidateR
         "runnable": 0.0,
         "memory": perf.setup.memory.constraint,
         "quality": 1.0,
-        "ttft": serving.ttft_ms.p99 / sla.ttft_p99_ms - 1.0,
-        "tpot": serving.tpot_ms.p99 / sla.tpot_p99_ms - 1.0,
+        "ttft": serving.ttft_p99_checked_ms / sla.ttft_p99_ms - 1.0,
+        "tpot": serving.tpot_p99_checked_ms / sla.tpot_p99_ms - 1.0,
     }
+    at = "" if serving.confidence is None else f" (upper end at {serving.confidence:.0%} confidence)"
     broken = []
     if constraints["ttft"] > 0:
-        broken.append(f"ttft: P99 {serving.ttft_ms.p99:.1f} ms > SLA {sla.ttft_p99_ms:g} ms")
+        broken.append(f"ttft: P99 {serving.ttft_p99_checked_ms:.1f} ms{at} > SLA {sla.ttft_p99_ms:g} ms")
     if constraints["tpot"] > 0:
-        broken.append(f"tpot: P99 {serving.tpot_ms.p99:.2f} ms > SLA {sla.tpot_p99_ms:g} ms")
+        broken.append(f"tpot: P99 {serving.tpot_p99_checked_ms:.2f} ms{at} > SLA {sla.tpot_p99_ms:g} ms")
     return CandidateResult(
         candidate=c,
         status="evaluated",
@@ -115,7 +120,8 @@ def speed_result(c: Candidate, perf: Performance, sla: LatencySLA) -> CandidateR
         cost=perf.cost,
         memory=perf.setup.memory,
         probe=perf.setup.probe,
-        engines=perf.setup.engines,
+        # The engine the figures are for comes first: the recommendation names it.
+        engines=tuple(sorted(perf.setup.engines, key=lambda e: e != perf.setup.engine)),
     )
 
 
@@ -149,6 +155,7 @@ class PerformanceEvaluator:
     sla: LatencySLA
     local: LocalMeasurement | None = None
     engines: tuple[str, ...] = DEFAULT_ENGINES
+    calibrated: CalibratedModel = field(default_factory=lambda: CalibratedModel(load_fit()))
     _probes: dict[tuple[str, int], ProbeResult] = field(default_factory=dict)
 
     @property
@@ -165,7 +172,7 @@ class PerformanceEvaluator:
         setup = self.setup(c)
         if isinstance(setup, CandidateResult):
             return setup
-        serving = simulate_serving(setup.step_cost, setup.scheduler, traffic=self.traffic, sla=self.sla)
+        setup, serving = self._fastest_engine(c, setup)
         cost = None
         if serving.requests_per_s > 0:  # else not even a lone request meets the SLA: nothing to price
             cost = estimate_cost(
@@ -178,6 +185,42 @@ class PerformanceEvaluator:
                 target_requests_per_s=self.traffic.requests_per_second,
             )
         return Performance(setup, serving, cost)
+
+    def _fastest_engine(self, c: Candidate, setup: Setup) -> tuple[Setup, ServingEstimate]:
+        """The engine among those that launch `c` whose calibrated replica carries the most within the SLA.
+
+        The engine is a search dimension evaluated exhaustively: it leaves quality alone and a
+        simulation costs milliseconds, so every launching engine is simulated, not sampled.
+        The local device keeps its measured step times (no engine is modelled there).
+        """
+        if setup.probe is not None or c.hardware == LOCAL_DEVICE:
+            return setup, simulate_serving(setup.step_cost, setup.scheduler, traffic=self.traffic, sla=self.sla)
+        accel = self.catalog.get(c.hardware)
+        best: tuple[Setup, ServingEstimate] | None = None
+        for engine in setup.engines or self.engines[:1]:
+            cost = self.calibrated.step_cost(
+                self.shape, setup.method, accel, engine, tensor_parallel=c.tensor_parallel,
+                kv_cache_dtype=c.kv_cache_dtype,
+            )  # fmt: skip
+            scheduler = replace(setup.scheduler, mixed_prefill=engine_profile(engine).mixed_prefill)
+            serving = self._calibrated_serving(cost, scheduler, engine)
+            if best is None or serving.requests_per_s > best[1].requests_per_s:
+                best = (replace(setup, step_cost=cost, scheduler=scheduler, engine=engine), serving)
+        assert best is not None
+        return best
+
+    def _calibrated_serving(self, cost: StepCostModel, scheduler: SchedulerConfig, engine: str) -> ServingEstimate:
+        """Capacity against the SLA derated by the intervals' upper ends, and the P99s with those upper ends."""
+        confidence = self.sla.confidence
+        ttft_factor = self.calibrated.upper_factor("ttft", engine, confidence)
+        tpot_factor = self.calibrated.upper_factor("tpot", engine, confidence)
+        request_ms = self.calibrated.request_overhead_ms(engine)
+        ttft_budget = self.sla.ttft_p99_ms / ttft_factor - request_ms
+        derated = self.sla.model_copy(
+            update={"ttft_p99_ms": max(ttft_budget, 1e-3), "tpot_p99_ms": self.sla.tpot_p99_ms / tpot_factor}
+        )
+        serving = simulate_serving(cost, scheduler, traffic=self.traffic, sla=derated)
+        return serving.with_interval(engine, ttft_factor, tpot_factor, confidence, ttft_offset_ms=request_ms)
 
     def setup(self, c: Candidate) -> CandidateResult | Setup:
         """The pruned result, or what evaluating `c` needs: its step-cost model, scheduler, price, memory."""
@@ -274,11 +317,12 @@ class PerformanceEvaluator:
 
         None for a pruned candidate. Probes are kept per process: after a resume a local winner is probed again.
         """
-        setup = self.setup(c)
-        if isinstance(setup, CandidateResult):
+        performance = self.performance(c)
+        if isinstance(performance, CandidateResult):
             return None
+        setup = performance.setup
         cost, scheduler, traffic = setup.step_cost, setup.scheduler, self.traffic
-        capacity = simulate_serving(cost, scheduler, traffic=traffic, sla=self.sla).requests_per_s
+        capacity = performance.serving.requests_per_s
         if capacity <= 0:
             return None
         curve = []

@@ -2,7 +2,7 @@
 
 `recommender plan` answers "what would serving this model cost?" before anything is
 downloaded: the memory model says what fits at which tensor-parallel degree, the
-continuous-batching simulator on roofline step costs says how much traffic one replica
+continuous-batching simulator on calibrated step costs says how much traffic one replica
 carries within the SLA, one named price set (or a contract price) prices it. Quality is *not* measured here: each
 precision carries a labelled prior and the verdict "unverified" until `recommender eval`
 or `recommender search` measures it.
@@ -103,6 +103,10 @@ class PlanRow:
     provenance: Provenance | None
     #: The named price set (or "hardware_catalog" contract price) the row's dollars come from; "" when unpriced.
     price_set: str = ""
+    #: The engine the latencies are calibrated for, and the upper ends of their P99 intervals (SLA confidence).
+    engine: str = ""
+    ttft_p99_high_ms: float | None = None
+    tpot_p99_high_ms: float | None = None
 
 
 def _method_for(precision: str, accel: Accelerator) -> QuantMethod:
@@ -137,6 +141,9 @@ def _row(
         quality=QUALITY_PRIORS[precision], quality_verdict="reference" if precision == "bf16" else "unverified",
         note=note, provenance=serving.provenance if serving and cost else None,
         price_set=cost.price_set if cost else "",
+        engine=serving.engine if serving and cost else "",
+        ttft_p99_high_ms=serving.ttft_p99_high_ms if serving and cost else None,
+        tpot_p99_high_ms=serving.tpot_p99_high_ms if serving and cost else None,
     )  # fmt: skip
 
 

@@ -90,6 +90,11 @@ class LatencySLA(_Strict):
 
     ttft_p99_ms: Millis = Field(description="Time to first token, 99th percentile.")
     tpot_p99_ms: Millis = Field(description="Time per output token after the first, 99th percentile.")
+    confidence: float = Field(
+        default=0.9, ge=0.5, le=0.99,
+        description="Confidence of SLA checks on calibrated GPU figures: the upper end of the predicted P99's "
+        "interval at this level (from the performance model's cross-validated error) must meet the SLA.",
+    )  # fmt: skip
 
 
 class LocalDevice(_Strict):

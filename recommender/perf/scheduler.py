@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from recommender.perf.decoding import DecodingSequences
 from recommender.perf.results import SimulationResult
+from recommender.perf.scheduler_config import BLOCK_SIZE, SchedulerConfig
 from recommender.perf.step_cost import PrefillAwareStepCostModel, PrefillChunks, VectorStepCostModel
 
 if TYPE_CHECKING:
@@ -43,42 +43,6 @@ if TYPE_CHECKING:
     from recommender.perf.workload import Workload
 
 __all__ = ["BLOCK_SIZE", "ContinuousBatchingSimulation", "SchedulerConfig", "simulate"]
-
-BLOCK_SIZE = 16
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SchedulerConfig:
-    """The serving engine's batching knobs, named as vLLM names them.
-
-    Args:
-        kv_cache_tokens: KV-cache capacity in tokens (see ``memory.kv_cache_tokens``).
-        max_num_seqs: most sequences running at once.
-        max_num_batched_tokens: tokens per step, decodes (one each) and prefill chunks together.
-        chunked_prefill: split prompts across steps; off, a prompt runs whole, one per step.
-        block_size: tokens per KV-cache block.
-    """
-
-    kv_cache_tokens: int
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
-    chunked_prefill: bool = True
-    block_size: int = BLOCK_SIZE
-
-    def __post_init__(self) -> None:
-        if min(self.max_num_seqs, self.max_num_batched_tokens, self.block_size) < 1:
-            raise ValueError(f"scheduler limits must be >= 1: {self}")
-        if self.max_num_batched_tokens < self.max_num_seqs:
-            raise ValueError(
-                f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= max_num_seqs "
-                f"({self.max_num_seqs}), as vLLM requires"
-            )
-        if self.kv_blocks < 1:
-            raise ValueError(f"KV cache of {self.kv_cache_tokens} tokens holds no {self.block_size}-token block")
-
-    @property
-    def kv_blocks(self) -> int:
-        return self.kv_cache_tokens // self.block_size
 
 
 def simulate(
@@ -135,7 +99,7 @@ class ContinuousBatchingSimulation:
         "_arrivals", "_budget_max", "_cap", "_chunked", "_cost", "_d", "_decoding", "_fast_decode", "_finish",
         "_first_token", "_generated", "_computed", "_held", "_held_prefill", "_max_seqs", "_max_step_tokens",
         "_next", "_outputs", "_prefill_cost", "_preempted", "_preemptions", "_prefilling", "_prompts", "_running",
-        "_state", "_steps", "_t", "_vector_cost", "_waiting", "_workload", "_bs",
+        "_state", "_steps", "_t", "_vector_cost", "_waiting", "_workload", "_bs", "_mixed",
     )  # fmt: skip
 
     def __init__(
@@ -152,6 +116,7 @@ class ContinuousBatchingSimulation:
         self._max_seqs = config.max_num_seqs
         self._budget_max = config.max_num_batched_tokens
         self._chunked = config.chunked_prefill
+        self._mixed = config.mixed_prefill
 
         self._arrivals: list[float] = workload.arrivals_s.tolist()
         self._prompts: list[int] = workload.prompt_tokens.tolist()
@@ -191,9 +156,13 @@ class ContinuousBatchingSimulation:
                 continue
             self._step()
         return SimulationResult.of_run(
-            self._workload, self._first_token, self._finish, preemptions=self._preemptions, steps=self._steps,
+            self._served_workload(), self._first_token, self._finish, preemptions=self._preemptions, steps=self._steps,
             max_step_tokens=self._max_step_tokens, ttft_sla_ms=ttft_sla_ms, tpot_sla_ms=tpot_sla_ms,
         )  # fmt: skip
+
+    def _served_workload(self) -> Workload:
+        """The requests as served, with the arrival times they had (a closed loop sets them as it runs)."""
+        return self._workload
 
     def _enqueue_arrivals(self) -> None:
         arrivals, t, nxt = self._arrivals, self._t, self._next
@@ -245,14 +214,16 @@ class ContinuousBatchingSimulation:
         """One scheduler step: make room, schedule prefill chunks, admit, run the forward pass, retire."""
         decoding = self._decoding
         self._preempted = False
-        budget = self._preempt_until_decoders_fit(self._budget_max - decoding.count)
+        prefill_alone = not self._mixed and bool(self._prefilling or self._waiting)
+        budget = self._preempt_until_decoders_fit(self._budget_max - (0 if prefill_alone else decoding.count))
         chunks: list[tuple[int, int]] = []
         prior_context = 0
         if self._prefilling:
             budget, prior_context = self._schedule_prefilling(budget, chunks)
         if not self._preempted:
             self._admit_waiting(budget, chunks)
-        n_dec = decoding.count
+        prefill_alone = prefill_alone and bool(chunks)  # decoders wait only for a step that prefills
+        n_dec = 0 if prefill_alone else decoding.count
         if not chunks and not n_dec:
             if self._preempted:
                 return  # the preempted requests are admitted again next step
@@ -261,7 +232,7 @@ class ContinuousBatchingSimulation:
         prefill_tokens = 0
         for _, chunk in chunks:
             prefill_tokens += chunk
-        context = decoding.context_at(self._d) + prior_context
+        context = (0 if prefill_alone else decoding.context_at(self._d)) + prior_context
         if chunks and self._prefill_cost is not None:  # per-chunk attention and lm_head (PrefillChunks)
             computed = self._computed
             per_chunk = PrefillChunks.of((chunk, computed[rid]) for rid, chunk in chunks)
@@ -271,8 +242,9 @@ class ContinuousBatchingSimulation:
         self._steps += 1
         self._max_step_tokens = max(self._max_step_tokens, prefill_tokens + n_dec)
 
-        self._finish_decoders(self._d)  # decoders that sampled their last token in this step
-        self._d += 1
+        if not prefill_alone:  # the decoders' step counter advances only when they ran
+            self._finish_decoders(self._d)  # decoders that sampled their last token in this step
+            self._d += 1
         self._finish_chunks(chunks)
 
     def _free_blocks(self) -> int:

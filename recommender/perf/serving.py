@@ -8,7 +8,7 @@ and the latencies are the P99s at the load each replica carries at the target tr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from recommender.cost import replicas_needed
@@ -45,6 +45,33 @@ class ServingEstimate:
     tokens_per_s: float
     load_per_replica_rps: float
     provenance: Provenance
+    #: The engine the figures are for ('' where none is modelled: the local device's measured steps).
+    engine: str = ""
+    #: Upper ends of the P99s' prediction intervals at `confidence` (None: no interval, measured step times).
+    ttft_p99_high_ms: float | None = None
+    tpot_p99_high_ms: float | None = None
+    confidence: float | None = None
+
+    def with_interval(
+        self, engine: str, ttft_factor: float, tpot_factor: float, confidence: float, *, ttft_offset_ms: float = 0.0
+    ) -> ServingEstimate:
+        """The estimate with its engine, a fixed time added to every TTFT (the request's way through the
+        engine outside its steps), and the upper ends of its P99s' intervals (prediction x factor)."""
+        t = self.ttft_ms
+        ttft = Percentiles(t.p50 + ttft_offset_ms, t.p95 + ttft_offset_ms, t.p99 + ttft_offset_ms)
+        return replace(
+            self, ttft_ms=ttft, engine=engine, ttft_p99_high_ms=ttft.p99 * ttft_factor,
+            tpot_p99_high_ms=self.tpot_ms.p99 * tpot_factor, confidence=confidence,
+        )  # fmt: skip
+
+    @property
+    def ttft_p99_checked_ms(self) -> float:
+        """The P99 TTFT an SLA check reads: the interval's upper end where there is one."""
+        return self.ttft_ms.p99 if self.ttft_p99_high_ms is None else self.ttft_p99_high_ms
+
+    @property
+    def tpot_p99_checked_ms(self) -> float:
+        return self.tpot_ms.p99 if self.tpot_p99_high_ms is None else self.tpot_p99_high_ms
 
 
 def simulate_serving(

@@ -1,0 +1,98 @@
+"""Fidelity of the calibrated GPU step-cost model: leave one (model, engine, precision) group out.
+
+    .venv/bin/python benchmarks/gpu_fidelity.py [--runs ../shared/calibration/serving_runs_h100.csv]
+        [--write] [--json OUT]
+
+Every measured closed-loop run in the shared calibration file is replayed through the
+closed-loop benchmark simulation (recommender/perf/closed_loop.py). For each group, the
+step cost is fitted on the other groups (per engine where that engine has other runs,
+engine-agnostic otherwise) and the group's mean TTFT and TPOT are predicted. Prints median
+and P90 |error| per group and overall, for the cross-validation (the measure) and in
+sample (what the shipped coefficients do on the runs they saw). Targets (issue 14): TPOT
+median <= 10 % (P90 <= 25 %), TTFT median <= 25 % (P90 <= 60 %).
+
+--write refits on every run and writes recommender/perf/step_cost_fit.json, the artifact
+the search, `plan` and `estimate` use (its residuals give their prediction intervals).
+Also replays the runs through the uncalibrated roofline (assumed efficiencies) for the
+before/after comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from recommender.perf.calibrated import FIT_PATH, ErrorSummary
+from recommender.perf.catalog import load_catalog
+from recommender.perf.closed_loop import ClosedLoopBenchmark, replay
+from recommender.perf.serving_runs import DEFAULT_RUNS, RUNS_SOURCE, MeasuredRun, load_runs, runs_digest
+from recommender.perf.shape import ModelShape
+from recommender.perf.step_cost import RooflineStepCost
+from recommender.perf.step_features import StepFeatures
+from recommender.perf.step_fit import (
+    BenchmarkProtocol,
+    FitSettings,
+    Prediction,
+    build_fit,
+    by_group,
+    design_rows,
+    replay_config,
+)  # fmt: skip
+from recommender.plan import load_architecture
+from recommender.quantize import get_method
+
+
+def _roofline(runs: list[MeasuredRun], shapes: dict[str, ModelShape], protocol: BenchmarkProtocol) -> list[Prediction]:
+    """The same replays with the assumed-efficiency roofline: the error before calibration."""
+    catalog, out = load_catalog(), []
+    for run in runs:
+        shape, method, accel = shapes[run.model], get_method(run.scheme), load_catalog().get(run.hardware)
+        cost = RooflineStepCost(shape, method, accel, tensor_parallel=run.tensor_parallel)
+        features = StepFeatures(shape, method, catalog.get(run.hardware), run.tensor_parallel)
+        config = replay_config(shape, features, run.engine, concurrency=run.concurrency)
+        bench = ClosedLoopBenchmark(concurrency=run.concurrency, prompt_tokens=run.prompt_tokens,
+                                    output_tokens=run.output_tokens, rounds=protocol.rounds)  # fmt: skip
+        got = replay(cost, config, bench)
+        out.append(Prediction(run, got.ttft_ms.mean, got.tpot_ms.mean, False))
+    return out
+
+
+def _table(title: str, table: dict[str, ErrorSummary]) -> None:
+    print(f"\n{title}")
+    print(f"  {'group':36s} {'runs':>5s}  {'TTFT med':>9s} {'TTFT p90':>9s}  {'TPOT med':>9s} {'TPOT p90':>9s}")
+    for group, e in table.items():
+        print(f"  {group:36s} {e.runs:5d}  {e.ttft_median:9.1%} {e.ttft_p90:9.1%}  {e.tpot_median:9.1%} "
+              f"{e.tpot_p90:9.1%}")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=Path, default=DEFAULT_RUNS)
+    parser.add_argument("--write", action="store_true", help=f"write the fitted artifact to {FIT_PATH}")
+    parser.add_argument("--json", type=Path, help="also write the error tables as JSON here")
+    args = parser.parse_args()
+    runs = load_runs(args.runs)
+    shapes = {m: load_architecture(m)[1] for m in sorted({r.model for r in runs})}
+    protocol, settings = BenchmarkProtocol(), FitSettings()
+    started = time.perf_counter()
+    rows = design_rows(runs, shapes, load_catalog(), protocol)
+    fit = build_fit(rows, data=RUNS_SOURCE, data_sha256=runs_digest(args.runs), protocol=protocol, settings=settings)
+    print(f"{len(runs)} runs from {args.runs}; design rows and fits in {time.perf_counter() - started:.1f} s")
+    print(f"client modelled: closed loop, {protocol.rounds} x concurrency requests, warm-up {protocol.warmup_rounds}")
+    before = by_group(_roofline(runs, shapes, protocol))
+    _table("Before: assumed-efficiency roofline, same closed-loop replay", before)
+    _table("Leave-one-group-out cross-validation (the measure)", fit.cross_validation)
+    _table("In sample (the shipped coefficients on the runs they were fitted on)", fit.in_sample)
+    if args.json:
+        doc = {"before": before, "cross_validation": fit.cross_validation, "in_sample": fit.in_sample}
+        args.json.write_text(json.dumps({k: {g: e.model_dump() for g, e in t.items()} for k, t in doc.items()},
+                                        indent=2))  # fmt: skip
+    if args.write:
+        FIT_PATH.write_text(fit.model_dump_json(indent=1) + "\n", encoding="utf-8")
+        print(f"\nwrote {FIT_PATH}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""`recommender estimate`: a closed-loop serving benchmark predicted, with intervals."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from recommender.errors import BadInputError
+from recommender.report.console import make_console
+
+EPILOG = (
+    "Replays `vllm bench serve --max-concurrency C`-style traffic (C requests in flight, fixed lengths) through "
+    "the step cost calibrated for the engine and the scheduler simulation the search uses. Exit codes: 0 "
+    "estimated, 2 bad input."
+)
+
+#: --precision -> the scheme estimated (the engines' 16-bit default, FP8 W8A8, INT8 W8A8, INT4 W4A16).
+PRECISION_SCHEMES = {"bf16": "baseline", "fp16": "fp16", "fp8": "fp8-dynamic", "int8": "int8-w8a8",
+                     "int4": "w4a16-gptq-g128"}  # fmt: skip
+ENGINES = ("vllm", "sglang", "trtllm", "tgi")
+
+
+def _scheme(precision: str | None, scheme: str | None) -> str:
+    if (precision is None) == (scheme is None):
+        raise BadInputError("--precision/--scheme", "give exactly one", "e.g. --precision fp8 or --scheme int8-w8a8")
+    if scheme is not None:
+        return scheme
+    assert precision is not None
+    if precision not in PRECISION_SCHEMES:
+        raise BadInputError("--precision", f"unknown precision {precision!r}", f"one of {', '.join(PRECISION_SCHEMES)}")
+    return PRECISION_SCHEMES[precision]
+
+
+def estimate_command(
+    model: Annotated[str, typer.Option(help="Shipped architecture (e.g. qwen3-32b), a config.json, or a model dir.")],
+    hardware: Annotated[str, typer.Option(help="Catalog GPU, e.g. h100-sxm, h200, l40s.")],
+    concurrency: Annotated[int, typer.Option(min=1, max=4096, help="Requests in flight (the client's C).")],
+    prompt_tokens: Annotated[int, typer.Option(min=1, max=1_000_000, help="Input length of every request.")],
+    output_tokens: Annotated[int, typer.Option(min=1, max=1_000_000, help="Output length of every request.")],
+    precision: Annotated[str | None, typer.Option(help="bf16, fp16, fp8, int8 or int4 (its usual scheme).")] = None,
+    scheme: Annotated[str | None, typer.Option(help="A serving scheme by name (e.g. w4a16-awq-g128).")] = None,
+    tensor_parallel: Annotated[int, typer.Option(min=1, max=64, help="Tensor-parallel degree.")] = 1,
+    engine: Annotated[str, typer.Option(help=f"Serving engine: {', '.join(ENGINES)}.")] = "vllm",
+    confidence: Annotated[float, typer.Option(min=0.5, max=0.99, help="Level of the intervals.")] = 0.9,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the estimate as JSON.")] = False,
+) -> None:
+    """Predict a closed-loop benchmark's TTFT, TPOT and throughput on a GPU, with prediction intervals."""
+    from recommender.emit.support import refusal
+    from recommender.perf.architecture_check import check_request_fits
+    from recommender.perf.calibrated import CalibratedModel, load_fit
+    from recommender.perf.catalog import load_catalog
+    from recommender.perf.estimate import EstimateRequest, estimate
+    from recommender.perf.shape import ModelShape
+    from recommender.plan import read_architecture
+    from recommender.quantize import get_method
+    from recommender.report.estimate_table import render_estimate
+    from recommender.serialization import dumps, to_data
+
+    if engine not in ENGINES:
+        raise BadInputError("--engine", f"unknown engine {engine!r}", f"one of {', '.join(ENGINES)}")
+    method = get_method(_scheme(precision, scheme), field="--scheme")
+    name, config = read_architecture(model)
+    shape = ModelShape.from_config(config)
+    accel = load_catalog().get(hardware, field="--hardware")
+
+    if tensor_parallel > accel.max_tensor_parallel:
+        raise BadInputError("--tensor-parallel", f"{tensor_parallel} > {accel.max_tensor_parallel} GPUs per node "
+                            f"on {accel.key}", "pick a smaller degree")  # fmt: skip
+    if engine != "trtllm" and (why := refusal(engine, method, accel.device)) is not None:
+        raise BadInputError("--scheme", f"{engine} does not launch {method.name} on {accel.key}: {why}",
+                            "pick another scheme, engine or GPU")  # fmt: skip
+    catalog = load_catalog()
+    check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                       field="--prompt-tokens/--output-tokens")  # fmt: skip
+    request = EstimateRequest(
+        model=name, shape=shape, method=method, accel=accel, engine=engine, tensor_parallel=tensor_parallel,
+        concurrency=concurrency, prompt_tokens=prompt_tokens, output_tokens=output_tokens, confidence=confidence,
+    )  # fmt: skip
+    try:
+        result = estimate(request, CalibratedModel(load_fit()))
+    except ValueError as exc:  # the weights leave too little KV cache on the GPU at this degree
+        raise BadInputError(
+            "--tensor-parallel", f"{name} {method.name} on {accel.key} x{tensor_parallel}: {exc}",
+            "a larger degree, a smaller scheme or a bigger GPU",
+        ) from None
+    if json_output:
+        typer.echo(dumps(to_data(result)))
+        return
+    render_estimate(result, make_console(stderr=False))

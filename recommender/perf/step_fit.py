@@ -1,0 +1,233 @@
+"""Fitting the step-cost coefficients to measured closed-loop runs, and cross-validating the fit.
+
+Every measured run is replayed once per feature through the closed-loop benchmark
+(``closed_loop.py``) with a step cost that is that feature alone: because arrivals sit on
+step boundaries, the run's mean TTFT and mean TPOT are then exact linear functions of the
+coefficients (a "design row" per run). Fitting is non-negative least squares on relative
+error over those rows; no simulation runs inside the fit.
+
+Per engine: the coefficients are fitted on that engine's runs, shrunk towards the
+engine-agnostic fit (all runs pooled) so an engine with a few runs borrows the rest; an
+engine with no runs uses the pooled coefficients. Cross-validation leaves one (model,
+engine, precision) group out at a time, fits on the rest exactly as above, and predicts the
+group: its residuals are the error a new model or engine release should expect, and the
+prediction intervals come from them (``calibrated.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import nnls
+
+from recommender.perf.calibrated import ErrorSummary, Residuals, StepCostFit
+from recommender.perf.catalog import Catalog
+from recommender.perf.closed_loop import ClosedLoopBenchmark, replay
+from recommender.perf.engine_profiles import engine_profile
+from recommender.perf.memory import kv_cache_tokens
+from recommender.perf.scheduler_config import SchedulerConfig
+from recommender.perf.serving_runs import MeasuredRun
+from recommender.perf.shape import ModelShape
+from recommender.perf.step_features import FEATURES, N_FEATURES, FeatureStepCost, StepFeatures
+from recommender.provenance import Provenance
+from recommender.quantize import get_method
+
+__all__ = [
+    "COEFFICIENTS", "BenchmarkProtocol", "DesignRow", "FitSettings", "Prediction", "build_fit", "by_group",
+    "cross_validate", "design_rows", "error_summary", "fit_engine", "fit_pooled", "in_sample", "replay_config",
+]  # fmt: skip
+
+#: The fitted coefficients: the step features, then a fixed time added to every TTFT (the request's way
+#: in and out of the engine: HTTP, tokenization, the first token's detokenization and streaming), s.
+COEFFICIENTS = (*FEATURES, "request")
+N_COEFFICIENTS = len(COEFFICIENTS)
+
+_UNIT = Provenance("modeled", "one feature of the step cost, for the calibration's design rows")
+#: A step's floor while one feature is isolated: keeps steps positive, removed exactly afterwards.
+_EPS = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class BenchmarkProtocol:
+    """How the measured client ran: requests per concurrency slot and the warm-up it dropped."""
+
+    rounds: int = 8
+    warmup_rounds: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FitSettings:
+    """The fit's two choices: the weight of TPOT rows against TTFT rows, and the pull towards the pooled fit.
+
+    Chosen by the cross-validation itself among (2, 4, 8, 16) x (4, 20, 100) (benchmarks/gpu_fidelity.py):
+    TTFT, driven by how each client and engine queue new requests, is the noisier target, and weighting it
+    as much as TPOT let it drag the decode coefficients.
+    """
+
+    tpot_weight: float = 8.0
+    shrinkage: float = 100.0
+
+
+@dataclass(frozen=True)
+class DesignRow:
+    """A measured run and its mean TTFT and TPOT (ms) as linear functions of the coefficients."""
+
+    run: MeasuredRun
+    ttft: np.ndarray
+    tpot: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """A run's measured and predicted means (ms), and how the prediction was made."""
+
+    run: MeasuredRun
+    ttft_ms: float
+    tpot_ms: float
+    engine_fit: bool  # False: the engine had no runs in the fit (engine-agnostic coefficients)
+
+    @property
+    def ttft_log_ratio(self) -> float:
+        return float(np.log(self.run.ttft_ms / self.ttft_ms))
+
+    @property
+    def tpot_log_ratio(self) -> float:
+        return float(np.log(self.run.tpot_ms / self.tpot_ms))
+
+
+def replay_config(
+    shape: ModelShape, features: StepFeatures, engine: str, *, concurrency: int, kv_cache_dtype: str = "auto"
+) -> SchedulerConfig:
+    """The engine's scheduler at its defaults, with the KV cache the GPU leaves and room for `concurrency`."""
+    profile = engine_profile(engine)
+    seqs = max(profile.max_num_seqs, concurrency)
+    tokens = kv_cache_tokens(
+        shape, features.method, features.accel, tensor_parallel=features.tensor_parallel,
+        max_num_batched_tokens=profile.max_num_batched_tokens, max_num_seqs=seqs, kv_cache_dtype=kv_cache_dtype,
+    )  # fmt: skip
+    return SchedulerConfig(
+        kv_cache_tokens=max(tokens, 16), max_num_seqs=seqs, max_num_batched_tokens=profile.max_num_batched_tokens,
+        mixed_prefill=profile.mixed_prefill,
+    )  # fmt: skip
+
+
+def _design_row(run: MeasuredRun, shape: ModelShape, catalog: Catalog, protocol: BenchmarkProtocol) -> DesignRow:
+    features = StepFeatures(shape, get_method(run.scheme), catalog.get(run.hardware), run.tensor_parallel)
+    config = replay_config(shape, features, run.engine, concurrency=run.concurrency)
+    bench = ClosedLoopBenchmark(
+        concurrency=run.concurrency, prompt_tokens=run.prompt_tokens, output_tokens=run.output_tokens,
+        rounds=protocol.rounds, warmup_rounds=protocol.warmup_rounds,
+    )  # fmt: skip
+    steps = replay(FeatureStepCost(features, np.zeros(N_FEATURES), _UNIT, floor_s=1.0), config, bench)
+    ttft, tpot = np.zeros(N_COEFFICIENTS), np.zeros(N_COEFFICIENTS)
+    ttft[N_FEATURES] = 1e3  # the request overhead, s -> ms, on TTFT only
+    for j in range(N_FEATURES):
+        alone = replay(FeatureStepCost(features, np.eye(N_FEATURES)[j], _UNIT, floor_s=_EPS), config, bench)
+        ttft[j] = alone.ttft_ms.mean - _EPS * steps.ttft_ms.mean
+        tpot[j] = alone.tpot_ms.mean - _EPS * steps.tpot_ms.mean
+    return DesignRow(run, ttft, tpot)
+
+
+def design_rows(
+    runs: Sequence[MeasuredRun], shapes: dict[str, ModelShape], catalog: Catalog, protocol: BenchmarkProtocol
+) -> list[DesignRow]:
+    """One design row per run (a few closed-loop replays each)."""
+    return [_design_row(run, shapes[run.model], catalog, protocol) for run in runs]
+
+
+def _system(rows: Sequence[DesignRow], settings: FitSettings) -> tuple[np.ndarray, np.ndarray]:
+    """Relative-error least-squares rows: prediction / measurement should be 1."""
+    a = [r.ttft / r.run.ttft_ms for r in rows] + [settings.tpot_weight * r.tpot / r.run.tpot_ms for r in rows]
+    b = [1.0] * len(rows) + [settings.tpot_weight] * len(rows)
+    return np.array(a), np.array(b)
+
+
+def _nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    scale = np.where(a.max(axis=0) > 0, a.max(axis=0), 1.0)
+    coef, _ = nnls(a / scale, b, maxiter=50 * a.shape[1])
+    return np.asarray(coef / scale)
+
+
+def fit_pooled(rows: Sequence[DesignRow], settings: FitSettings) -> np.ndarray:
+    """Engine-agnostic coefficients: every run, one set."""
+    return _nnls(*_system(rows, settings))
+
+
+def fit_engine(rows: Sequence[DesignRow], pooled: np.ndarray, settings: FitSettings) -> np.ndarray:
+    """One engine's coefficients from its runs, each pulled towards the pooled one (relative to its size)."""
+    a, b = _system(rows, settings)
+    kept = np.flatnonzero(pooled > 0)
+    pull = np.zeros((len(kept), N_COEFFICIENTS))
+    pull[np.arange(len(kept)), kept] = np.sqrt(settings.shrinkage) / pooled[kept]
+    return _nnls(np.vstack([a, pull]), np.concatenate([b, np.full(len(kept), np.sqrt(settings.shrinkage))]))
+
+
+def _coefficients_for(engine: str, train: Sequence[DesignRow], settings: FitSettings) -> tuple[np.ndarray, bool]:
+    pooled = fit_pooled(train, settings)
+    own = [r for r in train if r.run.engine == engine]
+    return (fit_engine(own, pooled, settings), True) if own else (pooled, False)
+
+
+def cross_validate(rows: Sequence[DesignRow], settings: FitSettings) -> list[Prediction]:
+    """Leave one (model, engine, precision) group out, fit on the rest, predict it; every run once."""
+    predictions = []
+    for group in sorted({r.run.group for r in rows}):
+        held = [r for r in rows if r.run.group == group]
+        coef, engine_fit = _coefficients_for(held[0].run.engine, [r for r in rows if r.run.group != group], settings)
+        predictions += [Prediction(r.run, float(r.ttft @ coef), float(r.tpot @ coef), engine_fit) for r in held]
+    return predictions
+
+
+def in_sample(rows: Sequence[DesignRow], settings: FitSettings) -> list[Prediction]:
+    """Every run predicted by the fit that saw it (the shipped coefficients' own error; optimistic)."""
+    pooled = fit_pooled(rows, settings)
+    engines = {r.run.engine for r in rows}
+    coefs = {e: fit_engine([r for r in rows if r.run.engine == e], pooled, settings) for e in engines}
+    return [Prediction(r.run, float(r.ttft @ coefs[r.run.engine]), float(r.tpot @ coefs[r.run.engine]), True)
+            for r in rows]  # fmt: skip
+
+
+def error_summary(predictions: Sequence[Prediction]) -> ErrorSummary:
+    """Median and P90 |predicted / measured - 1| of TTFT and TPOT."""
+    ttft = np.abs([p.ttft_ms / p.run.ttft_ms - 1 for p in predictions])
+    tpot = np.abs([p.tpot_ms / p.run.tpot_ms - 1 for p in predictions])
+    return ErrorSummary(
+        runs=len(predictions), ttft_median=float(np.median(ttft)), ttft_p90=float(np.percentile(ttft, 90)),
+        tpot_median=float(np.median(tpot)), tpot_p90=float(np.percentile(tpot, 90)),
+    )  # fmt: skip
+
+
+def by_group(predictions: Sequence[Prediction]) -> dict[str, ErrorSummary]:
+    """The error of each (model, engine, precision) group, and of all runs ("overall")."""
+    groups = sorted({p.run.group for p in predictions})
+    table = {g: error_summary([p for p in predictions if p.run.group == g]) for g in groups}
+    return table | {"overall": error_summary(predictions)}
+
+
+def _residuals(predictions: Sequence[Prediction]) -> Residuals:
+    return Residuals(
+        ttft=sorted(round(p.ttft_log_ratio, 5) for p in predictions),
+        tpot=sorted(round(p.tpot_log_ratio, 5) for p in predictions),
+    )
+
+
+def build_fit(
+    rows: Sequence[DesignRow], *, data: str, data_sha256: str, protocol: BenchmarkProtocol, settings: FitSettings
+) -> StepCostFit:
+    """The shipped artifact: coefficients on every run, residuals and error tables from cross-validation."""
+    pooled = fit_pooled(rows, settings)
+    engines = sorted({r.run.engine for r in rows})
+    coefs = {e: fit_engine([r for r in rows if r.run.engine == e], pooled, settings) for e in engines}
+    cv = cross_validate(rows, settings)
+    return StepCostFit(
+        data=data, data_sha256=data_sha256, protocol_rounds=protocol.rounds,
+        protocol_warmup_rounds=protocol.warmup_rounds, tpot_weight=settings.tpot_weight,
+        shrinkage=settings.shrinkage, coefficient_names=list(COEFFICIENTS), pooled=pooled.tolist(),
+        engines={e: c.tolist() for e, c in coefs.items()},
+        engine_runs={e: sum(r.run.engine == e for r in rows) for e in engines},
+        residuals_engine_seen=_residuals([p for p in cv if p.engine_fit]),
+        residuals_engine_unseen=_residuals([p for p in cv if not p.engine_fit]),
+        cross_validation=by_group(cv), in_sample=by_group(in_sample(rows, settings)),
+    )  # fmt: skip
