@@ -7,7 +7,7 @@ engine, with each engine's run count), and the leave-one-group-out log residuals
 log(measured / predicted) of TTFT and TPOT. Those residuals are the prediction intervals:
 at confidence c, a predicted latency x lies in [x e^q((1-c)/2), x e^q((1+c)/2)], with q the
 residuals' quantiles — from the groups whose engine the fit had seen, or, for an engine it
-has no runs of, from the groups whose engine was left out entirely (wider).
+has no runs of, the wider of those and the groups whose engine was left out entirely.
 
 Moving to another GPU keeps the coefficients and swaps the datasheet figures the features
 are computed from (``step_features.py``); nothing measured supports that step, and the
@@ -139,9 +139,12 @@ class CalibratedModel:
         """The interval of a predicted `metric` value at `confidence` (central, from cross-validation residuals)."""
         if not 0 < confidence < 1:
             raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-        pool = self.fit.residuals_engine_seen if self.knows(engine) else self.fit.residuals_engine_unseen
-        logs = np.array(getattr(pool, metric))
-        lo, hi = np.quantile(logs, [(1 - confidence) / 2, (1 + confidence) / 2])
+        levels = [(1 - confidence) / 2, (1 + confidence) / 2]
+        seen = np.quantile(getattr(self.fit.residuals_engine_seen, metric), levels)
+        lo, hi = seen
+        if not self.knows(engine):  # the wider of both pools at each end: never narrower than a fitted engine's
+            unseen = np.quantile(getattr(self.fit.residuals_engine_unseen, metric), levels)
+            lo, hi = min(lo, unseen[0]), max(hi, unseen[1])
         return Interval(low=value * float(np.exp(lo)), high=value * float(np.exp(hi)), confidence=confidence)
 
     def upper_factor(self, metric: Metric, engine: str, confidence: float) -> float:

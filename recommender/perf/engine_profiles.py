@@ -5,20 +5,23 @@ with the running decodes, and its default cap on running sequences. The calibrat
 step cost per engine on top of these (``step_fit.py``); an engine without measured runs is
 simulated with its own batching and the engine-agnostic step cost (a wider interval).
 
-Sources (defaults of the engine releases in ``shared/calibration``):
+Sources (defaults of the engine releases in ``shared/calibration``, read in the released sources):
 
-* vLLM 0.12 (V1 engine): chunked prefill always on, prefill chunks and decodes in one step;
-  `vllm serve` defaults `max_num_batched_tokens` to 8192 on GPUs with 70 GiB or more
-  (vllm/engine/arg_utils.py, `_set_default_args`, `default_max_num_batched_tokens[OPENAI_API_SERVER]`).
-* SGLang 0.5: `--chunked-prefill-size` 8192 on GPUs with 80 GB class memory
-  (sglang/srt/server_args.py, `_handle_gpu_memory_settings`); the default scheduler runs a
-  prefill batch on its own, ahead of the running decode batch (`enable_mixed_chunk` off,
-  sglang/srt/managers/scheduler.py `get_next_batch_to_run`).
-* TensorRT-LLM 1.0 (`trtllm-serve`, PyTorch backend): in-flight batching puts context and
-  generation requests in one iteration within `max_num_tokens` (8192 by default,
-  tensorrt_llm/llmapi/llm_args.py); modelled here as mixed chunks within that budget.
-* TGI: no measured runs here; vLLM-like mixed batching (`--max-batch-prefill-tokens` 4096,
-  text-generation-launcher defaults) with the engine-agnostic step cost.
+* vLLM 0.12 (V1 engine): chunked prefill on for decoder LLMs; the scheduler has "no decoding phase
+  nor prefill phase": running requests, then waiting ones, share one token budget per step
+  (vllm/v1/core/sched/scheduler.py). `vllm serve` on a GPU with >= 70 GiB that is not an A100
+  defaults to max_num_batched_tokens 8192 and max_num_seqs 1024 (vllm/engine/arg_utils.py,
+  `get_batch_defaults` in 0.12, `_set_default_args` in 0.11: `OPENAI_API_SERVER: 8192`).
+* SGLang 0.5: `chunked_prefill_size` 8192 on 60-90 GB and 90-160 GB GPUs (H100, H200), 16384
+  above (sglang/srt/server_args.py `_handle_gpu_memory_settings`); `enable_mixed_chunk` False,
+  so a prefill batch runs without the decode batch (sglang/srt/managers/scheduler.py mixes
+  only `if self.is_mixed_chunk`); `max_running_requests` is derived from the KV pool.
+* TensorRT-LLM 1.x (`trtllm-serve`, PyTorch backend): `max_num_tokens` 8192, `max_batch_size`
+  2048, `enable_chunked_prefill` False (tensorrt_llm/llmapi/llm_args.py); context and generation
+  requests share an iteration within max_num_tokens — modelled as mixed chunks in that budget.
+* TGI: no measured runs here. `--max-batch-prefill-tokens` defaults to a compute-optimal
+  figure per GPU (launcher/src/main.rs), falling back to 4096: modelled with 4096, mixed,
+  and the engine-agnostic step cost.
 """
 
 from __future__ import annotations

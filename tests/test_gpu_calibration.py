@@ -1,0 +1,165 @@
+"""The calibrated GPU step cost: closed-loop replay, linearity the fit rests on, the shipped fit, estimate, SLA confidence."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from recommender.perf.calibrated import FIT_PATH, CalibratedModel, load_fit
+from recommender.perf.catalog import load_catalog
+from recommender.perf.closed_loop import ClosedLoopBenchmark, replay
+from recommender.perf.scheduler_config import SchedulerConfig
+from recommender.perf.serving_runs import DEFAULT_RUNS, load_runs, runs_digest
+from recommender.perf.step_cost import RooflineStepCost
+from recommender.perf.step_features import N_FEATURES, FeatureStepCost, StepFeatures
+from recommender.perf.step_fit import BenchmarkProtocol, FitSettings, cross_validate, design_rows
+from recommender.plan import load_architecture
+from recommender.provenance import Provenance
+from recommender.quantize import get_method
+
+_P = Provenance("modeled", "test")
+
+
+@pytest.fixture(scope="module")
+def qwen() -> StepFeatures:
+    return StepFeatures(load_architecture("qwen3-32b")[1], get_method("baseline"), load_catalog().get("h100-sxm"), 2)
+
+
+def _config(mixed: bool = True) -> SchedulerConfig:
+    return SchedulerConfig(kv_cache_tokens=300_000, max_num_seqs=1024, max_num_batched_tokens=8192,
+                           mixed_prefill=mixed)  # fmt: skip
+
+
+def test_closed_loop_keeps_concurrency_in_flight_and_sends_on_completion(qwen: StepFeatures) -> None:
+    cost = RooflineStepCost(qwen.shape, qwen.method, qwen.accel, tensor_parallel=2)
+    lone = replay(cost, _config(), ClosedLoopBenchmark(concurrency=1, prompt_tokens=512, output_tokens=64, rounds=3))
+    # One in flight: no queueing, every request sees the same prefill and decode steps.
+    assert lone.ttft_ms.p99 == pytest.approx(lone.ttft_ms.p50, rel=1e-9)
+    assert lone.requests == 3
+    busy = replay(cost, _config(), ClosedLoopBenchmark(concurrency=32, prompt_tokens=512, output_tokens=64))
+    # 32 prompts at once queue behind each other's prefill (16 k tokens > one 8 k step) and decode as a batch.
+    assert busy.ttft_ms.mean > 1.5 * lone.ttft_ms.mean
+    assert busy.tpot_ms.mean > lone.tpot_ms.mean
+    assert busy.output_tokens_per_s > 10 * lone.output_tokens_per_s
+
+
+def test_prefill_alone_moves_time_from_tpot_to_ttft(qwen: StepFeatures) -> None:
+    """SGLang's default runs a prefill batch alone: a wave of new prompts is prefilled whole before any of it
+    decodes (long TTFT, as its measured runs show: TTFT is 30-46 % of a request's time at concurrency 64),
+    while mixed steps (vLLM) start decoding early and carry prefill chunks in decode steps (longer TPOT)."""
+    cost = RooflineStepCost(qwen.shape, qwen.method, qwen.accel, tensor_parallel=2)
+    bench = ClosedLoopBenchmark(concurrency=16, prompt_tokens=2048, output_tokens=128)
+    mixed, alone = replay(cost, _config(True), bench), replay(cost, _config(False), bench)
+    assert alone.ttft_ms.mean > 1.5 * mixed.ttft_ms.mean
+    assert alone.tpot_ms.mean < mixed.tpot_ms.mean
+
+
+def test_benchmark_means_are_linear_in_the_coefficients(qwen: StepFeatures) -> None:
+    """What the fit rests on: arrivals sit on step boundaries, so the composition of steps does not move."""
+    bench = ClosedLoopBenchmark(concurrency=24, prompt_tokens=1500, output_tokens=100)
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(0, 2, N_FEATURES), rng.uniform(0, 2, N_FEATURES)
+    a[0] = b[0] = 1e-3  # steps strictly positive
+    ra, rb = (replay(FeatureStepCost(qwen, c, _P), _config(), bench) for c in (a, b))
+    rab = replay(FeatureStepCost(qwen, a + b, _P), _config(), bench)
+    assert rab.ttft_ms.mean == pytest.approx(ra.ttft_ms.mean + rb.ttft_ms.mean, rel=1e-9)
+    assert rab.tpot_ms.mean == pytest.approx(ra.tpot_ms.mean + rb.tpot_ms.mean, rel=1e-9)
+
+
+def test_unit_coefficients_on_weights_and_compute_give_the_roofline_max(qwen: StepFeatures) -> None:
+    from recommender.perf.step_cost import PrefillChunks
+    from recommender.perf.step_features import FEATURES
+
+    coef = np.zeros(N_FEATURES)
+    coef[FEATURES.index("weights")] = coef[FEATURES.index("compute")] = 1.0
+    cost = FeatureStepCost(qwen, coef, _P)
+    weights = qwen.of_step(PrefillChunks(), 1, 0)[FEATURES.index("weights")]
+    assert cost.step_seconds(0, 1, 0) == pytest.approx(weights)  # decode of one: memory bound
+    assert cost.step_seconds(8192, 0, 0) > 5 * weights  # a long prompt: compute bound
+
+
+def test_allreduce_uses_the_one_direction_link_bandwidth() -> None:
+    from recommender.perf.step_features import link_bandwidth_one_direction
+
+    assert link_bandwidth_one_direction(load_catalog().get("h100-sxm")) == pytest.approx(450e9)  # NVLink 4: 900 bidir
+
+
+def test_shipped_fit_matches_the_shared_data_and_reports_its_cross_validation() -> None:
+    fit = load_fit()
+    if DEFAULT_RUNS.is_file():
+        assert fit.data_sha256 == runs_digest(), "refit: benchmarks/gpu_fidelity.py --write"
+    assert set(fit.engines) == {"vllm", "sglang", "trtllm"}
+    assert sum(fit.engine_runs.values()) == 534
+    assert set(fit.cross_validation) >= {"overall", "qwen3-32b/sglang/baseline", "llama-3.1-8b/trtllm/baseline"}
+    assert len(fit.residuals_engine_seen.tpot) + len(fit.residuals_engine_unseen.tpot) == 534
+
+
+def test_intervals_are_wider_for_an_engine_without_runs_and_grow_with_confidence() -> None:
+    model = CalibratedModel(load_fit())
+    seen, unseen = model.interval(100.0, "tpot", "vllm", 0.9), model.interval(100.0, "tpot", "tgi", 0.9)
+    assert seen.low < 100.0 < seen.high
+    assert unseen.low <= seen.low and unseen.high >= seen.high
+    assert model.upper_factor("ttft", "vllm", 0.95) > model.upper_factor("ttft", "vllm", 0.8) > 1.0
+
+
+def test_provenance_names_the_calibration_and_the_datasheet_move() -> None:
+    model = CalibratedModel(load_fit())
+    catalog = load_catalog()
+    here = model.provenance(catalog.get("h100-sxm"), "sglang")
+    moved = model.provenance(catalog.get("l40s"), "tgi")
+    assert here.kind == moved.kind == "calibrated"
+    assert "84 measured sglang runs" in here.detail and "leave-one-" in here.detail
+    assert "no measured tgi runs" in moved.detail and "datasheet" in moved.detail
+
+
+@pytest.mark.skipif(not DEFAULT_RUNS.is_file(), reason="shared/calibration is not beside the checkout")
+def test_cross_validation_predicts_a_held_out_group_better_than_chance() -> None:
+    """A small refit from scratch: two groups, each predicted by the other engine's fit alone."""
+    runs = [r for r in load_runs() if r.model == "qwen3-32b" and r.tensor_parallel == 4 and r.concurrency <= 16]
+    shapes = {"qwen3-32b": load_architecture("qwen3-32b")[1]}
+    rows = design_rows(runs, shapes, load_catalog(), BenchmarkProtocol())
+    predictions = cross_validate(rows, FitSettings())
+    errors = np.abs([p.tpot_ms / p.run.tpot_ms - 1 for p in predictions])
+    assert len(predictions) == len(runs) and float(np.median(errors)) < 0.5
+
+
+def _estimate(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "recommender.cli", "estimate", *args],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
+def test_estimate_json_has_every_figure_with_an_interval() -> None:
+    run = _estimate("--model", "qwen3-32b", "--hardware", "h200", "--precision", "fp8", "--concurrency", "32",
+                    "--prompt-tokens", "2048", "--output-tokens", "256", "--engine", "sglang", "--json")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    for metric in ("ttft_ms", "tpot_ms"):
+        for stat in ("mean", "p50", "p90", "p99"):
+            figure = doc[metric][stat]
+            assert figure["interval"]["low"] <= figure["value"] <= figure["interval"]["high"]
+    assert doc["output_tokens_per_s"]["value"] > 0 and doc["kv_cache_tokens"] > 0
+    assert doc["provenance"]["kind"] == "calibrated" and "h200" in doc["provenance"]["detail"]
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--precision", "fp8", "--hardware", "a100-80gb"], "--scheme"),
+        (["--precision", "fp7", "--hardware", "h100-sxm"], "--precision"),
+        (["--precision", "bf16", "--hardware", "h100-sxm", "--engine", "llamacpp"], "--engine"),
+        (["--precision", "bf16", "--hardware", "l4"], "--tensor-parallel"),
+    ],
+)
+def test_estimate_refuses_bad_input_in_one_line(args: list[str], field: str) -> None:
+    run = _estimate("--model", "qwen3-32b", "--concurrency", "8", "--prompt-tokens", "128", "--output-tokens", "16",
+                    *args)  # fmt: skip
+    assert run.returncode == 2
+    assert run.stderr.count("error:") == 1 and field in run.stderr and "Traceback" not in run.stderr
+
+
+def test_fit_file_is_json_the_loader_reads() -> None:
+    assert json.loads(FIT_PATH.read_text())["coefficient_names"][-1] == "request"
