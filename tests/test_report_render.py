@@ -291,7 +291,9 @@ def test_html_is_self_contained_well_formed_and_escaped(study: Study) -> None:
     parser.feed(page)
     parser.close()
     assert parser.stack == []
-    assert not re.search(r"<script|<link|@import|url\(", page)
+    # One inline script (the copy buttons) and nothing fetched: no script src, stylesheet link, import or url().
+    assert page.count("<script") == 1 and not re.search(r"<script[^>]*src|<link|@import|url\(|fetch\(", page)
+    assert page.count('<button type="button" class="copy"') == page.count("<pre>") == 2  # command and config
     images = [value for tag, _, value in parser.loads if tag == "img"]
     assert len(images) == 3 and all(src.startswith("data:image/png;base64,") for src in images)
     assert all(tag == "a" for tag, _, value in parser.loads if value.startswith(("http://", "https://")))

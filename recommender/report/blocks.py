@@ -7,6 +7,7 @@ say different things.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from recommender.report.figure_data import FigureInfo
@@ -39,10 +40,14 @@ class Bullets:
     items: tuple[tuple[Span, ...], ...]
 
 
+#: A table cell: plain text, or inline spans (code, links) where a figure's source is one click away.
+Cell = str | tuple[Span, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class Table:
     header: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
+    rows: tuple[tuple[Cell, ...], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +75,37 @@ def bold(text: str) -> Span:
 
 def code(text: str) -> Span:
     return Span(text, "code")
+
+
+def link(text: str, href: str) -> Span:
+    return Span(text, "link", href)
+
+
+_INLINE = re.compile(r"`([^`]+)`|(https?://[^\s,;)`]+)")
+
+
+def inline(text: str) -> tuple[Span, ...]:
+    """Spans of free text written by other modules: `backticked` words as code, http(s) addresses as links.
+
+    Notes and sources are plain strings written for both the console and the report; here they
+    become code and links instead of showing literal backticks and dead addresses.
+    """
+    spans: list[Span] = []
+    at = 0
+    for found in _INLINE.finditer(text):
+        if found.start() > at:
+            spans.append(Span(text[at : found.start()]))
+        if found.group(1) is not None:
+            spans.append(code(found.group(1)))
+        else:
+            url = found.group(2).rstrip(".")
+            spans.append(link(url, url))
+            if len(url) < len(found.group(2)):
+                spans.append(Span(found.group(2)[len(url) :]))
+        at = found.end()
+    if at < len(text):
+        spans.append(Span(text[at:]))
+    return tuple(spans)
 
 
 # -- number formats ------------------------------------------------------------------------
