@@ -205,11 +205,14 @@ def test_figure_data_selects_points_and_counts_the_omitted(study: Study) -> None
     assert data.front_over == "feasible candidates"
     assert [data.points[i].key for i in data.front] == ["int8/torchao-int8-wo@l40sx1/bs32", "bf16/baseline@h100x1/bs32"]
     assert "1 without a KL measurement" in data.caption and "modeled for" in data.caption
-    bars = {(b.precision, b.hardware): b for b in cost_data(results).bars}
-    assert not bars[("int4", "l4")].feasible and bars[("int8", "l40s")].feasible
+    cost = cost_data(results)
+    bars = {(b.scheme, b.hardware): b for b in cost.bars}
+    assert not bars[("int4/bnb-nf4", "l4")].feasible and bars[("int8/torchao-int8-wo", "l40s")].feasible
+    months = [b.usd_per_month for b in cost.bars]
+    assert months == sorted(months) and bars[("int8/torchao-int8-wo", "l40s")].usd_per_month == 900.0
     # the local device's latencies are simulated on step times measured here: calibrated, not measured
     assert "calibrated for 1, modeled for 4" in cost_data(results).caption
-    assert [f.name for f in describe_figures(rec, results, curve)] == ["pareto", "cost_by_precision", "load_curve"]
+    assert [f.name for f in describe_figures(rec, results, curve)] == ["pareto", "cost_per_month", "load_curve"]
 
 
 def test_markdown_states_the_answer_the_rejects_and_never_passes_unverified(study: Study) -> None:
@@ -305,10 +308,10 @@ def test_html_is_self_contained_well_formed_and_escaped(study: Study) -> None:
 def test_write_report_writes_markdown_pngs_and_html(tmp_path: Path, study: Study) -> None:
     rec, results, curve = study
     written = write_report(tmp_path / "report", rec, results, curve)
-    assert set(written) == {"markdown", "html", "pareto", "cost_by_precision", "load_curve"}
+    assert set(written) == {"markdown", "html", "pareto", "cost_per_month", "load_curve"}
     for path in written.values():
         assert path.is_file() and path.stat().st_size > 0
     md = written["markdown"].read_text(encoding="utf-8")
-    for name in ("pareto", "cost_by_precision", "load_curve"):
+    for name in ("pareto", "cost_per_month", "load_curve"):
         assert written[name].read_bytes().startswith(b"\x89PNG") and f"]({name}.png)" in md
     assert "data:image/png;base64," in written["html"].read_text(encoding="utf-8")

@@ -30,10 +30,12 @@ def _price(a: Assumptions, hardware: str) -> GpuPrice | None:
 
 def price_cell(price: GpuPrice | None) -> Cell:
     """'$1.09 per GPU-hour (RunPod pricing, 2026-09-25)' with the source as a link when it has one."""
-    if price is None or price.usd_per_hour is None:
+    if price is None:
         return "not priced"
+    if price.usd_per_hour is None:
+        return f"not priced: {price.source}"
     dated = f", {price.date}" if price.date else ""
-    source: Span = link("source", price.url) if price.url else Span(price.source)
+    source: Span = link(price.url.split("://", 1)[1], price.url) if price.url else Span(price.source)
     return (Span(f"${price.usd_per_hour:,.4g} per GPU-hour ("), source, Span(f"{dated})"))
 
 
