@@ -8,7 +8,6 @@ its caption (where its numbers come from) are prepared in `figure_data.py`, with
 from __future__ import annotations
 
 import io
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -67,32 +66,24 @@ def _new_figure() -> Figure:
 # -- (a) cost against quality loss ---------------------------------------------------------
 
 
-def _log_fraction(value: float, low: float, high: float) -> float:
-    return 0.5 if high <= low else (math.log(value) - math.log(low)) / (math.log(high) - math.log(low))
+def _annotate(ax: Any, point: ParetoPoint, label: str, marker: str, color: str, slot: int) -> None:
+    """Ring a point and label it in the plot's top-right corner (one slot per label), with a leader line.
 
-
-def _annotate(ax: Any, data: ParetoData, point: ParetoPoint, label: str, marker: str, color: str, lift: int) -> None:
-    """Ring a point and label it well outside the cloud of points, on a white box, with a leader line.
-
-    The label goes towards the emptier side of the plot (left/right by the point's place on the log x axis,
-    up/down by its place on y), ``lift`` points away, so it covers neither the point nor the front.
+    Expensive and lossy at once, that corner is where dominated candidates would be, so it is the emptiest:
+    the labels cover neither the points near the front nor each other, whatever the data.
     """
     ax.scatter([point.usd_per_1m_tokens], [point.mean_kl], s=260, marker=marker, facecolors="none",
                edgecolors=color, linewidths=2.2, zorder=6)  # fmt: skip
-    xs = [p.usd_per_1m_tokens for p in data.points]
-    ys = [p.mean_kl for p in data.points]
-    right = _log_fraction(point.usd_per_1m_tokens, min(xs), max(xs)) > 0.5
-    high = max(ys) > min(ys) and (point.mean_kl - min(ys)) / (max(ys) - min(ys)) > 0.5
     ax.annotate(
-        f"{label}\n{point.key}",
+        f"{label}: {point.key}",
         (point.usd_per_1m_tokens, point.mean_kl),
-        xytext=(-lift if right else lift, -lift if high else lift),
-        textcoords="offset points",
-        ha="right" if right else "left",
-        va="top" if high else "bottom",
+        xytext=(0.98, 0.95 - 0.12 * slot),
+        textcoords="axes fraction",
+        ha="right",
+        va="top",
         color=color,
-        bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": color, "alpha": 0.9},
-        arrowprops={"arrowstyle": "-", "color": color, "linewidth": 1.2},
+        bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": color, "alpha": 0.95},
+        arrowprops={"arrowstyle": "-", "color": color, "linewidth": 1.2, "shrinkB": 8},
         zorder=7,
     )
 
@@ -134,10 +125,10 @@ def pareto_png(data: ParetoData, *, winner_key: str | None, current_key: str | N
     by_key = {p.key: p for p in data.points}
     current = by_key.get(current_key) if current_key is not None and current_key != winner_key else None
     if current is not None:
-        _annotate(ax, data, current, "current", "s", "tab:red", 70)
+        _annotate(ax, current, "current", "s", "tab:red", 1)
     winner = by_key.get(winner_key) if winner_key is not None else None
     if winner is not None:
-        _annotate(ax, data, winner, "recommended", "*", "tab:orange", 40)
+        _annotate(ax, winner, "recommended", "*", "tab:orange", 0)
     ax.set_xscale("log")
     _plain_log_ticks(ax.xaxis, [p.usd_per_1m_tokens for p in data.points])
     positive = [p.mean_kl for p in data.points if p.mean_kl > 0]
@@ -149,7 +140,7 @@ def pareto_png(data: ParetoData, *, winner_key: str | None, current_key: str | N
     ax.set_title("Cost against quality loss")
     ax.grid(True, which="both", alpha=0.3)
     if data.points:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+        fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=3)
     return _to_png(fig)
 
 
@@ -171,19 +162,23 @@ def cost_png(data: CostData, *, winner_key: str | None, current_key: str | None)
         ax.annotate(f" ${bar.usd_per_month:,.0f}, {gpus}{mark}", (bar.usd_per_month, y), va="center", fontsize=8.5)
     ax.set_yticks(range(len(data.bars)), [f"{b.scheme} @ {b.hardware}" for b in data.bars], fontsize=8.5)
     ax.invert_yaxis()
-    if data.bars:
-        months = [b.usd_per_month for b in data.bars]
+    months = [b.usd_per_month for b in data.bars]
+    log = bool(months) and max(months) > 20 * min(months)  # a log axis only where a linear one would hide bars
+    if log:
         ax.set_xscale("log")
-        ax.set_xlim(left=min(months) / 2, right=max(months) * 8)  # room for the labels
-        _plain_log_ticks(ax.xaxis, months)
-    ax.set_xlabel("\\$ per month at the target traffic (log scale)")
+        ax.set_xlim(left=min(months) / 2, right=max(months) * 6)  # room for the labels
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    elif months:
+        ax.set_xlim(left=0, right=max(months) * 1.5)
+    ax.set_xlabel("\\$ per month at the target traffic" + (" (log scale)" if log else ""))
     ax.set_title("Cost per month: cheapest candidate per scheme and GPU")
     ax.grid(True, axis="x", which="both", alpha=0.3)
     handles = [Patch(color=colors[hw], label=hw) for hw in hardware]
     if any(not b.feasible for b in data.bars):
         handles.append(Patch(facecolor="white", edgecolor="0.3", hatch="///", label="none feasible"))
     if handles:
-        ax.legend(handles=handles, loc="lower right")
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 6))
     return _to_png(fig)
 
 
@@ -209,7 +204,7 @@ def load_png(curve: LoadCurve, *, load_per_replica: float | None = None) -> byte
         if all(b is not None for b in bounds) and bounds:
             upper = [b[which] for b in bounds if b is not None]
             ax.fill_between(rates, values, upper, color="tab:blue", alpha=0.2, label="prediction interval")
-        ax.axhline(limit, color="tab:red", linestyle="--", linewidth=1.5, label=f"SLA {limit:g} ms")
+        ax.axhline(limit, color="tab:red", linestyle="--", linewidth=1.5, label="SLA limit (P99)")
         ax.axvline(curve.capacity_rate_per_s, color="0.35", linewidth=1.5,
                    label=f"capacity used {curve.capacity_rate_per_s:,.4g} req/s")  # fmt: skip
         if load_per_replica is not None and load_per_replica > 0:
@@ -217,7 +212,7 @@ def load_png(curve: LoadCurve, *, load_per_replica: float | None = None) -> byte
                        label=f"target load {load_per_replica:,.4g} req/s")  # fmt: skip
         ax.set_ylim(bottom=0, top=max([*values, limit]) * 1.15)
         ax.set_xlabel("requests per second per replica")
-        ax.set_ylabel(label)
+        ax.set_ylabel(f"{label}, SLA {limit:g} ms")
         ax.grid(True, alpha=0.3)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 5))
