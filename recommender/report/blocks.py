@@ -7,6 +7,7 @@ say different things.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -116,7 +117,11 @@ def usd_1m(value: float | None) -> str:
         return "-"
     if value >= 100:
         return f"${value:,.0f}"
-    return f"${value:,.2f}" if value >= 1 else f"${value:#.4g}"
+    if value >= 1:
+        return f"${value:,.2f}"
+    if 0 < value < 1e-3:  # plain decimals, 4 significant digits: "$0.00007090", never "$7.090e-05"
+        return f"${value:.{3 - math.floor(math.log10(value))}f}"
+    return f"${value:#.4g}"
 
 
 def usd(value: float | None) -> str:

@@ -167,7 +167,7 @@ def _latency(result: CandidateResult, which: str, digits: str) -> str:
 
 _COMPARISON_ROWS: tuple[_Row, ...] = (
     ("config", lambda r: r.key),
-    ("$/1M tokens", lambda r: usd_1m(r.usd_per_1m_tokens)),
+    ("$/1M tokens at capacity", lambda r: usd_1m(r.usd_per_1m_tokens)),
     ("replicas at target traffic", lambda r: "-" if r.cost is None else str(r.cost.replicas)),
     ("$/month", lambda r: usd(r.usd_per_month)),
     ("P99 TTFT", lambda r: _latency(r, "ttft", ",.1f")),

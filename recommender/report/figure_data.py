@@ -205,8 +205,18 @@ def load_caption(curve: LoadCurve, winner: CandidateResult | None) -> str:
         f"{target}{band}solid grey: the capacity used for sizing ({curve.capacity_rate_per_s:,.4g} req/s), the "
         "highest rate at which both P99s met the SLA in a bisection over simulations of the same requests. The "
         f"curve is {len(curve.points)} separate simulations joined by straight lines, so where it seems to cross "
-        "a limit is approximate, and the panel that reaches its limit first sets the capacity."
+        "a limit is approximate, and the panel that reaches its limit first sets the capacity. The capacity is "
+        "also capped at the decode-only throughput of a full batch, above which no rate is sustainable (a finite "
+        "simulation of an overloaded queue can still look fast)" + _cap_note(curve) + "."
     )
+
+
+def _cap_note(curve: LoadCurve) -> str:
+    beyond = [p for p in curve.points if p.rate_per_s > curve.capacity_rate_per_s * 1.001]
+    sla = curve.sla
+    if beyond and all(p.ttft_p99_ms <= sla.ttft_p99_ms and p.tpot_p99_ms <= sla.tpot_p99_ms for p in beyond):
+        return ": here that cap decided, not the SLA, which the curve still meets beyond it"
+    return ""
 
 
 def point_interval(point: object) -> tuple[float, float] | None:

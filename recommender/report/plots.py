@@ -109,7 +109,7 @@ def _plain_log_ticks(axis: Any, values: Sequence[float]) -> None:
     """Plain numbers on a log axis; minor ticks labelled only when the data span less than a decade."""
     plain = FuncFormatter(lambda v, _: f"{v:g}")
     axis.set_major_formatter(plain)
-    axis.set_minor_formatter(plain if values and max(values) < 10 * min(values) else NullFormatter())
+    axis.set_minor_formatter(plain if values and max(values) < 3 * min(values) else NullFormatter())
 
 
 def pareto_png(data: ParetoData, *, winner_key: str | None, current_key: str | None) -> bytes:
@@ -132,6 +132,8 @@ def pareto_png(data: ParetoData, *, winner_key: str | None, current_key: str | N
     ax.set_xscale("log")
     _plain_log_ticks(ax.xaxis, [p.usd_per_1m_tokens for p in data.points])
     positive = [p.mean_kl for p in data.points if p.mean_kl > 0]
+    if not positive:  # every plotted point lost nothing: keep zero near the bottom, KL is never negative
+        ax.set_ylim(bottom=-0.0005, top=0.01)
     if positive and max(positive) / min(positive) > 100:
         ax.set_yscale("symlog", linthresh=min(positive))
         ax.set_ylim(bottom=-min(positive) / 2, top=max(positive) * 3)  # KL is never negative

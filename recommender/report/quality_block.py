@@ -34,7 +34,7 @@ METRIC_UNITS = {
 }
 
 
-def _interval(c: Check) -> str:
+def _interval(c: Check, reference: bool) -> str:
     """The interval with its confidence; a zero-width one says what it does and does not show.
 
     [+0, +0] means the two models scored every document alike, not that no difference exists: with n
@@ -42,13 +42,15 @@ def _interval(c: Check) -> str:
     """
     if c.delta_ci is None:
         return "-"  # the interval's confidence is per look when looks shared the error rate
+    if reference:
+        return f"{c.interval} (bf16 against itself)"
     if c.delta_ci == (0.0, 0.0) and c.n_docs:
         return f"{c.interval}: no document scored differently; with {c.n_docs} documents a disagreement rate up to " \
             f"{min(1.0, 3 / c.n_docs):.0%} is not excluded (rule of three, 95 %)"
     return c.interval
 
 
-def _check_row(c: Check) -> tuple[str, ...]:
+def _check_row(c: Check, reference: bool = False) -> tuple[str, ...]:
     unit = METRIC_UNITS.get(c.metric)
     return (
         c.name,
@@ -56,7 +58,7 @@ def _check_row(c: Check) -> tuple[str, ...]:
         num(c.baseline),
         num(c.value),
         "-" if c.delta is None else f"{c.delta:+.4g}",
-        _interval(c),
+        _interval(c, reference),
         str(c.n_docs or "-"),
         c.threshold,
         check_verdict(c),
@@ -75,7 +77,7 @@ def quality_of(label: str, result: CandidateResult) -> list[Block]:
         blocks.append(para(f"Each row scores bf16 and {method} on the same documents (their count in the docs "
                            "column), so a row's delta compares like with like. The bf16 figure can differ between "
                            "methods: an evaluation stops early, on fewer documents, once its verdict is clear."))
-        blocks.append(Table(header, tuple(_check_row(check) for check in checks)))
+        blocks.append(Table(header, tuple(_check_row(check, c.method == "baseline") for check in checks)))
     else:
         blocks.append(para("No quality check was run: quality is ", bold("unverified"), "."))
     fidelity = quality.fidelity if quality is not None else None
