@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from recommender.cost import HOURS_PER_MONTH
+from recommender.traffic import hourly_rates
 
 if TYPE_CHECKING:
     from recommender.candidate import CandidateResult
@@ -79,6 +80,8 @@ class Assumptions:
     price_set: str
     prices: tuple[GpuPrice, ...]
     fleets: tuple[Fleet, ...]
+    #: The day's mean rate (the constant rate without a profile): what the tokens served per month count.
+    mean_requests_per_second: float = 0.0
     ranking: str = RANKING
     tokens_counted: str = "prompt + output tokens"
     hours_per_month: float = HOURS_PER_MONTH
@@ -99,7 +102,8 @@ def fleet_of(role: str, result: CandidateResult, spec: SearchSpec) -> Fleet | No
     cost, serving, traffic = result.cost, result.serving, spec.traffic
     if cost is None or serving is None or serving.requests_per_s <= 0:
         return None
-    monthly_tokens = tokens_per_month(traffic.requests_per_second, traffic.prompt_tokens, traffic.output_tokens)
+    rates = hourly_rates(traffic.profile, traffic.requests_per_second)
+    monthly_tokens = tokens_per_month(sum(rates) / len(rates), traffic.prompt_tokens, traffic.output_tokens)
     return Fleet(
         role=role,
         key=result.key,
@@ -151,6 +155,7 @@ def assumptions_of(
 ) -> Assumptions:
     """The assumptions block of a finished search, for its winner and current deployment."""
     traffic, sla = spec.traffic, spec.sla
+    rates = hourly_rates(traffic.profile, traffic.requests_per_second)
     shape = "peak hour of the spec's daily profile" if traffic.profile is not None else "constant rate"
     confidence = _interval_confidence(winner)
     check = (
@@ -172,4 +177,5 @@ def assumptions_of(
         price_set=named,
         prices=_prices(spec, catalog),
         fleets=tuple(f for f in fleets if f is not None),
+        mean_requests_per_second=sum(rates) / len(rates),
     )

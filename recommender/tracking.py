@@ -53,6 +53,24 @@ def absolute_storage_uri(uri: str) -> str:
     return uri
 
 
+#: MLflow 3.17's UI picks an experiment's page from a GenAI / Model-training switch kept in the browser
+#: (localStorage ``mlflow.workflowType``, default GenAI) that overrides the experiment tag; its URL parameter
+#: ``workflowType`` overrides both, so links to a study carry it and open on the runs table.
+UI_RUNS_QUERY = "workflowType=machine_learning"
+
+
+def ui_hint(uri: str, run_id: str, *, host: str = "http://127.0.0.1:5000") -> str:
+    """How to see a study in MLflow's UI: the server command and the page that opens on its runs."""
+    command = f"mlflow ui --backend-store-uri {absolute_store_uri(uri)}"
+    try:
+        from mlflow import MlflowClient
+
+        experiment = MlflowClient(tracking_uri=uri).get_run(run_id).info.experiment_id
+    except Exception:  # noqa: BLE001 - a hint, never a failure: the command alone still helps
+        return command
+    return f"{command}, then open {host}/#/experiments/{experiment}/runs/{run_id}?{UI_RUNS_QUERY}"
+
+
 def _artifact_root(uri: str) -> str | None:
     """For a sqlite store, keep artifacts in a folder beside the database file."""
     if uri.startswith("sqlite:///"):

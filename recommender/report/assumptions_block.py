@@ -40,8 +40,10 @@ def price_cell(price: GpuPrice | None) -> Cell:
 
 
 def traffic_text(a: Assumptions) -> str:
+    mean = a.mean_requests_per_second
+    daily = f"; daily mean {mean:,.4g} req/s" if mean and abs(mean - a.requests_per_second) > 1e-9 else ""
     return (
-        f"{a.requests_per_second:,.4g} req/s ({a.traffic}) of {a.prompt_tokens:,} prompt + "
+        f"{a.requests_per_second:,.4g} req/s ({a.traffic}{daily}) of {a.prompt_tokens:,} prompt + "
         f"{a.output_tokens:,} output tokens"
     )
 
@@ -84,7 +86,7 @@ def _saving(rec: Recommendation, a: Assumptions, fleet: Fleet) -> list[Block]:
             f" ({abs(share):.1%} of the bill) against the current ",
             code(current.key),
             f" at {usd(now.usd_per_month)}/month ({now.accelerators} GPU(s), each replica {now.utilisation:.0%} busy). "
-            f"Per 1M tokens actually served at this traffic: {usd_1m(fleet.usd_per_1m_tokens_served)} against "
+            f"Per 1M tokens actually served (at the mean rate): {usd_1m(fleet.usd_per_1m_tokens_served)} against "
             f"{usd_1m(now.usd_per_1m_tokens_served)}; per 1M tokens at capacity (a replica running flat out): "
             f"{usd_1m(fleet.usd_per_1m_tokens_at_capacity)} against {usd_1m(now.usd_per_1m_tokens_at_capacity)}. "
             f"Ranking: {a.ranking}.",
