@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from recommender import decision
+from recommender.assumptions import Assumptions
 from recommender.autoscale import AutoscaleSchedule
 from recommender.candidate import CandidateResult
 from recommender.emit import EmittedConfig
@@ -63,6 +64,9 @@ class Recommendation:
     autoscale: AutoscaleSchedule | None = None
     gpu_mix: GpuMix | None = None
     schema_version: int = SCHEMA_VERSION
+    #: Traffic, SLA, each GPU's price and source, the fleets' utilisation (recommender/assumptions.py); None in
+    #: recommendations written before it and where `build` is called without the spec.
+    assumptions: Assumptions | None = None
 
 
 def saving_of(winner: CandidateResult | None, current: CandidateResult | None) -> Saving | None:

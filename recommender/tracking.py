@@ -21,8 +21,14 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
 
     from recommender.candidate import CandidateResult
+    from recommender.recommendation import Recommendation
 
 DEFAULT_TRACKING_URI = "sqlite:///mlruns/mlflow.db"
+#: The experiment tag MLflow 3's UI reads to choose an experiment's page (read from its built UI,
+#: mlflow/server/js: ``mlflow.experimentKind``). Untagged, MLflow 3.17 opens on the GenAI traces page,
+#: where a study's runs are invisible until the user switches views; this value opens the runs table.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
 
 
 def resolve_tracking_uri(flag: str | None) -> str:
@@ -35,6 +41,34 @@ def absolute_store_uri(uri: str) -> str:
     if uri.startswith("sqlite:///"):
         return "sqlite:///" + str(Path(uri.removeprefix("sqlite:///")).resolve())
     return uri
+
+
+def absolute_storage_uri(uri: str) -> str:
+    """An Optuna storage or MLflow store URI with any local path made absolute (sqlite, or a journal file path),
+    so a tag or note that records it names the same file from any working directory."""
+    if uri.startswith("sqlite:///"):
+        return absolute_store_uri(uri)
+    if "://" not in uri:
+        return str(Path(uri).resolve())
+    return uri
+
+
+#: MLflow 3.17's UI picks an experiment's page from a GenAI / Model-training switch kept in the browser
+#: (localStorage ``mlflow.workflowType``, default GenAI) that overrides the experiment tag; its URL parameter
+#: ``workflowType`` overrides both, so links to a study carry it and open on the runs table.
+UI_RUNS_QUERY = "workflowType=machine_learning"
+
+
+def ui_hint(uri: str, run_id: str, *, host: str = "http://127.0.0.1:5000") -> str:
+    """How to see a study in MLflow's UI: the server command and the page that opens on its runs."""
+    command = f"mlflow ui --backend-store-uri {absolute_store_uri(uri)}"
+    try:
+        from mlflow import MlflowClient
+
+        experiment = MlflowClient(tracking_uri=uri).get_run(run_id).info.experiment_id
+    except Exception:  # noqa: BLE001 - a hint, never a failure: the command alone still helps
+        return command
+    return f"{command}, then open {host}/#/experiments/{experiment}/runs/{run_id}?{UI_RUNS_QUERY}"
 
 
 def _artifact_root(uri: str) -> str | None:
@@ -183,6 +217,8 @@ class Tracker:
                 if found is not None
                 else client.create_experiment(experiment, artifact_location=_artifact_root(uri))
             )
+            # Also on an experiment an older version created: the UI then opens it on its runs.
+            client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         except (MlflowException, OSError, ValueError) as exc:
             raise _unreachable(uri, exc) from None
         return cls(uri, experiment_id, client)
@@ -205,14 +241,7 @@ class Tracker:
         )
         run_id = run.info.run_id
         params = asdict(c) | {"trial_number": trial_number}
-        tags = {
-            "status": result.status,
-            "feasible": str(result.feasible).lower(),
-            "quality_verdict": result.quality_verdict,
-            "perf_provenance": "" if result.serving is None else result.serving.provenance.detail[:5000],
-            "provenance": "" if result.serving is None else result.serving.provenance.kind,
-            "broken": "; ".join(result.broken)[:5000],
-        }
+        tags = trial_tags(result)
         metrics = [Metric(k, v, 0, 0) for k, v in _metrics_of(result).items()]
         self.client.log_batch(
             run_id,
@@ -228,8 +257,52 @@ class Tracker:
         for path in paths:
             self.client.log_artifact(run_id, str(path))
 
-    def finish(self, run_id: str, *, metrics: dict[str, float], status: str = "FINISHED") -> None:
-        from mlflow.entities import Metric
+    def finish(
+        self, run_id: str, *, metrics: dict[str, float], status: str = "FINISHED", tags: dict[str, str] | None = None
+    ) -> None:
+        """End the study's run with its summary metrics and tags (the winner's key and price, see `winner_tags`)."""
+        from mlflow.entities import Metric, RunTag
 
-        self.client.log_batch(run_id, metrics=[Metric(k, v, 0, 0) for k, v in metrics.items()])
+        self.client.log_batch(
+            run_id,
+            metrics=[Metric(k, v, 0, 0) for k, v in metrics.items()],
+            tags=[RunTag(k, v[:5000]) for k, v in (tags or {}).items()],
+        )
         self.client.set_terminated(run_id, status)
+
+
+def trial_tags(result: CandidateResult) -> dict[str, str]:
+    """What a child run says beside its metrics: verdicts, provenance of speed, price and quality, what broke.
+
+    Price and quality device are tags (not params) because they are evidence about the figures, searched
+    and shown as text in MLflow's runs table; every value is cut to MLflow's tag length.
+    """
+    cost, quality = result.cost, result.quality
+    tags = {
+        "status": result.status,
+        "feasible": str(result.feasible).lower(),
+        "quality_verdict": result.quality_verdict,
+        "perf_provenance": "" if result.serving is None else result.serving.provenance.detail,
+        "provenance": "" if result.serving is None else result.serving.provenance.kind,
+        "broken": "; ".join(result.broken),
+        "price_source": cost.price_source if cost is not None else "",
+        "price_set": cost.price_set if cost is not None else "",
+        "price_per_hour_usd": "" if cost is None else f"{cost.price_per_hour_usd:g}",
+        "quality_device": (quality.device if quality is not None else "") or "not measured",
+    }
+    return {k: v[:5000] for k, v in tags.items()}
+
+
+def winner_tags(rec: Recommendation) -> dict[str, str]:
+    """The study run's answer as tags, so the runs table shows what won and at what price without opening it."""
+    winner = rec.winner
+    if winner is None:
+        return {"recommender.winner": "none (nothing met every threshold)"}
+    tags = {"recommender.winner": winner.key}
+    if winner.cost is not None:
+        tags["recommender.winner_usd_per_month"] = f"{winner.cost.usd_per_month:.2f}"
+        tags["recommender.winner_usd_per_1m_tokens"] = f"{winner.cost.usd_per_1m_tokens:.6g}"
+        tags["recommender.price_set"] = winner.cost.price_set
+    if rec.saving is not None:
+        tags["recommender.saving_usd_per_month"] = f"{rec.saving.usd_per_month:.2f}"
+    return tags

@@ -205,11 +205,14 @@ def test_figure_data_selects_points_and_counts_the_omitted(study: Study) -> None
     assert data.front_over == "feasible candidates"
     assert [data.points[i].key for i in data.front] == ["int8/torchao-int8-wo@l40sx1/bs32", "bf16/baseline@h100x1/bs32"]
     assert "1 without a KL measurement" in data.caption and "modeled for" in data.caption
-    bars = {(b.precision, b.hardware): b for b in cost_data(results).bars}
-    assert not bars[("int4", "l4")].feasible and bars[("int8", "l40s")].feasible
+    cost = cost_data(results)
+    bars = {(b.scheme, b.hardware): b for b in cost.bars}
+    assert not bars[("int4/bnb-nf4", "l4")].feasible and bars[("int8/torchao-int8-wo", "l40s")].feasible
+    months = [b.usd_per_month for b in cost.bars]
+    assert months == sorted(months) and bars[("int8/torchao-int8-wo", "l40s")].usd_per_month == 900.0
     # the local device's latencies are simulated on step times measured here: calibrated, not measured
     assert "calibrated for 1, modeled for 4" in cost_data(results).caption
-    assert [f.name for f in describe_figures(rec, results, curve)] == ["pareto", "cost_by_precision", "load_curve"]
+    assert [f.name for f in describe_figures(rec, results, curve)] == ["pareto", "cost_per_month", "load_curve"]
 
 
 def test_markdown_states_the_answer_the_rejects_and_never_passes_unverified(study: Study) -> None:
@@ -291,7 +294,9 @@ def test_html_is_self_contained_well_formed_and_escaped(study: Study) -> None:
     parser.feed(page)
     parser.close()
     assert parser.stack == []
-    assert not re.search(r"<script|<link|@import|url\(", page)
+    # One inline script (the copy buttons) and nothing fetched: no script src, stylesheet link, import or url().
+    assert page.count("<script") == 1 and not re.search(r"<script[^>]*src|<link|@import|url\(|fetch\(", page)
+    assert page.count('<button type="button" class="copy"') == page.count("<pre>") == 2  # command and config
     images = [value for tag, _, value in parser.loads if tag == "img"]
     assert len(images) == 3 and all(src.startswith("data:image/png;base64,") for src in images)
     assert all(tag == "a" for tag, _, value in parser.loads if value.startswith(("http://", "https://")))
@@ -303,10 +308,52 @@ def test_html_is_self_contained_well_formed_and_escaped(study: Study) -> None:
 def test_write_report_writes_markdown_pngs_and_html(tmp_path: Path, study: Study) -> None:
     rec, results, curve = study
     written = write_report(tmp_path / "report", rec, results, curve)
-    assert set(written) == {"markdown", "html", "pareto", "cost_by_precision", "load_curve"}
+    assert set(written) == {"markdown", "html", "pareto", "cost_per_month", "load_curve"}
     for path in written.values():
         assert path.is_file() and path.stat().st_size > 0
     md = written["markdown"].read_text(encoding="utf-8")
-    for name in ("pareto", "cost_by_precision", "load_curve"):
+    for name in ("pareto", "cost_per_month", "load_curve"):
         assert written[name].read_bytes().startswith(b"\x89PNG") and f"]({name}.png)" in md
     assert "data:image/png;base64," in written["html"].read_text(encoding="utf-8")
+
+
+def _with_assumptions(study: Study) -> Recommendation:
+    """The fixture's recommendation with the assumptions block of the demo spec's traffic and price set."""
+    from recommender.assumptions import assumptions_of
+    from recommender.perf.catalog import load_catalog
+    from recommender.spec import load_spec
+
+    rec = study[0]
+    spec = load_spec(Path(__file__).parents[1] / "search_spaces" / "demo.yaml")
+    catalog = load_catalog(spec.hardware_catalog, price_set=spec.price_set)
+    return dataclasses.replace(rec, assumptions=assumptions_of(spec, catalog, winner=rec.winner, current=rec.current))
+
+
+def test_first_screen_states_traffic_price_utilisation_and_monthly_saving(study: Study) -> None:
+    rec = _with_assumptions(study)
+    a = rec.assumptions
+    assert a is not None and a.requests_per_second == 1500 and (a.prompt_tokens, a.output_tokens) == (960, 32)
+    winner = next(f for f in a.fleets if f.role == "recommended")
+    assert winner.utilisation == pytest.approx(3.0 / 4.0)
+    # $900/month over 1,500 req/s x 992 tokens x 3600 s x 730 h, per million tokens
+    assert winner.usd_per_1m_tokens_served == pytest.approx(900.0 / (1500 * 992 * 3600 * 730) * 1e6)
+    l40s = next(p for p in a.prices if p.hardware == "l40s")
+    assert l40s.usd_per_hour == 1.09 and l40s.url.startswith("https://") and l40s.date
+    md = render_markdown(rec, study[1], study[2])
+    first = md.split("\n\n")[2]
+    assert first.startswith("**Buy:**") and "$900/month" in first and "1,500 req/s" in first
+    assert "75% busy" in first and "<https://www.runpod.io/pricing>" in first
+    assert "Saves $600/month" in md.split("\n\n")[3] and "ranks" in md.split("\n\n")[3]
+    assert md.index("## Assumptions") < md.index("How to launch it")
+    page = render_html(rec, study[1], study[2])
+    assert '<a href="https://www.runpod.io/pricing">' in page
+    # recommendation.json carries the block and reads it back as the same object
+    from recommender.serialization import from_data, to_data
+
+    assert from_data(Recommendation, to_data(rec)).assumptions == a
+
+
+def test_notes_render_backticks_as_code_and_addresses_as_links(study: Study) -> None:
+    rec = dataclasses.replace(study[0], notes=["run `vllm serve` as in https://docs.vllm.ai/x."])
+    page = render_html(rec, study[1])
+    assert "<code>vllm serve</code>" in page and '<a href="https://docs.vllm.ai/x">' in page and "`" not in page

@@ -63,6 +63,12 @@ def test_small_study_logs_runs_writes_recommendation_and_resumes(tmp_path: Path,
     assert parent.info.status == "FINISHED"
     assert parent.data.tags["recommender.release"] == "test"
     assert parent.data.tags["recommender.model_fingerprint"].startswith("sha256:")
+    # MLflow's UI opens the experiment on its runs (not the GenAI traces page); the parent names the winner.
+    experiment = client.get_experiment(parent.info.experiment_id)
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    assert parent.data.tags["recommender.storage"] == storage and Path(storage.removeprefix("sqlite:///")).is_absolute()
+    winner_key = outcome.recommendation.winner.key if outcome.recommendation.winner else None
+    assert parent.data.tags["recommender.winner"] == (winner_key or "none (nothing met every threshold)")
     children = client.search_runs(
         [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{outcome.parent_run_id}'"
     )
@@ -77,10 +83,16 @@ def test_small_study_logs_runs_writes_recommendation_and_resumes(tmp_path: Path,
         assert child.data.tags["provenance"] in ("calibrated", "modeled")  # local latencies are simulated
         assert "ttft_p50_ms" in child.data.metrics and "tpot_p95_ms" in child.data.metrics
         assert "usd_per_1m_tokens" in child.data.metrics
+        assert child.data.tags["price_set"] in ("hardware_catalog", "local_device") and child.data.tags["price_source"]
+        assert child.data.tags["quality_device"] in ("cpu", "not measured")
 
     # recommendation.json: a winner whose figures come from the trials, with provenance.
     rec = json.loads(outcome.recommendation_path.read_text())
     assert rec["schema_version"] == 2
+    assumptions = rec["assumptions"]
+    assert assumptions["requests_per_second"] == 5 and assumptions["prompt_tokens"] == 32
+    assert {p["hardware"] for p in assumptions["prices"]} == {"local", "l4"}
+    assert any(f["role"] == "current" and 0 < f["utilisation"] <= 1 for f in assumptions["fleets"])
     assert Candidate(**rec["current"]["candidate"]).key == "bf16/baseline@l4x1/bs4"
     if rec["winner"] is not None:
         assert rec["winner"]["quality"]["verdict"] == "pass"

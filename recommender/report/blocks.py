@@ -7,6 +7,8 @@ say different things.
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 
 from recommender.report.figure_data import FigureInfo
@@ -39,10 +41,14 @@ class Bullets:
     items: tuple[tuple[Span, ...], ...]
 
 
+#: A table cell: plain text, or inline spans (code, links) where a figure's source is one click away.
+Cell = str | tuple[Span, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class Table:
     header: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
+    rows: tuple[tuple[Cell, ...], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +78,37 @@ def code(text: str) -> Span:
     return Span(text, "code")
 
 
+def link(text: str, href: str) -> Span:
+    return Span(text, "link", href)
+
+
+_INLINE = re.compile(r"`([^`]+)`|(https?://[^\s,;)`]+)")
+
+
+def inline(text: str) -> tuple[Span, ...]:
+    """Spans of free text written by other modules: `backticked` words as code, http(s) addresses as links.
+
+    Notes and sources are plain strings written for both the console and the report; here they
+    become code and links instead of showing literal backticks and dead addresses.
+    """
+    spans: list[Span] = []
+    at = 0
+    for found in _INLINE.finditer(text):
+        if found.start() > at:
+            spans.append(Span(text[at : found.start()]))
+        if found.group(1) is not None:
+            spans.append(code(found.group(1)))
+        else:
+            url = found.group(2).rstrip(".")
+            spans.append(link(url, url))
+            if len(url) < len(found.group(2)):
+                spans.append(Span(found.group(2)[len(url) :]))
+        at = found.end()
+    if at < len(text):
+        spans.append(Span(text[at:]))
+    return tuple(spans)
+
+
 # -- number formats ------------------------------------------------------------------------
 
 
@@ -80,7 +117,11 @@ def usd_1m(value: float | None) -> str:
         return "-"
     if value >= 100:
         return f"${value:,.0f}"
-    return f"${value:,.2f}" if value >= 1 else f"${value:#.4g}"
+    if value >= 1:
+        return f"${value:,.2f}"
+    if 0 < value < 1e-3:  # plain decimals, 4 significant digits: "$0.00007090", never "$7.090e-05"
+        return f"${value:.{3 - math.floor(math.log10(value))}f}"
+    return f"${value:#.4g}"
 
 
 def usd(value: float | None) -> str:

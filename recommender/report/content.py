@@ -16,9 +16,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from recommender.perf.memory import RUNTIME_OVERHEAD_GB
+from recommender.report.assumptions_block import assumptions, headline
 from recommender.report.blocks import (
     Block,
     Bullets,
+    Cell,
     Code,
     Heading,
     Image,
@@ -27,12 +30,14 @@ from recommender.report.blocks import (
     Table,
     bold,
     code,
+    inline,
     num,
     para,
     usd,
     usd_1m,
 )
 from recommender.report.figure_data import describe_figures, speed_kind
+from recommender.report.quality_block import quality_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -40,23 +45,15 @@ if TYPE_CHECKING:
     from recommender.candidate import CandidateResult
     from recommender.emit import EmittedConfig
     from recommender.performance import LoadCurve
-    from recommender.quality.verdict import Check
     from recommender.recommendation import Recommendation
     from recommender.spec import LatencySLA
 
-    _Row = tuple[str, Callable[[CandidateResult], str]]
+    _Row = tuple[str, Callable[[CandidateResult], Cell]]
 
 #: Rows of the rejected table; the rest are in recommendation.json.
 MAX_REJECTED_ROWS = 30
 #: Misses shown when nothing met every threshold.
 CLOSEST_MISSES = 3
-
-
-def check_verdict(check: Check) -> str:
-    """The check's verdict as recorded, except that nothing measured is always 'unverified'."""
-    if check.value is None or not check.verdict:
-        return "unverified"
-    return check.verdict
 
 
 def _price(result: CandidateResult) -> float:
@@ -89,7 +86,8 @@ def _against_current(rec: Recommendation, winner: CandidateResult) -> list[str |
     if current is not None and saving is not None:
         per_token, per_month = saving.percent_per_1m_tokens, saving.usd_per_month
         parts: list[str | Span] = [
-            f" — {abs(per_token):.1f} % {'cheaper' if per_token >= 0 else 'dearer'} per token than the current ",
+            f" — {abs(per_token):.1f} % {'cheaper' if per_token >= 0 else 'dearer'} per token (at capacity) than "
+            "the current ",
             code(current.key),
             f", {'saving' if per_month >= 0 else 'costing'} {usd(abs(per_month))}/month "
             f"({abs(saving.percent_per_month):.1f} %){'' if per_month >= 0 else ' more'}.",
@@ -103,10 +101,15 @@ def _against_current(rec: Recommendation, winner: CandidateResult) -> list[str |
 
 
 def answer(rec: Recommendation) -> list[Block]:
-    """The one-line answer: the winner, its price and fleet, and the saving against what runs today."""
+    """The answer: what to buy at what traffic, price and utilisation, and the saving per month (the one-line
+    answer when the recommendation carries no assumptions block)."""
     winner = rec.winner
     if winner is None:
         return _no_winner() + _misses(rec)
+    note = [Para(inline(rec.quantization_note))] if rec.quantization_note else []
+    first = headline(rec)
+    if first:
+        return first + note
     replicas = winner.cost.replicas if winner.cost is not None else None
     head: list[str | Span] = [
         bold("Recommended: "),
@@ -114,7 +117,6 @@ def answer(rec: Recommendation) -> list[Block]:
         f" at {usd_1m(winner.usd_per_1m_tokens)} per 1M tokens "
         f"({replicas} replica(s), {usd(winner.usd_per_month)}/month at the target traffic)",
     ]
-    note = [para(rec.quantization_note)] if rec.quantization_note else []
     return [para(*head, *_against_current(rec, winner)), *note]
 
 
@@ -122,8 +124,7 @@ def _sources(sources: Sequence[str]) -> Para:
     spans: list[Span] = [Span("Sources: ")]
     for i, src in enumerate(sources):
         spans += [Span(", ")] if i else []
-        is_url = src.startswith(("http://", "https://"))
-        spans.append(Span(src, "link", src) if is_url else Span(src))
+        spans += inline(src)
     return Para(tuple(spans))
 
 
@@ -134,7 +135,7 @@ def _engine(entry: EmittedConfig) -> list[Block]:
     if entry.config_yaml:
         blocks.append(Code(entry.config_yaml, "yaml"))
     if entry.notes:
-        blocks.append(Bullets(tuple((Span(n),) for n in entry.notes)))
+        blocks.append(Bullets(tuple(inline(n) for n in entry.notes)))
     if entry.sources:
         blocks.append(_sources(entry.sources))
     return blocks
@@ -166,19 +167,37 @@ def _latency(result: CandidateResult, which: str, digits: str) -> str:
 
 _COMPARISON_ROWS: tuple[_Row, ...] = (
     ("config", lambda r: r.key),
-    ("$/1M tokens", lambda r: usd_1m(r.usd_per_1m_tokens)),
+    ("$/1M tokens at capacity", lambda r: usd_1m(r.usd_per_1m_tokens)),
     ("replicas at target traffic", lambda r: "-" if r.cost is None else str(r.cost.replicas)),
     ("$/month", lambda r: usd(r.usd_per_month)),
     ("P99 TTFT", lambda r: _latency(r, "ttft", ",.1f")),
     ("P99 TPOT", lambda r: _latency(r, "tpot", ",.2f")),
-    ("tokens/s per replica", lambda r: num(None if r.serving is None else r.serving.tokens_per_s, ",.0f")),
-    ("memory per device", lambda r: "-" if r.memory is None else f"{r.memory.needed_gb:.2f} GB"),
+    ("capacity per replica (within SLA)", lambda r: _capacity(r)),
+    ("memory per device", lambda r: _memory(r)),
     ("quality verdict", lambda r: r.quality_verdict),
     ("thresholds broken", lambda r: "; ".join(r.broken) or "none"),
-    ("price source", lambda r: (r.cost.price_source if r.cost is not None else "") or "not recorded"),
+    ("price per GPU-hour", lambda r: "-" if r.cost is None else f"${r.cost.price_per_hour_usd:,.4g}"),
+    ("price source", lambda r: inline(r.cost.price_source) if r.cost is not None and r.cost.price_source
+     else "not recorded"),
     ("speed and latency source", lambda r: "not recorded" if r.serving is None else str(r.serving.provenance)),
     ("quality measured on", lambda r: (r.quality.device if r.quality is not None else "") or "not measured"),
 )
+
+
+def _memory(result: CandidateResult) -> str:
+    """Needed of usable GB per device, saying that a fixed runtime reserve is in it (it dominates small models)."""
+    if result.memory is None:
+        return "-"
+    m = result.memory
+    return (f"{m.needed_gb:.2f} GB of {m.available_gb:.1f} GB usable (incl. {RUNTIME_OVERHEAD_GB:g} GB assumed "
+            "engine runtime; weights, KV cache of one request, workspace)")  # fmt: skip
+
+
+def _capacity(result: CandidateResult) -> str:
+    s = result.serving
+    if s is None:
+        return "-"
+    return f"{s.requests_per_s:,.4g} req/s = {s.tokens_per_s:,.0f} tokens/s (prompt + output)"
 
 
 def _sla_limits(sla: LatencySLA | None) -> dict[str, str]:
@@ -216,47 +235,6 @@ def quality_subjects(rec: Recommendation) -> list[tuple[str, CandidateResult]]:
     return [(" and ".join(seen[(r.candidate.precision, r.candidate.method)]), r) for r in order]
 
 
-def _check_row(c: Check) -> tuple[str, ...]:
-    ci = c.delta_ci
-    return (
-        c.name,
-        c.metric,
-        num(c.baseline),
-        num(c.value),
-        "-" if c.delta is None else f"{c.delta:+.4g}",
-        c.interval if ci else "-",  # with its confidence: per look, when looks shared the error rate
-        str(c.n_docs or "-"),
-        c.threshold,
-        check_verdict(c),
-    )
-
-
-def _quality_of(label: str, result: CandidateResult) -> list[Block]:
-    c, quality = result.candidate, result.quality
-    method = f"{c.precision}/{c.method}"
-    device = (quality.device if quality is not None else "") or "no device (not measured)"
-    blocks: list[Block] = [Heading(f"{method} ({label}): {result.quality_verdict}", 3)]
-    checks = quality.checks if quality is not None else []
-    if checks:
-        header = ("check", "metric", "bf16", method, "delta", "interval of delta", "docs", "threshold", "verdict")
-        blocks.append(Table(header, tuple(_check_row(check) for check in checks)))
-    else:
-        blocks.append(para("No quality check was run: quality is ", bold("unverified"), "."))
-    fidelity = quality.fidelity if quality is not None else None
-    if fidelity is not None:
-        blocks.append(
-            para(
-                f"KL against bf16 over {fidelity.tokens} tokens, measured on {device}: "
-                f"mean {num(fidelity.mean_kl, '.3g')}, p99 {num(fidelity.p99_kl, '.3g')}, "
-                f"top-1 agreement {num(fidelity.top1_agreement, '.1%')}, "
-                f"perplexity ratio {num(fidelity.ppl_ratio, '.4f')}."
-            )
-        )
-    else:
-        blocks.append(para(f"No KL measurement (quality measured on {device})."))
-    return blocks
-
-
 def quality(rec: Recommendation) -> list[Block]:
     """Each check of the winner's (or the closest misses') and the current deployment's method against bf16."""
     subjects = quality_subjects(rec)
@@ -264,7 +242,7 @@ def quality(rec: Recommendation) -> list[Block]:
         return []
     blocks: list[Block] = [Heading("Quality evidence against bf16")]
     for label, result in subjects:
-        blocks += _quality_of(label, result)
+        blocks += quality_of(label, result)
     return blocks
 
 
@@ -274,10 +252,12 @@ def rejected(rec: Recommendation) -> list[Block]:
     if not rec.rejected_cheaper:
         return [title, para("None: nothing cheaper was evaluated.")]
     rows = tuple(
-        (r.key, usd_1m(r.usd_per_1m_tokens), r.quality_verdict, speed_kind(r), "; ".join(r.broken))
+        (r.key, usd(r.usd_per_month), usd_1m(r.usd_per_1m_tokens), r.quality_verdict, speed_kind(r),
+         "; ".join(r.broken))  # fmt: skip
         for r in rec.rejected_cheaper[:MAX_REJECTED_ROWS]
     )
-    blocks: list[Block] = [title, Table(("config", "$/1M tokens", "quality", "speed", "threshold broken"), rows)]
+    header = ("config", "$/month", "$/1M tokens at capacity", "quality", "speed", "threshold broken")
+    blocks: list[Block] = [title, Table(header, rows)]
     hidden = len(rec.rejected_cheaper) - MAX_REJECTED_ROWS
     if hidden > 0:
         blocks.append(para(f"... and {hidden} more in recommendation.json."))
@@ -292,11 +272,14 @@ def _mean_kl(result: CandidateResult) -> float | None:
 def ties(rec: Recommendation) -> list[Block]:
     if not rec.ties:
         return []
-    rows = tuple((r.key, usd_1m(r.usd_per_1m_tokens), num(_mean_kl(r), ".2g")) for r in rec.ties[:MAX_REJECTED_ROWS])
+    rows = tuple(
+        (r.key, usd(r.usd_per_month), usd_1m(r.usd_per_1m_tokens), num(_mean_kl(r), ".2g"))
+        for r in rec.ties[:MAX_REJECTED_ROWS]
+    )
     return [
         Heading("Ties: feasible candidates within the tie tolerance"),
         para(f"Tie policy: {rec.tie_policy}."),
-        Table(("config", "$/1M tokens", "mean KL"), rows),
+        Table(("config", "$/month", "$/1M tokens at capacity", "mean KL (nats/token)"), rows),
     ]
 
 
@@ -306,7 +289,7 @@ def closing(rec: Recommendation) -> list[Block]:
     n = rec.counts
     return [
         Heading("Notes"),
-        Bullets(tuple((Span(note),) for note in notes)),
+        Bullets(tuple(inline(note) for note in notes)),
         para(
             f"{n.candidates} distinct candidates: {n.evaluated} evaluated, "
             f"{n.pruned} pruned before loading a model, {n.failed} failed, {n.feasible} feasible."
@@ -337,6 +320,7 @@ def build_blocks(
         Heading(title(rec), 1),
         *([para("study ", code(rec.study))] if rec.study else []),
         *answer(rec),
+        *assumptions(rec),
         *launch(rec),
         *comparison(rec, sla),
         *quality(rec),

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from recommender.cost import HOURS_PER_MONTH
+
 if TYPE_CHECKING:
     from recommender.autoscale import AutoscaleSchedule
     from recommender.candidate import CandidateResult
@@ -21,18 +23,16 @@ if TYPE_CHECKING:
 
 #: The reference the KL is measured against; its loss is zero by definition.
 REFERENCE_METHOD = "baseline"
-#: Left to right on the cost plot: from the widest number format to the narrowest.
-PRECISION_ORDER = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "fp4")
 #: Speed provenance kinds in the order captions list them; "unknown" when a result has no serving estimate.
 SPEED_KINDS = ("measured", "calibrated", "modeled", "unknown")
 
 PARETO = "pareto"
-COST = "cost_by_precision"
+COST = "cost_per_month"
 LOAD = "load_curve"
 DAILY = "daily_replicas"
 TITLES = {
     PARETO: "Cost against quality loss",
-    COST: "Cost per precision and GPU",
+    COST: "Cost per month per scheme and GPU",
     LOAD: "Latency against load",
     DAILY: "Traffic and replicas over the day",
 }
@@ -143,52 +143,51 @@ def pareto_data(results: Sequence[CandidateResult]) -> ParetoData:
     return ParetoData(points, front, front_over, without_kl, without_price, caption)
 
 
-# -- (b) cost per precision and GPU --------------------------------------------------------
+# -- (b) cost per month per scheme and GPU ---------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class CostBar:
-    precision: str
+    """The cheapest candidate of one scheme on one GPU: what it costs per month at the target traffic."""
+
+    scheme: str
     hardware: str
-    usd_per_1m_tokens: float
+    usd_per_month: float
+    accelerators: int
     feasible: bool
     key: str
 
 
 @dataclass(frozen=True, slots=True)
 class CostData:
+    #: Cheapest first.
     bars: list[CostBar]
-    precisions: list[str]
-    hardware: list[str]
     caption: str
 
 
-def _precision_rank(precision: str) -> tuple[int, str]:
-    return (PRECISION_ORDER.index(precision), "") if precision in PRECISION_ORDER else (len(PRECISION_ORDER), precision)
-
-
 def cost_data(results: Sequence[CandidateResult]) -> CostData:
-    """Per (precision, GPU): the cheapest feasible price, or the cheapest infeasible one when none is feasible."""
+    """Per (scheme, GPU): the cheapest feasible $/month at the target traffic, else the cheapest infeasible one."""
     groups: dict[tuple[str, str], list[tuple[float, CandidateResult]]] = {}
     for r in results:
-        if r.status == "evaluated" and r.usd_per_1m_tokens is not None:
+        if r.status == "evaluated" and r.cost is not None:
             c = r.candidate
-            groups.setdefault((c.precision, c.hardware), []).append((r.usd_per_1m_tokens, r))
+            groups.setdefault((f"{c.precision}/{c.method}", c.hardware), []).append((r.cost.usd_per_month, r))
     bars: list[CostBar] = []
     used: list[CandidateResult] = []
-    for (precision, gpu), members in groups.items():
+    for (scheme, gpu), members in groups.items():
         feasible = [m for m in members if m[1].feasible]
-        price, best = min(feasible or members, key=lambda m: m[0])
-        bars.append(CostBar(precision, gpu, price, bool(feasible), best.key))
+        price, best = min(feasible or members, key=lambda m: (m[0], m[1].key))
+        accelerators = best.cost.accelerators if best.cost is not None else 0
+        bars.append(CostBar(scheme, gpu, price, accelerators, bool(feasible), best.key))
         used.append(best)
-    precisions = sorted({b.precision for b in bars}, key=_precision_rank)
-    hardware = sorted({b.hardware for b in bars})
+    bars.sort(key=lambda b: (b.usd_per_month, not b.feasible, b.scheme, b.hardware))
     caption = (
-        f"Cheapest $/1M tokens per precision and GPU among {sum(map(len, groups.values()))} evaluated, priced "
-        f"candidates: the cheapest feasible one; hatched = none feasible, the bar shows the cheapest infeasible one; "
+        f"$/month at the target traffic (replicas x GPUs x hourly price x {HOURS_PER_MONTH:g} h) of the cheapest "
+        f"candidate per scheme and GPU, among {sum(map(len, groups.values()))} evaluated, priced candidates: the "
+        f"cheapest feasible one; hatched = none feasible, the bar shows the cheapest infeasible one; "
         f"{_speed_sources(used)}."
     )
-    return CostData(bars, precisions, hardware, caption)
+    return CostData(bars, caption)
 
 
 # -- (c) latency against load --------------------------------------------------------------
@@ -197,11 +196,37 @@ def cost_data(results: Sequence[CandidateResult]) -> CostData:
 def load_caption(curve: LoadCurve, winner: CandidateResult | None) -> str:
     key = winner.key if winner is not None else "the recommended configuration"
     sla = curve.sla
-    sla_text = f"dashed lines: SLA P99 TTFT {sla.ttft_p99_ms:g} ms, P99 TPOT {sla.tpot_p99_ms:g} ms"
+    load = winner.serving.load_per_replica_rps if winner is not None and winner.serving is not None else None
+    target = f"dotted green: the load each replica carries at the target traffic ({load:,.4g} req/s); " if load else ""
+    band = "shaded: the prediction interval; " if any(point_interval(p) is not None for p in curve.points) else ""
     return (
         f"P99 latency of one replica of {key} against request rate, {curve.provenance.kind} "
-        f"({curve.provenance}); {sla_text}."
+        f"({curve.provenance}). Dashed red: SLA P99 TTFT {sla.ttft_p99_ms:g} ms and P99 TPOT {sla.tpot_p99_ms:g} ms; "
+        f"{target}{band}solid grey: the capacity used for sizing ({curve.capacity_rate_per_s:,.4g} req/s), the "
+        "highest rate at which both P99s met the SLA in a bisection over simulations of the same requests. The "
+        f"curve is {len(curve.points)} separate simulations joined by straight lines, so where it seems to cross "
+        "a limit is approximate, and the panel that reaches its limit first sets the capacity. The capacity is "
+        "also capped at the decode-only throughput of a full batch, above which no rate is sustainable (a finite "
+        "simulation of an overloaded queue can still look fast)" + _cap_note(curve) + "."
     )
+
+
+def _cap_note(curve: LoadCurve) -> str:
+    beyond = [p for p in curve.points if p.rate_per_s > curve.capacity_rate_per_s * 1.001]
+    sla = curve.sla
+    if beyond and all(p.ttft_p99_ms <= sla.ttft_p99_ms and p.tpot_p99_ms <= sla.tpot_p99_ms for p in beyond):
+        return ": here that cap decided, not the SLA, which the curve still meets beyond it"
+    return ""
+
+
+def point_interval(point: object) -> tuple[float, float] | None:
+    """A load point's upper P99 TTFT and TPOT at the prediction interval's confidence, when the performance model
+    gives one (an optional ``interval`` with ``ttft_p99_ms`` and ``tpot_p99_ms``); None for a point estimate."""
+    interval = getattr(point, "interval", None)
+    ttft, tpot = getattr(interval, "ttft_p99_ms", None), getattr(interval, "tpot_p99_ms", None)
+    if isinstance(ttft, int | float) and isinstance(tpot, int | float):
+        return float(ttft), float(tpot)
+    return None
 
 
 def daily_caption(a: AutoscaleSchedule) -> str:

@@ -8,11 +8,11 @@ its caption (where its numbers come from) are prepared in `figure_data.py`, with
 from __future__ import annotations
 
 import io
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
@@ -29,6 +29,7 @@ from recommender.report.figure_data import (
     cost_data,
     describe_figures,
     pareto_data,
+    point_interval,
 )
 
 if TYPE_CHECKING:
@@ -37,9 +38,12 @@ if TYPE_CHECKING:
     from recommender.performance import LoadCurve
     from recommender.recommendation import Recommendation
 
-#: Small figures: they sit in a report beside tables, not on a poster.
-FIGSIZE = (6.0, 4.0)
-DPI = 100
+#: 1200 x 800 pixels: readable at a report's full width (about 1150 CSS pixels), legends included.
+FIGSIZE = (8.0, 16 / 3)
+DPI = 150
+#: Font sizes in points at that size: about 20 pixels for labels, 18 for legends and annotations.
+_RC: Any = {"font.size": 10.0, "axes.titlesize": 12.0, "axes.labelsize": 10.5, "legend.fontsize": 9.0,
+       "xtick.labelsize": 9.0, "ytick.labelsize": 9.0}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,44 +66,50 @@ def _new_figure() -> Figure:
 # -- (a) cost against quality loss ---------------------------------------------------------
 
 
-def _log_fraction(value: float, low: float, high: float) -> float:
-    return 0.5 if high <= low else (math.log(value) - math.log(low)) / (math.log(high) - math.log(low))
+def _annotate(ax: Any, point: ParetoPoint, label: str, marker: str, color: str, slot: int) -> None:
+    """Ring a point and label it in the plot's top-right corner (one slot per label), with a leader line.
 
-
-def _annotate(ax: Any, data: ParetoData, point: ParetoPoint, label: str, marker: str, color: str, lift: int) -> None:
-    """Circle a point and label it, the label pointing into the plot so it is not clipped at an edge."""
-    ax.scatter(
-        [point.usd_per_1m_tokens],
-        [point.mean_kl],
-        s=140,
-        marker=marker,
-        facecolors="none",
-        edgecolors=color,
-        linewidths=2,
-        zorder=5,
-    )
-    xs = [p.usd_per_1m_tokens for p in data.points]
-    ys = [p.mean_kl for p in data.points]
-    right = _log_fraction(point.usd_per_1m_tokens, min(xs), max(xs)) > 0.5
-    high = max(ys) > min(ys) and (point.mean_kl - min(ys)) / (max(ys) - min(ys)) > 0.5
+    Expensive and lossy at once, that corner is where dominated candidates would be, so it is the emptiest:
+    the labels cover neither the points near the front nor each other, whatever the data.
+    """
+    ax.scatter([point.usd_per_1m_tokens], [point.mean_kl], s=260, marker=marker, facecolors="none",
+               edgecolors=color, linewidths=2.2, zorder=6)  # fmt: skip
     ax.annotate(
-        f"{label}\n{point.key}",
+        f"{label}: {point.key}",
         (point.usd_per_1m_tokens, point.mean_kl),
-        xytext=(-12 if right else 12, -lift if high else lift),
-        textcoords="offset points",
-        ha="right" if right else "left",
-        va="top" if high else "bottom",
-        fontsize=7,
+        xytext=(0.98, 0.95 - 0.12 * slot),
+        textcoords="axes fraction",
+        ha="right",
+        va="top",
         color=color,
-        arrowprops={"arrowstyle": "-", "color": color},
+        bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": color, "alpha": 0.95},
+        arrowprops={"arrowstyle": "-", "color": color, "linewidth": 1.2, "shrinkB": 8},
+        zorder=7,
     )
+
+
+def _front_line(ax: Any, data: ParetoData) -> None:
+    """The front as a staircase over the feasible candidates, carried on to the dearest point plotted.
+
+    Nothing to the right of the last front point beats it, so the step runs flat to the plot's right edge:
+    the line stays visible even when the front is one or two points under the winner's marker.
+    """
+    if not data.front:
+        return
+    front = [data.points[i] for i in data.front]
+    xs = [p.usd_per_1m_tokens for p in front]
+    ys = [p.mean_kl for p in front]
+    right = max(p.usd_per_1m_tokens for p in data.points) * 1.15
+    ax.step([*xs, right], [*ys, ys[-1]], where="post", color="tab:green", linewidth=2.0, zorder=4,
+            label=f"Pareto front over {data.front_over} ({len(front)})")  # fmt: skip
+    ax.scatter(xs, ys, s=40, color="tab:green", zorder=4)
 
 
 def _plain_log_ticks(axis: Any, values: Sequence[float]) -> None:
     """Plain numbers on a log axis; minor ticks labelled only when the data span less than a decade."""
     plain = FuncFormatter(lambda v, _: f"{v:g}")
     axis.set_major_formatter(plain)
-    axis.set_minor_formatter(plain if values and max(values) < 10 * min(values) else NullFormatter())
+    axis.set_minor_formatter(plain if values and max(values) < 3 * min(values) else NullFormatter())
 
 
 def pareto_png(data: ParetoData, *, winner_key: str | None, current_key: str | None) -> bytes:
@@ -108,104 +118,107 @@ def pareto_png(data: ParetoData, *, winner_key: str | None, current_key: str | N
     for feasible, marker, color in ((True, "o", "tab:blue"), (False, "x", "0.55")):
         chosen = [p for p in data.points if p.feasible is feasible]
         if chosen:
-            ax.scatter(
-                [p.usd_per_1m_tokens for p in chosen],
-                [p.mean_kl for p in chosen],
-                s=22,
-                label="feasible" if feasible else "infeasible",
-                marker=marker,
-                color=color,
-            )
-    if data.front:
-        front = [data.points[i] for i in data.front]
-        ax.step(
-            [p.usd_per_1m_tokens for p in front],
-            [p.mean_kl for p in front],
-            where="post",
-            color="tab:green",
-            linewidth=1.2,
-            label=f"Pareto front ({data.front_over})",
-        )
+            label = f"{'feasible' if feasible else 'infeasible'} ({len(chosen)})"
+            ax.scatter([p.usd_per_1m_tokens for p in chosen], [p.mean_kl for p in chosen], s=30, marker=marker,
+                       color=color, label=label, zorder=3)  # fmt: skip
+    _front_line(ax, data)
     by_key = {p.key: p for p in data.points}
     current = by_key.get(current_key) if current_key is not None and current_key != winner_key else None
     if current is not None:
-        _annotate(ax, data, current, "current", "s", "tab:red", 55)
+        _annotate(ax, current, "current", "s", "tab:red", 1)
     winner = by_key.get(winner_key) if winner_key is not None else None
     if winner is not None:
-        _annotate(ax, data, winner, "recommended", "*", "tab:orange", 25)
+        _annotate(ax, winner, "recommended", "*", "tab:orange", 0)
     ax.set_xscale("log")
     _plain_log_ticks(ax.xaxis, [p.usd_per_1m_tokens for p in data.points])
     positive = [p.mean_kl for p in data.points if p.mean_kl > 0]
+    if not positive:  # every plotted point lost nothing: keep zero near the bottom, KL is never negative
+        ax.set_ylim(bottom=-0.0005, top=0.01)
     if positive and max(positive) / min(positive) > 100:
         ax.set_yscale("symlog", linthresh=min(positive))
         ax.set_ylim(bottom=-min(positive) / 2, top=max(positive) * 3)  # KL is never negative
-    ax.set_xlabel("\\$ per 1M tokens (log scale)")
-    ax.set_ylabel("quality loss: mean KL vs bf16")
-    ax.set_title("Cost against quality loss", fontsize=10)
+    ax.set_xlabel("\\$ per 1M tokens at capacity (log scale)")
+    ax.set_ylabel("quality loss: mean KL vs bf16 (nats/token)")
+    ax.set_title("Cost against quality loss")
     ax.grid(True, which="both", alpha=0.3)
     if data.points:
-        ax.legend(fontsize=7, loc="best")
+        fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=3)
     return _to_png(fig)
 
 
-# -- (b) cost per precision and GPU --------------------------------------------------------
+# -- (b) cost per month per scheme and GPU ---------------------------------------------------
 
 
-def cost_png(data: CostData) -> bytes:
+def cost_png(data: CostData, *, winner_key: str | None, current_key: str | None) -> bytes:
+    """Horizontal bars, cheapest at the top: one per scheme and GPU, labelled with $/month and GPUs."""
     fig = _new_figure()
     ax = fig.add_subplot()
-    width = 0.8 / max(1, len(data.hardware))
-    colors = {hw: f"C{i % 10}" for i, hw in enumerate(data.hardware)}
-    for bar in data.bars:
-        slot = data.hardware.index(bar.hardware) - (len(data.hardware) - 1) / 2
-        x = data.precisions.index(bar.precision) + slot * width
-        ax.bar(
-            x,
-            bar.usd_per_1m_tokens,
-            width=width * 0.95,
-            color=colors[bar.hardware],
-            alpha=1.0 if bar.feasible else 0.35,
-            hatch=None if bar.feasible else "///",
-            edgecolor=colors[bar.hardware] if bar.feasible else "0.3",
-        )
-    ax.set_xticks(range(len(data.precisions)), data.precisions)
-    if data.bars:
-        prices = [b.usd_per_1m_tokens for b in data.bars]
-        ax.set_yscale("log")
-        ax.set_ylim(bottom=min(prices) / 2, top=max(prices) * 1.5)
-        _plain_log_ticks(ax.yaxis, prices)
-    ax.set_xlabel("precision")
-    ax.set_ylabel("cheapest \\$ per 1M tokens (log scale)")
-    ax.set_title("Cost per precision and GPU", fontsize=10)
-    ax.grid(True, axis="y", which="both", alpha=0.3)
-    handles = [Patch(color=colors[hw], label=hw) for hw in data.hardware]
+    hardware = sorted({b.hardware for b in data.bars})
+    colors = {hw: f"C{i % 10}" for i, hw in enumerate(hardware)}
+    for y, bar in enumerate(data.bars):
+        color = colors[bar.hardware]
+        ax.barh(y, bar.usd_per_month, color=color, alpha=1.0 if bar.feasible else 0.35,
+                hatch=None if bar.feasible else "///", edgecolor=color if bar.feasible else "0.3")  # fmt: skip
+        mark = " (recommended)" if bar.key == winner_key else " (current)" if bar.key == current_key else ""
+        gpus = f"{bar.accelerators} GPU{'s' if bar.accelerators != 1 else ''}"
+        ax.annotate(f" ${bar.usd_per_month:,.0f}, {gpus}{mark}", (bar.usd_per_month, y), va="center", fontsize=8.5)
+    ax.set_yticks(range(len(data.bars)), [f"{b.scheme} @ {b.hardware}" for b in data.bars], fontsize=8.5)
+    ax.invert_yaxis()
+    months = [b.usd_per_month for b in data.bars]
+    log = bool(months) and max(months) > 20 * min(months)  # a log axis only where a linear one would hide bars
+    if log:
+        ax.set_xscale("log")
+        ax.set_xlim(left=min(months) / 2, right=max(months) * 6)  # room for the labels
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    elif months:
+        ax.set_xlim(left=0, right=max(months) * 1.5)
+    ax.set_xlabel("\\$ per month at the target traffic" + (" (log scale)" if log else ""))
+    ax.set_title("Cost per month: cheapest candidate per scheme and GPU")
+    ax.grid(True, axis="x", which="both", alpha=0.3)
+    handles = [Patch(color=colors[hw], label=hw) for hw in hardware]
     if any(not b.feasible for b in data.bars):
-        handles.append(Patch(facecolor="white", edgecolor="0.3", hatch="///", label="no feasible config"))
+        handles.append(Patch(facecolor="white", edgecolor="0.3", hatch="///", label="none feasible"))
     if handles:
-        ax.legend(handles=handles, fontsize=7, loc="best")
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 6))
     return _to_png(fig)
 
 
 # -- (c) latency against load --------------------------------------------------------------
 
 
-def load_png(curve: LoadCurve) -> bytes:
+def load_png(curve: LoadCurve, *, load_per_replica: float | None = None) -> bytes:
+    """P99 TTFT and TPOT against the rate per replica, with the SLA, the capacity used and the target load.
+
+    A prediction interval, when the points carry one (`figure_data.point_interval`), is shaded above the line.
+    """
     points = sorted(curve.points, key=lambda p: p.rate_per_s)
     fig = _new_figure()
     axes = fig.subplots(1, 2)
     rates = [p.rate_per_s for p in points]
+    bounds = [point_interval(p) for p in points]
     panels = (
-        (axes[0], [p.ttft_p99_ms for p in points], curve.sla.ttft_p99_ms, "P99 TTFT (ms)"),
-        (axes[1], [p.tpot_p99_ms for p in points], curve.sla.tpot_p99_ms, "P99 TPOT (ms)"),
+        (axes[0], [p.ttft_p99_ms for p in points], curve.sla.ttft_p99_ms, "P99 TTFT (ms)", 0),
+        (axes[1], [p.tpot_p99_ms for p in points], curve.sla.tpot_p99_ms, "P99 TPOT (ms)", 1),
     )
-    for ax, values, limit, label in panels:
-        ax.plot(rates, values, marker="o", markersize=3, color="tab:blue")
-        ax.axhline(limit, color="tab:red", linestyle="--", linewidth=1, label=f"SLA {limit:g} ms")
-        ax.legend(fontsize=7, loc="upper left")
+    for ax, values, limit, label, which in panels:
+        ax.plot(rates, values, marker="o", markersize=4, color="tab:blue", label="simulated P99")
+        if all(b is not None for b in bounds) and bounds:
+            upper = [b[which] for b in bounds if b is not None]
+            ax.fill_between(rates, values, upper, color="tab:blue", alpha=0.2, label="prediction interval")
+        ax.axhline(limit, color="tab:red", linestyle="--", linewidth=1.5, label="SLA limit (P99)")
+        ax.axvline(curve.capacity_rate_per_s, color="0.35", linewidth=1.5,
+                   label=f"capacity used {curve.capacity_rate_per_s:,.4g} req/s")  # fmt: skip
+        if load_per_replica is not None and load_per_replica > 0:
+            ax.axvline(load_per_replica, color="tab:green", linestyle=":", linewidth=2,
+                       label=f"target load {load_per_replica:,.4g} req/s")  # fmt: skip
+        ax.set_ylim(bottom=0, top=max([*values, limit]) * 1.15)
         ax.set_xlabel("requests per second per replica")
-        ax.set_ylabel(label)
+        ax.set_ylabel(f"{label}, SLA {limit:g} ms")
         ax.grid(True, alpha=0.3)
-    fig.suptitle("Latency against load (recommended configuration)", fontsize=10)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 5))
+    fig.suptitle("Latency against load (one replica of the recommended configuration)", fontsize=12)
     return _to_png(fig)
 
 
@@ -231,8 +244,8 @@ def daily_png(schedule: AutoscaleSchedule) -> bytes:
     replicas.set_ylabel("replicas", color="tab:orange")
     replicas.set_ylim(0, schedule.static_replicas + 1)
     replicas.yaxis.set_major_locator(MaxNLocator(integer=True))
-    replicas.legend(fontsize=7, loc="upper left")
-    ax.set_title(f"{schedule.candidate_key}: autoscaled saves {schedule.saving_percent:.0f} %", fontsize=9)
+    replicas.legend(loc="upper left")
+    ax.set_title(f"{schedule.candidate_key}: autoscaled saves {schedule.saving_percent:.0f} %")
     return _to_png(fig)
 
 
@@ -243,19 +256,22 @@ def draw_figures(
     recommendation: Recommendation, results: Sequence[CandidateResult], load_curve: LoadCurve | None = None
 ) -> list[Plot]:
     """Every figure the data supports, as PNG bytes with its caption; a figure with nothing to show is left out."""
-    winner_key = recommendation.winner.key if recommendation.winner is not None else None
-    current_key = recommendation.current.key if recommendation.current is not None else None
+    winner, current = recommendation.winner, recommendation.current
+    winner_key = winner.key if winner is not None else None
+    current_key = current.key if current is not None else None
+    load = winner.serving.load_per_replica_rps if winner is not None and winner.serving is not None else None
     plots: list[Plot] = []
-    for info in describe_figures(recommendation, results, load_curve):
-        if info.name == PARETO:
-            png = pareto_png(pareto_data(results), winner_key=winner_key, current_key=current_key)
-        elif info.name == COST:
-            png = cost_png(cost_data(results))
-        elif info.name == DAILY and recommendation.autoscale is not None:
-            png = daily_png(recommendation.autoscale)
-        elif load_curve is not None:
-            png = load_png(load_curve)
-        else:  # describe_figures lists the load curve only when there is one
-            continue
-        plots.append(Plot(info, png))
+    with rc_context(_RC):
+        for info in describe_figures(recommendation, results, load_curve):
+            if info.name == PARETO:
+                png = pareto_png(pareto_data(results), winner_key=winner_key, current_key=current_key)
+            elif info.name == COST:
+                png = cost_png(cost_data(results), winner_key=winner_key, current_key=current_key)
+            elif info.name == DAILY and recommendation.autoscale is not None:
+                png = daily_png(recommendation.autoscale)
+            elif load_curve is not None:
+                png = load_png(load_curve, load_per_replica=load)
+            else:  # describe_figures lists the load curve only when there is one
+                continue
+            plots.append(Plot(info, png))
     return plots

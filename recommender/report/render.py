@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from recommender.report.blocks import Block, Bullets, Code, Heading, Para, Span, Table
+from recommender.report.blocks import Block, Bullets, Cell, Code, Heading, Para, Span, Table
 from recommender.report.content import build_blocks, title
 from recommender.report.plots import draw_figures
 
@@ -54,8 +54,9 @@ def _md_spans(spans: Sequence[Span]) -> str:
     return "".join(out)
 
 
-def _md_cell(text: str) -> str:
-    return _md_text(text).replace("|", "\\|").replace("\n", " ")
+def _md_cell(cell: Cell) -> str:
+    text = _md_text(cell) if isinstance(cell, str) else _md_spans(cell)
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def _md_block(block: Block) -> str:
@@ -100,9 +101,15 @@ table { border-collapse: collapse; margin: 0.5rem 0; font-size: 0.9rem; }
 th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: left; vertical-align: top; }
 th { background: #f3f4f6; }
 code, pre { font-family: ui-monospace, "SFMono-Regular", Menlo, monospace; font-size: 0.88rem; }
-pre { background: #f6f8fa; padding: 0.75rem; overflow-x: auto; border-radius: 4px; }
-figure { margin: 1rem 0; } figcaption { font-size: 0.85rem; color: #555; max-width: 40rem; }
-img { max-width: 100%; height: auto; }
+pre { background: #f6f8fa; padding: 0.75rem; border-radius: 4px; margin: 0;
+      white-space: pre-wrap; overflow-wrap: anywhere; }
+.code { position: relative; margin: 0.5rem 0; }
+.code pre { padding-right: 5rem; }
+.code button { position: absolute; top: 0.4rem; right: 0.4rem; font-size: 0.8rem; padding: 0.15rem 0.6rem;
+               border: 1px solid #bbb; border-radius: 4px; background: #fff; cursor: pointer; }
+p code, li code, td code { background: #eef0f3; padding: 0 0.2rem; border-radius: 3px; }
+figure { margin: 1.5rem 0; } figcaption { font-size: 0.9rem; color: #444; max-width: 56rem; }
+img { max-width: 100%; height: auto; border: 1px solid #e5e7eb; }
 """
 
 
@@ -130,15 +137,43 @@ def _html_block(block: Block) -> str:
         return "<ul>" + "".join(f"<li>{_html_spans(item)}</li>" for item in block.items) + "</ul>"
     if isinstance(block, Table):
         head = "".join(f"<th>{html.escape(h)}</th>" for h in block.header)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in block.rows)
+        body = "".join("<tr>" + "".join(f"<td>{_html_cell(c)}</td>" for c in row) + "</tr>" for row in block.rows)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
     if isinstance(block, Code):
         lang = f' class="language-{html.escape(block.lang, quote=True)}"' if block.lang else ""
-        return f"<pre><code{lang}>{html.escape(block.text.rstrip())}</code></pre>"
+        copy = '<button type="button" class="copy" title="Copy to the clipboard">Copy</button>'
+        return f'<div class="code">{copy}<pre><code{lang}>{html.escape(block.text.rstrip())}</code></pre></div>'
     return (
         f'<figure><img src="{html.escape(block.src, quote=True)}" alt="{html.escape(block.info.title, quote=True)}">'
         f"<figcaption>{html.escape(block.info.caption)}</figcaption></figure>"
     )
+
+
+def _html_cell(cell: Cell) -> str:
+    return html.escape(cell) if isinstance(cell, str) else _html_spans(cell)
+
+
+#: The page's only script: copy buttons on commands and configs. Inline (the file stays self-contained);
+#: falls back to selecting the text where the clipboard API is refused (a file:// page in some browsers).
+_SCRIPT = """
+document.querySelectorAll("button.copy").forEach(function (button) {
+  button.addEventListener("click", function () {
+    var code = button.parentElement.querySelector("code");
+    var done = function (label) {
+      button.textContent = label;
+      setTimeout(function () { button.textContent = "Copy"; }, 1500);
+    };
+    var select = function () {
+      var range = document.createRange(); range.selectNodeContents(code);
+      var sel = window.getSelection(); sel.removeAllRanges(); sel.addRange(range);
+      done(document.execCommand && document.execCommand("copy") ? "Copied" : "Selected");
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(code.textContent).then(function () { done("Copied"); }, select);
+    } else { select(); }
+  });
+});
+"""
 
 
 def data_uri(png: bytes) -> str:
@@ -151,7 +186,8 @@ def render_html(
     load_curve: LoadCurve | None = None,
     images: Mapping[str, str] | None = None,
 ) -> str:
-    """report.html, one self-contained file: inline CSS, figures as data URIs, no script, nothing fetched.
+    """report.html, one self-contained file: inline CSS and script (copy buttons), figures as data URIs,
+    nothing fetched.
 
     ``images`` maps figure names to sources (data URIs keep the file self-contained); when None,
     the figures are drawn here and embedded.
@@ -163,7 +199,7 @@ def render_html(
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{html.escape(title(recommendation))}</title>\n<style>{_CSS}</style>\n</head>\n"
-        f"<body>\n{body}\n</body>\n</html>\n"
+        f"<body>\n{body}\n<script>{_SCRIPT}</script>\n</body>\n</html>\n"
     )
 
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from recommender.report.table import render
+from recommender.tracking import ui_hint
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -23,7 +24,7 @@ def render_search(outcome: SearchOutcome, console: Console) -> None:
         f"report: {outcome.output_dir / 'report.html'} (and report.md)\n"
         f"study: {outcome.study_name} in {outcome.storage} ({outcome.new_trials} new candidates evaluated, "
         f"{outcome.quality_evaluations} quality evaluations, {outcome.probes} probes)\n"
-        f"MLflow run {outcome.parent_run_id}: mlflow ui --backend-store-uri {outcome.tracking_uri}"
+        f"MLflow run {outcome.parent_run_id}: {ui_hint(outcome.tracking_uri, outcome.parent_run_id)}"
     )
 
 

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recommender.assumptions import assumptions_of
 from recommender.candidate import Candidate, CandidateResult
 from recommender.claims import ClaimStore, worker_id
 from recommender.daily import daily_answers
@@ -40,7 +41,7 @@ from recommender.study.storage import (
 )
 from recommender.study.winner_checkpoint import WinnerCheckpoint, place_checkpoint
 from recommender.study.worker import BUDGET_ATTR, ProgressFn, StatusFn, StudyWorker
-from recommender.tracking import Tracker, absolute_store_uri, git_sha
+from recommender.tracking import Tracker, absolute_storage_uri, absolute_store_uri, git_sha, winner_tags
 
 if TYPE_CHECKING:
     import optuna
@@ -136,7 +137,7 @@ def _parent_run(study: optuna.Study, prepared: Prepared, tracker: Tracker, stora
             "recommender.revision": spec.model.revision or "",
             "recommender.use_case": prepared.use_case.name,
             "recommender.study": spec.study_name,
-            "recommender.storage": storage,
+            "recommender.storage": absolute_storage_uri(storage),
             "mlflow.source.git.commit": git_sha(),
         },
         params={"spec": spec.model_dump_json(exclude={"spec_path"})},
@@ -209,6 +210,8 @@ def _finish(
         release=spec.model.release, use_case=prepared.use_case.name, sla=spec.sla,
     )  # fmt: skip
     evaluator, winner, load_curve = worker.evaluator, recommendation.winner, None
+    recommendation.assumptions = assumptions_of(spec, evaluator.performance.catalog, winner=winner,
+                                                current=recommendation.current)  # fmt: skip
     output_dir = output_root / spec.study_name
     placed: list[Path] = []
     if winner is not None:
@@ -230,7 +233,8 @@ def _finish(
     if write_documents is not None:
         paths += write_documents(output_dir, evidence)
     opened.tracker.log_artifacts(opened.parent_run_id, paths)
-    opened.tracker.finish(opened.parent_run_id, metrics=_study_metrics(recommendation))
+    opened.tracker.finish(opened.parent_run_id, metrics=_study_metrics(recommendation),
+                          tags=winner_tags(recommendation))  # fmt: skip
     return SearchOutcome(
         recommendation=recommendation, results=results, output_dir=output_dir,
         recommendation_path=output_dir / RECOMMENDATION_JSON, study_name=spec.study_name, storage=storage,

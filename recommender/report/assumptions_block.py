@@ -1,0 +1,148 @@
+"""The report's first screen: what to buy, at what traffic and price, how busy, what it saves; then what it assumed.
+
+A monthly price is only actionable with the traffic it serves, the hourly price behind it (with
+a link to where it was read) and how much of the fleet that traffic uses. Both per-token prices are
+shown and named: the capacity figure (a replica running flat out) and the figure for the tokens the
+target traffic actually sends, because at low traffic the two differ by orders of magnitude and
+only $/month ranks. Reads `recommendation.assumptions`; a recommendation written before it has none,
+and then the report falls back to the one-line answer of `content.answer`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from recommender.report.blocks import Block, Cell, Heading, Span, Table, bold, code, link, para, usd, usd_1m
+
+if TYPE_CHECKING:
+    from recommender.assumptions import Assumptions, Fleet, GpuPrice
+    from recommender.candidate import CandidateResult
+    from recommender.recommendation import Recommendation
+
+
+def _fleet(a: Assumptions, role: str) -> Fleet | None:
+    return next((f for f in a.fleets if f.role == role), None)
+
+
+def _price(a: Assumptions, hardware: str) -> GpuPrice | None:
+    return next((p for p in a.prices if p.hardware == hardware), None)
+
+
+def price_cell(price: GpuPrice | None) -> Cell:
+    """'$1.09 per GPU-hour (RunPod pricing, 2026-09-25)' with the source as a link when it has one."""
+    if price is None:
+        return "not priced"
+    if price.usd_per_hour is None:
+        return f"not priced: {price.source}"
+    dated = f", {price.date}" if price.date else ""
+    source: Span = link(price.url.split("://", 1)[1], price.url) if price.url else Span(price.source)
+    return (Span(f"${price.usd_per_hour:,.4g} per GPU-hour ("), source, Span(f"{dated})"))
+
+
+def traffic_text(a: Assumptions) -> str:
+    mean = a.mean_requests_per_second
+    daily = f"; daily mean {mean:,.4g} req/s" if mean and abs(mean - a.requests_per_second) > 1e-9 else ""
+    return (
+        f"{a.requests_per_second:,.4g} req/s ({a.traffic}{daily}) of {a.prompt_tokens:,} prompt + "
+        f"{a.output_tokens:,} output tokens"
+    )
+
+
+def _gpus(result: CandidateResult, fleet: Fleet, price: GpuPrice | None) -> str:
+    name = price.name if price is not None else result.candidate.hardware
+    tp = result.candidate.tensor_parallel
+    per = f" ({tp} per replica)" if tp > 1 else ""
+    return f"{fleet.accelerators} x {name}{per}"
+
+
+def _buy(a: Assumptions, winner: CandidateResult, fleet: Fleet) -> list[Block]:
+    price = _price(a, winner.candidate.hardware)
+    spans: list[Span] = [bold("Buy: "), code(winner.key), Span(f" — {_gpus(winner, fleet, price)} at ")]
+    cell = price_cell(price)
+    spans += [Span(cell)] if isinstance(cell, str) else list(cell)
+    spans += [
+        Span(": "),
+        bold(f"{usd(fleet.usd_per_month)}/month"),
+        Span(f" for {traffic_text(a)}, each replica {fleet.utilisation:.0%} busy "),
+        Span(f"({fleet.load_rps_per_replica:,.4g} of the {fleet.capacity_rps_per_replica:,.4g} req/s it serves "),
+        Span(f"within the SLA of P99 TTFT <= {a.ttft_p99_ms:g} ms and P99 TPOT <= {a.tpot_p99_ms:g} ms)."),
+    ]
+    return [para(*spans)]
+
+
+def _saving(rec: Recommendation, a: Assumptions, fleet: Fleet) -> list[Block]:
+    current, now = rec.current, _fleet(a, "current")
+    if current is None or now is None:
+        return [para("No priced current deployment to compare with.")]
+    if current.key == fleet.key:
+        return [para("The current deployment ", code(current.key), " already is the cheapest that meets every limit.")]
+    per_month = now.usd_per_month - fleet.usd_per_month
+    share = per_month / now.usd_per_month if now.usd_per_month else 0.0
+    word = "Saves" if per_month >= 0 else "Costs"
+    head = bold(f"{word} {usd(abs(per_month))}/month")
+    return [
+        para(
+            head,
+            f" ({abs(share):.1%} of the bill) against the current ",
+            code(current.key),
+            f" at {usd(now.usd_per_month)}/month ({now.accelerators} GPU(s), each replica {now.utilisation:.0%} busy). "
+            f"Per 1M tokens actually served (at the mean rate): {usd_1m(fleet.usd_per_1m_tokens_served)} against "
+            f"{usd_1m(now.usd_per_1m_tokens_served)}; per 1M tokens at capacity (a replica running flat out): "
+            f"{usd_1m(fleet.usd_per_1m_tokens_at_capacity)} against {usd_1m(now.usd_per_1m_tokens_at_capacity)}. "
+            f"Ranking: {a.ranking}.",
+        )
+    ]
+
+
+def headline(rec: Recommendation) -> list[Block]:
+    """What to buy and what it saves per month, or nothing when the assumptions or the winner's fleet are missing."""
+    a, winner = rec.assumptions, rec.winner
+    fleet = None if a is None else _fleet(a, "recommended")
+    if a is None or winner is None or fleet is None:
+        return []
+    return _buy(a, winner, fleet) + _saving(rec, a, fleet)
+
+
+def _sla_row(a: Assumptions) -> tuple[Cell, ...]:
+    level = "no interval" if a.sla_confidence is None else f"{a.sla_confidence:.0%}"
+    return ("SLA", f"P99 TTFT <= {a.ttft_p99_ms:g} ms, P99 TPOT <= {a.tpot_p99_ms:g} ms; checked on {a.sla_check}"
+            f" (confidence: {level})")  # fmt: skip
+
+
+def assumptions(rec: Recommendation) -> list[Block]:
+    """Traffic, SLA, prices with their sources, and each fleet's utilisation and both per-token prices."""
+    a = rec.assumptions
+    if a is None:
+        return []
+    facts: tuple[tuple[Cell, ...], ...] = (
+        ("traffic", traffic_text(a)),
+        _sla_row(a),
+        ("price set", a.price_set),
+        ("month", f"{a.hours_per_month:g} hours; tokens counted: {a.tokens_counted}"),
+        ("ranking", a.ranking),
+    )
+    prices = tuple((p.hardware, p.name, price_cell(p), p.price_set or "-") for p in a.prices)
+    fleets = tuple(
+        (
+            f.role,
+            (code(f.key),),
+            f"{f.replicas} ({f.accelerators} GPUs)",
+            f"{f.capacity_rps_per_replica:,.4g} req/s",
+            f"{f.load_rps_per_replica:,.4g} req/s",
+            f"{f.utilisation:.1%}",
+            usd(f.usd_per_month),
+            usd_1m(f.usd_per_1m_tokens_served),
+            usd_1m(f.usd_per_1m_tokens_at_capacity),
+        )
+        for f in a.fleets
+    )
+    header = ("", "config", "replicas", "capacity per replica (within SLA)", "load per replica", "utilisation",
+              "$/month (ranks)", "$/1M tokens served", "$/1M tokens at capacity")  # fmt: skip
+    return [
+        Heading("Assumptions"),
+        Table(("assumption", "value"), facts),
+        Heading("Prices per GPU-hour", 3),
+        Table(("GPU", "product", "price (source, date read)", "price set"), prices),
+        Heading("Fleets at the target traffic", 3),
+        Table(header, fleets),
+    ]
