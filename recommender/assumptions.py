@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from recommender.cost import HOURS_PER_MONTH
 from recommender.traffic import hourly_rates
@@ -139,15 +139,8 @@ def _prices(spec: SearchSpec, catalog: Catalog) -> tuple[GpuPrice, ...]:
 
 
 def _interval_confidence(result: CandidateResult | None) -> float | None:
-    """The confidence of the serving estimate's prediction interval, when the performance model gives one.
-
-    Read by attribute: ``ServingEstimate.interval`` (with a ``confidence``) is optional and newer than
-    this module; an estimate without one is a point estimate.
-    """
-    serving = None if result is None else result.serving
-    interval: Any = getattr(serving, "interval", None)
-    confidence = getattr(interval, "confidence", None)
-    return float(confidence) if isinstance(confidence, int | float) else None
+    """The confidence of the serving estimate's prediction interval (None: a point estimate, the local device)."""
+    return None if result is None or result.serving is None else result.serving.confidence
 
 
 def assumptions_of(

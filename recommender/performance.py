@@ -130,6 +130,9 @@ class LoadPoint:
     rate_per_s: float
     ttft_p99_ms: float
     tpot_p99_ms: float
+    #: Upper ends of the P99s' intervals at the SLA's confidence (None: measured step times, no interval).
+    ttft_p99_high_ms: float | None = None
+    tpot_p99_high_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -332,9 +335,18 @@ class PerformanceEvaluator:
                 prompt=traffic.prompt_tokens, output=traffic.output_tokens, n_requests=SIMULATED_REQUESTS, rate=rate
             )
             result = simulate_workload(cost, workload, scheduler)
-            curve.append(LoadPoint(rate, result.ttft_ms.p99, result.tpot_ms.p99))
+            curve.append(self._load_point(rate, result.ttft_ms.p99, result.tpot_ms.p99, setup.engine))
         provenance = cost.provenance.extended("continuous-batching simulation")
         return LoadCurve(curve, self.sla, capacity, provenance)
+
+    def _load_point(self, rate: float, ttft_ms: float, tpot_ms: float, engine: str) -> LoadPoint:
+        """A point of the load curve; on a calibrated GPU, with the request overhead and the intervals' upper ends."""
+        if not engine:
+            return LoadPoint(rate, ttft_ms, tpot_ms)
+        conf, model = self.sla.confidence, self.calibrated
+        ttft_ms += model.request_overhead_ms(engine)
+        return LoadPoint(rate, ttft_ms, tpot_ms, ttft_ms * model.upper_factor("ttft", engine, conf),
+                         tpot_ms * model.upper_factor("tpot", engine, conf))  # fmt: skip
 
     def _probe(self, local: LocalMeasurement, method: str, batch_size: int) -> ProbeResult:
         key = (method, batch_size)

@@ -1,4 +1,4 @@
-"""The calibrated GPU step cost: closed-loop replay, linearity the fit rests on, the shipped fit, estimate, SLA confidence."""
+"""The calibrated GPU step cost: closed-loop replay, the linearity the fit rests on, the shipped fit, estimate."""
 
 from __future__ import annotations
 

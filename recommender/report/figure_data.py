@@ -18,7 +18,7 @@ from recommender.cost import HOURS_PER_MONTH
 if TYPE_CHECKING:
     from recommender.autoscale import AutoscaleSchedule
     from recommender.candidate import CandidateResult
-    from recommender.performance import LoadCurve
+    from recommender.performance import LoadCurve, LoadPoint
     from recommender.recommendation import Recommendation
 
 #: The reference the KL is measured against; its loss is zero by definition.
@@ -219,14 +219,11 @@ def _cap_note(curve: LoadCurve) -> str:
     return ""
 
 
-def point_interval(point: object) -> tuple[float, float] | None:
-    """A load point's upper P99 TTFT and TPOT at the prediction interval's confidence, when the performance model
-    gives one (an optional ``interval`` with ``ttft_p99_ms`` and ``tpot_p99_ms``); None for a point estimate."""
-    interval = getattr(point, "interval", None)
-    ttft, tpot = getattr(interval, "ttft_p99_ms", None), getattr(interval, "tpot_p99_ms", None)
-    if isinstance(ttft, int | float) and isinstance(tpot, int | float):
-        return float(ttft), float(tpot)
-    return None
+def point_interval(point: LoadPoint) -> tuple[float, float] | None:
+    """A load point's upper P99 TTFT and TPOT at the SLA's confidence; None for a point estimate (local device)."""
+    if point.ttft_p99_high_ms is None or point.tpot_p99_high_ms is None:
+        return None
+    return point.ttft_p99_high_ms, point.tpot_p99_high_ms
 
 
 def daily_caption(a: AutoscaleSchedule) -> str:
