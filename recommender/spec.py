@@ -20,7 +20,7 @@ from recommender.errors import BadInputError, pydantic_location, pydantic_messag
 from recommender.input_files import load_yaml_mapping
 from recommender.model_source import looks_like_hub_id
 from recommender.quantize._base import ENGINE_NAMES
-from recommender.traffic import FleetPolicy, TrafficProfile, traffic_defaults, with_absolute_trace
+from recommender.traffic import MAX_RPS, MIN_RPS, FleetPolicy, TrafficProfile, traffic_defaults, with_absolute_trace
 
 Precision = Literal["bf16", "fp16", "fp8", "int8", "int4"]
 #: KV-cache storage dtypes, named as vLLM names them (`--kv-cache-dtype`); see perf/memory.py.
@@ -35,8 +35,6 @@ PositiveFloat = Annotated[float, Field(gt=0)]
 # a typo (an extra three zeros, 1e12) is refused before a model loads rather than found out after.
 #: Tokens in a prompt or a completion: ten million, the longest context any released model claims.
 MAX_TOKENS = 10_000_000
-#: Requests per second: ten million (the busiest public APIs serve a few hundred thousand).
-MAX_RPS = 1e7
 #: Concurrent sequences per replica (vLLM's max_num_seqs): 65,536, far over what any GPU's KV cache holds.
 MAX_BATCH = 65_536
 #: Tensor-parallel degree: 64 (the largest NVLink domains hold 72 GPUs).
@@ -79,7 +77,7 @@ class Traffic(_Strict):
 
     prompt_tokens: TokenCount
     output_tokens: TokenCount
-    requests_per_second: Annotated[float, Field(gt=0, le=MAX_RPS)]
+    requests_per_second: Annotated[float, Field(ge=MIN_RPS, le=MAX_RPS)]
     profile: TrafficProfile | None = Field(default=None, description="Hourly rates or a trace over a day.")
 
     _profile_defaults = model_validator(mode="before")(traffic_defaults)
