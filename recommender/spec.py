@@ -229,6 +229,17 @@ class SearchSpec(_Strict):
         return self.search.study_name or f"{self.name}-{self.fingerprint()}"
 
 
+def spec_json_schema() -> dict[str, Any]:
+    """The JSON Schema of a spec file (`recommender schema`): for an editor's YAML checks, and what the
+    property-based tests generate specs from. What a schema cannot say is checked by `spec_from_mapping`:
+    names the catalog and the method registry know, paths that exist, a request the model has positions
+    for. A trace profile's lengths and peak fill ``traffic``'s three fields, which the schema lists as
+    required."""
+    schema = SearchSpec.model_json_schema(mode="validation")
+    del schema["properties"]["spec_path"]  # set from where the file was read, never written by the user
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
 def _check_study_name(spec: SearchSpec) -> None:
     """The study name becomes the output folder's name: no traversal, no separators, not too long."""
     from recommender.destinations import check_name
