@@ -114,12 +114,17 @@ def test_a_utf8_byte_order_mark_is_accepted(tmp_path: Path) -> None:
     assert load_yaml(tmp_path / "bom.yaml", field="f") == {"name": "demo"}
 
 
-def test_uri_checks_only_look(tmp_path: Path) -> None:
+def test_uri_checks_only_look(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The checks refuse what the libraries would refuse later, and create nothing while looking."""
     check_storage_url(f"sqlite:///{tmp_path}/o.db")
     check_storage_url("postgresql+psycopg://u@h/db")
     check_tracking_uri(f"sqlite:///{tmp_path}/m.db")
     check_tracking_uri("http://127.0.0.1:5000")
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    for folder in (str(tmp_path / "file-store"), (tmp_path / "file-store").as_uri(), "inf"):
+        with pytest.raises(BadInputError, match="MLflow 3 refuses"):  # MLflow raises its own exception on these
+            check_tracking_uri(folder)
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     check_tracking_uri(str(tmp_path / "file-store"))
     for bad in ("sqlite:///relative/missing/dir/o.db", f"sqlite:///{tmp_path}/no/dir/o.db", "mongodb://h/db"):
         with pytest.raises(BadInputError, match="--storage"):
