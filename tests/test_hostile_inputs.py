@@ -151,3 +151,23 @@ def test_mlflow_filters_take_no_user_string(tmp_path: Path) -> None:
         assert [r.data.tags["recommender.model"] for r in found] == [name]
     assert _parent_runs(uri, "' or 1=1 or '") == []
     assert len(_parent_runs(uri, None)) == len(names)
+
+
+def test_schema_command_prints_the_schema_the_properties_draw_from(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`recommender schema` is the spec's JSON Schema, without the field the reader sets; every section is in it."""
+    import json
+    import sys
+
+    from recommender import cli
+    from recommender.spec import spec_json_schema
+
+    monkeypatch.setattr(sys, "argv", ["recommender", "schema"])
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main()
+    printed = json.loads(capsys.readouterr().out)
+    assert exit_info.value.code == 0 and printed == spec_json_schema()
+    assert "spec_path" not in printed["properties"]
+    assert set(printed["properties"]) == set(SearchSpec.model_fields) - {"spec_path"}
+    assert set(printed["required"]) == {"name", "model", "use_case", "traffic", "sla", "space", "current"}
