@@ -292,6 +292,14 @@ def probe(
     render_probe(results, model=models.source.name, method=quant, console=make_console(stderr=False))
 
 
+@app.command("schema", epilog="Exit codes: 0 printed.")
+def schema_command() -> None:
+    """Print the JSON Schema of a search-space file (for an editor's YAML checks; `search` checks the rest)."""
+    from recommender.spec import spec_json_schema
+
+    print(json.dumps(spec_json_schema(), indent=2))
+
+
 def _probe_stores(storage: str, uri: str) -> None:
     """Servers answer before the progress bar: a read of the tracking server, a connection to the database."""
     from recommender.destinations import tracking_uri_field

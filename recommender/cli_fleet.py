@@ -8,10 +8,12 @@ from recommender.report.console import make_console
 
 if TYPE_CHECKING:
     from pathlib import Path
+    from types import SimpleNamespace
 
     from rich.console import Console
 
     from recommender.recommendation import Recommendation
+    from recommender.spec import SearchSpec
 
 
 def plan_spec(path: Path, model: str | None, json_output: bool) -> None:
@@ -23,22 +25,43 @@ def plan_spec(path: Path, model: str | None, json_output: bool) -> None:
         json_output: print the whole plan (`fleet.FleetPlan`) as JSON instead of tables.
     """
     from recommender.fleet import plan_fleet
+    from recommender.perf.architecture_check import check_request_fits
     from recommender.perf.catalog import load_catalog
-    from recommender.plan import load_architecture
+    from recommender.perf.shape import ModelShape
     from recommender.report.fleet_table import render_fleet
     from recommender.report.plan_table import render_plan
     from recommender.serialization import dumps, to_data
     from recommender.spec import load_spec
 
     loaded = load_spec(path)
-    name, shape = load_architecture(model or loaded.model.name or loaded.model.source)
-    fleet = plan_fleet(loaded, shape, load_catalog(loaded.hardware_catalog))
+    name, config = _architecture(path, model, loaded)
+    shape, catalog = ModelShape.from_config(config), load_catalog(loaded.hardware_catalog, price_set=loaded.price_set)
+    check_request_fits(config, shape, catalog, prompt_tokens=loaded.traffic.prompt_tokens,
+                       output_tokens=loaded.traffic.output_tokens, field=f"{path}: traffic.prompt_tokens")  # fmt: skip
+    fleet = plan_fleet(loaded, shape, catalog)
     if json_output:
         print(dumps(to_data(fleet)), end="")
         return
     console = make_console(stderr=False)
     render_plan(fleet.rows, name=name, traffic=loaded.traffic, sla=loaded.sla, console=console)
     render_fleet(fleet.autoscale, fleet.mix, console)
+
+
+def _architecture(path: Path, model: str | None, spec: SearchSpec) -> tuple[str, SimpleNamespace]:
+    """--model, else the spec's model directory, else its model.name as a shipped architecture (a hub id's
+    config is not fetched); a refusal names where the architecture came from."""
+    from pathlib import Path
+
+    from recommender.errors import BadInputError
+    from recommender.plan import read_architecture
+
+    if model is not None:
+        return read_architecture(model)
+    source = spec.model.source
+    try:
+        return read_architecture(source if Path(source).is_dir() else spec.model.name or source)
+    except BadInputError as exc:
+        raise BadInputError(f"{path}: model", exc.problem, f"pass --model, or {exc.fix}") from None
 
 
 def render_daily(recommendation: Recommendation, console: Console) -> None:

@@ -100,8 +100,12 @@ def check_storage_url(url: str, *, field: str = "--storage") -> None:
 
 
 def check_tracking_uri(uri: str, *, field: str = "--tracking-uri") -> None:
-    """An MLflow tracking URI of a scheme MLflow registers; a SQLite file's or file store's folder must exist."""
+    """An MLflow tracking URI of a scheme MLflow registers; a SQLite file's or file store's folder must exist.
+    A folder (the file store) only where MLflow 3 is told to accept it (MLFLOW_ALLOW_FILE_STORE)."""
     scheme = _scheme(uri)
+    if scheme in ("", "file") and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() not in ("true", "1"):
+        raise BadInputError(field, f"{uri[:120]!r} is a folder (MLflow's file store, which MLflow 3 refuses)",
+                            "pass sqlite:///PATH/mlflow.db, or set MLFLOW_ALLOW_FILE_STORE=true for a file store")
     if scheme == "":
         check_parent(Path(uri), field=field, what="directory")
         return

@@ -59,15 +59,15 @@ def usable_path(path: Path, *, field: str) -> Path:
     return path
 
 
-def read_text(path: Path, *, field: str, what: str = "file") -> str:
-    """The file's text, refused (naming `field` and the file) when missing, too large or not UTF-8."""
+def read_text(path: Path, *, field: str, what: str = "file", max_bytes: int = MAX_INPUT_BYTES) -> str:
+    """The file's text, refused (naming `field` and the file) when missing, over `max_bytes` or not UTF-8."""
     if not usable_path(path, field=field).exists():
         raise BadInputError(field, f"{what} {path} not found", "give the path of an existing file")
     if not path.is_file():
         raise BadInputError(field, f"{path} is not a regular file", f"give the path of the {what} itself")
     size = path.stat().st_size
-    if size > MAX_INPUT_BYTES:
-        raise BadInputError(field, f"{path} is {size} bytes, larger than any {what} ({MAX_INPUT_BYTES} at most)",
+    if size > max_bytes:
+        raise BadInputError(field, f"{path} is {size} bytes, larger than any {what} ({max_bytes} at most)",
                             "check that the path names the right file")  # fmt: skip
     data = path.read_bytes()
     if data.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in data:

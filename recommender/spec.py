@@ -20,7 +20,7 @@ from recommender.errors import BadInputError, pydantic_location, pydantic_messag
 from recommender.input_files import load_yaml_mapping
 from recommender.model_source import looks_like_hub_id
 from recommender.quantize._base import ENGINE_NAMES
-from recommender.traffic import FleetPolicy, TrafficProfile, traffic_defaults, with_absolute_trace
+from recommender.traffic import MAX_RPS, MIN_RPS, FleetPolicy, TrafficProfile, traffic_defaults, with_absolute_trace
 
 Precision = Literal["bf16", "fp16", "fp8", "int8", "int4"]
 #: KV-cache storage dtypes, named as vLLM names them (`--kv-cache-dtype`); see perf/memory.py.
@@ -35,8 +35,6 @@ PositiveFloat = Annotated[float, Field(gt=0)]
 # a typo (an extra three zeros, 1e12) is refused before a model loads rather than found out after.
 #: Tokens in a prompt or a completion: ten million, the longest context any released model claims.
 MAX_TOKENS = 10_000_000
-#: Requests per second: ten million (the busiest public APIs serve a few hundred thousand).
-MAX_RPS = 1e7
 #: Concurrent sequences per replica (vLLM's max_num_seqs): 65,536, far over what any GPU's KV cache holds.
 MAX_BATCH = 65_536
 #: Tensor-parallel degree: 64 (the largest NVLink domains hold 72 GPUs).
@@ -79,7 +77,7 @@ class Traffic(_Strict):
 
     prompt_tokens: TokenCount
     output_tokens: TokenCount
-    requests_per_second: Annotated[float, Field(gt=0, le=MAX_RPS)]
+    requests_per_second: Annotated[float, Field(ge=MIN_RPS, le=MAX_RPS)]
     profile: TrafficProfile | None = Field(default=None, description="Hourly rates or a trace over a day.")
 
     _profile_defaults = model_validator(mode="before")(traffic_defaults)
@@ -234,6 +232,17 @@ class SearchSpec(_Strict):
     @property
     def study_name(self) -> str:
         return self.search.study_name or f"{self.name}-{self.fingerprint()}"
+
+
+def spec_json_schema() -> dict[str, Any]:
+    """The JSON Schema of a spec file (`recommender schema`): for an editor's YAML checks, and what the
+    property-based tests generate specs from. What a schema cannot say is checked by `spec_from_mapping`:
+    names the catalog and the method registry know, paths that exist, a request the model has positions
+    for. A trace profile's lengths and peak fill ``traffic``'s three fields, which the schema lists as
+    required."""
+    schema = SearchSpec.model_json_schema(mode="validation")
+    del schema["properties"]["spec_path"]  # set from where the file was read, never written by the user
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
 
 def _check_study_name(spec: SearchSpec) -> None:

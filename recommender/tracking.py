@@ -126,8 +126,8 @@ def open_client(uri: str) -> MlflowClient:
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
         raise BadInputError("--tracking-uri", f"no MLflow store at {uri}", "run `recommender search` first")
     _prepare_store(uri)
-    client = MlflowClient(tracking_uri=uri)
     try:
+        client = MlflowClient(tracking_uri=uri)
         client.search_experiments(max_results=1)
     except (MlflowException, OSError, ValueError) as exc:
         raise _unreachable(uri, exc) from None

@@ -15,6 +15,7 @@ in range) so a bad profile is one line naming the field, like every other spec e
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,6 +23,8 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from recommender.errors import BadInputError
+from recommender.input_files import read_text, usable_path
 from recommender.perf.workload import EmpiricalLengths, LengthDist, Lengths
 
 __all__ = [
@@ -40,8 +43,21 @@ SECONDS_PER_HOUR = 3600.0
 MAX_CV = 10.0
 #: Prompt or output length a spec may name: beyond any served context window, so a typo, not a workload.
 MAX_TOKENS = 1_000_000
+#: Requests per second a spec may name: from one request every 11.6 days (below it there is no fleet to size,
+#: and the simulator's inter-arrival times overflow) to ten million (the busiest public APIs serve a few
+#: hundred thousand).
+MIN_RPS = 1e-6
+MAX_RPS = 1e7
+#: A trace file: 64 MiB, 2 million requests, a month of arrivals at most (its days are folded onto one; a
+#: longer span is usually arrival times in milliseconds). Sample a longer trace.
+MAX_TRACE_BYTES = 64 * 1024 * 1024
+MAX_TRACE_REQUESTS = 2_000_000
+MAX_TRACE_DAYS = 31
+#: Latest arrival time, seconds: a UNIX time is fine; a float beyond this loses the hour of the day.
+MAX_ARRIVAL_S = 1e11
+TRACE_FIELD = "traffic.profile.trace"
 
-Rate = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Rate = Annotated[float, Field(ge=0, le=MAX_RPS, allow_inf_nan=False)]
 Cv = Annotated[float, Field(ge=0, le=MAX_CV, allow_inf_nan=False)]
 
 
@@ -68,26 +84,38 @@ class TraceRequests(BaseModel):
 
 
 def read_trace(path: Path) -> TraceRequests:
-    """The CSV's rows (header ``arrival_s,prompt_tokens,output_tokens``); ValueError naming the line on a bad one."""
-    if not path.is_file():
-        raise ValueError(f"trace file {path} not found; give a CSV with arrival_s,prompt_tokens,output_tokens")
+    """The CSV's rows (header ``arrival_s,prompt_tokens,output_tokens``), read through the one input reader
+    (missing, too large, not UTF-8: refused like any input file); a bad row is refused naming its line."""
+    text = read_text(path, field=TRACE_FIELD, what="trace", max_bytes=MAX_TRACE_BYTES)
     arrivals: list[float] = []
     prompts: list[int] = []
     outputs: list[int] = []
-    with path.open(encoding="utf-8", newline="") as handle:
-        rows = csv.reader(handle)
-        for line, row in enumerate(rows, start=1):
+    try:
+        for line, row in enumerate(csv.reader(io.StringIO(text, newline="")), start=1):
             if line == 1 and row and not _is_number(row[0]):
                 continue  # the header
             if len(row) != 3:
-                raise ValueError(f"{path.name} line {line}: need 3 columns (arrival_s, prompt_tokens, output_tokens)")
-            arrival, prompt, output = _parse_row(row, path.name, line)
+                raise _row_error(path, line, "need 3 columns (arrival_s, prompt_tokens, output_tokens)")
+            if len(arrivals) == MAX_TRACE_REQUESTS:
+                raise BadInputError(TRACE_FIELD, f"{path.name} holds more than {MAX_TRACE_REQUESTS:,} requests",
+                                    "sample the trace (its rates and lengths are what is read)")  # fmt: skip
+            arrival, prompt, output = _parse_row(row, path, line)
             arrivals.append(arrival)
             prompts.append(prompt)
             outputs.append(output)
+    except csv.Error as exc:
+        raise BadInputError(TRACE_FIELD, f"{path.name} is not a CSV file ({exc})", "give a plain CSV file") from None
     if len(arrivals) < 2:
-        raise ValueError(f"{path.name}: a trace needs at least 2 requests")
+        raise BadInputError(TRACE_FIELD, f"{path.name}: a trace needs at least 2 requests", "record a longer trace")
+    span_days = (max(arrivals) - min(arrivals)) / (HOURS_PER_DAY * SECONDS_PER_HOUR)
+    if span_days > MAX_TRACE_DAYS:
+        raise BadInputError(TRACE_FIELD, f"{path.name} spans {span_days:,.0f} days, more than {MAX_TRACE_DAYS}",
+                            "give arrival_s in seconds (not milliseconds), over a representative month at most")
     return TraceRequests(arrivals_s=arrivals, prompt_tokens=prompts, output_tokens=outputs)
+
+
+def _row_error(path: Path, line: int, problem: str) -> BadInputError:
+    return BadInputError(TRACE_FIELD, f"{path.name} line {line}: {problem}", "fix that row of the trace")
 
 
 def _is_number(text: str) -> bool:
@@ -98,15 +126,15 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _parse_row(row: list[str], name: str, line: int) -> tuple[float, int, int]:
+def _parse_row(row: list[str], path: Path, line: int) -> tuple[float, int, int]:
     try:
         arrival, prompt, output = float(row[0]), int(row[1]), int(row[2])
     except ValueError:
-        raise ValueError(f"{name} line {line}: arrival must be a number of seconds, lengths whole tokens") from None
-    if not math.isfinite(arrival) or arrival < 0:
-        raise ValueError(f"{name} line {line}: arrival time {row[0]} must be finite and >= 0")
+        raise _row_error(path, line, "arrival must be a number of seconds, lengths whole tokens") from None
+    if not (math.isfinite(arrival) and 0 <= arrival <= MAX_ARRIVAL_S):
+        raise _row_error(path, line, f"arrival time {row[0][:40]} must be finite, >= 0 and <= {MAX_ARRIVAL_S:g} s")
     if not (1 <= prompt <= MAX_TOKENS and 1 <= output <= MAX_TOKENS):
-        raise ValueError(f"{name} line {line}: lengths must be between 1 and {MAX_TOKENS} tokens")
+        raise _row_error(path, line, f"lengths must be between 1 and {MAX_TOKENS} tokens")
     return arrival, prompt, output
 
 
@@ -128,8 +156,8 @@ class TrafficProfile(_Strict):
     def _a_day_of_load(cls, value: list[float] | None) -> list[float] | None:
         if value is not None and len(value) != HOURS_PER_DAY:
             raise ValueError(f"need {HOURS_PER_DAY} hourly rates (hour 0 first), got {len(value)}")
-        if value is not None and max(value) <= 0:
-            raise ValueError("every hourly rate is 0; give the requests/s of at least one hour")
+        if value is not None and max(value) < MIN_RPS:
+            raise ValueError(f"the peak hour's rate is below {MIN_RPS:g} req/s; give the requests/s of the busy hours")
         return value
 
     @model_validator(mode="after")
@@ -220,4 +248,5 @@ def with_absolute_trace(raw: Any, base: Path) -> Any:
     trace = raw["profile"].get("trace")
     if not isinstance(trace, str):
         return raw
+    usable_path(Path(trace), field=TRACE_FIELD)  # a NUL byte or an over-long name: refused, not an OSError
     return {**raw, "profile": {**raw["profile"], "trace": str((base / Path(trace).expanduser()).resolve())}}

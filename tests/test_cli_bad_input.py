@@ -73,7 +73,7 @@ def test_malformed_yaml_names_the_line(tmp_path: Path) -> None:
         ({"speed": 3}, ("speed", "unknown key")),
         ({"current": None}, ("current", "required key is missing")),
         ({"model.source": "./no/such/dir"}, ("model.source", "not found")),
-        ({"traffic.requests_per_second": -1}, ("traffic.requests_per_second", "greater than 0")),
+        ({"traffic.requests_per_second": -1}, ("traffic.requests_per_second", "greater than or equal to")),
         ({"sla.tpot_p99_ms": 0.01}, ("sla.tpot_p99_ms", "below one decode step on every searched GPU", "unit")),
         ({"space.kv_cache_dtypes": ["fp4"]}, ("space.kv_cache_dtypes[0]", "'auto' or 'fp8'")),
     ],

@@ -114,12 +114,17 @@ def test_a_utf8_byte_order_mark_is_accepted(tmp_path: Path) -> None:
     assert load_yaml(tmp_path / "bom.yaml", field="f") == {"name": "demo"}
 
 
-def test_uri_checks_only_look(tmp_path: Path) -> None:
+def test_uri_checks_only_look(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The checks refuse what the libraries would refuse later, and create nothing while looking."""
     check_storage_url(f"sqlite:///{tmp_path}/o.db")
     check_storage_url("postgresql+psycopg://u@h/db")
     check_tracking_uri(f"sqlite:///{tmp_path}/m.db")
     check_tracking_uri("http://127.0.0.1:5000")
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    for folder in (str(tmp_path / "file-store"), (tmp_path / "file-store").as_uri(), "inf"):
+        with pytest.raises(BadInputError, match="MLflow 3 refuses"):  # MLflow raises its own exception on these
+            check_tracking_uri(folder)
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     check_tracking_uri(str(tmp_path / "file-store"))
     for bad in ("sqlite:///relative/missing/dir/o.db", f"sqlite:///{tmp_path}/no/dir/o.db", "mongodb://h/db"):
         with pytest.raises(BadInputError, match="--storage"):
@@ -146,3 +151,23 @@ def test_mlflow_filters_take_no_user_string(tmp_path: Path) -> None:
         assert [r.data.tags["recommender.model"] for r in found] == [name]
     assert _parent_runs(uri, "' or 1=1 or '") == []
     assert len(_parent_runs(uri, None)) == len(names)
+
+
+def test_schema_command_prints_the_schema_the_properties_draw_from(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`recommender schema` is the spec's JSON Schema, without the field the reader sets; every section is in it."""
+    import json
+    import sys
+
+    from recommender import cli
+    from recommender.spec import spec_json_schema
+
+    monkeypatch.setattr(sys, "argv", ["recommender", "schema"])
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main()
+    printed = json.loads(capsys.readouterr().out)
+    assert exit_info.value.code == 0 and printed == spec_json_schema()
+    assert "spec_path" not in printed["properties"]
+    assert set(printed["properties"]) == set(SearchSpec.model_fields) - {"spec_path"}
+    assert set(printed["required"]) == {"name", "model", "use_case", "traffic", "sla", "space", "current"}

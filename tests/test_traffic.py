@@ -73,13 +73,17 @@ BAD = [
     ({"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [float("nan")] * 24}},
      "traffic.profile.hourly_rps[0]", "finite"),
     ({"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [0.0] * 24}}, "traffic.profile.hourly_rps",
-     "every hourly rate is 0"),
+     "peak hour's rate is below"),
+    ({"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [1.0] * 23 + [1e9]}},
+     "traffic.profile.hourly_rps[23]", "less than or equal to 10000000"),
     ({"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [1.0] * 24, "prompt_cv": 50}},
      "traffic.profile.prompt_cv", "less than or equal to 10"),
     ({"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [1.0] * 24, "trace": "t.csv"}},
      "traffic.profile", "exactly one of hourly_rps"),
-    ({"profile": {"trace": "missing.csv"}}, "traffic.profile", "not found"),
-    ({"profile": {"trace": "bad.csv"}}, "traffic.profile", "bad.csv line 3"),
+    ({"profile": {"trace": "missing.csv"}}, "traffic.profile.trace", "not found"),
+    ({"profile": {"trace": "bad.csv"}}, "traffic.profile.trace", "bad.csv line 3"),
+    ({"profile": {"trace": "ms.csv"}}, "traffic.profile.trace", "spans 1,000 days"),
+    ({"profile": {"trace": "a\0b.csv"}}, "traffic.profile.trace", "not a usable path"),
     ({"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [1.0] * 24, "rate": 2}},
      "traffic.profile.rate", "unknown key"),
 ]  # fmt: skip
@@ -91,6 +95,7 @@ def test_a_bad_profile_is_one_line_exit_2(
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     (tmp_path / "bad.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0,10,10\n1,ten,10\n", encoding="utf-8")
+    (tmp_path / "ms.csv").write_text("0,10,10\n86400000,10,10\n", encoding="utf-8")  # milliseconds, not seconds
     _exits_2(["plan", "--spec", str(_spec(tmp_path, traffic))], f"{field}: ", problem, monkeypatch, capsys)
 
 
