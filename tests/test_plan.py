@@ -58,7 +58,7 @@ def test_plan_rows_fit_price_and_label_quality(tmp_path: Path) -> None:
     assert a100.usd_per_1m_tokens is None and a100.note.startswith("refused: no engine in engines: [vllm, sglang]")
     assert "Marlin" in a100.note and "8.9" in a100.note
     assert int4.quality_verdict == "unverified" and int4.quality.startswith("prior:")
-    assert str(bf16.provenance).startswith("modeled: roofline on catalog entry h100-sxm")
+    assert str(bf16.provenance).startswith("calibrated: vllm's step cost fitted on") and bf16.engine == "vllm"
 
 
 def test_plan_cli_unknown_model_lists_known_ones() -> None:
@@ -87,4 +87,4 @@ def test_plan_and_search_model_a_catalog_candidate_identically(hardware: str, ba
     assert planned.tpot_p99_ms == searched.serving.tpot_ms.p99
     assert planned.usd_per_1m_tokens == searched.cost.usd_per_1m_tokens
     assert planned.usd_per_month == searched.cost.usd_per_month
-    assert planned.provenance == searched.serving.provenance and planned.provenance.kind == "modeled"
+    assert planned.provenance == searched.serving.provenance and planned.provenance.kind == "calibrated"
