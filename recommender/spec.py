@@ -83,13 +83,17 @@ class Traffic(_Strict):
     _profile_defaults = model_validator(mode="before")(traffic_defaults)
 
 
+#: The default confidence of SLA checks on calibrated figures.
+DEFAULT_SLA_CONFIDENCE = 0.9
+
+
 class LatencySLA(_Strict):
     """P99 latency limits, in milliseconds."""
 
     ttft_p99_ms: Millis = Field(description="Time to first token, 99th percentile.")
     tpot_p99_ms: Millis = Field(description="Time per output token after the first, 99th percentile.")
     confidence: float = Field(
-        default=0.9, ge=0.5, le=0.99,
+        default=DEFAULT_SLA_CONFIDENCE, ge=0.5, le=0.99,
         description="Confidence of SLA checks on calibrated GPU figures: the upper end of the predicted P99's "
         "interval at this level (from the performance model's cross-validated error) must meet the SLA.",
     )  # fmt: skip
@@ -204,6 +208,8 @@ class SearchSpec(_Strict):
         data = self.model_dump(mode="json", exclude={"search"} | ({"price_set"} if self.price_set is None else set()))
         if data["fleet"] is None:
             del data["fleet"]
+        if self.sla.confidence == DEFAULT_SLA_CONFIDENCE:
+            del data["sla"]["confidence"]
         if data["traffic"]["profile"] is None:
             del data["traffic"]["profile"]
         if self.spec_path is not None:
