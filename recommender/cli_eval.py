@@ -42,6 +42,7 @@ def eval_command(
 ) -> None:
     """Is this quantization good enough for this use case? Paired lm-eval deltas with intervals, KL, a verdict."""
     from recommender.destinations import check_cache_root
+    from recommender.input_files import expand_user
     from recommender.quality.cache import QualityCache
     from recommender.quality.calibration_docs import quantize_context
     from recommender.quality.evaluate import QualityEvaluator
@@ -55,7 +56,7 @@ def eval_command(
     check_cache_root()  # where per-document results go: refused up front, not at the first cached document
     quant = get_method(method, field="--scheme")
     if checkpoint is not None:
-        quant = saved_checkpoint(quant, checkpoint.expanduser().resolve())
+        quant = saved_checkpoint(quant, expand_user(checkpoint, field="--checkpoint").resolve())
     if precision is not None and precision != quant.precision:
         raise BadInputError("--precision", f"{method} is a {quant.precision} method, not {precision}",
                             f"pass --precision {quant.precision} or a {precision} method")  # fmt: skip

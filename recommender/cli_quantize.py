@@ -31,6 +31,7 @@ def quantize_command(
 ) -> None:
     """Quantize a model with llm-compressor and save it as a compressed-tensors checkpoint."""
     from recommender.destinations import check_cache_root
+    from recommender.input_files import expand_user
     from recommender.model_source import ModelSource
     from recommender.quality.calibration_docs import quantize_context
     from recommender.quality.lm_eval_runner import task_manager
@@ -39,7 +40,7 @@ def quantize_command(
     from recommender.quantize.export import check_output_dir, checkpoint_scheme, export_checkpoint
 
     method = checkpoint_scheme(get_method(scheme, field="--scheme"))
-    out = out.expanduser().resolve()
+    out = expand_user(out, field="--out").resolve()
     check_output_dir(out)
     check_cache_root()  # calibration documents are cached: refused up front, not after the model loads
     source = ModelSource.resolve(model, base_dir=Path.cwd(), field="--model", revision=revision,

@@ -59,6 +59,15 @@ def usable_path(path: Path, *, field: str) -> Path:
     return path
 
 
+def expand_user(path: Path, *, field: str) -> Path:
+    """`path` with ``~`` or ``~user`` expanded; a user this machine does not know is refused, not a RuntimeError."""
+    try:
+        return path.expanduser()
+    except RuntimeError:
+        raise BadInputError(field, f"{str(path)[:120]!r} starts with ~ but names no user here",
+                            "write the path out in full") from None  # fmt: skip
+
+
 def read_text(path: Path, *, field: str, what: str = "file", max_bytes: int = MAX_INPUT_BYTES) -> str:
     """The file's text, refused (naming `field` and the file) when missing, over `max_bytes` or not UTF-8."""
     if not usable_path(path, field=field).exists():

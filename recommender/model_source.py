@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from recommender.errors import BadInputError
-from recommender.input_files import load_json, usable_path
+from recommender.input_files import expand_user, load_json, usable_path
 
 if TYPE_CHECKING:
     from torch import nn
@@ -64,7 +64,7 @@ class ModelSource:
         name: str | None = None,
     ) -> ModelSource:
         """Turn the user's string into a source: an existing directory wins over a hub id."""
-        candidate = Path(source).expanduser()
+        candidate = expand_user(Path(source), field=field)
         if not candidate.is_absolute():
             candidate = base_dir / candidate
         usable_path(candidate, field=field)

@@ -17,4 +17,6 @@ CACHE_DIR_ENV = "RECOMMENDER_CACHE_DIR"
 def cache_root() -> Path:
     """``$RECOMMENDER_CACHE_DIR``, else ``~/.cache/recommender``; read on every call so tests can change it."""
     env = os.environ.get(CACHE_DIR_ENV)
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "recommender"
+    from recommender.input_files import expand_user
+
+    return expand_user(Path(env), field=f"${CACHE_DIR_ENV}") if env else Path.home() / ".cache" / "recommender"

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from recommender.destinations import MAX_NAME_BYTES
 from recommender.errors import BadInputError, pydantic_location, pydantic_message
-from recommender.input_files import load_yaml_mapping
+from recommender.input_files import expand_user, load_yaml_mapping
 from recommender.model_source import looks_like_hub_id
 from recommender.quantize._base import ENGINE_NAMES
 from recommender.traffic import MAX_RPS, MIN_RPS, FleetPolicy, TrafficProfile, traffic_defaults, with_absolute_trace
@@ -314,7 +314,7 @@ def _with_absolute_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
         data["traffic"] = with_absolute_trace(data["traffic"], base)
     for key in ("use_case", "hardware_catalog"):
         if isinstance(data.get(key), str):
-            data[key] = str((base / Path(_plain_path(data[key], key)).expanduser()).resolve())
+            data[key] = str((base / expand_user(Path(_plain_path(data[key], key)), field=key)).resolve())
     model = data.get("model")
     if isinstance(model, dict) and isinstance(model.get("source"), str):
         data["model"] = {**model, "source": _absolute_source(_plain_path(model["source"], "model.source"), base)}
@@ -333,7 +333,7 @@ def _plain_path(value: str, field: str) -> str:
 def _absolute_source(source: str, base: Path) -> str:
     """A model directory (existing, or written as a path) made absolute; a hub id such as org/name, which
     names no directory beside the spec, stays as written."""
-    candidate = base / Path(source).expanduser()
+    candidate = base / expand_user(Path(source), field="model.source")
     if candidate.is_dir() or not looks_like_hub_id(source):
         return str(candidate.resolve())
     return source

@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from recommender.errors import BadInputError
-from recommender.input_files import read_text, usable_path
+from recommender.input_files import expand_user, read_text, usable_path
 from recommender.perf.workload import EmpiricalLengths, LengthDist, Lengths
 
 __all__ = [
@@ -249,4 +249,5 @@ def with_absolute_trace(raw: Any, base: Path) -> Any:
     if not isinstance(trace, str):
         return raw
     usable_path(Path(trace), field=TRACE_FIELD)  # a NUL byte or an over-long name: refused, not an OSError
-    return {**raw, "profile": {**raw["profile"], "trace": str((base / Path(trace).expanduser()).resolve())}}
+    absolute = (base / expand_user(Path(trace), field=TRACE_FIELD)).resolve()
+    return {**raw, "profile": {**raw["profile"], "trace": str(absolute)}}

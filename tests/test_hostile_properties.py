@@ -9,7 +9,7 @@ replaced here by a sentinel, since the property is about everything before it. E
 was written first: the working directory, where the default stores go, is unchanged, and stdout is
 empty. Where the mutation is never valid (a key twice, NaN in a number) the run must be refused.
 
-`make test` draws 660 cases, 520 of them specs (about 35 s on two busy cores); the `slow` copies draw ten
+`make test` draws 660 cases, 520 of them specs (35-50 s on two busy cores); the `slow` copies draw ten
 times as many.
 """
 
