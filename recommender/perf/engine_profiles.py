@@ -39,12 +39,15 @@ class EngineProfile:
     max_num_batched_tokens: int
     mixed_prefill: bool
     max_num_seqs: int
+    reserve_whole_request: bool = False
 
 
 ENGINE_PROFILES: dict[str, EngineProfile] = {
     "vllm": EngineProfile("vllm", max_num_batched_tokens=8192, mixed_prefill=True, max_num_seqs=1024),
-    "sglang": EngineProfile("sglang", max_num_batched_tokens=8192, mixed_prefill=False, max_num_seqs=1024),
-    "trtllm": EngineProfile("trtllm", max_num_batched_tokens=8192, mixed_prefill=True, max_num_seqs=2048),
+    "sglang": EngineProfile("sglang", max_num_batched_tokens=8192, mixed_prefill=False, max_num_seqs=1024,
+                            reserve_whole_request=True),
+    "trtllm": EngineProfile("trtllm", max_num_batched_tokens=8192, mixed_prefill=True, max_num_seqs=2048,
+                            reserve_whole_request=True),
     "tgi": EngineProfile("tgi", max_num_batched_tokens=4096, mixed_prefill=True, max_num_seqs=1024),
 }
 

@@ -99,7 +99,7 @@ class ContinuousBatchingSimulation:
         "_arrivals", "_budget_max", "_cap", "_chunked", "_cost", "_d", "_decoding", "_fast_decode", "_finish",
         "_first_token", "_generated", "_computed", "_held", "_held_prefill", "_max_seqs", "_max_step_tokens",
         "_next", "_outputs", "_prefill_cost", "_preempted", "_preemptions", "_prefilling", "_prompts", "_running",
-        "_state", "_steps", "_t", "_vector_cost", "_waiting", "_workload", "_bs", "_mixed",
+        "_state", "_steps", "_t", "_vector_cost", "_waiting", "_workload", "_bs", "_mixed", "_reserve", "_reserved",
     )  # fmt: skip
 
     def __init__(
@@ -117,6 +117,8 @@ class ContinuousBatchingSimulation:
         self._budget_max = config.max_num_batched_tokens
         self._chunked = config.chunked_prefill
         self._mixed = config.mixed_prefill
+        self._reserve = config.reserve_whole_request
+        self._reserved = 0  # blocks reserved for the running requests' whole lengths (reserve_whole_request)
 
         self._arrivals: list[float] = workload.arrivals_s.tolist()
         self._prompts: list[int] = workload.prompt_tokens.tolist()
@@ -311,8 +313,10 @@ class ContinuousBatchingSimulation:
             if not chunked and chunk < need_tokens:
                 break
             blocks = -(-chunk // bs)
-            if blocks > self._free_blocks():
+            if blocks > self._free_blocks() or (self._reserve and self._reserved + self._whole(rid) > self._cap):
                 break
+            if self._reserve:
+                self._reserved += self._whole(rid)
             waiting.popleft()
             state[rid] = _PREFILL
             running[rid] = None
@@ -324,6 +328,10 @@ class ContinuousBatchingSimulation:
             chunks.append((rid, chunk))
             if not chunked:
                 break
+
+    def _whole(self, rid: int) -> int:
+        """KV blocks of request `rid` at its full length (its last token is never stored)."""
+        return -(-(self._prompts[rid] + self._outputs[rid] - 1) // self._bs)
 
     def _finish_chunks(self, chunks: list[tuple[int, int]]) -> None:
         """Prefills that reached the end of their tokens sample one, then decode from the next step or finish."""
@@ -345,6 +353,7 @@ class ContinuousBatchingSimulation:
             if generated[rid] == outputs[rid]:
                 state[rid] = _DONE
                 self._finish[rid] = t
+                self._reserved -= self._whole(rid) if self._reserve else 0
                 del self._running[rid]
                 continue
             offset = length + 1 - d  # the next step (counter d) reads length + 1 tokens
@@ -356,6 +365,7 @@ class ContinuousBatchingSimulation:
         for rid in self._decoding.pop_finished(step):
             self._state[rid] = _DONE
             self._finish[rid] = self._t
+            self._reserved -= self._whole(rid) if self._reserve else 0
             del self._running[rid]
 
     def _preempt_newest(self) -> int:
@@ -370,6 +380,7 @@ class ContinuousBatchingSimulation:
             self._held[rid] = 0
             self._computed[rid] = 0
         self._state[rid] = _WAITING
+        self._reserved -= self._whole(rid) if self._reserve else 0
         self._waiting.appendleft(rid)
         self._preemptions += 1
         self._preempted = True

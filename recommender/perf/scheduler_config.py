@@ -22,6 +22,10 @@ class SchedulerConfig:
         mixed_prefill: prefill chunks ride in the same step as the decodes (vLLM, TensorRT-LLM). Off,
             a step with prompt chunks runs them alone and the decoders wait (SGLang's default
             scheduler, which prioritises a prefill batch over the running decode batch).
+        reserve_whole_request: admit a request only when the KV blocks of its whole length (prompt and
+            every output token) fit beside those reserved by the running ones, so nothing is ever
+            preempted (TensorRT-LLM's GUARANTEED_NO_EVICT capacity scheduler; SGLang's admission,
+            which reserves the running requests' remaining output, is closer to this than to vLLM's).
     """
 
     kv_cache_tokens: int
@@ -30,6 +34,7 @@ class SchedulerConfig:
     chunked_prefill: bool = True
     block_size: int = BLOCK_SIZE
     mixed_prefill: bool = True
+    reserve_whole_request: bool = False
 
     def __post_init__(self) -> None:
         if min(self.max_num_seqs, self.max_num_batched_tokens, self.block_size) < 1:

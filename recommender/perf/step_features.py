@@ -47,7 +47,8 @@ __all__ = ["FEATURES", "FeatureStepCost", "StepFeatures", "link_bandwidth_one_di
 
 #: The features, in coefficient order.
 FEATURES = (
-    "step", "prefill_step", "weights", "compute", "attention", "kv", "tokens", "allreduce_bytes", "allreduce_calls",
+    "step", "prefill_step", "layers", "weights", "compute", "attention", "kv", "tokens", "allreduce_bytes",
+    "allreduce_calls",
 )  # fmt: skip
 N_FEATURES = len(FEATURES)
 #: Where the compute feature starts: large GEMMs reach a smaller fraction of their datasheet peak than
@@ -126,6 +127,7 @@ class StepFeatures:
         return np.array([
             1.0,
             1.0 if chunks.seqs else 0.0,
+            float(self.shape.n_layers),
             weights,
             max(0.0, linear - weights),
             self._attn * (chunks.sum_sq + chunks.sum_cross),

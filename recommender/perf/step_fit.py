@@ -109,7 +109,7 @@ def replay_config(
     )  # fmt: skip
     return SchedulerConfig(
         kv_cache_tokens=max(tokens, 16), max_num_seqs=seqs, max_num_batched_tokens=profile.max_num_batched_tokens,
-        mixed_prefill=profile.mixed_prefill,
+        mixed_prefill=profile.mixed_prefill, reserve_whole_request=profile.reserve_whole_request,
     )  # fmt: skip
 
 
@@ -118,7 +118,7 @@ def _design_row(run: MeasuredRun, shape: ModelShape, catalog: Catalog, protocol:
     config = replay_config(shape, features, run.engine, concurrency=run.concurrency)
     bench = ClosedLoopBenchmark(
         concurrency=run.concurrency, prompt_tokens=run.prompt_tokens, output_tokens=run.output_tokens,
-        rounds=protocol.rounds, warmup_rounds=protocol.warmup_rounds,
+        rounds=protocol.rounds, warmup_rounds=protocol.warmup_rounds if run.campaign == "sweep" else protocol.rounds // 2,
     )  # fmt: skip
     steps = replay(FeatureStepCost(features, np.zeros(N_FEATURES), _UNIT, floor_s=1.0), config, bench)
     ttft, tpot = np.zeros(N_COEFFICIENTS), np.zeros(N_COEFFICIENTS)
