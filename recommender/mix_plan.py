@@ -100,7 +100,7 @@ class GpuMix:
 
 
 def _capacity(setup: Setup, bucket: BucketLengths, performance: PerformanceEvaluator) -> float:
-    sla = performance.sla
+    sla = performance.simulated_sla(setup.engine)  # at the SLA's confidence, as the search checks it
     search = max_rate_within_sla(
         setup.step_cost, setup.scheduler, prompt=bucket.prompt, output=bucket.output,
         ttft_p99_ms=sla.ttft_p99_ms, tpot_p99_ms=sla.tpot_p99_ms, n_requests=SIMULATED_REQUESTS,
@@ -112,7 +112,7 @@ def _problem(
     performance: PerformanceEvaluator, candidates: list[Candidate], buckets: list[BucketLengths], peak_rps: float
 ) -> tuple[MixProblem, list[int]]:
     """The MILP over the pools no other pool dominates, and their indices in `candidates`."""
-    setups = [performance.setup(c) for c in candidates]
+    setups = [performance.chosen_setup(c) for c in candidates]  # each with the engine its evaluation picked
     usable = [s for s in setups if isinstance(s, Setup)]
     assert len(usable) == len(setups), "planned configurations run and fit"
     capacities = [[_capacity(s, b, performance) for s in usable] for b in buckets]

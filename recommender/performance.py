@@ -212,18 +212,33 @@ class PerformanceEvaluator:
         assert best is not None
         return best
 
+    def simulated_sla(self, engine: str) -> LatencySLA:
+        """The P99s a simulation of `engine`'s calibrated steps must meet for the spec's SLA to hold at its
+        confidence: the SLA over the intervals' upper factors, less the TTFT's fixed request overhead.
+        The local device (no engine) is checked against the SLA itself."""
+        if not engine:
+            return self.sla
+        confidence, model = self.sla.confidence, self.calibrated
+        ttft_budget = self.sla.ttft_p99_ms / model.upper_factor("ttft", engine, confidence)
+        ttft_budget -= model.request_overhead_ms(engine)
+        return self.sla.model_copy(update={
+            "ttft_p99_ms": max(ttft_budget, 1e-3),
+            "tpot_p99_ms": self.sla.tpot_p99_ms / model.upper_factor("tpot", engine, confidence),
+        })  # fmt: skip
+
+    def chosen_setup(self, c: Candidate) -> CandidateResult | Setup:
+        """`c`'s setup with the engine the evaluation picked (its calibrated step cost and batching)."""
+        performance = self.performance(c)
+        return performance if isinstance(performance, CandidateResult) else performance.setup
+
     def _calibrated_serving(self, cost: StepCostModel, scheduler: SchedulerConfig, engine: str) -> ServingEstimate:
         """Capacity against the SLA derated by the intervals' upper ends, and the P99s with those upper ends."""
-        confidence = self.sla.confidence
-        ttft_factor = self.calibrated.upper_factor("ttft", engine, confidence)
-        tpot_factor = self.calibrated.upper_factor("tpot", engine, confidence)
-        request_ms = self.calibrated.request_overhead_ms(engine)
-        ttft_budget = self.sla.ttft_p99_ms / ttft_factor - request_ms
-        derated = self.sla.model_copy(
-            update={"ttft_p99_ms": max(ttft_budget, 1e-3), "tpot_p99_ms": self.sla.tpot_p99_ms / tpot_factor}
-        )
-        serving = simulate_serving(cost, scheduler, traffic=self.traffic, sla=derated)
-        return serving.with_interval(engine, ttft_factor, tpot_factor, confidence, ttft_offset_ms=request_ms)
+        confidence, model = self.sla.confidence, self.calibrated
+        serving = simulate_serving(cost, scheduler, traffic=self.traffic, sla=self.simulated_sla(engine))
+        return serving.with_interval(
+            engine, model.upper_factor("ttft", engine, confidence), model.upper_factor("tpot", engine, confidence),
+            confidence, ttft_offset_ms=model.request_overhead_ms(engine),
+        )  # fmt: skip
 
     def setup(self, c: Candidate) -> CandidateResult | Setup:
         """The pruned result, or what evaluating `c` needs: its step-cost model, scheduler, price, memory."""

@@ -163,3 +163,22 @@ def test_estimate_refuses_bad_input_in_one_line(args: list[str], field: str) -> 
 
 def test_fit_file_is_json_the_loader_reads() -> None:
     assert json.loads(FIT_PATH.read_text())["coefficient_names"][-1] == "request"
+
+
+def test_whole_request_reservation_queues_instead_of_preempting(qwen: StepFeatures) -> None:
+    """TensorRT-LLM's GUARANTEED_NO_EVICT: a KV cache for about 4 whole requests runs 4 at a time, never preempts."""
+    from recommender.perf.scheduler import ContinuousBatchingSimulation
+    from recommender.perf.workload import make_workload
+
+    cost = RooflineStepCost(qwen.shape, qwen.method, qwen.accel, tensor_parallel=2)
+    workload = make_workload(prompt=400, output=800, n_requests=16, rate=1e3)
+    kv = 4 * 1200  # vLLM admits a dozen short prompts, then must preempt as their outputs grow
+    vllm_like = ContinuousBatchingSimulation(cost, workload, SchedulerConfig(kv_cache_tokens=kv)).run()
+    reserving = ContinuousBatchingSimulation(
+        cost, workload, SchedulerConfig(kv_cache_tokens=kv, reserve_whole_request=True)
+    ).run()
+    assert vllm_like.preemptions > 0 and reserving.preemptions == 0
+    arrivals = workload.arrivals_s
+    first_done = float(np.min(arrivals[:4] + reserving.e2e_s[:4]))
+    assert float(arrivals[4] + reserving.ttft_s[4]) >= first_done  # the fifth starts only when one has finished
+    assert reserving.n_requests == 16 and not np.isnan(reserving.e2e_s).any()

@@ -116,9 +116,11 @@ def replay_config(
 def _design_row(run: MeasuredRun, shape: ModelShape, catalog: Catalog, protocol: BenchmarkProtocol) -> DesignRow:
     features = StepFeatures(shape, get_method(run.scheme), catalog.get(run.hardware), run.tensor_parallel)
     config = replay_config(shape, features, run.engine, concurrency=run.concurrency)
+    # The "steady" campaign's client dropped its warm-up (serving_runs.MeasuredRun.campaign): half the requests.
+    warmup = protocol.warmup_rounds if run.campaign == "sweep" else protocol.rounds // 2
     bench = ClosedLoopBenchmark(
         concurrency=run.concurrency, prompt_tokens=run.prompt_tokens, output_tokens=run.output_tokens,
-        rounds=protocol.rounds, warmup_rounds=protocol.warmup_rounds if run.campaign == "sweep" else protocol.rounds // 2,
+        rounds=protocol.rounds, warmup_rounds=warmup,
     )  # fmt: skip
     steps = replay(FeatureStepCost(features, np.zeros(N_FEATURES), _UNIT, floor_s=1.0), config, bench)
     ttft, tpot = np.zeros(N_COEFFICIENTS), np.zeros(N_COEFFICIENTS)

@@ -100,7 +100,10 @@ def run_docs(
     from lm_eval.models.huggingface import HFLM
 
     quiet_lm_eval()
-    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
+    # softmax_dtype float32: by default HFLM log-softmaxes and sums a continuation's log-probs in
+    # the logits' dtype; for bf16 models a 1024-token window's sum is rounded to a multiple of 32
+    # (-4590.2 -> -4576.0), which hides the quantized model's difference (NF4 and bf16 both -5372.0).
+    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, softmax_dtype="float32")
     out = lm_eval.simple_evaluate(
         model=lm,
         tasks=[task],
