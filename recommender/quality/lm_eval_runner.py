@@ -133,5 +133,12 @@ def run_docs(
     return values
 
 
+#: How run_docs scores, beyond lm-eval's version: "fp32-logsoftmax" since log-probs are summed in float32
+#: (before, bf16 sums hid quantization differences). Part of every cached score's key, so older scores are
+#: recomputed rather than mixed with these.
+SCORING = "fp32-logsoftmax"
+
+
 def lm_eval_version() -> str:
-    return version("lm_eval")
+    """lm-eval's version and how run_docs scores with it: what a cached per-document score depends on."""
+    return f"{version('lm_eval')}+{SCORING}"
