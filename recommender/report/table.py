@@ -18,6 +18,8 @@ _MAX_REJECTED_ROWS = 12
 
 
 def _money(value: float | None, digits: int = 4) -> str:
+    if value is not None and 0 < abs(value) < 10**-digits * 100:  # a tiny model's $/1M: significant digits
+        return f"${value:.2g}"
     return "-" if value is None else f"${value:,.{digits}f}"
 
 
@@ -44,21 +46,34 @@ def _quality_cell(result: CandidateResult) -> str:
 
 def _config_table(title: str, rows: list[tuple[str, CandidateResult]]) -> Table:
     table = Table(title=title, title_justify="left")
-    for column in ("", "config", "$/1M tok", "replicas", "$/month", "TTFT ms", "TPOT ms", "speed"):
+    for column in ("", "config", "engine", "$/1M tok", "replicas", "$/month", "P99 TTFT ms", "P99 TPOT ms", "speed"):
         table.add_column(column, overflow="fold")
     for label, r in rows:
         serving = r.serving
+        ttft, ttft_high, tpot, tpot_high = (
+            (None, None, None, None) if serving is None else
+            (serving.ttft_ms.p99, serving.ttft_p99_high_ms, serving.tpot_ms.p99, serving.tpot_p99_high_ms)
+        )  # fmt: skip
         table.add_row(
             label,
             r.key,
+            (serving.engine if serving is not None else "") or "-",
             _money(r.usd_per_1m_tokens),
             "-" if r.cost is None else str(r.cost.replicas),
             _money(r.usd_per_month, 0),
-            _ms(None if serving is None else serving.ttft_ms.p99),
-            _ms(None if serving is None else serving.tpot_ms.p99),
+            _p99(ttft, ttft_high),
+            _p99(tpot, tpot_high),
             speed_kind(r),
         )
+    levels = {r.serving.confidence for _, r in rows if r.serving is not None and r.serving.confidence is not None}
+    if levels:
+        table.caption = f"(≤x): upper end of the P99's {max(levels):.0%} interval, which the SLA check uses"
     return table
+
+
+def _p99(value: float | None, high: float | None) -> str:
+    """A P99 and, on a calibrated GPU, the upper end of its interval the SLA was checked at ("59.8 (≤211)")."""
+    return _ms(value) + ("" if value is None or high is None else f" (≤{high:.3g})")
 
 
 def _mean_kl(result: CandidateResult) -> str:
