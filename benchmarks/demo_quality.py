@@ -1,6 +1,6 @@
 """Quality of every serving scheme on the demo use case, scored on the checkpoint an engine loads.
 
-    .venv/bin/python benchmarks/demo_quality.py [--suite evals/demo.yaml] [--all] [--json out.json]
+    .venv/bin/python benchmarks/demo_quality.py [--suite evals/demo.yaml] [--all] [--methods M ...] [--json out.json]
 
 Prints one row per scheme: task scores with their deltas against bf16 and the paired interval
 of each delta, mean/p99 KL (nats/token), top-1 agreement, the verdict under the suite's
@@ -38,6 +38,7 @@ def main() -> None:
     parser.add_argument("--model", type=Path, default=REPO / "recommender" / "demo" / "model")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--all", action="store_true", help="also the evaluation-only schemes")
+    parser.add_argument("--methods", nargs="+", default=None, help="only these schemes (default: every one)")
     args = parser.parse_args()
 
     cpu = DeviceInfo("cpu")
@@ -66,6 +67,8 @@ def main() -> None:
     for name, method in all_methods().items():
         if method.unavailable_reason(cpu) or (method.evaluation_only and not args.all):
             continue
+        if args.methods and name not in args.methods:
+            continue
         started = time.perf_counter()
         result = evaluator.evaluate(method)
         cells = []
@@ -84,6 +87,7 @@ def main() -> None:
             result.verdict,
             f"{time.perf_counter() - started:.0f}",
         )
+        console.print(f"{name}: {result.verdict}, mean KL {fid.mean_kl:.5f}, {time.perf_counter() - started:.0f} s")
         rows.append(to_data(result))
     console.print(table)
     if args.json:

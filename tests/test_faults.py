@@ -260,7 +260,13 @@ def _three_workers_one_killed(tmp_path: Path, demo_model_dir: Path, storage: str
           f"duplicates 0, lost 0")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_three_workers_on_postgresql_one_killed(tmp_path: Path, demo_model_dir: Path, postgres_url: str) -> None:
+    """Behind `slow`: timing-dependent on two cores. Since the bf16 references are evaluated first, the
+    coordinator often claims both quality evaluations this small space has before the joined workers have
+    imported torch, and no worker is ever seen holding a claim (it failed 3 of 4 runs on a quiet 2-core machine
+    on 2026-11-24, the same at 451684a). It needs a space where a joined worker must claim; until then it runs
+    with `make test-all`."""
     _three_workers_one_killed(tmp_path, demo_model_dir, postgres_url)
 
 
