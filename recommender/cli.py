@@ -34,9 +34,9 @@ app = typer.Typer(
     name="recommender",
     help=(
         "Find the cheapest way to serve a model that keeps its quality and latency.\n\n"
-        "Searches precision x quantization method x GPU x tensor parallelism x batch size with Optuna; "
-        "quality from real lm-eval runs on the really quantized model, speed measured here or modeled "
-        "for catalog GPUs, everything logged to MLflow.\n\n"
+        "Searches serving scheme x GPU x engine x tensor parallelism x batch size with Optuna; quality from "
+        "real lm-eval runs on the checkpoint an engine loads, speed measured here or from a step cost "
+        "calibrated per engine on measured GPU serving runs (with intervals), everything logged to MLflow.\n\n"
         "Start with: recommender search   (runs the embedded demo offline)"
     ),
     no_args_is_help=True,

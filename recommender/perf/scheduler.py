@@ -17,7 +17,8 @@ What is modelled, per scheduler step (one forward pass):
   newest running sequence is preempted (recompute: its blocks are freed, it goes back to
   the front of the queue and later prefills its prompt and generated tokens again);
 * the step's duration comes from a :class:`StepCostModel`: the roofline physics of
-  ``roofline.py`` for catalog GPUs, or interpolated measurements for the local device;
+  ``step_features.py`` (calibrated) or ``roofline.py`` for catalog GPUs, or interpolated
+  measurements for the local device;
   a model that prices prefill chunks one by one (``PrefillAwareStepCostModel``) gets them.
 
 Decoding sequences are kept as aggregates (``decoding.py``: a step counter, the sum of
