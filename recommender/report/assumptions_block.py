@@ -57,7 +57,9 @@ def _gpus(result: CandidateResult, fleet: Fleet, price: GpuPrice | None) -> str:
 
 def _buy(a: Assumptions, winner: CandidateResult, fleet: Fleet) -> list[Block]:
     price = _price(a, winner.candidate.hardware)
-    spans: list[Span] = [bold("Buy: "), code(winner.key), Span(f" — {_gpus(winner, fleet, price)} at ")]
+    engine = winner.serving.engine if winner.serving is not None else ""
+    served = f" served by {engine}" if engine else ""
+    spans: list[Span] = [bold("Buy: "), code(winner.key), Span(f"{served} — {_gpus(winner, fleet, price)} at ")]
     cell = price_cell(price)
     spans += [Span(cell)] if isinstance(cell, str) else list(cell)
     spans += [
