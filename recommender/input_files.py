@@ -149,7 +149,7 @@ def load_yaml(path: Path, *, field: str, what: str = "YAML file", expect: type |
     if _flow_depth(text) > MAX_DEPTH:
         raise BadInputError(field, f"{path} nests deeper than {MAX_DEPTH} levels", "flatten the file")
     try:
-        value = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        value = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader: no python/* tags (tested)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)

@@ -94,6 +94,17 @@ def test_duplicate_keys_are_refused_at_any_depth(tmp_path: Path) -> None:
         load_json(tmp_path / "a.json", field="f")
 
 
+def test_yaml_tags_that_build_python_objects_are_refused_not_run(tmp_path: Path) -> None:
+    """The loader is YAML's SafeLoader (plus the duplicate-key check): no tag constructs or calls Python."""
+    marker = tmp_path / "ran"
+    for tag in ("!!python/object/apply:os.system", "!!python/object/apply:pathlib.Path.touch"):
+        arg = f"touch {marker}" if "system" in tag else str(marker)
+        (tmp_path / "evil.yaml").write_text(f"name: {tag} [{arg!r}]\n", encoding="utf-8")
+        with pytest.raises(BadInputError, match="malformed YAML"):
+            load_yaml(tmp_path / "evil.yaml", field="f")
+    assert not marker.exists()
+
+
 @pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 5_000])
 def test_deep_nesting_is_refused_not_a_recursion_error(tmp_path: Path, depth: int) -> None:
     (tmp_path / "deep.yaml").write_text("a: " + "[" * depth + "]" * depth + "\n", encoding="utf-8")
