@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from recommender.errors import BadInputError
+from recommender.perf.engine_profiles import ENGINE_PROFILES
 from recommender.report.console import make_console
 
 EPILOG = (
@@ -15,21 +16,22 @@ EPILOG = (
     "estimated, 2 bad input."
 )
 
-#: --precision -> the scheme estimated (the engines' 16-bit default, FP8 W8A8, INT8 W8A8, INT4 W4A16).
-PRECISION_SCHEMES = {"bf16": "baseline", "fp16": "fp16", "fp8": "fp8-dynamic", "int8": "int8-w8a8",
-                     "int4": "w4a16-gptq-g128"}  # fmt: skip
-ENGINES = ("vllm", "sglang", "trtllm", "tgi")
+#: The engines `estimate` models: those with batching profiles (vllm, sglang, trtllm calibrated; tgi agnostic).
+ENGINES = tuple(ENGINE_PROFILES)
 
 
 def _scheme(precision: str | None, scheme: str | None) -> str:
+    """The scheme to estimate: `--scheme` as given, or `plan`'s scheme for `--precision` (fp16: the cast)."""
+    from recommender.plan import PLAN_METHODS
+
     if (precision is None) == (scheme is None):
         raise BadInputError("--precision/--scheme", "give exactly one", "e.g. --precision fp8 or --scheme int8-w8a8")
     if scheme is not None:
         return scheme
-    assert precision is not None
-    if precision not in PRECISION_SCHEMES:
-        raise BadInputError("--precision", f"unknown precision {precision!r}", f"one of {', '.join(PRECISION_SCHEMES)}")
-    return PRECISION_SCHEMES[precision]
+    schemes = {p: native for p, (native, _) in PLAN_METHODS.items()} | {"fp16": "fp16"}
+    if precision not in schemes:
+        raise BadInputError("--precision", f"unknown precision {precision!r}", f"one of {', '.join(schemes)}")
+    return schemes[str(precision)]
 
 
 def estimate_command(
@@ -62,15 +64,14 @@ def estimate_command(
     method = get_method(_scheme(precision, scheme), field="--scheme")
     name, config = read_architecture(model)
     shape = ModelShape.from_config(config)
-    accel = load_catalog().get(hardware, field="--hardware")
-
+    catalog = load_catalog()
+    accel = catalog.get(hardware, field="--hardware")
     if tensor_parallel > accel.max_tensor_parallel:
         raise BadInputError("--tensor-parallel", f"{tensor_parallel} > {accel.max_tensor_parallel} GPUs per node "
                             f"on {accel.key}", "pick a smaller degree")  # fmt: skip
     if engine != "trtllm" and (why := refusal(engine, method, accel.device)) is not None:
         raise BadInputError("--scheme", f"{engine} does not launch {method.name} on {accel.key}: {why}",
                             "pick another scheme, engine or GPU")  # fmt: skip
-    catalog = load_catalog()
     check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                        field="--prompt-tokens/--output-tokens")  # fmt: skip
     request = EstimateRequest(

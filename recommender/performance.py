@@ -1,9 +1,9 @@
 """The speed half of a candidate's evaluation: can it run, does it fit, how fast, what it costs.
 
 One pipeline for `recommender search` and `recommender plan`: the runnable check, the memory
-plan, the step-cost model (roofline on a catalog entry; probes measured here for the local
-device), the continuous-batching simulation and the price. `plan` is this without quality,
-so the two commands cannot drift apart.
+plan, the step-cost model (calibrated per engine on a catalog entry, every launching engine tried;
+probes measured here for the local device), the continuous-batching simulation and the price.
+`plan` is this without quality, so the two commands cannot drift apart.
 
 Runnable means servable as measured: an evaluation-only scheme, or a scheme none of the
 spec's engines launches on the candidate's device (`recommender.emit.support`: compute
@@ -33,7 +33,7 @@ from recommender.perf.scheduler import SchedulerConfig
 from recommender.perf.scheduler import simulate as simulate_workload
 from recommender.perf.serving import SIMULATED_REQUESTS, ServingEstimate, simulate_serving
 from recommender.perf.shape import ModelShape
-from recommender.perf.step_cost import RooflineStepCost, StepCostModel, TableStepCost
+from recommender.perf.step_cost import StepCostModel, TableStepCost
 from recommender.perf.workload import make_workload
 from recommender.provenance import Provenance
 from recommender.quantize import QuantMethod, get_method
@@ -201,16 +201,22 @@ class PerformanceEvaluator:
         accel = self.catalog.get(c.hardware)
         best: tuple[Setup, ServingEstimate] | None = None
         for engine in setup.engines or self.engines[:1]:
-            cost = self.calibrated.step_cost(
-                self.shape, setup.method, accel, engine, tensor_parallel=c.tensor_parallel,
-                kv_cache_dtype=c.kv_cache_dtype,
-            )  # fmt: skip
-            scheduler = replace(setup.scheduler, mixed_prefill=engine_profile(engine).mixed_prefill)
-            serving = self._calibrated_serving(cost, scheduler, engine)
+            for_engine = setup if engine == setup.engine else self._for_engine(c, setup, accel, engine)
+            serving = self._calibrated_serving(for_engine.step_cost, for_engine.scheduler, engine)
             if best is None or serving.requests_per_s > best[1].requests_per_s:
-                best = (replace(setup, step_cost=cost, scheduler=scheduler, engine=engine), serving)
+                best = (for_engine, serving)
         assert best is not None
         return best
+
+    def _for_engine(self, c: Candidate, setup: Setup, accel: Accelerator, engine: str) -> Setup:
+        """`setup` served by `engine`: its calibrated step cost on `accel` and its batching."""
+        return replace(setup, step_cost=self._engine_cost(c, setup.method, accel, engine),
+                       scheduler=engine_profile(engine).batching(setup.scheduler), engine=engine)  # fmt: skip
+
+    def _engine_cost(self, c: Candidate, method: QuantMethod, accel: Accelerator, engine: str) -> StepCostModel:
+        return self.calibrated.step_cost(
+            self.shape, method, accel, engine, tensor_parallel=c.tensor_parallel, kv_cache_dtype=c.kv_cache_dtype
+        )
 
     def simulated_sla(self, engine: str) -> LatencySLA:
         """The P99s a simulation of `engine`'s calibrated steps must meet for the spec's SLA to hold at its
@@ -272,13 +278,13 @@ class PerformanceEvaluator:
             max_num_batched_tokens=max(c.max_num_batched_tokens, c.batch_size),
         )
         if accel is not None:
-            step_cost = RooflineStepCost(
-                self.shape, method, accel, tensor_parallel=c.tensor_parallel, kv_cache_dtype=c.kv_cache_dtype
-            )
             hourly = accel.price_per_hour_usd
             assert hourly is not None  # _refusal prunes a GPU without a price in the catalog's price set
-            return Setup(method, step_cost, scheduler, hourly, accel.price_note, fit, None, served.engines,
-                         price_set=accel.price_set)  # fmt: skip
+            # The first launching engine's calibrated cost and batching; `performance` tries every launching engine.
+            engine = (served.engines or self.engines)[0]
+            cost, batching = self._engine_cost(c, method, accel, engine), engine_profile(engine).batching(scheduler)
+            return Setup(method, cost, batching, hourly, accel.price_note, fit, None, served.engines,
+                         price_set=accel.price_set, engine=engine)  # fmt: skip
         assert self.local is not None  # _refusal prunes local candidates without a local measurement
         try:
             table, own = self._measured_step_cost(c, self.local)

@@ -26,7 +26,9 @@ Sources (defaults of the engine releases in ``shared/calibration``, read in the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from recommender.perf.scheduler_config import SchedulerConfig
 
 __all__ = ["ENGINE_PROFILES", "EngineProfile", "engine_profile"]
 
@@ -40,6 +42,11 @@ class EngineProfile:
     mixed_prefill: bool
     max_num_seqs: int
     reserve_whole_request: bool = False
+
+    def batching(self, config: SchedulerConfig) -> SchedulerConfig:
+        """`config` (token budget, seats, KV cache) scheduled the way this engine schedules: the one place an
+        engine's batching reaches the simulator, for the calibration's replays and the search alike."""
+        return replace(config, mixed_prefill=self.mixed_prefill, reserve_whole_request=self.reserve_whole_request)
 
 
 ENGINE_PROFILES: dict[str, EngineProfile] = {

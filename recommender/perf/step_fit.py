@@ -107,10 +107,9 @@ def replay_config(
         shape, features.method, features.accel, tensor_parallel=features.tensor_parallel,
         max_num_batched_tokens=profile.max_num_batched_tokens, max_num_seqs=seqs, kv_cache_dtype=kv_cache_dtype,
     )  # fmt: skip
-    return SchedulerConfig(
+    return profile.batching(SchedulerConfig(
         kv_cache_tokens=max(tokens, 16), max_num_seqs=seqs, max_num_batched_tokens=profile.max_num_batched_tokens,
-        mixed_prefill=profile.mixed_prefill, reserve_whole_request=profile.reserve_whole_request,
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def _design_row(run: MeasuredRun, shape: ModelShape, catalog: Catalog, protocol: BenchmarkProtocol) -> DesignRow:
