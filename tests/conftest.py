@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -143,3 +144,13 @@ def postgres_url(postgres_server: str, request: pytest.FixtureRequest) -> str:
         connection.execute(f'DROP DATABASE IF EXISTS "{name}"')
         connection.execute(f'CREATE DATABASE "{name}"')
     return f"{postgres_server}/{name}"
+
+
+def with_value(raw: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    """A deep copy of the spec mapping `raw` with the field at `path` set to `value` (mutation tests)."""
+    data = copy.deepcopy(raw)
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return data

@@ -7,7 +7,6 @@ every hostile value must end in a spec or one BadInputError, never another excep
 
 from __future__ import annotations
 
-import copy
 import itertools
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from recommender.destinations import MAX_NAME_BYTES, check_name, check_storage_u
 from recommender.errors import BadInputError
 from recommender.input_files import MAX_DEPTH, load_json, load_yaml
 from recommender.spec import SearchSpec, spec_from_mapping
-from tests.conftest import DEMO_SPEC, REPO
+from tests.conftest import DEMO_SPEC, REPO, with_value
 
 HOSTILE_VALUES: list[Any] = [
     None, 0, -1, -(10**12), 10**12, 10**30, 0.5, float("inf"), float("-inf"), float("nan"), True, "",
@@ -43,15 +42,6 @@ def _leaf_paths(node: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]
     return paths
 
 
-def _mutated(raw: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
-    data = copy.deepcopy(raw)
-    node = data
-    for key in path[:-1]:
-        node = node[key]
-    node[path[-1]] = value
-    return data
-
-
 def test_every_field_times_every_hostile_value_is_a_spec_or_one_refusal() -> None:
     """About 700 specs: each field (and each section) of the demo spec replaced by each hostile value."""
     raw, outcomes = _demo_raw(), {"accepted": 0, "refused": 0}
@@ -59,7 +49,7 @@ def test_every_field_times_every_hostile_value_is_a_spec_or_one_refusal() -> Non
     assert len(cases) >= 500
     for path, value in cases:
         try:
-            spec = spec_from_mapping(_mutated(raw, path, value), spec_path=DEMO_SPEC, label="spec.yaml")
+            spec = spec_from_mapping(with_value(raw, path, value), spec_path=DEMO_SPEC, label="spec.yaml")
         except BadInputError as exc:
             assert str(exc).startswith("spec.yaml: ") and "\n" not in str(exc), (path, value, str(exc))
             outcomes["refused"] += 1

@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 
 from recommender import cli
 from recommender.spec import spec_json_schema
-from tests.conftest import DEMO_MODEL, DEMO_SPEC, REPO
+from tests.conftest import DEMO_MODEL, DEMO_SPEC, REPO, with_value
 from tests.schema_strategy import from_schema
 
 DAILY_SPEC = REPO / "search_spaces" / "daily-mix.yaml"
@@ -176,24 +176,15 @@ def _numeric_paths(node: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, .
     return [prefix] if isinstance(node, int | float) and not isinstance(node, bool) else []
 
 
-def _set(raw: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
-    data = copy.deepcopy(raw)
-    node = data
-    for key in path[:-1]:
-        node = node[key]
-    node[path[-1]] = value
-    return data
-
-
 def _mutated_field(data: st.DataObject) -> None:
     base = data.draw(st.sampled_from(sorted(BASES)), label="base")
     raw = BASES[base][0]
     if data.draw(st.booleans(), label="a number made non-finite"):
         path = data.draw(st.sampled_from(_numeric_paths(raw)), label="path")
-        spec, refused = _set(raw, path, data.draw(NEVER_VALID_NUMBERS, label="value")), True
+        spec, refused = with_value(raw, path, data.draw(NEVER_VALID_NUMBERS, label="value")), True
     else:
         path = data.draw(st.sampled_from(_key_paths(raw)), label="path")
-        spec, refused = _set(raw, path, data.draw(HOSTILE, label="value")), False
+        spec, refused = with_value(raw, path, data.draw(HOSTILE, label="value")), False
     assert_clean(_run_spec_text(_dump(spec), base), refused=refused)
 
 
