@@ -210,8 +210,10 @@ class PerformanceEvaluator:
 
     def _for_engine(self, c: Candidate, setup: Setup, accel: Accelerator, engine: str) -> Setup:
         """`setup` served by `engine`: its calibrated step cost on `accel` and its batching."""
+        # From the launched budget: the first engine's batching may have capped `setup.scheduler`'s.
+        launched = replace(setup.scheduler, max_num_batched_tokens=max(c.max_num_batched_tokens, c.batch_size))
         return replace(setup, step_cost=self._engine_cost(c, setup.method, accel, engine),
-                       scheduler=engine_profile(engine).batching(setup.scheduler), engine=engine)  # fmt: skip
+                       scheduler=engine_profile(engine).batching(launched), engine=engine)  # fmt: skip
 
     def _engine_cost(self, c: Candidate, method: QuantMethod, accel: Accelerator, engine: str) -> StepCostModel:
         return self.calibrated.step_cost(
@@ -256,7 +258,7 @@ class PerformanceEvaluator:
         memory = plan_memory(
             self.shape,
             method,
-            device_gb=local_memory_gb() if accel is None else accel.memory_gb,
+            device_gb=local_memory_gb() if accel is None else accel.device_memory_gb,
             memory_utilization=GPU_MEMORY_UTILIZATION,
             tensor_parallel=c.tensor_parallel,
             max_num_batched_tokens=c.max_num_batched_tokens,

@@ -17,7 +17,7 @@ from recommender.device import DeviceInfo
 from recommender.emit.support import SUPPORT, eligibility, refusal
 from recommender.perf.catalog import Catalog, load_catalog
 from recommender.perf.memory import plan_memory
-from recommender.performance import PerformanceEvaluator
+from recommender.performance import PerformanceEvaluator, Setup
 from recommender.quantize import ENGINE_NAMES, all_methods, get_method
 from recommender.spec import LatencySLA, Traffic
 
@@ -162,3 +162,14 @@ def test_online_fp8_loads_16_bit_weights_first_and_is_refused_where_they_do_not_
     assert refused.memory is not None and refused.memory.constraint > 0
     fits = evaluator.evaluate(Candidate("fp8", "fp8-dynamic", "l40s", 8, tensor_parallel=2))
     assert fits.status == "evaluated"
+
+
+def test_each_engine_is_simulated_with_its_own_batching_of_the_launched_budget() -> None:
+    """vLLM's simulated step is capped (engine_profiles.py); SGLang, tried after it, keeps the launched budget."""
+    evaluator = _evaluator(CATALOG)
+    c = Candidate("bf16", "baseline", "h100-sxm", 64)
+    setup = evaluator.setup(c)
+    assert isinstance(setup, Setup) and setup.engine == "vllm"
+    assert setup.scheduler.max_num_batched_tokens == 4096 and c.max_num_batched_tokens == 8192
+    sglang = evaluator._for_engine(c, setup, CATALOG.get("h100-sxm"), "sglang")
+    assert sglang.scheduler.max_num_batched_tokens == 8192 and not sglang.scheduler.mixed_prefill

@@ -14,6 +14,8 @@ from recommender.architectures import load_architecture
 from recommender.perf.calibrated import FIT_PATH, CalibratedModel, load_fit
 from recommender.perf.catalog import load_catalog
 from recommender.perf.closed_loop import ClosedLoopBenchmark, replay
+from recommender.perf.engine_profiles import ENGINE_PROFILES, engine_profile
+from recommender.perf.memory import kv_cache_tokens
 from recommender.perf.scheduler_config import SchedulerConfig
 from recommender.perf.serving_runs import DEFAULT_RUNS, load_runs, runs_digest
 from recommender.perf.step_cost import RooflineStepCost
@@ -115,6 +117,34 @@ def test_shipped_fit_matches_the_shared_data_and_reports_its_cross_validation() 
     assert sum(fit.engine_runs.values()) == 534
     assert set(fit.cross_validation) >= {"overall", "qwen3-32b/sglang/baseline", "llama-3.1-8b/trtllm/baseline"}
     assert len(fit.residuals_engine_seen.tpot) + len(fit.residuals_engine_unseen.tpot) == 534
+    # The coefficients hold only with the batching the replays simulated: a changed profile needs a refit.
+    assert fit.engine_batching == {e: p.describe() for e, p in ENGINE_PROFILES.items()}, (
+        "an engine profile changed since the fit: benchmarks/gpu_fidelity.py --write"
+    )
+
+
+def test_vllm_is_simulated_with_at_most_4096_tokens_per_step_whatever_it_is_launched_with() -> None:
+    launched = SchedulerConfig(kv_cache_tokens=300_000, max_num_seqs=256, max_num_batched_tokens=8192)
+    assert engine_profile("vllm").batching(launched).max_num_batched_tokens == 4096
+    small = SchedulerConfig(kv_cache_tokens=300_000, max_num_seqs=256, max_num_batched_tokens=2048)
+    assert engine_profile("vllm").batching(small).max_num_batched_tokens == 2048
+    seats = SchedulerConfig(kv_cache_tokens=300_000, max_num_seqs=6000, max_num_batched_tokens=8192)
+    assert engine_profile("vllm").batching(seats).max_num_batched_tokens == 6000  # never below the seats
+    # The other engines keep what they are launched with, also after vLLM's batching was applied once.
+    assert engine_profile("sglang").batching(launched).max_num_batched_tokens == 8192
+    assert "simulated with at most 4096" in engine_profile("vllm").describe()
+
+
+def test_kv_capacity_comes_from_the_memory_the_device_reports() -> None:
+    catalog = load_catalog()
+    h100 = catalog.get("h100-sxm")
+    assert h100.memory_gb == 80 and h100.device_memory_gb == pytest.approx(81559 * 2**20 / 1e9)  # 85.5 GB
+    shape, method = load_architecture("qwen3-32b")[1], get_method("baseline")
+    more = kv_cache_tokens(shape, method, h100, tensor_parallel=2)
+    less = kv_cache_tokens(shape, method, h100.model_copy(update={"memory_mib": None}), tensor_parallel=2)
+    assert more > less * 1.08  # 5.5 GB more per GPU, all of it KV cache
+    b200 = catalog.get("b200")
+    assert b200.memory_mib is None and b200.device_memory_gb == b200.memory_gb  # unknown: the datasheet figure
 
 
 def test_intervals_are_wider_for_an_engine_without_runs_and_grow_with_confidence() -> None:

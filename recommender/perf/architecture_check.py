@@ -74,7 +74,7 @@ def check_request_fits(
     largest catalog node, is refused naming the limit: no candidate could serve it."""
     tokens = prompt_tokens + output_tokens
     check_positions(config, tokens, field=field)
-    largest = max((a.memory_gb * a.max_tensor_parallel for a in catalog.accelerators.values()), default=0.0)
+    largest = max((a.device_memory_gb * a.max_tensor_parallel for a in catalog.accelerators.values()), default=0.0)
     needed_gb = shape.kv_bytes_per_token(1.0) * tokens / 1e9
     if needed_gb > largest:
         raise BadInputError(field, f"one request's KV cache ({needed_gb:,.0f} GB at fp8) exceeds the largest catalog "

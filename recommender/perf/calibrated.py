@@ -78,6 +78,9 @@ class StepCostFit(BaseModel):
     residuals_engine_unseen: Residuals
     cross_validation: dict[str, ErrorSummary]
     in_sample: dict[str, ErrorSummary]
+    #: Each engine's batching as the replays simulated it (``EngineProfile.describe``): the coefficients hold
+    #: only with it, and a changed profile changes the fit's digest once refitted (tests/test_step_fit.py).
+    engine_batching: dict[str, str] = Field(default_factory=dict)
 
 
 def fit_digest(path: Path = FIT_PATH) -> str:

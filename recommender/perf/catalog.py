@@ -44,6 +44,10 @@ class Accelerator(BaseModel):
     compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d$")
     # Upper bounds 100x past today's largest parts: a unit slip (GB/s written as MB/s) is refused, not priced.
     memory_gb: float = Field(gt=0, le=100_000)
+    #: The device memory `nvidia-smi` reports (MiB), where known: the engines size their KV cache from it
+    #: (vLLM's gpu_memory_utilization and TensorRT-LLM's free fraction are fractions of what CUDA reports),
+    #: and an HBM part's "80 GB" is 81,559 MiB = 85.5 GB there (see `device_memory_gb`).
+    memory_mib: int | None = Field(default=None, gt=0, le=100_000_000)
     memory_bandwidth_gbps: float = Field(gt=0, le=1_000_000)
     peak_tflops: dict[str, Annotated[float, Field(gt=0, le=1_000_000)]] = Field(min_length=1)
     native_precisions: list[str]
@@ -70,6 +74,12 @@ class Accelerator(BaseModel):
         if not {"bf16", "fp16"} & set(self.peak_tflops):
             raise ValueError("peak_tflops needs a bf16 or fp16 entry (every other dtype falls back to it)")
         return self
+
+    @property
+    def device_memory_gb(self) -> float:
+        """Decimal GB the engine sees: `memory_mib` when known, else the datasheet's `memory_gb` (conservative:
+        an HBM part's datasheet figure is in binary units, so this understates it by up to 7 %)."""
+        return self.memory_mib * 2**20 / 1e9 if self.memory_mib is not None else self.memory_gb
 
     @property
     def device(self) -> DeviceInfo:

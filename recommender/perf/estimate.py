@@ -119,8 +119,7 @@ def estimate(request: EstimateRequest, model: CalibratedModel) -> BenchmarkEstim
         requests_simulated=got.requests,
         provenance=cost.provenance.extended(
             f"closed-loop replay: {r.concurrency} in flight, {bench.n_requests} requests, {_warmup(bench)}; "
-            f"{r.engine} batching: {profile.max_num_batched_tokens} tokens per step, prefill "
-            f"{'mixed with decodes' if profile.mixed_prefill else 'alone'}; intervals: central "
+            f"{r.engine} batching: {profile.describe()}; intervals: central "
             f"{r.confidence:.0%} of cross-validated log residuals of mean latencies"
         ),
     )  # fmt: skip

@@ -212,7 +212,7 @@ def kv_cache_tokens(
     return plan_memory(
         shape,
         method,
-        device_gb=accel.memory_gb,
+        device_gb=accel.device_memory_gb,
         memory_utilization=memory_utilization,
         tensor_parallel=tensor_parallel,
         max_num_batched_tokens=max_num_batched_tokens,

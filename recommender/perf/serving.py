@@ -80,7 +80,7 @@ def simulate_serving(
     """Capacity within the SLA and the latency percentiles at the target load per replica, from simulation."""
     label = cost.provenance.extended(
         f"continuous-batching simulation ({SIMULATED_REQUESTS} Poisson requests, max_num_seqs {config.max_num_seqs}, "
-        f"max_num_batched_tokens {config.max_num_batched_tokens}, chunked prefill)"
+        f"{config.max_num_batched_tokens} tokens per simulated step, chunked prefill)"
     )
     # Fixed lengths for a constant rate; a profile's lognormal lengths or its trace's histogram.
     prompt, output = length_models(traffic.profile, traffic.prompt_tokens, traffic.output_tokens)

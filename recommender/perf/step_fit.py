@@ -25,7 +25,7 @@ from scipy.optimize import nnls
 from recommender.perf.calibrated import CalibratedModel, ErrorSummary, Residuals, StepCostFit
 from recommender.perf.catalog import Catalog
 from recommender.perf.closed_loop import ClosedLoopBenchmark, replay
-from recommender.perf.engine_profiles import engine_profile
+from recommender.perf.engine_profiles import ENGINE_PROFILES, engine_profile
 from recommender.perf.memory import kv_cache_tokens
 from recommender.perf.scheduler_config import SchedulerConfig
 from recommender.perf.serving_runs import MeasuredRun
@@ -265,4 +265,5 @@ def build_fit(
         residuals_engine_seen=_residuals([p for p in cv if p.engine_fit]),
         residuals_engine_unseen=_residuals([p for p in cv if not p.engine_fit]),
         cross_validation=by_group(cv), in_sample=by_group(in_sample(rows, settings)),
+        engine_batching={e: p.describe() for e, p in ENGINE_PROFILES.items()},
     )  # fmt: skip
