@@ -115,10 +115,13 @@ def plan_one(
     shape: ModelShape, accel: Accelerator, precision: str, *, traffic: Traffic, sla: LatencySLA,
     batch_sizes: list[int], kv_cache_dtype: str = "auto", catalog: Catalog | None = None,
 ) -> PlanRow:  # fmt: skip
-    """The cheapest batch size at the smallest tensor-parallel degree that holds one request.
+    """The cheapest (tensor-parallel degree, batch size) among the degrees that hold one request.
 
-    Every figure comes from the search's own `PerformanceEvaluator` (memory plan, step cost,
-    simulation, price), so `plan` and `search` agree on any catalog candidate.
+    Every degree that fits is priced, not only the smallest: a model that barely fits one GPU leaves it
+    a sliver of KV cache, and two GPUs with room for a full batch can cost less per month (Llama-3.1-70B
+    in FP8 on one 85.5 GB H100: 29 replicas; on two: 2). Ties go to the smaller degree. Every figure
+    comes from the search's own `PerformanceEvaluator` (memory plan, step cost, simulation, price), so
+    `plan` and `search` agree on any catalog candidate.
     """
     catalog = catalog or Catalog(accelerators={accel.key: accel}, source="plan")
     performance = PerformanceEvaluator(catalog, shape, traffic, sla)
@@ -129,7 +132,7 @@ def plan_one(
     unpriced = catalog.price_refusal(accel.key) if accel.key in catalog.accelerators else None
     if unpriced is not None:
         return _row(performance, accel, precision, method, f"not priced: {unpriced}")
-    refusal = ""
+    refusal, smallest_fit, priced = "", None, []
     for tp in _tensor_parallel_degrees(accel):
         results = [
             performance.evaluate(Candidate(precision, method.name, accel.key, b, tp, DEFAULT_MAX_BATCHED_TOKENS,
@@ -138,13 +141,15 @@ def plan_one(
         ]
         fitting = [r for r in results if r.status == "evaluated"]
         if not fitting:
-            refusal = "; ".join(results[0].broken).removeprefix("memory: ") if results else ""
+            refusal = refusal or "; ".join(results[0].broken).removeprefix("memory: ") if results else refusal
             continue
-        priced = [r for r in fitting if r.cost is not None]
-        if not priced:
-            return _row(performance, accel, precision, method, "SLA not met even by a lone request", tp)
-        cheapest = min(priced, key=lambda r: r.cost.usd_per_1m_tokens if r.cost else math.inf)
+        smallest_fit = smallest_fit or tp
+        priced += [(r.cost.usd_per_month, tp, r.cost.usd_per_1m_tokens, r) for r in fitting if r.cost is not None]
+    if priced:
+        _, tp, _, cheapest = min(priced, key=lambda t: t[:3])
         return _row(performance, accel, precision, method, "", tp, cheapest)
+    if smallest_fit is not None:
+        return _row(performance, accel, precision, method, "SLA not met even by a lone request", smallest_fit)
     return _row(performance, accel, precision, method, f"does not fit on {accel.max_tensor_parallel} GPUs: {refusal}")
 
 
@@ -156,14 +161,15 @@ def plan(
     shape: ModelShape, catalog: Catalog, *, hardware: list[str], precisions: list[str], traffic: Traffic,
     sla: LatencySLA, batch_sizes: list[int], kv_cache_dtype: str = "auto",
 ) -> list[PlanRow]:  # fmt: skip
-    """Every (GPU, precision) pair, cheapest first; rows without a price last."""
+    """Every (GPU, precision) pair, cheapest per month at the traffic first (then per token, as the search
+    ranks); rows without a price last."""
     rows = [
         plan_one(shape, catalog.get(hw, field="--hardware"), p, traffic=traffic, sla=sla, batch_sizes=batch_sizes,
                  kv_cache_dtype=kv_cache_dtype, catalog=catalog)  # fmt: skip
         for hw in hardware
         for p in precisions
     ]
-    return sorted(rows, key=lambda r: (r.usd_per_1m_tokens is None, r.usd_per_1m_tokens or 0.0))
+    return sorted(rows, key=lambda r: (r.usd_per_month is None, r.usd_per_month or 0.0, r.usd_per_1m_tokens or 0.0))
 
 
 def rows_to_json(rows: list[PlanRow]) -> str:

@@ -384,3 +384,12 @@ def test_launch_commands_serve_a_checkpoint_scheme_from_its_checkpoint_and_fp8_o
     assert not by_engine["sglang"].supported and not by_engine["tgi"].supported
     fp16 = vllm_argv(Candidate("fp16", "fp16", "t4", 16), t4)
     assert options(fp16, ["vllm", "serve", "org/model"])["--dtype"] == "float16"
+
+
+def test_launch_commands_put_the_engine_the_estimate_is_for_first() -> None:
+    h100 = load_catalog().get("h100-sxm").device
+    c = Candidate("bf16", "baseline", "h100-sxm", 64)
+    default = [e.engine for e in launch_commands(c, model="org/model", max_model_len=640, device=h100)]
+    chosen = [e.engine for e in launch_commands(c, model="org/model", max_model_len=640, device=h100, engine="sglang")]
+    assert chosen[0] == "sglang" and sorted(chosen) == sorted(default)
+    assert chosen[1:] == [e for e in default if e != "sglang"]  # the others keep their order

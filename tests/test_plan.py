@@ -89,3 +89,18 @@ def test_plan_and_search_model_a_catalog_candidate_identically(hardware: str, ba
     assert planned.usd_per_1m_tokens == searched.cost.usd_per_1m_tokens
     assert planned.usd_per_month == searched.cost.usd_per_month
     assert planned.provenance == searched.serving.provenance and planned.provenance.kind == "calibrated"
+
+
+def test_plan_prices_every_degree_that_fits_not_only_the_smallest() -> None:
+    """Llama-3.1-70B in FP8 fits one 85.5 GB H100 with a sliver of KV cache; two GPUs carry a full batch."""
+    catalog = load_catalog()
+    _, llama70 = load_architecture("llama-3.1-70b")
+    traffic = Traffic(prompt_tokens=512, output_tokens=256, requests_per_second=10)
+    sla = LatencySLA(ttft_p99_ms=1000, tpot_p99_ms=50)
+    h100 = catalog.get("h100-sxm")
+    row = plan_one(llama70, h100, "fp8", traffic=traffic, sla=sla, batch_sizes=[64], catalog=catalog)
+    one_gpu = plan_one(llama70, h100.model_copy(update={"max_tensor_parallel": 1}), "fp8", traffic=traffic, sla=sla,
+                       batch_sizes=[64], catalog=catalog)  # fmt: skip
+    assert one_gpu.tensor_parallel == 1 and one_gpu.usd_per_month is not None  # it does fit one GPU ...
+    assert row.tensor_parallel == 2 and row.usd_per_month is not None  # ... and two cost less a month
+    assert row.usd_per_month < one_gpu.usd_per_month / 2

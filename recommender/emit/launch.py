@@ -22,8 +22,9 @@ def launch_commands(
     max_model_len: int,
     checkpoint: str | None = None,
     device: DeviceInfo | None = None,
+    engine: str = "",
 ) -> list[EmittedConfig]:
-    """Each engine's command (or its plain refusal) for `candidate`.
+    """Each engine's command (or its plain refusal) for `candidate`, `engine`'s first (the one its estimate is for).
 
     Args:
         candidate: the recommended configuration.
@@ -33,6 +34,7 @@ def launch_commands(
         checkpoint: the checkpoint directory of a checkpoint scheme; it replaces `model` as the
             served model (engines read the scheme from its config.json).
         device: the GPU it runs on; an engine that does not serve the scheme there as measured refuses.
+        engine: the engine the latencies and price were estimated for ('' keeps the emitters' order).
     """
     method = get_method(candidate.method)
     served = checkpoint if checkpoint is not None and method.checkpoint_format is not None else model
@@ -52,4 +54,5 @@ def launch_commands(
         f"max_model_len {max_model_len} = the traffic profile's prompt + output tokens; "
         "raise it for longer requests (the KV cache must hold one full request)"
     )
-    return [replace(e, notes=[*e.notes, note]) if e.supported else e for e in emit_all(settings)]
+    emitted = sorted(emit_all(settings), key=lambda e: e.engine != engine)  # stable: the rest keep their order
+    return [replace(e, notes=[*e.notes, note]) if e.supported else e for e in emitted]

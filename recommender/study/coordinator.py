@@ -224,8 +224,11 @@ def _finish(
         status(checkpoint.note)
         placed = [p for p in checkpoint.written if p.is_file()]
         context = spec.traffic.prompt_tokens + spec.traffic.output_tokens
-        recommendation.launch = launch_commands(winner.candidate, model=checkpoint.model, max_model_len=context,
-                                                device=evaluator.performance.device_of(winner.candidate))  # fmt: skip
+        recommendation.launch = launch_commands(
+            winner.candidate, model=checkpoint.model, max_model_len=context,
+            device=evaluator.performance.device_of(winner.candidate),
+            engine=winner.serving.engine if winner.serving is not None else "",
+        )  # fmt: skip
         status("latency against load of the winner")
         load_curve = evaluator.load_curve(winner.candidate)
         if spec.traffic.profile is not None:
