@@ -9,6 +9,7 @@ one file there.
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,7 +19,9 @@ from recommender.input_files import load_json
 from recommender.perf.architecture_check import check_architecture
 from recommender.perf.shape import ModelShape
 
-__all__ = ["ARCHITECTURES", "hub_ids", "known_architectures", "load_architecture", "read_architecture"]
+__all__ = [
+    "ARCHITECTURES", "hub_ids", "known_architectures", "load_architecture", "read_architecture", "shipped_for_hub_id",
+]  # fmt: skip
 
 ARCHITECTURES = Path(__file__).parent / "perf" / "architectures"
 
@@ -37,6 +40,39 @@ def hub_ids() -> dict[str, str]:
     return out
 
 
+#: Suffixes a quantized re-upload adds to the base model's repository name (nvidia/Llama-3.1-8B-Instruct-FP8,
+#: Qwen/Qwen3-32B-FP8, RedHatAI/...-quantized.w8a8, ...-AWQ, ...-GPTQ-Int4): the shape is the base model's, the
+#: scheme comes from the precision the caller names.
+_QUANT_SUFFIX = re.compile(
+    r"(-(fp8(-dynamic)?|fp4|nvfp4|mxfp4|awq|gptq(-int[48])?|int[48]|w8a8|w4a16|w8a16|quantized[.\w-]*|bnb-4bit))+$",
+    re.IGNORECASE,
+)
+
+
+def _base_repo(hub_id: str) -> str:
+    """The repository name without its organisation, a "Meta-" prefix or a quantization suffix, lower-cased."""
+    repo = hub_id.rsplit("/", 1)[-1].lower()
+    return _QUANT_SUFFIX.sub("", repo).removeprefix("meta-")
+
+
+@cache
+def _by_base_repo() -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for hub_id, name in hub_ids().items():
+        out.setdefault(_base_repo(hub_id), set()).add(name)
+    return out
+
+
+def shipped_for_hub_id(hub_id: str) -> str | None:
+    """The shipped architecture of a hub id: one a shipped file lists, else the one whose listed repositories
+    share its name once organisation and quantization suffix are dropped (None when none or several do)."""
+    exact = hub_ids().get(hub_id.lower())
+    if exact is not None or "/" not in hub_id:
+        return exact
+    names = _by_base_repo().get(_base_repo(hub_id), set())
+    return next(iter(names)) if len(names) == 1 else None
+
+
 def _config_path(model: str) -> Path:
     shipped = ARCHITECTURES / f"{model}.json"
     if shipped.is_file():
@@ -44,8 +80,9 @@ def _config_path(model: str) -> Path:
     path = Path(model)
     if path.is_dir():
         return path / "config.json"
-    if not path.exists() and model.lower() in hub_ids():
-        return ARCHITECTURES / f"{hub_ids()[model.lower()]}.json"
+    shipped_name = None if path.exists() else shipped_for_hub_id(model)
+    if shipped_name is not None:
+        return ARCHITECTURES / f"{shipped_name}.json"
     return path
 
 

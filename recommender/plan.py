@@ -10,7 +10,6 @@ or `recommender search` measures it.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from recommender.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, CandidateResult

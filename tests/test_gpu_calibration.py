@@ -268,10 +268,12 @@ def test_a_file_of_other_gpus_and_models_loads_and_says_what_it_left_out(tmp_pat
         "e,trtllm,1.0,Qwen/Qwen3-32B,h200_sxm,fp8,fp8,1024,128,8,2,2,,50,4",
         "f,trtllm,1.0,Qwen/Qwen3-32B,b200_sxm,nvfp4,nvfp4,1024,128,8,1,1,,50,4",
         "g,trtllm,1.0,Qwen/Qwen3-32B,b200_sxm,,,1024,128,,1,1,,50,4",
+        "h,vllm,0.12,RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8,h200_sxm,fp8,fp8,1024,128,8,2,1,,50,4",
     )  # fmt: skip
     loaded = read_runs(path)
     assert [(r.hardware, r.model, r.scheme, r.kv_cache_dtype, r.campaign) for r in loaded.runs] == [
         ("h200", "qwen3-32b", "fp8-dynamic", "fp8", "steady"), ("b200", "llama-3.1-8b", "baseline", "auto", "sweep"),
+        ("h200", "llama-3.1-70b", "fp8-dynamic", "fp8", "sweep"),  # a quantized re-upload: the base model's shape
     ]  # fmt: skip
     reasons = " | ".join(loaded.skipped)
     assert sum(loaded.skipped.values()) == 5
@@ -325,3 +327,16 @@ def test_fidelity_benchmark_refuses_a_file_it_cannot_replay_in_one_line(tmp_path
                              capture_output=True, text=True, timeout=120)  # fmt: skip
         assert run.returncode == 2 and run.stderr.count("error:") == 1 and needle in run.stderr
         assert "--predict" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_quantized_re_upload_resolves_to_its_base_models_shape_only_when_unambiguous() -> None:
+    from recommender.architectures import shipped_for_hub_id
+
+    assert shipped_for_hub_id("Qwen/Qwen3-32B") == "qwen3-32b"  # listed
+    assert shipped_for_hub_id("Qwen/Qwen3-32B-FP8") == "qwen3-32b"
+    assert shipped_for_hub_id("nvidia/Qwen3-235B-A22B-FP8") == "qwen3-235b-a22b"
+    assert shipped_for_hub_id("RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a8") == "llama-3.1-8b"
+    assert shipped_for_hub_id("Qwen/Qwen3-30B-A3B-GPTQ-Int4") == "qwen3-30b-a3b"
+    assert shipped_for_hub_id("Some/Unknown-Model-FP8") is None
+    assert shipped_for_hub_id("Qwen3-32B-FP8") is None  # not a hub id: no organisation
+    assert load_architecture("nvidia/Llama-3.1-70B-Instruct-FP8")[0] == load_architecture("llama-3.1-70b")[0]

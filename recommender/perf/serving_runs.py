@@ -97,7 +97,7 @@ def _kv_dtype(row: dict[str, str], scheme: str) -> str | None:
 
 def _why_not(row: dict[str, str]) -> str | None:
     """Why a row cannot be replayed (None: it can)."""
-    from recommender.architectures import hub_ids
+    from recommender.architectures import shipped_for_hub_id
 
     if (row.get("pp_size") or "1") != "1" or (row.get("attention_dp_size") or "").strip() not in ("", "1"):
         return "pipeline or attention data parallelism (not modelled)"
@@ -110,18 +110,18 @@ def _why_not(row: dict[str, str]) -> str | None:
         return f"precision {precision!r} has no serving scheme here"
     if _kv_dtype(row, SCHEMES[precision]) is None:
         return "a KV-cache dtype other than 16-bit or fp8"
-    if str(row.get("model_path", "")).lower() not in hub_ids():
+    if shipped_for_hub_id(str(row.get("model_path", ""))) is None:
         return f"model {row.get('model_path')!r} has no shipped architecture (recommender/perf/architectures)"
     return None
 
 
 def _run(row: dict[str, str]) -> MeasuredRun:
-    from recommender.architectures import hub_ids
+    from recommender.architectures import shipped_for_hub_id
 
     scheme = SCHEMES[(row.get("gemm_quant_mode") or row.get("precision") or "").strip().lower()]
     return MeasuredRun(
         run_id=row["id"],
-        model=hub_ids()[row["model_path"].lower()],
+        model=shipped_for_hub_id(row["model_path"]) or "",
         engine=row["backend"],
         engine_version=row.get("backend_version", ""),
         scheme=scheme,
