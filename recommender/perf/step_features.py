@@ -21,12 +21,13 @@ dot product with the coefficients::
       + c_ar_calls  x all-reduces (2 per layer with tensor parallelism), s each
 
 The ``tokens`` term is what prefill costs beyond ``linear``: the fit sets it to ~36,000 (pooled), which
-with ``linear`` puts a prefill step's linear layers at 56 % (Llama-3.1-8B) to 68 % (Qwen3-32B, TP2) of the
-H100's 16-bit peak, usual prefill utilisations, and far more than the norms, rotary and residual traffic it was first modelled as (80x those bytes at full
-bandwidth). So it moves to another GPU with its 16-bit compute, not its bandwidth: an H200 prefills like an
-H100 (moved by bandwidth it would prefill 30 % faster). On the H100s of the calibration the two are the same
-feature up to a constant, so the cross-validation cannot tell them apart and is unchanged by the choice; fp8
-runs do not want it at the fp8 peak (CV TTFT 22.9 -> 24.7 %, TPOT 7.8 -> 8.6 % when it was).
+with ``linear`` puts a prefill step's linear layers at 56 % (Llama-3.1-8B) to 68 % (Qwen3-32B, TP2) of
+the H100's 16-bit peak, usual prefill utilisations, and far more than the norms, rotary and residual
+traffic it was first modelled as (80x those bytes at full bandwidth). So it moves to another GPU with
+its 16-bit compute, not its bandwidth: an H200 prefills like an H100 (moved by bandwidth it would
+prefill 30 % faster). On the H100s of the calibration the two are the same feature up to a constant,
+so the cross-validation cannot tell them apart and is unchanged by the choice; fp8 runs do not want it
+at the fp8 peak (CV TTFT 22.9 -> 24.7 %, TPOT 7.8 -> 8.6 % when it was).
 
 KV reads are counted per element at 16-bit width whatever the cache's dtype: an fp8 cache
 doubles capacity (``memory.kv_cache_tokens``), but the engines' decode-attention kernels did
