@@ -140,7 +140,7 @@ def plan_one(
         ]
         fitting = [r for r in results if r.status == "evaluated"]
         if not fitting:
-            refusal = refusal or "; ".join(results[0].broken).removeprefix("memory: ") if results else refusal
+            refusal = "; ".join(results[0].broken).removeprefix("memory: ") if results else refusal  # the widest's
             continue
         smallest_fit = smallest_fit or tp
         priced += [(r.cost.usd_per_month, tp, r.cost.usd_per_1m_tokens, r) for r in fitting if r.cost is not None]
