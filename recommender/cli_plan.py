@@ -9,7 +9,7 @@ import typer
 
 from recommender.architectures import read_architecture
 from recommender.errors import BadInputError
-from recommender.report.console import make_console
+from recommender.report.console import make_console, step_progress
 
 if TYPE_CHECKING:
     from recommender.perf.catalog import Catalog
@@ -83,10 +83,13 @@ def plan_command(
     check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                        field="--prompt-tokens")  # fmt: skip
     hardware = hardware if hardware is not None else _priced_common(catalog)
-    rows = run_plan(
-        shape, catalog, hardware=hardware,
-        precisions=["bf16", "fp8", "int8", "int4"], traffic=traffic, sla=sla, batch_sizes=batch_size or [64, 256],
-    )  # fmt: skip
+    precisions = ["bf16", "fp8", "int8", "int4"]
+    pairs = len(hardware) * len(precisions)
+    with step_progress(make_console(stderr=True), total=pairs, description="planning") as done:
+        rows = run_plan(
+            shape, catalog, hardware=hardware, precisions=precisions, traffic=traffic, sla=sla,
+            batch_sizes=batch_size or [64, 256], on_row=done,
+        )  # fmt: skip
     if json_output:
         print(rows_to_json(rows))
         return

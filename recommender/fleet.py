@@ -9,6 +9,7 @@ routed by prompt length (`mix_plan`), or how much the single type wins by.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from recommender.autoscale import AutoscaleSchedule, schedule
@@ -66,15 +67,23 @@ def _option(row: PlanRow) -> PoolOption:
     return PoolOption(candidate, f"{row.quality} [{row.quality_verdict}]")
 
 
-def plan_fleet(spec: SearchSpec, shape: ModelShape, catalog: Catalog) -> FleetPlan:
-    """Plan the spec's catalog GPUs x precisions for its peak hour, then autoscale the winner and solve the mix."""
+def plan_precisions(spec: SearchSpec) -> list[str]:
+    """The spec's precisions `plan` has a scheme for (PLAN_METHODS), in the spec's order."""
+    return [p for p in spec.space.methods if p in PLAN_METHODS]
+
+
+def plan_fleet(
+    spec: SearchSpec, shape: ModelShape, catalog: Catalog, on_row: Callable[[str], None] | None = None
+) -> FleetPlan:
+    """Plan the spec's catalog GPUs x precisions for its peak hour, then autoscale the winner and solve the mix.
+    `on_row` hears each planned (GPU, precision) pair (``plan.plan``)."""
     policy = spec.fleet or FleetPolicy()
     traffic, sla = spec.traffic, spec.sla
     hardware = [h for h in spec.space.hardware if h != LOCAL_DEVICE]
-    # plan's own scheme per precision (PLAN_METHODS), at the smallest tensor-parallel degree that fits.
-    precisions: list[str] = [p for p in spec.space.methods if p in PLAN_METHODS]
+    # plan's own scheme per precision (PLAN_METHODS), at the tensor-parallel degree that fits and costs least.
+    precisions = plan_precisions(spec)
     rows = plan(shape, catalog, hardware=hardware, precisions=precisions, traffic=traffic, sla=sla,
-                batch_sizes=spec.space.batch_sizes)  # fmt: skip
+                batch_sizes=spec.space.batch_sizes, on_row=on_row)  # fmt: skip
     winner = winner_row(rows)
     autoscale = None if winner is None else _schedule(spec, winner, catalog, policy)
     buckets = length_buckets(traffic.profile, traffic.prompt_tokens, traffic.output_tokens, policy.prompt_buckets)

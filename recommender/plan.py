@@ -10,6 +10,7 @@ or `recommender search` measures it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from recommender.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, CandidateResult
@@ -159,15 +160,19 @@ def weights_gb(shape: ModelShape, method: QuantMethod, tensor_parallel: int) -> 
 def plan(
     shape: ModelShape, catalog: Catalog, *, hardware: list[str], precisions: list[str], traffic: Traffic,
     sla: LatencySLA, batch_sizes: list[int], kv_cache_dtype: str = "auto",
+    on_row: Callable[[str], None] | None = None,
 ) -> list[PlanRow]:  # fmt: skip
     """Every (GPU, precision) pair, cheapest per month at the traffic first (then per token, as the search
-    ranks); rows without a price last."""
-    rows = [
-        plan_one(shape, catalog.get(hw, field="--hardware"), p, traffic=traffic, sla=sla, batch_sizes=batch_sizes,
-                 kv_cache_dtype=kv_cache_dtype, catalog=catalog)  # fmt: skip
-        for hw in hardware
-        for p in precisions
-    ]
+    ranks); rows without a price last. `on_row` hears each pair's "gpu/precision" once it is planned (a
+    progress bar: each pair is up to four tensor-parallel degrees x the batch sizes of simulations)."""
+    rows = []
+    for hw in hardware:
+        accel = catalog.get(hw, field="--hardware")
+        for p in precisions:
+            rows.append(plan_one(shape, accel, p, traffic=traffic, sla=sla, batch_sizes=batch_sizes,
+                                 kv_cache_dtype=kv_cache_dtype, catalog=catalog))  # fmt: skip
+            if on_row is not None:
+                on_row(f"{hw}/{p}")
     return sorted(rows, key=lambda r: (r.usd_per_month is None, r.usd_per_month or 0.0, r.usd_per_1m_tokens or 0.0))
 
 

@@ -104,3 +104,21 @@ def test_plan_prices_every_degree_that_fits_not_only_the_smallest() -> None:
     assert one_gpu.tensor_parallel == 1 and one_gpu.usd_per_month is not None  # it does fit one GPU ...
     assert row.tensor_parallel == 2 and row.usd_per_month is not None  # ... and two cost less a month
     assert row.usd_per_month < one_gpu.usd_per_month / 2
+
+
+def test_plan_progress_shows_on_a_terminal_and_leaves_nothing_behind_elsewhere() -> None:
+    import io
+
+    from rich.console import Console
+
+    from recommender.report.console import step_progress
+
+    piped = io.StringIO()
+    with step_progress(Console(file=piped), total=2, description="planning") as done:
+        done("h100-sxm/bf16")
+    assert piped.getvalue() == ""  # a log or a pipe stays clean
+    tty = io.StringIO()
+    with step_progress(Console(file=tty, force_terminal=True, width=100), total=2, description="planning") as done:
+        done("h100-sxm/bf16")
+        done("h100-sxm/fp8")
+    assert "planning" in tty.getvalue() and "2/2" in tty.getvalue()

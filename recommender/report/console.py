@@ -9,7 +9,7 @@ a search and a worker show their trials the same way.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -54,6 +54,28 @@ def trial_progress(console: Console, *, total: int | None) -> Iterator[tuple[Pro
                 progress.console.print(f"  {done:3d} {_line(result)}", markup=False, highlight=False)
 
         yield on_trial, on_status
+
+
+@contextlib.contextmanager
+def step_progress(console: Console, *, total: int, description: str) -> Iterator[Callable[[str], None]]:
+    """A transient progress bar over `total` steps; the callback advances it and names the step just done.
+    Nothing at all when `console` is not a terminal (logs, CI, pipes stay clean)."""
+    if not console.is_terminal:
+        yield lambda step: None
+        return
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    columns = (
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+    )  # fmt: skip
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task(description, total=total)
+
+        def done(step: str) -> None:
+            progress.update(task, advance=1, description=f"{description} · {escape(step)}")
+
+        yield done
 
 
 def _line(result: CandidateResult) -> str:
