@@ -24,21 +24,21 @@ def plan_spec(path: Path, model: str | None, json_output: bool) -> None:
         model: a shipped architecture, config.json or model directory; default: the spec's model.name.
         json_output: print the whole plan (`fleet.FleetPlan`) as JSON instead of tables.
     """
-    from recommender.fleet import plan_fleet, plan_precisions
+    from recommender.fleet import plan_fleet, plan_hardware, plan_precisions
     from recommender.perf.architecture_check import check_request_fits
     from recommender.perf.catalog import load_catalog
     from recommender.perf.shape import ModelShape
     from recommender.report.fleet_table import render_fleet
     from recommender.report.plan_table import render_plan
     from recommender.serialization import dumps, to_data
-    from recommender.spec import LOCAL_DEVICE, load_spec
+    from recommender.spec import load_spec
 
     loaded = load_spec(path)
     name, config = _architecture(path, model, loaded)
     shape, catalog = ModelShape.from_config(config), load_catalog(loaded.hardware_catalog, price_set=loaded.price_set)
     check_request_fits(config, shape, catalog, prompt_tokens=loaded.traffic.prompt_tokens,
                        output_tokens=loaded.traffic.output_tokens, field=f"{path}: traffic.prompt_tokens")  # fmt: skip
-    pairs = len([h for h in loaded.space.hardware if h != LOCAL_DEVICE]) * len(plan_precisions(loaded))
+    pairs = len(plan_hardware(loaded)) * len(plan_precisions(loaded))
     with step_progress(make_console(stderr=True), total=pairs, description="planning the peak hour") as done:
         fleet = plan_fleet(loaded, shape, catalog, on_row=done)
     if json_output:

@@ -13,6 +13,9 @@ from recommender.report.console import make_console, step_progress
 
 if TYPE_CHECKING:
     from recommender.perf.catalog import Catalog
+    from recommender.perf.shape import ModelShape
+    from recommender.plan import PlanRow
+    from recommender.spec import LatencySLA, Traffic
 
 EPILOG = ("Latencies and capacities are calibrated (step costs fitted on measured serving runs, intervals from their "
           "cross-validation); quality is a labelled prior, verdict 'unverified'.")
@@ -29,6 +32,19 @@ def _priced_common(catalog: Catalog) -> list[str]:
         note = f"not in price set {catalog.prices.name}: {', '.join(unpriced)}"
         make_console(stderr=True).print(f"{note} (pick another --price-set, or name them with --hardware)")
     return hardware
+
+
+def _plan_with_progress(
+    shape: ModelShape, catalog: Catalog, hardware: list[str], traffic: Traffic, sla: LatencySLA, batch_sizes: list[int]
+) -> list[PlanRow]:
+    """Every GPU x precision row, with a progress bar on a terminal (each pair simulates up to four TP degrees)."""
+    from recommender.plan import plan
+
+    precisions = ["bf16", "fp8", "int8", "int4"]
+    pairs = len(hardware) * len(precisions)
+    with step_progress(make_console(stderr=True), total=pairs, description="planning") as done:
+        return plan(shape, catalog, hardware=hardware, precisions=precisions, traffic=traffic, sla=sla,
+                    batch_sizes=batch_sizes, on_row=done)  # fmt: skip
 
 
 def plan_command(
@@ -61,7 +77,6 @@ def plan_command(
     from recommender.perf.catalog import load_catalog
     from recommender.perf.prices import get_price_set
     from recommender.perf.shape import ModelShape
-    from recommender.plan import plan as run_plan
     from recommender.plan import rows_to_json
     from recommender.plan_inputs import check_batch_sizes, distinct, traffic_and_sla
     from recommender.report.plan_table import render_plan
@@ -83,13 +98,7 @@ def plan_command(
     check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                        field="--prompt-tokens")  # fmt: skip
     hardware = hardware if hardware is not None else _priced_common(catalog)
-    precisions = ["bf16", "fp8", "int8", "int4"]
-    pairs = len(hardware) * len(precisions)
-    with step_progress(make_console(stderr=True), total=pairs, description="planning") as done:
-        rows = run_plan(
-            shape, catalog, hardware=hardware, precisions=precisions, traffic=traffic, sla=sla,
-            batch_sizes=batch_size or [64, 256], on_row=done,
-        )  # fmt: skip
+    rows = _plan_with_progress(shape, catalog, hardware, traffic, sla, batch_size or [64, 256])
     if json_output:
         print(rows_to_json(rows))
         return

@@ -67,6 +67,11 @@ def _option(row: PlanRow) -> PoolOption:
     return PoolOption(candidate, f"{row.quality} [{row.quality_verdict}]")
 
 
+def plan_hardware(spec: SearchSpec) -> list[str]:
+    """The spec's catalog GPUs (`plan` has no model of the local device)."""
+    return [h for h in spec.space.hardware if h != LOCAL_DEVICE]
+
+
 def plan_precisions(spec: SearchSpec) -> list[str]:
     """The spec's precisions `plan` has a scheme for (PLAN_METHODS), in the spec's order."""
     return [p for p in spec.space.methods if p in PLAN_METHODS]
@@ -79,7 +84,7 @@ def plan_fleet(
     `on_row` hears each planned (GPU, precision) pair (``plan.plan``)."""
     policy = spec.fleet or FleetPolicy()
     traffic, sla = spec.traffic, spec.sla
-    hardware = [h for h in spec.space.hardware if h != LOCAL_DEVICE]
+    hardware = plan_hardware(spec)
     # plan's own scheme per precision (PLAN_METHODS), at the tensor-parallel degree that fits and costs least.
     precisions = plan_precisions(spec)
     rows = plan(shape, catalog, hardware=hardware, precisions=precisions, traffic=traffic, sla=sla,
