@@ -123,6 +123,25 @@ def test_shipped_fit_matches_the_shared_data_and_reports_its_cross_validation() 
     )
 
 
+def test_no_fitted_part_of_a_step_runs_faster_than_the_datasheet() -> None:
+    """Left free, the fit read the KV cache at twice the H100's bandwidth; the shipped fit and any refit keep
+    every bandwidth and compute coefficient at or above its physical floor."""
+    from recommender.perf.step_fit import COEFFICIENTS, PHYSICAL_FLOORS, DesignRow, fit_pooled
+
+    fit = load_fit()
+    floors = np.array([PHYSICAL_FLOORS.get(name, 0.0) for name in COEFFICIENTS])
+    for coefficients in [fit.pooled, *fit.engines.values()]:
+        assert np.all(np.asarray(coefficients) >= floors - 1e-9), coefficients
+    # Runs that a KV read at half its datasheet time would fit exactly: the fit stops at the floor instead.
+    kv = COEFFICIENTS.index("kv")
+    run = load_runs()[0]
+    ttft, tpot = np.zeros(len(COEFFICIENTS)), np.zeros(len(COEFFICIENTS))
+    ttft[kv], tpot[kv] = 2.0 * run.ttft_ms, 2.0 * run.tpot_ms  # unbounded, NNLS would answer 0.5
+    coefficients = fit_pooled([DesignRow(run, ttft, tpot)], FitSettings())
+    assert coefficients[kv] == pytest.approx(1.0)
+    assert np.all(coefficients >= floors - 1e-9)
+
+
 def test_vllm_is_simulated_with_at_most_4096_tokens_per_step_whatever_it_is_launched_with() -> None:
     launched = SchedulerConfig(kv_cache_tokens=300_000, max_num_seqs=256, max_num_batched_tokens=8192)
     assert engine_profile("vllm").batching(launched).max_num_batched_tokens == 4096

@@ -20,8 +20,8 @@ dot product with the coefficients::
       + c_ar_bytes  x all-reduce bytes / one-direction link bandwidth
       + c_ar_calls  x all-reduces (2 per layer with tensor parallelism), s each
 
-The ``tokens`` term is what prefill costs beyond ``linear``: the fit sets it to ~36,000 (pooled), which
-with ``linear`` puts a prefill step's linear layers at 56 % (Llama-3.1-8B) to 68 % (Qwen3-32B, TP2) of
+The ``tokens`` term is what prefill costs beyond ``linear``: the fit sets it to ~26,000 (pooled), which
+with ``linear`` puts a prefill step's linear layers at 64 % (Llama-3.1-8B) to 73 % (Qwen3-32B, TP2) of
 the H100's 16-bit peak, usual prefill utilisations, and far more than the norms, rotary and residual
 traffic it was first modelled as (80x those bytes at full bandwidth). So it moves to another GPU with
 its 16-bit compute, not its bandwidth: an H200 prefills like an H100 (moved by bandwidth it would
@@ -32,7 +32,11 @@ at the fp8 peak (CV TTFT 22.9 -> 24.7 %, TPOT 7.8 -> 8.6 % when it was).
 KV reads are counted per element at 16-bit width whatever the cache's dtype: an fp8 cache
 doubles capacity (``memory.kv_cache_tokens``), but the engines' decode-attention kernels did
 not run twice as fast on it. Counted per byte instead, the held-out TensorRT-LLM FP8 group's
-TPOT error was 15 % against 10 % (benchmarks/gpu_fidelity.py).
+TPOT error was 17 % against 10 % (benchmarks/gpu_fidelity.py, with the fit's physical floors).
+
+The fit keeps every coefficient at or above its physical floor (``step_fit.PHYSICAL_FLOORS``): the
+bandwidth and compute terms at 1 (no kernel beats its datasheet), attention at 0.5 (the causal half of
+the square its FLOPs count).
 
 Coefficients are dimensionless (1 / achieved fraction of peak) except those in seconds,
 so a fit made on H100s moves to another GPU through that GPU's own datasheet figures —
