@@ -36,9 +36,9 @@ from recommender.provenance import Provenance
 from recommender.quantize import get_method
 
 __all__ = [
-    "COEFFICIENTS", "PHYSICAL_FLOORS", "BenchmarkProtocol", "DesignRow", "FitSettings", "Prediction", "build_fit", "by_group",
-    "cross_validate", "design_rows", "error_summary", "fit_engine", "fit_pooled", "in_sample", "predict_run",
-    "client_benchmark", "replay_config",
+    "COEFFICIENTS", "PHYSICAL_FLOORS", "BenchmarkProtocol", "DesignRow", "FitSettings", "Prediction", "build_fit",
+    "by_group", "cross_validate", "design_rows", "error_summary", "fit_engine", "fit_pooled", "in_sample",
+    "predict_run", "client_benchmark", "replay_config",
 ]  # fmt: skip
 
 #: The fitted coefficients: the step features, then a fixed time added to every TTFT (the request's way
