@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from recommender.perf.engine_profiles import ENGINE_PROFILES
 from recommender.perf.step_features import N_FEATURES, FeatureStepCost, StepFeatures
 from recommender.provenance import Provenance
 
@@ -122,7 +123,9 @@ class CalibratedModel:
         tensor_parallel: int = 1, kv_cache_dtype: str = "auto",
     ) -> FeatureStepCost:  # fmt: skip
         """The calibrated step cost of `engine` serving `method` on `accel`."""
-        features = StepFeatures(shape, method, accel, tensor_parallel, kv_cache_dtype)
+        profile = ENGINE_PROFILES.get(engine)
+        reads_at_width = profile.kv_reads_at_cache_width if profile is not None else True
+        features = StepFeatures(shape, method, accel, tensor_parallel, kv_cache_dtype, reads_at_width)
         coef = self.coefficients(engine)[:N_FEATURES]
         return FeatureStepCost(features, coef, self.provenance(accel, engine), floor_s=1e-6)
 

@@ -29,10 +29,11 @@ prefill 30 % faster). On the H100s of the calibration the two are the same featu
 so the cross-validation cannot tell them apart and is unchanged by the choice; fp8 runs do not want it
 at the fp8 peak (CV TTFT 22.9 -> 24.7 %, TPOT 7.8 -> 8.6 % when it was).
 
-KV reads are counted per element at 16-bit width whatever the cache's dtype: an fp8 cache
-doubles capacity (``memory.kv_cache_tokens``), but the engines' decode-attention kernels did
-not run twice as fast on it. Counted per byte instead, the held-out TensorRT-LLM FP8 group's
-TPOT error was 17 % against 10 % (benchmarks/gpu_fidelity.py, with the fit's physical floors).
+KV reads are counted at the cache's own width where the engine's decode attention reads it so
+(``kv_read_at_cache_width``, from ``engine_profiles.EngineProfile``), and at 16-bit width otherwise:
+an fp8 cache always doubles capacity (``memory.kv_cache_tokens``), but TensorRT-LLM 1.0rc3's
+decode-attention kernels did not run twice as fast on it (counted per byte, its held-out FP8 group's
+TPOT error was 17 % against 10 %), while vLLM's measured below the 16-bit bound.
 
 The fit keeps every coefficient at or above its physical floor (``step_fit.PHYSICAL_FLOORS``): the
 bandwidth and compute terms at 1 (no kernel beats its datasheet), attention at 0.5 (the causal half of
@@ -90,6 +91,7 @@ class StepFeatures:
     accel: Accelerator
     tensor_parallel: int = 1
     kv_cache_dtype: str = "auto"
+    kv_read_at_cache_width: bool = True
     _bw: float = field(init=False, repr=False)
     _peak: float = field(init=False, repr=False)
     _peak16: float = field(init=False, repr=False)
@@ -119,13 +121,17 @@ class StepFeatures:
             "_flops_token": 2.0 * shape.active_body_params / tp,
             "_flops_seq": 2.0 * shape.lm_head_params / tp,
             "_attn": shape.attention_flops(1, 1) / tp / peak16,
-            "_kv_s": kv_bytes_per_token_per_device(shape, "auto", tp) / bw,  # per element, 16-bit (docstring)
+            "_kv_s": kv_bytes_per_token_per_device(shape, self._kv_read_dtype(), tp) / bw,
             "_token_s": shape.n_layers * shape.hidden * 2.0 / tp / peak16,
             "_ar_token_s": 2 * shape.n_layers * shape.hidden * 2.0 * ring / link_bandwidth_one_direction(accel),
             "_ar_calls": 2.0 * shape.n_layers if tp > 1 else 0.0,
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)
+
+    def _kv_read_dtype(self) -> str:
+        """The width decode attention pays per KV element read (module docstring)."""
+        return self.kv_cache_dtype if self.kv_read_at_cache_width else "auto"
 
     def _weights(self, tokens: int) -> float:
         if not self._varies:
