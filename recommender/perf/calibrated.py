@@ -120,11 +120,11 @@ class CalibratedModel:
 
     def step_cost(
         self, shape: ModelShape, method: QuantMethod, accel: Accelerator, engine: str, *,
-        tensor_parallel: int = 1, kv_cache_dtype: str = "auto",
+        tensor_parallel: int = 1, kv_cache_dtype: str = "auto", release: str | None = None,
     ) -> FeatureStepCost:  # fmt: skip
-        """The calibrated step cost of `engine` serving `method` on `accel`."""
+        """The calibrated step cost of `engine` (its `release`; None: the current one) serving `method` on `accel`."""
         profile = ENGINE_PROFILES.get(engine)
-        reads_at_width = profile.kv_reads_at_cache_width if profile is not None else True
+        reads_at_width = profile.reads_kv_at_cache_width(release) if profile is not None else True
         features = StepFeatures(shape, method, accel, tensor_parallel, kv_cache_dtype, reads_at_width)
         coef = self.coefficients(engine)[:N_FEATURES]
         return FeatureStepCost(features, coef, self.provenance(accel, engine), floor_s=1e-6)

@@ -30,13 +30,16 @@ Sources (defaults of the engine releases in ``shared/calibration``, read in the 
   and engine core are separate processes). It was chosen among 1024, 2048, 3072, 4096, 6144 and 8192
   by the same cross-validation (2048-4096 fit alike; mild selection bias), and it applies to every
   vLLM prediction, so the search and ``estimate`` see vLLM as the calibration did.
-* How decode attention reads an fp8 KV cache (``kv_reads_at_cache_width``). vLLM 0.12 FP8 at TP2, C=48,
+* How decode attention reads an fp8 KV cache (``reads_kv_at_cache_width``). vLLM 0.12 FP8 at TP2, C=48,
   4000 + 1000 tokens measured TPOT 11.6 ms, below the 13.3 ms a 16-bit read of its cache takes at full
   bandwidth, so its kernels read the cache's own bytes; FlashInfer and FlashAttention-3, which SGLang and
-  TGI use, read fp8 pages likewise. TensorRT-LLM 1.0rc3's 180 FP8 runs fit far better with the cache
-  timed as 16-bit (cross-validated TPOT error 10 % against 17 % timed per byte), though an fp8 cache is what
-  lets their TP1 runs hold 64 requests (``serving_runs.MeasuredRun.kv_cache_dtype``); TensorRT-LLM
-  1.2rc6's four runs read at width, as vLLM's do, but four runs do not outweigh 180.
+  TGI use, read fp8 pages likewise. So does TensorRT-LLM 1.2: its FP8 run at TP1, C=32, 4000 + 1000
+  measured TPOT 22.4 ms, where a 16-bit read of the cache and the weights alone take 21.0 ms at full
+  bandwidth, leaving 1.4 ms for 64 layers' launches (the fit puts 4.5 ms there). TensorRT-LLM 1.0rc3's 180
+  FP8 runs fit far better with the cache timed as 16-bit (cross-validated TPOT error 10 % against 17 %
+  timed per byte), though an fp8 cache is what lets their TP1 runs hold 64 requests
+  (``serving_runs.MeasuredRun.kv_cache_dtype``): releases before 1.2 are replayed so. The search, ``plan``
+  and ``estimate`` predict the current releases.
 * TGI: no measured runs here. `--max-batch-prefill-tokens` defaults to a compute-optimal
   figure per GPU (launcher/src/main.rs), falling back to 4096: modelled with 4096, mixed,
   and the engine-agnostic step cost.
@@ -44,6 +47,7 @@ Sources (defaults of the engine releases in ``shared/calibration``, read in the 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from recommender.perf.scheduler_config import SchedulerConfig
@@ -63,8 +67,15 @@ class EngineProfile:
     #: Most tokens the simulator lets one step take, whatever budget the engine is launched with (None: the
     #: launched budget); see the module docstring for vLLM's.
     step_budget_cap: int | None = None
-    #: Whether decode attention reads an fp8 KV cache at its own width (else it costs what a 16-bit one does).
-    kv_reads_at_cache_width: bool = True
+    #: Releases before this one ("major.minor") read an fp8 KV cache at what a 16-bit one costs; this one and
+    #: later (and every release, when None) read its own bytes. See the module docstring.
+    kv_read_at_width_since: str | None = None
+
+    def reads_kv_at_cache_width(self, release: str | None = None) -> bool:
+        """Whether decode attention in `release` (None: the current one) reads an fp8 KV cache at its width."""
+        if self.kv_read_at_width_since is None or not release:
+            return True
+        return _major_minor(release) >= _major_minor(self.kv_read_at_width_since)
 
     def batching(self, config: SchedulerConfig) -> SchedulerConfig:
         """`config` (token budget, seats, KV cache) scheduled the way this engine schedules: the one place an
@@ -78,7 +89,8 @@ class EngineProfile:
     def describe(self) -> str:
         """The batching in words, for provenance lines."""
         cap = f" (simulated with at most {self.step_budget_cap})" if self.step_budget_cap is not None else ""
-        reads = "" if self.kv_reads_at_cache_width else ", an fp8 KV cache read at 16-bit cost"
+        since = self.kv_read_at_width_since
+        reads = f", an fp8 KV cache read at 16-bit cost before {since}" if since else ""
         return (f"{self.max_num_batched_tokens} tokens per step{cap}, prefill "
                 f"{'mixed with decodes' if self.mixed_prefill else 'alone'}{reads}")  # fmt: skip
 
@@ -89,9 +101,15 @@ ENGINE_PROFILES: dict[str, EngineProfile] = {
     "sglang": EngineProfile("sglang", max_num_batched_tokens=8192, mixed_prefill=False, max_num_seqs=1024,
                             reserve_whole_request=True),
     "trtllm": EngineProfile("trtllm", max_num_batched_tokens=8192, mixed_prefill=True, max_num_seqs=2048,
-                            reserve_whole_request=True, kv_reads_at_cache_width=False),
+                            reserve_whole_request=True, kv_read_at_width_since="1.2"),
     "tgi": EngineProfile("tgi", max_num_batched_tokens=4096, mixed_prefill=True, max_num_seqs=1024),
 }
+
+
+def _major_minor(release: str) -> tuple[int, int]:
+    """("1.2.0rc6.post1" -> (1, 2)); a release that names no number sorts first."""
+    numbers = re.findall(r"\d+", release)[:2]
+    return (int(numbers[0]) if numbers else 0, int(numbers[1]) if len(numbers) > 1 else 0)
 
 
 def engine_profile(engine: str) -> EngineProfile:

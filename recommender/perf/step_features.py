@@ -29,11 +29,12 @@ prefill 30 % faster). On the H100s of the calibration the two are the same featu
 so the cross-validation cannot tell them apart and is unchanged by the choice; fp8 runs do not want it
 at the fp8 peak (CV TTFT 22.9 -> 24.7 %, TPOT 7.8 -> 8.6 % when it was).
 
-KV reads are counted at the cache's own width where the engine's decode attention reads it so
-(``kv_read_at_cache_width``, from ``engine_profiles.EngineProfile``), and at 16-bit width otherwise:
-an fp8 cache always doubles capacity (``memory.kv_cache_tokens``), but TensorRT-LLM 1.0rc3's
-decode-attention kernels did not run twice as fast on it (counted per byte, its held-out FP8 group's
-TPOT error was 17 % against 10 %), while vLLM's measured below the 16-bit bound.
+KV reads are counted at the cache's own width where the engine release's decode attention reads it
+so (``kv_read_at_cache_width``, from ``engine_profiles.EngineProfile.reads_kv_at_cache_width``), and at
+16-bit width otherwise: an fp8 cache always doubles capacity (``memory.kv_cache_tokens``), but
+TensorRT-LLM 1.0rc3's decode-attention kernels did not run twice as fast on it (counted per byte, its
+held-out FP8 group's TPOT error was 17 % against 10 %), while vLLM 0.12's and TensorRT-LLM 1.2's runs
+measured at or below the 16-bit bound.
 
 The fit keeps every coefficient at or above its physical floor (``step_fit.PHYSICAL_FLOORS``): the
 bandwidth and compute terms at 1 (no kernel beats its datasheet), attention at 0.5 (the causal half of
