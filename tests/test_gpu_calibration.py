@@ -109,6 +109,7 @@ def test_an_fp8_kv_cache_doubles_capacity_and_its_reads_cost_what_the_release_me
     assert sixteen > 0 and read("fp8", "vllm", "0.12.0") == pytest.approx(sixteen / 2)
     assert read("fp8", "trtllm", "1.0.0rc3") == read("auto", "trtllm", "1.0.0rc3") == sixteen
     assert read("fp8", "trtllm", "1.2.0rc6.post1") == read("fp8", "trtllm") == pytest.approx(sixteen / 2)
+    assert read("fp8", "trtllm", "main") == read("fp8", "trtllm", "2.0") == read("fp8", "trtllm")  # current
     model = CalibratedModel(load_fit())
     assert all(model.step_cost(shape, fp8, h100, e, kv_cache_dtype="fp8").features.kv_read_at_cache_width
                for e in ("vllm", "sglang", "trtllm"))  # fmt: skip

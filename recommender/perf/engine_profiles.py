@@ -72,10 +72,12 @@ class EngineProfile:
     kv_read_at_width_since: str | None = None
 
     def reads_kv_at_cache_width(self, release: str | None = None) -> bool:
-        """Whether decode attention in `release` (None: the current one) reads an fp8 KV cache at its width."""
-        if self.kv_read_at_width_since is None or not release:
+        """Whether decode attention in `release` (None, or a name without a number: the current one) reads an fp8
+        KV cache at its width."""
+        version = _major_minor(release or "")
+        if self.kv_read_at_width_since is None or version is None:
             return True
-        return _major_minor(release) >= _major_minor(self.kv_read_at_width_since)
+        return version >= (_major_minor(self.kv_read_at_width_since) or (0, 0))
 
     def batching(self, config: SchedulerConfig) -> SchedulerConfig:
         """`config` (token budget, seats, KV cache) scheduled the way this engine schedules: the one place an
@@ -106,10 +108,10 @@ ENGINE_PROFILES: dict[str, EngineProfile] = {
 }
 
 
-def _major_minor(release: str) -> tuple[int, int]:
-    """("1.2.0rc6.post1" -> (1, 2)); a release that names no number sorts first."""
-    numbers = re.findall(r"\d+", release)[:2]
-    return (int(numbers[0]) if numbers else 0, int(numbers[1]) if len(numbers) > 1 else 0)
+def _major_minor(release: str) -> tuple[int, int] | None:
+    """("1.2.0rc6.post1" -> (1, 2)); None for a release that names no number (taken as the current one)."""
+    numbers = [int(n) for n in re.findall(r"\d+", release)[:2]]
+    return None if not numbers else (numbers[0], numbers[1] if len(numbers) > 1 else 0)
 
 
 def engine_profile(engine: str) -> EngineProfile:
