@@ -20,8 +20,8 @@ dot product with the coefficients::
       + c_ar_bytes  x all-reduce bytes / one-direction link bandwidth
       + c_ar_calls  x all-reduces (2 per layer with tensor parallelism), s each
 
-The ``tokens`` term is what prefill costs beyond ``linear``: the fit sets it to ~26,000 (pooled), which
-with ``linear`` puts a prefill step's linear layers at 64 % (Llama-3.1-8B) to 73 % (Qwen3-32B, TP2) of
+The ``tokens`` term is what prefill costs beyond ``linear``: the fit sets it to ~27,000 (pooled), which
+with ``linear`` puts a prefill step's linear layers at 65 % (Llama-3.1-8B) to 76 % (Qwen3-32B, TP2) of
 the H100's 16-bit peak, usual prefill utilisations, and far more than the norms, rotary and residual
 traffic it was first modelled as (80x those bytes at full bandwidth). So it moves to another GPU with
 its 16-bit compute, not its bandwidth: an H200 prefills like an H100 (moved by bandwidth it would
