@@ -14,7 +14,7 @@ dot product with the coefficients::
                                                 the scheme computes in (additive: the fit finds how much
                                                 of it the weight streaming does not hide)
       + c_attention x prefill attention FLOPs / peak (16-bit)
-      + c_kv        x KV elements read x 2 B / bandwidth
+      + c_kv        x KV bytes read / bandwidth (at the width the engine release reads; below)
       + c_tokens    x tokens x layers x hidden x 2 FLOPs / peak (16-bit)   per-token work that scales with
                                                 the width, not the parameters (see below)
       + c_ar_bytes  x all-reduce bytes / one-direction link bandwidth
