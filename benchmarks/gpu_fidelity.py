@@ -1,9 +1,9 @@
 """Fidelity of the calibrated GPU step-cost model: leave one (model, engine, precision) group out.
 
-    .venv/bin/python benchmarks/gpu_fidelity.py [--runs ../shared/calibration/serving_runs_h100.csv]
+    .venv/bin/python benchmarks/gpu_fidelity.py [--runs FILE (default: the runs shipped in recommender/perf/measured_runs)]
         [--write] [--json OUT] [--predict FILE]
 
-Every measured closed-loop run in the shared calibration file is replayed through the
+Every measured closed-loop run shipped in recommender/perf/measured_runs is replayed through the
 closed-loop benchmark simulation (recommender/perf/closed_loop.py). For each group, the
 step cost is fitted on the other groups (per engine where that engine has other runs,
 engine-agnostic otherwise) and the group's mean TTFT and TPOT are predicted. Prints median
@@ -85,7 +85,7 @@ def _refuse(problem: str, fix: str) -> NoReturn:
 def _predict(path: Path, json_out: Path | None) -> None:
     """Out of sample: `path`'s runs through the shipped coefficients."""
     if not path.is_file():
-        _refuse(f"--predict: no file {path}", "pass a CSV with the columns of shared/calibration/serving_runs_h100.csv")
+        _refuse(f"--predict: no file {path}", "pass a CSV with the columns of recommender/perf/measured_runs/serving_runs_h100.csv")
     try:
         loaded = read_runs(path)
     except (UnicodeDecodeError, csv.Error) as exc:

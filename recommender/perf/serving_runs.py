@@ -1,15 +1,18 @@
 """Measured closed-loop serving runs: the data the step-cost model is fitted and cross-validated on.
 
 Each run is one benchmark of one engine serving one model on H100s: concurrency, fixed prompt
-and output lengths, tensor-parallel degree, and the measured mean TTFT and TPOT. The shared
-file's README names its source (NVIDIA AIConfigurator's silicon sample, commit 095f58a5,
-Apache-2.0); the loader keeps each row's id so every residual can be traced to its row.
+and output lengths, tensor-parallel degree, and the measured mean TTFT and TPOT. The file ships
+inside the package (``measured_runs/``, read with importlib.resources) beside ``SOURCE.md``, which
+names its source (NVIDIA AIConfigurator's silicon sample, commit 095f58a5, Apache-2.0): a clone or a
+wheel refits and cross-validates without the hand-off folder. The loader keeps each row's id so every
+residual can be traced to its row.
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
+from importlib import resources
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +23,8 @@ __all__ = [
     "DEFAULT_RUNS", "LoadedRuns", "MeasuredRun", "RUNS_SOURCE", "SYSTEMS", "load_runs", "read_runs", "runs_digest",
 ]  # fmt: skip
 
-#: The shared calibration file, beside the checkout (../shared/calibration).
-DEFAULT_RUNS = Path(__file__).resolve().parents[3] / "shared" / "calibration" / "serving_runs_h100.csv"
+#: The measured runs shipped in the package (their source, commit and licence in ``measured_runs/SOURCE.md``).
+DEFAULT_RUNS = Path(str(resources.files("recommender.perf") / "measured_runs" / "serving_runs_h100.csv"))
 RUNS_SOURCE = (
     "shared/calibration/serving_runs_h100.csv: NVIDIA AIConfigurator silicon sample "
     "(github.com/ai-dynamo/aiconfigurator@095f58a5, Apache-2.0), H100 SXM, dense models"
