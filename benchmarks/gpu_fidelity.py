@@ -1,7 +1,8 @@
-"""Fidelity of the calibrated GPU step-cost model: leave one (model, engine, precision) group out.
+"""Fidelity of the calibrated GPU step-cost model: leave one campaign, model or (model, engine, precision) group out.
 
-    .venv/bin/python benchmarks/gpu_fidelity.py [--runs FILE (default: the runs shipped in recommender/perf/measured_runs)]
-        [--write] [--json OUT] [--predict FILE]
+    .venv/bin/python benchmarks/gpu_fidelity.py [--runs FILE] [--write] [--json OUT] [--predict FILE]
+
+(--runs defaults to the runs shipped in recommender/perf/measured_runs, with their source in SOURCE.md.)
 
 Every measured closed-loop run shipped in recommender/perf/measured_runs is replayed through the
 closed-loop benchmark simulation (recommender/perf/closed_loop.py). For each group, the
@@ -32,9 +33,10 @@ from pathlib import Path
 from typing import NoReturn
 
 from recommender.architectures import load_architecture
-from recommender.perf.calibrated import FIT_PATH, ErrorSummary, load_fit
+from recommender.perf.calibrated import FIT_PATH, ErrorSummary, HoldoutSummary, load_fit
 from recommender.perf.catalog import load_catalog
 from recommender.perf.closed_loop import replay
+from recommender.perf.fit_build import build_fit
 from recommender.perf.serving_runs import DEFAULT_RUNS, RUNS_SOURCE, MeasuredRun, load_runs, read_runs, runs_digest
 from recommender.perf.shape import ModelShape
 from recommender.perf.step_cost import RooflineStepCost
@@ -43,13 +45,12 @@ from recommender.perf.step_fit import (
     BenchmarkProtocol,
     FitSettings,
     Prediction,
-    build_fit,
     by_group,
     client_benchmark,
-    design_rows,
     predict_run,
     replay_config,
 )  # fmt: skip
+from recommender.perf.validation import bracket_rows
 from recommender.quantize import get_method
 
 
@@ -76,6 +77,22 @@ def _table(title: str, table: dict[str, ErrorSummary]) -> None:
               f"{e.tpot_p90:9.1%}")  # fmt: skip
 
 
+def _holdout_table(title: str, table: dict[str, HoldoutSummary]) -> None:
+    print(f"\n{title}")
+    print(f"  {'left out':32s} {'runs':>5s}  {'TTFT med':>8s} {'p90':>6s}  {'TPOT med':>8s} {'p90':>6s}  "
+          f"{'bracket TTFT':>12s} {'p90':>6s} {'in bracket':>10s}  {'cover TTFT':>10s} {'TPOT':>6s}  "
+          f"{'before':>6s} {'':>6s}")  # fmt: skip
+    for value, e in table.items():
+        print(f"  {value:32s} {e.runs:5d}  {e.ttft_median:8.1%} {e.ttft_p90:6.1%}  {e.tpot_median:8.1%} "
+              f"{e.tpot_p90:6.1%}  {e.bracket_ttft_median:12.1%} {e.bracket_ttft_p90:6.1%} {e.explained_ttft:10.0%}  "
+              f"{_share(e.coverage_ttft):>10s} {_share(e.coverage_tpot):>6s}  {_share(e.coverage_ttft_before):>6s} "
+              f"{_share(e.coverage_tpot_before):>6s}")  # fmt: skip
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
 def _refuse(problem: str, fix: str) -> NoReturn:
     """Bad input: one line naming the flag and the fix, exit code 2 (as the CLI does)."""
     print(f"error: {problem} (fix: {fix})", file=sys.stderr)
@@ -85,7 +102,8 @@ def _refuse(problem: str, fix: str) -> NoReturn:
 def _predict(path: Path, json_out: Path | None) -> None:
     """Out of sample: `path`'s runs through the shipped coefficients."""
     if not path.is_file():
-        _refuse(f"--predict: no file {path}", "pass a CSV with the columns of recommender/perf/measured_runs/serving_runs_h100.csv")
+        _refuse(f"--predict: no file {path}",
+                "pass a CSV with the columns of recommender/perf/measured_runs/serving_runs_h100.csv")  # fmt: skip
     try:
         loaded = read_runs(path)
     except (UnicodeDecodeError, csv.Error) as exc:
@@ -125,18 +143,25 @@ def main() -> None:
     shapes = {m: load_architecture(m)[1] for m in sorted({r.model for r in runs})}
     protocol, settings = BenchmarkProtocol(), FitSettings()
     started = time.perf_counter()
-    rows = design_rows(runs, shapes, load_catalog(), protocol)
+    rows = bracket_rows(runs, shapes, load_catalog())
     fit = build_fit(rows, data=RUNS_SOURCE, data_sha256=runs_digest(args.runs), protocol=protocol, settings=settings)
     print(f"{len(runs)} runs from {args.runs}; design rows and fits in {time.perf_counter() - started:.1f} s")
-    print(f"client modelled: closed loop, {protocol.rounds} x concurrency requests, warm-up {protocol.warmup_rounds}")
+    print(f"client modelled: closed loop, {protocol.rounds} x concurrency requests; the sweep campaign counts its "
+          "opening burst, the steady one drops half as warm-up; the bracket spans both for every run")  # fmt: skip
     before = by_group(_roofline(runs, shapes, protocol))
     _table("Before: assumed-efficiency roofline, same closed-loop replay", before)
-    _table("Leave-one-group-out cross-validation (the measure)", fit.cross_validation)
+    _table("Leave-one-group-out cross-validation", fit.cross_validation)
     _table("In sample (the shipped coefficients on the runs they were fitted on)", fit.in_sample)
+    print("\nHeld out whole (errors with each campaign's client; bracket: error outside [burst, steady] client "
+          "protocols; cover: share of runs inside the nominal 90 % interval, step residuals + bracket, and before: "
+          "benchmark-mean residuals)")  # fmt: skip
+    for name, table in fit.validation.items():
+        _holdout_table(f"Leave one {name} out", table)
     if args.json:
         doc = {"before": before, "cross_validation": fit.cross_validation, "in_sample": fit.in_sample}
-        args.json.write_text(json.dumps({k: {g: e.model_dump() for g, e in t.items()} for k, t in doc.items()},
-                                        indent=2))  # fmt: skip
+        tables = {k: {g: e.model_dump() for g, e in t.items()} for k, t in doc.items()}
+        tables |= {f"leave_one_{k}_out": {g: e.model_dump() for g, e in t.items()} for k, t in fit.validation.items()}
+        args.json.write_text(json.dumps(tables, indent=2))
     if args.write:
         FIT_PATH.write_text(fit.model_dump_json(indent=1) + "\n", encoding="utf-8")
         print(f"\nwrote {FIT_PATH}")

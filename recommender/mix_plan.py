@@ -100,12 +100,18 @@ class GpuMix:
 
 
 def _capacity(setup: Setup, bucket: BucketLengths, performance: PerformanceEvaluator) -> float:
-    sla = performance.simulated_sla(setup.engine)  # at the SLA's confidence, as the search checks it
+    sla = performance.simulated_sla(setup.engine)
+    cost = performance.checked_step_cost(setup.step_cost, setup.engine)  # at the SLA's confidence, as the search checks
     search = max_rate_within_sla(
-        setup.step_cost, setup.scheduler, prompt=bucket.prompt, output=bucket.output,
+        cost, setup.scheduler, prompt=bucket.prompt, output=bucket.output,
         ttft_p99_ms=sla.ttft_p99_ms, tpot_p99_ms=sla.tpot_p99_ms, n_requests=SIMULATED_REQUESTS,
     )  # fmt: skip
     return search.rate_per_s
+
+
+def _hourly(setup: Setup) -> float:
+    assert setup.price_per_hour_usd is not None  # the pools are the plan's priced rows, set up requiring a price
+    return setup.price_per_hour_usd
 
 
 def _problem(
@@ -116,7 +122,7 @@ def _problem(
     usable = [s for s in setups if isinstance(s, Setup)]
     assert len(usable) == len(setups), "planned configurations run and fit"
     capacities = [[_capacity(s, b, performance) for s in usable] for b in buckets]
-    prices = [s.price_per_hour_usd * c.tensor_parallel for s, c in zip(usable, candidates, strict=True)]
+    prices = [_hourly(s) * c.tensor_parallel for s, c in zip(usable, candidates, strict=True)]
     full = MixProblem([peak_rps * b.bucket.share for b in buckets], capacities, prices)
     kept = undominated(full)
     problem = MixProblem(full.bucket_rates, [[row[k] for k in kept] for row in capacities], [prices[k] for k in kept])

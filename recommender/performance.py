@@ -31,10 +31,11 @@ from recommender.perf.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryFit, p
 from recommender.perf.probe import ProbeResult, probe
 from recommender.perf.scheduler import SchedulerConfig
 from recommender.perf.scheduler import simulate as simulate_workload
-from recommender.perf.serving import SIMULATED_REQUESTS, ServingEstimate, simulate_serving
+from recommender.perf.serving import SIMULATED_REQUESTS, ServingEstimate, simulate_serving, simulate_serving_interval
 from recommender.perf.shape import ModelShape
 from recommender.perf.step_cost import StepCostModel, TableStepCost
-from recommender.perf.workload import make_workload
+from recommender.perf.step_features import FeatureStepCost
+from recommender.perf.workload import Workload, make_workload
 from recommender.provenance import Provenance
 from recommender.quantize import QuantMethod, get_method
 from recommender.spec import LOCAL_DEVICE, LatencySLA, LocalDevice, Traffic
@@ -75,7 +76,8 @@ class Setup:
     method: QuantMethod
     step_cost: StepCostModel
     scheduler: SchedulerConfig
-    price_per_hour_usd: float
+    #: None: the catalog's price set does not price the GPU (an evaluator with `require_price` off: `plan`).
+    price_per_hour_usd: float | None
     price_source: str
     memory: MemoryFit
     probe: ProbeResult | None
@@ -88,7 +90,7 @@ class Setup:
 
 @dataclass(frozen=True)
 class Performance:
-    """The serving estimate and the price of a candidate that runs and fits."""
+    """The serving estimate and the price of a candidate that runs and fits (no price: `cost` None)."""
 
     setup: Setup
     serving: ServingEstimate
@@ -150,6 +152,9 @@ class PerformanceEvaluator:
     """Speed and cost of candidates for one traffic profile and SLA; probes cached per (method, batch).
 
     `engines`: the serving engines the spec would run (a candidate counts where one launches it).
+    `require_price`: a catalog GPU the price set does not price is pruned before anything is simulated —
+    the search can never recommend it, so it spends nothing on it. `plan` turns it off: such a GPU's fit,
+    latency and capacity are still worth showing, with no cost (`Performance.cost` None).
     """
 
     catalog: Catalog
@@ -158,6 +163,7 @@ class PerformanceEvaluator:
     sla: LatencySLA
     local: LocalMeasurement | None = None
     engines: tuple[str, ...] = DEFAULT_ENGINES
+    require_price: bool = True
     calibrated: CalibratedModel = field(default_factory=lambda: CalibratedModel(load_fit()))
     _probes: dict[tuple[str, int], ProbeResult] = field(default_factory=dict)
 
@@ -177,7 +183,8 @@ class PerformanceEvaluator:
             return setup
         setup, serving = self._fastest_engine(c, setup)
         cost = None
-        if serving.requests_per_s > 0:  # else not even a lone request meets the SLA: nothing to price
+        # No capacity: not even a lone request meets the SLA, nothing to price; no price: `require_price` is off.
+        if serving.requests_per_s > 0 and setup.price_per_hour_usd is not None:
             cost = estimate_cost(
                 price_per_hour_usd=setup.price_per_hour_usd,
                 price_source=setup.price_source,
@@ -221,18 +228,21 @@ class PerformanceEvaluator:
         )
 
     def simulated_sla(self, engine: str) -> LatencySLA:
-        """The P99s a simulation of `engine`'s calibrated steps must meet for the spec's SLA to hold at its
-        confidence: the SLA over the intervals' upper factors, less the TTFT's fixed request overhead.
-        The local device (no engine) is checked against the SLA itself."""
+        """The P99s a simulation of `engine`'s steps must meet for the spec's SLA to hold: the SLA less the TTFT's
+        fixed request overhead (the steps' uncertainty is in ``checked_step_cost``, not here). The local device
+        (no engine) is checked against the SLA itself."""
         if not engine:
             return self.sla
-        confidence, model = self.sla.confidence, self.calibrated
-        ttft_budget = self.sla.ttft_p99_ms / model.upper_factor("ttft", engine, confidence)
-        ttft_budget -= model.request_overhead_ms(engine)
-        return self.sla.model_copy(update={
-            "ttft_p99_ms": max(ttft_budget, 1e-3),
-            "tpot_p99_ms": self.sla.tpot_p99_ms / model.upper_factor("tpot", engine, confidence),
-        })  # fmt: skip
+        ttft_budget = self.sla.ttft_p99_ms - self.calibrated.request_overhead_ms(engine)
+        return self.sla.model_copy(update={"ttft_p99_ms": max(ttft_budget, 1e-3)})
+
+    def checked_step_cost(self, cost: StepCostModel, engine: str) -> StepCostModel:
+        """The step cost the SLA check simulates the user's traffic with: on a calibrated GPU, every step at the
+        upper end of its one-sided interval at the SLA's confidence (prefill and decode apart,
+        ``CalibratedModel.step_factors``); the local device's measured steps as they are."""
+        if not engine or not isinstance(cost, FeatureStepCost):
+            return cost
+        return self.calibrated.upper_step_cost(cost, engine, self.sla.confidence)
 
     def chosen_setup(self, c: Candidate) -> CandidateResult | Setup:
         """`c`'s setup with the engine the evaluation picked (its calibrated step cost and batching)."""
@@ -240,12 +250,11 @@ class PerformanceEvaluator:
         return performance if isinstance(performance, CandidateResult) else performance.setup
 
     def _calibrated_serving(self, cost: StepCostModel, scheduler: SchedulerConfig, engine: str) -> ServingEstimate:
-        """Capacity against the SLA derated by the intervals' upper ends, and the P99s with those upper ends."""
-        confidence, model = self.sla.confidence, self.calibrated
-        serving = simulate_serving(cost, scheduler, traffic=self.traffic, sla=self.simulated_sla(engine))
-        return serving.with_interval(
-            engine, model.upper_factor("ttft", engine, confidence), model.upper_factor("tpot", engine, confidence),
-            confidence, ttft_offset_ms=model.request_overhead_ms(engine),
+        """Capacity and the P99s' upper ends with the steps at their intervals' upper ends; point P99s beside."""
+        return simulate_serving_interval(
+            cost, self.checked_step_cost(cost, engine), scheduler, traffic=self.traffic,
+            sla=self.simulated_sla(engine), engine=engine, confidence=self.sla.confidence,
+            ttft_offset_ms=self.calibrated.request_overhead_ms(engine),
         )  # fmt: skip
 
     def setup(self, c: Candidate) -> CandidateResult | Setup:
@@ -280,8 +289,7 @@ class PerformanceEvaluator:
             max_num_batched_tokens=max(c.max_num_batched_tokens, c.batch_size),
         )
         if accel is not None:
-            hourly = accel.price_per_hour_usd
-            assert hourly is not None  # _refusal prunes a GPU without a price in the catalog's price set
+            hourly = accel.price_per_hour_usd  # None only when `require_price` is off (_refusal prunes it otherwise)
             # The first launching engine's calibrated cost and batching; `performance` tries every launching engine.
             engine = (served.engines or self.engines)[0]
             cost, batching = self._engine_cost(c, method, accel, engine), engine_profile(engine).batching(scheduler)
@@ -316,7 +324,8 @@ class PerformanceEvaluator:
             return served.reason(accel.key)
         if c.tensor_parallel > accel.max_tensor_parallel:
             return f"tensor_parallel {c.tensor_parallel} > {accel.max_tensor_parallel} devices per node"
-        return self.catalog.price_refusal(accel.key) or served
+        unpriced = self.catalog.price_refusal(accel.key) if self.require_price else None
+        return unpriced or served
 
     def _local_refusal(self, c: Candidate, method: QuantMethod) -> str | Eligibility:
         """Why `c` cannot be measured and served on this machine, or who serves it here."""
@@ -358,18 +367,18 @@ class PerformanceEvaluator:
                 prompt=traffic.prompt_tokens, output=traffic.output_tokens, n_requests=SIMULATED_REQUESTS, rate=rate
             )
             result = simulate_workload(cost, workload, scheduler)
-            curve.append(self._load_point(rate, result.ttft_ms.p99, result.tpot_ms.p99, setup.engine))
+            curve.append(self._load_point(rate, result.ttft_ms.p99, result.tpot_ms.p99, setup, workload))
         provenance = cost.provenance.extended("continuous-batching simulation")
         return LoadCurve(curve, self.sla, capacity, provenance)
 
-    def _load_point(self, rate: float, ttft_ms: float, tpot_ms: float, engine: str) -> LoadPoint:
-        """A point of the load curve; on a calibrated GPU, with the request overhead and the intervals' upper ends."""
-        if not engine:
+    def _load_point(self, rate: float, ttft_ms: float, tpot_ms: float, setup: Setup, workload: Workload) -> LoadPoint:
+        """A point of the load curve; on a calibrated GPU, with the request overhead and the P99s of the same
+        workload simulated with the steps at their intervals' upper ends."""
+        if not setup.engine:
             return LoadPoint(rate, ttft_ms, tpot_ms)
-        conf, model = self.sla.confidence, self.calibrated
-        ttft_ms += model.request_overhead_ms(engine)
-        return LoadPoint(rate, ttft_ms, tpot_ms, ttft_ms * model.upper_factor("ttft", engine, conf),
-                         tpot_ms * model.upper_factor("tpot", engine, conf))  # fmt: skip
+        overhead = self.calibrated.request_overhead_ms(setup.engine)
+        high = simulate_workload(self.checked_step_cost(setup.step_cost, setup.engine), workload, setup.scheduler)
+        return LoadPoint(rate, ttft_ms + overhead, tpot_ms, high.ttft_ms.p99 + overhead, high.tpot_ms.p99)
 
     def _probe(self, local: LocalMeasurement, method: str, batch_size: int) -> ProbeResult:
         key = (method, batch_size)

@@ -184,7 +184,8 @@ def test_intervals_are_wider_for_an_engine_without_runs_and_grow_with_confidence
     seen, unseen = model.interval(100.0, "tpot", "vllm", 0.9), model.interval(100.0, "tpot", "tgi", 0.9)
     assert seen.low < 100.0 < seen.high
     assert unseen.low <= seen.low and unseen.high >= seen.high
-    assert model.upper_factor("ttft", "vllm", 0.95) > model.upper_factor("ttft", "vllm", 0.8) > 1.0
+    high, low = model.step_factors("vllm", 0.95), model.step_factors("vllm", 0.8)
+    assert high.prefill > low.prefill > 1.0 and high.decode > low.decode >= 1.0
 
 
 def test_provenance_names_the_calibration_and_the_datasheet_move() -> None:

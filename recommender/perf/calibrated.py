@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from recommender.perf.engine_profiles import ENGINE_PROFILES
 from recommender.perf.step_features import N_FEATURES, FeatureStepCost, StepFeatures
+from recommender.perf.upper_step_cost import StepFactors, UpperStepCost
 from recommender.provenance import Provenance
 
 if TYPE_CHECKING:
@@ -32,7 +33,10 @@ if TYPE_CHECKING:
     from recommender.perf.shape import ModelShape
     from recommender.quantize import QuantMethod
 
-__all__ = ["FIT_PATH", "CalibratedModel", "ErrorSummary", "Interval", "StepCostFit", "load_fit"]
+__all__ = [
+    "FIT_PATH", "CalibratedModel", "ErrorSummary", "HoldoutSummary", "Interval", "StepCostFit", "StepResiduals",
+    "interval_factors", "load_fit",
+]
 
 FIT_PATH = Path(__file__).with_name("step_cost_fit.json")
 #: The GPU the measured runs ran on; figures for any other are moved through datasheets.
@@ -60,6 +64,56 @@ class Residuals(BaseModel):
     tpot: list[float]
 
 
+class StepResiduals(BaseModel):
+    """Held-out log residuals of the step costs, sorted: prefill from TTFT, decode from TPOT, each measured
+    against the bracket of client protocols (0 inside it; ``validation.HeldOutPrediction``), so what a client
+    protocol can explain is not counted as step-cost error."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    prefill: list[float]
+    decode: list[float]
+
+
+class HoldoutSummary(BaseModel):
+    """How the fit does on the runs of one left-out campaign, model or group (``validation.py``).
+
+    Errors are |predicted / measured - 1| with each campaign's modelled client (``*_median``, ``*_p90``) and
+    outside the bracket of client protocols (``bracket_*``: 0 inside); ``explained_*``: the share of runs
+    inside the bracket; ``coverage_*``: the share inside the nominal interval at ``confidence`` built from step
+    residuals and the bracket, and ``coverage_*_before`` inside the interval of closed-loop mean residuals
+    (the earlier method); None where the training runs held a single group (no held-out residuals to draw on).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    runs: int
+    ttft_median: float
+    ttft_p90: float
+    tpot_median: float
+    tpot_p90: float
+    bracket_ttft_median: float
+    bracket_ttft_p90: float
+    explained_ttft: float
+    explained_tpot: float
+    confidence: float
+    coverage_ttft: float | None
+    coverage_tpot: float | None
+    coverage_ttft_before: float | None
+    coverage_tpot_before: float | None
+
+
+def interval_factors(seen: list[float], unseen: list[float] | None, confidence: float) -> tuple[float, float]:
+    """The central interval at `confidence` of residuals log(measured / predicted), as factors on a prediction:
+    from `seen`, or, where the engine was not fitted (`unseen` given), the wider of both pools at each end."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    levels = [(1 - confidence) / 2, (1 + confidence) / 2]
+    lo, hi = np.quantile(seen, levels) if seen else (0.0, 0.0)
+    if unseen:
+        other = np.quantile(unseen, levels)
+        lo, hi = min(lo, other[0]), max(hi, other[1])
+    return float(np.exp(lo)), float(np.exp(hi))
+
+
 class StepCostFit(BaseModel):
     """Everything ``step_cost_fit.json`` holds (see the module docstring)."""
 
@@ -82,6 +136,13 @@ class StepCostFit(BaseModel):
     #: Each engine's batching as the replays simulated it (``EngineProfile.describe``): the coefficients hold
     #: only with it, and a changed profile changes the fit's digest once refitted (tests/test_step_fit.py).
     engine_batching: dict[str, str] = Field(default_factory=dict)
+    #: Step-cost residuals (prefill, decode) of the leave-one-group-out fits: the intervals the SLA check
+    #: simulates the user's traffic at (``CalibratedModel.step_factors``).
+    step_residuals_engine_seen: StepResiduals
+    step_residuals_engine_unseen: StepResiduals
+    #: Leave-one-campaign-out, leave-one-model-out and leave-one-group-out, each table by held-out value
+    #: and "overall" (``validation.py``).
+    validation: dict[str, dict[str, HoldoutSummary]]
 
 
 def fit_digest(path: Path = FIT_PATH) -> str:
@@ -149,17 +210,28 @@ class CalibratedModel:
         )
 
     def interval(self, value: float, metric: Metric, engine: str, confidence: float) -> Interval:
-        """The interval of a predicted `metric` value at `confidence` (central, from cross-validation residuals)."""
-        if not 0 < confidence < 1:
-            raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-        levels = [(1 - confidence) / 2, (1 + confidence) / 2]
-        seen = np.quantile(getattr(self.fit.residuals_engine_seen, metric), levels)
-        lo, hi = seen
-        if not self.knows(engine):  # the wider of both pools at each end: never narrower than a fitted engine's
-            unseen = np.quantile(getattr(self.fit.residuals_engine_unseen, metric), levels)
-            lo, hi = min(lo, unseen[0]), max(hi, unseen[1])
-        return Interval(low=value * float(np.exp(lo)), high=value * float(np.exp(hi)), confidence=confidence)
+        """The interval of a predicted closed-loop benchmark mean at `confidence` (central, from the
+        cross-validation residuals of benchmark means): what ``estimate`` reports for a benchmark client."""
+        fit = self.fit
+        unseen = None if self.knows(engine) else getattr(fit.residuals_engine_unseen, metric)
+        lo, hi = interval_factors(getattr(fit.residuals_engine_seen, metric), unseen, confidence)
+        return Interval(low=value * lo, high=value * hi, confidence=confidence)
 
-    def upper_factor(self, metric: Metric, engine: str, confidence: float) -> float:
-        """Upper end of the interval over the prediction, at `confidence`: what an SLA check multiplies by."""
-        return self.interval(1.0, metric, engine, confidence).high
+    def step_factors(self, engine: str, confidence: float) -> StepFactors:
+        """The one-sided upper bounds of the prefill and decode step costs at `confidence`, over the point costs:
+        the SLA check simulates the user's traffic with steps this much slower (``UpperStepCost``). One-sided:
+        an SLA is broken only by slow steps, so at 90 % confidence the bound is the residuals' 90th percentile."""
+        seen, unseen = self.fit.step_residuals_engine_seen, self.fit.step_residuals_engine_unseen
+        known, central = self.knows(engine), 2 * confidence - 1  # one-sided: the central interval's upper end
+        prefill = interval_factors(seen.prefill, None if known else unseen.prefill, central)[1]
+        decode = interval_factors(seen.decode, None if known else unseen.decode, central)[1]
+        return StepFactors(prefill=max(prefill, 1.0), decode=max(decode, 1.0))
+
+    def upper_step_cost(self, point: FeatureStepCost, engine: str, confidence: float) -> UpperStepCost:
+        """`point`'s steps at the upper ends of their intervals (see :meth:`step_factors`)."""
+        factors = self.step_factors(engine, confidence)
+        label = point.provenance.extended(
+            f"one-sided {confidence:.0%} upper bound of held-out step-cost residuals: prefill x{factors.prefill:.2f}, "
+            f"decode x{factors.decode:.2f}"
+        )
+        return UpperStepCost(point, factors, label)

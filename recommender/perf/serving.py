@@ -52,18 +52,6 @@ class ServingEstimate:
     tpot_p99_high_ms: float | None = None
     confidence: float | None = None
 
-    def with_interval(
-        self, engine: str, ttft_factor: float, tpot_factor: float, confidence: float, *, ttft_offset_ms: float = 0.0
-    ) -> ServingEstimate:
-        """The estimate with its engine, a fixed time added to every TTFT (the request's way through the
-        engine outside its steps), and the upper ends of its P99s' intervals (prediction x factor)."""
-        t = self.ttft_ms
-        ttft = Percentiles(t.p50 + ttft_offset_ms, t.p95 + ttft_offset_ms, t.p99 + ttft_offset_ms)
-        return replace(
-            self, ttft_ms=ttft, engine=engine, ttft_p99_high_ms=ttft.p99 * ttft_factor,
-            tpot_p99_high_ms=self.tpot_ms.p99 * tpot_factor, confidence=confidence,
-        )  # fmt: skip
-
     @property
     def ttft_p99_checked_ms(self) -> float:
         """The P99 TTFT an SLA check reads: the interval's upper end where there is one."""
@@ -106,6 +94,29 @@ def simulate_serving(
         load_per_replica_rps=load,
         provenance=label,
     )
+
+
+def simulate_serving_interval(
+    point: StepCostModel, upper: StepCostModel, config: SchedulerConfig, *, traffic: Traffic, sla: LatencySLA,
+    engine: str, confidence: float, ttft_offset_ms: float = 0.0,
+) -> ServingEstimate:
+    """Capacity within `sla` and the P99s' upper ends from the user's traffic simulated with every step at the upper
+    end of its interval (`upper`); the point P99s at the same load from the point step costs (`point`).
+
+    `ttft_offset_ms` is the fixed time every TTFT carries outside the steps (the request's way through the
+    engine); `sla`'s TTFT is the user's less that offset, and the reported TTFTs include it.
+    """
+    high = simulate_serving(upper, config, traffic=traffic, sla=sla)
+    prompt, output = length_models(traffic.profile, traffic.prompt_tokens, traffic.output_tokens)
+    workload = make_workload(prompt=prompt, output=output, n_requests=SIMULATED_REQUESTS,
+                             rate=high.load_per_replica_rps)  # fmt: skip
+    at_load = simulate(point, workload, config)
+    t = at_load.ttft_ms
+    return replace(
+        high, ttft_ms=Percentiles(t.p50 + ttft_offset_ms, t.p95 + ttft_offset_ms, t.p99 + ttft_offset_ms),
+        tpot_ms=at_load.tpot_ms, engine=engine, ttft_p99_high_ms=high.ttft_ms.p99 + ttft_offset_ms,
+        tpot_p99_high_ms=high.tpot_ms.p99, confidence=confidence,
+    )  # fmt: skip
 
 
 def check_sla_reachable(

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import csv
 import hashlib
-from importlib import resources
 from collections import Counter
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from recommender.perf.engine_profiles import ENGINE_PROFILES
@@ -26,7 +26,7 @@ __all__ = [
 #: The measured runs shipped in the package (their source, commit and licence in ``measured_runs/SOURCE.md``).
 DEFAULT_RUNS = Path(str(resources.files("recommender.perf") / "measured_runs" / "serving_runs_h100.csv"))
 RUNS_SOURCE = (
-    "shared/calibration/serving_runs_h100.csv: NVIDIA AIConfigurator silicon sample "
+    "recommender/perf/measured_runs/serving_runs_h100.csv: NVIDIA AIConfigurator silicon sample "
     "(github.com/ai-dynamo/aiconfigurator@095f58a5, Apache-2.0), H100 SXM, dense models"
 )
 

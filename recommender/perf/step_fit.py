@@ -17,7 +17,7 @@ prediction intervals come from them (``calibrated.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +26,7 @@ from scipy.optimize import nnls
 from recommender.perf.calibrated import CalibratedModel, ErrorSummary, Residuals, StepCostFit
 from recommender.perf.catalog import Catalog
 from recommender.perf.closed_loop import ClosedLoopBenchmark, replay
-from recommender.perf.engine_profiles import ENGINE_PROFILES, engine_profile
+from recommender.perf.engine_profiles import engine_profile
 from recommender.perf.memory import kv_cache_tokens
 from recommender.perf.scheduler_config import SchedulerConfig
 from recommender.perf.serving_runs import MeasuredRun
@@ -36,9 +36,10 @@ from recommender.provenance import Provenance
 from recommender.quantize import get_method
 
 __all__ = [
-    "COEFFICIENTS", "PHYSICAL_FLOORS", "BenchmarkProtocol", "DesignRow", "FitSettings", "Prediction", "build_fit",
-    "by_group", "cross_validate", "design_rows", "error_summary", "fit_engine", "fit_pooled", "in_sample",
-    "predict_run", "client_benchmark", "replay_config",
+    "CAMPAIGN_PROTOCOLS", "CLIENT_PROTOCOLS", "COEFFICIENTS", "PHYSICAL_FLOORS", "BenchmarkProtocol", "DesignRow",
+    "FitSettings", "Prediction", "by_group", "coefficients_for", "cross_validate", "design_rows", "error_summary",
+    "fit_engine", "fit_pooled", "held_out_coefficients", "in_sample", "predict_run", "client_benchmark",
+    "replay_config", "residuals", "step_features",
 ]  # fmt: skip
 
 #: The fitted coefficients: the step features, then a fixed time added to every TTFT (the request's way
@@ -67,6 +68,16 @@ class BenchmarkProtocol:
 
     rounds: int = 8
     warmup_rounds: int = 0
+
+
+#: The client protocols a closed-loop benchmark plausibly ran, named: "burst" counts the opening burst (C prompts
+#: queued at t = 0, as ``vllm bench serve --max-concurrency`` counts it), "steady" drops the first half of the
+#: requests as warm-up. A run whose protocol is not recorded is predicted under both (``validation.py``): the
+#: pair brackets what the client could have reported from the same steps, so no protocol hides in a coefficient.
+CLIENT_PROTOCOLS = {"burst": BenchmarkProtocol(8, 0), "steady": BenchmarkProtocol(8, 4)}
+#: The protocol each campaign's client is modelled with when fitting (``MeasuredRun.campaign``): the sweep's
+#: TTFTs grow with concurrency as an opening burst does; the steady campaign's are far below any burst's.
+CAMPAIGN_PROTOCOLS = {"sweep": "burst", "steady": "steady"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,27 +142,36 @@ def replay_config(
     ))  # fmt: skip
 
 
-def client_benchmark(run: MeasuredRun, protocol: BenchmarkProtocol) -> ClosedLoopBenchmark:
-    """The client of `run`: the "steady" campaign's client dropped its warm-up (``MeasuredRun.campaign``)."""
-    warmup = protocol.warmup_rounds if run.campaign == "sweep" else protocol.rounds // 2
+def client_benchmark(run: MeasuredRun, protocol: BenchmarkProtocol, *, as_run: bool = True) -> ClosedLoopBenchmark:
+    """The client of `run` under `protocol`; with `as_run`, the "steady" campaign's client drops half its requests
+    as warm-up whatever `protocol` says (``CAMPAIGN_PROTOCOLS``), as the fit models it."""
+    steady = as_run and CAMPAIGN_PROTOCOLS.get(run.campaign, "burst") == "steady"
+    warmup = protocol.rounds // 2 if steady else protocol.warmup_rounds
     return ClosedLoopBenchmark(
         concurrency=run.concurrency, prompt_tokens=run.prompt_tokens, output_tokens=run.output_tokens,
         rounds=protocol.rounds, warmup_rounds=warmup,
     )  # fmt: skip
 
 
-def _features(run: MeasuredRun, shape: ModelShape, catalog: Catalog) -> tuple[StepFeatures, SchedulerConfig]:
-    features = StepFeatures(
+def step_features(run: MeasuredRun, shape: ModelShape, catalog: Catalog) -> StepFeatures:
+    """The step features of `run`'s configuration (its engine release's KV read width included)."""
+    return StepFeatures(
         shape, get_method(run.scheme), catalog.get(run.hardware), run.tensor_parallel, run.kv_cache_dtype,
         engine_profile(run.engine).reads_kv_at_cache_width(run.engine_version),
     )
+
+
+def _features(run: MeasuredRun, shape: ModelShape, catalog: Catalog) -> tuple[StepFeatures, SchedulerConfig]:
+    features = step_features(run, shape, catalog)
     config = replay_config(shape, features, run.engine, concurrency=run.concurrency, kv_cache_dtype=run.kv_cache_dtype)
     return features, config
 
 
-def _design_row(run: MeasuredRun, shape: ModelShape, catalog: Catalog, protocol: BenchmarkProtocol) -> DesignRow:
+def _design_row(
+    run: MeasuredRun, shape: ModelShape, catalog: Catalog, protocol: BenchmarkProtocol, as_run: bool
+) -> DesignRow:
     features, config = _features(run, shape, catalog)
-    bench = client_benchmark(run, protocol)
+    bench = client_benchmark(run, protocol, as_run=as_run)
     steps = replay(FeatureStepCost(features, np.zeros(N_FEATURES), _UNIT, floor_s=1.0), config, bench)
     ttft, tpot = np.zeros(N_COEFFICIENTS), np.zeros(N_COEFFICIENTS)
     ttft[N_FEATURES] = 1e3  # the request overhead, s -> ms, on TTFT only
@@ -176,10 +196,11 @@ def predict_run(
 
 
 def design_rows(
-    runs: Sequence[MeasuredRun], shapes: dict[str, ModelShape], catalog: Catalog, protocol: BenchmarkProtocol
+    runs: Sequence[MeasuredRun], shapes: dict[str, ModelShape], catalog: Catalog, protocol: BenchmarkProtocol,
+    *, as_run: bool = True,
 ) -> list[DesignRow]:
-    """One design row per run (a few closed-loop replays each)."""
-    return [_design_row(run, shapes[run.model], catalog, protocol) for run in runs]
+    """One design row per run (a few closed-loop replays each); `as_run` as in :func:`client_benchmark`."""
+    return [_design_row(run, shapes[run.model], catalog, protocol, as_run) for run in runs]
 
 
 def _system(rows: Sequence[DesignRow], settings: FitSettings) -> tuple[np.ndarray, np.ndarray]:
@@ -215,7 +236,7 @@ def fit_engine(rows: Sequence[DesignRow], pooled: np.ndarray, settings: FitSetti
     return _nnls(np.vstack([a, pull]), np.concatenate([b, np.full(len(kept), np.sqrt(settings.shrinkage))]))
 
 
-def _coefficients_for(
+def coefficients_for(
     engine: str, train: Sequence[DesignRow], settings: FitSettings, pooled: np.ndarray | None = None
 ) -> tuple[np.ndarray, bool]:
     """`engine`'s coefficients from `train`, and whether they are its own (else the pooled ones)."""
@@ -224,20 +245,35 @@ def _coefficients_for(
     return (fit_engine(own, pooled, settings), True) if len(own) >= settings.min_engine_runs else (pooled, False)
 
 
-def cross_validate(rows: Sequence[DesignRow], settings: FitSettings) -> list[Prediction]:
-    """Leave one (model, engine, precision) group out, fit on the rest, predict it; every run once."""
+def held_out_coefficients(
+    rows: Sequence[DesignRow], settings: FitSettings, key: Callable[[MeasuredRun], str] = lambda run: run.group
+) -> Iterator[tuple[list[int], dict[str, tuple[np.ndarray, bool]]]]:
+    """For each value of `key`: the indices of its rows, and each of their engines' coefficients fitted on the rest
+    (with whether they are the engine's own). Leave one (model, engine, precision) group out by default."""
+    for value in sorted({key(r.run) for r in rows}):
+        held = [i for i, r in enumerate(rows) if key(r.run) == value]
+        train = [r for r in rows if key(r.run) != value]
+        pooled = fit_pooled(train, settings)
+        engines = sorted({rows[i].run.engine for i in held})
+        yield held, {e: coefficients_for(e, train, settings, pooled) for e in engines}
+
+
+def cross_validate(
+    rows: Sequence[DesignRow], settings: FitSettings, key: Callable[[MeasuredRun], str] = lambda run: run.group
+) -> list[Prediction]:
+    """Leave each value of `key` out (a (model, engine, precision) group by default), fit on the rest, predict it."""
     predictions = []
-    for group in sorted({r.run.group for r in rows}):
-        held = [r for r in rows if r.run.group == group]
-        coef, engine_fit = _coefficients_for(held[0].run.engine, [r for r in rows if r.run.group != group], settings)
-        predictions += [Prediction(r.run, float(r.ttft @ coef), float(r.tpot @ coef), engine_fit) for r in held]
+    for held, coefs in held_out_coefficients(rows, settings, key):
+        for r in (rows[i] for i in held):
+            coef, engine_fit = coefs[r.run.engine]
+            predictions.append(Prediction(r.run, float(r.ttft @ coef), float(r.tpot @ coef), engine_fit))
     return predictions
 
 
 def in_sample(rows: Sequence[DesignRow], settings: FitSettings) -> list[Prediction]:
     """Every run predicted by the fit that saw it (the shipped coefficients' own error; optimistic)."""
     pooled = fit_pooled(rows, settings)
-    coefs = {e: _coefficients_for(e, rows, settings, pooled) for e in {r.run.engine for r in rows}}
+    coefs = {e: coefficients_for(e, rows, settings, pooled) for e in {r.run.engine for r in rows}}
     return [Prediction(r.run, float(r.ttft @ coefs[r.run.engine][0]), float(r.tpot @ coefs[r.run.engine][0]),
                        coefs[r.run.engine][1]) for r in rows]  # fmt: skip
 
@@ -261,30 +297,8 @@ def by_group(
     return table | {"overall": error_summary(predictions)}
 
 
-def _residuals(predictions: Sequence[Prediction]) -> Residuals:
+def residuals(predictions: Sequence[Prediction]) -> Residuals:
     return Residuals(
         ttft=sorted(round(p.ttft_log_ratio, 5) for p in predictions),
         tpot=sorted(round(p.tpot_log_ratio, 5) for p in predictions),
     )
-
-
-def build_fit(
-    rows: Sequence[DesignRow], *, data: str, data_sha256: str, protocol: BenchmarkProtocol, settings: FitSettings
-) -> StepCostFit:
-    """The shipped artifact: coefficients on every run, residuals and error tables from cross-validation."""
-    pooled = fit_pooled(rows, settings)
-    fitted = {e: _coefficients_for(e, rows, settings, pooled) for e in sorted({r.run.engine for r in rows})}
-    coefs = {e: c for e, (c, own) in fitted.items() if own}
-    cv = cross_validate(rows, settings)
-    return StepCostFit(
-        data=data, data_sha256=data_sha256, protocol_rounds=protocol.rounds,
-        protocol_warmup_rounds=protocol.warmup_rounds, tpot_weight=settings.tpot_weight,
-        shrinkage=settings.shrinkage, min_engine_runs=settings.min_engine_runs,
-        coefficient_names=list(COEFFICIENTS), pooled=pooled.tolist(),
-        engines={e: c.tolist() for e, c in coefs.items()},
-        engine_runs={e: sum(r.run.engine == e for r in rows) for e in coefs},
-        residuals_engine_seen=_residuals([p for p in cv if p.engine_fit]),
-        residuals_engine_unseen=_residuals([p for p in cv if not p.engine_fit]),
-        cross_validation=by_group(cv), in_sample=by_group(in_sample(rows, settings)),
-        engine_batching={e: p.describe() for e, p in ENGINE_PROFILES.items()},
-    )  # fmt: skip
