@@ -47,10 +47,9 @@ from recommender.perf.step_fit import (
     Prediction,
     by_group,
     client_benchmark,
-    predict_run,
     replay_config,
 )  # fmt: skip
-from recommender.perf.validation import bracket_rows
+from recommender.perf.validation import bracket_rows, shipped_predictions, shipped_table
 from recommender.quantize import get_method
 
 
@@ -79,11 +78,12 @@ def _table(title: str, table: dict[str, ErrorSummary]) -> None:
 
 def _holdout_table(title: str, table: dict[str, HoldoutSummary]) -> None:
     print(f"\n{title}")
-    print(f"  {'left out':32s} {'runs':>5s}  {'TTFT med':>8s} {'p90':>6s}  {'TPOT med':>8s} {'p90':>6s}  "
+    width = max(len(v) for v in table)
+    print(f"  {'left out':{width}s} {'runs':>5s}  {'TTFT med':>8s} {'p90':>6s}  {'TPOT med':>8s} {'p90':>6s}  "
           f"{'bracket TTFT':>12s} {'p90':>6s} {'in bracket':>10s}  {'cover TTFT':>10s} {'TPOT':>6s}  "
           f"{'before':>6s} {'':>6s}")  # fmt: skip
     for value, e in table.items():
-        print(f"  {value:32s} {e.runs:5d}  {e.ttft_median:8.1%} {e.ttft_p90:6.1%}  {e.tpot_median:8.1%} "
+        print(f"  {value:{width}s} {e.runs:5d}  {e.ttft_median:8.1%} {e.ttft_p90:6.1%}  {e.tpot_median:8.1%} "
               f"{e.tpot_p90:6.1%}  {e.bracket_ttft_median:12.1%} {e.bracket_ttft_p90:6.1%} {e.explained_ttft:10.0%}  "
               f"{_share(e.coverage_ttft):>10s} {_share(e.coverage_tpot):>6s}  {_share(e.coverage_ttft_before):>6s} "
               f"{_share(e.coverage_tpot_before):>6s}")  # fmt: skip
@@ -114,15 +114,14 @@ def _predict(path: Path, json_out: Path | None) -> None:
                 "rows need a known engine, GPU, precision and shipped model")  # fmt: skip
     fit, catalog = load_fit(), load_catalog()
     shapes = {m: load_architecture(m)[1] for m in sorted({r.model for r in loaded.runs})}
-    protocol = BenchmarkProtocol(rounds=fit.protocol_rounds, warmup_rounds=fit.protocol_warmup_rounds)
     started = time.perf_counter()
-    predictions = [predict_run(r, shapes[r.model], catalog, fit, protocol) for r in loaded.runs]
-    print(f"{len(loaded.runs)} runs of {path} replayed through {FIT_PATH.name} "
+    predictions = shipped_predictions(bracket_rows(loaded.runs, shapes, catalog), fit)
+    print(f"{len(loaded.runs)} runs of {path} replayed through {FIT_PATH.name} under every client protocol "
           f"(fitted on {fit.data.split(':')[0]}) in {time.perf_counter() - started:.1f} s")  # fmt: skip
     for why, count in sorted(loaded.skipped.items()):
         print(f"  skipped {count} rows: {why}")
-    table = by_group(predictions, key=lambda run: f"{run.hardware}/{run.group}")
-    _table("Out of sample (the shipped fit on runs it never saw)", table)
+    table = shipped_table(predictions, fit, key=lambda run: f"{run.campaign}/{run.hardware}/{run.group}")
+    _holdout_table("Out of sample (the shipped fit on runs it never saw)", table)
     if json_out:
         doc = {"out_of_sample": {g: e.model_dump() for g, e in table.items()}, "skipped": loaded.skipped}
         json_out.write_text(json.dumps(doc, indent=2))

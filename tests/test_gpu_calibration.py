@@ -348,7 +348,9 @@ def test_fidelity_benchmark_predicts_another_file_out_of_sample(tmp_path: Path) 
     assert "skipped 1 rows" in run.stdout and "h200/qwen3-32b/sglang/baseline" in run.stdout
     doc = json.loads(out.read_text())
     assert doc["out_of_sample"]["overall"]["runs"] == 2
-    assert 0 <= doc["out_of_sample"]["a100-80gb/llama-3.1-8b/vllm/baseline"]["tpot_median"] < 10
+    llama = doc["out_of_sample"]["sweep/a100-80gb/llama-3.1-8b/vllm/baseline"]
+    assert 0 <= llama["tpot_median"] < 10
+    assert 0 <= llama["explained_ttft"] <= 1 and llama["coverage_ttft"] in (0.0, 1.0)  # one run: in or out
 
 
 def test_fidelity_benchmark_refuses_a_file_it_cannot_replay_in_one_line(tmp_path: Path) -> None:

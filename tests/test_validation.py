@@ -102,3 +102,21 @@ def test_the_users_traffic_simulated_at_the_upper_steps_queues_more_than_a_scale
     workload = make_workload(prompt=2048, output=128, n_requests=400, rate=25.0, seed=0)
     point, high = simulate(upper.point, workload, config), simulate(upper, workload, config)
     assert high.ttft_ms.p99 > factors.prefill * point.ttft_ms.p99
+
+
+def test_a_decode_itl_client_sees_no_prefill_stalls() -> None:
+    """The "decode ITL" metric drops the steps that carry prompts: below the mean TPOT where prompts join decode
+    steps (SGLang pauses decoding for each prefill batch), the same where every request decodes alone."""
+    from recommender.perf.closed_loop import ClosedLoopBenchmark, InterTokenStepCost, replay
+    from recommender.perf.step_fit import replay_config
+
+    model = CalibratedModel(load_fit())
+    shape, h100 = load_architecture("qwen3-32b")[1], load_catalog().get("h100-sxm")
+    cost = model.step_cost(shape, get_method("baseline"), h100, "sglang", tensor_parallel=2)
+    config = replay_config(shape, cost.features, "sglang", concurrency=32)
+    busy = ClosedLoopBenchmark(concurrency=32, prompt_tokens=2048, output_tokens=256)
+    mean, itl = replay(cost, config, busy), replay(InterTokenStepCost(cost), config, busy)
+    assert itl.tpot_ms.mean < 0.9 * mean.tpot_ms.mean
+    alone = ClosedLoopBenchmark(concurrency=1, prompt_tokens=2048, output_tokens=256, rounds=2)
+    assert replay(InterTokenStepCost(cost), config, alone).tpot_ms.mean == pytest.approx(
+        replay(cost, config, alone).tpot_ms.mean, rel=1e-6)

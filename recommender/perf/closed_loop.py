@@ -22,13 +22,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from recommender.perf.scheduler import ContinuousBatchingSimulation
+from recommender.perf.step_cost import PrefillChunks
 from recommender.perf.workload import FloatArray, Workload, make_workload
 
 if TYPE_CHECKING:
     from recommender.perf.scheduler_config import SchedulerConfig
     from recommender.perf.step_cost import StepCostModel
+    from recommender.perf.step_features import FeatureStepCost
+    from recommender.provenance import Provenance
 
-__all__ = ["BenchmarkLatencies", "ClosedLoopBenchmark", "ClosedLoopSimulation", "replay"]
+__all__ = ["BenchmarkLatencies", "ClosedLoopBenchmark", "ClosedLoopSimulation", "InterTokenStepCost", "replay"]
 
 
 class ClosedLoopSimulation(ContinuousBatchingSimulation):
@@ -68,6 +71,36 @@ class ClosedLoopSimulation(ContinuousBatchingSimulation):
     def _served_workload(self) -> Workload:
         w = self._workload
         return Workload(self.sent_at(), w.prompt_tokens, w.output_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class InterTokenStepCost:
+    """`cost`'s steps as a client reporting the inter-token latency of decode steps sees them.
+
+    A step that carries prompt chunks and decoders takes only its decode part (the same decoders and context,
+    no chunks); one that only prefills takes no time (the floor). Which requests share a step does not depend
+    on step times in a closed loop, so replaying with this cost gives the same steps with the stalls a median
+    ITL leaves out removed, and each request's TPOT becomes the mean gap between its tokens in decode steps.
+    """
+
+    cost: FeatureStepCost
+
+    @property
+    def provenance(self) -> Provenance:
+        return self.cost.provenance
+
+    def step_seconds(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
+        return self.prefill_step_seconds(PrefillChunks.single(prefill_tokens), decode_seqs, context_tokens)
+
+    def prefill_step_seconds(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> float:
+        if not chunks.seqs:
+            return self.cost.prefill_step_seconds(chunks, decode_seqs, context_tokens)
+        if not decode_seqs:
+            return self.cost.floor_s
+        return self.cost.prefill_step_seconds(PrefillChunks(), decode_seqs, context_tokens - chunks.prior_tokens)
+
+    def decode_steps_seconds(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
+        return self.cost.decode_steps_seconds(decode_seqs, context_tokens)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

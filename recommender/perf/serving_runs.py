@@ -64,7 +64,8 @@ class MeasuredRun:
     output_tokens: int
     ttft_ms: float
     tpot_ms: float
-    #: The collection campaign, from the row's id: "sweep" (the 1024-4096 x 128-1024 grid) or "steady"
+    #: The collection campaign: a ``campaign`` column where the file has one (another campaign's file), else from
+    #: the row's id: "sweep" (the 1024-4096 x 128-1024 grid) or "steady"
     #: (the 4000 x 1000 runs, ids "..._c_tp...", whose TTFTs are far below what any client counting its
     #: opening burst could see: C x 4000 prompt tokens queued at once; that client drops its warm-up).
     campaign: str = "sweep"
@@ -135,7 +136,7 @@ def _run(row: dict[str, str]) -> MeasuredRun:
         output_tokens=int(row["osl"]),
         ttft_ms=float(row["silicon_ttft_ms"]),
         tpot_ms=float(row["silicon_tpot_ms"]),
-        campaign="steady" if "_c_tp" in row["id"] else "sweep",
+        campaign=(row.get("campaign") or "").strip() or ("steady" if "_c_tp" in row["id"] else "sweep"),
         kv_cache_dtype=_kv_dtype(row, scheme) or "auto",
     )
 

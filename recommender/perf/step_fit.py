@@ -19,18 +19,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from scipy.optimize import nnls
 
 from recommender.perf.calibrated import CalibratedModel, ErrorSummary, Residuals, StepCostFit
 from recommender.perf.catalog import Catalog
-from recommender.perf.closed_loop import ClosedLoopBenchmark, replay
+from recommender.perf.closed_loop import ClosedLoopBenchmark, InterTokenStepCost, replay
 from recommender.perf.engine_profiles import engine_profile
 from recommender.perf.memory import kv_cache_tokens
 from recommender.perf.scheduler_config import SchedulerConfig
 from recommender.perf.serving_runs import MeasuredRun
 from recommender.perf.shape import ModelShape
+from recommender.perf.step_cost import StepCostModel
 from recommender.perf.step_features import FEATURES, N_FEATURES, FeatureStepCost, StepFeatures
 from recommender.provenance import Provenance
 from recommender.quantize import get_method
@@ -64,17 +66,27 @@ _EPS = 1e-9
 
 @dataclass(frozen=True, slots=True)
 class BenchmarkProtocol:
-    """How the measured client ran: requests per concurrency slot and the warm-up it dropped."""
+    """How the measured client ran: requests per concurrency slot, the warm-up it dropped, and what its TPOT
+    averages: "mean_tpot" (each request's (end - first token) / (tokens - 1), then the mean over requests: prefill
+    stalls included) or "decode_itl" (the gaps between tokens in decode steps, as a median inter-token latency
+    reads them when steps carrying prompts are a minority: ``closed_loop.InterTokenStepCost``)."""
 
     rounds: int = 8
     warmup_rounds: int = 0
+    tpot_metric: Literal["mean_tpot", "decode_itl"] = "mean_tpot"
 
 
 #: The client protocols a closed-loop benchmark plausibly ran, named: "burst" counts the opening burst (C prompts
 #: queued at t = 0, as ``vllm bench serve --max-concurrency`` counts it), "steady" drops the first half of the
-#: requests as warm-up. A run whose protocol is not recorded is predicted under both (``validation.py``): the
-#: pair brackets what the client could have reported from the same steps, so no protocol hides in a coefficient.
-CLIENT_PROTOCOLS = {"burst": BenchmarkProtocol(8, 0), "steady": BenchmarkProtocol(8, 4)}
+#: requests as warm-up; each with a TPOT that is each request's mean (stalls included) or the gap between tokens in
+#: decode steps ("decode ITL", what a median inter-token latency reads). Every run is predicted under all of them
+#: (``validation.py``): they bracket what a client could have reported from the same steps, so no protocol hides
+#: in a coefficient.
+CLIENT_PROTOCOLS = {
+    "burst": BenchmarkProtocol(8, 0), "steady": BenchmarkProtocol(8, 4),
+    "burst, decode ITL": BenchmarkProtocol(8, 0, "decode_itl"),
+    "steady, decode ITL": BenchmarkProtocol(8, 4, "decode_itl"),
+}  # fmt: skip
 #: The protocol each campaign's client is modelled with when fitting (``MeasuredRun.campaign``): the sweep's
 #: TTFTs grow with concurrency as an opening burst does; the steady campaign's are far below any burst's.
 CAMPAIGN_PROTOCOLS = {"sweep": "burst", "steady": "steady"}
@@ -172,14 +184,30 @@ def _design_row(
 ) -> DesignRow:
     features, config = _features(run, shape, catalog)
     bench = client_benchmark(run, protocol, as_run=as_run)
-    steps = replay(FeatureStepCost(features, np.zeros(N_FEATURES), _UNIT, floor_s=1.0), config, bench)
-    ttft, tpot = np.zeros(N_COEFFICIENTS), np.zeros(N_COEFFICIENTS)
+    ttft, tpot = _linear_means(features, config, bench, inter_token=False)
+    if protocol.tpot_metric == "decode_itl":
+        _, tpot = _linear_means(features, config, bench, inter_token=True)
     ttft[N_FEATURES] = 1e3  # the request overhead, s -> ms, on TTFT only
+    return DesignRow(run, ttft, tpot)
+
+
+def _linear_means(
+    features: StepFeatures, config: SchedulerConfig, bench: ClosedLoopBenchmark, *, inter_token: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mean TTFT and TPOT (ms) of `bench` per unit of each feature's coefficient: one replay per feature, and one
+    counting steps (each 1 s) to take out the negligible floor that keeps isolated steps positive."""
+
+    def cost(coefficients: np.ndarray, floor_s: float) -> StepCostModel:
+        one = FeatureStepCost(features, coefficients, _UNIT, floor_s=floor_s)
+        return InterTokenStepCost(one) if inter_token else one
+
+    steps = replay(cost(np.zeros(N_FEATURES), 1.0), config, bench)
+    ttft, tpot = np.zeros(N_COEFFICIENTS), np.zeros(N_COEFFICIENTS)
     for j in range(N_FEATURES):
-        alone = replay(FeatureStepCost(features, np.eye(N_FEATURES)[j], _UNIT, floor_s=_EPS), config, bench)
+        alone = replay(cost(np.eye(N_FEATURES)[j], _EPS), config, bench)
         ttft[j] = alone.ttft_ms.mean - _EPS * steps.ttft_ms.mean
         tpot[j] = alone.tpot_ms.mean - _EPS * steps.tpot_ms.mean
-    return DesignRow(run, ttft, tpot)
+    return ttft, tpot
 
 
 def predict_run(

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recommender.perf.calibrated import HoldoutSummary, StepResiduals, interval_factors
+from recommender.perf.calibrated import CalibratedModel, HoldoutSummary, StepCostFit, StepResiduals, interval_factors
 from recommender.perf.catalog import Catalog
 from recommender.perf.serving_runs import MeasuredRun
 from recommender.perf.shape import ModelShape
@@ -43,7 +43,7 @@ from recommender.perf.step_fit import (
 
 __all__ = [
     "HOLDOUTS", "PREFILL_DOMINATED", "BracketRows", "HeldOutPrediction", "bracket_rows", "held_out_predictions",
-    "holdout_table", "step_residuals",
+    "holdout_table", "shipped_predictions", "shipped_table", "step_residuals",
 ]  # fmt: skip
 
 #: What is left out whole: a (model, engine, precision) group, a collection campaign, a model.
@@ -131,15 +131,22 @@ def held_out_predictions(
     fitted = [r.fitted for r in rows]
     out = []
     for held, coefs in held_out_coefficients(fitted, settings, key):
-        for i in held:
-            coef, engine_fit = coefs[rows[i].fitted.run.engine]
-            ttfts = [float(r.ttft @ coef) for r in rows[i].by_protocol.values()]
-            tpots = [float(r.tpot @ coef) for r in rows[i].by_protocol.values()]
-            row = rows[i].fitted
-            out.append(HeldOutPrediction(row.run, float(row.ttft @ coef), float(row.tpot @ coef),
-                                         (min(ttfts), max(ttfts)), (min(tpots), max(tpots)), engine_fit,
-                                         float(rows[i].lone_prefill @ coef)))  # fmt: skip
+        out += [_predicted(rows[i], *coefs[rows[i].fitted.run.engine]) for i in held]
     return out
+
+
+def shipped_predictions(rows: Sequence[BracketRows], fit: StepCostFit) -> list[HeldOutPrediction]:
+    """Runs the shipped fit never saw (another campaign's file), predicted with its coefficients."""
+    model = CalibratedModel(fit)
+    return [_predicted(b, model.coefficients(b.fitted.run.engine), model.knows(b.fitted.run.engine)) for b in rows]
+
+
+def _predicted(rows: BracketRows, coef: np.ndarray, engine_fit: bool) -> HeldOutPrediction:
+    ttfts = [float(r.ttft @ coef) for r in rows.by_protocol.values()]
+    tpots = [float(r.tpot @ coef) for r in rows.by_protocol.values()]
+    row = rows.fitted
+    return HeldOutPrediction(row.run, float(row.ttft @ coef), float(row.tpot @ coef), (min(ttfts), max(ttfts)),
+                             (min(tpots), max(tpots)), engine_fit, float(rows.lone_prefill @ coef))  # fmt: skip
 
 
 def step_residuals(predictions: Sequence[HeldOutPrediction]) -> StepResiduals:
@@ -157,6 +164,12 @@ class _Pools:
     step: tuple[StepResiduals, StepResiduals]
     mean_ttft: tuple[list[float], list[float]]
     mean_tpot: tuple[list[float], list[float]]
+
+    @classmethod
+    def of_fit(cls, fit: StepCostFit) -> _Pools:
+        seen, unseen = fit.residuals_engine_seen, fit.residuals_engine_unseen
+        return cls((fit.step_residuals_engine_seen, fit.step_residuals_engine_unseen), (seen.ttft, unseen.ttft),
+                   (seen.tpot, unseen.tpot))  # fmt: skip
 
     @classmethod
     def of(cls, inner: Sequence[HeldOutPrediction]) -> _Pools:
@@ -214,6 +227,10 @@ def _summary(predictions: Sequence[HeldOutPrediction], covered: Sequence[tuple[b
     )  # fmt: skip
 
 
+#: Held-out predictions by the value left out, each with whether it lay in its intervals (None: no interval).
+_ByValue = dict[str, list[tuple[HeldOutPrediction, "tuple[bool, ...] | None"]]]
+
+
 def holdout_table(
     rows: Sequence[BracketRows], settings: FitSettings, holdout: str, *, confidence: float = 0.9
 ) -> dict[str, HoldoutSummary]:
@@ -221,11 +238,27 @@ def holdout_table(
     value and "overall"; each fold's intervals from its own training runs' held-out residuals."""
     key = HOLDOUTS[holdout]
     predictions = held_out_predictions(rows, settings, key)
-    by_value: dict[str, list[tuple[HeldOutPrediction, tuple[bool, ...] | None]]] = {}
+    by_value: _ByValue = {}
     for value in sorted({key(p.run) for p in predictions}):
         pools = _fold_pools(rows, {value}, key, settings)
         held = [p for p in predictions if key(p.run) == value]
         by_value[value] = [(p, None if pools is None else _covered(p, pools, confidence)) for p in held]
+    return _table(by_value, confidence)
+
+
+def shipped_table(
+    predictions: Sequence[HeldOutPrediction], fit: StepCostFit, key: Callable[[MeasuredRun], str], *,
+    confidence: float = 0.9,
+) -> dict[str, HoldoutSummary]:
+    """The shipped fit on runs it never saw, by `key` and "overall", its intervals from its own residuals."""
+    pools = _Pools.of_fit(fit)
+    by_value: _ByValue = {}
+    for p in predictions:
+        by_value.setdefault(key(p.run), []).append((p, _covered(p, pools, confidence)))
+    return _table(dict(sorted(by_value.items())), confidence)
+
+
+def _table(by_value: _ByValue, confidence: float) -> dict[str, HoldoutSummary]:
     table = {}
     for value, pairs in [*by_value.items(), ("overall", [x for v in by_value.values() for x in v])]:
         covered = [c for _, c in pairs if c is not None]
