@@ -17,21 +17,12 @@ if TYPE_CHECKING:
     from recommender.plan import PlanRow
     from recommender.spec import LatencySLA, Traffic
 
-EPILOG = ("Latencies and capacities are calibrated (step costs fitted on measured serving runs, intervals from their "
-          "cross-validation); quality is a labelled prior, verdict 'unverified'.")
+EPILOG = ("Latencies and capacities are calibrated (step costs fitted on measured serving runs, their uncertainty from "
+          "held-out step residuals, simulated through the traffic); quality is a labelled prior, verdict 'unverified'.")
 
-#: The GPUs planned when --hardware is not given (those the price set prices).
+#: The GPUs planned when --hardware is not given, priced or not: one the price set does not price still gets its
+#: fit, latencies and capacity (its dollar columns empty, the reason under the table).
 COMMON_GPUS = ("h100-sxm", "h200", "a100-80gb", "l40s", "l4", "mi300x")
-
-
-def _priced_common(catalog: Catalog) -> list[str]:
-    """The common GPUs this price set prices; the others are named on stderr, not silently dropped."""
-    hardware = [hw for hw in COMMON_GPUS if catalog.price_refusal(hw) is None]
-    unpriced = [hw for hw in COMMON_GPUS if hw not in hardware]
-    if unpriced and catalog.prices is not None:
-        note = f"not in price set {catalog.prices.name}: {', '.join(unpriced)}"
-        make_console(stderr=True).print(f"{note} (pick another --price-set, or name them with --hardware)")
-    return hardware
 
 
 def _plan_with_progress(
@@ -97,7 +88,7 @@ def plan_command(
     catalog = load_catalog(price_set=get_price_set(price_set, field="--price-set").name)
     check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                        field="--prompt-tokens")  # fmt: skip
-    hardware = hardware if hardware is not None else _priced_common(catalog)
+    hardware = hardware if hardware is not None else list(COMMON_GPUS)
     rows = _plan_with_progress(shape, catalog, hardware, traffic, sla, batch_size or [64, 256])
     if json_output:
         print(rows_to_json(rows))

@@ -35,7 +35,7 @@ from recommender.perf.serving import SIMULATED_REQUESTS, ServingEstimate, simula
 from recommender.perf.shape import ModelShape
 from recommender.perf.step_cost import StepCostModel, TableStepCost
 from recommender.perf.step_features import FeatureStepCost
-from recommender.perf.workload import Workload, make_workload
+from recommender.perf.workload import make_workload
 from recommender.provenance import Provenance
 from recommender.quantize import QuantMethod, get_method
 from recommender.spec import LOCAL_DEVICE, LatencySLA, LocalDevice, Traffic
@@ -76,8 +76,7 @@ class Setup:
     method: QuantMethod
     step_cost: StepCostModel
     scheduler: SchedulerConfig
-    #: None: the catalog's price set does not price the GPU (an evaluator with `require_price` off: `plan`).
-    price_per_hour_usd: float | None
+    price_per_hour_usd: float | None  # None: a GPU the price set does not price (`require_price` off: `plan`)
     price_source: str
     memory: MemoryFit
     probe: ProbeResult | None
@@ -152,9 +151,8 @@ class PerformanceEvaluator:
     """Speed and cost of candidates for one traffic profile and SLA; probes cached per (method, batch).
 
     `engines`: the serving engines the spec would run (a candidate counts where one launches it).
-    `require_price`: a catalog GPU the price set does not price is pruned before anything is simulated —
-    the search can never recommend it, so it spends nothing on it. `plan` turns it off: such a GPU's fit,
-    latency and capacity are still worth showing, with no cost (`Performance.cost` None).
+    `require_price`: prune a GPU the price set does not price (the search can never recommend it); `plan` turns
+    it off to show such a GPU's fit, latency and capacity, with no cost (`Performance.cost` None).
     """
 
     catalog: Catalog
@@ -183,8 +181,7 @@ class PerformanceEvaluator:
             return setup
         setup, serving = self._fastest_engine(c, setup)
         cost = None
-        # No capacity: not even a lone request meets the SLA, nothing to price; no price: `require_price` is off.
-        if serving.requests_per_s > 0 and setup.price_per_hour_usd is not None:
+        if serving.requests_per_s > 0 and setup.price_per_hour_usd is not None:  # else no capacity or no price
             cost = estimate_cost(
                 price_per_hour_usd=setup.price_per_hour_usd,
                 price_source=setup.price_source,
@@ -324,8 +321,7 @@ class PerformanceEvaluator:
             return served.reason(accel.key)
         if c.tensor_parallel > accel.max_tensor_parallel:
             return f"tensor_parallel {c.tensor_parallel} > {accel.max_tensor_parallel} devices per node"
-        unpriced = self.catalog.price_refusal(accel.key) if self.require_price else None
-        return unpriced or served
+        return (self.catalog.price_refusal(accel.key) if self.require_price else None) or served
 
     def _local_refusal(self, c: Candidate, method: QuantMethod) -> str | Eligibility:
         """Why `c` cannot be measured and served on this machine, or who serves it here."""
@@ -360,25 +356,19 @@ class PerformanceEvaluator:
         capacity = performance.serving.requests_per_s
         if capacity <= 0:
             return None
+        # On a calibrated GPU: the request overhead on TTFT, and the same workload with the steps at their upper ends.
+        upper, overhead = self.checked_step_cost(cost, setup.engine), self.calibrated.request_overhead_ms(setup.engine)
         curve = []
         for i in range(1, points + 1):
             rate = capacity * 1.3 * i / points
             workload = make_workload(
                 prompt=traffic.prompt_tokens, output=traffic.output_tokens, n_requests=SIMULATED_REQUESTS, rate=rate
             )
-            result = simulate_workload(cost, workload, scheduler)
-            curve.append(self._load_point(rate, result.ttft_ms.p99, result.tpot_ms.p99, setup, workload))
-        provenance = cost.provenance.extended("continuous-batching simulation")
-        return LoadCurve(curve, self.sla, capacity, provenance)
-
-    def _load_point(self, rate: float, ttft_ms: float, tpot_ms: float, setup: Setup, workload: Workload) -> LoadPoint:
-        """A point of the load curve; on a calibrated GPU, with the request overhead and the P99s of the same
-        workload simulated with the steps at their intervals' upper ends."""
-        if not setup.engine:
-            return LoadPoint(rate, ttft_ms, tpot_ms)
-        overhead = self.calibrated.request_overhead_ms(setup.engine)
-        high = simulate_workload(self.checked_step_cost(setup.step_cost, setup.engine), workload, setup.scheduler)
-        return LoadPoint(rate, ttft_ms + overhead, tpot_ms, high.ttft_ms.p99 + overhead, high.tpot_ms.p99)
+            p = simulate_workload(cost, workload, scheduler)
+            high = simulate_workload(upper, workload, scheduler) if setup.engine else p
+            curve.append(LoadPoint(rate, p.ttft_ms.p99, p.tpot_ms.p99) if not setup.engine else LoadPoint(
+                rate, p.ttft_ms.p99 + overhead, p.tpot_ms.p99, high.ttft_ms.p99 + overhead, high.tpot_ms.p99))
+        return LoadCurve(curve, self.sla, capacity, cost.provenance.extended("continuous-batching simulation"))
 
     def _probe(self, local: LocalMeasurement, method: str, batch_size: int) -> ProbeResult:
         key = (method, batch_size)

@@ -6,6 +6,13 @@ continuous-batching simulator on calibrated step costs says how much traffic one
 carries within the SLA, one named price set (or a contract price) prices it. Quality is *not* measured here: each
 precision carries a labelled prior and the verdict "unverified" until `recommender eval`
 or `recommender search` measures it.
+
+A GPU the price set does not price is still planned: its fit, latency and capacity do not depend on
+a price, and they are what a user weighing a contract price needs. Only its dollar figures are
+empty, with the reason (`PlanRow.unpriced`). Which configuration of one GPU is cheapest does not
+depend on its price either (every figure scales with the same hourly rate), so an unpriced row
+shows the configuration a price would pick. The search still never recommends such a GPU
+(`PerformanceEvaluator.require_price`).
 """
 
 from __future__ import annotations
@@ -14,9 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from recommender.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, CandidateResult
+from recommender.cost import replicas_needed
 from recommender.emit.support import eligibility
 from recommender.perf.catalog import Accelerator, Catalog
 from recommender.perf.memory import plan_memory
+from recommender.perf.physics_capacity import ALARM_FACTOR, PhysicsCapacity, physics_capacity
+from recommender.perf.serving import ServingEstimate
 from recommender.perf.shape import ModelShape
 from recommender.performance import PerformanceEvaluator
 from recommender.provenance import Provenance
@@ -71,6 +81,12 @@ class PlanRow:
     engine: str = ""
     ttft_p99_high_ms: float | None = None
     tpot_p99_high_ms: float | None = None
+    #: Why a row with a fit and latencies has no dollar figures: its GPU has no price in the price set (and the fix).
+    unpriced: str = ""
+    #: The datasheet's throughput ceiling on one replica, no SLA (`perf.physics_capacity`), and why the row's
+    #: capacity is flagged below it by more than ALARM_FACTOR ("" when it is not).
+    physics_rps_per_replica: float | None = None
+    physics_alarm: str = ""
 
 
 def _method_for(precision: str, accel: Accelerator) -> QuantMethod:
@@ -89,26 +105,105 @@ def _tensor_parallel_degrees(accel: Accelerator) -> list[int]:
 
 def _row(
     performance: PerformanceEvaluator, accel: Accelerator, precision: str, method: QuantMethod, note: str,
-    tp: int | None = None, result: CandidateResult | None = None,
+    result: CandidateResult | None = None, unpriced: str = "",
 ) -> PlanRow:  # fmt: skip
-    empty = result is None or result.serving is None or result.cost is None
-    serving, cost = (None, None) if result is None else (result.serving, result.cost)
+    """One row; `result` is the configuration shown (its capacity 0 when not even a lone request meets the SLA)."""
+    serving = None if result is None else result.serving
+    ceiling = None if result is None else _ceiling(performance, accel, method, result.candidate)
+    cost = None if result is None else result.cost
+    capacity = 0.0 if serving is None else serving.requests_per_s
+    target = performance.traffic.requests_per_second
     return PlanRow(
-        hardware=accel.key, precision=precision, method=method.name, tensor_parallel=tp,
-        batch_size=None if empty or result is None else result.candidate.batch_size,
-        usd_per_1m_tokens=cost.usd_per_1m_tokens if cost else None, replicas=cost.replicas if cost else None,
+        hardware=accel.key, precision=precision, method=method.name,
+        tensor_parallel=None if result is None else result.candidate.tensor_parallel,
+        batch_size=result.candidate.batch_size if result is not None and capacity > 0 else None,
+        usd_per_1m_tokens=cost.usd_per_1m_tokens if cost else None,
+        replicas=replicas_needed(target, capacity) if capacity > 0 else None,
         usd_per_month=cost.usd_per_month if cost else None,
-        ttft_p99_ms=serving.ttft_ms.p99 if serving and cost else None,
-        tpot_p99_ms=serving.tpot_ms.p99 if serving and cost else None,
-        max_rps_per_replica=serving.requests_per_s if serving and cost else None,
-        weights_gb_per_gpu=None if empty or tp is None else weights_gb(performance.shape, method, tp),
+        ttft_p99_ms=serving.ttft_ms.p99 if serving else None,
+        tpot_p99_ms=serving.tpot_ms.p99 if serving else None,
+        max_rps_per_replica=capacity if serving else None,
+        weights_gb_per_gpu=None if result is None else weights_gb(performance.shape, method,
+                                                                  result.candidate.tensor_parallel),
         quality=QUALITY_PRIORS[precision], quality_verdict="reference" if precision == "bf16" else "unverified",
-        note=note, provenance=serving.provenance if serving and cost else None,
+        note=note, provenance=serving.provenance if serving else None,
         price_set=cost.price_set if cost else "",
-        engine=serving.engine if serving and cost else "",
-        ttft_p99_high_ms=serving.ttft_p99_high_ms if serving and cost else None,
-        tpot_p99_high_ms=serving.tpot_p99_high_ms if serving and cost else None,
+        engine=serving.engine if serving else "",
+        ttft_p99_high_ms=serving.ttft_p99_high_ms if serving else None,
+        tpot_p99_high_ms=serving.tpot_p99_high_ms if serving else None,
+        unpriced=unpriced, physics_rps_per_replica=ceiling.requests_per_s if ceiling else None,
+        physics_alarm=_physics_alarm(serving, performance.sla, ceiling),
     )  # fmt: skip
+
+
+def _ceiling(
+    performance: PerformanceEvaluator, accel: Accelerator, method: QuantMethod, c: Candidate
+) -> PhysicsCapacity:
+    """The throughput ceiling of `c` at the planned lengths, with its batch cap and KV dtype."""
+    t = performance.traffic
+    return physics_capacity(
+        performance.shape, method, accel, tensor_parallel=c.tensor_parallel, prompt_tokens=t.prompt_tokens,
+        output_tokens=t.output_tokens, max_num_seqs=c.batch_size, kv_cache_dtype=c.kv_cache_dtype,
+        max_num_batched_tokens=c.max_num_batched_tokens,
+    )  # fmt: skip
+
+
+def _physics_alarm(serving: ServingEstimate | None, sla: LatencySLA, ceiling: PhysicsCapacity | None) -> str:
+    """Why a capacity within the SLA is far below the throughput ceiling: the SLA nearest its limit, or an error.
+
+    A row with no capacity is not flagged: its note already says that not even a lone request meets the SLA.
+    """
+    if serving is None or ceiling is None or serving.requests_per_s <= 0 or not ceiling.alarms(serving.requests_per_s):
+        return ""
+    ttft, tpot = serving.ttft_p99_checked_ms, serving.tpot_p99_checked_ms
+    which, value, limit = (
+        ("TTFT", ttft, sla.ttft_p99_ms) if ttft / sla.ttft_p99_ms >= tpot / sla.tpot_p99_ms
+        else ("TPOT", tpot, sla.tpot_p99_ms)
+    )  # fmt: skip
+    return (
+        f"{serving.requests_per_s:.3g} req/s is under 1/{ALARM_FACTOR:g} of the {ceiling.requests_per_s:.3g} req/s "
+        f"throughput ceiling: the P99 {which} SLA binds (upper end {value:.4g} ms at this load, SLA {limit:g} ms), "
+        "or the prediction is off — check it (recommender estimate)"
+    )
+
+
+def _gpu_rank(result: CandidateResult, target_rps: float) -> tuple[int, int, float]:
+    """$/month, then the smaller degree, then $/1M tokens — counted in GPUs, so that it needs no price.
+
+    On one GPU type both dollar figures are its hourly price times a price-free quantity (GPUs at
+    the target traffic; GPUs per token/s at capacity), so ranking by those quantities picks what
+    ranking by dollars would, for any price — and for a GPU the price set does not price.
+    """
+    assert result.serving is not None and result.serving.requests_per_s > 0
+    tp = result.candidate.tensor_parallel
+    gpus = replicas_needed(target_rps, result.serving.requests_per_s) * tp
+    return gpus, tp, tp / result.serving.tokens_per_s
+
+
+def _sla_overshoot(result: CandidateResult, sla: LatencySLA) -> float:
+    """How far a lone request's checked P99s are over the SLA (the worse of the two, as a ratio)."""
+    assert result.serving is not None
+    s = result.serving
+    return max(s.ttft_p99_checked_ms / sla.ttft_p99_ms, s.tpot_p99_checked_ms / sla.tpot_p99_ms)
+
+
+def _fitting(
+    performance: PerformanceEvaluator, accel: Accelerator, precision: str, method: QuantMethod,
+    batch_sizes: list[int], kv_cache_dtype: str,
+) -> tuple[list[CandidateResult], str]:  # fmt: skip
+    """Every evaluated (degree, batch size) that holds one request, and why the widest degree that does not fit."""
+    fitting, refusal = [], ""
+    for tp in _tensor_parallel_degrees(accel):
+        results = [
+            performance.evaluate(Candidate(precision, method.name, accel.key, b, tp, DEFAULT_MAX_BATCHED_TOKENS,
+                                           kv_cache_dtype))  # fmt: skip
+            for b in batch_sizes
+        ]
+        fits = [r for r in results if r.status == "evaluated"]
+        if not fits and results:
+            refusal = "; ".join(results[0].broken).removeprefix("memory: ")
+        fitting += fits
+    return fitting, refusal
 
 
 def plan_one(
@@ -117,39 +212,30 @@ def plan_one(
 ) -> PlanRow:  # fmt: skip
     """The cheapest (tensor-parallel degree, batch size) among the degrees that hold one request.
 
-    Every degree that fits is priced, not only the smallest: a model that barely fits one GPU leaves it
+    Every degree that fits is ranked, not only the smallest: a model that barely fits one GPU leaves it
     a sliver of KV cache, and two GPUs with room for a full batch can cost less per month (Llama-3.1-70B
     in FP8 on one 85.5 GB H100: 29 replicas; on two: 2). Ties go to the smaller degree. Every figure
     comes from the search's own `PerformanceEvaluator` (memory plan, step cost, simulation, price), so
-    `plan` and `search` agree on any catalog candidate.
+    `plan` and `search` agree on any catalog candidate; a GPU without a price gets every figure but the
+    dollars. Where not even a lone request meets the SLA, the row shows the configuration closest to it
+    with a lone request's P99s (how far off it is) and capacity 0.
     """
     catalog = catalog or Catalog(accelerators={accel.key: accel}, source="plan")
-    performance = PerformanceEvaluator(catalog, shape, traffic, sla)
+    performance = PerformanceEvaluator(catalog, shape, traffic, sla, require_price=False)
     method = _method_for(precision, accel)
     served = eligibility(method, accel.device, performance.engines)
     if not served.launchable:
         return _row(performance, accel, precision, method, f"refused: {served.reason(accel.key)}")
-    unpriced = catalog.price_refusal(accel.key) if accel.key in catalog.accelerators else None
-    if unpriced is not None:
-        return _row(performance, accel, precision, method, f"not priced: {unpriced}")
-    refusal, smallest_fit, priced = "", None, []
-    for tp in _tensor_parallel_degrees(accel):
-        results = [
-            performance.evaluate(Candidate(precision, method.name, accel.key, b, tp, DEFAULT_MAX_BATCHED_TOKENS,
-                                           kv_cache_dtype))  # fmt: skip
-            for b in batch_sizes
-        ]
-        fitting = [r for r in results if r.status == "evaluated"]
-        if not fitting:
-            refusal = "; ".join(results[0].broken).removeprefix("memory: ") if results else refusal  # the widest's
-            continue
-        smallest_fit = smallest_fit or tp
-        priced += [(r.cost.usd_per_month, tp, r.cost.usd_per_1m_tokens, r) for r in fitting if r.cost is not None]
-    if priced:
-        _, tp, _, cheapest = min(priced, key=lambda t: t[:3])
-        return _row(performance, accel, precision, method, "", tp, cheapest)
-    if smallest_fit is not None:
-        return _row(performance, accel, precision, method, "SLA not met even by a lone request", smallest_fit)
+    unpriced = (catalog.price_refusal(accel.key) if accel.key in catalog.accelerators else None) or ""
+    fitting, refusal = _fitting(performance, accel, precision, method, batch_sizes, kv_cache_dtype)
+    within_sla = [r for r in fitting if r.serving is not None and r.serving.requests_per_s > 0]
+    if within_sla:
+        best = min(within_sla, key=lambda r: _gpu_rank(r, traffic.requests_per_second))
+        return _row(performance, accel, precision, method, "", best, unpriced)
+    if fitting:
+        closest = min(fitting, key=lambda r: _sla_overshoot(r, sla))
+        note = "SLA not met even by a lone request (its P99s shown)"
+        return _row(performance, accel, precision, method, note, closest, unpriced)
     return _row(performance, accel, precision, method, f"does not fit on {accel.max_tensor_parallel} GPUs: {refusal}")
 
 
@@ -163,8 +249,9 @@ def plan(
     on_row: Callable[[str], None] | None = None,
 ) -> list[PlanRow]:  # fmt: skip
     """Every (GPU, precision) pair, cheapest per month at the traffic first (then per token, as the search
-    ranks); rows without a price last. `on_row` hears each pair's "gpu/precision" once it is planned (a
-    progress bar: each pair is up to four tensor-parallel degrees x the batch sizes of simulations)."""
+    ranks); rows without a price (none fits, none meets the SLA, or the price set does not price the GPU) last.
+    `on_row` hears each pair's "gpu/precision" once it is planned (a progress bar: each pair is up to four
+    tensor-parallel degrees x the batch sizes of simulations)."""
     rows = []
     for hw in hardware:
         accel = catalog.get(hw, field="--hardware")

@@ -106,9 +106,9 @@ def build(
     notes = [
         "quality is measured on the local device with the same method and assumed to carry over to other hardware",
         "catalog GPUs: P99 latency and capacity from a continuous-batching simulation on step costs calibrated per "
-        "engine on measured H100 serving runs (moved to other GPUs through their datasheets), SLAs checked at the "
-        "upper end of each P99's cross-validated interval; local device: the same simulation on step times "
-        "measured here",
+        "engine on measured H100 serving runs (moved to other GPUs through their datasheets), SLAs checked on the "
+        "P99s of the traffic simulated with every step at the upper bound of its held-out error; local device: the "
+        "same simulation on step times measured here",
     ]
     notes += [f"failed, not recommendable: {r.key}: {'; '.join(r.broken)}" for r in results if r.status == "failed"]
     return Recommendation(

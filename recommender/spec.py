@@ -94,8 +94,9 @@ class LatencySLA(_Strict):
     tpot_p99_ms: Millis = Field(description="Time per output token after the first, 99th percentile.")
     confidence: float = Field(
         default=DEFAULT_SLA_CONFIDENCE, ge=0.5, le=0.99,
-        description="Confidence of SLA checks on calibrated GPU figures: the upper end of the predicted P99's "
-        "interval at this level (from the performance model's cross-validated error) must meet the SLA.",
+        description="Confidence of SLA checks on calibrated GPU figures: the traffic is simulated with every step "
+        "at the one-sided upper bound of its held-out error at this level (prefill and decode apart), and that "
+        "simulation's P99s must meet the SLA.",
     )  # fmt: skip
 
 

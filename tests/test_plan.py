@@ -32,10 +32,11 @@ def test_shipped_architectures_have_their_published_sizes(name: str, billions: f
 
 def test_plan_rows_fit_price_and_label_quality(tmp_path: Path) -> None:
     catalog = load_catalog()
-    # The default price set (RunPod Secure Cloud) lists no T4: unpriced, it is named as such ...
+    # The default price set (RunPod Secure Cloud) lists no T4: planned all the same, its dollars empty and why ...
     t4_unpriced = plan_one(LLAMA8, catalog.get("t4"), "bf16", traffic=TRAFFIC, sla=SLA, batch_sizes=[64],
                            catalog=catalog)  # fmt: skip
-    assert t4_unpriced.note.startswith("not priced: t4 has no price in price set runpod-secure-2026-09-25")
+    assert t4_unpriced.unpriced.startswith("t4 has no price in price set runpod-secure-2026-09-25")
+    assert t4_unpriced.usd_per_month is None and t4_unpriced.ttft_p99_ms is not None
     # ... and a contract price (hardware_catalog) prices it.
     contract = tmp_path / "contract.yaml"
     contract.write_text("accelerators:\n  t4: {price_per_hour_usd: 0.526, price_source: our contract}\n")

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
+from recommender.perf.physics_capacity import ALARM_FACTOR
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -15,8 +17,10 @@ if TYPE_CHECKING:
 
 _COLUMNS = (
     "GPU", "precision/method", "engine", "tp", "batch", "$/1M tok", "replicas", "$/month", "P99 TTFT ms", "P99 TPOT ms",
-    "quality",
+    "req/s per replica", "physics req/s", "quality",
 )  # fmt: skip
+#: After a capacity far below the physics ceiling (`PlanRow.physics_alarm`).
+ALARM_MARK = "(!)"
 
 
 def _latency(value: float | None, high: float | None, digits: int) -> str:
@@ -24,6 +28,10 @@ def _latency(value: float | None, high: float | None, digits: int) -> str:
     if value is None:
         return "-"
     return f"{value:.{digits}f}" + ("" if high is None else f" (≤{high:.{digits}f})")
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
 
 
 def _or_dash(value: object) -> str:
@@ -43,8 +51,29 @@ def _cells(r: PlanRow) -> tuple[str, ...]:
         "-" if r.usd_per_month is None else f"${r.usd_per_month:,.0f}",
         _latency(r.ttft_p99_ms, r.ttft_p99_high_ms, 0),
         _latency(r.tpot_p99_ms, r.tpot_p99_high_ms, 1),
+        _rate(r.max_rps_per_replica) + (f" {ALARM_MARK}" if r.physics_alarm else ""),
+        _rate(r.physics_rps_per_replica),
         r.note or f"{r.quality} [{r.quality_verdict}]",
     )
+
+
+def _physics_footnote(rows: Sequence[PlanRow]) -> str:
+    """What the physics column is, and each flagged row's reason."""
+    flagged = "".join(
+        f"\n{ALARM_MARK} {r.hardware} {r.precision}/{r.method} tp {r.tensor_parallel}: {r.physics_alarm}"
+        for r in rows if r.physics_alarm
+    )  # fmt: skip
+    return (
+        "; physics req/s: a throughput ceiling from the datasheet (bandwidth-bound decode of the KV-limited batch, "
+        f"compute-bound prefill, no SLA; recommender/perf/physics_capacity.py); {ALARM_MARK}: capacity under "
+        f"1/{ALARM_FACTOR:g} of it{flagged}"
+    )
+
+
+def _unpriced_footnote(rows: Sequence[PlanRow]) -> str:
+    """Once per GPU the price set does not price: why its rows have figures but no dollars, and the fix."""
+    reasons = dict.fromkeys(r.unpriced for r in rows if r.unpriced)
+    return "".join(f"\nno $ figures: {reason}" for reason in reasons)
 
 
 def render_plan(rows: Sequence[PlanRow], *, name: str, traffic: Traffic, sla: LatencySLA, console: Console) -> None:
@@ -61,7 +90,8 @@ def render_plan(rows: Sequence[PlanRow], *, name: str, traffic: Traffic, sla: La
     sets = sorted({row.price_set for row in rows if row.price_set}) or ["none priced"]
     console.print(
         "[dim]calibrated: step costs fitted per engine on measured H100 serving runs (benchmarks/gpu_fidelity.py), "
-        "moved to other GPUs through their datasheets, + continuous-batching simulation; (≤x): upper end of the "
-        f"P99's interval at {sla.confidence:.0%} confidence, which the SLA check uses; "
-        f"prices: {', '.join(sets)} (sources and dates in recommender/perf/price_sets.yaml)[/]"
+        "moved to other GPUs through their datasheets, + continuous-batching simulation; (≤x): the P99 with every "
+        f"step at its one-sided {sla.confidence:.0%} upper bound (held-out step residuals), which the SLA check uses; "
+        f"prices: {', '.join(sets)} (sources and dates in recommender/perf/price_sets.yaml); req/s per replica: the "
+        f"highest arrival rate one replica carries within the SLA{_physics_footnote(rows)}{_unpriced_footnote(rows)}[/]"
     )

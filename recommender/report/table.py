@@ -67,7 +67,8 @@ def _config_table(title: str, rows: list[tuple[str, CandidateResult]]) -> Table:
         )
     levels = {r.serving.confidence for _, r in rows if r.serving is not None and r.serving.confidence is not None}
     if levels:
-        table.caption = f"(≤x): upper end of the P99's {max(levels):.0%} interval, which the SLA check uses"
+        table.caption = (f"(≤x): the P99 with every step at its one-sided {max(levels):.0%} upper bound, which the SLA "
+                         "check uses")  # fmt: skip
     return table
 
 
