@@ -67,6 +67,19 @@ def test_shipped_fit_carries_the_held_out_tables_and_step_residuals() -> None:
     known, unknown = model.step_factors("vllm", 0.9), model.step_factors("tgi", 0.9)
     assert unknown.prefill >= known.prefill >= 1.0 and unknown.decode >= known.decode >= 1.0
     assert known.decode < known.prefill  # decode steps are predicted more surely than prefill
+    assert set(fit.step_residuals_by_engine) == {"vllm", "sglang", "trtllm"}
+
+
+def test_an_engine_draws_its_step_interval_from_its_own_residuals_only_when_it_has_enough() -> None:
+    from recommender.perf.calibrated import MIN_ENGINE_RESIDUALS, StepResiduals, step_pools
+
+    seen, unseen = StepResiduals(prefill=[0.0, 0.5], decode=[0.0, 0.1]), StepResiduals(prefill=[0.9], decode=[0.3])
+    many, few = [0.01] * MIN_ENGINE_RESIDUALS, [0.01] * (MIN_ENGINE_RESIDUALS - 1)
+    by_engine = {"vllm": StepResiduals(prefill=many, decode=few)}
+    assert step_pools(seen, unseen, by_engine, "vllm", True) == (many, None, seen.decode, None)
+    assert step_pools(seen, unseen, by_engine, "sglang", True) == (seen.prefill, None, seen.decode, None)
+    assert step_pools(seen, unseen, by_engine, "tgi", False) == (seen.prefill, unseen.prefill, seen.decode,
+                                                                  unseen.decode)  # fmt: skip
 
 
 def _cost() -> tuple[UpperStepCost, StepFactors]:

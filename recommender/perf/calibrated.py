@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from recommender.quantize import QuantMethod
 
 __all__ = [
-    "FIT_PATH", "CalibratedModel", "ErrorSummary", "HoldoutSummary", "Interval", "StepCostFit", "StepResiduals",
-    "interval_factors", "load_fit",
+    "FIT_PATH", "MIN_ENGINE_RESIDUALS", "CalibratedModel", "ErrorSummary", "HoldoutSummary", "Interval", "StepCostFit",
+    "StepResiduals", "interval_factors", "load_fit", "step_pools",
 ]
 
 FIT_PATH = Path(__file__).with_name("step_cost_fit.json")
@@ -101,6 +101,24 @@ class HoldoutSummary(BaseModel):
     coverage_tpot_before: float | None
 
 
+#: An engine's own held-out step residuals set its step intervals once it has this many of a kind (prefill or
+#: decode); with fewer, the pool of every engine the fit had runs of does.
+MIN_ENGINE_RESIDUALS = 30
+
+
+def step_pools(
+    seen: StepResiduals, unseen: StepResiduals, by_engine: dict[str, StepResiduals], engine: str, known: bool
+) -> tuple[list[float], list[float] | None, list[float], list[float] | None]:
+    """The residuals an engine's prefill and decode step intervals are drawn from: (prefill, prefill's extra pool,
+    decode, decode's extra pool). The engine's own where it has ``MIN_ENGINE_RESIDUALS``, else the pool of fitted
+    engines; an engine the fit has no runs of adds the pool of runs whose engine was left out (the wider end of
+    both is taken, ``interval_factors``)."""
+    own = by_engine.get(engine)
+    prefill = own.prefill if own is not None and len(own.prefill) >= MIN_ENGINE_RESIDUALS else seen.prefill
+    decode = own.decode if own is not None and len(own.decode) >= MIN_ENGINE_RESIDUALS else seen.decode
+    return prefill, None if known else unseen.prefill, decode, None if known else unseen.decode
+
+
 def interval_factors(seen: list[float], unseen: list[float] | None, confidence: float) -> tuple[float, float]:
     """The central interval at `confidence` of residuals log(measured / predicted), as factors on a prediction:
     from `seen`, or, where the engine was not fitted (`unseen` given), the wider of both pools at each end."""
@@ -140,6 +158,8 @@ class StepCostFit(BaseModel):
     #: simulates the user's traffic at (``CalibratedModel.step_factors``).
     step_residuals_engine_seen: StepResiduals
     step_residuals_engine_unseen: StepResiduals
+    #: Each engine's held-out step residuals (its runs, each predicted by a fit that left the run's group out).
+    step_residuals_by_engine: dict[str, StepResiduals]
     #: Leave-one-campaign-out, leave-one-model-out and leave-one-group-out, each table by held-out value
     #: and "overall" (``validation.py``).
     validation: dict[str, dict[str, HoldoutSummary]]
@@ -221,10 +241,10 @@ class CalibratedModel:
         """The one-sided upper bounds of the prefill and decode step costs at `confidence`, over the point costs:
         the SLA check simulates the user's traffic with steps this much slower (``UpperStepCost``). One-sided:
         an SLA is broken only by slow steps, so at 90 % confidence the bound is the residuals' 90th percentile."""
-        seen, unseen = self.fit.step_residuals_engine_seen, self.fit.step_residuals_engine_unseen
-        known, central = self.knows(engine), 2 * confidence - 1  # one-sided: the central interval's upper end
-        prefill = interval_factors(seen.prefill, None if known else unseen.prefill, central)[1]
-        decode = interval_factors(seen.decode, None if known else unseen.decode, central)[1]
+        fit, central = self.fit, 2 * confidence - 1  # one-sided: the central interval's upper end
+        p, p_extra, d, d_extra = step_pools(fit.step_residuals_engine_seen, fit.step_residuals_engine_unseen,
+                                            fit.step_residuals_by_engine, engine, self.knows(engine))  # fmt: skip
+        prefill, decode = interval_factors(p, p_extra, central)[1], interval_factors(d, d_extra, central)[1]
         return StepFactors(prefill=max(prefill, 1.0), decode=max(decode, 1.0))
 
     def upper_step_cost(self, point: FeatureStepCost, engine: str, confidence: float) -> UpperStepCost:

@@ -24,7 +24,14 @@ from recommender.perf.step_fit import (
     in_sample,
     residuals,
 )  # fmt: skip
-from recommender.perf.validation import HOLDOUTS, BracketRows, held_out_predictions, holdout_table, step_residuals
+from recommender.perf.validation import (
+    HOLDOUTS,
+    BracketRows,
+    held_out_predictions,
+    holdout_table,
+    step_residuals,
+    step_residuals_by_engine,
+)  # fmt: skip
 
 __all__ = ["build_fit"]
 
@@ -52,5 +59,6 @@ def build_fit(
         engine_batching={e: p.describe() for e, p in ENGINE_PROFILES.items()},
         step_residuals_engine_seen=step_residuals([p for p in steps if p.engine_fit]),
         step_residuals_engine_unseen=step_residuals([p for p in steps if not p.engine_fit]),
+        step_residuals_by_engine=step_residuals_by_engine(steps),
         validation={name: holdout_table(bracket, settings, name) for name in ("campaign", "model", "group")},
     )  # fmt: skip

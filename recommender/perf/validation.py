@@ -24,7 +24,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recommender.perf.calibrated import CalibratedModel, HoldoutSummary, StepCostFit, StepResiduals, interval_factors
+from recommender.perf.calibrated import (
+    CalibratedModel,
+    HoldoutSummary,
+    StepCostFit,
+    StepResiduals,
+    interval_factors,
+    step_pools,
+)  # fmt: skip
 from recommender.perf.catalog import Catalog
 from recommender.perf.serving_runs import MeasuredRun
 from recommender.perf.shape import ModelShape
@@ -43,7 +50,7 @@ from recommender.perf.step_fit import (
 
 __all__ = [
     "HOLDOUTS", "PREFILL_DOMINATED", "BracketRows", "HeldOutPrediction", "bracket_rows", "held_out_predictions",
-    "holdout_table", "shipped_predictions", "shipped_table", "step_residuals",
+    "holdout_table", "shipped_predictions", "shipped_table", "step_residuals", "step_residuals_by_engine",
 ]  # fmt: skip
 
 #: What is left out whole: a (model, engine, precision) group, a collection campaign, a model.
@@ -149,6 +156,13 @@ def _predicted(rows: BracketRows, coef: np.ndarray, engine_fit: bool) -> HeldOut
                              (min(tpots), max(tpots)), engine_fit, float(rows.lone_prefill @ coef))  # fmt: skip
 
 
+def step_residuals_by_engine(predictions: Sequence[HeldOutPrediction]) -> dict[str, StepResiduals]:
+    """Each engine's held-out step residuals: its runs, each predicted by a fit that left the run's group out (with
+    the engine's own coefficients where the rest held enough of its runs, else the pooled ones: conservative)."""
+    engines = sorted({p.run.engine for p in predictions})
+    return {e: step_residuals([p for p in predictions if p.run.engine == e]) for e in engines}
+
+
 def step_residuals(predictions: Sequence[HeldOutPrediction]) -> StepResiduals:
     """Prefill residuals from the prefill-dominated runs' TTFTs, decode residuals from every run's TPOT."""
     return StepResiduals(
@@ -164,12 +178,13 @@ class _Pools:
     step: tuple[StepResiduals, StepResiduals]
     mean_ttft: tuple[list[float], list[float]]
     mean_tpot: tuple[list[float], list[float]]
+    step_by_engine: dict[str, StepResiduals]
 
     @classmethod
     def of_fit(cls, fit: StepCostFit) -> _Pools:
         seen, unseen = fit.residuals_engine_seen, fit.residuals_engine_unseen
         return cls((fit.step_residuals_engine_seen, fit.step_residuals_engine_unseen), (seen.ttft, unseen.ttft),
-                   (seen.tpot, unseen.tpot))  # fmt: skip
+                   (seen.tpot, unseen.tpot), fit.step_residuals_by_engine)  # fmt: skip
 
     @classmethod
     def of(cls, inner: Sequence[HeldOutPrediction]) -> _Pools:
@@ -180,15 +195,15 @@ class _Pools:
             return [math.log(getattr(p.run, metric) / getattr(p, metric)) for p in ps]
 
         return cls((step_residuals(seen), step_residuals(unseen)), (logs(seen, "ttft_ms"), logs(unseen, "ttft_ms")),
-                   (logs(seen, "tpot_ms"), logs(unseen, "tpot_ms")))  # fmt: skip
+                   (logs(seen, "tpot_ms"), logs(unseen, "tpot_ms")), step_residuals_by_engine(inner))  # fmt: skip
 
 
 def _covered(p: HeldOutPrediction, pools: _Pools, confidence: float) -> tuple[bool, bool, bool, bool]:
     """Whether `p`'s measured TTFT and TPOT lie in the step-and-bracket interval, and in the earlier mean one."""
-    seen, unseen = pools.step
+    pre, pre_extra, dec, dec_extra = step_pools(*pools.step, pools.step_by_engine, p.run.engine, p.engine_fit)
     other = (lambda pair: None) if p.engine_fit else (lambda pair: pair)  # an unfitted engine: the wider pools
-    p_lo, p_hi = interval_factors(seen.prefill, other(unseen.prefill), confidence)
-    d_lo, d_hi = interval_factors(seen.decode, other(unseen.decode), confidence)
+    p_lo, p_hi = interval_factors(pre, pre_extra, confidence)
+    d_lo, d_hi = interval_factors(dec, dec_extra, confidence)
     t_lo, t_hi = interval_factors(pools.mean_ttft[0], other(pools.mean_ttft[1]), confidence)
     o_lo, o_hi = interval_factors(pools.mean_tpot[0], other(pools.mean_tpot[1]), confidence)
     r = p.run
