@@ -154,7 +154,7 @@ def assumptions_of(
     check = (
         "the simulated P99 (a point estimate: the performance model gives no interval)"
         if confidence is None
-        else f"the upper bound of the P99's {confidence:.0%} prediction interval"
+        else f"the P99 of the traffic simulated with every step at its one-sided {confidence:.0%} upper bound"
     )
     fleets = [fleet_of(role, r, spec) for role, r in (("recommended", winner), ("current", current)) if r]
     named = catalog.prices.label if catalog.prices is not None else "none (catalog prices)"

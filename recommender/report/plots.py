@@ -205,7 +205,7 @@ def load_png(curve: LoadCurve, *, load_per_replica: float | None = None) -> byte
         ax.plot(rates, values, marker="o", markersize=4, color="tab:blue", label="simulated P99")
         if all(b is not None for b in bounds) and bounds:
             upper = [b[which] for b in bounds if b is not None]
-            ax.fill_between(rates, values, upper, color="tab:blue", alpha=0.2, label="prediction interval")
+            ax.fill_between(rates, values, upper, color="tab:blue", alpha=0.2, label="steps at upper bound")
         ax.axhline(limit, color="tab:red", linestyle="--", linewidth=1.5, label="SLA limit (P99)")
         ax.axvline(curve.capacity_rate_per_s, color="0.35", linewidth=1.5,
                    label=f"capacity used {curve.capacity_rate_per_s:,.4g} req/s")  # fmt: skip
