@@ -5,11 +5,10 @@ plan, the step-cost model (calibrated per engine on a catalog entry, every launc
 probes measured here for the local device), the continuous-batching simulation and the price.
 `plan` is this without quality, so the two commands cannot drift apart.
 
-Runnable means servable as measured: an evaluation-only scheme, or a scheme none of the
-spec's engines launches on the candidate's device (`recommender.emit.support`: compute
-capability, vendor, kernel), is pruned before anything is loaded, with the engines checked
-and the fix. The engines that do launch it travel with the result (ties prefer more of
-them), and the least load peak among them sizes the memory check.
+Runnable means servable as measured: an evaluation-only scheme, or one none of the spec's engines launches on
+the device (`recommender.emit.support`: compute capability, vendor, kernel), is pruned before anything loads,
+with the engines checked and the fix; those that launch it travel with the result (ties prefer more of them),
+and the least load peak among them sizes the memory check.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ from recommender.perf.calibrated import CalibratedModel, load_fit
 from recommender.perf.catalog import Accelerator, Catalog
 from recommender.perf.engine_profiles import engine_profile
 from recommender.perf.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryFit, plan_memory
+from recommender.perf.physics_capacity import physics_capacity
 from recommender.perf.probe import ProbeResult, probe
 from recommender.perf.scheduler import SchedulerConfig
 from recommender.perf.scheduler import simulate as simulate_workload
@@ -180,25 +180,27 @@ class PerformanceEvaluator:
         if isinstance(setup, CandidateResult):
             return setup
         setup, serving = self._fastest_engine(c, setup)
+        if c.hardware != LOCAL_DEVICE:  # the datasheet's throughput ceiling beside the calibrated capacity
+            t, accel = self.traffic, self.catalog.get(c.hardware)
+            ceiling = physics_capacity(self.shape, setup.method, accel, tensor_parallel=c.tensor_parallel,
+                                       prompt_tokens=t.prompt_tokens, output_tokens=t.output_tokens,
+                                       max_num_seqs=c.batch_size, kv_cache_dtype=c.kv_cache_dtype,
+                                       max_num_batched_tokens=c.max_num_batched_tokens)  # fmt: skip
+            serving = replace(serving, physics_rps_per_replica=ceiling.requests_per_s)
         cost = None
         if serving.requests_per_s > 0 and setup.price_per_hour_usd is not None:  # else no capacity or no price
             cost = estimate_cost(
-                price_per_hour_usd=setup.price_per_hour_usd,
-                price_source=setup.price_source,
-                price_set=setup.price_set,
-                tensor_parallel=c.tensor_parallel,
-                replica_tokens_per_s=serving.tokens_per_s,
-                replica_requests_per_s=serving.requests_per_s,
-                target_requests_per_s=self.traffic.requests_per_second,
-            )
+                price_per_hour_usd=setup.price_per_hour_usd, price_source=setup.price_source, price_set=setup.price_set,
+                tensor_parallel=c.tensor_parallel, replica_tokens_per_s=serving.tokens_per_s,
+                replica_requests_per_s=serving.requests_per_s, target_requests_per_s=self.traffic.requests_per_second,
+            )  # fmt: skip
         return Performance(setup, serving, cost)
 
     def _fastest_engine(self, c: Candidate, setup: Setup) -> tuple[Setup, ServingEstimate]:
         """The engine among those that launch `c` whose calibrated replica carries the most within the SLA.
 
-        The engine is a search dimension evaluated exhaustively: it leaves quality alone and a
-        simulation costs milliseconds, so every launching engine is simulated, not sampled.
-        The local device keeps its measured step times (no engine is modelled there).
+        The engine is a search dimension evaluated exhaustively: it leaves quality alone and a simulation costs
+        milliseconds, so every launching engine is simulated. The local device keeps its measured step times.
         """
         if setup.probe is not None or c.hardware == LOCAL_DEVICE:
             return setup, simulate_serving(setup.step_cost, setup.scheduler, traffic=self.traffic, sla=self.sla)

@@ -25,8 +25,6 @@ from recommender.cost import replicas_needed
 from recommender.emit.support import eligibility
 from recommender.perf.catalog import Accelerator, Catalog
 from recommender.perf.memory import plan_memory
-from recommender.perf.physics_capacity import ALARM_FACTOR, PhysicsCapacity, physics_capacity
-from recommender.perf.serving import ServingEstimate
 from recommender.perf.shape import ModelShape
 from recommender.performance import PerformanceEvaluator
 from recommender.provenance import Provenance
@@ -109,7 +107,6 @@ def _row(
 ) -> PlanRow:  # fmt: skip
     """One row; `result` is the configuration shown (its capacity 0 when not even a lone request meets the SLA)."""
     serving = None if result is None else result.serving
-    ceiling = None if result is None else _ceiling(performance, accel, method, result.candidate)
     cost = None if result is None else result.cost
     capacity = 0.0 if serving is None else serving.requests_per_s
     target = performance.traffic.requests_per_second
@@ -131,40 +128,9 @@ def _row(
         engine=serving.engine if serving else "",
         ttft_p99_high_ms=serving.ttft_p99_high_ms if serving else None,
         tpot_p99_high_ms=serving.tpot_p99_high_ms if serving else None,
-        unpriced=unpriced, physics_rps_per_replica=ceiling.requests_per_s if ceiling else None,
-        physics_alarm=_physics_alarm(serving, performance.sla, ceiling),
+        unpriced=unpriced, physics_rps_per_replica=serving.physics_rps_per_replica if serving else None,
+        physics_alarm=serving.physics_alarm_reason(performance.sla) if serving else "",
     )  # fmt: skip
-
-
-def _ceiling(
-    performance: PerformanceEvaluator, accel: Accelerator, method: QuantMethod, c: Candidate
-) -> PhysicsCapacity:
-    """The throughput ceiling of `c` at the planned lengths, with its batch cap and KV dtype."""
-    t = performance.traffic
-    return physics_capacity(
-        performance.shape, method, accel, tensor_parallel=c.tensor_parallel, prompt_tokens=t.prompt_tokens,
-        output_tokens=t.output_tokens, max_num_seqs=c.batch_size, kv_cache_dtype=c.kv_cache_dtype,
-        max_num_batched_tokens=c.max_num_batched_tokens,
-    )  # fmt: skip
-
-
-def _physics_alarm(serving: ServingEstimate | None, sla: LatencySLA, ceiling: PhysicsCapacity | None) -> str:
-    """Why a capacity within the SLA is far below the throughput ceiling: the SLA nearest its limit, or an error.
-
-    A row with no capacity is not flagged: its note already says that not even a lone request meets the SLA.
-    """
-    if serving is None or ceiling is None or serving.requests_per_s <= 0 or not ceiling.alarms(serving.requests_per_s):
-        return ""
-    ttft, tpot = serving.ttft_p99_checked_ms, serving.tpot_p99_checked_ms
-    which, value, limit = (
-        ("TTFT", ttft, sla.ttft_p99_ms) if ttft / sla.ttft_p99_ms >= tpot / sla.tpot_p99_ms
-        else ("TPOT", tpot, sla.tpot_p99_ms)
-    )  # fmt: skip
-    return (
-        f"{serving.requests_per_s:.3g} req/s is under 1/{ALARM_FACTOR:g} of the {ceiling.requests_per_s:.3g} req/s "
-        f"throughput ceiling: the P99 {which} SLA binds (upper end {value:.4g} ms at this load, SLA {limit:g} ms), "
-        "or the prediction is off — check it (recommender estimate)"
-    )
 
 
 def _gpu_rank(result: CandidateResult, target_rps: float) -> tuple[int, int, float]:

@@ -85,3 +85,31 @@ def test_plan_cli_shows_the_physics_column_and_the_flag() -> None:
     fp8 = next(r for r in rows if r["precision"] == "fp8")
     assert fp8["physics_rps_per_replica"] > ALARM_FACTOR * fp8["max_rps_per_replica"] > 0
     assert "SLA binds" in fp8["physics_alarm"]
+
+
+def test_the_search_flags_a_far_off_capacity_in_its_line_and_the_recommendations_notes() -> None:
+    """The ceiling travels on every catalog GPU's serving estimate, so the search's per-candidate line and the
+    recommendation's notes flag what `plan` flags."""
+    from dataclasses import replace
+
+    from recommender.candidate import Candidate, CandidateResult
+    from recommender.perf.results import Percentiles
+    from recommender.perf.serving import ServingEstimate
+    from recommender.provenance import Provenance
+    from recommender.recommendation import build
+    from recommender.report.console import _line
+
+    sla = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=80)
+    serving = ServingEstimate(Percentiles(500, 900, 1000), Percentiles(40, 50, 60), 0.2, 256.0, 0.2,
+                              Provenance("modeled", "test"), engine="vllm", ttft_p99_high_ms=1990,
+                              tpot_p99_high_ms=70, confidence=0.9, physics_rps_per_replica=3.0)  # fmt: skip
+    assert serving.physics_alarm and "P99 TTFT SLA binds" in serving.physics_alarm_reason(sla)
+    near = replace(serving, physics_rps_per_replica=0.2 * ALARM_FACTOR * 0.9)
+    assert not near.physics_alarm and near.physics_alarm_reason(sla) == ""
+    assert not replace(serving, requests_per_s=0.0).physics_alarm  # no capacity at all is said elsewhere
+
+    c = Candidate(precision="fp8", method="fp8-dynamic", hardware="l40s", batch_size=64, tensor_parallel=2)
+    result = CandidateResult(c, "evaluated", {}, [], serving=serving)
+    assert "(!)" in _line(result)
+    rec = build([result], current_key=c.key, study="s", model="m", release="r", use_case="u", sla=sla)
+    assert any(n.startswith("physics alarm, current") and "throughput ceiling" in n for n in rec.notes)

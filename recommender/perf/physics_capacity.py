@@ -58,10 +58,6 @@ class PhysicsCapacity:
     weight_bytes_per_device: float
     kv_bytes_per_token_per_device: float
 
-    def alarms(self, calibrated_rps: float) -> bool:
-        """Whether a calibrated capacity is below this ceiling by more than `ALARM_FACTOR`."""
-        return calibrated_rps < self.requests_per_s / ALARM_FACTOR
-
 
 def physics_capacity(
     shape: ModelShape, method: QuantMethod, accel: Accelerator, *, tensor_parallel: int, prompt_tokens: int,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from recommender.cost import replicas_needed
 from recommender.perf.capacity import max_rate_within_sla
+from recommender.perf.physics_capacity import ALARM_FACTOR
 from recommender.perf.results import Percentiles
 from recommender.perf.scheduler import SchedulerConfig, simulate
 from recommender.perf.workload import make_workload
@@ -51,6 +52,31 @@ class ServingEstimate:
     ttft_p99_high_ms: float | None = None
     tpot_p99_high_ms: float | None = None
     confidence: float | None = None
+    #: The datasheet's throughput ceiling on one replica, no SLA (``physics_capacity.py``; None: the local device).
+    physics_rps_per_replica: float | None = None
+
+    @property
+    def physics_alarm(self) -> bool:
+        """Whether the capacity within the SLA is under 1/``ALARM_FACTOR`` of the throughput ceiling (a capacity of
+        0 is not flagged: not even a lone request meets the SLA, which is said elsewhere)."""
+        ceiling = self.physics_rps_per_replica
+        return ceiling is not None and 0 < self.requests_per_s < ceiling / ALARM_FACTOR
+
+    def physics_alarm_reason(self, sla: LatencySLA) -> str:
+        """Why the capacity is far below the throughput ceiling: the SLA nearest its limit, or an error ("" when
+        not flagged)."""
+        if not self.physics_alarm:
+            return ""
+        ttft, tpot = self.ttft_p99_checked_ms, self.tpot_p99_checked_ms
+        which, value, limit = (
+            ("TTFT", ttft, sla.ttft_p99_ms) if ttft / sla.ttft_p99_ms >= tpot / sla.tpot_p99_ms
+            else ("TPOT", tpot, sla.tpot_p99_ms)
+        )  # fmt: skip
+        return (
+            f"{self.requests_per_s:.3g} req/s is under 1/{ALARM_FACTOR:g} of the {self.physics_rps_per_replica:.3g} "
+            f"req/s throughput ceiling: the P99 {which} SLA binds (upper end {value:.4g} ms at this load, SLA "
+            f"{limit:g} ms), or the prediction is off — check it (recommender estimate)"
+        )
 
     @property
     def ttft_p99_checked_ms(self) -> float:

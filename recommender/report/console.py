@@ -82,4 +82,5 @@ def _line(result: CandidateResult) -> str:
     """An evaluated candidate in one line: its key, its monthly cost at the traffic, feasible or what it broke."""
     price = "-" if result.usd_per_month is None else f"${result.usd_per_month:,.0f}/month"
     verdict = "feasible" if result.feasible else ("; ".join(result.broken)[:90] or result.quality_verdict)
-    return f"{result.candidate.key:<44} {price:>14}  {verdict}"
+    alarm = " (!) capacity far under its physics ceiling" if result.serving and result.serving.physics_alarm else ""
+    return f"{result.candidate.key:<44} {price:>14}  {verdict}{alarm}"

@@ -198,7 +198,8 @@ def load_caption(curve: LoadCurve, winner: CandidateResult | None) -> str:
     sla = curve.sla
     load = winner.serving.load_per_replica_rps if winner is not None and winner.serving is not None else None
     target = f"dotted green: the load each replica carries at the target traffic ({load:,.4g} req/s); " if load else ""
-    band = "shaded: up to the P99 with every step at its upper bound; " if any(point_interval(p) is not None for p in curve.points) else ""
+    upper = any(point_interval(p) is not None for p in curve.points)
+    band = "shaded: up to the P99 with every step at its upper bound; " if upper else ""
     return (
         f"P99 latency of one replica of {key} against request rate, {curve.provenance.kind} "
         f"({curve.provenance}). Dashed red: SLA P99 TTFT {sla.ttft_p99_ms:g} ms and P99 TPOT {sla.tpot_p99_ms:g} ms; "
