@@ -5,19 +5,22 @@
 (--runs defaults to the runs shipped in recommender/perf/measured_runs, with their source in SOURCE.md.)
 
 Every measured closed-loop run shipped in recommender/perf/measured_runs is replayed through the
-closed-loop benchmark simulation (recommender/perf/closed_loop.py). For each group, the
-step cost is fitted on the other groups (per engine where that engine has other runs,
-engine-agnostic otherwise) and the group's mean TTFT and TPOT are predicted. Prints median
-and P90 |error| per group and overall, for the cross-validation (the measure) and in
-sample (what the shipped coefficients do on the runs they saw). Targets (issue 14): TPOT
-median <= 10 % (P90 <= 25 %), TTFT median <= 25 % (P90 <= 60 %).
+closed-loop benchmark simulation (recommender/perf/closed_loop.py) under every client protocol
+(step_fit.CLIENT_PROTOCOLS: opening burst counted or dropped, mean TPOT or decode inter-token latency).
+Leaving out in turn each (model, engine, precision) group, each campaign and each model, the step cost
+is fitted on the rest (per engine where that engine has other runs, engine-agnostic otherwise) and the
+held-out runs are predicted: median and P90 |error| with each campaign's modelled client, the error
+outside the protocol bracket, the share of runs the bracket explains, and the coverage of the nominal
+90 % intervals (recommender/perf/validation.py). Targets (issue 27): TTFT median <= 25 % (P90 <= 60 %),
+TPOT median <= 8 % (P90 <= 20 %), coverage 80-95 %, under leave-one-campaign-out and leave-one-model-out.
 
---predict FILE replays the runs of another file (same columns: other GPUs, models, engines) through the
-shipped fit, which never saw them, and prints the error per (GPU, model, engine, precision) group, with
-the rows it could not replay and why: how a measured set held out from the calibration is judged.
+--predict FILE replays the runs of another file (same columns, an optional `campaign` column: other GPUs,
+models, engines) through the shipped fit, which never saw them, and prints the same figures per (campaign,
+GPU, model, engine, precision) group with the shipped intervals, and the rows it could not replay and why:
+how a measured set held out from the calibration is judged.
 
---write refits on every run and writes recommender/perf/step_cost_fit.json, the artifact
-the search, `plan` and `estimate` use (its residuals give their prediction intervals).
+--write refits on every run and writes recommender/perf/step_cost_fit.json, the artifact the search,
+`plan` and `estimate` use (its held-out step residuals give the SLA check's upper step costs).
 Also replays the runs through the uncalibrated roofline (assumed efficiencies) for the
 before/after comparison.
 """
