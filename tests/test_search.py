@@ -13,7 +13,7 @@ import yaml
 from mlflow import MlflowClient
 
 from recommender.candidate import Candidate
-from recommender.decision import pick
+from recommender.decision import COST_TOLERANCE, pick
 from recommender.report.artifacts import write_documents
 from recommender.spec import load_spec
 from recommender.study import grid, prepare, run_search
@@ -168,9 +168,13 @@ def test_search_matches_exhaustive_grid_and_report_regenerates(tmp_path: Path, d
         assert supported, launch
         assert all(batch_flag[engine] in (launch[engine].command or "") for engine in supported)
 
-    # The study is a Pareto front over (cost, quality loss) as well.
+    # The study is a Pareto front over ($/month, quality loss) as well, and its cheapest feasible trial is the
+    # decision's winner or one of its ties (the sampler steers by the cost that decides).
     study = optuna.load_study(study_name=spec.study_name, storage=storage)
     assert len(study.directions) == 2 and study.best_trials
+    if best is not None and winner is not None:
+        cheapest = min(study.best_trials, key=lambda t: t.values[0])
+        assert cheapest.values[0] == pytest.approx(winner.usd_per_month, rel=COST_TOLERANCE)
 
     for name in ("recommendation.json", "results.json", "report.md", "report.html"):
         assert (outcome.output_dir / name).is_file(), name

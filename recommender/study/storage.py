@@ -18,9 +18,10 @@ if TYPE_CHECKING:
     import optuna
 
 DEFAULT_STORAGE = "sqlite:///mlruns/optuna.db"
-#: What the study minimises: the cost, and the quality loss (mean KL against bf16; see CandidateResult).
+#: What the study minimises: what the decision ranks by ($/month at the spec's traffic, so the sampler steers by
+#: the cost that decides), and the quality loss (mean KL against bf16; see CandidateResult).
 OBJECTIVES: dict[str, Literal["minimize", "maximize"]] = {
-    "usd_per_1m_tokens": "minimize",
+    "usd_per_month": "minimize",
     "quality_loss_mean_kl": "minimize",
 }
 #: The spec's fingerprint: a rerun with another spec under the same study name is refused. Stored last.

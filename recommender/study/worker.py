@@ -141,7 +141,7 @@ class StudyWorker:
             raise TrialFailed("; ".join(result.broken))
         if result.status == "pruned":
             raise optuna.TrialPruned("; ".join(result.broken))
-        cost = result.usd_per_1m_tokens
+        cost = result.usd_per_month  # what the decision ranks by (``storage.OBJECTIVES``)
         return (cost if cost is not None and math.isfinite(cost) else math.inf), result.quality_loss
 
     def _stop_if_interrupted(self) -> None:
