@@ -7,6 +7,7 @@ Kept below both, it lets neither import the other.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 
@@ -32,3 +33,11 @@ def local_device() -> DeviceInfo:
     if torch.cuda.is_available():
         return DeviceInfo("cuda", torch.cuda.get_device_capability(0))
     return DeviceInfo("cpu")
+
+
+def local_memory_gb() -> float:
+    """This machine's memory in GB (0 where the OS does not say): what a local candidate must fit in."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    except (ValueError, OSError):
+        return 0.0

@@ -13,14 +13,13 @@ and the least load peak among them sizes the memory check.
 
 from __future__ import annotations
 
-import os
 import statistics
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from recommender.candidate import CONSTRAINT_KEYS, Candidate, CandidateResult
 from recommender.cost import CostEstimate, estimate_cost
-from recommender.device import DeviceInfo
+from recommender.device import DeviceInfo, local_memory_gb
 from recommender.emit.support import DEFAULT_ENGINES, Eligibility, eligibility
 from recommender.errors import MethodUnavailableError
 from recommender.perf.calibrated import CalibratedModel, load_fit
@@ -45,13 +44,6 @@ if TYPE_CHECKING:
 
 #: Fraction of accelerator memory the serving engine may use (vLLM's default gpu_memory_utilization).
 GPU_MEMORY_UTILIZATION = DEFAULT_GPU_MEMORY_UTILIZATION
-
-
-def local_memory_gb() -> float:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
-    except (ValueError, OSError):
-        return 0.0
 
 
 def pruned(c: Candidate, key: str, why: str, memory: MemoryFit | None = None) -> CandidateResult:
@@ -164,6 +156,7 @@ class PerformanceEvaluator:
     require_price: bool = True
     calibrated: CalibratedModel = field(default_factory=lambda: CalibratedModel(load_fit()))
     _probes: dict[tuple[str, int], ProbeResult] = field(default_factory=dict)
+    _performances: dict[Candidate, CandidateResult | Performance] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def probes_run(self) -> int:
@@ -175,7 +168,13 @@ class PerformanceEvaluator:
         return performance if isinstance(performance, CandidateResult) else speed_result(c, performance, self.sla)
 
     def performance(self, c: Candidate) -> CandidateResult | Performance:
-        """The pruned result, or the candidate's serving estimate and price."""
+        """The pruned result, or the candidate's serving estimate and price: computed once per candidate (the
+        search, its GPU mix and the load curve all ask; each answer simulates every launching engine)."""
+        if c not in self._performances:
+            self._performances[c] = self._performance(c)
+        return self._performances[c]
+
+    def _performance(self, c: Candidate) -> CandidateResult | Performance:
         setup = self.setup(c)
         if isinstance(setup, CandidateResult):
             return setup
@@ -346,10 +345,8 @@ class PerformanceEvaluator:
         return served
 
     def load_curve(self, c: Candidate, *, points: int = 8) -> LoadCurve | None:
-        """P99 TTFT and TPOT of one replica from a trickle of traffic up to 1.3x its capacity within the SLA.
-
-        None for a pruned candidate. Probes are kept per process: after a resume a local winner is probed again.
-        """
+        """P99 TTFT and TPOT of one replica from a trickle of traffic up to 1.3x its capacity within the SLA (None:
+        pruned). Probes are kept per process: after a resume a local winner is probed again."""
         performance = self.performance(c)
         if isinstance(performance, CandidateResult):
             return None
@@ -380,11 +377,8 @@ class PerformanceEvaluator:
         return self._probes[key]
 
     def _measured_step_cost(self, c: Candidate, local: LocalMeasurement) -> tuple[TableStepCost, ProbeResult]:
-        """Step times measured here at batch 1, every searched batch size up to the candidate's, and its own.
-
-        The simulator's decode steps run at every batch size up to ``max_num_seqs``; between
-        measured sizes the table interpolates, so each figure rests on a measured one.
-        """
+        """Step times measured here at batch 1, every searched batch size up to the candidate's, and its own: the
+        simulator's decode steps run at every batch size up to ``max_num_seqs``, interpolated between them."""
         sizes = sorted({1, c.batch_size} | {b for b in local.batch_sizes if b <= c.batch_size})
         probes = [self._probe(local, c.method, b) for b in sizes]
         own = probes[-1]

@@ -123,3 +123,22 @@ def test_plan_progress_shows_on_a_terminal_and_leaves_nothing_behind_elsewhere()
         done("h100-sxm/bf16")
         done("h100-sxm/fp8")
     assert "planning" in tty.getvalue() and "2/2" in tty.getvalue()
+
+
+def test_a_candidates_performance_is_computed_once_per_evaluator() -> None:
+    """The search, its GPU mix and the load curve all ask for a candidate's performance; each answer simulates
+    every launching engine, so it is kept: the second ask returns the same object."""
+    from recommender.architectures import load_architecture
+    from recommender.candidate import Candidate
+    from recommender.perf.catalog import load_catalog
+    from recommender.performance import PerformanceEvaluator
+    from recommender.spec import LatencySLA, Traffic
+
+    evaluator = PerformanceEvaluator(load_catalog(), load_architecture("llama-3.1-8b")[1],
+                                     Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5),
+                                     LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100))  # fmt: skip
+    c = Candidate(precision="fp8", method="fp8-dynamic", hardware="h100-sxm", batch_size=64)
+    first = evaluator.performance(c)
+    assert evaluator.performance(c) is first
+    assert evaluator.performance(Candidate(precision="fp8", method="fp8-dynamic", hardware="h100-sxm",
+                                           batch_size=256)) is not first  # fmt: skip
