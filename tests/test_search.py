@@ -193,3 +193,32 @@ def test_search_matches_exhaustive_grid_and_report_regenerates(tmp_path: Path, d
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip
     assert unknown.returncode == 2 and "Traceback" not in unknown.stderr and "run_id" in unknown.stderr
+
+
+def test_a_worker_parses_each_stored_result_once() -> None:
+    """Each trial re-reads what every worker stored; a finished trial's result is parsed the first time only, so
+    the trial overhead does not grow with the stored trials' count (it was quadratic over a study)."""
+    import optuna
+
+    from recommender.candidate import CONSTRAINT_KEYS, CandidateResult
+    from recommender.serialization import to_data
+    from recommender.study.worker import RESULT_ATTR, load_known
+
+    def stored(batch: int) -> optuna.trial.FrozenTrial:
+        c = Candidate(precision="bf16", method="baseline", hardware="l4", batch_size=batch)
+        result = CandidateResult(c, "pruned", dict.fromkeys(CONSTRAINT_KEYS, 0.0), ["memory: test"])
+        attrs = {RESULT_ATTR: to_data(result)}
+        return optuna.trial.create_trial(state=optuna.trial.TrialState.PRUNED, user_attrs=attrs)
+
+    study = optuna.create_study(directions=["minimize", "minimize"])
+    for batch in (4, 8, 4):
+        study.add_trial(stored(batch))
+    parsed: dict[int, CandidateResult | None] = {}
+    known = load_known(study, parsed)
+    assert sorted(known) == sorted({Candidate("bf16", "baseline", "l4", b).key for b in (4, 8)})
+    assert known[Candidate("bf16", "baseline", "l4", 4).key][0] == 0  # the first trial that answered it
+    first = parsed[0]
+    study.add_trial(stored(16))
+    again = load_known(study, parsed)
+    assert len(parsed) == 4 and parsed[0] is first  # the three stored before were not parsed again
+    assert len(again) == 3 and again == load_known(study)  # the same answer as a fresh parse

@@ -52,19 +52,31 @@ class TrialFailed(Exception):
     """The candidate's evaluation raised; the trial is FAIL with this reason, the study goes on."""
 
 
-def load_known(study: optuna.Study) -> dict[str, tuple[int, CandidateResult]]:
-    """Every candidate any worker has answered, by key: (first trial number, result)."""
+def load_known(
+    study: optuna.Study, parsed: dict[int, CandidateResult | None] | None = None
+) -> dict[str, tuple[int, CandidateResult]]:
+    """Every candidate any worker has answered, by key: (first trial number, result).
+
+    `parsed` keeps each finished trial's answer (None: not one the study counts) across calls: a finished
+    trial's attributes never change, so a worker parses each stored result once, not once per trial.
+    """
     import optuna
 
+    parsed = {} if parsed is None else parsed
     states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
-    known: dict[str, tuple[int, CandidateResult]] = {}
-    for t in sorted(study.get_trials(deepcopy=False, states=states), key=lambda t: t.number):
-        if RESULT_ATTR not in t.user_attrs:  # a killed trial has none: its retry evaluates it
+    for t in study.get_trials(deepcopy=False, states=states):
+        if t.number in parsed:
             continue
-        result = from_data(CandidateResult, t.user_attrs[RESULT_ATTR])
-        if t.state == optuna.trial.TrialState.FAIL and result.status != "failed":
-            continue  # interrupted (Ctrl-C) after its evaluation: not an answer the study counts
-        known.setdefault(result.candidate.key, (t.number, result))
+        result = from_data(CandidateResult, t.user_attrs[RESULT_ATTR]) if RESULT_ATTR in t.user_attrs else None
+        # A killed trial has no result (its retry evaluates it); one interrupted (Ctrl-C) after its evaluation
+        # is not an answer the study counts.
+        counted = result is not None and (t.state != optuna.trial.TrialState.FAIL or result.status == "failed")
+        parsed[t.number] = result if counted else None
+    known: dict[str, tuple[int, CandidateResult]] = {}
+    for number in sorted(parsed):
+        answer = parsed[number]
+        if answer is not None:
+            known.setdefault(answer.candidate.key, (number, answer))
     return known
 
 
@@ -94,6 +106,7 @@ class StudyWorker:
     interrupted: threading.Event | None = None
     known: dict[str, tuple[int, CandidateResult]] = field(default_factory=dict)
     evaluated_here: int = 0
+    _parsed: dict[int, CandidateResult | None] = field(default_factory=dict, repr=False)
 
     def _status(self, line: str) -> None:
         if self.on_status is not None:
@@ -103,7 +116,7 @@ class StudyWorker:
         return int(self.study.user_attrs[BUDGET_ATTR])
 
     def refresh(self) -> dict[str, tuple[int, CandidateResult]]:
-        self.known = load_known(self.study)
+        self.known = load_known(self.study, self._parsed)
         return self.known
 
     def results(self) -> list[CandidateResult]:
