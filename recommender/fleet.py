@@ -87,12 +87,13 @@ def plan_fleet(
     hardware = plan_hardware(spec)
     # plan's own scheme per precision (PLAN_METHODS), at the tensor-parallel degree that fits and costs least.
     precisions = plan_precisions(spec)
+    engines = tuple(spec.engines)  # the rows, the schedule and the mix served by the same engines
     rows = plan(shape, catalog, hardware=hardware, precisions=precisions, traffic=traffic, sla=sla,
-                batch_sizes=spec.space.batch_sizes, on_row=on_row)  # fmt: skip
+                batch_sizes=spec.space.batch_sizes, on_row=on_row, engines=engines)  # fmt: skip
     winner = winner_row(rows)
     autoscale = None if winner is None else _schedule(spec, winner, catalog, policy)
     buckets = length_buckets(traffic.profile, traffic.prompt_tokens, traffic.output_tokens, policy.prompt_buckets)
-    performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=tuple(spec.engines))
+    performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines)
     options = [_option(r) for r in rows if r.usd_per_month is not None]
     rates = hourly_rates(traffic.profile, traffic.requests_per_second)
     mix = plan_mix(performance, options, buckets, hourly_rps=rates, headroom=policy.headroom,

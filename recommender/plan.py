@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from recommender.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, CandidateResult
 from recommender.cost import replicas_needed
-from recommender.emit.support import eligibility
+from recommender.emit.support import DEFAULT_ENGINES, eligibility
 from recommender.perf.catalog import Accelerator, Catalog
 from recommender.perf.memory import plan_memory
 from recommender.perf.shape import ModelShape
@@ -175,6 +175,7 @@ def _fitting(
 def plan_one(
     shape: ModelShape, accel: Accelerator, precision: str, *, traffic: Traffic, sla: LatencySLA,
     batch_sizes: list[int], kv_cache_dtype: str = "auto", catalog: Catalog | None = None,
+    engines: tuple[str, ...] = DEFAULT_ENGINES,
 ) -> PlanRow:  # fmt: skip
     """The cheapest (tensor-parallel degree, batch size) among the degrees that hold one request.
 
@@ -187,7 +188,7 @@ def plan_one(
     with a lone request's P99s (how far off it is) and capacity 0.
     """
     catalog = catalog or Catalog(accelerators={accel.key: accel}, source="plan")
-    performance = PerformanceEvaluator(catalog, shape, traffic, sla, require_price=False)
+    performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines, require_price=False)
     method = _method_for(precision, accel)
     served = eligibility(method, accel.device, performance.engines)
     if not served.launchable:
@@ -212,18 +213,19 @@ def weights_gb(shape: ModelShape, method: QuantMethod, tensor_parallel: int) -> 
 def plan(
     shape: ModelShape, catalog: Catalog, *, hardware: list[str], precisions: list[str], traffic: Traffic,
     sla: LatencySLA, batch_sizes: list[int], kv_cache_dtype: str = "auto",
-    on_row: Callable[[str], None] | None = None,
+    on_row: Callable[[str], None] | None = None, engines: tuple[str, ...] = DEFAULT_ENGINES,
 ) -> list[PlanRow]:  # fmt: skip
     """Every (GPU, precision) pair, cheapest per month at the traffic first (then per token, as the search
     ranks); rows without a price (none fits, none meets the SLA, or the price set does not price the GPU) last.
     `on_row` hears each pair's "gpu/precision" once it is planned (a progress bar: each pair is up to four
-    tensor-parallel degrees x the batch sizes of simulations)."""
+    tensor-parallel degrees x the batch sizes of simulations). `engines`: those a row may be served by (a spec's
+    `engines`; the search and the GPU mix use the same)."""
     rows = []
     for hw in hardware:
         accel = catalog.get(hw, field="--hardware")
         for p in precisions:
             rows.append(plan_one(shape, accel, p, traffic=traffic, sla=sla, batch_sizes=batch_sizes,
-                                 kv_cache_dtype=kv_cache_dtype, catalog=catalog))  # fmt: skip
+                                 kv_cache_dtype=kv_cache_dtype, catalog=catalog, engines=engines))  # fmt: skip
             if on_row is not None:
                 on_row(f"{hw}/{p}")
     return sorted(rows, key=lambda r: (r.usd_per_month is None, r.usd_per_month or 0.0, r.usd_per_1m_tokens or 0.0))

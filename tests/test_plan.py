@@ -142,3 +142,20 @@ def test_a_candidates_performance_is_computed_once_per_evaluator() -> None:
     assert evaluator.performance(c) is first
     assert evaluator.performance(Candidate(precision="fp8", method="fp8-dynamic", hardware="h100-sxm",
                                            batch_size=256)) is not first  # fmt: skip
+
+
+def test_plan_rows_are_served_by_the_engines_given() -> None:
+    """`plan --spec` passes the spec's engines to its rows as to its GPU mix: a row is never served by an engine
+    the spec left out."""
+    from recommender.architectures import load_architecture
+    from recommender.perf.catalog import load_catalog
+    from recommender.plan import plan_one
+    from recommender.spec import LatencySLA, Traffic
+
+    catalog = load_catalog()
+    args = {"traffic": Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5),
+            "sla": LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100), "batch_sizes": [64], "catalog": catalog}
+    shape, h100 = load_architecture("llama-3.1-8b")[1], catalog.get("h100-sxm")
+    for engines in (("sglang",), ("vllm",)):
+        row = plan_one(shape, h100, "fp8", engines=engines, **args)  # type: ignore[arg-type]
+        assert row.engine == engines[0], row
