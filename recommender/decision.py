@@ -21,8 +21,9 @@ every worker and the report call these functions — the rule is written once.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from recommender.candidate import CandidateResult
 
@@ -38,6 +39,23 @@ TIE_POLICY = (
 PRECISION_BITS = {"bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
 #: Bits per KV-cache element of each kv_cache_dtype.
 KV_BITS = {"auto": 16, "fp8": 8}
+
+T = TypeVar("T")
+
+
+def least_quantized(precision: str, kv_cache_dtype: str = "auto") -> tuple[int, int]:
+    """The tie rule's "least quantized" order, smaller first: more bits per weight, then per KV-cache element."""
+    return -PRECISION_BITS.get(precision, 0), -KV_BITS.get(kv_cache_dtype, 0)
+
+
+def tie_band(items: Iterable[T], month: Callable[[T], float]) -> list[T]:
+    """The items whose $/month is within ``COST_TOLERANCE`` of the cheapest one's (the decision's ties), in order:
+    the one tie band for candidates, `plan`'s rows and the GPU mix's pools."""
+    items = list(items)
+    if not items:
+        return []
+    ceiling = min(month(i) for i in items) * (1 + COST_TOLERANCE)
+    return [i for i in items if month(i) <= ceiling]
 
 
 def _month(result: CandidateResult) -> float:
@@ -56,7 +74,7 @@ def _cost(result: CandidateResult) -> tuple[float, float]:
 def _before_quality(result: CandidateResult) -> tuple[int, int, int]:
     """The tie rule's keys that come before quality, smaller first: least quantized, then most engines."""
     c = result.candidate
-    return -PRECISION_BITS.get(c.precision, 0), -KV_BITS.get(c.kv_cache_dtype, 0), -len(result.engines)
+    return (*least_quantized(c.precision, c.kv_cache_dtype), -len(result.engines))
 
 
 def _tie_rank(result: CandidateResult) -> tuple[tuple[int, int, int], float, float, str]:
@@ -90,11 +108,7 @@ def cost_bound(results: Iterable[CandidateResult]) -> CostBound | None:
 
 def tied(results: Iterable[CandidateResult]) -> list[CandidateResult]:
     """Every feasible candidate within the tie tolerance of the cheapest feasible $/month, cheapest first."""
-    feasible = _priced_feasible(results)
-    bound = cost_bound(feasible)
-    if bound is None:
-        return []
-    return sorted((r for r in feasible if _month(r) <= bound.usd_per_month), key=_cost)
+    return sorted(tie_band(_priced_feasible(results), _month), key=_cost)
 
 
 def pick(results: Iterable[CandidateResult]) -> CandidateResult | None:

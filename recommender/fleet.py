@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from recommender.autoscale import AutoscaleSchedule, schedule
 from recommender.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate
-from recommender.decision import COST_TOLERANCE, PRECISION_BITS
+from recommender.decision import least_quantized, tie_band
 from recommender.length_buckets import length_buckets
 from recommender.mix_plan import GpuMix, PoolOption, plan_mix
 from recommender.perf.catalog import Catalog
@@ -41,11 +41,8 @@ class FleetPlan:
 def winner_row(rows: list[PlanRow]) -> PlanRow | None:
     """The cheapest row per month at the peak; within the tie tolerance, the least quantized (the decision's rule)."""
     priced = [r for r in rows if r.usd_per_month is not None]
-    if not priced:
-        return None
-    floor = min(r.usd_per_month or math.inf for r in priced) * (1 + COST_TOLERANCE)
-    tied = [r for r in priced if (r.usd_per_month or math.inf) <= floor]
-    return min(tied, key=lambda r: (-PRECISION_BITS.get(r.precision, 0), r.usd_per_month, r.usd_per_1m_tokens))
+    tied = tie_band(priced, lambda r: r.usd_per_month or math.inf)
+    return min(tied, key=lambda r: (least_quantized(r.precision), r.usd_per_month, r.usd_per_1m_tokens), default=None)
 
 
 def _schedule(spec: SearchSpec, winner: PlanRow, catalog: Catalog, policy: FleetPolicy) -> AutoscaleSchedule | None:

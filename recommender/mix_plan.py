@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from recommender.candidate import Candidate
 from recommender.cost import HOURS_PER_MONTH
-from recommender.decision import COST_TOLERANCE, KV_BITS, PRECISION_BITS
+from recommender.decision import COST_TOLERANCE, least_quantized
 from recommender.emit import EmittedConfig
 from recommender.emit.launch import launch_commands
 from recommender.gpu_mix import (
@@ -131,7 +131,7 @@ def _problem(
 
 def _least_quantized_first(c: Candidate) -> tuple[int, int, str]:
     """The decision's tie order: of two pools that serve alike, the one with more bits is kept."""
-    return -PRECISION_BITS.get(c.precision, 0), -KV_BITS.get(c.kv_cache_dtype, 0), c.key
+    return (*least_quantized(c.precision, c.kv_cache_dtype), c.key)
 
 
 def _verdict(mix_usd: float, single: SingleFleet, single_key: str) -> tuple[bool, str]:

@@ -159,3 +159,15 @@ def test_a_candidate_costing_the_same_per_month_is_not_a_rejected_saving() -> No
     same_month = _priced("int4/w4a16-gptq-g128@l40s", 795.7, feasible=False)
     cheaper = _priced("int8/int8-w8a8@a10g", 734.4, feasible=False)
     assert decision.rejected_cheaper([winner, same_month, cheaper], winner) == [cheaper]
+
+
+def test_one_tie_band_and_one_least_quantized_order_on_plain_values() -> None:
+    """The tie rule's parts as pure functions: candidates, plan rows and GPU-mix pools all use these."""
+    from recommender.decision import COST_TOLERANCE, least_quantized, tie_band
+
+    months = {"a": 100.0, "b": 100.0 * (1 + COST_TOLERANCE), "c": 100.0 * (1 + 2 * COST_TOLERANCE), "d": 300.0}
+    assert tie_band(months, months.__getitem__) == ["a", "b"]
+    assert tie_band([], months.__getitem__) == []
+    order = sorted([("int4", "auto"), ("bf16", "fp8"), ("fp8", "auto"), ("bf16", "auto")],
+                   key=lambda pk: least_quantized(*pk))  # fmt: skip
+    assert order == [("bf16", "auto"), ("bf16", "fp8"), ("fp8", "auto"), ("int4", "auto")]
