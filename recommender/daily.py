@@ -9,6 +9,7 @@ only, not at each bucket's lengths.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from recommender.autoscale import AutoscaleSchedule, schedule
@@ -20,20 +21,38 @@ from recommender.traffic import FleetPolicy, hourly_rates
 if TYPE_CHECKING:
     from recommender.candidate import CandidateResult
     from recommender.performance import PerformanceEvaluator
+    from recommender.provenance import Provenance
     from recommender.spec import SearchSpec
 
-__all__ = ["daily_answers"]
+__all__ = ["ScheduledWinner", "daily_answers", "schedule_and_mix"]
 
 
-def _winner_schedule(spec: SearchSpec, winner: CandidateResult, policy: FleetPolicy) -> AutoscaleSchedule | None:
-    if winner.serving is None or winner.cost is None or winner.serving.requests_per_s <= 0:
-        return None
-    return schedule(
-        hourly_rates(spec.traffic.profile, spec.traffic.requests_per_second), candidate_key=winner.key,
-        capacity_rps=winner.serving.requests_per_s,
-        usd_per_replica_hour=winner.cost.price_per_hour_usd * winner.candidate.tensor_parallel,
-        headroom=policy.headroom, min_replicas=policy.min_replicas, provenance=winner.serving.provenance,
+@dataclass(frozen=True, slots=True)
+class ScheduledWinner:
+    """What a replica schedule needs of the recommended configuration: its capacity at the SLA and its price."""
+
+    key: str
+    capacity_rps: float
+    usd_per_replica_hour: float
+    provenance: Provenance
+
+
+def schedule_and_mix(
+    spec: SearchSpec, performance: PerformanceEvaluator, options: list[PoolOption], winner: ScheduledWinner | None
+) -> tuple[AutoscaleSchedule | None, GpuMix | None]:
+    """The winner's replicas hour by hour over the spec's day, and the cheapest GPU mix among `options`: the one
+    computation behind `recommender plan SPEC` (modeled rows) and the search (measured candidates)."""
+    policy, traffic = spec.fleet or FleetPolicy(), spec.traffic
+    rates = hourly_rates(traffic.profile, traffic.requests_per_second)
+    autoscale = None if winner is None else schedule(
+        rates, candidate_key=winner.key, capacity_rps=winner.capacity_rps,
+        usd_per_replica_hour=winner.usd_per_replica_hour, headroom=policy.headroom,
+        min_replicas=policy.min_replicas, provenance=winner.provenance,
     )  # fmt: skip
+    buckets = length_buckets(traffic.profile, traffic.prompt_tokens, traffic.output_tokens, policy.prompt_buckets)
+    mix = plan_mix(performance, options, buckets, hourly_rps=rates, headroom=policy.headroom,
+                   model=spec.model.source) if options else None  # fmt: skip
+    return autoscale, mix
 
 
 def _mix_options(results: list[CandidateResult]) -> list[PoolOption]:
@@ -53,11 +72,9 @@ def daily_answers(
     spec: SearchSpec, performance: PerformanceEvaluator, results: list[CandidateResult], winner: CandidateResult
 ) -> tuple[AutoscaleSchedule | None, GpuMix | None]:
     """The winner's schedule over the profile's day and the GPU mix among the feasible candidates."""
-    policy = spec.fleet or FleetPolicy()
-    traffic = spec.traffic
-    options = _mix_options(results)
-    rates = hourly_rates(traffic.profile, traffic.requests_per_second)
-    buckets = length_buckets(traffic.profile, traffic.prompt_tokens, traffic.output_tokens, policy.prompt_buckets)
-    mix = plan_mix(performance, options, buckets, hourly_rps=rates, headroom=policy.headroom,
-                   model=spec.model.source) if options else None  # fmt: skip
-    return _winner_schedule(spec, winner, policy), mix
+    scheduled = None
+    if winner.serving is not None and winner.cost is not None and winner.serving.requests_per_s > 0:
+        scheduled = ScheduledWinner(winner.key, winner.serving.requests_per_s,
+                                    winner.cost.price_per_hour_usd * winner.candidate.tensor_parallel,
+                                    winner.serving.provenance)  # fmt: skip
+    return schedule_and_mix(spec, performance, _mix_options(results), scheduled)

@@ -12,17 +12,17 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from recommender.autoscale import AutoscaleSchedule, schedule
+from recommender.autoscale import AutoscaleSchedule
 from recommender.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate
+from recommender.daily import ScheduledWinner, schedule_and_mix
 from recommender.decision import least_quantized, tie_band
-from recommender.length_buckets import length_buckets
-from recommender.mix_plan import GpuMix, PoolOption, plan_mix
+from recommender.mix_plan import GpuMix, PoolOption
 from recommender.perf.catalog import Catalog
 from recommender.perf.shape import ModelShape
 from recommender.performance import PerformanceEvaluator
 from recommender.plan import PLAN_METHODS, PlanRow, plan
 from recommender.spec import LOCAL_DEVICE, SearchSpec
-from recommender.traffic import FleetPolicy, hourly_rates
+from recommender.traffic import FleetPolicy
 
 __all__ = ["FleetPlan", "plan_fleet", "winner_row"]
 
@@ -45,16 +45,11 @@ def winner_row(rows: list[PlanRow]) -> PlanRow | None:
     return min(tied, key=lambda r: (least_quantized(r.precision), r.usd_per_month, r.usd_per_1m_tokens), default=None)
 
 
-def _schedule(spec: SearchSpec, winner: PlanRow, catalog: Catalog, policy: FleetPolicy) -> AutoscaleSchedule | None:
+def _scheduled(winner: PlanRow, catalog: Catalog) -> ScheduledWinner | None:
     if winner.max_rps_per_replica is None or winner.tensor_parallel is None or winner.provenance is None:
         return None
     price = catalog.hourly_price(winner.hardware) * winner.tensor_parallel
-    key = _option(winner).candidate.key
-    return schedule(
-        hourly_rates(spec.traffic.profile, spec.traffic.requests_per_second), candidate_key=key,
-        capacity_rps=winner.max_rps_per_replica, usd_per_replica_hour=price, headroom=policy.headroom,
-        min_replicas=policy.min_replicas, provenance=winner.provenance,
-    )  # fmt: skip
+    return ScheduledWinner(_option(winner).candidate.key, winner.max_rps_per_replica, price, winner.provenance)
 
 
 def _option(row: PlanRow) -> PoolOption:
@@ -88,11 +83,8 @@ def plan_fleet(
     rows = plan(shape, catalog, hardware=hardware, precisions=precisions, traffic=traffic, sla=sla,
                 batch_sizes=spec.space.batch_sizes, on_row=on_row, engines=engines)  # fmt: skip
     winner = winner_row(rows)
-    autoscale = None if winner is None else _schedule(spec, winner, catalog, policy)
-    buckets = length_buckets(traffic.profile, traffic.prompt_tokens, traffic.output_tokens, policy.prompt_buckets)
     performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines)
     options = [_option(r) for r in rows if r.usd_per_month is not None]
-    rates = hourly_rates(traffic.profile, traffic.requests_per_second)
-    mix = plan_mix(performance, options, buckets, hourly_rps=rates, headroom=policy.headroom,
-                   model=spec.model.source) if options else None  # fmt: skip
+    scheduled = None if winner is None else _scheduled(winner, catalog)
+    autoscale, mix = schedule_and_mix(spec, performance, options, scheduled)
     return FleetPlan(rows, winner, autoscale, mix, policy)
