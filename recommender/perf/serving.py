@@ -1,9 +1,11 @@
 """From step times to what a user sees: P99 TTFT, P99 TPOT and the capacity of one replica.
 
-The continuous-batching simulator replays Poisson traffic through a vLLM-like scheduler on
-a step-cost model — roofline for catalog accelerators, measured probe tables for the local
-device; the capacity is the highest arrival rate whose P99 TTFT and TPOT meet the SLA,
-and the latencies are the P99s at the load each replica carries at the target traffic.
+The continuous-batching simulator replays the user's traffic (Poisson, a daily profile's lengths, a
+trace) through an engine's scheduler on a step-cost model — calibrated per engine for catalog GPUs
+(``calibrated.py``), measured probe tables for the local device; the capacity is the highest arrival
+rate whose P99 TTFT and TPOT meet the SLA, and the latencies are the P99s at the load each replica
+carries at the target traffic. On a calibrated GPU the SLA is checked on the same traffic simulated
+with every step at the upper bound of its held-out error (``simulate_serving_interval``).
 """
 
 from __future__ import annotations
