@@ -113,3 +113,4 @@ def test_the_search_flags_a_far_off_capacity_in_its_line_and_the_recommendations
     assert "(!)" in _line(result)
     rec = build([result], current_key=c.key, study="s", model="m", release="r", use_case="u", sla=sla)
     assert any(n.startswith("physics alarm, current") and "throughput ceiling" in n for n in rec.notes)
+

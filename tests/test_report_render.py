@@ -357,3 +357,22 @@ def test_notes_render_backticks_as_code_and_addresses_as_links(study: Study) -> 
     rec = dataclasses.replace(study[0], notes=["run `vllm serve` as in https://docs.vllm.ai/x."])
     page = render_html(rec, study[1])
     assert "<code>vllm serve</code>" in page and '<a href="https://docs.vllm.ai/x">' in page and "`" not in page
+
+
+def test_a_candidates_line_keeps_its_whole_reason_on_a_pipe() -> None:
+    """Issue 29: on a pipe (CI logs, `| tee`) each per-candidate line is one line with its whole reason."""
+    import io
+
+    from rich.console import Console
+
+    from recommender.candidate import Candidate, CandidateResult
+    from recommender.report.console import trial_progress
+
+    reason = "quality: unverified (not evaluated: " + "a long reason that goes on " * 8 + "to its end)"
+    result = CandidateResult(Candidate("int8", "int8-w8a8", "l40s", 256), "evaluated", {}, [reason])
+    out = io.StringIO()
+    console = Console(file=out, width=80, force_terminal=False)
+    with trial_progress(console, total=1) as (on_trial, _status):
+        on_trial(1, 1, result, False)
+    lines = [line for line in out.getvalue().splitlines() if "int8-w8a8" in line]
+    assert len(lines) == 1 and lines[0].endswith("to its end)")

@@ -51,7 +51,8 @@ def trial_progress(console: Console, *, total: int | None) -> Iterator[tuple[Pro
         def on_trial(done: int, planned: int, result: CandidateResult, cached: bool) -> None:
             progress.update(task, completed=done, total=planned)
             if not cached:
-                progress.console.print(f"  {done:3d} {_line(result)}", markup=False, highlight=False)
+                # One line per candidate, never wrapped or cut: a pipe or CI log keeps the whole reason on it.
+                progress.console.print(f"  {done:3d} {_line(result)}", markup=False, highlight=False, soft_wrap=True)
 
         yield on_trial, on_status
 
@@ -81,6 +82,6 @@ def step_progress(console: Console, *, total: int, description: str) -> Iterator
 def _line(result: CandidateResult) -> str:
     """An evaluated candidate in one line: its key, its monthly cost at the traffic, feasible or what it broke."""
     price = "-" if result.usd_per_month is None else f"${result.usd_per_month:,.0f}/month"
-    verdict = "feasible" if result.feasible else ("; ".join(result.broken)[:90] or result.quality_verdict)
+    verdict = "feasible" if result.feasible else ("; ".join(result.broken) or result.quality_verdict)
     alarm = " (!) capacity far under its physics ceiling" if result.serving and result.serving.physics_alarm else ""
     return f"{result.candidate.key:<44} {price:>14}  {verdict}{alarm}"
