@@ -201,11 +201,12 @@ class _Pools:
 def _covered(p: HeldOutPrediction, pools: _Pools, confidence: float) -> tuple[bool, bool, bool, bool]:
     """Whether `p`'s measured TTFT and TPOT lie in the step-and-bracket interval, and in the earlier mean one."""
     pre, pre_extra, dec, dec_extra = step_pools(*pools.step, pools.step_by_engine, p.run.engine, p.engine_fit)
-    other = (lambda pair: None) if p.engine_fit else (lambda pair: pair)  # an unfitted engine: the wider pools
     p_lo, p_hi = interval_factors(pre, pre_extra, confidence)
     d_lo, d_hi = interval_factors(dec, dec_extra, confidence)
-    t_lo, t_hi = interval_factors(pools.mean_ttft[0], other(pools.mean_ttft[1]), confidence)
-    o_lo, o_hi = interval_factors(pools.mean_tpot[0], other(pools.mean_tpot[1]), confidence)
+    # The earlier benchmark-mean intervals: an engine the fold did not fit adds the wider pool.
+    ttft_extra, tpot_extra = (None, None) if p.engine_fit else (pools.mean_ttft[1], pools.mean_tpot[1])
+    t_lo, t_hi = interval_factors(pools.mean_ttft[0], ttft_extra, confidence)
+    o_lo, o_hi = interval_factors(pools.mean_tpot[0], tpot_extra, confidence)
     r = p.run
     return (
         p.ttft_bracket_ms[0] * p_lo <= r.ttft_ms <= p.ttft_bracket_ms[1] * p_hi,
