@@ -88,8 +88,12 @@ def _config_path(model: str) -> Path:
 
 def read_architecture(model: str, *, field: str = "--model") -> tuple[str, SimpleNamespace]:
     """A shipped name, a hub id a shipped file lists, a config.json path or a model directory -> (name, config)."""
-    path = _config_path(model)
-    if not path.is_file():
+    try:
+        path = _config_path(model)
+        found = path.is_file()
+    except OSError:  # a name no filesystem holds (over 255 bytes): no such architecture, said as bad input
+        path, found = Path(model[:64]), False
+    if not found:
         raise BadInputError(
             field, f"no architecture {model!r}",
             f"pass a config.json, a model directory, a hub id of a shipped one, or one of "
