@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from recommender.decision import pick
-from recommender.demo.eval_data import cache_dir
+from recommender.paths import cache_root
 from recommender.spec import load_spec
 from recommender.study import grid, prepare, run_search
 
@@ -41,7 +41,7 @@ def main() -> None:
     parser.add_argument("--spec", type=Path, default=REPO / "search_spaces" / "demo.yaml")
     args = parser.parse_args()
     spec = load_spec(args.spec)
-    seed_cache = cache_dir()
+    seed_cache = cache_root()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         _fresh_cache(Path(tmp) / "grid-cache", seed_cache)
