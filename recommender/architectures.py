@@ -91,8 +91,8 @@ def read_architecture(model: str, *, field: str = "--model") -> tuple[str, Simpl
     try:
         path = _config_path(model)
         found = path.is_file()
-    except OSError:  # a name no filesystem holds (over 255 bytes): no such architecture, said as bad input
-        path, found = Path(model[:64]), False
+    except OSError:  # a name no filesystem holds (over 255 bytes) is no architecture: bad input, not a traceback
+        found = False
     if not found:
         raise BadInputError(
             field, f"no architecture {model!r}",

@@ -74,7 +74,7 @@ class StepResiduals(BaseModel):
     decode: list[float]
 
 
-class HoldoutSummary(BaseModel):
+class HoldoutSummary(ErrorSummary):
     """How the fit does on the runs of one left-out campaign, model or group (``validation.py``).
 
     Errors are |predicted / measured - 1| with each campaign's modelled client (``*_median``, ``*_p90``) and
@@ -84,12 +84,6 @@ class HoldoutSummary(BaseModel):
     (the earlier method); None where the training runs held a single group (no held-out residuals to draw on).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    runs: int
-    ttft_median: float
-    ttft_p90: float
-    tpot_median: float
-    tpot_p90: float
     bracket_ttft_median: float
     bracket_ttft_p90: float
     explained_ttft: float

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 from scipy.optimize import nnls
@@ -180,14 +180,18 @@ def _features(run: MeasuredRun, shape: ModelShape, catalog: Catalog) -> tuple[St
 
 
 def _design_row(
-    run: MeasuredRun, shape: ModelShape, catalog: Catalog, protocol: BenchmarkProtocol, as_run: bool
+    run: MeasuredRun, shape: ModelShape, catalog: Catalog, protocol: BenchmarkProtocol, as_run: bool,
+    same_client: DesignRow | None,
 ) -> DesignRow:
     features, config = _features(run, shape, catalog)
     bench = client_benchmark(run, protocol, as_run=as_run)
-    ttft, tpot = _linear_means(features, config, bench, inter_token=False)
+    if same_client is not None and protocol.tpot_metric == "decode_itl":  # its TTFT is that client's: no replay
+        ttft = same_client.ttft
+    else:
+        ttft, tpot = _linear_means(features, config, bench, inter_token=False)
+        ttft[N_FEATURES] = 1e3  # the request overhead, s -> ms, on TTFT only
     if protocol.tpot_metric == "decode_itl":
         _, tpot = _linear_means(features, config, bench, inter_token=True)
-    ttft[N_FEATURES] = 1e3  # the request overhead, s -> ms, on TTFT only
     return DesignRow(run, ttft, tpot)
 
 
@@ -225,10 +229,14 @@ def predict_run(
 
 def design_rows(
     runs: Sequence[MeasuredRun], shapes: dict[str, ModelShape], catalog: Catalog, protocol: BenchmarkProtocol,
-    *, as_run: bool = True,
+    *, as_run: bool = True, same_client: Sequence[DesignRow] | None = None,
 ) -> list[DesignRow]:
-    """One design row per run (a few closed-loop replays each); `as_run` as in :func:`client_benchmark`."""
-    return [_design_row(run, shapes[run.model], catalog, protocol, as_run) for run in runs]
+    """One design row per run (a few closed-loop replays each); `as_run` as in :func:`client_benchmark`.
+    `same_client`: the runs' rows under a protocol with the same requests and warm-up, whose TTFT a "decode_itl"
+    protocol shares (only its TPOT is replayed)."""
+    known: Sequence[DesignRow | None] = [None] * len(runs) if same_client is None else same_client
+    pairs = zip(runs, known, strict=True)
+    return [_design_row(run, shapes[run.model], catalog, protocol, as_run, row) for run, row in pairs]
 
 
 def _system(rows: Sequence[DesignRow], settings: FitSettings) -> tuple[np.ndarray, np.ndarray]:
@@ -306,7 +314,18 @@ def in_sample(rows: Sequence[DesignRow], settings: FitSettings) -> list[Predicti
                        coefs[r.run.engine][1]) for r in rows]  # fmt: skip
 
 
-def error_summary(predictions: Sequence[Prediction]) -> ErrorSummary:
+class PredictedRun(Protocol):
+    """A measured run beside its predicted means (ms): a :class:`Prediction` or ``validation.HeldOutPrediction``."""
+
+    @property
+    def run(self) -> MeasuredRun: ...
+    @property
+    def ttft_ms(self) -> float: ...
+    @property
+    def tpot_ms(self) -> float: ...
+
+
+def error_summary(predictions: Sequence[PredictedRun]) -> ErrorSummary:
     """Median and P90 |predicted / measured - 1| of TTFT and TPOT."""
     ttft = np.abs([p.ttft_ms / p.run.ttft_ms - 1 for p in predictions])
     tpot = np.abs([p.tpot_ms / p.run.tpot_ms - 1 for p in predictions])

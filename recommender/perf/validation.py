@@ -44,6 +44,7 @@ from recommender.perf.step_fit import (
     DesignRow,
     FitSettings,
     design_rows,
+    error_summary,
     held_out_coefficients,
     step_features,
 )  # fmt: skip
@@ -83,10 +84,14 @@ class BracketRows:
 
 
 def bracket_rows(runs: Sequence[MeasuredRun], shapes: dict[str, ModelShape], catalog: Catalog) -> list[BracketRows]:
-    """Every run's design rows under every client protocol (one set of closed-loop replays per protocol)."""
-    per_protocol = {
-        name: design_rows(runs, shapes, catalog, protocol, as_run=False) for name, protocol in CLIENT_PROTOCOLS.items()
-    }
+    """Every run's design rows under every client protocol (one set of closed-loop replays per protocol; a TPOT
+    metric's rows share the TTFT of the client with the same requests and warm-up)."""
+    per_protocol: dict[str, list[DesignRow]] = {}
+    for name, protocol in CLIENT_PROTOCOLS.items():
+        client = (protocol.rounds, protocol.warmup_rounds)
+        same = next((per_protocol[n] for n in per_protocol
+                     if (CLIENT_PROTOCOLS[n].rounds, CLIENT_PROTOCOLS[n].warmup_rounds) == client), None)  # fmt: skip
+        per_protocol[name] = design_rows(runs, shapes, catalog, protocol, as_run=False, same_client=same)
     return [BracketRows({name: rows[i] for name, rows in per_protocol.items()}, _lone_prefill(run, shapes, catalog))
             for i, run in enumerate(runs)]  # fmt: skip
 
@@ -227,15 +232,10 @@ def _fold_pools(rows: Sequence[BracketRows], held: set[str], key: Callable[[Meas
 
 def _summary(predictions: Sequence[HeldOutPrediction], covered: Sequence[tuple[bool, ...]],
              confidence: float) -> HoldoutSummary:  # fmt: skip
-    def err(measured: str, predicted: str) -> np.ndarray:
-        return np.abs([getattr(p, predicted) / getattr(p.run, measured) - 1 for p in predictions])
-
-    ttft, tpot = err("ttft_ms", "ttft_ms"), err("tpot_ms", "tpot_ms")
     bracket = np.abs(np.expm1([-p.prefill_residual for p in predictions]))
     cover = [float(np.mean(c)) for c in zip(*covered, strict=True)] if covered else [None] * 4
     return HoldoutSummary(
-        runs=len(predictions), ttft_median=float(np.median(ttft)), ttft_p90=float(np.percentile(ttft, 90)),
-        tpot_median=float(np.median(tpot)), tpot_p90=float(np.percentile(tpot, 90)),
+        **error_summary(predictions).model_dump(),
         bracket_ttft_median=float(np.median(bracket)), bracket_ttft_p90=float(np.percentile(bracket, 90)),
         explained_ttft=float(np.mean([p.prefill_residual == 0 for p in predictions])),
         explained_tpot=float(np.mean([p.decode_residual == 0 for p in predictions])), confidence=confidence,
