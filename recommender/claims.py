@@ -192,17 +192,23 @@ class ClaimStore:
             found = self.get(key)
             if found is not None and found[0].state == "done" and found[1] is not None:
                 return found[1], False
-            mine = self._try_insert(key, label) if found is None else False
-            if found is not None:
-                claim = found[0]
-                if seen != (claim.owner, claim.beat):
-                    seen, seen_since = (claim.owner, claim.beat), time.monotonic()
-                elif time.monotonic() - seen_since > self.grace_s:
-                    mine = self._try_take_over(claim)
-                if not mine and self.on_wait is not None:
-                    self.on_wait(f"waiting for {label} on worker {claim.owner}")
-            if mine:
-                return self._compute(key, label, compute), True
+            try:
+                mine = self._try_insert(key, label) if found is None else False
+                if found is not None:
+                    claim = found[0]
+                    if seen != (claim.owner, claim.beat):
+                        seen, seen_since = (claim.owner, claim.beat), time.monotonic()
+                    elif time.monotonic() - seen_since > self.grace_s:
+                        mine = self._try_take_over(claim)
+                    if not mine and self.on_wait is not None:
+                        self.on_wait(f"waiting for {label} on worker {claim.owner}")
+                if mine:
+                    return self._compute(key, label, compute), True
+            except KeyboardInterrupt:
+                # Ctrl-C between taking the claim and computing under it (the claim is visible the moment it is
+                # inserted): let it go, as `_compute` does once it runs. Only a running claim of ours is deleted.
+                self._release(key)
+                raise
             time.sleep(min(1.0, self.heartbeat_s / 2))
 
     def _compute(self, key: str, label: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
