@@ -16,14 +16,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from recommender.model_cache import ModelCache
-from recommender.model_source import ModelSource
+from recommender.config.spec import load_spec
+from recommender.models.cache import ModelCache
+from recommender.models.source import ModelSource
 from recommender.quality.cache import QualityCache
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.lm_eval_runner import task_manager
 from recommender.quality.suite import load_use_case
 from recommender.quantize import DeviceInfo, get_method
-from recommender.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -20,8 +20,8 @@ from rich.console import Console
 from rich.table import Table
 
 from recommender.device import DeviceInfo
-from recommender.model_cache import ModelCache
-from recommender.model_source import ModelSource
+from recommender.models.cache import ModelCache
+from recommender.models.source import ModelSource
 from recommender.quality.calibration_docs import quantize_context
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.lm_eval_runner import task_manager

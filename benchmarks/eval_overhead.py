@@ -16,8 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from recommender.model_cache import ModelCache
-from recommender.model_source import ModelSource
+from recommender.models.cache import ModelCache
+from recommender.models.source import ModelSource
 from recommender.quality.cache import QualityCache
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.lm_eval_runner import task_manager

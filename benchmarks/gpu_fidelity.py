@@ -2,16 +2,16 @@
 
     .venv/bin/python benchmarks/gpu_fidelity.py [--runs FILE] [--write] [--json OUT] [--predict FILE]
 
-(--runs defaults to the runs shipped in recommender/perf/measured_runs, with their source in SOURCE.md.)
+(--runs defaults to the runs shipped in recommender/perf/fit/measured_runs, with their source in SOURCE.md.)
 
-Every measured closed-loop run shipped in recommender/perf/measured_runs is replayed through the
-closed-loop benchmark simulation (recommender/perf/closed_loop.py) under every client protocol
+Every measured closed-loop run shipped in recommender/perf/fit/measured_runs is replayed through the
+closed-loop benchmark simulation (recommender/perf/sim/closed_loop.py) under every client protocol
 (step_fit.CLIENT_PROTOCOLS: opening burst counted or dropped, mean TPOT or decode inter-token latency).
 Leaving out in turn each (model, engine, precision) group, each campaign and each model, the step cost
 is fitted on the rest (per engine where that engine has other runs, engine-agnostic otherwise) and the
 held-out runs are predicted: median and P90 |error| with each campaign's modelled client, the error
 outside the protocol bracket, the share of runs the bracket explains, and the coverage of the nominal
-90 % intervals (recommender/perf/validation.py). Targets (issue 27): TTFT median <= 25 % (P90 <= 60 %),
+90 % intervals (recommender/perf/fit/validation.py). Targets (issue 27): TTFT median <= 25 % (P90 <= 60 %),
 TPOT median <= 8 % (P90 <= 20 %), coverage 80-95 %, under leave-one-campaign-out and leave-one-model-out.
 
 --predict FILE replays the runs of another file (same columns, an optional `campaign` column: other GPUs,
@@ -19,7 +19,7 @@ models, engines) through the shipped fit, which never saw them, and prints the s
 GPU, model, engine, precision) group with the shipped intervals, and the rows it could not replay and why:
 how a measured set held out from the calibration is judged.
 
---write refits on every run and writes recommender/perf/step_cost_fit.json, the artifact the search,
+--write refits on every run and writes recommender/perf/step/step_cost_fit.json, the artifact the search,
 `plan` and `estimate` use (its held-out step residuals give the SLA check's upper step costs).
 Also replays the runs through the uncalibrated roofline (assumed efficiencies) for the
 before/after comparison.
@@ -35,16 +35,11 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from recommender.architectures import load_architecture
-from recommender.perf.calibrated import FIT_PATH, ErrorSummary, HoldoutSummary, load_fit
-from recommender.perf.catalog import load_catalog
-from recommender.perf.closed_loop import replay
-from recommender.perf.fit_build import build_fit
-from recommender.perf.serving_runs import DEFAULT_RUNS, RUNS_SOURCE, MeasuredRun, load_runs, read_runs, runs_digest
-from recommender.perf.shape import ModelShape
-from recommender.perf.step_cost import RooflineStepCost
-from recommender.perf.step_features import StepFeatures
-from recommender.perf.step_fit import (
+from recommender.perf.catalog.architectures import load_architecture
+from recommender.perf.catalog.gpus import load_catalog
+from recommender.perf.fit.build import build_fit
+from recommender.perf.fit.serving_runs import DEFAULT_RUNS, RUNS_SOURCE, MeasuredRun, load_runs, read_runs, runs_digest
+from recommender.perf.fit.step_fit import (
     BenchmarkProtocol,
     FitSettings,
     Prediction,
@@ -52,7 +47,12 @@ from recommender.perf.step_fit import (
     client_benchmark,
     replay_config,
 )  # fmt: skip
-from recommender.perf.validation import bracket_rows, shipped_predictions, shipped_table
+from recommender.perf.fit.validation import bracket_rows, shipped_predictions, shipped_table
+from recommender.perf.model.shape import ModelShape
+from recommender.perf.sim.closed_loop import replay
+from recommender.perf.step.calibrated import FIT_PATH, ErrorSummary, HoldoutSummary, load_fit
+from recommender.perf.step.cost import RooflineStepCost
+from recommender.perf.step.features import StepFeatures
 from recommender.quantize import get_method
 
 
@@ -106,7 +106,7 @@ def _predict(path: Path, json_out: Path | None) -> None:
     """Out of sample: `path`'s runs through the shipped coefficients."""
     if not path.is_file():
         _refuse(f"--predict: no file {path}",
-                "pass a CSV with the columns of recommender/perf/measured_runs/serving_runs_h100.csv")  # fmt: skip
+                "pass a CSV with the columns of recommender/perf/fit/measured_runs/serving_runs_h100.csv")  # fmt: skip
     try:
         loaded = read_runs(path)
     except (UnicodeDecodeError, csv.Error) as exc:

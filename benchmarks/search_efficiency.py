@@ -19,9 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from recommender.decision import pick
+from recommender.config.spec import load_spec
+from recommender.decision.rules import pick
 from recommender.paths import cache_root
-from recommender.spec import load_spec
 from recommender.study import grid, prepare, run_search
 
 REPO = Path(__file__).resolve().parents[1]

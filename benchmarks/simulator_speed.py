@@ -16,13 +16,13 @@ from __future__ import annotations
 import argparse
 import time
 
-from recommender.architectures import load_architecture
-from recommender.perf.capacity import max_rate_within_sla
-from recommender.perf.catalog import load_catalog
-from recommender.perf.memory import kv_cache_tokens
-from recommender.perf.scheduler import SchedulerConfig, simulate
-from recommender.perf.step_cost import RooflineStepCost
-from recommender.perf.workload import LengthDist, make_workload
+from recommender.perf.catalog.architectures import load_architecture
+from recommender.perf.catalog.gpus import load_catalog
+from recommender.perf.model.memory import kv_cache_tokens
+from recommender.perf.sim.capacity import max_rate_within_sla
+from recommender.perf.sim.scheduler import SchedulerConfig, simulate
+from recommender.perf.sim.workload import LengthDist, make_workload
+from recommender.perf.step.cost import RooflineStepCost
 from recommender.quantize import get_method
 
 _, LLAMA3_8B = load_architecture("llama-3.1-8b")  # the shipped config.json numbers

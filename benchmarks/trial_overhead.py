@@ -19,14 +19,14 @@ from pathlib import Path
 
 import optuna
 
-from recommender.candidate import CONSTRAINT_KEYS, Candidate, CandidateResult
-from recommender.perf.results import Percentiles
-from recommender.perf.serving import ServingEstimate
+from recommender.perf.sim.results import Percentiles
+from recommender.perf.sim.serving import ServingEstimate
 from recommender.provenance import Provenance
 from recommender.quality.fidelity import FidelityResult
 from recommender.quality.result import QualityResult
 from recommender.quality.verdict import Check
 from recommender.serialization import to_data
+from recommender.study.candidate import CONSTRAINT_KEYS, Candidate, CandidateResult
 from recommender.study.worker import RESULT_ATTR, load_known
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from recommender.perf.catalog import Catalog
+    from recommender.perf.catalog.gpus import Catalog
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_MODEL = REPO / "recommender" / "demo" / "model"
@@ -39,7 +39,7 @@ def demo_model_dir() -> Path:
 
 #: The hourly prices these tests were written with (the old catalog's L4, A10G and T4 figures), given as a
 #: user gives contract prices, in a hardware_catalog file: the default price set (RunPod Secure Cloud,
-#: recommender/perf/price_sets.yaml) lists none of these GPUs.
+#: recommender/perf/catalog/price_sets.yaml) lists none of these GPUs.
 CONTRACT_PRICES = "accelerators:\n" + "".join(
     f"  {gpu}: {{price_per_hour_usd: {usd}, price_source: test contract}}\n"
     for gpu, usd in (("l4", 0.44), ("a10g", 1.006), ("t4", 0.526))
@@ -55,7 +55,7 @@ def write_contract_prices(path: Path) -> Path:
 @pytest.fixture(scope="session")
 def contract_catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
     """The built-in catalog (default price set) with the L4, A10G and T4 at CONTRACT_PRICES."""
-    from recommender.perf.catalog import load_catalog  # here: the offline settings above come first
+    from recommender.perf.catalog.gpus import load_catalog  # here: the offline settings above come first
 
     return load_catalog(write_contract_prices(tmp_path_factory.mktemp("catalog") / "contract.yaml"))
 

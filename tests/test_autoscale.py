@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 import yaml
 
-from recommender.architectures import load_architecture
-from recommender.autoscale import replicas_for, schedule
-from recommender.candidate import Candidate
-from recommender.cost import HOURS_PER_MONTH
-from recommender.perf.catalog import load_catalog
-from recommender.performance import PerformanceEvaluator
+from recommender.config.spec import LatencySLA, SearchSpec, spec_from_mapping
+from recommender.config.traffic import hourly_rates
+from recommender.decision.cost import HOURS_PER_MONTH
+from recommender.fleet.autoscale import replicas_for, schedule
+from recommender.perf.catalog.architectures import load_architecture
+from recommender.perf.catalog.gpus import load_catalog
 from recommender.provenance import Provenance
-from recommender.spec import LatencySLA, SearchSpec, spec_from_mapping
-from recommender.traffic import hourly_rates
+from recommender.study.candidate import Candidate
+from recommender.study.performance import PerformanceEvaluator
 from tests.conftest import REPO
 
 SLA = LatencySLA(ttft_p99_ms=1500, tpot_p99_ms=60)
@@ -85,7 +85,7 @@ def test_plan_spec_prints_both_answers(tmp_path: Path) -> None:
     data["use_case"] = str(REPO / "evals" / "chat-assistant.yaml")
     data["space"] = {"methods": {"fp8": ["fp8-dynamic"]}, "hardware": ["l40s", "h100-sxm"], "batch_sizes": [64]}
     (tmp_path / "small.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
-    run = subprocess.run([sys.executable, "-m", "recommender.cli", "plan", "--spec", str(tmp_path / "small.yaml"),
+    run = subprocess.run([sys.executable, "-m", "recommender.cli.main", "plan", "--spec", str(tmp_path / "small.yaml"),
                           "--json"], capture_output=True, text=True, check=True, cwd=REPO)  # fmt: skip
     fleet = json.loads(run.stdout)
     hours = fleet["autoscale"]["hours"]
@@ -97,7 +97,7 @@ def test_plan_spec_prints_both_answers(tmp_path: Path) -> None:
 
 
 def test_the_report_plots_rate_and_replicas_over_the_day() -> None:
-    from recommender.recommendation import Counts, Recommendation
+    from recommender.decision.recommendation import Counts, Recommendation
     from recommender.report.figure_data import DAILY
     from recommender.report.plots import draw_figures
 
@@ -113,11 +113,11 @@ def test_the_report_plots_rate_and_replicas_over_the_day() -> None:
 
 def test_a_search_with_a_profile_schedules_its_winner_and_mixes_only_passed_schemes() -> None:
     """daily_answers on the search's own results: the winner's schedule; the mix among quality-passed candidates."""
-    from recommender import decision
-    from recommender.daily import daily_answers
-    from recommender.evaluator import with_quality
+    from recommender.decision import rules as decision
+    from recommender.fleet.daily import daily_answers
     from recommender.quality.result import QualityResult
     from recommender.quality.verdict import Check
+    from recommender.study.evaluator import with_quality
 
     def passed(result: Any) -> Any:
         c = result.candidate

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from recommender import cli
+from recommender.cli import main as cli
 from tests.conftest import DEMO_SPEC, REPO
 
 CASES = yaml.safe_load((Path(__file__).parent / "bad_inputs" / "cases.yaml").read_text(encoding="utf-8"))

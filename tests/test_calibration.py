@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from recommender.perf.calibration import (
+from recommender.perf.fit.probe_calibration import (
     CalibratedStepTime,
     decode_work,
     fit,
     fit_kernel_rates,
     prefill_work,
 )
-from recommender.perf.shape import ModelShape
+from recommender.perf.model.shape import ModelShape
 from recommender.quantize import get_method
 
 SMALL = ModelShape(n_layers=4, hidden=256, intermediate=768, n_heads=4, n_kv_heads=2, head_dim=64, vocab=2048)

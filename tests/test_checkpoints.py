@@ -17,8 +17,8 @@ import torch
 from safetensors.torch import load_file
 
 from recommender.device import DeviceInfo
-from recommender.model_cache import ModelCache
-from recommender.model_source import ModelSource
+from recommender.models.cache import ModelCache
+from recommender.models.source import ModelSource
 from recommender.quantize import get_method
 from recommender.quantize.checkpoint import CalibrationSet, CheckpointStore, QuantizeContext
 from recommender.quantize.llmcompressor import LlmCompressorScheme

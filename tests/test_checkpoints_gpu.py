@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from recommender.device import DeviceInfo
-from recommender.model_source import ModelSource
+from recommender.models.source import ModelSource
 from recommender.quantize import get_method
 from recommender.quantize.checkpoint import CalibrationSet, CheckpointStore, QuantizeContext
 from recommender.quantize.llmcompressor import LlmCompressorScheme, load_checkpoint

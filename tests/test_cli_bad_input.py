@@ -16,7 +16,7 @@ SUITE = str(REPO / "evals" / "demo.yaml")
 
 def _run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "recommender.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+        [sys.executable, "-m", "recommender.cli.main", *args], capture_output=True, text=True, cwd=cwd, timeout=300
     )
 
 

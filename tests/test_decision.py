@@ -14,18 +14,18 @@ import io
 import pytest
 from rich.console import Console
 
-from recommender import decision
-from recommender.architectures import load_architecture
-from recommender.candidate import Candidate, CandidateResult
-from recommender.cost import CostEstimate
-from recommender.evaluator import with_quality
-from recommender.perf.catalog import Catalog
-from recommender.performance import PerformanceEvaluator
+from recommender.config.spec import LatencySLA, Traffic
+from recommender.decision import rules as decision
+from recommender.decision.cost import CostEstimate
+from recommender.decision.recommendation import build
+from recommender.perf.catalog.architectures import load_architecture
+from recommender.perf.catalog.gpus import Catalog
 from recommender.quality.result import QualityResult
 from recommender.quality.verdict import Check
-from recommender.recommendation import build
 from recommender.report.table import render
-from recommender.spec import LatencySLA, Traffic
+from recommender.study.candidate import Candidate, CandidateResult
+from recommender.study.evaluator import with_quality
+from recommender.study.performance import PerformanceEvaluator
 
 _, LLAMA_8B = load_architecture("llama-3.1-8b")
 LOW_TRAFFIC = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=0.3)
@@ -163,7 +163,7 @@ def test_a_candidate_costing_the_same_per_month_is_not_a_rejected_saving() -> No
 
 def test_one_tie_band_and_one_least_quantized_order_on_plain_values() -> None:
     """The tie rule's parts as pure functions: candidates, plan rows and GPU-mix pools all use these."""
-    from recommender.decision import COST_TOLERANCE, least_quantized, tie_band
+    from recommender.decision.rules import COST_TOLERANCE, least_quantized, tie_band
 
     months = {"a": 100.0, "b": 100.0 * (1 + COST_TOLERANCE), "c": 100.0 * (1 + 2 * COST_TOLERANCE), "d": 300.0}
     assert tie_band(months, months.__getitem__) == ["a", "b"]

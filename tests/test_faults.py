@@ -25,14 +25,14 @@ import sqlalchemy as sa
 import yaml
 from mlflow import MlflowClient
 
-from recommender.candidate import Candidate
-from recommender.claims import ClaimStore
+from recommender.study.candidate import Candidate
+from recommender.study.claims import ClaimStore
 from tests.conftest import write_contract_prices, write_suite
 
 COMPLETE, RUNNING, FAIL, WAITING, PRUNED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.RUNNING,
                                     optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING,
                                     optuna.trial.TrialState.PRUNED)  # fmt: skip
-CLI = [sys.executable, "-m", "recommender.cli"]
+CLI = [sys.executable, "-m", "recommender.cli.main"]
 
 
 def _spec(

@@ -10,17 +10,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recommender.architectures import load_architecture
-from recommender.perf.calibrated import FIT_PATH, CalibratedModel, load_fit
-from recommender.perf.catalog import load_catalog
-from recommender.perf.closed_loop import ClosedLoopBenchmark, replay
-from recommender.perf.engine_profiles import ENGINE_PROFILES, engine_profile
-from recommender.perf.memory import kv_cache_tokens
-from recommender.perf.scheduler_config import SchedulerConfig
-from recommender.perf.serving_runs import DEFAULT_RUNS, load_runs, runs_digest
-from recommender.perf.step_cost import RooflineStepCost
-from recommender.perf.step_features import N_FEATURES, FeatureStepCost, StepFeatures
-from recommender.perf.step_fit import BenchmarkProtocol, FitSettings, cross_validate, design_rows
+from recommender.perf.catalog.architectures import load_architecture
+from recommender.perf.catalog.gpus import load_catalog
+from recommender.perf.fit.serving_runs import DEFAULT_RUNS, load_runs, runs_digest
+from recommender.perf.fit.step_fit import BenchmarkProtocol, FitSettings, cross_validate, design_rows
+from recommender.perf.model.memory import kv_cache_tokens
+from recommender.perf.sim.closed_loop import ClosedLoopBenchmark, replay
+from recommender.perf.sim.engine_profiles import ENGINE_PROFILES, engine_profile
+from recommender.perf.sim.scheduler_config import SchedulerConfig
+from recommender.perf.step.calibrated import FIT_PATH, CalibratedModel, load_fit
+from recommender.perf.step.cost import RooflineStepCost
+from recommender.perf.step.features import N_FEATURES, FeatureStepCost, StepFeatures
 from recommender.provenance import Provenance
 from recommender.quantize import get_method
 
@@ -75,8 +75,8 @@ def test_benchmark_means_are_linear_in_the_coefficients(qwen: StepFeatures) -> N
 
 def test_linear_work_runs_at_the_peak_of_the_schemes_compute_dtype() -> None:
     """FP8 GEMMs count at the FP8 peak (twice BF16's on an H100); weight-only INT4 computes in 16-bit."""
-    from recommender.perf.step_cost import PrefillChunks
-    from recommender.perf.step_features import FEATURES
+    from recommender.perf.step.cost import PrefillChunks
+    from recommender.perf.step.features import FEATURES
 
     shape, h100 = load_architecture("qwen3-32b")[1], load_catalog().get("h100-sxm")
     prompt, at = PrefillChunks.single(4096), FEATURES.index("linear")
@@ -92,9 +92,9 @@ def test_an_fp8_kv_cache_doubles_capacity_and_its_reads_cost_what_the_release_me
     """The fp8 runs' cache: twice the tokens fit; vLLM's and TensorRT-LLM 1.2's decode attention read half the
     bytes (their runs measured at or below the 16-bit bound), TensorRT-LLM 1.0's costs what a 16-bit read does
     (its 180 FP8 runs; engine_profiles). The tool predicts the current releases."""
-    from recommender.perf.memory import kv_cache_tokens
-    from recommender.perf.step_cost import PrefillChunks
-    from recommender.perf.step_features import FEATURES
+    from recommender.perf.model.memory import kv_cache_tokens
+    from recommender.perf.step.cost import PrefillChunks
+    from recommender.perf.step.features import FEATURES
 
     shape, h100, fp8 = load_architecture("qwen3-32b")[1], load_catalog().get("h100-sxm"), get_method("fp8-dynamic")
     tokens = {kv: kv_cache_tokens(shape, fp8, h100, kv_cache_dtype=kv) for kv in ("auto", "fp8")}
@@ -116,14 +116,14 @@ def test_an_fp8_kv_cache_doubles_capacity_and_its_reads_cost_what_the_release_me
 
 
 def test_allreduce_uses_the_one_direction_link_bandwidth() -> None:
-    from recommender.perf.step_features import link_bandwidth_one_direction
+    from recommender.perf.step.features import link_bandwidth_one_direction
 
     assert link_bandwidth_one_direction(load_catalog().get("h100-sxm")) == pytest.approx(450e9)  # NVLink 4: 900 bidir
 
 
 def test_shipped_fit_matches_the_shared_data_and_reports_its_cross_validation() -> None:
     fit = load_fit()
-    assert DEFAULT_RUNS.is_file(), "the measured runs ship in the package (recommender/perf/measured_runs)"
+    assert DEFAULT_RUNS.is_file(), "the measured runs ship in the package (recommender/perf/fit/measured_runs)"
     assert fit.data_sha256 == runs_digest(), "refit: benchmarks/gpu_fidelity.py --write"
     assert set(fit.engines) == {"vllm", "sglang", "trtllm"}
     assert sum(fit.engine_runs.values()) == 534
@@ -138,7 +138,7 @@ def test_shipped_fit_matches_the_shared_data_and_reports_its_cross_validation() 
 def test_no_fitted_part_of_a_step_runs_faster_than_the_datasheet() -> None:
     """Left free, the fit read the KV cache at twice the H100's bandwidth; the shipped fit and any refit keep
     every bandwidth and compute coefficient at or above its physical floor."""
-    from recommender.perf.step_fit import COEFFICIENTS, PHYSICAL_FLOORS, DesignRow, fit_pooled
+    from recommender.perf.fit.step_fit import COEFFICIENTS, PHYSICAL_FLOORS, DesignRow, fit_pooled
 
     fit = load_fit()
     floors = np.array([PHYSICAL_FLOORS.get(name, 0.0) for name in COEFFICIENTS])
@@ -209,7 +209,7 @@ def test_cross_validation_predicts_a_held_out_group_better_than_chance() -> None
 
 
 def _estimate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "recommender.cli", "estimate", *args],
+    return subprocess.run([sys.executable, "-m", "recommender.cli.main", "estimate", *args],
                           capture_output=True, text=True, timeout=300)  # fmt: skip
 
 
@@ -261,8 +261,8 @@ def test_fit_file_is_json_the_loader_reads() -> None:
 
 def test_whole_request_reservation_queues_instead_of_preempting(qwen: StepFeatures) -> None:
     """TensorRT-LLM's GUARANTEED_NO_EVICT: a KV cache for about 4 whole requests runs 4 at a time, never preempts."""
-    from recommender.perf.scheduler import ContinuousBatchingSimulation
-    from recommender.perf.workload import make_workload
+    from recommender.perf.sim.scheduler import ContinuousBatchingSimulation
+    from recommender.perf.sim.workload import make_workload
 
     cost = RooflineStepCost(qwen.shape, qwen.method, qwen.accel, tensor_parallel=2)
     workload = make_workload(prompt=400, output=800, n_requests=16, rate=1e3)
@@ -289,7 +289,7 @@ def _runs_file(tmp_path: Path, *rows: str) -> Path:
 
 
 def test_a_file_of_other_gpus_and_models_loads_and_says_what_it_left_out(tmp_path: Path) -> None:
-    from recommender.perf.serving_runs import read_runs
+    from recommender.perf.fit.serving_runs import read_runs
 
     path = _runs_file(
         tmp_path,
@@ -317,7 +317,7 @@ def test_a_file_of_other_gpus_and_models_loads_and_says_what_it_left_out(tmp_pat
 def test_predicting_a_run_replays_what_the_fit_computed_for_it() -> None:
     """Out-of-sample prediction (a full replay with the shipped coefficients) agrees with the fit's own
     in-sample figure for the same run (a design row times the same coefficients): one model, two paths."""
-    from recommender.perf.step_fit import in_sample, predict_run
+    from recommender.perf.fit.step_fit import in_sample, predict_run
 
     fit = load_fit()
     runs = [r for r in load_runs() if r.tensor_parallel == 4 and r.concurrency == 16 and r.output_tokens == 128]
@@ -363,7 +363,7 @@ def test_fidelity_benchmark_refuses_a_file_it_cannot_replay_in_one_line(tmp_path
 
 
 def test_a_quantized_re_upload_resolves_to_its_base_models_shape_only_when_unambiguous() -> None:
-    from recommender.architectures import shipped_for_hub_id
+    from recommender.perf.catalog.architectures import shipped_for_hub_id
 
     assert shipped_for_hub_id("Qwen/Qwen3-32B") == "qwen3-32b"  # listed
     assert shipped_for_hub_id("Qwen/Qwen3-32B-FP8") == "qwen3-32b"

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from recommender.architectures import load_architecture
-from recommender.candidate import Candidate
-from recommender.gpu_mix import MixProblem, MixSolution, best_single, solve_mix, undominated
-from recommender.perf.capacity import max_rate_within_sla
-from recommender.perf.catalog import load_catalog
-from recommender.performance import PerformanceEvaluator, Setup
-from recommender.spec import LatencySLA, Traffic
+from recommender.config.spec import LatencySLA, Traffic
+from recommender.fleet.gpu_mix import MixProblem, MixSolution, best_single, solve_mix, undominated
+from recommender.perf.catalog.architectures import load_architecture
+from recommender.perf.catalog.gpus import load_catalog
+from recommender.perf.sim.capacity import max_rate_within_sla
+from recommender.study.candidate import Candidate
+from recommender.study.performance import PerformanceEvaluator, Setup
 
 
 def _routable(problem: MixProblem, replicas: tuple[int, ...]) -> bool:
@@ -130,7 +130,7 @@ def test_over_the_day_each_hour_is_solved_on_its_own() -> None:
     peak, single = solve_mix(problem), best_single(problem)
     quarter = solve_mix(MixProblem([r / 4 for r in problem.bucket_rates], problem.capacities, problem.prices))
     assert peak is not None and single is not None and quarter is not None
-    from recommender.gpu_mix import hourly_usd
+    from recommender.fleet.gpu_mix import hourly_usd
 
     mix_usd, single_usd = hourly_usd(problem, [1.0, 1.0, 0.25], single.pool)
     assert mix_usd == pytest.approx(2 * peak.usd_per_hour + quarter.usd_per_hour)

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import yaml
 
-from recommender.destinations import MAX_NAME_BYTES, check_name, check_storage_url, check_tracking_uri
+from recommender.config.destinations import MAX_NAME_BYTES, check_name, check_storage_url, check_tracking_uri
+from recommender.config.spec import SearchSpec, spec_from_mapping
 from recommender.errors import BadInputError
 from recommender.input_files import MAX_DEPTH, load_json, load_yaml
-from recommender.spec import SearchSpec, spec_from_mapping
 from tests.conftest import DEMO_SPEC, REPO, with_value
 
 HOSTILE_VALUES: list[Any] = [
@@ -138,7 +138,7 @@ def test_mlflow_filters_take_no_user_string(tmp_path: Path) -> None:
     """Model names with quotes and backslashes select exactly their own runs: nothing is pasted into a filter."""
     from mlflow import MlflowClient
 
-    from recommender.releases import _parent_runs
+    from recommender.releases.history import _parent_runs
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     client = MlflowClient(tracking_uri=uri)
@@ -161,8 +161,8 @@ def test_schema_command_prints_the_schema_the_properties_draw_from(
     import json
     import sys
 
-    from recommender import cli
-    from recommender.spec import spec_json_schema
+    from recommender.cli import main as cli
+    from recommender.config.spec import spec_json_schema
 
     monkeypatch.setattr(sys, "argv", ["recommender", "schema"])
     with pytest.raises(SystemExit) as exit_info:

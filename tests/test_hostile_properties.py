@@ -32,16 +32,17 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from recommender import cli
-from recommender.spec import spec_json_schema
+from recommender.cli import main as cli
+from recommender.config.spec import spec_json_schema
 from tests.conftest import DEMO_MODEL, DEMO_SPEC, REPO, with_value
 from tests.schema_strategy import from_schema
 
 DAILY_SPEC = REPO / "search_spaces" / "daily-mix.yaml"
 SUITE = REPO / "evals" / "demo.yaml"
 #: Where each command's work starts; reaching one means every check before it passed.
-WORK = ("recommender.cli._run_with_progress", "recommender.fleet.plan_fleet", "recommender.plan.plan",
-        "recommender.quality.evaluate.QualityEvaluator.evaluate", "recommender.model_cache.ModelCache.get")  # fmt: skip
+WORK = ("recommender.cli.main._run_with_progress", "recommender.fleet.spec_plan.plan_fleet",
+        "recommender.fleet.plan.plan", "recommender.quality.evaluate.QualityEvaluator.evaluate",
+        "recommender.models.cache.ModelCache.get")  # fmt: skip
 FAST = 1  # the multiplier of `make test`; the slow copies use SLOW
 SLOW = 10
 

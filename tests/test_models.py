@@ -7,20 +7,20 @@ import math
 import numpy as np
 import pytest
 
-from recommender.architectures import load_architecture
-from recommender.candidate import Candidate, CandidateResult
-from recommender.cost import CostEstimate, estimate_cost
-from recommender.decision import pick
-from recommender.perf.catalog import load_catalog
-from recommender.perf.memory import plan_memory, weight_bytes
-from recommender.perf.roofline import Efficiency, project_step_times
+from recommender.decision.cost import CostEstimate, estimate_cost
+from recommender.decision.recommendation import build
+from recommender.decision.rules import pick
+from recommender.perf.catalog.architectures import load_architecture
+from recommender.perf.catalog.gpus import load_catalog
+from recommender.perf.model.memory import plan_memory, weight_bytes
+from recommender.perf.step.roofline import Efficiency, project_step_times
 from recommender.quality.evaluate import chunk_schedule
 from recommender.quality.result import QualityResult
 from recommender.quality.statistics import aggregate, paired_bootstrap
 from recommender.quality.suite import TaskThreshold, Threshold
 from recommender.quality.verdict import Check, overall
 from recommender.quantize import get_method
-from recommender.recommendation import build
+from recommender.study.candidate import Candidate, CandidateResult
 
 # Llama-3-8B's shape (config.json numbers).
 _, LLAMA3_8B = load_architecture("llama-3.1-8b")  # the shipped config.json numbers

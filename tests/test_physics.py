@@ -14,16 +14,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from recommender.architectures import load_architecture
 from recommender.errors import BadInputError
-from recommender.perf.catalog import load_catalog
-from recommender.perf.kernels import LLM_INT8_SLOWDOWN, compute_dtype
-from recommender.perf.memory import plan_memory, weight_bytes
-from recommender.perf.roofline import Efficiency, linear_flops, project_step_times
-from recommender.perf.scheduler import SchedulerConfig, simulate
-from recommender.perf.shape import ModelShape
-from recommender.perf.step_cost import PrefillChunks, RooflineStepCost
-from recommender.perf.workload import make_workload
+from recommender.perf.catalog.architectures import load_architecture
+from recommender.perf.catalog.gpus import load_catalog
+from recommender.perf.model.memory import plan_memory, weight_bytes
+from recommender.perf.model.shape import ModelShape
+from recommender.perf.sim.scheduler import SchedulerConfig, simulate
+from recommender.perf.sim.workload import make_workload
+from recommender.perf.step.cost import PrefillChunks, RooflineStepCost
+from recommender.perf.step.kernels import LLM_INT8_SLOWDOWN, compute_dtype
+from recommender.perf.step.roofline import Efficiency, linear_flops, project_step_times
 from recommender.provenance import Provenance
 from recommender.quantize import get_method
 

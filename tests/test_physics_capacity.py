@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from recommender.architectures import load_architecture
-from recommender.perf.catalog import load_catalog
-from recommender.perf.physics_capacity import ALARM_FACTOR, physics_capacity
-from recommender.plan import PlanRow, plan_one
+from recommender.config.spec import LatencySLA, Traffic
+from recommender.fleet.plan import PlanRow, plan_one
+from recommender.perf.catalog.architectures import load_architecture
+from recommender.perf.catalog.gpus import load_catalog
+from recommender.perf.sim.physics_capacity import ALARM_FACTOR, physics_capacity
 from recommender.quantize import get_method
-from recommender.spec import LatencySLA, Traffic
 
 _, LLAMA70 = load_architecture("llama-3.1-70b")
 _, LLAMA8 = load_architecture("llama-3.1-8b")
@@ -75,8 +75,9 @@ def test_plan_flags_a_capacity_the_sla_holds_far_below_the_ceiling() -> None:
 
 
 def test_plan_cli_shows_the_physics_column_and_the_flag() -> None:
-    command = [sys.executable, "-m", "recommender.cli", "plan", "--model", "llama-3.1-8b", "--prompt-tokens", "512",
-               "--output-tokens", "128", "--rps", "5", "--ttft-ms", f"{1.1 * _lone_ttft_high_ms():.3f}",
+    command = [sys.executable, "-m", "recommender.cli.main", "plan", "--model", "llama-3.1-8b",
+               "--prompt-tokens", "512", "--output-tokens", "128", "--rps", "5",
+               "--ttft-ms", f"{1.1 * _lone_ttft_high_ms():.3f}",
                "--tpot-ms", "1000", "--hardware", "h100-sxm", "--batch-size", "256"]  # fmt: skip
     table = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert table.returncode == 0, table.stderr
@@ -92,12 +93,12 @@ def test_the_search_flags_a_far_off_capacity_in_its_line_and_the_recommendations
     recommendation's notes flag what `plan` flags."""
     from dataclasses import replace
 
-    from recommender.candidate import Candidate, CandidateResult
-    from recommender.perf.results import Percentiles
-    from recommender.perf.serving import ServingEstimate
+    from recommender.decision.recommendation import build
+    from recommender.perf.sim.results import Percentiles
+    from recommender.perf.sim.serving import ServingEstimate
     from recommender.provenance import Provenance
-    from recommender.recommendation import build
     from recommender.report.console import _line
+    from recommender.study.candidate import Candidate, CandidateResult
 
     sla = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=80)
     serving = ServingEstimate(Percentiles(500, 900, 1000), Percentiles(40, 50, 60), 0.2, 256.0, 0.2,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from recommender.architectures import known_architectures, load_architecture
-from recommender.perf.catalog import load_catalog
-from recommender.plan import plan_one
-from recommender.spec import LatencySLA, Traffic
+from recommender.config.spec import LatencySLA, Traffic
+from recommender.fleet.plan import plan_one
+from recommender.perf.catalog.architectures import known_architectures, load_architecture
+from recommender.perf.catalog.gpus import load_catalog
 
 TRAFFIC = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5)
 SLA = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100)
@@ -64,7 +64,7 @@ def test_plan_rows_fit_price_and_label_quality(tmp_path: Path) -> None:
 
 
 def test_plan_cli_unknown_model_lists_known_ones() -> None:
-    result = subprocess.run([sys.executable, "-m", "recommender.cli", "plan", "--model", "llama-9"],
+    result = subprocess.run([sys.executable, "-m", "recommender.cli.main", "plan", "--model", "llama-9"],
                             capture_output=True, text=True, timeout=120)  # fmt: skip
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "--model" in result.stderr and "llama-3.1-8b" in result.stderr
@@ -74,9 +74,9 @@ def test_plan_cli_unknown_model_lists_known_ones() -> None:
 @pytest.mark.parametrize(("hardware", "batch"), [("rtx-4090", 8), ("h100-sxm", 32), ("l40s", 1)])
 def test_plan_and_search_model_a_catalog_candidate_identically(hardware: str, batch: int) -> None:
     """`plan` is the search's evaluator without quality: same memory plan, step cost, simulation and price."""
-    from recommender.candidate import Candidate
-    from recommender.spec import load_spec
+    from recommender.config.spec import load_spec
     from recommender.study import prepare
+    from recommender.study.candidate import Candidate
 
     spec = load_spec(Path(__file__).parents[1] / "search_spaces" / "demo.yaml")
     prepared = prepare(spec)
@@ -128,11 +128,11 @@ def test_plan_progress_shows_on_a_terminal_and_leaves_nothing_behind_elsewhere()
 def test_a_candidates_performance_is_computed_once_per_evaluator() -> None:
     """The search, its GPU mix and the load curve all ask for a candidate's performance; each answer simulates
     every launching engine, so it is kept: the second ask returns the same object."""
-    from recommender.architectures import load_architecture
-    from recommender.candidate import Candidate
-    from recommender.perf.catalog import load_catalog
-    from recommender.performance import PerformanceEvaluator
-    from recommender.spec import LatencySLA, Traffic
+    from recommender.config.spec import LatencySLA, Traffic
+    from recommender.perf.catalog.architectures import load_architecture
+    from recommender.perf.catalog.gpus import load_catalog
+    from recommender.study.candidate import Candidate
+    from recommender.study.performance import PerformanceEvaluator
 
     evaluator = PerformanceEvaluator(load_catalog(), load_architecture("llama-3.1-8b")[1],
                                      Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5),
@@ -147,10 +147,10 @@ def test_a_candidates_performance_is_computed_once_per_evaluator() -> None:
 def test_plan_rows_are_served_by_the_engines_given() -> None:
     """`plan --spec` passes the spec's engines to its rows as to its GPU mix: a row is never served by an engine
     the spec left out."""
-    from recommender.architectures import load_architecture
-    from recommender.perf.catalog import load_catalog
-    from recommender.plan import plan_one
-    from recommender.spec import LatencySLA, Traffic
+    from recommender.config.spec import LatencySLA, Traffic
+    from recommender.fleet.plan import plan_one
+    from recommender.perf.catalog.architectures import load_architecture
+    from recommender.perf.catalog.gpus import load_catalog
 
     catalog = load_catalog()
     args = {"traffic": Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5),

@@ -9,22 +9,22 @@ import subprocess
 import sys
 from pathlib import Path
 
-from recommender.architectures import load_architecture
-from recommender.candidate import Candidate
-from recommender.perf.calibrated import CalibratedModel, load_fit
-from recommender.perf.catalog import load_catalog
-from recommender.perf.estimate import EstimateRequest, estimate
-from recommender.performance import PerformanceEvaluator
-from recommender.plan import plan_one
+from recommender.config.spec import LatencySLA, Traffic
+from recommender.fleet.plan import plan_one
+from recommender.perf.catalog.architectures import load_architecture
+from recommender.perf.catalog.gpus import load_catalog
+from recommender.perf.sim.estimate import EstimateRequest, estimate
+from recommender.perf.step.calibrated import CalibratedModel, load_fit
 from recommender.quantize import get_method
-from recommender.spec import LatencySLA, Traffic
+from recommender.study.candidate import Candidate
+from recommender.study.performance import PerformanceEvaluator
 
 TRAFFIC = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5)
 SLA = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100)
 _, LLAMA8 = load_architecture("llama-3.1-8b")
 #: What the default price set (RunPod Secure Cloud, no L4) says of the L4.
 NO_L4_PRICE = "l4 has no price in price set runpod-secure-2026-09-25"
-PLAN_L4 = [sys.executable, "-m", "recommender.cli", "plan", "--model", "llama-3.1-8b", "--prompt-tokens", "512",
+PLAN_L4 = [sys.executable, "-m", "recommender.cli.main", "plan", "--model", "llama-3.1-8b", "--prompt-tokens", "512",
            "--output-tokens", "128", "--rps", "5", "--ttft-ms", "2000", "--tpot-ms", "100", "--hardware", "l4",
            "--batch-size", "64"]  # fmt: skip
 
@@ -87,7 +87,7 @@ def test_estimate_gives_an_unpriced_gpu_its_latencies() -> None:
 
 
 def test_estimate_cli_on_an_unpriced_gpu() -> None:
-    out = _run([sys.executable, "-m", "recommender.cli", "estimate", "--model", "llama-3.1-8b", "--hardware", "l4",
+    out = _run([sys.executable, "-m", "recommender.cli.main", "estimate", "--model", "llama-3.1-8b", "--hardware", "l4",
                 "--concurrency", "4", "--prompt-tokens", "512", "--output-tokens", "128", "--precision", "fp8",
                 "--json"]).stdout  # fmt: skip
     data = json.loads(out)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from recommender.device import DeviceInfo
-from recommender.model_source import ModelSource
+from recommender.models.source import ModelSource
 from recommender.perf.probe import probe
 from recommender.quantize import get_method
 

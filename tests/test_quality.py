@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from recommender.device import DeviceInfo
-from recommender.model_cache import ModelCache
-from recommender.model_source import ModelSource
+from recommender.models.cache import ModelCache
+from recommender.models.source import ModelSource
 from recommender.quality.cache import QualityCache
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.statistics import MIN_CONTINUOUS_DOCS

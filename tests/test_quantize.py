@@ -9,7 +9,7 @@ import torch
 
 from recommender.device import DeviceInfo
 from recommender.errors import MethodUnavailableError
-from recommender.model_source import ModelSource
+from recommender.models.source import ModelSource
 from recommender.quantize import all_methods, get_method
 from recommender.quantize.llmcompressor import LlmCompressorScheme
 

@@ -17,7 +17,7 @@ from tests.conftest import REPO, write_suite
 
 
 def _recommender(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "recommender.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "recommender.cli.main", *args], capture_output=True, text=True,
                           cwd=REPO, timeout=1800)  # fmt: skip
 
 

@@ -45,7 +45,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in quiet}
     env["RECOMMENDER_CACHE_DIR"] = str(cwd / "cache")  # a cold quality cache: lm-eval really runs
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-m", "recommender.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "recommender.cli.main", *args], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=300)  # fmt: skip
 
 

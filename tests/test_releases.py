@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from recommender.config.spec import load_spec
 from recommender.quality.statistics import MIN_CONTINUOUS_DOCS
-from recommender.spec import load_spec
 from recommender.study import run_search
 from tests.conftest import REPO, write_suite
 
@@ -23,7 +23,7 @@ DEMO_V2 = REPO / "recommender" / "demo" / "model-v2"
 
 def _run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "recommender.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+        [sys.executable, "-m", "recommender.cli.main", *args], capture_output=True, text=True, cwd=cwd, timeout=300
     )
 
 

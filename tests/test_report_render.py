@@ -16,22 +16,22 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from recommender.candidate import Candidate, CandidateResult
-from recommender.cost import CostEstimate
+from recommender.config.spec import LatencySLA
+from recommender.decision.cost import CostEstimate
+from recommender.decision.recommendation import Recommendation, build
 from recommender.emit import EmittedConfig
-from recommender.perf.memory import MemoryFit
-from recommender.perf.results import Percentiles
-from recommender.perf.serving import ServingEstimate
-from recommender.performance import LoadCurve, LoadPoint
+from recommender.perf.model.memory import MemoryFit
+from recommender.perf.sim.results import Percentiles
+from recommender.perf.sim.serving import ServingEstimate
 from recommender.provenance import Provenance
 from recommender.quality.fidelity import FidelityResult
 from recommender.quality.result import QualityResult
 from recommender.quality.verdict import Check, Verdict
-from recommender.recommendation import Recommendation, build
 from recommender.report.figure_data import cost_data, describe_figures, pareto_data, pareto_front
 from recommender.report.render import render_html, render_markdown, write_report
 from recommender.report.table import render
-from recommender.spec import LatencySLA
+from recommender.study.candidate import Candidate, CandidateResult
+from recommender.study.performance import LoadCurve, LoadPoint
 
 MODEL = "acme/chat<v2>"
 SLA = LatencySLA(ttft_p99_ms=1000.0, tpot_p99_ms=50.0)
@@ -319,9 +319,9 @@ def test_write_report_writes_markdown_pngs_and_html(tmp_path: Path, study: Study
 
 def _with_assumptions(study: Study) -> Recommendation:
     """The fixture's recommendation with the assumptions block of the demo spec's traffic and price set."""
-    from recommender.assumptions import assumptions_of
-    from recommender.perf.catalog import load_catalog
-    from recommender.spec import load_spec
+    from recommender.config.spec import load_spec
+    from recommender.decision.assumptions import assumptions_of
+    from recommender.perf.catalog.gpus import load_catalog
 
     rec = study[0]
     spec = load_spec(Path(__file__).parents[1] / "search_spaces" / "demo.yaml")
@@ -365,8 +365,8 @@ def test_a_candidates_line_keeps_its_whole_reason_on_a_pipe() -> None:
 
     from rich.console import Console
 
-    from recommender.candidate import Candidate, CandidateResult
     from recommender.report.console import trial_progress
+    from recommender.study.candidate import Candidate, CandidateResult
 
     reason = "quality: unverified (not evaluated: " + "a long reason that goes on " * 8 + "to its end)"
     result = CandidateResult(Candidate("int8", "int8-w8a8", "l40s", 256), "evaluated", {}, [reason])

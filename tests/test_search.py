@@ -12,11 +12,11 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
-from recommender.candidate import Candidate
-from recommender.decision import COST_TOLERANCE, pick
+from recommender.config.spec import load_spec
+from recommender.decision.rules import COST_TOLERANCE, pick
 from recommender.report.artifacts import write_documents
-from recommender.spec import load_spec
 from recommender.study import grid, prepare, run_search
+from recommender.study.candidate import Candidate
 from tests.conftest import write_contract_prices, write_suite
 
 
@@ -180,7 +180,7 @@ def test_search_matches_exhaustive_grid_and_report_regenerates(tmp_path: Path, d
         assert (outcome.output_dir / name).is_file(), name
     regenerated = tmp_path / "regenerated"
     result = subprocess.run(
-        [sys.executable, "-m", "recommender.cli", "report", outcome.parent_run_id, "--tracking-uri", tracking,
+        [sys.executable, "-m", "recommender.cli.main", "report", outcome.parent_run_id, "--tracking-uri", tracking,
          "--output-dir", str(regenerated)],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip
@@ -189,7 +189,7 @@ def test_search_matches_exhaustive_grid_and_report_regenerates(tmp_path: Path, d
     assert "data:image/png;base64," in (regenerated / "report.html").read_text()
 
     unknown = subprocess.run(
-        [sys.executable, "-m", "recommender.cli", "report", "0" * 32, "--tracking-uri", tracking],
+        [sys.executable, "-m", "recommender.cli.main", "report", "0" * 32, "--tracking-uri", tracking],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip
     assert unknown.returncode == 2 and "Traceback" not in unknown.stderr and "run_id" in unknown.stderr
@@ -200,8 +200,8 @@ def test_a_worker_parses_each_stored_result_once() -> None:
     the trial overhead does not grow with the stored trials' count (it was quadratic over a study)."""
     import optuna
 
-    from recommender.candidate import CONSTRAINT_KEYS, CandidateResult
     from recommender.serialization import to_data
+    from recommender.study.candidate import CONSTRAINT_KEYS, CandidateResult
     from recommender.study.worker import RESULT_ATTR, load_known
 
     def stored(batch: int) -> optuna.trial.FrozenTrial:

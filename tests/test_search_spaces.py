@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from recommender.config.spec import load_spec
 from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
 from recommender.quality.suite import load_use_case
-from recommender.spec import load_spec
 from tests.conftest import REPO
 
 SPACES = sorted((REPO / "search_spaces").glob("*.yaml"))

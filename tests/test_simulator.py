@@ -12,18 +12,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from recommender.architectures import load_architecture
-from recommender.cost import replicas_needed
-from recommender.perf.capacity import max_rate_within_sla
-from recommender.perf.catalog import load_catalog
-from recommender.perf.results import SimulationResult
-from recommender.perf.roofline import project_step_times
-from recommender.perf.scheduler import ContinuousBatchingSimulation, SchedulerConfig, simulate
-from recommender.perf.step_cost import RooflineStepCost, TableStepCost
-from recommender.perf.workload import LengthDist, Workload, make_workload, workload_from_traffic
+from recommender.config.spec import Traffic
+from recommender.decision.cost import replicas_needed
+from recommender.perf.catalog.architectures import load_architecture
+from recommender.perf.catalog.gpus import load_catalog
+from recommender.perf.sim.capacity import max_rate_within_sla
+from recommender.perf.sim.results import SimulationResult
+from recommender.perf.sim.scheduler import ContinuousBatchingSimulation, SchedulerConfig, simulate
+from recommender.perf.sim.workload import LengthDist, Workload, make_workload, workload_from_traffic
+from recommender.perf.step.cost import RooflineStepCost, TableStepCost
+from recommender.perf.step.roofline import project_step_times
 from recommender.provenance import Provenance
 from recommender.quantize import get_method
-from recommender.spec import Traffic
 
 _, LLAMA3_8B = load_architecture("llama-3.1-8b")  # the shipped config.json numbers
 DECODE_S = 0.010

@@ -12,10 +12,10 @@ import optuna
 import pytest
 import yaml
 
-from recommender import cli
+from recommender.cli import main as cli
+from recommender.config.spec import SearchSpec, load_spec
 from recommender.errors import BadInputError
-from recommender.perf.catalog import BUILTIN_CATALOG
-from recommender.spec import SearchSpec, load_spec
+from recommender.perf.catalog.gpus import BUILTIN_CATALOG
 from recommender.study.prepare import portable_spec, prepare, spec_from_study
 from recommender.study.space import grid, grid_size
 from tests.conftest import DEMO_MODEL, DEMO_SPEC, write_suite

@@ -8,7 +8,7 @@ import optuna
 import pytest
 
 from recommender.errors import BadInputError
-from recommender.perf.calibrated import FIT_PATH, fit_digest
+from recommender.perf.step.calibrated import FIT_PATH, fit_digest
 from recommender.study.storage import PERF_MODEL_ATTR, SPEC_FINGERPRINT_ATTR, check_perf_model
 
 
@@ -37,7 +37,7 @@ def test_a_study_of_another_performance_model_is_refused_with_the_fix(tmp_path: 
 
 
 def test_the_default_study_name_changes_with_the_fit(tmp_path: Path) -> None:
-    from recommender.spec import load_spec
+    from recommender.config.spec import load_spec
     from tests.conftest import DEMO_SPEC
 
     spec = load_spec(DEMO_SPEC)

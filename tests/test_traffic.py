@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import yaml
 
-from recommender import cli
-from recommender.perf.workload import EmpiricalLengths, LengthDist
-from recommender.spec import load_spec
-from recommender.traffic import hourly_rates, length_models
+from recommender.cli import main as cli
+from recommender.config.spec import load_spec
+from recommender.config.traffic import hourly_rates, length_models
+from recommender.perf.sim.workload import EmpiricalLengths, LengthDist
 from tests.conftest import DEMO_SPEC, REPO
 
 DAILY_SPEC = REPO / "search_spaces" / "daily-mix.yaml"
@@ -128,12 +128,12 @@ def _exits_2(
 
 def test_a_request_longer_than_the_kv_cache_leaves_no_capacity() -> None:
     """A long tail (or a trace) may hold a request no replica's KV cache holds: it would never run, so rate 0."""
-    from recommender.architectures import load_architecture
-    from recommender.candidate import Candidate
-    from recommender.perf.capacity import max_rate_within_sla
-    from recommender.perf.catalog import load_catalog
-    from recommender.performance import PerformanceEvaluator, Setup
-    from recommender.spec import LatencySLA, Traffic
+    from recommender.config.spec import LatencySLA, Traffic
+    from recommender.perf.catalog.architectures import load_architecture
+    from recommender.perf.catalog.gpus import load_catalog
+    from recommender.perf.sim.capacity import max_rate_within_sla
+    from recommender.study.candidate import Candidate
+    from recommender.study.performance import PerformanceEvaluator, Setup
 
     _, shape = load_architecture("llama-3.1-8b")
     traffic = Traffic(prompt_tokens=500, output_tokens=100, requests_per_second=1)

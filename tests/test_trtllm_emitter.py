@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from recommender.config.spec import load_spec
 from recommender.device import DeviceInfo
 from recommender.emit import EMITTERS, EmittedConfig, LaunchSettings, emit_all, get_emitter
 from recommender.emit.support import SUPPORT, eligibility, refusal
 from recommender.emit.trtllm import EXTRA_OPTIONS_FILE, TrtllmEmitter
-from recommender.perf.catalog import load_catalog
+from recommender.perf.catalog.gpus import load_catalog
 from recommender.quantize import ENGINE_NAMES, EngineFlags, all_methods, get_method
-from recommender.spec import load_spec
 from tests.conftest import DEMO_MODEL, DEMO_SPEC, write_suite
 
 MODEL = "/models/Llama 3.1 8B"

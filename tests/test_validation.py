@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recommender.architectures import load_architecture
-from recommender.perf.calibrated import CalibratedModel, load_fit
-from recommender.perf.catalog import load_catalog
-from recommender.perf.scheduler import simulate
-from recommender.perf.serving_runs import load_runs
-from recommender.perf.step_cost import PrefillChunks
-from recommender.perf.step_fit import FitSettings
-from recommender.perf.upper_step_cost import StepFactors, UpperStepCost
-from recommender.perf.validation import HOLDOUTS, bracket_rows, held_out_predictions, holdout_table
-from recommender.perf.workload import make_workload
+from recommender.perf.catalog.architectures import load_architecture
+from recommender.perf.catalog.gpus import load_catalog
+from recommender.perf.fit.serving_runs import load_runs
+from recommender.perf.fit.step_fit import FitSettings
+from recommender.perf.fit.validation import HOLDOUTS, bracket_rows, held_out_predictions, holdout_table
+from recommender.perf.sim.scheduler import simulate
+from recommender.perf.sim.workload import make_workload
+from recommender.perf.step.calibrated import CalibratedModel, load_fit
+from recommender.perf.step.cost import PrefillChunks
+from recommender.perf.step.upper import StepFactors, UpperStepCost
 from recommender.provenance import Provenance
 from recommender.quantize import get_method
 
@@ -71,7 +71,7 @@ def test_shipped_fit_carries_the_held_out_tables_and_step_residuals() -> None:
 
 
 def test_an_engine_draws_its_step_interval_from_its_own_residuals_only_when_it_has_enough() -> None:
-    from recommender.perf.calibrated import MIN_ENGINE_RESIDUALS, StepResiduals, step_pools
+    from recommender.perf.step.calibrated import MIN_ENGINE_RESIDUALS, StepResiduals, step_pools
 
     seen, unseen = StepResiduals(prefill=[0.0, 0.5], decode=[0.0, 0.1]), StepResiduals(prefill=[0.9], decode=[0.3])
     many, few = [0.01] * MIN_ENGINE_RESIDUALS, [0.01] * (MIN_ENGINE_RESIDUALS - 1)
@@ -108,7 +108,7 @@ def test_upper_step_cost_slows_prefill_and_decode_work_by_their_own_factors() ->
 def test_the_users_traffic_simulated_at_the_upper_steps_queues_more_than_a_scaled_point_p99() -> None:
     """Near capacity, slower steps lengthen the queue: the P99 at the upper steps exceeds the point P99 times the
     prefill factor, which is why the SLA check simulates the upper steps rather than scaling a point P99."""
-    from recommender.perf.step_fit import replay_config
+    from recommender.perf.fit.step_fit import replay_config
 
     upper, factors = _cost()
     config = replay_config(upper.point.features.shape, upper.point.features, "vllm", concurrency=256)
@@ -120,8 +120,8 @@ def test_the_users_traffic_simulated_at_the_upper_steps_queues_more_than_a_scale
 def test_a_decode_itl_client_sees_no_prefill_stalls() -> None:
     """The "decode ITL" metric drops the steps that carry prompts: below the mean TPOT where prompts join decode
     steps (SGLang pauses decoding for each prefill batch), the same where every request decodes alone."""
-    from recommender.perf.closed_loop import ClosedLoopBenchmark, InterTokenStepCost, replay
-    from recommender.perf.step_fit import replay_config
+    from recommender.perf.fit.step_fit import replay_config
+    from recommender.perf.sim.closed_loop import ClosedLoopBenchmark, InterTokenStepCost, replay
 
     model = CalibratedModel(load_fit())
     shape, h100 = load_architecture("qwen3-32b")[1], load_catalog().get("h100-sxm")

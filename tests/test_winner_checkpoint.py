@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from recommender.model_source import ModelSource
+from recommender.models.source import ModelSource
 from recommender.quantize import get_method
 from recommender.quantize.checkpoint import CheckpointStore, QuantizeContext
 from recommender.quantize.llmcompressor import LlmCompressorScheme

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 
 from recommender.emit import EmittedConfig, LaunchSettings, emit_all
 from recommender.emit.support import compute_dtype
-from recommender.perf.memory import DEFAULT_GPU_MEMORY_UTILIZATION
+from recommender.perf.model.memory import DEFAULT_GPU_MEMORY_UTILIZATION
 from recommender.quantize import get_method
 
 if TYPE_CHECKING:
-    from recommender.candidate import Candidate
     from recommender.device import DeviceInfo
+    from recommender.study.candidate import Candidate
 
 
 def launch_commands(

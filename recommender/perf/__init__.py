@@ -1,1 +1,10 @@
-"""Performance: the hardware catalog, the local probe, and the roofline projection."""
+"""Performance, below everything else: it imports nothing from the package but the shared leaves (errors,
+provenance, input_files, device).
+
+- `catalog/`: GPUs, price sets and model architectures as data;
+- `model/`: a model's shape, experts and memory on a device;
+- `step/`: step costs (datasheet features, the calibrated fit, intervals, the roofline ceiling);
+- `sim/`: continuous batching simulated, closed-loop benchmarks, capacity and P99s;
+- `fit/`: the measured serving runs, the fit and its held-out validation;
+- `probe.py`: the measured probe of the really quantized model on this machine.
+"""

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from lm_eval.tasks import TaskManager
     from transformers import PreTrainedTokenizerBase
 
-    from recommender.model_source import ModelSource
+    from recommender.models.source import ModelSource
     from recommender.quality.suite import UseCase
 
 FIELD = "use_case.calibration.task"

@@ -23,9 +23,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from recommender.claims import ClaimStore
 from recommender.errors import MethodUnavailableError
-from recommender.model_cache import ModelCache
+from recommender.models.cache import ModelCache
 from recommender.quality import fidelity as fid
 from recommender.quality.cache import QualityCache, cache_key
 from recommender.quality.exact import is_binary
@@ -36,6 +35,7 @@ from recommender.quality.suite import TaskThreshold, UseCase
 from recommender.quality.verdict import fidelity_check, overall, task_check
 from recommender.quantize import QuantMethod, get_method
 from recommender.serialization import from_data, to_data
+from recommender.study.claims import ClaimStore
 
 if TYPE_CHECKING:
     from lm_eval.tasks import TaskManager

@@ -19,7 +19,7 @@ from recommender.quantize._base import EngineFlags, QuantMethod
 if TYPE_CHECKING:
     from torch import nn
 
-    from recommender.model_source import ModelSource
+    from recommender.models.source import ModelSource
     from recommender.quantize.checkpoint import QuantizeContext
 
 

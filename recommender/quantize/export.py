@@ -17,7 +17,7 @@ from recommender.quantize._base import QuantMethod
 from recommender.quantize.llmcompressor import LlmCompressorScheme
 
 if TYPE_CHECKING:
-    from recommender.model_source import ModelSource
+    from recommender.models.source import ModelSource
     from recommender.quantize.checkpoint import QuantizeContext
 
 

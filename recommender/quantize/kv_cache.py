@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from torch import nn
     from transformers import PreTrainedModel
 
-    from recommender.model_source import ModelSource
+    from recommender.models.source import ModelSource
     from recommender.quantize.checkpoint import QuantizeContext
 
 #: The attention implementation name registered with transformers.

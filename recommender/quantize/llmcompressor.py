@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from torch import nn
     from transformers import PreTrainedModel
 
-    from recommender.model_source import ModelSource
+    from recommender.models.source import ModelSource
 
 #: Where engines read compressed-tensors checkpoints from config.json; no launch flag is needed.
 COMPRESSED_TENSORS = "compressed-tensors"

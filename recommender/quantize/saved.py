@@ -22,7 +22,7 @@ from recommender.quantize.llmcompressor import COMPRESSED_TENSORS, LlmCompressor
 if TYPE_CHECKING:
     from torch import nn
 
-    from recommender.model_source import ModelSource
+    from recommender.models.source import ModelSource
     from recommender.quantize.checkpoint import QuantizeContext
 
 
@@ -43,7 +43,7 @@ class SavedCheckpoint(QuantMethod):
 
 def saved_checkpoint(scheme: QuantMethod, path: Path, *, field: str = "--checkpoint") -> SavedCheckpoint:
     """`path` checked to be `scheme`'s compressed-tensors checkpoint (one BadInputError line otherwise)."""
-    from recommender.model_source import ModelSource
+    from recommender.models.source import ModelSource
 
     if not isinstance(scheme, LlmCompressorScheme) or scheme.checkpoint_format is None:
         raise BadInputError(field, f"{scheme.name} writes no checkpoint", "pass a compressed-tensors scheme")

@@ -9,9 +9,9 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from recommender.decision.evidence import StudyEvidence, read_evidence, write_evidence
 from recommender.errors import BadInputError
-from recommender.evidence import StudyEvidence, read_evidence, write_evidence
-from recommender.releases import download_study_evidence
+from recommender.releases.history import download_study_evidence
 from recommender.report.render import write_report
 
 

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 from recommender.report.blocks import Block, Cell, Heading, Span, Table, bold, code, link, para, usd, usd_1m
 
 if TYPE_CHECKING:
-    from recommender.assumptions import Assumptions, Fleet, GpuPrice
-    from recommender.candidate import CandidateResult
-    from recommender.recommendation import Recommendation
+    from recommender.decision.assumptions import Assumptions, Fleet, GpuPrice
+    from recommender.decision.recommendation import Recommendation
+    from recommender.study.candidate import CandidateResult
 
 
 def _fleet(a: Assumptions, role: str) -> Fleet | None:

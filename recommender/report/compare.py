@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from recommender.releases import ReleaseStudy
+from recommender.releases.history import ReleaseStudy
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from recommender.perf.memory import RUNTIME_OVERHEAD_GB
+from recommender.perf.model.memory import RUNTIME_OVERHEAD_GB
 from recommender.report.assumptions_block import assumptions, headline
 from recommender.report.blocks import (
     Block,
@@ -42,11 +42,11 @@ from recommender.report.quality_block import quality_of
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from recommender.candidate import CandidateResult
+    from recommender.config.spec import LatencySLA
+    from recommender.decision.recommendation import Recommendation
     from recommender.emit import EmittedConfig
-    from recommender.performance import LoadCurve
-    from recommender.recommendation import Recommendation
-    from recommender.spec import LatencySLA
+    from recommender.study.candidate import CandidateResult
+    from recommender.study.performance import LoadCurve
 
     _Row = tuple[str, Callable[[CandidateResult], Cell]]
 

@@ -9,7 +9,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from recommender.perf.estimate import BenchmarkEstimate, FigureWithInterval
+    from recommender.perf.sim.estimate import BenchmarkEstimate, FigureWithInterval
 
 
 def _cell(f: FigureWithInterval, digits: int) -> str:

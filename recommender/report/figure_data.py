@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from recommender.cost import HOURS_PER_MONTH
+from recommender.decision.cost import HOURS_PER_MONTH
 
 if TYPE_CHECKING:
-    from recommender.autoscale import AutoscaleSchedule
-    from recommender.candidate import CandidateResult
-    from recommender.performance import LoadCurve, LoadPoint
-    from recommender.recommendation import Recommendation
+    from recommender.decision.recommendation import Recommendation
+    from recommender.fleet.autoscale import AutoscaleSchedule
+    from recommender.study.candidate import CandidateResult
+    from recommender.study.performance import LoadCurve, LoadPoint
 
 #: The reference the KL is measured against; its loss is zero by definition.
 REFERENCE_METHOD = "baseline"

@@ -9,8 +9,8 @@ from rich.table import Table
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from recommender.autoscale import AutoscaleSchedule
-    from recommender.mix_plan import GpuMix
+    from recommender.fleet.autoscale import AutoscaleSchedule
+    from recommender.fleet.mix_plan import GpuMix
 
 
 def _money(value: float) -> str:

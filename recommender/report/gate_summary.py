@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from recommender.releases import ReleaseStudy
+    from recommender.releases.history import ReleaseStudy
 
 
 def gate_lines(*, model: str, candidate: str, against: str, new: ReleaseStudy, broken: list[str]) -> list[str]:

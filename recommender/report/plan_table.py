@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
-from recommender.perf.physics_capacity import ALARM_FACTOR
+from recommender.perf.sim.physics_capacity import ALARM_FACTOR
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from recommender.plan import PlanRow
-    from recommender.spec import LatencySLA, Traffic
+    from recommender.config.spec import LatencySLA, Traffic
+    from recommender.fleet.plan import PlanRow
 
 _COLUMNS = (
     "GPU", "precision/method", "engine", "tp", "batch", "$/1M tok", "replicas", "$/month", "P99 TTFT ms", "P99 TPOT ms",
@@ -65,7 +65,7 @@ def _physics_footnote(rows: Sequence[PlanRow]) -> str:
     )  # fmt: skip
     return (
         "; physics req/s: a throughput ceiling from the datasheet (bandwidth-bound decode of the KV-limited batch, "
-        f"compute-bound prefill, no SLA; recommender/perf/physics_capacity.py); {ALARM_MARK}: capacity under "
+        f"compute-bound prefill, no SLA; recommender/perf/sim/physics_capacity.py); {ALARM_MARK}: capacity under "
         f"1/{ALARM_FACTOR:g} of it{flagged}"
     )
 
@@ -92,6 +92,7 @@ def render_plan(rows: Sequence[PlanRow], *, name: str, traffic: Traffic, sla: La
         "[dim]calibrated: step costs fitted per engine on measured H100 serving runs (benchmarks/gpu_fidelity.py), "
         "moved to other GPUs through their datasheets, + continuous-batching simulation; (≤x): the P99 with every "
         f"step at its one-sided {sla.confidence:.0%} upper bound (held-out step residuals), which the SLA check uses; "
-        f"prices: {', '.join(sets)} (sources and dates in recommender/perf/price_sets.yaml); req/s per replica: the "
-        f"highest arrival rate one replica carries within the SLA{_physics_footnote(rows)}{_unpriced_footnote(rows)}[/]"
+        f"prices: {', '.join(sets)} (sources and dates in recommender/perf/catalog/price_sets.yaml); "
+        f"req/s per replica: the highest arrival rate one replica carries within the SLA"
+        f"{_physics_footnote(rows)}{_unpriced_footnote(rows)}[/]"
     )

@@ -33,10 +33,10 @@ from recommender.report.figure_data import (
 )
 
 if TYPE_CHECKING:
-    from recommender.autoscale import AutoscaleSchedule
-    from recommender.candidate import CandidateResult
-    from recommender.performance import LoadCurve
-    from recommender.recommendation import Recommendation
+    from recommender.decision.recommendation import Recommendation
+    from recommender.fleet.autoscale import AutoscaleSchedule
+    from recommender.study.candidate import CandidateResult
+    from recommender.study.performance import LoadCurve
 
 #: 1200 x 800 pixels: readable at a report's full width (about 1150 CSS pixels), legends included.
 FIGSIZE = (8.0, 16 / 3)

@@ -19,9 +19,9 @@ from recommender.report.content import build_blocks, title
 from recommender.report.plots import draw_figures
 
 if TYPE_CHECKING:
-    from recommender.candidate import CandidateResult
-    from recommender.performance import LoadCurve
-    from recommender.recommendation import Recommendation
+    from recommender.decision.recommendation import Recommendation
+    from recommender.study.candidate import CandidateResult
+    from recommender.study.performance import LoadCurve
 
 # -- Markdown ------------------------------------------------------------------------------
 

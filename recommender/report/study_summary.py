@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from recommender.releases.tracking import ui_hint
 from recommender.report.table import render
-from recommender.tracking import ui_hint
 
 if TYPE_CHECKING:
     from rich.console import Console

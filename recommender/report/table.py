@@ -10,9 +10,9 @@ from rich.table import Table
 from recommender.report.figure_data import speed_kind
 
 if TYPE_CHECKING:
-    from recommender.candidate import CandidateResult
+    from recommender.decision.recommendation import Recommendation
     from recommender.quality.verdict import Check
-    from recommender.recommendation import Recommendation
+    from recommender.study.candidate import CandidateResult
 
 _MAX_REJECTED_ROWS = 12
 

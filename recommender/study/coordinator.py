@@ -16,20 +16,21 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from recommender.assumptions import assumptions_of
-from recommender.candidate import Candidate, CandidateResult
-from recommender.claims import ClaimStore, worker_id
-from recommender.daily import daily_answers
-from recommender.decision import pick
-from recommender.destinations import check_search_destinations
+from recommender.config.destinations import check_search_destinations
+from recommender.config.spec import SearchSpec
+from recommender.decision.assumptions import assumptions_of
+from recommender.decision.evidence import RECOMMENDATION_JSON, StudyEvidence, write_evidence
+from recommender.decision.recommendation import Recommendation, build
+from recommender.decision.rules import pick
 from recommender.emit.launch import launch_commands
 from recommender.errors import BadInputError
-from recommender.evidence import RECOMMENDATION_JSON, StudyEvidence, write_evidence
-from recommender.perf.calibrated import fit_digest
+from recommender.fleet.daily import daily_answers
+from recommender.perf.step.calibrated import fit_digest
 from recommender.quality.calibration_docs import quantize_context
 from recommender.quantize.checkpoint import QuantizeContext
-from recommender.recommendation import Recommendation, build
-from recommender.spec import SearchSpec
+from recommender.releases.tracking import Tracker, absolute_storage_uri, absolute_store_uri, git_sha, winner_tags
+from recommender.study.candidate import Candidate, CandidateResult
+from recommender.study.claims import ClaimStore, worker_id
 from recommender.study.prepare import Prepared, portable_spec, prepare
 from recommender.study.space import grid_size, neighbourhood, params_of, references, space_choices
 from recommender.study.storage import (
@@ -44,7 +45,6 @@ from recommender.study.storage import (
 )
 from recommender.study.winner_checkpoint import WinnerCheckpoint, place_checkpoint
 from recommender.study.worker import BUDGET_ATTR, ProgressFn, StatusFn, StudyWorker
-from recommender.tracking import Tracker, absolute_storage_uri, absolute_store_uri, git_sha, winner_tags
 
 if TYPE_CHECKING:
     import optuna

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from recommender.destinations import check_cache_root, check_name, check_storage_url, check_tracking_uri
+from recommender.config.destinations import check_cache_root, check_name, check_storage_url, check_tracking_uri
 from recommender.errors import BadInputError
+from recommender.releases.tracking import Tracker
 from recommender.study.coordinator import make_worker
 from recommender.study.prepare import Prepared, prepare, spec_from_study
 from recommender.study.space import grid_size
@@ -23,7 +24,6 @@ from recommender.study.storage import (
     unusable_storage,
 )
 from recommender.study.worker import BUDGET_ATTR, ProgressFn, StatusFn
-from recommender.tracking import Tracker
 
 if TYPE_CHECKING:
     import optuna

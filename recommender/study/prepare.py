@@ -10,24 +10,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from recommender.claims import ClaimStore
+from recommender.config.spec import LOCAL_DEVICE, SearchSpec, spec_from_mapping
 from recommender.device import local_device
 from recommender.errors import BadInputError
-from recommender.evaluator import CandidateEvaluator
-from recommender.model_cache import ModelCache
-from recommender.model_source import ModelSource
-from recommender.perf.architecture_check import check_architecture, check_request_fits
-from recommender.perf.catalog import Catalog, load_catalog
-from recommender.perf.serving import check_sla_reachable
-from recommender.perf.shape import ModelShape
-from recommender.performance import LocalMeasurement, PerformanceEvaluator
+from recommender.models.cache import ModelCache
+from recommender.models.source import ModelSource
+from recommender.perf.catalog.architecture_check import check_architecture, check_request_fits
+from recommender.perf.catalog.gpus import Catalog, load_catalog
+from recommender.perf.model.shape import ModelShape
+from recommender.perf.sim.serving import check_sla_reachable
 from recommender.quality.cache import QualityCache
 from recommender.quality.calibration_docs import quantize_context
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
 from recommender.quality.suite import UseCase, load_use_case
 from recommender.quantize import get_method
-from recommender.spec import LOCAL_DEVICE, SearchSpec, spec_from_mapping
+from recommender.study.claims import ClaimStore
+from recommender.study.evaluator import CandidateEvaluator
+from recommender.study.performance import LocalMeasurement, PerformanceEvaluator
 from recommender.study.storage import SPEC_JSON_ATTR
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ import itertools
 import math
 from typing import Any
 
-from recommender.candidate import Candidate
-from recommender.spec import SearchSpec
+from recommender.config.spec import SearchSpec
+from recommender.study.candidate import Candidate
 
 
 def method_choice(precision: str, method: str) -> str:

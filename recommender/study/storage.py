@@ -66,7 +66,7 @@ def rdb_storage(url: str, heartbeat_s: float) -> optuna.storages.BaseStorage | s
 
 def probe_storage(url: str) -> None:
     """A database storage server answers a connection (opened and closed, no table created); SQLite files are
-    checked statically (`recommender.destinations`). A missing driver or an unreachable server is bad input."""
+    checked statically (`recommender.config.destinations`). A missing driver or an unreachable server is bad input."""
     import sqlalchemy as sa
 
     if url.startswith("sqlite"):
@@ -132,7 +132,7 @@ def stored_tracking_uri(study: optuna.Study) -> str | None:
 
 def check_perf_model(study: optuna.Study, name: str, *, field: str) -> None:
     """Refuse a study set up by a version whose performance model differs (``PERF_MODEL_ATTR``)."""
-    from recommender.perf.calibrated import fit_digest
+    from recommender.perf.step.calibrated import fit_digest
 
     here, stored = fit_digest(), study.user_attrs.get(PERF_MODEL_ATTR)
     if SPEC_FINGERPRINT_ATTR in study.user_attrs and stored != here:

@@ -14,7 +14,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from recommender.model_source import ModelSource
+from recommender.models.source import ModelSource
 from recommender.quantize import QuantMethod, get_method
 from recommender.quantize.checkpoint import QuantizeContext
 from recommender.quantize.kv_cache import FP8KVCache

@@ -21,17 +21,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from recommender.candidate import CONSTRAINT_KEYS, Candidate, CandidateResult
-from recommender.decision import cost_bound
-from recommender.evaluator import CandidateEvaluator
+from recommender.decision.rules import cost_bound
 from recommender.quantize import get_method, with_kv_cache
 from recommender.serialization import from_data, to_data
+from recommender.study.candidate import CONSTRAINT_KEYS, Candidate, CandidateResult
+from recommender.study.evaluator import CandidateEvaluator
 from recommender.study.space import candidate_of
 
 if TYPE_CHECKING:
     import optuna
 
-    from recommender.tracking import Tracker
+    from recommender.releases.tracking import Tracker
 
 RESULT_ATTR = "result"
 BUDGET_ATTR = "budget"

@@ -1,0 +1,125 @@
+"""`recommender estimate`: a closed-loop serving benchmark predicted, with intervals."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from recommender.errors import BadInputError
+from recommender.perf.catalog.architectures import read_architecture
+from recommender.perf.sim.engine_profiles import ENGINE_PROFILES
+from recommender.report.console import make_console
+
+if TYPE_CHECKING:
+    from recommender.perf.catalog.gpus import Accelerator
+    from recommender.quantize import QuantMethod
+
+EPILOG = (
+    "Replays `vllm bench serve --max-concurrency C`-style traffic (C requests in flight, fixed lengths) through "
+    "the step cost calibrated for the engine and the scheduler simulation the search uses. Exit codes: 0 "
+    "estimated, 2 bad input."
+)
+
+#: The engines `estimate` models: those with batching profiles (vllm, sglang, trtllm calibrated; tgi agnostic).
+ENGINES = tuple(ENGINE_PROFILES)
+
+
+def _scheme(precision: str | None, scheme: str | None) -> str:
+    """The scheme to estimate: `--scheme` as given, or `plan`'s scheme for `--precision` (fp16: the cast)."""
+    from recommender.fleet.plan import PLAN_METHODS
+
+    if (precision is None) == (scheme is None):
+        raise BadInputError("--precision/--scheme", "give exactly one", "e.g. --precision fp8 or --scheme int8-w8a8")
+    if scheme is not None:
+        return scheme
+    schemes = {p: native for p, (native, _) in PLAN_METHODS.items()} | {"fp16": "fp16"}
+    if precision not in schemes:
+        raise BadInputError("--precision", f"unknown precision {precision!r}", f"one of {', '.join(schemes)}")
+    return schemes[str(precision)]
+
+
+def _check_kv_cache_dtype(kv_cache_dtype: str) -> None:
+    from recommender.perf.model.memory import KV_DTYPE_BYTES
+
+    if kv_cache_dtype not in KV_DTYPE_BYTES:
+        raise BadInputError("--kv-cache-dtype", f"unknown KV cache dtype {kv_cache_dtype!r}",
+                            f"one of {', '.join(KV_DTYPE_BYTES)}")  # fmt: skip
+
+
+def _check_launch(engine: str, method: QuantMethod, accel: Accelerator, tensor_parallel: int) -> None:
+    """The degree fits the GPU's node and the engine launches the scheme there (the support table)."""
+    from recommender.emit.support import refusal
+
+    if tensor_parallel > accel.max_tensor_parallel:
+        raise BadInputError("--tensor-parallel", f"{tensor_parallel} > {accel.max_tensor_parallel} GPUs per node "
+                            f"on {accel.key}", "pick a smaller degree")  # fmt: skip
+    if (why := refusal(engine, method, accel.device)) is not None:
+        raise BadInputError("--scheme", f"{engine} does not launch {method.name} on {accel.key}: {why}",
+                            "pick another scheme, engine or GPU")  # fmt: skip
+
+
+def _warmup_rounds(warmup_rounds: int, rounds: int) -> int:
+    if warmup_rounds >= rounds:
+        raise BadInputError("--warmup-rounds", f"{warmup_rounds} >= --rounds {rounds}: nothing would be measured",
+                            "leave out fewer rounds than are sent")  # fmt: skip
+    return warmup_rounds
+
+
+def estimate_command(
+    model: Annotated[str, typer.Option(help="Shipped architecture (e.g. qwen3-32b), a config.json, or a model dir.")],
+    hardware: Annotated[str, typer.Option(help="Catalog GPU, e.g. h100-sxm, h200, l40s.")],
+    concurrency: Annotated[int, typer.Option(min=1, max=4096, help="Requests in flight (the client's C).")],
+    prompt_tokens: Annotated[int, typer.Option(min=1, max=1_000_000, help="Input length of every request.")],
+    output_tokens: Annotated[int, typer.Option(min=1, max=1_000_000, help="Output length of every request.")],
+    precision: Annotated[str | None, typer.Option(help="bf16, fp16, fp8, int8 or int4 (its usual scheme).")] = None,
+    scheme: Annotated[str | None, typer.Option(help="A serving scheme by name (e.g. w4a16-awq-g128).")] = None,
+    tensor_parallel: Annotated[int, typer.Option(min=1, max=64, help="Tensor-parallel degree.")] = 1,
+    engine: Annotated[str, typer.Option(help=f"Serving engine: {', '.join(ENGINES)}.")] = "vllm",
+    kv_cache_dtype: Annotated[str, typer.Option(help="KV cache dtype (vLLM's names): auto (16-bit) or fp8.")] = "auto",
+    rounds: Annotated[int | None, typer.Option(
+        min=1, max=1000, help="Requests sent: rounds x concurrency (default: the calibration's, 8).")] = None,
+    warmup_rounds: Annotated[int, typer.Option(
+        min=0, max=999, help="Leave the first warmup-rounds x concurrency requests out (a client's warm-up).")] = 0,
+    confidence: Annotated[float, typer.Option(min=0.5, max=0.99, help="Level of the intervals.")] = 0.9,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the estimate as JSON.")] = False,
+) -> None:
+    """Predict a closed-loop benchmark's TTFT, TPOT and throughput on a GPU, with prediction intervals."""
+    from recommender.perf.catalog.architecture_check import check_request_fits
+    from recommender.perf.catalog.gpus import load_catalog
+    from recommender.perf.model.shape import ModelShape
+    from recommender.perf.sim.estimate import EstimateRequest, estimate
+    from recommender.perf.step.calibrated import CalibratedModel, load_fit
+    from recommender.quantize import get_method
+    from recommender.report.estimate_table import render_estimate
+    from recommender.serialization import dumps, to_data
+
+    _check_kv_cache_dtype(kv_cache_dtype)
+    if engine not in ENGINES:
+        raise BadInputError("--engine", f"unknown engine {engine!r}", f"one of {', '.join(ENGINES)}")
+    method = get_method(_scheme(precision, scheme), field="--scheme")
+    name, config = read_architecture(model)
+    shape = ModelShape.from_config(config)
+    catalog = load_catalog()
+    accel = catalog.get(hardware, field="--hardware")
+    _check_launch(engine, method, accel, tensor_parallel)
+    check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                       field="--prompt-tokens/--output-tokens")  # fmt: skip
+    fit = load_fit()
+    sent = rounds or fit.protocol_rounds
+    request = EstimateRequest(
+        model=name, shape=shape, method=method, accel=accel, engine=engine, tensor_parallel=tensor_parallel,
+        concurrency=concurrency, prompt_tokens=prompt_tokens, output_tokens=output_tokens, confidence=confidence,
+        kv_cache_dtype=kv_cache_dtype, rounds=sent, warmup_rounds=_warmup_rounds(warmup_rounds, sent),
+    )  # fmt: skip
+    try:
+        result = estimate(request, CalibratedModel(fit))
+    except ValueError as exc:  # the weights leave too little KV cache on the GPU at this degree
+        raise BadInputError(
+            "--tensor-parallel", f"{name} {method.name} on {accel.key} x{tensor_parallel}: {exc}",
+            "a larger degree, a smaller scheme or a bigger GPU",
+        ) from None
+    if json_output:
+        typer.echo(dumps(to_data(result)))
+        return
+    render_estimate(result, make_console(stderr=False))

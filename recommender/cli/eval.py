@@ -1,0 +1,95 @@
+"""`recommender eval`: is this scheme good enough for this use case? (and the model loading it shares with `probe`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from recommender.errors import BadInputError
+from recommender.report.console import make_console
+
+if TYPE_CHECKING:
+    from recommender.models.cache import ModelCache
+    from recommender.quantize import QuantMethod
+
+EPILOG = (
+    "Exit codes: 0 pass, 1 fail, 3 inconclusive (more documents needed: raise the suite's limit), 2 bad input "
+    "(also: a method that cannot run on this device).\n\n"
+    "Verdict policy: the suite's verdict_policy; 'confidence' passes a task only when the whole 95 % paired "
+    "bootstrap interval of its margin is within the threshold.\n\n"
+    "With --checkpoint DIR the scheme's saved checkpoint is scored as it is on disk (the files an engine loads)."
+)
+
+
+def eval_command(
+    model: Annotated[str, typer.Option(help="Local model directory or hub id (org/name).")],
+    method: Annotated[str, typer.Option("--scheme", "--method", help="Scheme, e.g. fp8-dynamic, w4a16-gptq-g128.")],
+    use_case: Annotated[Path, typer.Option(help="Use-case suite YAML, e.g. evals/demo.yaml.")],
+    checkpoint: Annotated[
+        Path | None, typer.Option(help="Score this saved checkpoint of --scheme (from `recommender quantize`).")
+    ] = None,
+    precision: Annotated[str | None, typer.Option(help="Precision the method must belong to (a check).")] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, max=10_000_000, help="Documents per task (default: the suite's).")
+    ] = None,
+    adaptive: Annotated[bool, typer.Option(help="Stop early once every verdict is clear.")] = True,
+    revision: Annotated[str | None, typer.Option(help="Hub revision for hub ids.")] = None,
+    allow_pickle: Annotated[bool, typer.Option(help="Allow pickle (.bin) weights.")] = False,
+    trust_remote_code: Annotated[bool, typer.Option(help="Run code shipped with the model.")] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Is this quantization good enough for this use case? Paired lm-eval deltas with intervals, KL, a verdict."""
+    from recommender.config.destinations import check_cache_root
+    from recommender.input_files import expand_user
+    from recommender.quality.cache import QualityCache
+    from recommender.quality.calibration_docs import quantize_context
+    from recommender.quality.evaluate import QualityEvaluator
+    from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
+    from recommender.quality.suite import load_use_case
+    from recommender.quantize import get_method
+    from recommender.quantize.saved import saved_checkpoint
+    from recommender.report.eval_table import render_eval
+    from recommender.serialization import dumps, to_data
+
+    check_cache_root()  # where per-document results go: refused up front, not at the first cached document
+    quant = get_method(method, field="--scheme")
+    if checkpoint is not None:
+        quant = saved_checkpoint(quant, expand_user(checkpoint, field="--checkpoint").resolve())
+    if precision is not None and precision != quant.precision:
+        raise BadInputError("--precision", f"{method} is a {quant.precision} method, not {precision}",
+                            f"pass --precision {quant.precision} or a {precision} method")  # fmt: skip
+    suite = load_use_case(use_case, field="--use-case")
+    models = _models_here(model, quant, fix="pick a method that runs here, or run on a device that has its kernels",
+                          revision=revision, allow_pickle=allow_pickle,
+                          trust_remote_code=trust_remote_code)  # fmt: skip
+    manager = task_manager(suite)
+    check_tasks_known(suite, manager)
+    models.context = quantize_context(suite, manager, models.source)
+    evaluator = QualityEvaluator(suite, models, cache=QualityCache.default(), limit=limit, manager=manager,
+                                 adaptive=adaptive)  # fmt: skip
+    console = make_console(stderr=json_output)
+    with console.status(f"evaluating {quant.precision}/{quant.name} and the bf16 baseline with lm-eval"):
+        result = evaluator.evaluate(quant)
+    if json_output:
+        print(dumps(to_data(result)), end="")
+    else:
+        render_eval(result, model=models.source.name, use_case=suite.name, console=console)
+    raise typer.Exit({"pass": 0, "fail": 1, "inconclusive": 3}.get(result.verdict, 2))
+
+
+def _models_here(model: str, quant: QuantMethod, *, fix: str, revision: str | None = None, allow_pickle: bool = False,
+                 trust_remote_code: bool = False) -> ModelCache:  # fmt: skip
+    """What `eval` and `probe` check before loading anything (--model readable, the method runnable here)."""
+    from recommender.device import local_device
+    from recommender.models.cache import ModelCache
+    from recommender.models.source import ModelSource
+
+    source = ModelSource.resolve(model, base_dir=Path.cwd(), field="--model", revision=revision,
+                                 allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)  # fmt: skip
+    source.load_config(field="--model")
+    device = local_device()
+    if (reason := quant.unavailable_reason(device)) is not None:
+        raise BadInputError("--method", reason, fix)
+    return ModelCache(source, device)

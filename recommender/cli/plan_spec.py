@@ -1,0 +1,75 @@
+"""`recommender plan --spec` and the daily-profile answers `search` prints: kept out of cli.py to keep it thin."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from recommender.report.console import make_console, step_progress
+
+if TYPE_CHECKING:
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from recommender.config.spec import SearchSpec
+    from recommender.decision.recommendation import Recommendation
+
+
+def plan_spec(path: Path, model: str | None, json_output: bool) -> None:
+    """The space's plan rows at the peak hour, then the replica schedule and the GPU mix of its profile.
+
+    Args:
+        path: the search space YAML.
+        model: a shipped architecture, config.json or model directory; default: the spec's model.name.
+        json_output: print the whole plan (`fleet.FleetPlan`) as JSON instead of tables.
+    """
+    from recommender.config.spec import load_spec
+    from recommender.fleet.spec_plan import plan_fleet, plan_hardware, plan_precisions
+    from recommender.perf.catalog.architecture_check import check_request_fits
+    from recommender.perf.catalog.gpus import load_catalog
+    from recommender.perf.model.shape import ModelShape
+    from recommender.report.fleet_table import render_fleet
+    from recommender.report.plan_table import render_plan
+    from recommender.serialization import dumps, to_data
+
+    loaded = load_spec(path)
+    name, config = _architecture(path, model, loaded)
+    shape, catalog = ModelShape.from_config(config), load_catalog(loaded.hardware_catalog, price_set=loaded.price_set)
+    check_request_fits(config, shape, catalog, prompt_tokens=loaded.traffic.prompt_tokens,
+                       output_tokens=loaded.traffic.output_tokens, field=f"{path}: traffic.prompt_tokens")  # fmt: skip
+    pairs = len(plan_hardware(loaded)) * len(plan_precisions(loaded))
+    with step_progress(make_console(stderr=True), total=pairs, description="planning the peak hour") as done:
+        fleet = plan_fleet(loaded, shape, catalog, on_row=done)
+    if json_output:
+        print(dumps(to_data(fleet)), end="")
+        return
+    console = make_console(stderr=False)
+    render_plan(fleet.rows, name=name, traffic=loaded.traffic, sla=loaded.sla, console=console)
+    render_fleet(fleet.autoscale, fleet.mix, console)
+
+
+def _architecture(path: Path, model: str | None, spec: SearchSpec) -> tuple[str, SimpleNamespace]:
+    """--model, else the spec's model directory, else its model.name as a shipped architecture (a hub id's
+    config is not fetched); a refusal names where the architecture came from."""
+    from pathlib import Path
+
+    from recommender.errors import BadInputError
+    from recommender.perf.catalog.architectures import read_architecture
+
+    if model is not None:
+        return read_architecture(model)
+    source = spec.model.source
+    try:
+        return read_architecture(source if Path(source).is_dir() else spec.model.name or source)
+    except BadInputError as exc:
+        raise BadInputError(f"{path}: model", exc.problem, f"pass --model, or {exc.fix}") from None
+
+
+def render_daily(recommendation: Recommendation, console: Console) -> None:
+    """A search's schedule and GPU mix, when its spec has a daily profile (nothing otherwise)."""
+    if recommendation.autoscale is None and recommendation.gpu_mix is None:
+        return
+    from recommender.report.fleet_table import render_fleet
+
+    render_fleet(recommendation.autoscale, recommendation.gpu_mix, console)

@@ -1,0 +1,59 @@
+"""`recommender quantize`: write the checkpoint a serving engine loads, calibrated on a use case's documents."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+EPILOG = (
+    "Exit codes: 0 written, 2 bad input (unknown scheme, a scheme with nothing to write, an output that exists).\n\n"
+    "The directory holds safetensors, config.json whose quantization_config names compressed-tensors and its "
+    "config groups, the tokenizer and recipe.yaml; `vllm serve DIR` loads it as it is."
+)
+
+SCHEME_HELP = "fp8-dynamic, int8-w8a8, w4a16-gptq-g128, w4a16-awq-g128 or w4a16-rtn-g128."
+DEFAULT_SUITE = Path("evals/demo.yaml")
+
+
+def quantize_command(
+    model: Annotated[str, typer.Option(help="Local model directory or hub id (org/name).")],
+    scheme: Annotated[str, typer.Option(help=SCHEME_HELP)],
+    out: Annotated[Path, typer.Option(help="New directory to write the checkpoint to.")],
+    use_case: Annotated[Path, typer.Option(help="Suite whose unscored documents calibrate.")] = DEFAULT_SUITE,
+    calibration_docs: Annotated[
+        int | None, typer.Option(min=1, max=4096, help="Calibration samples (default: the suite's).")
+    ] = None,
+    revision: Annotated[str | None, typer.Option(help="Hub revision for hub ids.")] = None,
+    trust_remote_code: Annotated[bool, typer.Option(help="Run code shipped with the model.")] = False,
+) -> None:
+    """Quantize a model with llm-compressor and save it as a compressed-tensors checkpoint."""
+    from recommender.config.destinations import check_cache_root
+    from recommender.input_files import expand_user
+    from recommender.models.source import ModelSource
+    from recommender.quality.calibration_docs import quantize_context
+    from recommender.quality.lm_eval_runner import task_manager
+    from recommender.quality.suite import Calibration, load_use_case
+    from recommender.quantize import get_method
+    from recommender.quantize.export import check_output_dir, checkpoint_scheme, export_checkpoint
+
+    method = checkpoint_scheme(get_method(scheme, field="--scheme"))
+    out = expand_user(out, field="--out").resolve()
+    check_output_dir(out)
+    check_cache_root()  # calibration documents are cached: refused up front, not after the model loads
+    source = ModelSource.resolve(model, base_dir=Path.cwd(), field="--model", revision=revision,
+                                 trust_remote_code=trust_remote_code)  # fmt: skip
+    source.load_config(field="--model")
+    suite = load_use_case(use_case, field="--use-case")
+    if calibration_docs is not None:
+        calibration = Calibration.model_validate(suite.calibration.model_dump() | {"samples": calibration_docs})
+        suite = suite.model_copy(update={"calibration": calibration})
+    context = quantize_context(suite, task_manager(suite), source)
+    started = time.perf_counter()
+    export_checkpoint(method, source, context, out)
+    calibration_note = f", calibrated on {context.calibration_set().source}" if method.calibrates else ""  # type: ignore[union-attr]
+    typer.echo(f"wrote {method.name} checkpoint of {source.name} to {out} in {time.perf_counter() - started:.1f} s"
+               f"{calibration_note}")  # fmt: skip
+    typer.echo(f"serve it with: vllm serve {out}")

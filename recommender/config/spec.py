@@ -1,0 +1,388 @@
+"""The search specification: what to serve, for which use case, under which SLAs, over which space.
+
+A spec is a YAML file (see ``search_spaces/demo.yaml``). Relative paths inside it are
+resolved against the spec file's own directory, so a spec can be run from anywhere.
+Every validation error becomes one `BadInputError` naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from recommender.config.destinations import MAX_NAME_BYTES
+from recommender.config.traffic import (
+    MAX_RPS,
+    MIN_RPS,
+    FleetPolicy,
+    TrafficProfile,
+    traffic_defaults,
+    with_absolute_trace,
+)
+from recommender.errors import BadInputError, pydantic_location, pydantic_message
+from recommender.input_files import expand_user, load_yaml_mapping
+from recommender.models.source import looks_like_hub_id
+from recommender.quantize._base import ENGINE_NAMES
+
+Precision = Literal["bf16", "fp16", "fp8", "int8", "int4"]
+#: KV-cache storage dtypes, named as vLLM names them (`--kv-cache-dtype`); see perf/memory.py.
+KVCacheDtype = Literal["auto", "fp8"]
+#: The hardware name that means "this machine, measured"; everything else is a catalog entry.
+LOCAL_DEVICE = "local"
+
+PositiveInt = Annotated[int, Field(gt=0)]
+PositiveFloat = Annotated[float, Field(gt=0)]
+
+# Upper bounds: far beyond anything served today, low enough that arithmetic on them stays exact and
+# a typo (an extra three zeros, 1e12) is refused before a model loads rather than found out after.
+#: Tokens in a prompt or a completion: ten million, the longest context any released model claims.
+MAX_TOKENS = 10_000_000
+#: Concurrent sequences per replica (vLLM's max_num_seqs): 65,536, far over what any GPU's KV cache holds.
+MAX_BATCH = 65_536
+#: Tensor-parallel degree: 64 (the largest NVLink domains hold 72 GPUs).
+MAX_TENSOR_PARALLEL = 64
+#: A latency SLA in milliseconds: one day.
+MAX_SLA_MS = 86_400_000.0
+#: Trials one study may evaluate.
+MAX_TRIALS = 100_000
+#: Seconds any search timeout or heartbeat may be: 30 days.
+MAX_SECONDS = 30 * 86_400.0
+
+TokenCount = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
+Millis = Annotated[float, Field(gt=0, le=MAX_SLA_MS)]
+
+
+class _Strict(BaseModel):
+    """Unknown keys are errors: a typo in a spec must not silently fall back to a default. NaN and
+    infinities are refused everywhere (a price of .inf would run a whole search)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class ModelRef(_Strict):
+    """The model to serve: a local directory or a hub id, with its release label."""
+
+    source: str = Field(min_length=1, max_length=4096,
+                        description="Local directory (relative to the spec) or a hub id such as org/name.")  # fmt: skip
+    name: str | None = Field(default=None, pattern=r"^[^\x00-\x1f\x7f]+$", max_length=MAX_NAME_BYTES,
+                             description="Name runs are grouped under; default: hub id or dir name.")  # fmt: skip
+    release: str = Field(default="unreleased", pattern=r"^[^\x00-\x1f\x7f]+$", max_length=MAX_NAME_BYTES,
+                         description="Release label recorded with every run.")  # fmt: skip
+    revision: str | None = Field(default=None, description="Hub revision (commit or tag) for hub ids.")
+    allow_pickle: bool = Field(default=False, description="Allow pickle (.bin) weights; off by default.")
+    trust_remote_code: bool = Field(default=False, description="Run the model repo's own code; off by default.")
+
+
+class Traffic(_Strict):
+    """The load to serve: request shape and rate; with a `profile` (recommender/config/traffic.py), its peak hour
+    and mean lengths unless given."""
+
+    prompt_tokens: TokenCount
+    output_tokens: TokenCount
+    requests_per_second: Annotated[float, Field(ge=MIN_RPS, le=MAX_RPS)]
+    profile: TrafficProfile | None = Field(default=None, description="Hourly rates or a trace over a day.")
+
+    _profile_defaults = model_validator(mode="before")(traffic_defaults)
+
+
+#: The default confidence of SLA checks on calibrated figures.
+DEFAULT_SLA_CONFIDENCE = 0.9
+
+
+class LatencySLA(_Strict):
+    """P99 latency limits, in milliseconds."""
+
+    ttft_p99_ms: Millis = Field(description="Time to first token, 99th percentile.")
+    tpot_p99_ms: Millis = Field(description="Time per output token after the first, 99th percentile.")
+    confidence: float = Field(
+        default=DEFAULT_SLA_CONFIDENCE, ge=0.5, le=0.99,
+        description="Confidence of SLA checks on calibrated GPU figures: the traffic is simulated with every step "
+        "at the one-sided upper bound of its held-out error at this level (prefill and decode apart), and that "
+        "simulation's P99s must meet the SLA.",
+    )  # fmt: skip
+
+
+class LocalDevice(_Strict):
+    """What this machine costs, so its measured candidates can be priced like catalog GPUs."""
+
+    price_per_hour_usd: Annotated[float, Field(ge=0, le=10_000)]
+    price_source: str
+
+
+class Space(_Strict):
+    """The categorical search space."""
+
+    methods: dict[Precision, list[str]] = Field(description="Precision -> quantization methods to try.")
+    hardware: list[str] = Field(min_length=1, description="Catalog accelerator names, or 'local'.")
+    batch_sizes: list[Annotated[int, Field(gt=0, le=MAX_BATCH)]] = Field(
+        min_length=1, description="max_num_seqs values (concurrent sequences)."
+    )
+    tensor_parallel: list[Annotated[int, Field(gt=0, le=MAX_TENSOR_PARALLEL)]] = Field(default=[1], min_length=1)
+    max_num_batched_tokens: list[TokenCount] = Field(
+        default=[8192], min_length=1, description="Token budgets per engine step (chunked prefill)."
+    )
+    kv_cache_dtypes: list[KVCacheDtype] = Field(
+        default=["auto"], min_length=1, description="'auto' (the model's 16-bit dtype) and/or 'fp8'."
+    )
+
+    @field_validator("methods")
+    @classmethod
+    def _non_empty(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        if not value or not any(value.values()):
+            raise ValueError("no methods to search; list at least one, e.g. bf16: [baseline]")
+        for names in value.values():
+            _refuse_repeats(names)
+        return value
+
+    @field_validator("hardware", "batch_sizes", "tensor_parallel", "max_num_batched_tokens", "kv_cache_dtypes")
+    @classmethod
+    def _distinct(cls, value: list[Any]) -> list[Any]:
+        return _refuse_repeats(value)
+
+
+def _refuse_repeats(value: list[Any]) -> list[Any]:
+    """A list of choices names each once. Refused rather than deduplicated: a repeat is usually a typo
+    for another entry (h100-sxm twice where h100-pcie was meant), which dropping it would hide."""
+    repeated = [str(v) for i, v in enumerate(value) if v in value[:i]]
+    if repeated:
+        raise ValueError(f"{repeated[0]} listed twice; list each choice once")
+    return value
+
+
+class Deployment(_Strict):
+    """One concrete configuration: what runs today, or a candidate."""
+
+    precision: Precision
+    method: str
+    hardware: str
+    batch_size: Annotated[int, Field(gt=0, le=MAX_BATCH)]
+    tensor_parallel: Annotated[int, Field(gt=0, le=MAX_TENSOR_PARALLEL)] = 1
+    max_num_batched_tokens: TokenCount = Field(default=8192, description="Token budget per engine step.")
+    kv_cache_dtype: KVCacheDtype = "auto"
+
+
+class SearchSettings(_Strict):
+    n_trials: Annotated[int, Field(gt=0, le=MAX_TRIALS)] = Field(
+        default=30, description="Distinct candidates to evaluate (duplicates are free)."
+    )
+    seed: Annotated[int, Field(ge=0, lt=2**32)] = 0
+    timeout_s: Annotated[float, Field(gt=0, le=MAX_SECONDS)] | None = None
+    study_name: str | None = Field(
+        default=None, description="Default: <name>-<spec hash>-<performance model hash>; a folder name."
+    )
+    heartbeat_s: Annotated[float, Field(gt=0, le=3600)] = Field(
+        default=10.0, description="Trial heartbeat; a trial silent for 3 heartbeats (a killed worker) is retried."
+    )
+
+
+class SearchSpec(_Strict):
+    """Everything one search needs, built by `spec_from_mapping` (through `load_spec`): its paths are
+    absolute and its names known, so nothing downstream resolves or re-checks them."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=MAX_NAME_BYTES - 11)
+    model: ModelRef
+    use_case: Path = Field(description="Use-case suite YAML (tasks and thresholds), relative to the spec.")
+    traffic: Traffic
+    sla: LatencySLA
+    space: Space
+    current: Deployment = Field(description="What runs today: the baseline every saving is measured against.")
+    local_device: LocalDevice | None = None
+    hardware_catalog: Path | None = Field(default=None, description="A catalog file overriding the built-in one.")
+    price_set: str | None = Field(
+        default=None,
+        description="Named, dated GPU prices from one provider and tier (recommender/perf/catalog/price_sets.yaml); "
+        "default: that file's default. A GPU the set does not price is pruned from space.hardware with the "
+        "reason; current.hardware must be priced. hardware_catalog prices are contract prices and win.",
+    )
+    engines: list[str] = Field(
+        default=["vllm", "sglang"],
+        min_length=1,
+        description="Serving engines you would run: a candidate counts only where one of them launches its "
+        "scheme on its GPU with the numerics that were measured.",
+    )
+    search: SearchSettings = SearchSettings()
+    fleet: FleetPolicy | None = Field(default=None, description="Autoscaling and GPU-mix settings for a profile.")
+    #: Where the file was read from (set by spec_from_mapping, not by the user; not part of the spec's JSON).
+    spec_path: Path | None = Field(default=None, exclude=True)
+
+    def fingerprint(self) -> str:
+        """A short hash of what is searched (not of how long or with which seed): the default study name's
+        suffix, so a longer budget or a timeout continues the same study. Paths are hashed as seen from the
+        spec's folder, so the name does not change with where the checkout lives."""
+        # Fields added later are left out while unset, so specs written before them keep their study names.
+        data = self.model_dump(mode="json", exclude={"search"} | ({"price_set"} if self.price_set is None else set()))
+        if data["fleet"] is None:
+            del data["fleet"]
+        if self.sla.confidence == DEFAULT_SLA_CONFIDENCE:
+            del data["sla"]["confidence"]
+        if data["traffic"]["profile"] is None:
+            del data["traffic"]["profile"]
+        if self.spec_path is not None:
+            base = self.spec_path.parent
+            data["use_case"] = os.path.relpath(self.use_case, base)
+            if self.hardware_catalog is not None:
+                data["hardware_catalog"] = os.path.relpath(self.hardware_catalog, base)
+            if self.traffic.profile is not None and self.traffic.profile.trace is not None:
+                data["traffic"]["profile"]["trace"] = os.path.relpath(self.traffic.profile.trace, base)
+            if Path(self.model.source).is_absolute():
+                data["model"]["source"] = os.path.relpath(self.model.source, base)
+        payload = json.dumps(data, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:10]
+
+    @field_validator("engines")
+    @classmethod
+    def _known_distinct_engines(cls, value: list[str]) -> list[str]:
+        unknown = [e for e in value if e not in ENGINE_NAMES]
+        if unknown:
+            raise ValueError(f"unknown engine {unknown[0]!r}; known engines: {', '.join(ENGINE_NAMES)}")
+        repeated = sorted({e for e in value if value.count(e) > 1})
+        if repeated:
+            raise ValueError(f"{', '.join(repeated)} listed twice; list each engine once")
+        return value
+
+    @property
+    def study_name(self) -> str:
+        """search.study_name, or <name>-<spec hash>-<shipped step-cost fit>: a new performance model starts a
+        new study instead of mixing its latencies with an earlier model's (study.storage.PERF_MODEL_ATTR)."""
+        from recommender.perf.step.calibrated import fit_digest
+
+        return self.search.study_name or f"{self.name}-{self.fingerprint()}-{fit_digest()[:6]}"
+
+
+def spec_json_schema() -> dict[str, Any]:
+    """The JSON Schema of a spec file (`recommender schema`): for an editor's YAML checks, and what the
+    property-based tests generate specs from. What a schema cannot say is checked by `spec_from_mapping`:
+    names the catalog and the method registry know, paths that exist, a request the model has positions
+    for. A trace profile's lengths and peak fill ``traffic``'s three fields, which the schema lists as
+    required."""
+    schema = SearchSpec.model_json_schema(mode="validation")
+    del schema["properties"]["spec_path"]  # set from where the file was read, never written by the user
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def _check_study_name(spec: SearchSpec) -> None:
+    """The study name becomes the output folder's name: no traversal, no separators, not too long."""
+    from recommender.config.destinations import check_name
+
+    check_name(spec.study_name, field="search.study_name" if spec.search.study_name else "name", what="study name")
+
+
+def load_spec(path: Path, *, timeout_s: float | None = None) -> SearchSpec:
+    """Read a spec file and build it once; any problem becomes one BadInputError naming the file and the field.
+
+    Args:
+        path: the spec YAML; relative paths inside it are taken from its folder, whatever the working directory.
+        timeout_s: the command line's ``--timeout-s``, which overrides ``search.timeout_s`` (merged before
+            validation, so the spec is not copied afterwards).
+    """
+    raw = _read_mapping(path)
+    if timeout_s is not None and isinstance(raw.get("search", {}), dict):
+        raw["search"] = {**raw.get("search", {}), "timeout_s": timeout_s}
+    return spec_from_mapping(raw, spec_path=path.resolve(), label=str(path))
+
+
+def spec_from_mapping(raw: dict[str, Any], *, spec_path: Path | None, label: str) -> SearchSpec:
+    """The one place a spec is built: paths resolved against the spec's folder, validated, names checked.
+
+    Validators do no I/O; the checks that read the catalog or the method registry run here, after the
+    paths are resolved, so a relative ``hardware_catalog`` means the same file from any directory.
+
+    Args:
+        raw: the spec as written (YAML) or as stored in a study (JSON, paths already absolute).
+        spec_path: the spec file, absolute; None for a spec that never had one (then the working directory).
+        label: how errors name the spec, e.g. ``search_spaces/demo.yaml``.
+    """
+    if "spec_path" in raw:
+        raise BadInputError(f"{label}: spec_path", "unknown key", "remove it; the spec's own path is implied")
+    base = spec_path.parent if spec_path is not None else Path.cwd()
+    try:
+        spec = SearchSpec.model_validate({**_with_absolute_paths(raw, base), "spec_path": spec_path})
+        _check_study_name(spec)
+        _check_names(spec)
+    except BadInputError as exc:
+        raise BadInputError(f"{label}: {exc.field}", exc.problem, exc.fix) from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise BadInputError(
+            f"{label}: {pydantic_location(tuple(first['loc']))}",
+            pydantic_message(dict(first)),
+            "see search_spaces/demo.yaml for a valid spec",
+        ) from None
+    return spec
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    return load_yaml_mapping(path, field=str(path), what="spec file")
+
+
+def _with_absolute_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
+    """The raw spec with its path fields made absolute against `base`; values of the wrong type are left
+    for validation to refuse with its usual message."""
+    data = dict(raw)
+    if "traffic" in data:
+        data["traffic"] = with_absolute_trace(data["traffic"], base)
+    for key in ("use_case", "hardware_catalog"):
+        if isinstance(data.get(key), str):
+            data[key] = str((base / expand_user(Path(_plain_path(data[key], key)), field=key)).resolve())
+    model = data.get("model")
+    if isinstance(model, dict) and isinstance(model.get("source"), str):
+        data["model"] = {**model, "source": _absolute_source(_plain_path(model["source"], "model.source"), base)}
+    return data
+
+
+def _plain_path(value: str, field: str) -> str:
+    """A path the filesystem can look up: no NUL byte, no name over 255 bytes, 4096 bytes at most (the OS
+    raises on each, mid-resolution, instead of answering "not found")."""
+    if "\0" in value or len(value.encode()) > 4096 or any(len(p.encode()) > 255 for p in value.split("/")):
+        raise BadInputError(field, "not a usable path (a NUL byte, or a name or path too long for the filesystem)",
+                            "give the path of an existing file or directory")  # fmt: skip
+    return value
+
+
+def _absolute_source(source: str, base: Path) -> str:
+    """A model directory (existing, or written as a path) made absolute; a hub id such as org/name, which
+    names no directory beside the spec, stays as written."""
+    candidate = base / expand_user(Path(source), field="model.source")
+    if candidate.is_dir() or not looks_like_hub_id(source):
+        return str(candidate.resolve())
+    return source
+
+
+def _check_names(spec: SearchSpec) -> None:
+    """Every method and accelerator the spec names exists (the catalog read from the resolved path)."""
+    # Imported here: the catalog imports the method registry, which imports nothing of the spec.
+    from recommender.perf.catalog.gpus import load_catalog
+    from recommender.quantize import get_method
+
+    for precision, names in spec.space.methods.items():
+        for name in names:
+            method = get_method(name, field=f"space.methods.{precision}")
+            if method.precision != precision:
+                raise BadInputError(
+                    f"space.methods.{precision}",
+                    f"method {name!r} is a {method.precision} method, listed under {precision}",
+                    f"move it under {method.precision}",
+                )
+    get_method(spec.current.method, field="current.method")
+    catalog = load_catalog(spec.hardware_catalog, price_set=spec.price_set)
+    for i, hw in enumerate([*spec.space.hardware, spec.current.hardware]):
+        where = f"space.hardware[{i}]" if i < len(spec.space.hardware) else "current.hardware"
+        if hw == LOCAL_DEVICE:
+            if spec.local_device is None:
+                raise BadInputError(
+                    where,
+                    "'local' needs a local_device section with its price per hour",
+                    "add local_device: {price_per_hour_usd: ..., price_source: ...}",
+                )
+            continue
+        catalog.get(hw, field=where)
+    # The baseline every saving is measured against needs a price; candidates without one are pruned.
+    if spec.current.hardware != LOCAL_DEVICE:
+        unpriced = catalog.price_refusal(spec.current.hardware)
+        if unpriced is not None:
+            raise BadInputError("current.hardware", unpriced)

@@ -1,0 +1,235 @@
+"""Projection for an architecture without its weights: every catalog GPU x precision, modeled.
+
+`recommender plan` answers "what would serving this model cost?" before anything is
+downloaded: the memory model says what fits at which tensor-parallel degree, the
+continuous-batching simulator on calibrated step costs says how much traffic one replica
+carries within the SLA, one named price set (or a contract price) prices it. Quality is *not* measured here: each
+precision carries a labelled prior and the verdict "unverified" until `recommender eval`
+or `recommender search` measures it.
+
+A GPU the price set does not price is still planned: its fit, latency and capacity do not depend on
+a price, and they are what a user weighing a contract price needs. Only its dollar figures are
+empty, with the reason (`PlanRow.unpriced`). Which configuration of one GPU is cheapest does not
+depend on its price either (every figure scales with the same hourly rate), so an unpriced row
+shows the configuration a price would pick. The search still never recommends such a GPU
+(`PerformanceEvaluator.require_price`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from recommender.config.spec import LatencySLA, Traffic
+from recommender.decision.cost import replicas_needed
+from recommender.emit.support import DEFAULT_ENGINES, eligibility
+from recommender.perf.catalog.gpus import Accelerator, Catalog
+from recommender.perf.model.memory import plan_memory
+from recommender.perf.model.shape import ModelShape
+from recommender.provenance import Provenance
+from recommender.quantize import QuantMethod, get_method
+from recommender.serialization import dumps, list_to_data
+from recommender.study.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, CandidateResult
+from recommender.study.performance import PerformanceEvaluator
+
+#: The serving scheme `plan` projects for each precision, and the one it falls back to where no engine
+#: launches the first on the GPU (16-bit: fp16 on GPUs without bf16; fp8: none — a GPU without FP8 W8A8
+#: kernels is refused, not modeled with weight-only FP8 Marlin numerics nobody measured).
+PLAN_METHODS: dict[str, tuple[str, str]] = {
+    "bf16": ("baseline", "fp16"),
+    "fp8": ("fp8-dynamic", "fp8-dynamic"),
+    "int8": ("int8-w8a8", "int8-w8a8"),
+    "int4": ("w4a16-gptq-g128", "w4a16-gptq-g128"),
+}
+
+#: Labelled priors, not measurements. Summary of "Give Me BF16 or Give Me Death?" (Kurtic et al.,
+#: arXiv 2411.02355) as quoted in the project's reference notes; not yet checked against the
+#: paper's own tables.
+QUALITY_PRIORS: dict[str, str] = {
+    "bf16": "reference",
+    "fp8": "prior: near-lossless (W8A8 FP8, arXiv 2411.02355)",
+    "int8": "prior: 1-3 % loss when tuned (W8A8 INT8, arXiv 2411.02355)",
+    "int4": "prior: task-dependent loss, competitive with INT8 W8A8 (weight-only, arXiv 2411.02355)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRow:
+    """The cheapest modeled configuration of one GPU at one precision, or why there is none."""
+
+    hardware: str
+    precision: str
+    method: str
+    tensor_parallel: int | None
+    batch_size: int | None
+    usd_per_1m_tokens: float | None
+    replicas: int | None
+    usd_per_month: float | None
+    ttft_p99_ms: float | None
+    tpot_p99_ms: float | None
+    max_rps_per_replica: float | None
+    weights_gb_per_gpu: float | None
+    quality: str
+    quality_verdict: str
+    note: str
+    provenance: Provenance | None
+    #: The named price set (or "hardware_catalog" contract price) the row's dollars come from; "" when unpriced.
+    price_set: str = ""
+    #: The engine the latencies are calibrated for, and the upper ends of their P99 intervals (SLA confidence).
+    engine: str = ""
+    ttft_p99_high_ms: float | None = None
+    tpot_p99_high_ms: float | None = None
+    #: Why a row with a fit and latencies has no dollar figures: its GPU has no price in the price set (and the fix).
+    unpriced: str = ""
+    #: The datasheet's throughput ceiling on one replica, no SLA (`perf.physics_capacity`), and why the row's
+    #: capacity is flagged below it by more than ALARM_FACTOR ("" when it is not).
+    physics_rps_per_replica: float | None = None
+    physics_alarm: str = ""
+
+
+def _method_for(precision: str, accel: Accelerator) -> QuantMethod:
+    native, fallback = PLAN_METHODS[precision]
+    method = get_method(native)
+    return method if eligibility(method, accel.device).launchable else get_method(fallback)
+
+
+def _tensor_parallel_degrees(accel: Accelerator) -> list[int]:
+    degrees, tp = [], 1
+    while tp <= accel.max_tensor_parallel:
+        degrees.append(tp)
+        tp *= 2
+    return degrees
+
+
+def _row(
+    performance: PerformanceEvaluator, accel: Accelerator, precision: str, method: QuantMethod, note: str,
+    result: CandidateResult | None = None, unpriced: str = "",
+) -> PlanRow:  # fmt: skip
+    """One row; `result` is the configuration shown (its capacity 0 when not even a lone request meets the SLA)."""
+    serving = None if result is None else result.serving
+    cost = None if result is None else result.cost
+    capacity = 0.0 if serving is None else serving.requests_per_s
+    target = performance.traffic.requests_per_second
+    return PlanRow(
+        hardware=accel.key, precision=precision, method=method.name,
+        tensor_parallel=None if result is None else result.candidate.tensor_parallel,
+        batch_size=result.candidate.batch_size if result is not None and capacity > 0 else None,
+        usd_per_1m_tokens=cost.usd_per_1m_tokens if cost else None,
+        replicas=replicas_needed(target, capacity) if capacity > 0 else None,
+        usd_per_month=cost.usd_per_month if cost else None,
+        ttft_p99_ms=serving.ttft_ms.p99 if serving else None,
+        tpot_p99_ms=serving.tpot_ms.p99 if serving else None,
+        max_rps_per_replica=capacity if serving else None,
+        weights_gb_per_gpu=None if result is None else weights_gb(performance.shape, method,
+                                                                  result.candidate.tensor_parallel),
+        quality=QUALITY_PRIORS[precision], quality_verdict="reference" if precision == "bf16" else "unverified",
+        note=note, provenance=serving.provenance if serving else None,
+        price_set=cost.price_set if cost else "",
+        engine=serving.engine if serving else "",
+        ttft_p99_high_ms=serving.ttft_p99_high_ms if serving else None,
+        tpot_p99_high_ms=serving.tpot_p99_high_ms if serving else None,
+        unpriced=unpriced, physics_rps_per_replica=serving.physics_rps_per_replica if serving else None,
+        physics_alarm=serving.physics_alarm_reason(performance.sla) if serving else "",
+    )  # fmt: skip
+
+
+def _gpu_rank(result: CandidateResult, target_rps: float) -> tuple[int, int, float]:
+    """$/month, then the smaller degree, then $/1M tokens — counted in GPUs, so that it needs no price.
+
+    On one GPU type both dollar figures are its hourly price times a price-free quantity (GPUs at
+    the target traffic; GPUs per token/s at capacity), so ranking by those quantities picks what
+    ranking by dollars would, for any price — and for a GPU the price set does not price.
+    """
+    assert result.serving is not None and result.serving.requests_per_s > 0
+    tp = result.candidate.tensor_parallel
+    gpus = replicas_needed(target_rps, result.serving.requests_per_s) * tp
+    return gpus, tp, tp / result.serving.tokens_per_s
+
+
+def _sla_overshoot(result: CandidateResult, sla: LatencySLA) -> float:
+    """How far a lone request's checked P99s are over the SLA (the worse of the two, as a ratio)."""
+    assert result.serving is not None
+    s = result.serving
+    return max(s.ttft_p99_checked_ms / sla.ttft_p99_ms, s.tpot_p99_checked_ms / sla.tpot_p99_ms)
+
+
+def _fitting(
+    performance: PerformanceEvaluator, accel: Accelerator, precision: str, method: QuantMethod,
+    batch_sizes: list[int], kv_cache_dtype: str,
+) -> tuple[list[CandidateResult], str]:  # fmt: skip
+    """Every evaluated (degree, batch size) that holds one request, and why the widest degree that does not fit."""
+    fitting, refusal = [], ""
+    for tp in _tensor_parallel_degrees(accel):
+        results = [
+            performance.evaluate(Candidate(precision, method.name, accel.key, b, tp, DEFAULT_MAX_BATCHED_TOKENS,
+                                           kv_cache_dtype))  # fmt: skip
+            for b in batch_sizes
+        ]
+        fits = [r for r in results if r.status == "evaluated"]
+        if not fits and results:
+            refusal = "; ".join(results[0].broken).removeprefix("memory: ")
+        fitting += fits
+    return fitting, refusal
+
+
+def plan_one(
+    shape: ModelShape, accel: Accelerator, precision: str, *, traffic: Traffic, sla: LatencySLA,
+    batch_sizes: list[int], kv_cache_dtype: str = "auto", catalog: Catalog | None = None,
+    engines: tuple[str, ...] = DEFAULT_ENGINES,
+) -> PlanRow:  # fmt: skip
+    """The cheapest (tensor-parallel degree, batch size) among the degrees that hold one request.
+
+    Every degree that fits is ranked, not only the smallest: a model that barely fits one GPU leaves it
+    a sliver of KV cache, and two GPUs with room for a full batch can cost less per month (Llama-3.1-70B
+    in FP8 on one 85.5 GB H100: 29 replicas; on two: 2). Ties go to the smaller degree. Every figure
+    comes from the search's own `PerformanceEvaluator` (memory plan, step cost, simulation, price), so
+    `plan` and `search` agree on any catalog candidate; a GPU without a price gets every figure but the
+    dollars. Where not even a lone request meets the SLA, the row shows the configuration closest to it
+    with a lone request's P99s (how far off it is) and capacity 0.
+    """
+    catalog = catalog or Catalog(accelerators={accel.key: accel}, source="plan")
+    performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines, require_price=False)
+    method = _method_for(precision, accel)
+    served = eligibility(method, accel.device, performance.engines)
+    if not served.launchable:
+        return _row(performance, accel, precision, method, f"refused: {served.reason(accel.key)}")
+    unpriced = (catalog.price_refusal(accel.key) if accel.key in catalog.accelerators else None) or ""
+    fitting, refusal = _fitting(performance, accel, precision, method, batch_sizes, kv_cache_dtype)
+    within_sla = [r for r in fitting if r.serving is not None and r.serving.requests_per_s > 0]
+    if within_sla:
+        best = min(within_sla, key=lambda r: _gpu_rank(r, traffic.requests_per_second))
+        return _row(performance, accel, precision, method, "", best, unpriced)
+    if fitting:
+        closest = min(fitting, key=lambda r: _sla_overshoot(r, sla))
+        note = "SLA not met even by a lone request (its P99s shown)"
+        return _row(performance, accel, precision, method, note, closest, unpriced)
+    return _row(performance, accel, precision, method, f"does not fit on {accel.max_tensor_parallel} GPUs: {refusal}")
+
+
+def weights_gb(shape: ModelShape, method: QuantMethod, tensor_parallel: int) -> float:
+    return plan_memory(shape, method, device_gb=0.0, tensor_parallel=tensor_parallel).weights_gb
+
+
+def plan(
+    shape: ModelShape, catalog: Catalog, *, hardware: list[str], precisions: list[str], traffic: Traffic,
+    sla: LatencySLA, batch_sizes: list[int], kv_cache_dtype: str = "auto",
+    on_row: Callable[[str], None] | None = None, engines: tuple[str, ...] = DEFAULT_ENGINES,
+) -> list[PlanRow]:  # fmt: skip
+    """Every (GPU, precision) pair, cheapest per month at the traffic first (then per token, as the search
+    ranks); rows without a price (none fits, none meets the SLA, or the price set does not price the GPU) last.
+    `on_row` hears each pair's "gpu/precision" once it is planned (a progress bar: each pair is up to four
+    tensor-parallel degrees x the batch sizes of simulations). `engines`: those a row may be served by (a spec's
+    `engines`; the search and the GPU mix use the same)."""
+    rows = []
+    for hw in hardware:
+        accel = catalog.get(hw, field="--hardware")
+        for p in precisions:
+            rows.append(plan_one(shape, accel, p, traffic=traffic, sla=sla, batch_sizes=batch_sizes,
+                                 kv_cache_dtype=kv_cache_dtype, catalog=catalog, engines=engines))  # fmt: skip
+            if on_row is not None:
+                on_row(f"{hw}/{p}")
+    return sorted(rows, key=lambda r: (r.usd_per_month is None, r.usd_per_month or 0.0, r.usd_per_1m_tokens or 0.0))
+
+
+def rows_to_json(rows: list[PlanRow]) -> str:
+    return dumps(list_to_data(rows))

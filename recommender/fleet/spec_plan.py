@@ -1,0 +1,90 @@
+"""`recommender plan SPEC`: the architecture-only plan of a spec's space, then what its daily profile changes.
+
+Three answers from one set of modeled figures: the cheapest single configuration for the peak
+hour (the plan's rows, every figure modeled, quality a labelled prior), its replicas hour by hour
+against a static fleet sized for the peak (`autoscale`), and the cheapest mix of GPU types
+routed by prompt length (`mix_plan`), or how much the single type wins by.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from recommender.config.spec import LOCAL_DEVICE, SearchSpec
+from recommender.config.traffic import FleetPolicy
+from recommender.decision.rules import least_quantized, tie_band
+from recommender.fleet.autoscale import AutoscaleSchedule
+from recommender.fleet.daily import ScheduledWinner, schedule_and_mix
+from recommender.fleet.mix_plan import GpuMix, PoolOption
+from recommender.fleet.plan import PLAN_METHODS, PlanRow, plan
+from recommender.perf.catalog.gpus import Catalog
+from recommender.perf.model.shape import ModelShape
+from recommender.study.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate
+from recommender.study.performance import PerformanceEvaluator
+
+__all__ = ["FleetPlan", "plan_fleet", "winner_row"]
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    """The plan's rows at the peak hour, the configuration it recommends, its schedule, and the GPU mix."""
+
+    rows: list[PlanRow]
+    winner: PlanRow | None
+    autoscale: AutoscaleSchedule | None
+    mix: GpuMix | None
+    policy: FleetPolicy
+
+
+def winner_row(rows: list[PlanRow]) -> PlanRow | None:
+    """The cheapest row per month at the peak; within the tie tolerance, the least quantized (the decision's rule)."""
+    priced = [r for r in rows if r.usd_per_month is not None]
+    tied = tie_band(priced, lambda r: r.usd_per_month or math.inf)
+    return min(tied, key=lambda r: (least_quantized(r.precision), r.usd_per_month, r.usd_per_1m_tokens), default=None)
+
+
+def _scheduled(winner: PlanRow, catalog: Catalog) -> ScheduledWinner | None:
+    if winner.max_rps_per_replica is None or winner.tensor_parallel is None or winner.provenance is None:
+        return None
+    price = catalog.hourly_price(winner.hardware) * winner.tensor_parallel
+    return ScheduledWinner(_option(winner).candidate.key, winner.max_rps_per_replica, price, winner.provenance)
+
+
+def _option(row: PlanRow) -> PoolOption:
+    assert row.tensor_parallel is not None and row.batch_size is not None  # priced rows only
+    candidate = Candidate(row.precision, row.method, row.hardware, row.batch_size, row.tensor_parallel,
+                          DEFAULT_MAX_BATCHED_TOKENS)  # fmt: skip
+    return PoolOption(candidate, f"{row.quality} [{row.quality_verdict}]")
+
+
+def plan_hardware(spec: SearchSpec) -> list[str]:
+    """The spec's catalog GPUs (`plan` has no model of the local device)."""
+    return [h for h in spec.space.hardware if h != LOCAL_DEVICE]
+
+
+def plan_precisions(spec: SearchSpec) -> list[str]:
+    """The spec's precisions `plan` has a scheme for (PLAN_METHODS), in the spec's order."""
+    return [p for p in spec.space.methods if p in PLAN_METHODS]
+
+
+def plan_fleet(
+    spec: SearchSpec, shape: ModelShape, catalog: Catalog, on_row: Callable[[str], None] | None = None
+) -> FleetPlan:
+    """Plan the spec's catalog GPUs x precisions for its peak hour, then autoscale the winner and solve the mix.
+    `on_row` hears each planned (GPU, precision) pair (``plan.plan``)."""
+    policy = spec.fleet or FleetPolicy()
+    traffic, sla = spec.traffic, spec.sla
+    hardware = plan_hardware(spec)
+    # plan's own scheme per precision (PLAN_METHODS), at the tensor-parallel degree that fits and costs least.
+    precisions = plan_precisions(spec)
+    engines = tuple(spec.engines)  # the rows, the schedule and the mix served by the same engines
+    rows = plan(shape, catalog, hardware=hardware, precisions=precisions, traffic=traffic, sla=sla,
+                batch_sizes=spec.space.batch_sizes, on_row=on_row, engines=engines)  # fmt: skip
+    winner = winner_row(rows)
+    performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines)
+    options = [_option(r) for r in rows if r.usd_per_month is not None]
+    scheduled = None if winner is None else _scheduled(winner, catalog)
+    autoscale, mix = schedule_and_mix(spec, performance, options, scheduled)
+    return FleetPlan(rows, winner, autoscale, mix, policy)

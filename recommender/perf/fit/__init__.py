@@ -1,0 +1,3 @@
+"""Fitting: the measured serving runs, the step-cost fit on them, and its validation on held-out campaigns,
+models and groups.
+"""

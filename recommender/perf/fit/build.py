@@ -1,0 +1,64 @@
+"""The shipped step-cost artifact: coefficients fitted on every run, and the held-out checks that judge them.
+
+``benchmarks/gpu_fidelity.py --write`` calls :func:`build_fit` and writes ``step_cost_fit.json``
+(``calibrated.StepCostFit``): the coefficients (``step_fit.py``), the leave-one-group-out residuals of
+benchmark means (the intervals ``estimate`` gives a benchmark client), the step-cost residuals beyond
+the client-protocol bracket (the intervals the SLA check simulates with) and the leave-one-campaign-,
+model- and group-out tables (``validation.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from recommender.perf.fit.step_fit import (
+    COEFFICIENTS,
+    BenchmarkProtocol,
+    FitSettings,
+    by_group,
+    coefficients_for,
+    cross_validate,
+    fit_pooled,
+    in_sample,
+    residuals,
+)  # fmt: skip
+from recommender.perf.fit.validation import (
+    HOLDOUTS,
+    BracketRows,
+    held_out_predictions,
+    holdout_table,
+    step_residuals,
+    step_residuals_by_engine,
+)  # fmt: skip
+from recommender.perf.sim.engine_profiles import ENGINE_PROFILES
+from recommender.perf.step.calibrated import StepCostFit
+
+__all__ = ["build_fit"]
+
+
+def build_fit(
+    bracket: Sequence[BracketRows], *, data: str, data_sha256: str, protocol: BenchmarkProtocol, settings: FitSettings
+) -> StepCostFit:
+    """The shipped artifact from every run's design rows under each client protocol (see the module docstring)."""
+    rows = [b.fitted for b in bracket]
+    pooled = fit_pooled(rows, settings)
+    fitted = {e: coefficients_for(e, rows, settings, pooled) for e in sorted({r.run.engine for r in rows})}
+    coefs = {e: c for e, (c, own) in fitted.items() if own}
+    cv = cross_validate(rows, settings)
+    steps = held_out_predictions(bracket, settings, HOLDOUTS["group"])
+    return StepCostFit(
+        data=data, data_sha256=data_sha256, protocol_rounds=protocol.rounds,
+        protocol_warmup_rounds=protocol.warmup_rounds, tpot_weight=settings.tpot_weight,
+        shrinkage=settings.shrinkage, min_engine_runs=settings.min_engine_runs,
+        coefficient_names=list(COEFFICIENTS), pooled=pooled.tolist(),
+        engines={e: c.tolist() for e, c in coefs.items()},
+        engine_runs={e: sum(r.run.engine == e for r in rows) for e in coefs},
+        residuals_engine_seen=residuals([p for p in cv if p.engine_fit]),
+        residuals_engine_unseen=residuals([p for p in cv if not p.engine_fit]),
+        cross_validation=by_group(cv), in_sample=by_group(in_sample(rows, settings)),
+        engine_batching={e: p.describe() for e, p in ENGINE_PROFILES.items()},
+        step_residuals_engine_seen=step_residuals([p for p in steps if p.engine_fit]),
+        step_residuals_engine_unseen=step_residuals([p for p in steps if not p.engine_fit]),
+        step_residuals_by_engine=step_residuals_by_engine(steps),
+        validation={name: holdout_table(bracket, settings, name) for name in ("campaign", "model", "group")},
+    )  # fmt: skip

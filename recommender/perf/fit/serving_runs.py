@@ -1,0 +1,173 @@
+"""Measured closed-loop serving runs: the data the step-cost model is fitted and cross-validated on.
+
+Each run is one benchmark of one engine serving one model on H100s: concurrency, fixed prompt
+and output lengths, tensor-parallel degree, and the measured mean TTFT and TPOT. The file ships
+inside the package (``measured_runs/``, read with importlib.resources) beside ``SOURCE.md``, which
+names its source (NVIDIA AIConfigurator's silicon sample, commit 095f58a5, Apache-2.0): a clone or a
+wheel refits and cross-validates without the hand-off folder. The loader keeps each row's id so every
+residual can be traced to its row.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+from collections import Counter
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from recommender.perf.sim.engine_profiles import ENGINE_PROFILES
+
+__all__ = [
+    "DEFAULT_RUNS", "LoadedRuns", "MeasuredRun", "RUNS_SOURCE", "SYSTEMS", "load_runs", "read_runs", "runs_digest",
+]  # fmt: skip
+
+#: The measured runs shipped in the package (their source, commit and licence in ``measured_runs/SOURCE.md``).
+DEFAULT_RUNS = Path(str(resources.files("recommender.perf.fit") / "measured_runs" / "serving_runs_h100.csv"))
+RUNS_SOURCE = (
+    "recommender/perf/fit/measured_runs/serving_runs_h100.csv: NVIDIA AIConfigurator silicon sample "
+    "(github.com/ai-dynamo/aiconfigurator@095f58a5, Apache-2.0), H100 SXM, dense models"
+)
+
+#: AIConfigurator's system names -> catalog keys (an a100_sxm is the 80 GB SXM4 part).
+SYSTEMS = {
+    "h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "gb200_sxm": "gb200", "gb200": "gb200",
+    "a100_sxm": "a100-80gb", "l40s": "l40s",
+}  # fmt: skip
+#: The file's precision (or GEMM quantization mode) -> the serving scheme with the same step physics: 1-byte
+#: weights and FP8 GEMMs for fp8 (per-tensor or block scales alike); an empty precision is the engine's
+#: 16-bit default; weight-only INT4/INT8 compute in 16-bit like the Marlin/AWQ kernels.
+SCHEMES = {
+    "": "baseline", "bf16": "baseline", "bfloat16": "baseline", "float16": "fp16", "fp16": "fp16",
+    "fp8": "fp8-dynamic", "fp8_block": "fp8-dynamic", "fp8_ootb": "fp8-dynamic", "sq": "int8-w8a8",
+    "int8_wo": "torchao-int8-wo", "int4_wo": "w4a16-awq-g128",
+}  # fmt: skip
+#: KV-cache dtypes the file may name -> ``memory.KV_DTYPE_BYTES`` keys.
+KV_DTYPES = {"": "auto", "auto": "auto", "float16": "auto", "bfloat16": "auto", "fp16": "auto", "bf16": "auto",
+             "fp8": "fp8"}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredRun:
+    """One measured benchmark (times in ms)."""
+
+    run_id: str
+    model: str
+    engine: str
+    engine_version: str
+    scheme: str
+    hardware: str
+    tensor_parallel: int
+    concurrency: int
+    prompt_tokens: int
+    output_tokens: int
+    ttft_ms: float
+    tpot_ms: float
+    #: The collection campaign: a ``campaign`` column where the file has one (another campaign's file), else from
+    #: the row's id: "sweep" (the 1024-4096 x 128-1024 grid) or "steady"
+    #: (the 4000 x 1000 runs, ids "..._c_tp...", whose TTFTs are far below what any client counting its
+    #: opening burst could see: C x 4000 prompt tokens queued at once; that client drops its warm-up).
+    campaign: str = "sweep"
+    #: The KV cache's dtype as served: fp8 in the fp8 runs. The file has no column for it; the runs show it.
+    #: TensorRT-LLM FP8 at TP1, C=64, 4096+512 tokens measured TPOT 62 ms and TTFT 1.6-3.8 s: with a 16-bit
+    #: cache only ~29 of the 64 requests fit beside the 33 GB of weights (replayed TTFT 11-22 s, TPOT 66 ms
+    #: at any C), with an fp8 one ~59 do (3.4 s, 140 ms for the 4096+128 run measured at 176). vLLM FP8 at
+    #: TP2, C=48, 4000+1000 measured TPOT 11.6 ms, below the 13.3 ms a 16-bit cache takes to read at full
+    #: bandwidth. NVIDIA's FP8 checkpoints carry FP8 KV scales, which both engines use by default.
+    kv_cache_dtype: str = "auto"
+
+    @property
+    def group(self) -> str:
+        """The (model, engine, precision) group the cross-validation leaves out as a whole."""
+        return f"{self.model}/{self.engine}/{self.scheme}"
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedRuns:
+    """The runs of a file the model can replay, and how many rows it left out for each reason."""
+
+    runs: list[MeasuredRun]
+    skipped: dict[str, int]
+
+
+def _kv_dtype(row: dict[str, str], scheme: str) -> str | None:
+    """The row's KV dtype column where it has one; else fp8 for the fp8 runs (``MeasuredRun.kv_cache_dtype``)."""
+    for column in ("kv_cache_dtype", "kvcache_quant_mode", "kv_cache_quant_mode"):
+        if column in row:
+            return KV_DTYPES.get((row[column] or "").strip().lower())
+    return "fp8" if scheme == "fp8-dynamic" else "auto"
+
+
+def _why_not(row: dict[str, str]) -> str | None:
+    """Why a row cannot be replayed (None: it can)."""
+    from recommender.perf.catalog.architectures import shipped_for_hub_id
+
+    if (row.get("pp_size") or "1") != "1" or (row.get("attention_dp_size") or "").strip() not in ("", "1"):
+        return "pipeline or attention data parallelism (not modelled)"
+    if row.get("backend") not in ENGINE_PROFILES:
+        return f"engine {row.get('backend')!r} has no batching profile"
+    if row.get("system") not in SYSTEMS:
+        return f"system {row.get('system')!r} is not in the GPU catalog"
+    precision = (row.get("gemm_quant_mode") or row.get("precision") or "").strip().lower()
+    if precision not in SCHEMES:
+        return f"precision {precision!r} has no serving scheme here"
+    if _kv_dtype(row, SCHEMES[precision]) is None:
+        return "a KV-cache dtype other than 16-bit or fp8"
+    if shipped_for_hub_id(str(row.get("model_path", ""))) is None:
+        return f"model {row.get('model_path')!r} has no shipped architecture (recommender/perf/catalog/architectures)"
+    return None
+
+
+def _run(row: dict[str, str]) -> MeasuredRun:
+    from recommender.perf.catalog.architectures import shipped_for_hub_id
+
+    scheme = SCHEMES[(row.get("gemm_quant_mode") or row.get("precision") or "").strip().lower()]
+    return MeasuredRun(
+        run_id=row["id"],
+        model=shipped_for_hub_id(row["model_path"]) or "",
+        engine=row["backend"],
+        engine_version=row.get("backend_version", ""),
+        scheme=scheme,
+        hardware=SYSTEMS[row["system"]],
+        tensor_parallel=int(row["tp_size"]),
+        concurrency=int(row["batch_size"]),
+        prompt_tokens=int(row["isl"]),
+        output_tokens=int(row["osl"]),
+        ttft_ms=float(row["silicon_ttft_ms"]),
+        tpot_ms=float(row["silicon_tpot_ms"]),
+        campaign=(row.get("campaign") or "").strip() or ("steady" if "_c_tp" in row["id"] else "sweep"),
+        kv_cache_dtype=_kv_dtype(row, scheme) or "auto",
+    )
+
+
+def read_runs(path: Path = DEFAULT_RUNS) -> LoadedRuns:
+    """Every row of `path` (AIConfigurator's silicon-sample columns) the model can replay, and what it skipped.
+
+    A row is skipped, counted by reason, when its engine, GPU, precision or model is unknown here or it
+    uses pipeline or attention data parallelism: a file of other GPUs and models loads without failing.
+    """
+    with path.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    runs: list[MeasuredRun] = []
+    skipped: Counter[str] = Counter()
+    for row in rows:
+        why = _why_not(row)
+        if why is None:
+            try:
+                runs.append(_run(row))
+            except (KeyError, ValueError, AttributeError) as exc:  # an empty or non-numeric cell, a missing column
+                why = f"a missing or malformed column ({type(exc).__name__}: {exc})"
+        if why is not None:
+            skipped[why] += 1
+    return LoadedRuns(runs, dict(skipped))
+
+
+def load_runs(path: Path = DEFAULT_RUNS) -> list[MeasuredRun]:
+    """The runs of `path` the model can replay (see :func:`read_runs`)."""
+    return read_runs(path).runs
+
+
+def runs_digest(path: Path = DEFAULT_RUNS) -> str:
+    """sha256 of the file, recorded with a fit so a fit is never silently paired with other data."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -1,0 +1,1 @@
+"""A model's shape and what it occupies on a device: layers, heads, experts, weights, KV cache."""

@@ -1,0 +1,133 @@
+"""What a simulation reports: per-request latencies, their percentiles, throughput and goodput.
+
+Percentiles skip the first requests (warm-up, while the batch fills), so a short run's
+P99 is not set by the empty system it started from.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+# FloatArray at run time: the fields' annotations stay resolvable (typing.get_type_hints).
+from recommender.perf.sim.workload import FloatArray
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from recommender.perf.sim.workload import Workload
+
+__all__ = ["WARMUP_FRACTION", "Percentiles", "SimulationResult"]
+
+#: Fraction of the requests, the first to arrive, left out of the percentiles.
+WARMUP_FRACTION = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class Percentiles:
+    """P50, P95 and P99 of one latency, in milliseconds."""
+
+    p50: float
+    p95: float
+    p99: float
+
+    @classmethod
+    def of(cls, seconds: FloatArray) -> Percentiles:
+        """The percentiles of `seconds`, NaNs left out (all NaN: NaN percentiles)."""
+        finite = seconds[~np.isnan(seconds)]
+        if finite.size == 0:
+            return cls(math.nan, math.nan, math.nan)
+        p50, p95, p99 = np.percentile(finite, [50, 95, 99]) * 1e3
+        return cls(float(p50), float(p95), float(p99))
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """Per-request latencies (seconds, arrival order), their percentiles (ms), and throughput.
+
+    Percentiles skip the first 10 % of requests (warm-up, while the batch fills). TPOT is
+    NaN for one-token outputs. Goodput counts every request meeting both SLAs, over the
+    simulated duration, and is None when no SLA was given.
+    """
+
+    ttft_s: FloatArray
+    tpot_s: FloatArray
+    e2e_s: FloatArray
+    ttft_ms: Percentiles
+    tpot_ms: Percentiles
+    e2e_ms: Percentiles
+    output_tokens_per_s: float
+    total_tokens_per_s: float
+    goodput_rps: float | None
+    preemptions: int
+    duration_s: float
+    steps: int
+    max_step_tokens: int
+
+    @property
+    def n_requests(self) -> int:
+        return len(self.ttft_s)
+
+    def meets(self, *, ttft_p99_ms: float, tpot_p99_ms: float) -> bool:
+        """Whether P99 TTFT and P99 TPOT are within the SLA (a NaN TPOT, all one-token outputs, passes)."""
+        return self.ttft_ms.p99 <= ttft_p99_ms and not self.tpot_ms.p99 > tpot_p99_ms
+
+    @classmethod
+    def of_run(
+        cls,
+        workload: Workload,
+        first_token_s: Sequence[float],
+        finish_s: Sequence[float],
+        *,
+        preemptions: int,
+        steps: int,
+        max_step_tokens: int,
+        ttft_sla_ms: float | None = None,
+        tpot_sla_ms: float | None = None,
+    ) -> SimulationResult:
+        """Latencies, percentiles and throughput from each request's first-token and finish times."""
+        arrivals = workload.arrivals_s
+        first = np.asarray(first_token_s)
+        done = np.asarray(finish_s)
+        ttft = first - arrivals
+        e2e = done - arrivals
+        outputs = workload.output_tokens
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tpot = np.where(outputs > 1, (done - first) / (outputs - 1), math.nan)
+        measured = slice(int(len(arrivals) * WARMUP_FRACTION), None)
+        duration = float(done.max() - arrivals[0])
+        out_total = float(outputs.sum())
+        return cls(
+            ttft_s=ttft,
+            tpot_s=tpot,
+            e2e_s=e2e,
+            ttft_ms=Percentiles.of(ttft[measured]),
+            tpot_ms=Percentiles.of(tpot[measured]),
+            e2e_ms=Percentiles.of(e2e[measured]),
+            output_tokens_per_s=out_total / duration if duration > 0 else math.nan,
+            total_tokens_per_s=(out_total + float(workload.prompt_tokens.sum())) / duration
+            if duration > 0
+            else math.nan,
+            goodput_rps=_goodput(ttft, tpot, duration, ttft_sla_ms, tpot_sla_ms),
+            preemptions=preemptions,
+            duration_s=duration,
+            steps=steps,
+            max_step_tokens=max_step_tokens,
+        )
+
+
+def _goodput(
+    ttft: FloatArray, tpot: FloatArray, duration: float, ttft_sla_ms: float | None, tpot_sla_ms: float | None
+) -> float | None:
+    """Requests per second meeting both SLAs (a NaN TPOT passes its own); None when no SLA is given."""
+    if ttft_sla_ms is None and tpot_sla_ms is None:
+        return None
+    ok = np.ones(len(ttft), dtype=bool)
+    if ttft_sla_ms is not None:
+        ok &= ttft * 1e3 <= ttft_sla_ms
+    if tpot_sla_ms is not None:
+        ok &= np.isnan(tpot) | (tpot * 1e3 <= tpot_sla_ms)
+    return float(ok.sum() / duration) if duration > 0 else math.nan

@@ -1,0 +1,187 @@
+"""From step times to what a user sees: P99 TTFT, P99 TPOT and the capacity of one replica.
+
+The continuous-batching simulator replays the user's traffic (Poisson, a daily profile's lengths, a
+trace) through an engine's scheduler on a step-cost model — calibrated per engine for catalog GPUs
+(``calibrated.py``), measured probe tables for the local device; the capacity is the highest arrival
+rate whose P99 TTFT and TPOT meet the SLA, and the latencies are the P99s at the load each replica
+carries at the target traffic. On a calibrated GPU the SLA is checked on the same traffic simulated
+with every step at the upper bound of its held-out error (``simulate_serving_interval``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from recommender.config.spec import LatencySLA, Traffic
+from recommender.config.traffic import length_models
+from recommender.decision.cost import replicas_needed
+from recommender.perf.sim.capacity import max_rate_within_sla
+from recommender.perf.sim.physics_capacity import ALARM_FACTOR
+from recommender.perf.sim.results import Percentiles
+from recommender.perf.sim.scheduler import SchedulerConfig, simulate
+from recommender.perf.sim.workload import make_workload
+from recommender.provenance import Provenance
+
+if TYPE_CHECKING:
+    from recommender.perf.catalog.gpus import Accelerator
+    from recommender.perf.model.shape import ModelShape
+    from recommender.perf.step.cost import StepCostModel
+    from recommender.quantize import QuantMethod
+
+#: Requests per simulation: enough for stable P99s (the first 10 % are warm-up).
+SIMULATED_REQUESTS = 600
+
+
+@dataclass(frozen=True, slots=True)
+class ServingEstimate:
+    """Latency percentiles of one replica at the load it carries at the target traffic, and its capacity.
+
+    ``ttft_ms``/``tpot_ms`` are P50/P95/P99 at ``load_per_replica_rps`` (the target rate over
+    the replicas it needs); ``requests_per_s`` is the highest rate one replica carries within
+    the SLA, ``tokens_per_s`` the prompt + output tokens at that rate.
+    """
+
+    ttft_ms: Percentiles
+    tpot_ms: Percentiles
+    requests_per_s: float
+    tokens_per_s: float
+    load_per_replica_rps: float
+    provenance: Provenance
+    #: The engine the figures are for ('' where none is modelled: the local device's measured steps).
+    engine: str = ""
+    #: Upper ends of the P99s' prediction intervals at `confidence` (None: no interval, measured step times).
+    ttft_p99_high_ms: float | None = None
+    tpot_p99_high_ms: float | None = None
+    confidence: float | None = None
+    #: The datasheet's throughput ceiling on one replica, no SLA (``physics_capacity.py``; None: the local device).
+    physics_rps_per_replica: float | None = None
+
+    @property
+    def physics_alarm(self) -> bool:
+        """Whether the capacity within the SLA is under 1/``ALARM_FACTOR`` of the throughput ceiling (a capacity of
+        0 is not flagged: not even a lone request meets the SLA, which is said elsewhere)."""
+        ceiling = self.physics_rps_per_replica
+        return ceiling is not None and 0 < self.requests_per_s < ceiling / ALARM_FACTOR
+
+    def physics_alarm_reason(self, sla: LatencySLA) -> str:
+        """Why the capacity is far below the throughput ceiling: the SLA nearest its limit, or an error ("" when
+        not flagged)."""
+        if not self.physics_alarm:
+            return ""
+        ttft, tpot = self.ttft_p99_checked_ms, self.tpot_p99_checked_ms
+        which, value, limit = (
+            ("TTFT", ttft, sla.ttft_p99_ms) if ttft / sla.ttft_p99_ms >= tpot / sla.tpot_p99_ms
+            else ("TPOT", tpot, sla.tpot_p99_ms)
+        )  # fmt: skip
+        return (
+            f"{self.requests_per_s:.3g} req/s is under 1/{ALARM_FACTOR:g} of the {self.physics_rps_per_replica:.3g} "
+            f"req/s throughput ceiling: the P99 {which} SLA binds (upper end {value:.4g} ms at this load, SLA "
+            f"{limit:g} ms), or the prediction is off — check it (recommender estimate)"
+        )
+
+    @property
+    def ttft_p99_checked_ms(self) -> float:
+        """The P99 TTFT an SLA check reads: the interval's upper end where there is one."""
+        return self.ttft_ms.p99 if self.ttft_p99_high_ms is None else self.ttft_p99_high_ms
+
+    @property
+    def tpot_p99_checked_ms(self) -> float:
+        return self.tpot_ms.p99 if self.tpot_p99_high_ms is None else self.tpot_p99_high_ms
+
+
+def simulate_serving(
+    cost: StepCostModel, config: SchedulerConfig, *, traffic: Traffic, sla: LatencySLA
+) -> ServingEstimate:
+    """Capacity within the SLA and the latency percentiles at the target load per replica, from simulation."""
+    label = cost.provenance.extended(
+        f"continuous-batching simulation ({SIMULATED_REQUESTS} Poisson requests, max_num_seqs {config.max_num_seqs}, "
+        f"{config.max_num_batched_tokens} tokens per simulated step, chunked prefill)"
+    )
+    # Fixed lengths for a constant rate; a profile's lognormal lengths or its trace's histogram.
+    prompt, output = length_models(traffic.profile, traffic.prompt_tokens, traffic.output_tokens)
+    search = max_rate_within_sla(
+        cost, config, prompt=prompt, output=output, ttft_p99_ms=sla.ttft_p99_ms, tpot_p99_ms=sla.tpot_p99_ms,
+        n_requests=SIMULATED_REQUESTS,
+    )  # fmt: skip
+    if search.rate_per_s <= 0:
+        # Not even a lone request meets the SLA: report the latencies at a trickle of traffic.
+        # At the mean lengths: a drawn tail may hold a request that never fits (then the capacity is 0 for that).
+        mean_prompt, mean_output = traffic.prompt_tokens, traffic.output_tokens
+        lone = simulate(cost, make_workload(prompt=mean_prompt, output=mean_output, n_requests=20, rate=1e-3), config)
+        return ServingEstimate(lone.ttft_ms, lone.tpot_ms, 0.0, 0.0, 1e-3, label)
+    replicas = replicas_needed(traffic.requests_per_second, search.rate_per_s)
+    load = traffic.requests_per_second / replicas
+    at_load = simulate(cost, make_workload(prompt=prompt, output=output, n_requests=SIMULATED_REQUESTS, rate=load),
+                       config)  # fmt: skip
+    return ServingEstimate(
+        ttft_ms=at_load.ttft_ms,
+        tpot_ms=at_load.tpot_ms,
+        requests_per_s=search.rate_per_s,
+        tokens_per_s=search.rate_per_s * (traffic.prompt_tokens + traffic.output_tokens),
+        load_per_replica_rps=load,
+        provenance=label,
+    )
+
+
+def simulate_serving_interval(
+    point: StepCostModel, upper: StepCostModel, config: SchedulerConfig, *, traffic: Traffic, sla: LatencySLA,
+    engine: str, confidence: float, ttft_offset_ms: float = 0.0,
+) -> ServingEstimate:
+    """Capacity within `sla` and the P99s' upper ends from the user's traffic simulated with every step at the upper
+    end of its interval (`upper`); the point P99s at the same load from the point step costs (`point`).
+
+    `ttft_offset_ms` is the fixed time every TTFT carries outside the steps (the request's way through the
+    engine); `sla`'s TTFT is the user's less that offset, and the reported TTFTs include it.
+    """
+    high = simulate_serving(upper, config, traffic=traffic, sla=sla)
+    prompt, output = length_models(traffic.profile, traffic.prompt_tokens, traffic.output_tokens)
+    workload = make_workload(prompt=prompt, output=output, n_requests=SIMULATED_REQUESTS,
+                             rate=high.load_per_replica_rps)  # fmt: skip
+    at_load = simulate(point, workload, config)
+    t = at_load.ttft_ms
+    return replace(
+        high, ttft_ms=Percentiles(t.p50 + ttft_offset_ms, t.p95 + ttft_offset_ms, t.p99 + ttft_offset_ms),
+        tpot_ms=at_load.tpot_ms, engine=engine, ttft_p99_high_ms=high.ttft_ms.p99 + ttft_offset_ms,
+        tpot_p99_high_ms=high.tpot_ms.p99, confidence=confidence,
+    )  # fmt: skip
+
+
+def check_sla_reachable(
+    shape: ModelShape,
+    options: list[tuple[Accelerator, QuantMethod]],
+    *,
+    traffic: Traffic,
+    sla: LatencySLA,
+    field_prefix: str = "sla",
+) -> None:
+    """Refuse an SLA that no searched (GPU, method) pair meets even with one request and no queue.
+
+    A limit below one roofline step on every option is a typo or a unit slip (seconds for
+    milliseconds), not a search result: it is bad input, said before any model is loaded.
+    """
+    from recommender.errors import BadInputError
+    from recommender.perf.step.roofline import project_step_times
+
+    runnable = [(a, m) for a, m in options if m.unavailable_reason(a.device) is None]
+    if not runnable:
+        return
+    steps = {
+        (a.key, m.name): project_step_times(
+            shape, m, a, prompt_tokens=traffic.prompt_tokens, batch_size=1, context_tokens=traffic.prompt_tokens
+        )
+        for a, m in runnable
+    }
+    for limit_name, limit_ms, attr, what in (
+        ("tpot_p99_ms", sla.tpot_p99_ms, "decode_step_s", "one decode step"),
+        ("ttft_p99_ms", sla.ttft_p99_ms, "prefill_s", f"the prefill of one {traffic.prompt_tokens}-token prompt"),
+    ):
+        (hw, method), fastest = min(steps.items(), key=lambda kv: getattr(kv[1], attr))
+        best_ms = getattr(fastest, attr) * 1e3
+        if limit_ms < best_ms:
+            raise BadInputError(
+                f"{field_prefix}.{limit_name}",
+                f"{limit_ms:g} ms is below {what} on every searched GPU (fastest: {best_ms:.2f} ms on {hw} "
+                f"with {method}, roofline)",
+                "check the unit (milliseconds) or add faster hardware / a lower precision to the space",
+            )

@@ -1,0 +1,167 @@
+"""Workloads for the scheduler: request arrival times and prompt and output lengths.
+
+A workload is the whole trace up front (arrays in arrival order), so rates can be compared
+on the same requests: :meth:`Workload.at_rate` rescales the arrival gaps and keeps the
+lengths, and :func:`make_workload` draws arrivals and each length from independent streams
+of one seed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = [
+    "EmpiricalLengths",
+    "FloatArray",
+    "IntArray",
+    "LengthDist",
+    "Lengths",
+    "Workload",
+    "make_workload",
+    "workload_from_traffic",
+]
+
+#: Times in seconds, one per request or per step.
+FloatArray = npt.NDArray[np.float64]
+#: Token counts, one per request.
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class LengthDist:
+    """Token lengths: fixed at ``mean`` when ``cv`` is 0, else lognormal with that mean and CV.
+
+    Real prompt and output lengths are right-skewed; a lognormal with a coefficient of
+    variation is the usual two-number description. Draws are rounded and clipped to
+    ``[1, maximum]``.
+    """
+
+    mean: float
+    cv: float = 0.0
+    maximum: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.mean < 1 or self.cv < 0 or (self.maximum is not None and self.maximum < 1):
+            raise ValueError(f"need mean >= 1, cv >= 0 and maximum >= 1, got {self}")
+
+    def sample(self, n: int, rng: np.random.Generator) -> IntArray:
+        if self.cv == 0:
+            values = np.full(n, round(self.mean), dtype=np.int64)
+        else:
+            sigma2 = math.log1p(self.cv**2)
+            draws = rng.lognormal(math.log(self.mean) - sigma2 / 2, math.sqrt(sigma2), n)
+            values = np.rint(draws).astype(np.int64)
+        return np.clip(values, 1, self.maximum if self.maximum is not None else None)
+
+
+@dataclass(frozen=True, slots=True)
+class EmpiricalLengths:
+    """Token lengths drawn (with replacement) from recorded ones: a trace's own histogram, no fitted shape."""
+
+    values: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not self.values or min(self.values) < 1:
+            raise ValueError("need at least one recorded length, each >= 1")
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.values))
+
+    def sample(self, n: int, rng: np.random.Generator) -> IntArray:
+        return rng.choice(np.asarray(self.values, dtype=np.int64), size=n, replace=True)
+
+
+#: What a workload's lengths are drawn from: a fixed count, a lognormal, or recorded lengths.
+Lengths = int | LengthDist | EmpiricalLengths
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Requests in arrival order: arrival times (s) and prompt and output lengths (tokens)."""
+
+    arrivals_s: FloatArray
+    prompt_tokens: IntArray
+    output_tokens: IntArray
+
+    def __post_init__(self) -> None:
+        n = len(self.arrivals_s)
+        if n == 0 or len(self.prompt_tokens) != n or len(self.output_tokens) != n:
+            raise ValueError("a workload needs at least one request and one length of each kind per request")
+        if np.any(np.diff(self.arrivals_s) < 0) or self.arrivals_s[0] < 0:
+            raise ValueError("arrival times must be non-negative and sorted")
+        if self.prompt_tokens.min() < 1 or self.output_tokens.min() < 1:
+            raise ValueError("prompt and output lengths must be >= 1")
+
+    def __len__(self) -> int:
+        return len(self.arrivals_s)
+
+    def at_rate(self, rate: float) -> Workload:
+        """The same requests with inter-arrival times scaled so the mean rate is `rate` (common random numbers)."""
+        span = self.arrivals_s[-1]
+        if span <= 0:
+            raise ValueError("cannot rescale a workload whose requests all arrive at once")
+        current = (len(self) - 1) / span
+        return replace(self, arrivals_s=self.arrivals_s * (current / rate))
+
+
+def make_workload(
+    *,
+    prompt: Lengths,
+    output: Lengths,
+    n_requests: int | None = None,
+    rate: float | None = None,
+    arrivals: Sequence[float] | FloatArray | None = None,
+    seed: int = 0,
+) -> Workload:
+    """Poisson arrivals at `rate` (requests/s), or the trace `arrivals`; lengths fixed or drawn.
+
+    Arrival gaps and each length come from independent streams of one seed, so changing
+    the rate leaves the lengths alone (the rate search compares like with like).
+    """
+    if (rate is None) == (arrivals is None):
+        raise ValueError("give exactly one of rate (Poisson arrivals) or arrivals (a trace)")
+    arrival_rng, prompt_rng, output_rng = np.random.default_rng(seed).spawn(3)
+    if arrivals is not None:
+        times = np.sort(np.asarray(arrivals, dtype=float))
+        if n_requests is not None and n_requests != len(times):
+            raise ValueError(f"n_requests={n_requests} but the trace has {len(times)} arrivals")
+    else:
+        if n_requests is None or n_requests < 1 or rate is None or rate <= 0:
+            raise ValueError("Poisson arrivals need n_requests >= 1 and rate > 0")
+        times = np.cumsum(arrival_rng.standard_exponential(n_requests)) / rate
+        times -= times[0]
+    n = len(times)
+    prompt_dist = LengthDist(prompt) if isinstance(prompt, int) else prompt
+    output_dist = LengthDist(output) if isinstance(output, int) else output
+    return Workload(times, prompt_dist.sample(n, prompt_rng), output_dist.sample(n, output_rng))
+
+
+class TrafficRate(Protocol):
+    """What a workload needs of the spec's traffic (`config.spec.Traffic`, not imported: perf sits below it)."""
+
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def requests_per_second(self) -> float: ...
+
+
+def workload_from_traffic(traffic: TrafficRate, *, n_requests: int, length_cv: float = 0.0, seed: int = 0) -> Workload:
+    """Poisson arrivals at the spec's rate, lengths around its prompt and output means."""
+    return make_workload(
+        prompt=LengthDist(traffic.prompt_tokens, length_cv),
+        output=LengthDist(traffic.output_tokens, length_cv),
+        n_requests=n_requests,
+        rate=traffic.requests_per_second,
+        seed=seed,
+    )

@@ -1,0 +1,251 @@
+"""The calibrated step-cost model as shipped: fitted coefficients per engine, and intervals from cross-validation.
+
+``benchmarks/gpu_fidelity.py --write`` fits the coefficients on the measured runs
+(``step_fit.py``) and writes ``step_cost_fit.json`` beside this module: the data's source and
+sha256, how the benchmark client was modelled, the coefficients (engine-agnostic and per
+engine, with each engine's run count), and the leave-one-group-out log residuals
+log(measured / predicted) of TTFT and TPOT. Those residuals are the prediction intervals:
+at confidence c, a predicted latency x lies in [x e^q((1-c)/2), x e^q((1+c)/2)], with q the
+residuals' quantiles — from the groups whose engine the fit had seen, or, for an engine it
+has no runs of, the wider of those and the groups whose engine was left out entirely.
+
+Moving to another GPU keeps the coefficients and swaps the datasheet figures the features
+are computed from (``step_features.py``); nothing measured supports that step, and the
+provenance says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from recommender.perf.sim.engine_profiles import ENGINE_PROFILES
+from recommender.perf.step.features import N_FEATURES, FeatureStepCost, StepFeatures
+from recommender.perf.step.upper import StepFactors, UpperStepCost
+from recommender.provenance import Provenance
+
+if TYPE_CHECKING:
+    from recommender.perf.catalog.gpus import Accelerator
+    from recommender.perf.model.shape import ModelShape
+    from recommender.quantize import QuantMethod
+
+__all__ = [
+    "FIT_PATH", "MIN_ENGINE_RESIDUALS", "CalibratedModel", "ErrorSummary", "HoldoutSummary", "Interval", "StepCostFit",
+    "StepResiduals", "interval_factors", "load_fit", "step_pools",
+]
+
+FIT_PATH = Path(__file__).with_name("step_cost_fit.json")
+#: The GPU the measured runs ran on; figures for any other are moved through datasheets.
+CALIBRATED_ON = "h100-sxm"
+
+Metric = Literal["ttft", "tpot"]
+
+
+class ErrorSummary(BaseModel):
+    """Median and P90 of |predicted / measured - 1| over some runs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    runs: int
+    ttft_median: float
+    ttft_p90: float
+    tpot_median: float
+    tpot_p90: float
+
+
+class Residuals(BaseModel):
+    """Cross-validated log(measured / predicted), sorted, for one pool of runs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    ttft: list[float]
+    tpot: list[float]
+
+
+class StepResiduals(BaseModel):
+    """Held-out log residuals of the step costs, sorted: prefill from TTFT, decode from TPOT, each measured
+    against the bracket of client protocols (0 inside it; ``validation.HeldOutPrediction``), so what a client
+    protocol can explain is not counted as step-cost error."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    prefill: list[float]
+    decode: list[float]
+
+
+class HoldoutSummary(ErrorSummary):
+    """How the fit does on the runs of one left-out campaign, model or group (``validation.py``).
+
+    Errors are |predicted / measured - 1| with each campaign's modelled client (``*_median``, ``*_p90``) and
+    outside the bracket of client protocols (``bracket_*``: 0 inside); ``explained_*``: the share of runs
+    inside the bracket; ``coverage_*``: the share inside the nominal interval at ``confidence`` built from step
+    residuals and the bracket, and ``coverage_*_before`` inside the interval of closed-loop mean residuals
+    (the earlier method); None where the training runs held a single group (no held-out residuals to draw on).
+    """
+
+    bracket_ttft_median: float
+    bracket_ttft_p90: float
+    explained_ttft: float
+    explained_tpot: float
+    confidence: float
+    coverage_ttft: float | None
+    coverage_tpot: float | None
+    coverage_ttft_before: float | None
+    coverage_tpot_before: float | None
+
+
+#: An engine's own held-out step residuals set its step intervals once it has this many of a kind (prefill or
+#: decode); with fewer, the pool of every engine the fit had runs of does.
+MIN_ENGINE_RESIDUALS = 30
+
+
+def step_pools(
+    seen: StepResiduals, unseen: StepResiduals, by_engine: dict[str, StepResiduals], engine: str, known: bool
+) -> tuple[list[float], list[float] | None, list[float], list[float] | None]:
+    """The residuals an engine's prefill and decode step intervals are drawn from: (prefill, prefill's extra pool,
+    decode, decode's extra pool). The engine's own where it has ``MIN_ENGINE_RESIDUALS``, else the pool of fitted
+    engines; an engine the fit has no runs of adds the pool of runs whose engine was left out (the wider end of
+    both is taken, ``interval_factors``)."""
+    own = by_engine.get(engine)
+    prefill = own.prefill if own is not None and len(own.prefill) >= MIN_ENGINE_RESIDUALS else seen.prefill
+    decode = own.decode if own is not None and len(own.decode) >= MIN_ENGINE_RESIDUALS else seen.decode
+    return prefill, None if known else unseen.prefill, decode, None if known else unseen.decode
+
+
+def interval_factors(seen: list[float], unseen: list[float] | None, confidence: float) -> tuple[float, float]:
+    """The central interval at `confidence` of residuals log(measured / predicted), as factors on a prediction:
+    from `seen`, or, where the engine was not fitted (`unseen` given), the wider of both pools at each end."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    levels = [(1 - confidence) / 2, (1 + confidence) / 2]
+    lo, hi = np.quantile(seen, levels) if seen else (0.0, 0.0)
+    if unseen:
+        other = np.quantile(unseen, levels)
+        lo, hi = min(lo, other[0]), max(hi, other[1])
+    return float(np.exp(lo)), float(np.exp(hi))
+
+
+class StepCostFit(BaseModel):
+    """Everything ``step_cost_fit.json`` holds (see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    data: str
+    data_sha256: str
+    protocol_rounds: int = Field(ge=1)
+    protocol_warmup_rounds: int = Field(ge=0)
+    tpot_weight: float
+    shrinkage: float
+    min_engine_runs: int = Field(ge=1)
+    coefficient_names: list[str]
+    pooled: list[float]
+    engines: dict[str, list[float]]
+    engine_runs: dict[str, int]
+    residuals_engine_seen: Residuals
+    residuals_engine_unseen: Residuals
+    cross_validation: dict[str, ErrorSummary]
+    in_sample: dict[str, ErrorSummary]
+    #: Each engine's batching as the replays simulated it (``EngineProfile.describe``): the coefficients hold
+    #: only with it, and a changed profile changes the fit's digest once refitted (tests/test_step_fit.py).
+    engine_batching: dict[str, str] = Field(default_factory=dict)
+    #: Step-cost residuals (prefill, decode) of the leave-one-group-out fits: the intervals the SLA check
+    #: simulates the user's traffic at (``CalibratedModel.step_factors``).
+    step_residuals_engine_seen: StepResiduals
+    step_residuals_engine_unseen: StepResiduals
+    #: Each engine's held-out step residuals (its runs, each predicted by a fit that left the run's group out).
+    step_residuals_by_engine: dict[str, StepResiduals]
+    #: Leave-one-campaign-out, leave-one-model-out and leave-one-group-out, each table by held-out value
+    #: and "overall" (``validation.py``).
+    validation: dict[str, dict[str, HoldoutSummary]]
+
+
+def fit_digest(path: Path = FIT_PATH) -> str:
+    """A short hash of the shipped fit: which performance model a study's latencies came from."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:8]
+
+
+def load_fit(path: Path = FIT_PATH) -> StepCostFit:
+    return StepCostFit.model_validate_json(path.read_text(encoding="utf-8"))
+
+
+class Interval(BaseModel):
+    """A predicted figure's interval at a confidence level."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    low: float
+    high: float
+    confidence: float
+
+
+class CalibratedModel:
+    """The shipped fit, turned into step-cost models and intervals for an engine on a GPU."""
+
+    def __init__(self, fit: StepCostFit) -> None:
+        self.fit = fit
+
+    def knows(self, engine: str) -> bool:
+        return engine in self.fit.engines
+
+    def coefficients(self, engine: str) -> np.ndarray:
+        return np.array(self.fit.engines.get(engine, self.fit.pooled))
+
+    def request_overhead_ms(self, engine: str) -> float:
+        """The fixed time every TTFT carries beyond the steps (see ``step_fit.COEFFICIENTS``)."""
+        return float(self.coefficients(engine)[N_FEATURES]) * 1e3
+
+    def step_cost(
+        self, shape: ModelShape, method: QuantMethod, accel: Accelerator, engine: str, *,
+        tensor_parallel: int = 1, kv_cache_dtype: str = "auto", release: str | None = None,
+    ) -> FeatureStepCost:  # fmt: skip
+        """The calibrated step cost of `engine` (its `release`; None: the current one) serving `method` on `accel`."""
+        profile = ENGINE_PROFILES.get(engine)
+        reads_at_width = profile.reads_kv_at_cache_width(release) if profile is not None else True
+        features = StepFeatures(shape, method, accel, tensor_parallel, kv_cache_dtype, reads_at_width)
+        coef = self.coefficients(engine)[:N_FEATURES]
+        return FeatureStepCost(features, coef, self.provenance(accel, engine), floor_s=1e-6)
+
+    def provenance(self, accel: Accelerator, engine: str) -> Provenance:
+        fit = self.fit
+        cv = fit.cross_validation["overall"]
+        if self.knows(engine):
+            whose = f"{engine}'s step cost fitted on {fit.engine_runs[engine]} measured {engine} runs"
+        else:
+            whose = f"engine-agnostic step cost (no measured {engine} runs; wider interval)"
+        where = (
+            "on the GPU the runs measured" if accel.key == CALIBRATED_ON else
+            f"moved from {CALIBRATED_ON} to {accel.key} through its datasheet "
+            f"({accel.memory_bandwidth_gbps:g} GB/s, dense peaks {accel.peak_tflops}; unmeasured step)"
+        )  # fmt: skip
+        return Provenance(
+            "calibrated",
+            f"{whose}, of {sum(fit.engine_runs.values())} runs in {fit.data.split(':')[0]} "
+            f"(sha256 {fit.data_sha256[:12]}), non-negative least squares on relative error; leave-one-(model, engine, "
+            f"precision)-out error median TTFT {cv.ttft_median:.0%}, TPOT {cv.tpot_median:.0%}; {where}",
+        )
+
+    def interval(self, value: float, metric: Metric, engine: str, confidence: float) -> Interval:
+        """The interval of a predicted closed-loop benchmark mean at `confidence` (central, from the
+        cross-validation residuals of benchmark means): what ``estimate`` reports for a benchmark client."""
+        fit = self.fit
+        unseen = None if self.knows(engine) else getattr(fit.residuals_engine_unseen, metric)
+        lo, hi = interval_factors(getattr(fit.residuals_engine_seen, metric), unseen, confidence)
+        return Interval(low=value * lo, high=value * hi, confidence=confidence)
+
+    def step_factors(self, engine: str, confidence: float) -> StepFactors:
+        """The one-sided upper bounds of the prefill and decode step costs at `confidence`, over the point costs:
+        the SLA check simulates the user's traffic with steps this much slower (``UpperStepCost``). One-sided:
+        an SLA is broken only by slow steps, so at 90 % confidence the bound is the residuals' 90th percentile."""
+        fit, central = self.fit, 2 * confidence - 1  # one-sided: the central interval's upper end
+        p, p_extra, d, d_extra = step_pools(fit.step_residuals_engine_seen, fit.step_residuals_engine_unseen,
+                                            fit.step_residuals_by_engine, engine, self.knows(engine))  # fmt: skip
+        prefill, decode = interval_factors(p, p_extra, central)[1], interval_factors(d, d_extra, central)[1]
+        return StepFactors(prefill=max(prefill, 1.0), decode=max(decode, 1.0))
+
+    def upper_step_cost(self, point: FeatureStepCost, engine: str, confidence: float) -> UpperStepCost:
+        """`point`'s steps at the upper ends of their intervals (see :meth:`step_factors`)."""
+        factors = self.step_factors(engine, confidence)
+        label = point.provenance.extended(
+            f"one-sided {confidence:.0%} upper bound of held-out step-cost residuals: prefill x{factors.prefill:.2f}, "
+            f"decode x{factors.decode:.2f}"
+        )
+        return UpperStepCost(point, factors, label)

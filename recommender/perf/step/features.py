@@ -1,0 +1,193 @@
+"""A step's duration as a weighted sum of what it does, each part in datasheet seconds.
+
+The roofline of ``roofline.py`` assumes how close real kernels come to a GPU's datasheet: 70 %
+of its bandwidth, 50 % of its compute, 1 ms per step. Here each of those is a coefficient,
+fitted to measured serving runs (``step_fit.py``): a step's features are the seconds each
+part would take at the datasheet rate of the GPU it runs on, and its duration is their
+dot product with the coefficients::
+
+    t = c_step                                  per-step overhead (scheduler, launches, sampling), s
+      + c_prefill_step                          extra overhead of a step that starts prompts, s
+      + c_layers    x layers                    per-layer launch overhead, s
+      + c_weights   x weight bytes / bandwidth  streaming the weights the step touches
+      + c_linear    x linear FLOPs / peak       the linear layers' matrix work, at the peak of the dtype
+                                                the scheme computes in (additive: the fit finds how much
+                                                of it the weight streaming does not hide)
+      + c_attention x prefill attention FLOPs / peak (16-bit)
+      + c_kv        x KV bytes read / bandwidth (at the width the engine release reads; below)
+      + c_tokens    x tokens x layers x hidden x 2 FLOPs / peak (16-bit)   per-token work that scales with
+                                                the width, not the parameters (see below)
+      + c_ar_bytes  x all-reduce bytes / one-direction link bandwidth
+      + c_ar_calls  x all-reduces (2 per layer with tensor parallelism), s each
+
+The ``tokens`` term is what prefill costs beyond ``linear``: the fit sets it to ~27,000 (pooled), which
+with ``linear`` puts a prefill step's linear layers at 65 % (Llama-3.1-8B) to 76 % (Qwen3-32B, TP2) of
+the H100's 16-bit peak, usual prefill utilisations, and far more than the norms, rotary and residual
+traffic it was first modelled as (80x those bytes at full bandwidth). So it moves to another GPU with
+its 16-bit compute, not its bandwidth: an H200 prefills like an H100 (moved by bandwidth it would
+prefill 30 % faster). On the H100s of the calibration the two are the same feature up to a constant,
+so the cross-validation cannot tell them apart and is unchanged by the choice; fp8 runs do not want it
+at the fp8 peak (CV TTFT 22.9 -> 24.7 %, TPOT 7.8 -> 8.6 % when it was).
+
+KV reads are counted at the cache's own width where the engine release's decode attention reads it
+so (``kv_read_at_cache_width``, from ``engine_profiles.EngineProfile.reads_kv_at_cache_width``), and at
+16-bit width otherwise: an fp8 cache always doubles capacity (``memory.kv_cache_tokens``), but
+TensorRT-LLM 1.0rc3's decode-attention kernels did not run twice as fast on it (counted per byte, its
+held-out FP8 group's TPOT error was 17 % against 10 %), while vLLM 0.12's and TensorRT-LLM 1.2's runs
+measured at or below the 16-bit bound.
+
+The fit keeps every coefficient at or above its physical floor (``step_fit.PHYSICAL_FLOORS``): the
+bandwidth and compute terms at 1 (no kernel beats its datasheet), attention at 0.5 (the causal half of
+the square its FLOPs count).
+
+Coefficients are dimensionless (1 / achieved fraction of peak) except those in seconds,
+so a fit made on H100s moves to another GPU through that GPU's own datasheet figures —
+an assumption the provenance states. Because the duration is linear in the coefficients,
+a closed-loop benchmark's mean latencies are too (``closed_loop.py``), which makes the fit a
+non-negative least-squares problem.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from recommender.perf.model.memory import kv_bytes_per_token_per_device, weight_bytes
+from recommender.perf.step.cost import PrefillChunks
+from recommender.perf.step.kernels import compute_dtype, dequantizes_to_16bit
+from recommender.provenance import Provenance
+
+if TYPE_CHECKING:
+    from recommender.perf.catalog.gpus import Accelerator
+    from recommender.perf.model.shape import ModelShape
+    from recommender.quantize import QuantMethod
+
+__all__ = ["FEATURES", "FeatureStepCost", "StepFeatures", "link_bandwidth_one_direction"]
+
+#: The features, in coefficient order.
+FEATURES = (
+    "step", "prefill_step", "layers", "weights", "linear", "attention", "kv", "tokens", "allreduce_bytes",
+    "allreduce_calls",
+)  # fmt: skip
+N_FEATURES = len(FEATURES)
+_KV = FEATURES.index("kv")
+
+
+def link_bandwidth_one_direction(accel: Accelerator) -> float:
+    """Bytes/s one GPU sends over its link: the catalog's figure is bidirectional (NVLink 4: 900 GB/s = 2 x 450)."""
+    return accel.interconnect.bandwidth_gbps * 1e9 / 2
+
+
+@dataclass(frozen=True)
+class StepFeatures:
+    """The per-step features of one configuration (model, scheme, GPU, TP degree, KV dtype), as rates.
+
+    Everything a step's features need beyond its token counts is precomputed here once.
+    """
+
+    shape: ModelShape
+    method: QuantMethod
+    accel: Accelerator
+    tensor_parallel: int = 1
+    kv_cache_dtype: str = "auto"
+    kv_read_at_cache_width: bool = True
+    _bw: float = field(init=False, repr=False)
+    _peak: float = field(init=False, repr=False)
+    _peak16: float = field(init=False, repr=False)
+    _weights_s: float = field(init=False, repr=False)
+    _varies: bool = field(init=False, repr=False)
+    _flops_token: float = field(init=False, repr=False)
+    _flops_seq: float = field(init=False, repr=False)
+    _attn: float = field(init=False, repr=False)
+    _kv_s: float = field(init=False, repr=False)
+    _token_s: float = field(init=False, repr=False)
+    _ar_token_s: float = field(init=False, repr=False)
+    _ar_calls: float = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        tp, shape, accel = self.tensor_parallel, self.shape, self.accel
+        if tp < 1:
+            raise ValueError(f"tensor_parallel must be >= 1, got {tp}")
+        bw = accel.memory_bandwidth_gbps * 1e9
+        peak16 = accel.peak_flops("bf16" if "bf16" in accel.peak_tflops else "fp16")
+        ring = 2.0 * (tp - 1) / tp
+        values = {
+            "_bw": bw,
+            "_peak": accel.peak_flops(compute_dtype(self.method, accel)),
+            "_peak16": peak16,
+            "_weights_s": weight_bytes(shape, self.method) / tp / bw,
+            "_varies": shape.moe is not None or dequantizes_to_16bit(self.method, 2),
+            "_flops_token": 2.0 * shape.active_body_params / tp,
+            "_flops_seq": 2.0 * shape.lm_head_params / tp,
+            "_attn": shape.attention_flops(1, 1) / tp / peak16,
+            "_kv_s": kv_bytes_per_token_per_device(shape, self._kv_read_dtype(), tp) / bw,
+            "_token_s": shape.n_layers * shape.hidden * 2.0 / tp / peak16,
+            "_ar_token_s": 2 * shape.n_layers * shape.hidden * 2.0 * ring / link_bandwidth_one_direction(accel),
+            "_ar_calls": 2.0 * shape.n_layers if tp > 1 else 0.0,
+        }
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def _kv_read_dtype(self) -> str:
+        """The width decode attention pays per KV element read (module docstring)."""
+        return self.kv_cache_dtype if self.kv_read_at_cache_width else "auto"
+
+    def _weights(self, tokens: int) -> float:
+        if not self._varies:
+            return self._weights_s
+        return weight_bytes(self.shape, self.method, tokens) / self.tensor_parallel / self._bw
+
+    def of_step(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> np.ndarray:
+        """The features of one step (see the module docstring), seconds at datasheet rates."""
+        tokens = chunks.tokens + decode_seqs
+        weights = self._weights(tokens)
+        linear = (tokens * self._flops_token + (chunks.seqs + decode_seqs) * self._flops_seq) / self._peak
+        return np.array([
+            1.0,
+            1.0 if chunks.seqs else 0.0,
+            float(self.shape.n_layers),
+            weights,
+            linear,
+            self._attn * (chunks.sum_sq + chunks.sum_cross),
+            self._kv_s * context_tokens,
+            self._token_s * tokens,
+            self._ar_token_s * tokens,
+            self._ar_calls,
+        ])  # fmt: skip
+
+    def of_decode_steps(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
+        """Features of many pure-decode steps (one row each)."""
+        rows = np.tile(self.of_step(PrefillChunks(), decode_seqs, 0), (len(context_tokens), 1))
+        rows[:, _KV] = self._kv_s * context_tokens
+        return rows
+
+
+@dataclass(frozen=True)
+class FeatureStepCost:
+    """Step times as coefficients x features: the calibrated step-cost model (and, with unit coefficients, a probe).
+
+    Implements the scheduler's ``StepCostModel``, ``PrefillAwareStepCostModel`` and
+    ``VectorStepCostModel``. ``floor_s`` keeps every step strictly positive (the scheduler
+    divides by step times); the fit passes a negligible one when it isolates one feature.
+    """
+
+    features: StepFeatures
+    coefficients: np.ndarray
+    provenance: Provenance
+    floor_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.coefficients.shape != (N_FEATURES,) or np.any(self.coefficients < 0):
+            raise ValueError(f"need {N_FEATURES} non-negative coefficients, got {self.coefficients}")
+
+    def step_seconds(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
+        return self.prefill_step_seconds(PrefillChunks.single(prefill_tokens), decode_seqs, context_tokens)
+
+    def prefill_step_seconds(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> float:
+        return float(self.features.of_step(chunks, decode_seqs, context_tokens) @ self.coefficients) + self.floor_s
+
+    def decode_steps_seconds(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
+        seconds: np.ndarray = self.features.of_decode_steps(decode_seqs, context_tokens) @ self.coefficients
+        return seconds + self.floor_s

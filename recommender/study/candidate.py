@@ -1,0 +1,129 @@
+"""One candidate configuration and the typed result of evaluating it.
+
+A candidate is precision+method x hardware x tensor-parallel degree x batch settings x KV
+dtype. Its result holds every figure the search learned — quality, the serving estimate,
+cost, memory fit, the probe it was measured with — each a typed value carrying its own
+provenance, so the decision, the report, MLflow and the release gate read attributes, never
+string keys. (De)serialisation lives in `recommender/serialization.py`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from recommender.config.spec import Deployment
+
+# Imported at run time, not under TYPE_CHECKING: serialization reads these annotations.
+from recommender.decision.cost import CostEstimate
+from recommender.perf.model.memory import MemoryFit
+from recommender.perf.probe import ProbeResult
+from recommender.perf.sim.serving import ServingEstimate
+from recommender.quality.result import QualityResult
+from recommender.quality.verdict import Verdict
+
+#: vLLM's default token budget per step with chunked prefill.
+DEFAULT_MAX_BATCHED_TOKENS = 8192
+
+#: "pruned": refused before a model loads (runnable, memory); "failed": its evaluation raised (out of memory,
+#: a kernel error), the reason in `broken`.
+Status = Literal["evaluated", "pruned", "failed"]
+
+#: The limits a candidate is checked against; a constraint value > 0 means that limit is broken.
+CONSTRAINT_KEYS = ("runnable", "memory", "quality", "ttft", "tpot")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    precision: str
+    method: str
+    hardware: str
+    batch_size: int
+    tensor_parallel: int = 1
+    max_num_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
+    kv_cache_dtype: str = "auto"
+
+    @classmethod
+    def from_deployment(cls, d: Deployment) -> Candidate:
+        return cls(
+            d.precision, d.method, d.hardware, d.batch_size, d.tensor_parallel, d.max_num_batched_tokens,
+            d.kv_cache_dtype,
+        )  # fmt: skip
+
+    @property
+    def key(self) -> str:
+        """Unique per configuration; settings at their defaults are left out so keys stay short."""
+        key = f"{self.precision}/{self.method}@{self.hardware}x{self.tensor_parallel}/bs{self.batch_size}"
+        if self.max_num_batched_tokens != DEFAULT_MAX_BATCHED_TOKENS:
+            key += f"/tok{self.max_num_batched_tokens}"
+        if self.kv_cache_dtype != "auto":
+            key += f"/kv-{self.kv_cache_dtype}"
+        return key
+
+
+@dataclass(frozen=True)
+class CandidateResult:
+    """What the search knows about a candidate; `constraints` > 0 means that limit is broken.
+
+    A pruned or failed candidate has no serving estimate or cost; a candidate whose quality was
+    not measured has a `quality` whose verdict is "unverified" (with the reason), or none at all.
+    `engines` are the spec's serving engines that launch it on its hardware as measured (a tie
+    goes to the candidate more of them launch).
+    """
+
+    candidate: Candidate
+    status: Status
+    constraints: dict[str, float]
+    broken: list[str]
+    quality: QualityResult | None = None
+    serving: ServingEstimate | None = None
+    cost: CostEstimate | None = None
+    memory: MemoryFit | None = None
+    probe: ProbeResult | None = None
+    engines: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return self.candidate.key
+
+    @property
+    def quality_verdict(self) -> Verdict:
+        return "unverified" if self.quality is None else self.quality.verdict
+
+    @property
+    def feasible(self) -> bool:
+        return self.status == "evaluated" and not self.broken and self.quality_verdict == "pass"
+
+    @property
+    def quality_margin(self) -> float:
+        """The worst quality check's margin as a fraction of its own threshold (< 0: inside it); 1 while unmeasured.
+
+        Normalised because the checks come in different units — accuracy points, a relative rise
+        of bits per byte, KL in nats/token — and a tie-break that compared raw margins would let
+        the check with the largest numbers decide: -0.5 leaves half the allowance unused whatever
+        the unit, and the candidate is as good as its tightest check. Results logged before checks
+        carried their threshold's size fall back to the raw quality constraint.
+        """
+        measured = self.quality is not None and self.quality.verdict != "unverified"
+        checks = self.quality.checks if measured and self.quality is not None else []
+        margins = [m for c in checks if (m := c.normalised_margin) is not None]
+        return max(margins) if margins else self.constraints.get("quality", 1.0)
+
+    @property
+    def quality_loss(self) -> float:
+        """Mean KL divergence from the bf16 model — a threshold-free measure of what quantization
+        lost, the second objective of the Pareto front; infinite while quality is unmeasured."""
+        if self.quality is None:
+            return math.inf
+        if self.quality.fidelity is not None:
+            return self.quality.fidelity.mean_kl
+        return 0.0 if self.quality.method == "baseline" else math.inf
+
+    @property
+    def usd_per_1m_tokens(self) -> float | None:
+        return None if self.cost is None else self.cost.usd_per_1m_tokens
+
+    @property
+    def usd_per_month(self) -> float | None:
+        return None if self.cost is None else self.cost.usd_per_month

@@ -1,0 +1,70 @@
+"""A candidate's whole evaluation, cheapest first: runnable, memory, speed and cost, then quality.
+
+Speed and cost come from the `PerformanceEvaluator` (the same pipeline `recommender plan`
+runs). Quality is measured last, and only where it can decide: a candidate that already
+breaks a latency limit, costs more per month than a feasible candidate found earlier (tie
+tolerance included), or loses the tie to one before quality is compared (`decision`), cannot
+be recommended, so its quality stays "unverified" with that reason — unless its method's
+quality is already known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from recommender.decision.rules import CostBound, quality_cannot_matter
+from recommender.quality.evaluate import QualityEvaluator
+from recommender.quality.result import QualityResult
+from recommender.quality.verdict import Check
+from recommender.quantize import get_method, with_kv_cache
+from recommender.study.candidate import Candidate, CandidateResult
+from recommender.study.performance import LoadCurve, PerformanceEvaluator
+
+
+def describe_broken_check(check: Check) -> str:
+    if check.value is None:
+        return f"quality: {check.name} {check.metric} unverified"
+    base = "" if check.baseline is None else f" (bf16 {check.baseline:.4g})"
+    verb = "is inconclusive against" if check.verdict == "inconclusive" else "breaks"
+    return f"quality: {check.name} {check.metric} {check.value:.4g}{base} {verb} {check.threshold}"
+
+
+def with_quality(result: CandidateResult, quality: QualityResult) -> CandidateResult:
+    """`result` with its quality known: the quality constraint and the checks it breaks added."""
+    margins = [ch.margin for ch in quality.checks if ch.margin is not None]
+    margin = 1.0 if quality.verdict == "unverified" else max(margins, default=0.0)
+    if quality.reason:  # nothing measured: one line saying why, not one per check
+        quality_broken = [f"quality: unverified ({quality.reason})"]
+    else:
+        quality_broken = [describe_broken_check(ch) for ch in quality.checks if ch.verdict != "pass"]
+    return replace(
+        result,
+        constraints=result.constraints | {"quality": margin},
+        broken=quality_broken + result.broken,
+        quality=quality,
+    )
+
+
+@dataclass
+class CandidateEvaluator:
+    """Evaluates candidates of one study: speed and cost per candidate, quality once per method."""
+
+    performance: PerformanceEvaluator
+    quality: QualityEvaluator
+
+    @property
+    def probes_run(self) -> int:
+        return self.performance.probes_run
+
+    def evaluate(self, c: Candidate, *, cost_bound: CostBound | None = None) -> CandidateResult:
+        """Everything about `c`, cheapest checks first; `cost_bound` is `decision.cost_bound` of what is known."""
+        result = self.performance.evaluate(c)
+        if result.status != "evaluated":
+            return result
+        method = with_kv_cache(get_method(c.method), c.kv_cache_dtype)
+        skip = None if self.quality.has(method.name) else quality_cannot_matter(result, cost_bound)
+        quality = self.quality.evaluate(method) if skip is None else self.quality.not_evaluated(method, skip)
+        return with_quality(result, quality)
+
+    def load_curve(self, c: Candidate) -> LoadCurve | None:
+        return self.performance.load_curve(c)
