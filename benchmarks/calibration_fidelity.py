@@ -6,7 +6,7 @@ Two random-initialised Llama-architecture models (speed does not depend on the w
 values): a small one (4 layers, width 256) to calibrate on, a larger one (8 layers, width
 512) to predict. For each method: kernel probes (the method's quantized MLP block alone,
 model-independent), then the small model probed at several prompt lengths and batch
-sizes, the calibration fitted (recommender/perf/fit/probe_calibration.py), and the large model's
+sizes, the calibration fitted (benchmarks/probe_calibration.py), and the large model's
 measured prefill and decode step times compared with the predictions. The large model's
 measurements are never seen by the fit. Reports median and p90 |error| over all points.
 Target: median <= 10 %, p90 <= 25 %. Run it on a quiet machine: timings share the cores.
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from probe_calibration import calibrate_kernels, fit, probe_points
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from recommender.models.source import ModelSource
-from recommender.perf.fit.probe_calibration import calibrate_kernels, fit, probe_points
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.probe import local_device_label, probe
 from recommender.quantize import DeviceInfo, get_method

@@ -108,7 +108,7 @@ def _predict(path: Path, json_out: Path | None) -> None:
         _refuse(f"--predict: no file {path}",
                 "pass a CSV with the columns of recommender/perf/fit/measured_runs/serving_runs_h100.csv")  # fmt: skip
     try:
-        loaded = read_runs(path)
+        loaded = read_runs(path, schemes=get_method)
     except (UnicodeDecodeError, csv.Error) as exc:
         _refuse(f"--predict: {path} is not a readable CSV ({exc})", "pass a UTF-8 CSV with the shared file's columns")
     if not loaded.runs:
@@ -141,7 +141,7 @@ def main() -> None:
     if args.predict:
         _predict(args.predict, args.json)
         return
-    runs = load_runs(args.runs)
+    runs = load_runs(args.runs, schemes=get_method)
     shapes = {m: load_architecture(m)[1] for m in sorted({r.model for r in runs})}
     protocol, settings = BenchmarkProtocol(), FitSettings()
     started = time.perf_counter()

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import optuna
 
+from recommender.evaluation.candidate import CONSTRAINT_KEYS, Candidate, CandidateResult
 from recommender.perf.sim.results import Percentiles
 from recommender.perf.sim.serving import ServingEstimate
 from recommender.provenance import Provenance
@@ -26,7 +27,6 @@ from recommender.quality.fidelity import FidelityResult
 from recommender.quality.result import QualityResult
 from recommender.quality.verdict import Check
 from recommender.serialization import to_data
-from recommender.study.candidate import CONSTRAINT_KEYS, Candidate, CandidateResult
 from recommender.study.worker import RESULT_ATTR, load_known
 
 

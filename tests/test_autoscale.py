@@ -15,12 +15,12 @@ import yaml
 from recommender.config.spec import LatencySLA, SearchSpec, spec_from_mapping
 from recommender.config.traffic import hourly_rates
 from recommender.decision.cost import HOURS_PER_MONTH
+from recommender.evaluation.candidate import Candidate
+from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.autoscale import replicas_for, schedule
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.provenance import Provenance
-from recommender.study.candidate import Candidate
-from recommender.study.performance import PerformanceEvaluator
 from tests.conftest import REPO
 
 SLA = LatencySLA(ttft_p99_ms=1500, tpot_p99_ms=60)
@@ -114,10 +114,10 @@ def test_the_report_plots_rate_and_replicas_over_the_day() -> None:
 def test_a_search_with_a_profile_schedules_its_winner_and_mixes_only_passed_schemes() -> None:
     """daily_answers on the search's own results: the winner's schedule; the mix among quality-passed candidates."""
     from recommender.decision import rules as decision
+    from recommender.evaluation.evaluator import with_quality
     from recommender.fleet.daily import daily_answers
     from recommender.quality.result import QualityResult
     from recommender.quality.verdict import Check
-    from recommender.study.evaluator import with_quality
 
     def passed(result: Any) -> Any:
         c = result.candidate

@@ -28,7 +28,7 @@ def _fill(text: str, tmp: Path) -> str:
         spec=tmp / "spec.yaml",
         model=REPO / "recommender" / "demo" / "model",
         suite=REPO / "evals" / "demo.yaml",
-        arch=REPO / "recommender" / "perf" / "architectures" / "llama-3.1-8b.json",
+        arch=REPO / "recommender" / "perf" / "catalog" / "architectures" / "llama-3.1-8b.json",
     )
 
 

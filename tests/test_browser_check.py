@@ -6,27 +6,20 @@ benchmarks/browser_check.py installs it itself when run as a script.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from recommender.report.render import write_report
+from tests.benchmark_scripts import load_benchmark
 from tests.test_report_render import Study, _with_assumptions, study  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.slow
 
 
 def _browser_check() -> ModuleType:
-    path = Path(__file__).parents[1] / "benchmarks" / "browser_check.py"
-    spec = importlib.util.spec_from_file_location("browser_check", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["browser_check"] = module  # dataclasses resolve their annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("browser_check")
 
 
 @pytest.fixture(scope="module")

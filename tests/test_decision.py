@@ -18,14 +18,14 @@ from recommender.config.spec import LatencySLA, Traffic
 from recommender.decision import rules as decision
 from recommender.decision.cost import CostEstimate
 from recommender.decision.recommendation import build
+from recommender.evaluation.candidate import Candidate, CandidateResult
+from recommender.evaluation.evaluator import with_quality
+from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import Catalog
 from recommender.quality.result import QualityResult
 from recommender.quality.verdict import Check
 from recommender.report.table import render
-from recommender.study.candidate import Candidate, CandidateResult
-from recommender.study.evaluator import with_quality
-from recommender.study.performance import PerformanceEvaluator
 
 _, LLAMA_8B = load_architecture("llama-3.1-8b")
 LOW_TRAFFIC = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=0.3)

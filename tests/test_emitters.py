@@ -12,10 +12,10 @@ from recommender.device import DeviceInfo
 from recommender.emit import EMITTERS, EmittedConfig, LaunchSettings, emit_all, get_emitter
 from recommender.emit.launch import launch_commands
 from recommender.errors import BadInputError
+from recommender.evaluation.candidate import Candidate
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.quantize import ENGINE_NAMES, EngineFlags, QuantMethod, all_methods
 from recommender.quantize.bitsandbytes import BitsAndBytesMethod
-from recommender.study.candidate import Candidate
 
 MODEL = "/models/My Model v2"
 METHODS = all_methods()

@@ -14,12 +14,12 @@ import pytest
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.device import DeviceInfo
 from recommender.emit.support import SUPPORT, eligibility, refusal
+from recommender.evaluation.candidate import Candidate
+from recommender.evaluation.performance import PerformanceEvaluator, Setup
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import Catalog, load_catalog
 from recommender.perf.model.memory import plan_memory
 from recommender.quantize import ENGINE_NAMES, all_methods, get_method
-from recommender.study.candidate import Candidate
-from recommender.study.performance import PerformanceEvaluator, Setup
 
 CATALOG = load_catalog()
 METHODS = all_methods()

@@ -25,8 +25,8 @@ import sqlalchemy as sa
 import yaml
 from mlflow import MlflowClient
 
-from recommender.study.candidate import Candidate
-from recommender.study.claims import ClaimStore
+from recommender.evaluation.candidate import Candidate
+from recommender.evaluation.claims import ClaimStore
 from tests.conftest import write_contract_prices, write_suite
 
 COMPLETE, RUNNING, FAIL, WAITING, PRUNED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.RUNNING,

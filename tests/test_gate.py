@@ -8,14 +8,14 @@ import numpy as np
 
 from recommender.decision.cost import CostEstimate
 from recommender.decision.recommendation import build
+from recommender.evaluation.candidate import Candidate, CandidateResult
+from recommender.evaluation.evaluator import with_quality
 from recommender.quality.result import QualityResult
 from recommender.quality.statistics import paired_bootstrap
 from recommender.quality.suite import TaskThreshold, Threshold
 from recommender.quality.verdict import overall, task_check
 from recommender.releases.gate import GateLimits, gate
 from recommender.releases.history import ReleaseStudy
-from recommender.study.candidate import Candidate, CandidateResult
-from recommender.study.evaluator import with_quality
 
 ACC = TaskThreshold(task="next_line", metric="acc", higher_is_better=True, threshold=Threshold(max_absolute_drop=0.05))
 

@@ -15,12 +15,12 @@ import pytest
 from scipy.optimize import linprog
 
 from recommender.config.spec import LatencySLA, Traffic
+from recommender.evaluation.candidate import Candidate
+from recommender.evaluation.performance import PerformanceEvaluator, Setup
 from recommender.fleet.gpu_mix import MixProblem, MixSolution, best_single, solve_mix, undominated
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.sim.capacity import max_rate_within_sla
-from recommender.study.candidate import Candidate
-from recommender.study.performance import PerformanceEvaluator, Setup
 
 
 def _routable(problem: MixProblem, replicas: tuple[int, ...]) -> bool:

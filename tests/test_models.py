@@ -10,6 +10,7 @@ import pytest
 from recommender.decision.cost import CostEstimate, estimate_cost
 from recommender.decision.recommendation import build
 from recommender.decision.rules import pick
+from recommender.evaluation.candidate import Candidate, CandidateResult
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.model.memory import plan_memory, weight_bytes
@@ -20,7 +21,6 @@ from recommender.quality.statistics import aggregate, paired_bootstrap
 from recommender.quality.suite import TaskThreshold, Threshold
 from recommender.quality.verdict import Check, overall
 from recommender.quantize import get_method
-from recommender.study.candidate import Candidate, CandidateResult
 
 # Llama-3-8B's shape (config.json numbers).
 _, LLAMA3_8B = load_architecture("llama-3.1-8b")  # the shipped config.json numbers

@@ -94,11 +94,11 @@ def test_the_search_flags_a_far_off_capacity_in_its_line_and_the_recommendations
     from dataclasses import replace
 
     from recommender.decision.recommendation import build
+    from recommender.evaluation.candidate import Candidate, CandidateResult
     from recommender.perf.sim.results import Percentiles
     from recommender.perf.sim.serving import ServingEstimate
     from recommender.provenance import Provenance
     from recommender.report.console import _line
-    from recommender.study.candidate import Candidate, CandidateResult
 
     sla = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=80)
     serving = ServingEstimate(Percentiles(500, 900, 1000), Percentiles(40, 50, 60), 0.2, 256.0, 0.2,

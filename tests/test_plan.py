@@ -75,8 +75,8 @@ def test_plan_cli_unknown_model_lists_known_ones() -> None:
 def test_plan_and_search_model_a_catalog_candidate_identically(hardware: str, batch: int) -> None:
     """`plan` is the search's evaluator without quality: same memory plan, step cost, simulation and price."""
     from recommender.config.spec import load_spec
+    from recommender.evaluation.candidate import Candidate
     from recommender.study import prepare
-    from recommender.study.candidate import Candidate
 
     spec = load_spec(Path(__file__).parents[1] / "search_spaces" / "demo.yaml")
     prepared = prepare(spec)
@@ -129,10 +129,10 @@ def test_a_candidates_performance_is_computed_once_per_evaluator() -> None:
     """The search, its GPU mix and the load curve all ask for a candidate's performance; each answer simulates
     every launching engine, so it is kept: the second ask returns the same object."""
     from recommender.config.spec import LatencySLA, Traffic
+    from recommender.evaluation.candidate import Candidate
+    from recommender.evaluation.performance import PerformanceEvaluator
     from recommender.perf.catalog.architectures import load_architecture
     from recommender.perf.catalog.gpus import load_catalog
-    from recommender.study.candidate import Candidate
-    from recommender.study.performance import PerformanceEvaluator
 
     evaluator = PerformanceEvaluator(load_catalog(), load_architecture("llama-3.1-8b")[1],
                                      Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5),

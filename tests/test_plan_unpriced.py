@@ -10,14 +10,14 @@ import sys
 from pathlib import Path
 
 from recommender.config.spec import LatencySLA, Traffic
+from recommender.evaluation.candidate import Candidate
+from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.plan import plan_one
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.sim.estimate import EstimateRequest, estimate
 from recommender.perf.step.calibrated import CalibratedModel, load_fit
 from recommender.quantize import get_method
-from recommender.study.candidate import Candidate
-from recommender.study.performance import PerformanceEvaluator
 
 TRAFFIC = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5)
 SLA = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100)

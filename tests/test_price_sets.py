@@ -10,11 +10,11 @@ import yaml
 
 from recommender.config.spec import LatencySLA, SearchSpec, Traffic, spec_from_mapping
 from recommender.errors import BadInputError
+from recommender.evaluation.candidate import Candidate
+from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.catalog.prices import get_price_set, load_price_sets
-from recommender.study.candidate import Candidate
-from recommender.study.performance import PerformanceEvaluator
 from tests.conftest import DEMO_SPEC
 
 SETS = load_price_sets()

@@ -8,13 +8,13 @@ import pytest
 
 from recommender.decision.cost import CostEstimate
 from recommender.decision.rules import pick
+from recommender.evaluation.candidate import Candidate, CandidateResult
+from recommender.evaluation.evaluator import with_quality
 from recommender.quality.fidelity import FidelityResult
 from recommender.quality.result import QualityResult
 from recommender.quality.statistics import PairedResult
 from recommender.quality.suite import Fidelity, TaskThreshold, Threshold, UseCase
 from recommender.quality.verdict import Check, fidelity_check, overall, task_check
-from recommender.study.candidate import Candidate, CandidateResult
-from recommender.study.evaluator import with_quality
 
 ACC = TaskThreshold(task="next_line", metric="acc", higher_is_better=True, threshold=Threshold(max_absolute_drop=0.02))
 USE_CASE = UseCase(name="u", tasks=[ACC], fidelity=Fidelity(max_mean_kl=0.002))

@@ -20,6 +20,8 @@ from recommender.config.spec import LatencySLA
 from recommender.decision.cost import CostEstimate
 from recommender.decision.recommendation import Recommendation, build
 from recommender.emit import EmittedConfig
+from recommender.evaluation.candidate import Candidate, CandidateResult
+from recommender.evaluation.performance import LoadCurve, LoadPoint
 from recommender.perf.model.memory import MemoryFit
 from recommender.perf.sim.results import Percentiles
 from recommender.perf.sim.serving import ServingEstimate
@@ -30,8 +32,6 @@ from recommender.quality.verdict import Check, Verdict
 from recommender.report.figure_data import cost_data, describe_figures, pareto_data, pareto_front
 from recommender.report.render import render_html, render_markdown, write_report
 from recommender.report.table import render
-from recommender.study.candidate import Candidate, CandidateResult
-from recommender.study.performance import LoadCurve, LoadPoint
 
 MODEL = "acme/chat<v2>"
 SLA = LatencySLA(ttft_p99_ms=1000.0, tpot_p99_ms=50.0)
@@ -365,8 +365,8 @@ def test_a_candidates_line_keeps_its_whole_reason_on_a_pipe() -> None:
 
     from rich.console import Console
 
+    from recommender.evaluation.candidate import Candidate, CandidateResult
     from recommender.report.console import trial_progress
-    from recommender.study.candidate import Candidate, CandidateResult
 
     reason = "quality: unverified (not evaluated: " + "a long reason that goes on " * 8 + "to its end)"
     result = CandidateResult(Candidate("int8", "int8-w8a8", "l40s", 256), "evaluated", {}, [reason])

@@ -14,9 +14,9 @@ from mlflow import MlflowClient
 
 from recommender.config.spec import load_spec
 from recommender.decision.rules import COST_TOLERANCE, pick
+from recommender.evaluation.candidate import Candidate
 from recommender.report.artifacts import write_documents
 from recommender.study import grid, prepare, run_search
-from recommender.study.candidate import Candidate
 from tests.conftest import write_contract_prices, write_suite
 
 
@@ -200,8 +200,8 @@ def test_a_worker_parses_each_stored_result_once() -> None:
     the trial overhead does not grow with the stored trials' count (it was quadratic over a study)."""
     import optuna
 
+    from recommender.evaluation.candidate import CONSTRAINT_KEYS, CandidateResult
     from recommender.serialization import to_data
-    from recommender.study.candidate import CONSTRAINT_KEYS, CandidateResult
     from recommender.study.worker import RESULT_ATTR, load_known
 
     def stored(batch: int) -> optuna.trial.FrozenTrial:

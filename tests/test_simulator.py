@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 
 from recommender.config.spec import Traffic
-from recommender.decision.cost import replicas_needed
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
-from recommender.perf.sim.capacity import max_rate_within_sla
+from recommender.perf.sim.capacity import max_rate_within_sla, replicas_needed
 from recommender.perf.sim.results import SimulationResult
 from recommender.perf.sim.scheduler import ContinuousBatchingSimulation, SchedulerConfig, simulate
 from recommender.perf.sim.workload import LengthDist, Workload, make_workload, workload_from_traffic

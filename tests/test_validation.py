@@ -22,7 +22,7 @@ from recommender.quantize import get_method
 @pytest.fixture(scope="module")
 def rows() -> list:  # type: ignore[type-arg]
     """A few runs of each group and both campaigns (every steady run, every fifth sweep run)."""
-    runs = load_runs()
+    runs = load_runs(schemes=get_method)
     picked = [r for i, r in enumerate(runs) if r.campaign == "steady" or i % 5 == 0]
     shapes = {m: load_architecture(m)[1] for m in {r.model for r in picked}}
     return bracket_rows(picked, shapes, load_catalog())

@@ -18,13 +18,14 @@ import csv
 import io
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from recommender.errors import BadInputError
 from recommender.input_files import expand_user, read_text, usable_path
+from recommender.perf.sim.serving import TrafficLoad
 from recommender.perf.sim.workload import EmpiricalLengths, LengthDist, Lengths
 
 __all__ = [
@@ -251,3 +252,16 @@ def with_absolute_trace(raw: Any, base: Path) -> Any:
     usable_path(Path(trace), field=TRACE_FIELD)  # a NUL byte or an over-long name: refused, not an OSError
     absolute = (base / expand_user(Path(trace), field=TRACE_FIELD)).resolve()
     return {**raw, "profile": {**raw["profile"], "trace": str(absolute)}}
+
+
+class _TrafficLike(Protocol):
+    profile: TrafficProfile | None
+    prompt_tokens: int
+    output_tokens: int
+    requests_per_second: float
+
+
+def traffic_load(traffic: _TrafficLike) -> TrafficLoad:
+    """The spec's `traffic` as the simulator draws it: its rate, mean lengths and length models."""
+    prompt, output = length_models(traffic.profile, traffic.prompt_tokens, traffic.output_tokens)
+    return TrafficLoad(traffic.requests_per_second, traffic.prompt_tokens, traffic.output_tokens, prompt, output)

@@ -19,8 +19,8 @@ from recommender.decision.cost import HOURS_PER_MONTH
 
 if TYPE_CHECKING:
     from recommender.config.spec import SearchSpec
+    from recommender.evaluation.candidate import CandidateResult
     from recommender.perf.catalog.gpus import Catalog
-    from recommender.study.candidate import CandidateResult
 
 #: What ranks candidates (`decision.TIE_POLICY` in the buyer's words).
 RANKING = (

@@ -6,8 +6,9 @@ is ``tensor_parallel`` accelerators; the hourly price is per accelerator.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+from recommender.perf.sim.capacity import replicas_needed
 
 HOURS_PER_MONTH = 730.0
 
@@ -20,20 +21,9 @@ class CostEstimate:
     usd_per_month: float
     price_per_hour_usd: float
     price_source: str
-    #: The named, dated price set the hourly price comes from (``perf/price_sets.yaml``), "hardware_catalog"
+    #: The named, dated price set the hourly price comes from (``perf/catalog/price_sets.yaml``), "hardware_catalog"
     #: for a contract price, "local_device" for this machine's; "" in results recorded before price sets.
     price_set: str = ""
-
-
-def replicas_needed(target_rate: float, max_rate: float) -> int:
-    """Replicas that together serve `target_rate` when each serves at most `max_rate` within the SLA.
-
-    The 1e-9 slack keeps an exact multiple (30 requests/s at 10 per replica) from rounding up
-    to one replica more through floating-point error.
-    """
-    if max_rate <= 0:
-        raise ValueError("no arrival rate meets the SLA on one replica; more replicas will not help")
-    return max(1, math.ceil(target_rate / max_rate - 1e-9))
 
 
 def estimate_cost(

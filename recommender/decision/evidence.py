@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recommender.decision.recommendation import Recommendation
+from recommender.evaluation.candidate import CandidateResult
+from recommender.evaluation.performance import LoadCurve
 from recommender.serialization import from_data, list_from_data, list_to_data, to_data, write_json
-from recommender.study.candidate import CandidateResult
-from recommender.study.performance import LoadCurve
 
 RECOMMENDATION_JSON = "recommendation.json"
 RESULTS_JSON = "results.json"

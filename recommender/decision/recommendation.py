@@ -15,9 +15,9 @@ from recommender.config.spec import LatencySLA
 from recommender.decision import rules as decision
 from recommender.decision.assumptions import Assumptions
 from recommender.emit import EmittedConfig
+from recommender.evaluation.candidate import CandidateResult
 from recommender.fleet.autoscale import AutoscaleSchedule
 from recommender.fleet.mix_plan import GpuMix
-from recommender.study.candidate import CandidateResult
 
 SCHEMA_VERSION = 2
 

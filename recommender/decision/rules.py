@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from recommender.study.candidate import CandidateResult
+from recommender.evaluation.candidate import CandidateResult
 
 #: $/month within this fraction of the cheapest feasible one are ties.
 COST_TOLERANCE = 0.01

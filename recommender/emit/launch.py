@@ -12,7 +12,7 @@ from recommender.quantize import get_method
 
 if TYPE_CHECKING:
     from recommender.device import DeviceInfo
-    from recommender.study.candidate import Candidate
+    from recommender.evaluation.candidate import Candidate
 
 
 def launch_commands(

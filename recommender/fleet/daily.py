@@ -20,9 +20,9 @@ from recommender.fleet.mix_plan import GpuMix, PoolOption, plan_mix
 
 if TYPE_CHECKING:
     from recommender.config.spec import SearchSpec
+    from recommender.evaluation.candidate import CandidateResult
+    from recommender.evaluation.performance import PerformanceEvaluator
     from recommender.provenance import Provenance
-    from recommender.study.candidate import CandidateResult
-    from recommender.study.performance import PerformanceEvaluator
 
 __all__ = ["ScheduledWinner", "daily_answers", "schedule_and_mix"]
 

@@ -18,6 +18,8 @@ from recommender.decision.cost import HOURS_PER_MONTH
 from recommender.decision.rules import COST_TOLERANCE, least_quantized
 from recommender.emit import EmittedConfig
 from recommender.emit.launch import launch_commands
+from recommender.evaluation.candidate import Candidate
+from recommender.evaluation.performance import PerformanceEvaluator, Setup
 from recommender.fleet.gpu_mix import (
     MixProblem,
     MixSolution,
@@ -32,8 +34,6 @@ from recommender.perf.sim.capacity import max_rate_within_sla
 from recommender.perf.sim.serving import SIMULATED_REQUESTS
 from recommender.provenance import Provenance
 from recommender.quantize import get_method
-from recommender.study.candidate import Candidate
-from recommender.study.performance import PerformanceEvaluator, Setup
 
 __all__ = ["GpuMix", "MixPool", "PoolOption", "Route", "plan_mix"]
 

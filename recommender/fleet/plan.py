@@ -21,16 +21,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from recommender.config.spec import LatencySLA, Traffic
-from recommender.decision.cost import replicas_needed
 from recommender.emit.support import DEFAULT_ENGINES, eligibility
+from recommender.evaluation.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, CandidateResult
+from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.perf.catalog.gpus import Accelerator, Catalog
 from recommender.perf.model.memory import plan_memory
 from recommender.perf.model.shape import ModelShape
+from recommender.perf.sim.capacity import replicas_needed
 from recommender.provenance import Provenance
 from recommender.quantize import QuantMethod, get_method
 from recommender.serialization import dumps, list_to_data
-from recommender.study.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, CandidateResult
-from recommender.study.performance import PerformanceEvaluator
 
 #: The serving scheme `plan` projects for each precision, and the one it falls back to where no engine
 #: launches the first on the GPU (16-bit: fp16 on GPUs without bf16; fp8: none — a GPU without FP8 W8A8

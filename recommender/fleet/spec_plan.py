@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from recommender.config.spec import LOCAL_DEVICE, SearchSpec
 from recommender.config.traffic import FleetPolicy
 from recommender.decision.rules import least_quantized, tie_band
+from recommender.evaluation.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate
+from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.autoscale import AutoscaleSchedule
 from recommender.fleet.daily import ScheduledWinner, schedule_and_mix
 from recommender.fleet.mix_plan import GpuMix, PoolOption
 from recommender.fleet.plan import PLAN_METHODS, PlanRow, plan
 from recommender.perf.catalog.gpus import Catalog
 from recommender.perf.model.shape import ModelShape
-from recommender.study.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate
-from recommender.study.performance import PerformanceEvaluator
 
 __all__ = ["FleetPlan", "plan_fleet", "winner_row"]
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from recommender.errors import MethodUnavailableError
+from recommender.evaluation.claims import ClaimStore
 from recommender.models.cache import ModelCache
 from recommender.quality import fidelity as fid
 from recommender.quality.cache import QualityCache, cache_key
@@ -35,7 +36,6 @@ from recommender.quality.suite import TaskThreshold, UseCase
 from recommender.quality.verdict import fidelity_check, overall, task_check
 from recommender.quantize import QuantMethod, get_method
 from recommender.serialization import from_data, to_data
-from recommender.study.claims import ClaimStore
 
 if TYPE_CHECKING:
     from lm_eval.tasks import TaskManager

@@ -79,6 +79,11 @@ class QuantMethod(ABC):
     checkpoint_format: str | None = None
 
     @property
+    def kernel_family(self) -> str:
+        """The kernel path engines run it with (`EngineFlags.family`): what `recommender.perf.scheme.Scheme` reads."""
+        return self.engines.family
+
+    @property
     def evaluation_only(self) -> bool:
         """No serving engine launches this scheme: `recommender eval` scores it, the search never recommends it."""
         return all(flag is None for flag in self.engines.flags().values())

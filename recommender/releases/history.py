@@ -18,10 +18,10 @@ from typing import Any
 from recommender.decision.evidence import EVIDENCE_FILES, RECOMMENDATION_JSON, RESULTS_JSON
 from recommender.decision.recommendation import Recommendation
 from recommender.errors import BadInputError
+from recommender.evaluation.candidate import CandidateResult
 from recommender.quality.result import QualityResult
 from recommender.releases.tracking import download_run_artifacts, open_client
 from recommender.serialization import from_data, list_from_data
-from recommender.study.candidate import CandidateResult
 
 
 def download_study_evidence(uri: str, run_id: str, directory: Path) -> None:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
 
     from recommender.decision.recommendation import Recommendation
-    from recommender.study.candidate import CandidateResult
+    from recommender.evaluation.candidate import CandidateResult
 
 DEFAULT_TRACKING_URI = "sqlite:///mlruns/mlflow.db"
 #: The experiment tag MLflow 3's UI reads to choose an experiment's page (read from its built UI,

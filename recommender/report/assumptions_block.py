@@ -17,7 +17,7 @@ from recommender.report.blocks import Block, Cell, Heading, Span, Table, bold, c
 if TYPE_CHECKING:
     from recommender.decision.assumptions import Assumptions, Fleet, GpuPrice
     from recommender.decision.recommendation import Recommendation
-    from recommender.study.candidate import CandidateResult
+    from recommender.evaluation.candidate import CandidateResult
 
 
 def _fleet(a: Assumptions, role: str) -> Fleet | None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 if TYPE_CHECKING:
-    from recommender.study.candidate import CandidateResult
+    from recommender.evaluation.candidate import CandidateResult
     from recommender.study.worker import ProgressFn, StatusFn
 
 

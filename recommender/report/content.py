@@ -45,8 +45,8 @@ if TYPE_CHECKING:
     from recommender.config.spec import LatencySLA
     from recommender.decision.recommendation import Recommendation
     from recommender.emit import EmittedConfig
-    from recommender.study.candidate import CandidateResult
-    from recommender.study.performance import LoadCurve
+    from recommender.evaluation.candidate import CandidateResult
+    from recommender.evaluation.performance import LoadCurve
 
     _Row = tuple[str, Callable[[CandidateResult], Cell]]
 

@@ -17,9 +17,9 @@ from recommender.decision.cost import HOURS_PER_MONTH
 
 if TYPE_CHECKING:
     from recommender.decision.recommendation import Recommendation
+    from recommender.evaluation.candidate import CandidateResult
+    from recommender.evaluation.performance import LoadCurve, LoadPoint
     from recommender.fleet.autoscale import AutoscaleSchedule
-    from recommender.study.candidate import CandidateResult
-    from recommender.study.performance import LoadCurve, LoadPoint
 
 #: The reference the KL is measured against; its loss is zero by definition.
 REFERENCE_METHOD = "baseline"

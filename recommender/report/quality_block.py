@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from recommender.report.blocks import Block, Heading, Table, bold, num, para
 
 if TYPE_CHECKING:
+    from recommender.evaluation.candidate import CandidateResult
     from recommender.quality.verdict import Check
-    from recommender.study.candidate import CandidateResult
 
 
 def check_verdict(check: Check) -> str:

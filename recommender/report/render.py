@@ -20,8 +20,8 @@ from recommender.report.plots import draw_figures
 
 if TYPE_CHECKING:
     from recommender.decision.recommendation import Recommendation
-    from recommender.study.candidate import CandidateResult
-    from recommender.study.performance import LoadCurve
+    from recommender.evaluation.candidate import CandidateResult
+    from recommender.evaluation.performance import LoadCurve
 
 # -- Markdown ------------------------------------------------------------------------------
 

@@ -11,8 +11,8 @@ from recommender.report.figure_data import speed_kind
 
 if TYPE_CHECKING:
     from recommender.decision.recommendation import Recommendation
+    from recommender.evaluation.candidate import CandidateResult
     from recommender.quality.verdict import Check
-    from recommender.study.candidate import CandidateResult
 
 _MAX_REJECTED_ROWS = 12
 

@@ -1,10 +1,7 @@
 """The search: an Optuna study with one trial per candidate, thresholds as constraints, $/month at the traffic as
 the objective.
+Each trial's candidate is evaluated by `recommender.evaluation`.
 
-- `candidate.py`: one candidate configuration and the typed result of evaluating it;
-- `evaluator.py`: a candidate's whole evaluation, cheapest first (runnable, memory, speed and cost, then quality);
-- `performance.py`: the speed half (does it run, fit, how fast, what it costs), computed once per candidate;
-- `claims.py`: work done once across workers, claimed in the study's own database;
 - `storage.py`: Optuna's RDB storage (heartbeats, retries) and what the study stores;
 - `prepare.py`: every check before the first trial, and the spec's round trip through the study;
 - `space.py`: the categorical space, candidates from trial parameters and back, the neighbourhood;

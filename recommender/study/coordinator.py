@@ -24,13 +24,13 @@ from recommender.decision.recommendation import Recommendation, build
 from recommender.decision.rules import pick
 from recommender.emit.launch import launch_commands
 from recommender.errors import BadInputError
+from recommender.evaluation.candidate import Candidate, CandidateResult
+from recommender.evaluation.claims import ClaimStore, worker_id
 from recommender.fleet.daily import daily_answers
 from recommender.perf.step.calibrated import fit_digest
 from recommender.quality.calibration_docs import quantize_context
 from recommender.quantize.checkpoint import QuantizeContext
 from recommender.releases.tracking import Tracker, absolute_storage_uri, absolute_store_uri, git_sha, winner_tags
-from recommender.study.candidate import Candidate, CandidateResult
-from recommender.study.claims import ClaimStore, worker_id
 from recommender.study.prepare import Prepared, portable_spec, prepare
 from recommender.study.space import grid_size, neighbourhood, params_of, references, space_choices
 from recommender.study.storage import (

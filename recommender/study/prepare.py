@@ -10,24 +10,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from recommender.config.spec import LOCAL_DEVICE, SearchSpec, spec_from_mapping
+from recommender.config.spec import LOCAL_DEVICE, LatencySLA, SearchSpec, Traffic, spec_from_mapping
 from recommender.device import local_device
 from recommender.errors import BadInputError
+from recommender.evaluation.claims import ClaimStore
+from recommender.evaluation.evaluator import CandidateEvaluator
+from recommender.evaluation.performance import LocalMeasurement, PerformanceEvaluator
 from recommender.models.cache import ModelCache
 from recommender.models.source import ModelSource
 from recommender.perf.catalog.architecture_check import check_architecture, check_request_fits
-from recommender.perf.catalog.gpus import Catalog, load_catalog
+from recommender.perf.catalog.gpus import Accelerator, Catalog, load_catalog
 from recommender.perf.model.shape import ModelShape
-from recommender.perf.sim.serving import check_sla_reachable
+from recommender.perf.step.roofline import project_step_times
 from recommender.quality.cache import QualityCache
 from recommender.quality.calibration_docs import quantize_context
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
 from recommender.quality.suite import UseCase, load_use_case
-from recommender.quantize import get_method
-from recommender.study.claims import ClaimStore
-from recommender.study.evaluator import CandidateEvaluator
-from recommender.study.performance import LocalMeasurement, PerformanceEvaluator
+from recommender.quantize import QuantMethod, get_method
 from recommender.study.storage import SPEC_JSON_ATTR
 
 if TYPE_CHECKING:
@@ -93,6 +93,43 @@ def prepare(spec: SearchSpec) -> Prepared:
         field_prefix=f"{spec.spec_path}: sla",
     )
     return Prepared(spec, source, use_case, manager, catalog, shape)
+
+
+def check_sla_reachable(
+    shape: ModelShape,
+    options: list[tuple[Accelerator, QuantMethod]],
+    *,
+    traffic: Traffic,
+    sla: LatencySLA,
+    field_prefix: str = "sla",
+) -> None:
+    """Refuse an SLA that no searched (GPU, method) pair meets even with one request and no queue.
+
+    A limit below one roofline step on every option is a typo or a unit slip (seconds for
+    milliseconds), not a search result: it is bad input, said before any model is loaded.
+    """
+    runnable = [(a, m) for a, m in options if m.unavailable_reason(a.device) is None]
+    if not runnable:
+        return
+    steps = {
+        (a.key, m.name): project_step_times(
+            shape, m, a, prompt_tokens=traffic.prompt_tokens, batch_size=1, context_tokens=traffic.prompt_tokens
+        )
+        for a, m in runnable
+    }
+    for limit_name, limit_ms, attr, what in (
+        ("tpot_p99_ms", sla.tpot_p99_ms, "decode_step_s", "one decode step"),
+        ("ttft_p99_ms", sla.ttft_p99_ms, "prefill_s", f"the prefill of one {traffic.prompt_tokens}-token prompt"),
+    ):
+        (hw, method), fastest = min(steps.items(), key=lambda kv: getattr(kv[1], attr))
+        best_ms = getattr(fastest, attr) * 1e3
+        if limit_ms < best_ms:
+            raise BadInputError(
+                f"{field_prefix}.{limit_name}",
+                f"{limit_ms:g} ms is below {what} on every searched GPU (fastest: {best_ms:.2f} ms on {hw} "
+                f"with {method}, roofline)",
+                "check the unit (milliseconds) or add faster hardware / a lower precision to the space",
+            )
 
 
 def portable_spec(spec: SearchSpec, study_name: str) -> dict[str, Any]:

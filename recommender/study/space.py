@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from recommender.config.spec import SearchSpec
-from recommender.study.candidate import Candidate
+from recommender.evaluation.candidate import Candidate
 
 
 def method_choice(precision: str, method: str) -> str:

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from recommender.decision.rules import cost_bound
+from recommender.evaluation.candidate import CONSTRAINT_KEYS, Candidate, CandidateResult
+from recommender.evaluation.evaluator import CandidateEvaluator
 from recommender.quantize import get_method, with_kv_cache
 from recommender.serialization import from_data, to_data
-from recommender.study.candidate import CONSTRAINT_KEYS, Candidate, CandidateResult
-from recommender.study.evaluator import CandidateEvaluator
 from recommender.study.space import candidate_of
 
 if TYPE_CHECKING:

@@ -13,10 +13,11 @@ from __future__ import annotations
 import csv
 import hashlib
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from recommender.perf.scheme import Scheme, SchemeLookup
 from recommender.perf.sim.engine_profiles import ENGINE_PROFILES
 
 __all__ = [
@@ -57,6 +58,8 @@ class MeasuredRun:
     engine: str
     engine_version: str
     scheme: str
+    #: The scheme's numerics (resolved from `scheme` when the file is read: perf imports no registry).
+    numerics: Scheme = field(compare=False, repr=False)
     hardware: str
     tensor_parallel: int
     concurrency: int
@@ -119,7 +122,7 @@ def _why_not(row: dict[str, str]) -> str | None:
     return None
 
 
-def _run(row: dict[str, str]) -> MeasuredRun:
+def _run(row: dict[str, str], schemes: SchemeLookup) -> MeasuredRun:
     from recommender.perf.catalog.architectures import shipped_for_hub_id
 
     scheme = SCHEMES[(row.get("gemm_quant_mode") or row.get("precision") or "").strip().lower()]
@@ -129,6 +132,7 @@ def _run(row: dict[str, str]) -> MeasuredRun:
         engine=row["backend"],
         engine_version=row.get("backend_version", ""),
         scheme=scheme,
+        numerics=schemes(scheme),
         hardware=SYSTEMS[row["system"]],
         tensor_parallel=int(row["tp_size"]),
         concurrency=int(row["batch_size"]),
@@ -141,7 +145,7 @@ def _run(row: dict[str, str]) -> MeasuredRun:
     )
 
 
-def read_runs(path: Path = DEFAULT_RUNS) -> LoadedRuns:
+def read_runs(path: Path = DEFAULT_RUNS, *, schemes: SchemeLookup) -> LoadedRuns:
     """Every row of `path` (AIConfigurator's silicon-sample columns) the model can replay, and what it skipped.
 
     A row is skipped, counted by reason, when its engine, GPU, precision or model is unknown here or it
@@ -155,7 +159,7 @@ def read_runs(path: Path = DEFAULT_RUNS) -> LoadedRuns:
         why = _why_not(row)
         if why is None:
             try:
-                runs.append(_run(row))
+                runs.append(_run(row, schemes))
             except (KeyError, ValueError, AttributeError) as exc:  # an empty or non-numeric cell, a missing column
                 why = f"a missing or malformed column ({type(exc).__name__}: {exc})"
         if why is not None:
@@ -163,9 +167,9 @@ def read_runs(path: Path = DEFAULT_RUNS) -> LoadedRuns:
     return LoadedRuns(runs, dict(skipped))
 
 
-def load_runs(path: Path = DEFAULT_RUNS) -> list[MeasuredRun]:
-    """The runs of `path` the model can replay (see :func:`read_runs`)."""
-    return read_runs(path).runs
+def load_runs(path: Path = DEFAULT_RUNS, *, schemes: SchemeLookup) -> list[MeasuredRun]:
+    """The runs of `path` the model can replay (see :func:`read_runs`); `schemes` resolves their scheme names."""
+    return read_runs(path, schemes=schemes).runs
 
 
 def runs_digest(path: Path = DEFAULT_RUNS) -> str:

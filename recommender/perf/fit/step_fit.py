@@ -35,7 +35,6 @@ from recommender.perf.step.calibrated import CalibratedModel, ErrorSummary, Resi
 from recommender.perf.step.cost import StepCostModel
 from recommender.perf.step.features import FEATURES, N_FEATURES, FeatureStepCost, StepFeatures
 from recommender.provenance import Provenance
-from recommender.quantize import get_method
 
 __all__ = [
     "CAMPAIGN_PROTOCOLS", "CLIENT_PROTOCOLS", "COEFFICIENTS", "PHYSICAL_FLOORS", "BenchmarkProtocol", "DesignRow",
@@ -168,7 +167,7 @@ def client_benchmark(run: MeasuredRun, protocol: BenchmarkProtocol, *, as_run: b
 def step_features(run: MeasuredRun, shape: ModelShape, catalog: Catalog) -> StepFeatures:
     """The step features of `run`'s configuration (its engine release's KV read width included)."""
     return StepFeatures(
-        shape, get_method(run.scheme), catalog.get(run.hardware), run.tensor_parallel, run.kv_cache_dtype,
+        shape, run.numerics, catalog.get(run.hardware), run.tensor_parallel, run.kv_cache_dtype,
         engine_profile(run.engine).reads_kv_at_cache_width(run.engine_version),
     )
 

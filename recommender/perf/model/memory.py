@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from recommender.perf.model.shape import ModelShape
+from recommender.perf.scheme import Scheme
 from recommender.perf.step.kernels import weight_traffic_bytes_per_param
-from recommender.quantize import QuantMethod
 
 if TYPE_CHECKING:
     from recommender.perf.catalog.gpus import Accelerator
@@ -53,7 +53,7 @@ def kv_dtype_bytes(kv_cache_dtype: str) -> float:
         raise ValueError(f"unknown kv_cache_dtype {kv_cache_dtype!r} (known: {', '.join(KV_DTYPE_BYTES)})") from None
 
 
-def weight_bytes(shape: ModelShape, method: QuantMethod, tokens: int = 1) -> float:
+def weight_bytes(shape: ModelShape, method: Scheme, tokens: int = 1) -> float:
     """Bytes of weight traffic of a step of `tokens` tokens (one decode token by default).
 
     The linear weights the step touches (all of a dense model; the expected distinct experts of
@@ -141,7 +141,7 @@ def activation_bytes(shape: ModelShape, *, batched_tokens: int, running_seqs: in
 
 def plan_memory(
     shape: ModelShape,
-    method: QuantMethod,
+    method: Scheme,
     *,
     device_gb: float,
     memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -198,7 +198,7 @@ class MemoryFit:
 
 def kv_cache_tokens(
     shape: ModelShape,
-    method: QuantMethod,
+    method: Scheme,
     accel: Accelerator,
     *,
     tensor_parallel: int = 1,

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from recommender.perf.sim.workload import Lengths, Workload
     from recommender.perf.step.cost import StepCostModel
 
-__all__ = ["RateSearch", "max_rate_within_sla"]
+__all__ = ["RateSearch", "max_rate_within_sla", "replicas_needed"]
 
 
 @dataclass(frozen=True)
@@ -119,3 +119,14 @@ def max_rate_within_sla(
         else:
             hi = mid
     return RateSearch(lo, lo_result, trials.evaluations)
+
+
+def replicas_needed(target_rate: float, max_rate: float) -> int:
+    """Replicas that together serve `target_rate` when each serves at most `max_rate` within the SLA.
+
+    The 1e-9 slack keeps an exact multiple (30 requests/s at 10 per replica) from rounding up
+    to one replica more through floating-point error.
+    """
+    if max_rate <= 0:
+        raise ValueError("no arrival rate meets the SLA on one replica; more replicas will not help")
+    return max(1, math.ceil(target_rate / max_rate - 1e-9))

@@ -19,7 +19,7 @@ from recommender.provenance import Provenance
 if TYPE_CHECKING:
     from recommender.perf.catalog.gpus import Accelerator
     from recommender.perf.model.shape import ModelShape
-    from recommender.quantize import QuantMethod
+    from recommender.perf.scheme import Scheme
 
 __all__ = ["BenchmarkEstimate", "EstimateRequest", "FigureWithInterval", "estimate"]
 
@@ -30,7 +30,7 @@ class EstimateRequest:
 
     model: str
     shape: ModelShape
-    method: QuantMethod
+    method: Scheme
     accel: Accelerator
     engine: str
     tensor_parallel: int

@@ -32,7 +32,7 @@ from recommender.perf.step.roofline import linear_flops
 if TYPE_CHECKING:
     from recommender.perf.catalog.gpus import Accelerator
     from recommender.perf.model.shape import ModelShape
-    from recommender.quantize import QuantMethod
+    from recommender.perf.scheme import Scheme
 
 __all__ = ["ALARM_FACTOR", "PhysicsCapacity", "physics_capacity"]
 
@@ -60,7 +60,7 @@ class PhysicsCapacity:
 
 
 def physics_capacity(
-    shape: ModelShape, method: QuantMethod, accel: Accelerator, *, tensor_parallel: int, prompt_tokens: int,
+    shape: ModelShape, method: Scheme, accel: Accelerator, *, tensor_parallel: int, prompt_tokens: int,
     output_tokens: int, max_num_seqs: int = 256, kv_cache_dtype: str = "auto", max_num_batched_tokens: int = 8192,
 ) -> PhysicsCapacity:  # fmt: skip
     """One replica's throughput ceiling in requests/s at fixed lengths, no SLA (0 when one request does not fit)."""

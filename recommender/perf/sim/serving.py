@@ -11,23 +11,39 @@ with every step at the upper bound of its held-out error (``simulate_serving_int
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from recommender.config.spec import LatencySLA, Traffic
-from recommender.config.traffic import length_models
-from recommender.decision.cost import replicas_needed
-from recommender.perf.sim.capacity import max_rate_within_sla
+from recommender.perf.sim.capacity import max_rate_within_sla, replicas_needed
 from recommender.perf.sim.physics_capacity import ALARM_FACTOR
 from recommender.perf.sim.results import Percentiles
 from recommender.perf.sim.scheduler import SchedulerConfig, simulate
-from recommender.perf.sim.workload import make_workload
+from recommender.perf.sim.workload import Lengths, make_workload
 from recommender.provenance import Provenance
 
 if TYPE_CHECKING:
-    from recommender.perf.catalog.gpus import Accelerator
-    from recommender.perf.model.shape import ModelShape
     from recommender.perf.step.cost import StepCostModel
-    from recommender.quantize import QuantMethod
+
+@dataclass(frozen=True, slots=True)
+class TrafficLoad:
+    """The traffic a configuration must carry, as the simulator draws it (``config.traffic.traffic_load`` builds it
+    from the spec): the target rate, the mean lengths and the length models (fixed, lognormal or a trace's)."""
+
+    requests_per_second: float
+    prompt_tokens: int
+    output_tokens: int
+    prompt: Lengths
+    output: Lengths
+
+
+class LatencyLimits(Protocol):
+    """The P99 limits a simulation is checked against (the spec's ``LatencySLA`` is one)."""
+
+    @property
+    def ttft_p99_ms(self) -> float: ...
+
+    @property
+    def tpot_p99_ms(self) -> float: ...
+
 
 #: Requests per simulation: enough for stable P99s (the first 10 % are warm-up).
 SIMULATED_REQUESTS = 600
@@ -64,7 +80,7 @@ class ServingEstimate:
         ceiling = self.physics_rps_per_replica
         return ceiling is not None and 0 < self.requests_per_s < ceiling / ALARM_FACTOR
 
-    def physics_alarm_reason(self, sla: LatencySLA) -> str:
+    def physics_alarm_reason(self, sla: LatencyLimits) -> str:
         """Why the capacity is far below the throughput ceiling: the SLA nearest its limit, or an error ("" when
         not flagged)."""
         if not self.physics_alarm:
@@ -91,7 +107,7 @@ class ServingEstimate:
 
 
 def simulate_serving(
-    cost: StepCostModel, config: SchedulerConfig, *, traffic: Traffic, sla: LatencySLA
+    cost: StepCostModel, config: SchedulerConfig, *, traffic: TrafficLoad, sla: LatencyLimits
 ) -> ServingEstimate:
     """Capacity within the SLA and the latency percentiles at the target load per replica, from simulation."""
     label = cost.provenance.extended(
@@ -99,7 +115,7 @@ def simulate_serving(
         f"{config.max_num_batched_tokens} tokens per simulated step, chunked prefill)"
     )
     # Fixed lengths for a constant rate; a profile's lognormal lengths or its trace's histogram.
-    prompt, output = length_models(traffic.profile, traffic.prompt_tokens, traffic.output_tokens)
+    prompt, output = traffic.prompt, traffic.output
     search = max_rate_within_sla(
         cost, config, prompt=prompt, output=output, ttft_p99_ms=sla.ttft_p99_ms, tpot_p99_ms=sla.tpot_p99_ms,
         n_requests=SIMULATED_REQUESTS,
@@ -125,7 +141,7 @@ def simulate_serving(
 
 
 def simulate_serving_interval(
-    point: StepCostModel, upper: StepCostModel, config: SchedulerConfig, *, traffic: Traffic, sla: LatencySLA,
+    point: StepCostModel, upper: StepCostModel, config: SchedulerConfig, *, traffic: TrafficLoad, sla: LatencyLimits,
     engine: str, confidence: float, ttft_offset_ms: float = 0.0,
 ) -> ServingEstimate:
     """Capacity within `sla` and the P99s' upper ends from the user's traffic simulated with every step at the upper
@@ -135,8 +151,7 @@ def simulate_serving_interval(
     engine); `sla`'s TTFT is the user's less that offset, and the reported TTFTs include it.
     """
     high = simulate_serving(upper, config, traffic=traffic, sla=sla)
-    prompt, output = length_models(traffic.profile, traffic.prompt_tokens, traffic.output_tokens)
-    workload = make_workload(prompt=prompt, output=output, n_requests=SIMULATED_REQUESTS,
+    workload = make_workload(prompt=traffic.prompt, output=traffic.output, n_requests=SIMULATED_REQUESTS,
                              rate=high.load_per_replica_rps)  # fmt: skip
     at_load = simulate(point, workload, config)
     t = at_load.ttft_ms
@@ -146,42 +161,3 @@ def simulate_serving_interval(
         tpot_p99_high_ms=high.tpot_ms.p99, confidence=confidence,
     )  # fmt: skip
 
-
-def check_sla_reachable(
-    shape: ModelShape,
-    options: list[tuple[Accelerator, QuantMethod]],
-    *,
-    traffic: Traffic,
-    sla: LatencySLA,
-    field_prefix: str = "sla",
-) -> None:
-    """Refuse an SLA that no searched (GPU, method) pair meets even with one request and no queue.
-
-    A limit below one roofline step on every option is a typo or a unit slip (seconds for
-    milliseconds), not a search result: it is bad input, said before any model is loaded.
-    """
-    from recommender.errors import BadInputError
-    from recommender.perf.step.roofline import project_step_times
-
-    runnable = [(a, m) for a, m in options if m.unavailable_reason(a.device) is None]
-    if not runnable:
-        return
-    steps = {
-        (a.key, m.name): project_step_times(
-            shape, m, a, prompt_tokens=traffic.prompt_tokens, batch_size=1, context_tokens=traffic.prompt_tokens
-        )
-        for a, m in runnable
-    }
-    for limit_name, limit_ms, attr, what in (
-        ("tpot_p99_ms", sla.tpot_p99_ms, "decode_step_s", "one decode step"),
-        ("ttft_p99_ms", sla.ttft_p99_ms, "prefill_s", f"the prefill of one {traffic.prompt_tokens}-token prompt"),
-    ):
-        (hw, method), fastest = min(steps.items(), key=lambda kv: getattr(kv[1], attr))
-        best_ms = getattr(fastest, attr) * 1e3
-        if limit_ms < best_ms:
-            raise BadInputError(
-                f"{field_prefix}.{limit_name}",
-                f"{limit_ms:g} ms is below {what} on every searched GPU (fastest: {best_ms:.2f} ms on {hw} "
-                f"with {method}, roofline)",
-                "check the unit (milliseconds) or add faster hardware / a lower precision to the space",
-            )

@@ -31,7 +31,7 @@ from recommender.provenance import Provenance
 if TYPE_CHECKING:
     from recommender.perf.catalog.gpus import Accelerator
     from recommender.perf.model.shape import ModelShape
-    from recommender.quantize import QuantMethod
+    from recommender.perf.scheme import Scheme
 
 __all__ = [
     "FIT_PATH", "MIN_ENGINE_RESIDUALS", "CalibratedModel", "ErrorSummary", "HoldoutSummary", "Interval", "StepCostFit",
@@ -194,7 +194,7 @@ class CalibratedModel:
         return float(self.coefficients(engine)[N_FEATURES]) * 1e3
 
     def step_cost(
-        self, shape: ModelShape, method: QuantMethod, accel: Accelerator, engine: str, *,
+        self, shape: ModelShape, method: Scheme, accel: Accelerator, engine: str, *,
         tensor_parallel: int = 1, kv_cache_dtype: str = "auto", release: str | None = None,
     ) -> FeatureStepCost:  # fmt: skip
         """The calibrated step cost of `engine` (its `release`; None: the current one) serving `method` on `accel`."""

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from recommender.perf.catalog.gpus import Accelerator
     from recommender.perf.model.shape import ModelShape
-    from recommender.quantize import QuantMethod
+    from recommender.perf.scheme import Scheme
 
 __all__ = [
     "PrefillAwareStepCostModel", "PrefillChunks", "RooflineStepCost", "StepCostModel", "TableStepCost",
@@ -132,7 +132,7 @@ class RooflineStepCost:
     """
 
     shape: ModelShape
-    method: QuantMethod
+    method: Scheme
     accel: Accelerator
     tensor_parallel: int = 1
     kv_cache_dtype: str = "auto"

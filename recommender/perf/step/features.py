@@ -62,7 +62,7 @@ from recommender.provenance import Provenance
 if TYPE_CHECKING:
     from recommender.perf.catalog.gpus import Accelerator
     from recommender.perf.model.shape import ModelShape
-    from recommender.quantize import QuantMethod
+    from recommender.perf.scheme import Scheme
 
 __all__ = ["FEATURES", "FeatureStepCost", "StepFeatures", "link_bandwidth_one_direction"]
 
@@ -88,7 +88,7 @@ class StepFeatures:
     """
 
     shape: ModelShape
-    method: QuantMethod
+    method: Scheme
     accel: Accelerator
     tensor_parallel: int = 1
     kv_cache_dtype: str = "auto"

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from recommender.perf.catalog.gpus import Accelerator
-    from recommender.quantize import QuantMethod
+    from recommender.perf.scheme import Scheme
 
 #: Kernel families (``EngineFlags.family``) of bitsandbytes 4-bit: dequantize to 16-bit above one token.
 BNB_4BIT_FAMILIES = frozenset({"bnb-nf4", "bnb-fp4"})
@@ -43,11 +43,11 @@ LLM_INT8_SLOWDOWN = 1.22
 _BF16_BYTES = 2.0
 
 
-def _family(method: QuantMethod) -> str:
-    return method.engines.family
+def _family(method: Scheme) -> str:
+    return method.kernel_family
 
 
-def compute_dtype(method: QuantMethod, accel: Accelerator) -> str:
+def compute_dtype(method: Scheme, accel: Accelerator) -> str:
     """The precision whose tensor-core peak bounds `method`'s compute on `accel`.
 
     W8A8 methods use their precision's tensor cores where native; weight-only ones and LLM.int8()
@@ -59,12 +59,12 @@ def compute_dtype(method: QuantMethod, accel: Accelerator) -> str:
     return "bf16" if "bf16" in accel.peak_tflops else "fp16"
 
 
-def dequantizes_to_16bit(method: QuantMethod, tokens: int) -> bool:
+def dequantizes_to_16bit(method: Scheme, tokens: int) -> bool:
     """Whether a step of `tokens` tokens writes and reads `method`'s weights again at 16 bits (bnb 4-bit, > 1 token)."""
     return _family(method) in BNB_4BIT_FAMILIES and tokens > 1
 
 
-def weight_traffic_bytes_per_param(method: QuantMethod, tokens: int) -> float:
+def weight_traffic_bytes_per_param(method: Scheme, tokens: int) -> float:
     """Bytes of memory traffic per quantized linear weight in a step of `tokens` tokens.
 
     The stored bits, plus a 16-bit write and read where bitsandbytes 4-bit dequantizes; LLM.int8()
@@ -76,12 +76,12 @@ def weight_traffic_bytes_per_param(method: QuantMethod, tokens: int) -> float:
     return stored + 2 * _BF16_BYTES if dequantizes_to_16bit(method, tokens) else stored
 
 
-def linear_time_factor(method: QuantMethod) -> float:
+def linear_time_factor(method: Scheme) -> float:
     """Multiplier on the roofline time of a step for kernels measured slower than their roofline (LLM.int8())."""
     return LLM_INT8_SLOWDOWN if _family(method) == BNB_INT8_FAMILY else 1.0
 
 
-def kernel_note(method: QuantMethod) -> str:
+def kernel_note(method: Scheme) -> str:
     """What the roofline assumed of `method`'s kernels beyond its bits, for a provenance line ('' if nothing)."""
     family = _family(method)
     if family in BNB_4BIT_FAMILIES:

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from recommender.perf.catalog.gpus import Accelerator
 from recommender.perf.model.memory import kv_bytes_per_token_per_device, weight_bytes
 from recommender.perf.model.shape import ModelShape
+from recommender.perf.scheme import Scheme
 from recommender.perf.step.kernels import compute_dtype, kernel_note, linear_time_factor
 from recommender.provenance import Provenance
-from recommender.quantize import QuantMethod
 
 __all__ = ["Efficiency", "StepTimes", "allreduce_seconds", "compute_dtype", "linear_flops", "project_step_times",
            "roofline_provenance"]  # fmt: skip
@@ -70,7 +70,7 @@ def allreduce_seconds(shape: ModelShape, accel: Accelerator, tokens: int, tp: in
 
 def project_step_times(
     shape: ModelShape,
-    method: QuantMethod,
+    method: Scheme,
     accel: Accelerator,
     *,
     prompt_tokens: int,
@@ -107,7 +107,7 @@ def linear_flops(shape: ModelShape, tokens: int, sampled: int) -> float:
     return 2.0 * (tokens * shape.active_body_params + sampled * shape.lm_head_params)
 
 
-def roofline_provenance(accel: Accelerator, efficiency: Efficiency, method: QuantMethod | None = None) -> Provenance:
+def roofline_provenance(accel: Accelerator, efficiency: Efficiency, method: Scheme | None = None) -> Provenance:
     """Roofline figures are modeled: the catalog entry, the assumed efficiencies and any kernel assumption say how."""
     note = "" if method is None else kernel_note(method)
     return Provenance(

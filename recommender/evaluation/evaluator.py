@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from recommender.decision.rules import CostBound, quality_cannot_matter
+from recommender.evaluation.candidate import Candidate, CandidateResult
+from recommender.evaluation.performance import LoadCurve, PerformanceEvaluator
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.result import QualityResult
 from recommender.quality.verdict import Check
 from recommender.quantize import get_method, with_kv_cache
-from recommender.study.candidate import Candidate, CandidateResult
-from recommender.study.performance import LoadCurve, PerformanceEvaluator
 
 
 def describe_broken_check(check: Check) -> str:

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from recommender.config.spec import LOCAL_DEVICE, LatencySLA, LocalDevice, Traffic
+from recommender.config.traffic import traffic_load
 from recommender.decision.cost import CostEstimate, estimate_cost
 from recommender.device import DeviceInfo, local_memory_gb
 from recommender.emit.support import DEFAULT_ENGINES, Eligibility, eligibility
 from recommender.errors import MethodUnavailableError
+from recommender.evaluation.candidate import CONSTRAINT_KEYS, Candidate, CandidateResult
 from recommender.perf.catalog.gpus import Accelerator, Catalog
 from recommender.perf.model.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryFit, plan_memory
 from recommender.perf.model.shape import ModelShape
@@ -33,6 +36,7 @@ from recommender.perf.sim.scheduler import simulate as simulate_workload
 from recommender.perf.sim.serving import (
     SIMULATED_REQUESTS,
     ServingEstimate,
+    TrafficLoad,
     simulate_serving,
     simulate_serving_interval,
 )
@@ -42,7 +46,6 @@ from recommender.perf.step.cost import StepCostModel, TableStepCost
 from recommender.perf.step.features import FeatureStepCost
 from recommender.provenance import Provenance
 from recommender.quantize import QuantMethod, get_method
-from recommender.study.candidate import CONSTRAINT_KEYS, Candidate, CandidateResult
 
 if TYPE_CHECKING:
     from recommender.models.cache import ModelCache
@@ -163,6 +166,11 @@ class PerformanceEvaluator:
     _probes: dict[tuple[str, int], ProbeResult] = field(default_factory=dict)
     _performances: dict[Candidate, CandidateResult | Performance] = field(default_factory=dict, init=False, repr=False)
 
+    @cached_property
+    def load(self) -> TrafficLoad:
+        """The spec's traffic as the simulator draws it."""
+        return traffic_load(self.traffic)
+
     @property
     def probes_run(self) -> int:
         return len(self._probes)
@@ -207,7 +215,7 @@ class PerformanceEvaluator:
         milliseconds, so every launching engine is simulated. The local device keeps its measured step times.
         """
         if setup.probe is not None or c.hardware == LOCAL_DEVICE:
-            return setup, simulate_serving(setup.step_cost, setup.scheduler, traffic=self.traffic, sla=self.sla)
+            return setup, simulate_serving(setup.step_cost, setup.scheduler, traffic=self.load, sla=self.sla)
         accel = self.catalog.get(c.hardware)
         best: tuple[Setup, ServingEstimate] | None = None
         for engine in setup.engines or self.engines[:1]:
@@ -255,7 +263,7 @@ class PerformanceEvaluator:
     def _calibrated_serving(self, cost: StepCostModel, scheduler: SchedulerConfig, engine: str) -> ServingEstimate:
         """Capacity and the P99s' upper ends with the steps at their intervals' upper ends; point P99s beside."""
         return simulate_serving_interval(
-            cost, self.checked_step_cost(cost, engine), scheduler, traffic=self.traffic,
+            cost, self.checked_step_cost(cost, engine), scheduler, traffic=self.load,
             sla=self.simulated_sla(engine), engine=engine, confidence=self.sla.confidence,
             ttft_offset_ms=self.calibrated.request_overhead_ms(engine),
         )  # fmt: skip

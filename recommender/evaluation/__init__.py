@@ -1,0 +1,7 @@
+"""One candidate and its evaluation, below the search that proposes candidates and the decision that ranks them.
+
+- `candidate.py`: one candidate configuration and the typed result of evaluating it;
+- `evaluator.py`: a candidate's whole evaluation, cheapest first (runnable, memory, speed and cost, then quality);
+- `performance.py`: the speed half (does it run, fit, how fast, what it costs), computed once per candidate;
+- `claims.py`: work done once across workers, claimed in the study's own database.
+"""
