@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from recommender.device import DeviceInfo
+from recommender.engines import evaluation_only
 from recommender.models.cache import ModelCache
 from recommender.models.source import ModelSource
 from recommender.quality.calibration_docs import quantize_context
@@ -65,7 +66,7 @@ def main() -> None:
         table.add_column(col)
     rows = []
     for name, method in all_methods().items():
-        if method.unavailable_reason(cpu) or (method.evaluation_only and not args.all):
+        if method.unavailable_reason(cpu) or (evaluation_only(method) and not args.all):
             continue
         if args.methods and name not in args.methods:
             continue

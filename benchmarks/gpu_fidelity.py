@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
+from recommender.engines import PROFILES
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.fit.build import build_fit
@@ -64,7 +65,7 @@ def _roofline(runs: list[MeasuredRun], shapes: dict[str, ModelShape], protocol: 
         cost = RooflineStepCost(shape, method, accel, tensor_parallel=run.tensor_parallel,
                                 kv_cache_dtype=run.kv_cache_dtype)  # fmt: skip
         features = StepFeatures(shape, method, accel, run.tensor_parallel, run.kv_cache_dtype)
-        config = replay_config(shape, features, run.engine, concurrency=run.concurrency,
+        config = replay_config(shape, features, run.profile, concurrency=run.concurrency,
                                kv_cache_dtype=run.kv_cache_dtype)  # fmt: skip
         got = replay(cost, config, client_benchmark(run, protocol))
         out.append(Prediction(run, got.ttft_ms.mean, got.tpot_ms.mean, False))
@@ -108,7 +109,7 @@ def _predict(path: Path, json_out: Path | None) -> None:
         _refuse(f"--predict: no file {path}",
                 "pass a CSV with the columns of recommender/perf/fit/measured_runs/serving_runs_h100.csv")  # fmt: skip
     try:
-        loaded = read_runs(path, schemes=get_method)
+        loaded = read_runs(path, schemes=get_method, profiles=PROFILES)
     except (UnicodeDecodeError, csv.Error) as exc:
         _refuse(f"--predict: {path} is not a readable CSV ({exc})", "pass a UTF-8 CSV with the shared file's columns")
     if not loaded.runs:
@@ -141,12 +142,13 @@ def main() -> None:
     if args.predict:
         _predict(args.predict, args.json)
         return
-    runs = load_runs(args.runs, schemes=get_method)
+    runs = load_runs(args.runs, schemes=get_method, profiles=PROFILES)
     shapes = {m: load_architecture(m)[1] for m in sorted({r.model for r in runs})}
     protocol, settings = BenchmarkProtocol(), FitSettings()
     started = time.perf_counter()
     rows = bracket_rows(runs, shapes, load_catalog())
-    fit = build_fit(rows, data=RUNS_SOURCE, data_sha256=runs_digest(args.runs), protocol=protocol, settings=settings)
+    fit = build_fit(rows, data=RUNS_SOURCE, data_sha256=runs_digest(args.runs), protocol=protocol, settings=settings,
+                    profiles=PROFILES)
     print(f"{len(runs)} runs from {args.runs}; design rows and fits in {time.perf_counter() - started:.1f} s")
     print(f"client modelled: closed loop, {protocol.rounds} x concurrency requests; the sweep campaign counts its "
           "opening burst, the steady one drops half as warm-up; the bracket spans both for every run")  # fmt: skip

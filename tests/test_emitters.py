@@ -9,19 +9,28 @@ import pytest
 import yaml
 
 from recommender.device import DeviceInfo
-from recommender.emit import EMITTERS, EmittedConfig, LaunchSettings, emit_all, get_emitter
-from recommender.emit.launch import launch_commands
+from recommender.engines import (
+    EMITTERS,
+    ENGINE_NAMES,
+    EmittedConfig,
+    LaunchSettings,
+    emit_all,
+    evaluation_only,
+    get_emitter,
+    launch_flags,
+)
+from recommender.engines.launch import launch_commands
 from recommender.errors import BadInputError
 from recommender.evaluation.candidate import Candidate
 from recommender.perf.catalog.gpus import load_catalog
-from recommender.quantize import ENGINE_NAMES, EngineFlags, QuantMethod, all_methods
+from recommender.quantize import QuantMethod, all_methods
 from recommender.quantize.bitsandbytes import BitsAndBytesMethod
 
 MODEL = "/models/My Model v2"
 METHODS = all_methods()
 PAIRS = [(method, engine) for method in sorted(METHODS) for engine in EMITTERS]
-SUPPORTED_PAIRS = [(m, e) for m, e in PAIRS if getattr(METHODS[m].engines, e) is not None]
-VLLM_METHODS = [m for m in sorted(METHODS) if METHODS[m].engines.vllm is not None]
+SUPPORTED_PAIRS = [(m, e) for m, e in PAIRS if launch_flags(METHODS[m])[e] is not None]
+VLLM_METHODS = [m for m in sorted(METHODS) if launch_flags(METHODS[m])["vllm"] is not None]
 
 #: The program prefix each engine's command starts with (the model follows its own flag).
 PREFIX = {
@@ -78,7 +87,7 @@ EXPECTED_OPTIONS = {
         "--extra_llm_api_options": "extra_llm_api_options.yaml",
     },
 }
-#: The verified support matrix (see recommender/emit/support.py): True = the engine serves the measured scheme.
+#: The verified support matrix (each engine's KERNELS in recommender/engines/): True = the engine serves it as measured.
 #: Columns: vLLM, SGLang, TGI, TensorRT-LLM (trtllm loads compressed-tensors only as FP8; no bitsandbytes, torchao,
 #: online fp8).
 SUPPORT = {
@@ -140,7 +149,7 @@ def options(argv: list[str], prefix: list[str]) -> dict[str, str]:
 @pytest.mark.parametrize(("method_name", "engine"), PAIRS)
 def test_supported_exactly_when_the_engine_has_a_flag(method_name: str, engine: str) -> None:
     method = METHODS[method_name]
-    flag = getattr(method.engines, engine)
+    flag = launch_flags(method)[engine]
     config = emit(method_name, engine)
     assert config.engine == engine
     assert config.supported is (flag is not None)
@@ -154,7 +163,7 @@ def test_supported_exactly_when_the_engine_has_a_flag(method_name: str, engine: 
 
 @pytest.mark.parametrize(("method_name", "engine"), SUPPORTED_PAIRS)
 def test_command_carries_every_setting_under_the_engines_flag_names(method_name: str, engine: str) -> None:
-    flag = getattr(METHODS[method_name].engines, engine)
+    flag = launch_flags(METHODS[method_name])[engine]
     config = emit(method_name, engine)
     assert config.command is not None
     argv = shlex.split(config.command)
@@ -172,7 +181,7 @@ def test_command_carries_every_setting_under_the_engines_flag_names(method_name:
 
 @pytest.mark.parametrize("engine", list(EMITTERS))
 def test_model_path_with_spaces_is_one_quoted_argument(engine: str) -> None:
-    config = emit("bnb-nf4" if METHODS["bnb-nf4"].engines.flags()[engine] is not None else "baseline", engine)
+    config = emit("bnb-nf4" if launch_flags(METHODS["bnb-nf4"])[engine] is not None else "baseline", engine)
     assert config.command is not None
     assert shlex.quote(MODEL) == "'/models/My Model v2'"
     assert "'/models/My Model v2'" in config.command
@@ -187,7 +196,7 @@ def test_shell_metacharacters_in_the_model_stay_inert() -> None:
 
 @pytest.mark.parametrize("method_name", VLLM_METHODS)
 def test_vllm_yaml_holds_the_same_settings_as_the_command(method_name: str) -> None:
-    flag = METHODS[method_name].engines.vllm
+    flag = launch_flags(METHODS[method_name])["vllm"]
     config = emit(method_name, "vllm")
     assert config.config_yaml is not None
     document = yaml.safe_load(config.config_yaml)
@@ -226,21 +235,23 @@ def test_support_matrix_matches_the_verified_engine_flags() -> None:
     for name, expected in SUPPORT.items():
         got = tuple(config.supported for config in emit_all(settings(METHODS[name])))
         assert got == expected, name
-        assert METHODS[name].evaluation_only is (not any(expected)), name
+        assert evaluation_only(METHODS[name]) is (not any(expected)), name
 
 
 def test_engine_flag_values_are_the_verified_ones() -> None:
-    assert METHODS["bnb-nf4"].engines == EngineFlags(
-        vllm="bitsandbytes", sglang="bitsandbytes", tgi="bitsandbytes-nf4", family="bnb-nf4"
-    )
-    assert METHODS["bnb-llm-int8"].engines == EngineFlags(vllm=None, sglang=None, tgi="bitsandbytes", family="bnb-int8")
-    assert METHODS["fp8-online"].engines == EngineFlags(vllm="fp8", family="online-fp8")
+    assert launch_flags(METHODS["bnb-nf4"]) == {
+        "vllm": "bitsandbytes", "sglang": "bitsandbytes", "tgi": "bitsandbytes-nf4", "trtllm": None
+    }
+    assert METHODS["bnb-nf4"].kernel_family == "bnb-nf4"
+    int8 = {"vllm": None, "sglang": None, "tgi": "bitsandbytes", "trtllm": None}
+    assert launch_flags(METHODS["bnb-llm-int8"]) == int8
+    assert launch_flags(METHODS["fp8-online"]) == {"vllm": "fp8", "sglang": None, "tgi": None, "trtllm": None}
     # Checkpoints carry their scheme in config.json: no engine gets a quantization flag for them.
     for name in ("fp8-dynamic", "int8-w8a8", "w4a16-gptq-g128", "w4a16-awq-g128", "w4a16-rtn-g128"):
         assert METHODS[name].checkpoint_format == "compressed-tensors"
-        assert {flag for flag in METHODS[name].engines.flags().values() if flag is not None} == {""}, name
+        assert {flag for flag in launch_flags(METHODS[name]).values() if flag is not None} == {""}, name
     for name in (n for n in METHODS if n.startswith("torchao-")):
-        assert METHODS[name].engines == EngineFlags() and METHODS[name].evaluation_only, name
+        assert METHODS[name].kernel_family == "" and evaluation_only(METHODS[name]), name
 
 
 def test_unsupported_notes_point_to_the_real_alternative() -> None:
@@ -265,7 +276,7 @@ def test_fp8_online_is_vllms_quantization_fp8_on_the_original_model() -> None:
 
 @pytest.mark.parametrize("engine", list(EMITTERS))
 def test_checkpoint_scheme_serves_the_checkpoint_without_a_quantization_flag(engine: str) -> None:
-    scheme = "int8-w8a8" if METHODS["int8-w8a8"].engines.flags()[engine] is not None else "fp8-dynamic"
+    scheme = "int8-w8a8" if launch_flags(METHODS["int8-w8a8"])[engine] is not None else "fp8-dynamic"
     config = emit(scheme, engine, model=CHECKPOINT)
     assert config.supported and config.argv is not None
     got = options(config.argv, [*PREFIX[engine][:-1], CHECKPOINT])
@@ -316,12 +327,13 @@ def test_budget_notes_appear_only_when_the_budget_is_below_the_context() -> None
 
 
 def test_a_wrong_engine_flag_is_refused_not_emitted() -> None:
-    broken = dataclasses.replace(
-        METHODS["baseline"], engines=EngineFlags(vllm="fp9", sglang="fp8wo", tgi="fp8-e4m3", trtllm="fp8")
-    )
+    wrong = {"vllm": "fp9", "sglang": "fp8wo", "tgi": "fp8-e4m3", "trtllm": "fp8"}
     for engine in EMITTERS:
+        emitter = get_emitter(engine)
+        row = dataclasses.replace(emitter.row("bf16"), flag=wrong[engine])  # type: ignore[type-var]
+        broken = type(f"Broken{type(emitter).__name__}", (type(emitter),), {"kernels": (row,)})()
         with pytest.raises(ValueError, match="does not accept"):
-            get_emitter(engine).emit(settings(broken))
+            broken.emit(settings(METHODS["baseline"]))
 
 
 def test_registry() -> None:

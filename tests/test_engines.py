@@ -1,6 +1,6 @@
 """Engine eligibility: which engine serves which scheme on which GPU as measured, and what the search does with it.
 
-The table is `recommender.emit.support.SUPPORT` (every row sourced there); these tests check
+The table is `recommender.engines.SUPPORT` (every row sourced there); these tests check
 the rules on the catalog's real GPUs, and that the search and `plan` prune what no engine in
 the spec's list launches before anything is loaded, with the reason and the fix.
 """
@@ -13,13 +13,14 @@ import pytest
 
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.device import DeviceInfo
-from recommender.emit.support import SUPPORT, eligibility, refusal
+from recommender.engines import ENGINE_NAMES, SUPPORT, evaluation_only, launch_flags
+from recommender.engines.eligibility import eligibility, refusal
 from recommender.evaluation.candidate import Candidate
 from recommender.evaluation.performance import PerformanceEvaluator, Setup
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import Catalog, load_catalog
 from recommender.perf.model.memory import plan_memory
-from recommender.quantize import ENGINE_NAMES, all_methods, get_method
+from recommender.quantize import all_methods, get_method
 
 CATALOG = load_catalog()
 METHODS = all_methods()
@@ -39,11 +40,11 @@ def engines_on(method: str, gpu: str, engines: tuple[str, ...] = ENGINE_NAMES) -
 
 def test_every_served_flag_has_a_kernel_row_and_every_row_a_scheme() -> None:
     served = {
-        (engine, m.engines.family) for m in METHODS.values() for engine, flag in m.engines.flags().items() if flag
+        (engine, m.kernel_family) for m in METHODS.values() for engine, flag in launch_flags(m).items() if flag
         is not None
     }  # fmt: skip
     assert served == set(SUPPORT)
-    assert all(m.engines.family == "" for m in METHODS.values() if m.evaluation_only)
+    assert all(m.kernel_family == "" for m in METHODS.values() if evaluation_only(m))
 
 
 def test_bf16_needs_ampere_and_fp16_runs_on_a_t4() -> None:
@@ -116,7 +117,7 @@ def test_the_spec_engines_decide() -> None:
 
 def test_evaluation_only_schemes_have_no_engine() -> None:
     for name in (n for n in METHODS if n.startswith("torchao-")):
-        assert METHODS[name].evaluation_only
+        assert evaluation_only(METHODS[name])
         assert engines_on(name, "h100-sxm") == ()
 
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from recommender.engines import PROFILES
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.fit.serving_runs import DEFAULT_RUNS, load_runs, runs_digest
 from recommender.perf.fit.step_fit import BenchmarkProtocol, FitSettings, cross_validate, design_rows
 from recommender.perf.model.memory import kv_cache_tokens
 from recommender.perf.sim.closed_loop import ClosedLoopBenchmark, replay
-from recommender.perf.sim.engine_profiles import ENGINE_PROFILES, engine_profile
 from recommender.perf.sim.scheduler_config import SchedulerConfig
 from recommender.perf.step.calibrated import FIT_PATH, CalibratedModel, load_fit
 from recommender.perf.step.cost import RooflineStepCost
@@ -102,7 +102,7 @@ def test_an_fp8_kv_cache_doubles_capacity_and_its_reads_cost_what_the_release_me
     kv_at = FEATURES.index("kv")
 
     def read(kv: str, engine: str, release: str | None = None) -> float:
-        width = engine_profile(engine).reads_kv_at_cache_width(release)
+        width = PROFILES[engine].reads_kv_at_cache_width(release)
         return float(StepFeatures(shape, fp8, h100, 1, kv, width).of_step(PrefillChunks(), 8, 40_000)[kv_at])
 
     sixteen = read("auto", "vllm")
@@ -130,7 +130,7 @@ def test_shipped_fit_matches_the_shared_data_and_reports_its_cross_validation() 
     assert set(fit.cross_validation) >= {"overall", "qwen3-32b/sglang/baseline", "llama-3.1-8b/trtllm/baseline"}
     assert len(fit.residuals_engine_seen.tpot) + len(fit.residuals_engine_unseen.tpot) == 534
     # The coefficients hold only with the batching the replays simulated: a changed profile needs a refit.
-    assert fit.engine_batching == {e: p.describe() for e, p in ENGINE_PROFILES.items()}, (
+    assert fit.engine_batching == {e: p.describe() for e, p in PROFILES.items()}, (
         "an engine profile changed since the fit: benchmarks/gpu_fidelity.py --write"
     )
 
@@ -146,7 +146,7 @@ def test_no_fitted_part_of_a_step_runs_faster_than_the_datasheet() -> None:
         assert np.all(np.asarray(coefficients) >= floors - 1e-9), coefficients
     # Runs that a KV read at half its datasheet time would fit exactly: the fit stops at the floor instead.
     kv = COEFFICIENTS.index("kv")
-    run = load_runs(schemes=get_method)[0]
+    run = load_runs(schemes=get_method, profiles=PROFILES)[0]
     ttft, tpot = np.zeros(len(COEFFICIENTS)), np.zeros(len(COEFFICIENTS))
     ttft[kv], tpot[kv] = 2.0 * run.ttft_ms, 2.0 * run.tpot_ms  # unbounded, NNLS would answer 0.5
     coefficients = fit_pooled([DesignRow(run, ttft, tpot)], FitSettings())
@@ -156,14 +156,14 @@ def test_no_fitted_part_of_a_step_runs_faster_than_the_datasheet() -> None:
 
 def test_vllm_is_simulated_with_at_most_4096_tokens_per_step_whatever_it_is_launched_with() -> None:
     launched = SchedulerConfig(kv_cache_tokens=300_000, max_num_seqs=256, max_num_batched_tokens=8192)
-    assert engine_profile("vllm").batching(launched).max_num_batched_tokens == 4096
+    assert PROFILES["vllm"].batching(launched).max_num_batched_tokens == 4096
     small = SchedulerConfig(kv_cache_tokens=300_000, max_num_seqs=256, max_num_batched_tokens=2048)
-    assert engine_profile("vllm").batching(small).max_num_batched_tokens == 2048
+    assert PROFILES["vllm"].batching(small).max_num_batched_tokens == 2048
     seats = SchedulerConfig(kv_cache_tokens=300_000, max_num_seqs=6000, max_num_batched_tokens=8192)
-    assert engine_profile("vllm").batching(seats).max_num_batched_tokens == 6000  # never below the seats
+    assert PROFILES["vllm"].batching(seats).max_num_batched_tokens == 6000  # never below the seats
     # The other engines keep what they are launched with, also after vLLM's batching was applied once.
-    assert engine_profile("sglang").batching(launched).max_num_batched_tokens == 8192
-    assert "simulated with at most 4096" in engine_profile("vllm").describe()
+    assert PROFILES["sglang"].batching(launched).max_num_batched_tokens == 8192
+    assert "simulated with at most 4096" in PROFILES["vllm"].describe()
 
 
 def test_kv_capacity_comes_from_the_memory_the_device_reports() -> None:
@@ -200,7 +200,7 @@ def test_provenance_names_the_calibration_and_the_datasheet_move() -> None:
 
 def test_cross_validation_predicts_a_held_out_group_better_than_chance() -> None:
     """A small refit from scratch: two groups, each predicted by the other engine's fit alone."""
-    runs = [r for r in load_runs(schemes=get_method)
+    runs = [r for r in load_runs(schemes=get_method, profiles=PROFILES)
             if r.model == "qwen3-32b" and r.tensor_parallel == 4 and r.concurrency <= 16]
     shapes = {"qwen3-32b": load_architecture("qwen3-32b")[1]}
     rows = design_rows(runs, shapes, load_catalog(), BenchmarkProtocol())
@@ -303,7 +303,7 @@ def test_a_file_of_other_gpus_and_models_loads_and_says_what_it_left_out(tmp_pat
         "g,trtllm,1.0,Qwen/Qwen3-32B,b200_sxm,,,1024,128,,1,1,,50,4",
         "h,vllm,0.12,RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8,h200_sxm,fp8,fp8,1024,128,8,2,1,,50,4",
     )  # fmt: skip
-    loaded = read_runs(path, schemes=get_method)
+    loaded = read_runs(path, schemes=get_method, profiles=PROFILES)
     assert [(r.hardware, r.model, r.scheme, r.kv_cache_dtype, r.campaign) for r in loaded.runs] == [
         ("h200", "qwen3-32b", "fp8-dynamic", "fp8", "steady"), ("b200", "llama-3.1-8b", "baseline", "auto", "sweep"),
         ("h200", "llama-3.1-70b", "fp8-dynamic", "fp8", "sweep"),  # a quantized re-upload: the base model's shape
@@ -321,7 +321,7 @@ def test_predicting_a_run_replays_what_the_fit_computed_for_it() -> None:
     from recommender.perf.fit.step_fit import in_sample, predict_run
 
     fit = load_fit()
-    runs = [r for r in load_runs(schemes=get_method)
+    runs = [r for r in load_runs(schemes=get_method, profiles=PROFILES)
             if r.tensor_parallel == 4 and r.concurrency == 16 and r.output_tokens == 128]
     shapes = {m: load_architecture(m)[1] for m in {r.model for r in runs}}
     protocol = BenchmarkProtocol(rounds=fit.protocol_rounds, warmup_rounds=fit.protocol_warmup_rounds)

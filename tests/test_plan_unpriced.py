@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from recommender.config.spec import LatencySLA, Traffic
+from recommender.engines import PROFILES
 from recommender.evaluation.candidate import Candidate
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.plan import plan_one
@@ -80,7 +81,8 @@ def test_estimate_gives_an_unpriced_gpu_its_latencies() -> None:
     accel = load_catalog().get("l4")
     assert accel.price_per_hour_usd is None
     request = EstimateRequest(model="llama-3.1-8b", shape=LLAMA8, method=get_method("fp8-dynamic"), accel=accel,
-                              engine="vllm", tensor_parallel=1, concurrency=8, prompt_tokens=512, output_tokens=128)
+                              profile=PROFILES["vllm"], tensor_parallel=1, concurrency=8, prompt_tokens=512,
+                              output_tokens=128)
     got = estimate(request, CalibratedModel(load_fit()))
     assert got.hardware == "l4" and 0 < got.ttft_ms["p99"].value < math.inf and 0 < got.tpot_ms["p99"].value < 1000
     assert got.output_tokens_per_s.value > 0

@@ -19,7 +19,7 @@ from rich.console import Console
 from recommender.config.spec import LatencySLA
 from recommender.decision.cost import CostEstimate
 from recommender.decision.recommendation import Recommendation, build
-from recommender.emit import EmittedConfig
+from recommender.engines import EmittedConfig
 from recommender.evaluation.candidate import Candidate, CandidateResult
 from recommender.evaluation.performance import LoadCurve, LoadPoint
 from recommender.perf.model.memory import MemoryFit

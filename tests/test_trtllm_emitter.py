@@ -4,7 +4,6 @@ devices) that name the reason."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shlex
 from pathlib import Path
@@ -14,11 +13,21 @@ import yaml
 
 from recommender.config.spec import load_spec
 from recommender.device import DeviceInfo
-from recommender.emit import EMITTERS, EmittedConfig, LaunchSettings, emit_all, get_emitter
-from recommender.emit.support import SUPPORT, eligibility, refusal
-from recommender.emit.trtllm import EXTRA_OPTIONS_FILE, TrtllmEmitter
+from recommender.engines import (
+    EMITTERS,
+    ENGINE_NAMES,
+    SUPPORT,
+    EmittedConfig,
+    LaunchSettings,
+    emit_all,
+    get_emitter,
+    launch_flags,
+)
+from recommender.engines.eligibility import eligibility, refusal
+from recommender.engines.kernels import Kernel
+from recommender.engines.trtllm import EXTRA_OPTIONS_FILE, TrtllmEmitter
 from recommender.perf.catalog.gpus import load_catalog
-from recommender.quantize import ENGINE_NAMES, EngineFlags, all_methods, get_method
+from recommender.quantize import all_methods, get_method
 from tests.conftest import DEMO_MODEL, DEMO_SPEC, write_suite
 
 MODEL = "/models/Llama 3.1 8B"
@@ -158,15 +167,18 @@ def test_16_bit_needs_ampere() -> None:
 
 def test_the_support_rows_are_exactly_the_schemes_with_a_flag() -> None:
     rows = {family for engine, family in SUPPORT if engine == "trtllm"}
-    flagged = {m.engines.family for m in METHODS.values() if m.engines.trtllm is not None}
+    flagged = {m.kernel_family for m in METHODS.values() if launch_flags(m)["trtllm"] is not None}
     assert rows == flagged == {"bf16", "fp16", "ct-fp8-w8a8"}
-    assert all(m.engines.trtllm in (None, "") for m in METHODS.values())  # trtllm-serve has no quantization flag
+    # trtllm-serve has no quantization flag
+    assert all(launch_flags(m)["trtllm"] in (None, "") for m in METHODS.values())
 
 
 def test_a_quantization_flag_is_refused_not_emitted() -> None:
-    broken = dataclasses.replace(get_method("baseline"), engines=EngineFlags(trtllm="fp8", family="bf16"))
+    class Broken(TrtllmEmitter):
+        kernels = (Kernel("bf16", "TensorRT-LLM bf16", (8, 0), flag="fp8"),)
+
     with pytest.raises(ValueError, match="does not accept 'fp8'"):
-        TrtllmEmitter().emit(dataclasses.replace(settings(), method=broken))
+        Broken().emit(settings())
 
 
 def test_registered_as_an_engine_the_spec_and_the_search_accept(tmp_path: Path) -> None:

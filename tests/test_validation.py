@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from recommender.engines import PROFILES
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.fit.serving_runs import load_runs
@@ -22,7 +23,7 @@ from recommender.quantize import get_method
 @pytest.fixture(scope="module")
 def rows() -> list:  # type: ignore[type-arg]
     """A few runs of each group and both campaigns (every steady run, every fifth sweep run)."""
-    runs = load_runs(schemes=get_method)
+    runs = load_runs(schemes=get_method, profiles=PROFILES)
     picked = [r for i, r in enumerate(runs) if r.campaign == "steady" or i % 5 == 0]
     shapes = {m: load_architecture(m)[1] for m in {r.model for r in picked}}
     return bracket_rows(picked, shapes, load_catalog())
@@ -111,7 +112,7 @@ def test_the_users_traffic_simulated_at_the_upper_steps_queues_more_than_a_scale
     from recommender.perf.fit.step_fit import replay_config
 
     upper, factors = _cost()
-    config = replay_config(upper.point.features.shape, upper.point.features, "vllm", concurrency=256)
+    config = replay_config(upper.point.features.shape, upper.point.features, PROFILES["vllm"], concurrency=256)
     workload = make_workload(prompt=2048, output=128, n_requests=400, rate=25.0, seed=0)
     point, high = simulate(upper.point, workload, config), simulate(upper, workload, config)
     assert high.ttft_ms.p99 > factors.prefill * point.ttft_ms.p99
@@ -126,7 +127,7 @@ def test_a_decode_itl_client_sees_no_prefill_stalls() -> None:
     model = CalibratedModel(load_fit())
     shape, h100 = load_architecture("qwen3-32b")[1], load_catalog().get("h100-sxm")
     cost = model.step_cost(shape, get_method("baseline"), h100, "sglang", tensor_parallel=2)
-    config = replay_config(shape, cost.features, "sglang", concurrency=32)
+    config = replay_config(shape, cost.features, PROFILES["sglang"], concurrency=32)
     busy = ClosedLoopBenchmark(concurrency=32, prompt_tokens=2048, output_tokens=256)
     mean, itl = replay(cost, config, busy), replay(InterTokenStepCost(cost), config, busy)
     assert itl.tpot_ms.mean < 0.9 * mean.tpot_ms.mean

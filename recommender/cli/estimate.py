@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from recommender.engines import ENGINE_NAMES, PROFILES
 from recommender.errors import BadInputError
 from recommender.perf.catalog.architectures import read_architecture
-from recommender.perf.sim.engine_profiles import ENGINE_PROFILES
 from recommender.report.console import make_console
 
 if TYPE_CHECKING:
@@ -21,8 +21,8 @@ EPILOG = (
     "estimated, 2 bad input."
 )
 
-#: The engines `estimate` models: those with batching profiles (vllm, sglang, trtllm calibrated; tgi agnostic).
-ENGINES = tuple(ENGINE_PROFILES)
+#: The engines `estimate` models: every registered engine (vllm, sglang, trtllm calibrated; tgi engine-agnostic).
+ENGINES = ENGINE_NAMES
 
 
 def _scheme(precision: str | None, scheme: str | None) -> str:
@@ -49,7 +49,7 @@ def _check_kv_cache_dtype(kv_cache_dtype: str) -> None:
 
 def _check_launch(engine: str, method: QuantMethod, accel: Accelerator, tensor_parallel: int) -> None:
     """The degree fits the GPU's node and the engine launches the scheme there (the support table)."""
-    from recommender.emit.support import refusal
+    from recommender.engines.eligibility import refusal
 
     if tensor_parallel > accel.max_tensor_parallel:
         raise BadInputError("--tensor-parallel", f"{tensor_parallel} > {accel.max_tensor_parallel} GPUs per node "
@@ -108,7 +108,8 @@ def estimate_command(
     fit = load_fit()
     sent = rounds or fit.protocol_rounds
     request = EstimateRequest(
-        model=name, shape=shape, method=method, accel=accel, engine=engine, tensor_parallel=tensor_parallel,
+        model=name, shape=shape, method=method, accel=accel, profile=PROFILES[engine],
+        tensor_parallel=tensor_parallel,
         concurrency=concurrency, prompt_tokens=prompt_tokens, output_tokens=output_tokens, confidence=confidence,
         kv_cache_dtype=kv_cache_dtype, rounds=sent, warmup_rounds=_warmup_rounds(warmup_rounds, sent),
     )  # fmt: skip

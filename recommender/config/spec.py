@@ -24,10 +24,10 @@ from recommender.config.traffic import (
     traffic_defaults,
     with_absolute_trace,
 )
+from recommender.engines import ENGINE_NAMES
 from recommender.errors import BadInputError, pydantic_location, pydantic_message
 from recommender.input_files import expand_user, load_yaml_mapping
 from recommender.models.source import looks_like_hub_id
-from recommender.quantize._base import ENGINE_NAMES
 
 Precision = Literal["bf16", "fp16", "fp8", "int8", "int4"]
 #: KV-cache storage dtypes, named as vLLM names them (`--kv-cache-dtype`); see perf/memory.py.

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from recommender.config.spec import LatencySLA
 from recommender.decision import rules as decision
 from recommender.decision.assumptions import Assumptions
-from recommender.emit import EmittedConfig
+from recommender.engines import EmittedConfig
 from recommender.evaluation.candidate import CandidateResult
 from recommender.fleet.autoscale import AutoscaleSchedule
 from recommender.fleet.mix_plan import GpuMix

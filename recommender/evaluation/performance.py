@@ -6,7 +6,7 @@ probes measured here for the local device), the continuous-batching simulation a
 `plan` is this without quality, so the two commands cannot drift apart.
 
 Runnable means servable as measured: an evaluation-only scheme, or one none of the spec's engines launches on
-the device (`recommender.emit.support`: compute capability, vendor, kernel), is pruned before anything loads,
+the device (each engine's `kernels`: compute capability, vendor, kernel), is pruned before anything loads,
 with the engines checked and the fix; those that launch it travel with the result (ties prefer more of them),
 and the least load peak among them sizes the memory check.
 """
@@ -22,14 +22,14 @@ from recommender.config.spec import LOCAL_DEVICE, LatencySLA, LocalDevice, Traff
 from recommender.config.traffic import traffic_load
 from recommender.decision.cost import CostEstimate, estimate_cost
 from recommender.device import DeviceInfo, local_memory_gb
-from recommender.emit.support import DEFAULT_ENGINES, Eligibility, eligibility
+from recommender.engines import DEFAULT_ENGINES, PROFILES, evaluation_only
+from recommender.engines.eligibility import Eligibility, eligibility
 from recommender.errors import MethodUnavailableError
 from recommender.evaluation.candidate import CONSTRAINT_KEYS, Candidate, CandidateResult
 from recommender.perf.catalog.gpus import Accelerator, Catalog
 from recommender.perf.model.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryFit, plan_memory
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.probe import ProbeResult, probe
-from recommender.perf.sim.engine_profiles import engine_profile
 from recommender.perf.sim.physics_capacity import physics_capacity
 from recommender.perf.sim.scheduler import SchedulerConfig
 from recommender.perf.sim.scheduler import simulate as simulate_workload
@@ -231,7 +231,7 @@ class PerformanceEvaluator:
         # From the launched budget: the first engine's batching may have capped `setup.scheduler`'s.
         launched = replace(setup.scheduler, max_num_batched_tokens=max(c.max_num_batched_tokens, c.batch_size))
         return replace(setup, step_cost=self._engine_cost(c, setup.method, accel, engine),
-                       scheduler=engine_profile(engine).batching(launched), engine=engine)  # fmt: skip
+                       scheduler=PROFILES[engine].batching(launched), engine=engine)  # fmt: skip
 
     def _engine_cost(self, c: Candidate, method: QuantMethod, accel: Accelerator, engine: str) -> StepCostModel:
         return self.calibrated.step_cost(
@@ -303,7 +303,7 @@ class PerformanceEvaluator:
             hourly = accel.price_per_hour_usd  # None only when `require_price` is off (_refusal prunes it otherwise)
             # The first launching engine's calibrated cost and batching; `performance` tries every launching engine.
             engine = (served.engines or self.engines)[0]
-            cost, batching = self._engine_cost(c, method, accel, engine), engine_profile(engine).batching(scheduler)
+            cost, batching = self._engine_cost(c, method, accel, engine), PROFILES[engine].batching(scheduler)
             return Setup(method, cost, batching, hourly, accel.price_note, fit, None, served.engines,
                          price_set=accel.price_set, engine=engine)  # fmt: skip
         assert self.local is not None  # _refusal prunes local candidates without a local measurement
@@ -323,7 +323,7 @@ class PerformanceEvaluator:
 
     def _refusal(self, c: Candidate, method: QuantMethod, accel: Accelerator | None) -> str | Eligibility:
         """Why `c` cannot run at all (serving engines, device, KV dtype, tensor-parallel degree), or who serves it."""
-        if method.evaluation_only:
+        if evaluation_only(method):
             return (
                 f"{method.name} is evaluation only: no serving engine launches it as it was evaluated "
                 "(`recommender eval` scores it; pick a scheme an engine serves to get a recommendation)"

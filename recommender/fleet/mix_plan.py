@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from recommender.decision.cost import HOURS_PER_MONTH
 from recommender.decision.rules import COST_TOLERANCE, least_quantized
-from recommender.emit import EmittedConfig
-from recommender.emit.launch import launch_commands
+from recommender.engines import EmittedConfig
+from recommender.engines.launch import launch_commands
 from recommender.evaluation.candidate import Candidate
 from recommender.evaluation.performance import PerformanceEvaluator, Setup
 from recommender.fleet.gpu_mix import (

@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from recommender.config.spec import LatencySLA, Traffic
-from recommender.emit.support import DEFAULT_ENGINES, eligibility
+from recommender.engines import DEFAULT_ENGINES
+from recommender.engines.eligibility import eligibility
 from recommender.evaluation.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, CandidateResult
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.perf.catalog.gpus import Accelerator, Catalog

@@ -11,10 +11,10 @@ import difflib
 
 from recommender.errors import BadInputError
 from recommender.quantize import baseline, bitsandbytes, llmcompressor, torchao
-from recommender.quantize._base import ENGINE_NAMES, EngineFlags, QuantMethod
+from recommender.quantize._base import QuantMethod
 from recommender.quantize.kv_cache import FP8_KV_SUFFIX, with_kv_cache
 
-__all__ = ["ENGINE_NAMES", "EngineFlags", "QuantMethod", "all_methods", "get_method", "with_kv_cache"]
+__all__ = ["QuantMethod", "all_methods", "get_method", "with_kv_cache"]
 
 _BACKENDS = (baseline, llmcompressor, bitsandbytes, torchao)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from recommender.device import DeviceInfo
@@ -21,32 +21,6 @@ if TYPE_CHECKING:
 
     from recommender.models.source import ModelSource
     from recommender.quantize.checkpoint import QuantizeContext
-
-
-#: The serving engines, named as `EngineFlags` fields, `recommender.emit.EMITTERS` keys and the spec's `engines`.
-ENGINE_NAMES = ("vllm", "sglang", "tgi", "trtllm")
-
-
-@dataclass(frozen=True, slots=True)
-class EngineFlags:
-    """How the serving engines launch this scheme.
-
-    Each engine field is that engine's launch flag for the scheme ("" = none needed, the
-    engine reads the scheme from the checkpoint or serves 16-bit weights as they are;
-    None = the engine has no such scheme). `family` names the kernel path the engines run
-    it with, the key of `recommender.emit.support.SUPPORT`, which says on which GPUs each
-    engine runs that path with the numerics that were measured.
-    """
-
-    vllm: str | None = None
-    sglang: str | None = None
-    tgi: str | None = None
-    trtllm: str | None = None
-    family: str = ""
-
-    def flags(self) -> dict[str, str | None]:
-        """Each engine's flag by engine name."""
-        return {engine: getattr(self, engine) for engine in ENGINE_NAMES}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,7 +35,8 @@ class QuantMethod(ABC):
         weight_only: True when activations stay in 16-bit (dequantize-then-matmul).
         devices: device kinds with kernels for it.
         min_cuda_capability: lowest CUDA capability its CUDA kernels need.
-        engines: serving-engine flags for the same scheme.
+        kernel_family: the kernel path serving engines run it with ("" = none: evaluation only); each
+            engine's `kernels` (`recommender.engines`) say where it runs that family and with which flag.
         description: one line for tables and --help.
         checkpoint_format: the format of the checkpoint this scheme writes and an engine loads
             ("compressed-tensors"), or None when engines quantize the original weights in flight.
@@ -74,26 +49,16 @@ class QuantMethod(ABC):
     weight_only: bool
     devices: frozenset[str]
     min_cuda_capability: tuple[int, int] = (7, 0)
-    engines: EngineFlags = field(default_factory=EngineFlags)
+    kernel_family: str = ""
     description: str = ""
     checkpoint_format: str | None = None
-
-    @property
-    def kernel_family(self) -> str:
-        """The kernel path engines run it with (`EngineFlags.family`): what `recommender.perf.scheme.Scheme` reads."""
-        return self.engines.family
-
-    @property
-    def evaluation_only(self) -> bool:
-        """No serving engine launches this scheme: `recommender eval` scores it, the search never recommends it."""
-        return all(flag is None for flag in self.engines.flags().values())
 
     def identity(self) -> str:
         """Everything that decides the quantized weights, as text that is the same in every process.
 
         The quality cache and the workers' quality claims key on it. (`repr` is not stable:
-        a frozenset's order follows string hashes, which differ per process.) Serving-engine
-        flags and the description change no weight and are left out.
+        a frozenset's order follows string hashes, which differ per process.) The kernel
+        family and the description change no weight and are left out.
         """
 
         def plain(value: Any) -> Any:
@@ -105,7 +70,8 @@ class QuantMethod(ABC):
                 return getattr(value, "__qualname__", type(value).__name__)
             return str(value)
 
-        settings = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("engines", "description")}
+        left_out = ("kernel_family", "description")
+        settings = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in left_out}
         return f"{type(self).__name__}{json.dumps(settings, sort_keys=True, default=plain)}"
 
     def unavailable_reason(self, device: DeviceInfo) -> str | None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from recommender.device import DeviceInfo
-from recommender.quantize._base import EngineFlags, QuantMethod
+from recommender.quantize._base import QuantMethod
 
 if TYPE_CHECKING:
     from torch import nn
@@ -35,7 +35,7 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=16.0,
         weight_only=False,
         devices=frozenset({"cpu", "cuda", "rocm"}),
-        engines=EngineFlags(vllm="", sglang="", tgi="", trtllm="", family="bf16"),
+        kernel_family="bf16",
         dtype_name="bfloat16",
         description="bf16 weights and activations (no quantization)",
     ),
@@ -46,7 +46,7 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=16.0,
         weight_only=False,
         devices=frozenset({"cpu", "cuda", "rocm"}),
-        engines=EngineFlags(vllm="", sglang="", tgi="", trtllm="", family="fp16"),
+        kernel_family="fp16",
         dtype_name="float16",
         description="fp16 weights and activations (no quantization)",
     ),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from recommender.device import DeviceInfo
-from recommender.quantize._base import EngineFlags, QuantMethod
+from recommender.quantize._base import QuantMethod
 
 if TYPE_CHECKING:
     from torch import nn
@@ -54,7 +54,7 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=8.0,
         weight_only=False,
         devices=frozenset({"cpu", "cuda"}),
-        engines=EngineFlags(vllm=None, sglang=None, tgi="bitsandbytes", trtllm=None, family="bnb-int8"),
+        kernel_family="bnb-int8",
         config=(("load_in_8bit", True),),
         description="LLM.int8(): int8 weights, int8 matmul with fp16 outlier columns",
     ),
@@ -65,9 +65,7 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=4.0 + 8.0 / 64 + 32.0 / (64 * 256),
         weight_only=True,
         devices=frozenset({"cpu", "cuda"}),
-        engines=EngineFlags(
-            vllm="bitsandbytes", sglang="bitsandbytes", tgi="bitsandbytes-nf4", trtllm=None, family="bnb-nf4"
-        ),
+        kernel_family="bnb-nf4",
         config=(
             ("load_in_4bit", True),
             ("bnb_4bit_quant_type", "nf4"),
@@ -83,7 +81,7 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=4.5,
         weight_only=True,
         devices=frozenset({"cpu", "cuda"}),
-        engines=EngineFlags(vllm=None, sglang=None, tgi="bitsandbytes-fp4", trtllm=None, family="bnb-fp4"),
+        kernel_family="bnb-fp4",
         config=(
             ("load_in_4bit", True),
             ("bnb_4bit_quant_type", "fp4"),

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recommender.engines import EMITTERS, evaluation_only
 from recommender.errors import BadInputError
 from recommender.quantize._base import QuantMethod
 from recommender.quantize.llmcompressor import LlmCompressorScheme
@@ -25,10 +26,10 @@ def checkpoint_scheme(method: QuantMethod, *, field: str = "--scheme") -> LlmCom
     """`method` if it writes a checkpoint an engine loads, else one line saying what launches it."""
     if isinstance(method, LlmCompressorScheme) and method.checkpoint_format is not None:
         return method
-    if method.evaluation_only:
+    flag = EMITTERS["vllm"].flag_for(method)
+    if evaluation_only(method):
         fix = "it is evaluation-only (no serving engine launches it); pick a compressed-tensors scheme"
-    elif method.engines.vllm:
-        flag = method.engines.vllm
+    elif flag:
         fix = f"the engine quantizes the original weights as it loads them: launch with --quantization {flag}"
     else:
         fix = "it serves the original weights; launch the model as it is"

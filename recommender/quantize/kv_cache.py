@@ -71,7 +71,7 @@ def with_kv_cache(method: QuantMethod, kv_cache_dtype: str) -> QuantMethod:
     if kv_cache_dtype != "fp8":
         raise ValueError(f"unknown kv_cache_dtype {kv_cache_dtype!r} (known: auto, fp8)")
     fields = {f: getattr(method, f) for f in ("precision", "library", "bits_per_weight", "weight_only", "devices",
-                                              "min_cuda_capability", "engines", "checkpoint_format")}  # fmt: skip
+                                              "min_cuda_capability", "kernel_family", "checkpoint_format")}  # fmt: skip
     return FP8KVCache(
         name=f"{method.name}{FP8_KV_SUFFIX}",
         description=f"{method.description}; fp8 e4m3 KV cache",

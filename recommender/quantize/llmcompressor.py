@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from recommender.device import DeviceInfo
 from recommender.errors import MethodUnavailableError
-from recommender.quantize._base import EngineFlags, QuantMethod
+from recommender.quantize._base import QuantMethod
 from recommender.quantize.checkpoint import CalibrationSet, QuantizeContext, checkpoint_key
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=8.0,
         weight_only=False,
         devices=_ANY,
-        engines=EngineFlags(vllm="", sglang="", tgi="", trtllm="", family="ct-fp8-w8a8"),
+        kernel_family="ct-fp8-w8a8",
         checkpoint_format=COMPRESSED_TENSORS,
         calibrates=False,
         recipe=_recipe("""
@@ -181,7 +181,7 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=8.0,
         weight_only=False,
         devices=_ANY,
-        engines=EngineFlags(vllm="", sglang="", tgi="", trtllm=None, family="ct-int8-w8a8"),
+        kernel_family="ct-int8-w8a8",
         checkpoint_format=COMPRESSED_TENSORS,
         calibrates=True,
         recipe=_recipe("""
@@ -201,7 +201,7 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=4.0 + 16.0 / 128,
         weight_only=True,
         devices=_ANY,
-        engines=EngineFlags(vllm="", sglang="", tgi="", trtllm=None, family="ct-w4a16"),
+        kernel_family="ct-w4a16",
         checkpoint_format=COMPRESSED_TENSORS,
         calibrates=True,
         recipe=_recipe("""
@@ -219,7 +219,7 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=4.0 + 20.0 / 128,
         weight_only=True,
         devices=_ANY,
-        engines=EngineFlags(vllm="", sglang="", tgi=None, trtllm=None, family="ct-w4a16-asym"),
+        kernel_family="ct-w4a16-asym",
         checkpoint_format=COMPRESSED_TENSORS,
         calibrates=True,
         recipe=_recipe("""
@@ -238,7 +238,7 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=4.0 + 16.0 / 128,
         weight_only=True,
         devices=_ANY,
-        engines=EngineFlags(vllm="", sglang="", tgi="", trtllm=None, family="ct-w4a16"),
+        kernel_family="ct-w4a16",
         checkpoint_format=COMPRESSED_TENSORS,
         calibrates=False,
         recipe=_recipe("""
@@ -256,7 +256,7 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=8.0,
         weight_only=False,
         devices=_ANY,
-        engines=EngineFlags(vllm="fp8", sglang=None, tgi=None, trtllm=None, family="online-fp8"),
+        kernel_family="online-fp8",
         checkpoint_format=None,  # the engine quantizes the original 16-bit weights as it loads them
         calibrates=False,
         recipe=_recipe("""

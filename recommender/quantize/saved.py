@@ -63,7 +63,7 @@ def saved_checkpoint(scheme: QuantMethod, path: Path, *, field: str = "--checkpo
     fingerprint = ModelSource.resolve(str(path), base_dir=path, field=field).fingerprint()
     return SavedCheckpoint(
         name=scheme.name, precision=scheme.precision, library=scheme.library, bits_per_weight=scheme.bits_per_weight,
-        weight_only=scheme.weight_only, devices=scheme.devices, engines=scheme.engines,
+        weight_only=scheme.weight_only, devices=scheme.devices, kernel_family=scheme.kernel_family,
         checkpoint_format=scheme.checkpoint_format, description=f"{scheme.description}; saved at {path}",
         scheme=scheme, path=path, weights_hash=fingerprint,
     )  # fmt: skip

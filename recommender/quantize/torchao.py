@@ -5,7 +5,7 @@ weight-only and intx (int4) weight-only; float8 dynamic activation needs CUDA
 capability >= 8.9. Effective bits: per-channel methods store one bf16 scale per output
 row (~0 at real widths); int4 group-wise stores one bf16 scale per group (4 + 16/group).
 
-Every torchao scheme is evaluation only (`EngineFlags()`: no engine launches it): no engine
+Every torchao scheme is evaluation only (no `kernel_family`: no engine launches it): no engine
 serves these numerics as evaluated. vLLM's `--quantization fp8` is per-tensor W8A8 (or FP8
 Marlin), not per-channel weight-only; SGLang removed `--torchao-config` (PR #34304); vLLM's
 `torchao` route needs a serialized torchao config (PR #23014); TGI's `eetq` casts weights
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from recommender.device import DeviceInfo
-from recommender.quantize._base import EngineFlags, QuantMethod
+from recommender.quantize._base import QuantMethod
 
 if TYPE_CHECKING:
     from torch import nn
@@ -100,7 +100,6 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=8.0,
         weight_only=True,
         devices=_ANY,
-        engines=EngineFlags(),  # evaluation only: see the module docstring
         make_config=_float8_weight_only,
         description="float8 e4m3 weights, per-channel scale, bf16 compute",
     ),
@@ -112,7 +111,6 @@ METHODS: tuple[QuantMethod, ...] = (
         weight_only=False,
         devices=frozenset({"cuda"}),
         min_cuda_capability=(8, 9),
-        engines=EngineFlags(),  # evaluation only: see the module docstring
         make_config=_float8_dynamic,
         description="float8 W8A8: per-row weights, dynamic per-token activations, fp8 tensor cores",
     ),
@@ -123,7 +121,6 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=8.0,
         weight_only=True,
         devices=_ANY,
-        engines=EngineFlags(),  # evaluation only: see the module docstring
         make_config=_int8_weight_only,
         description="int8 weights, per-channel scale, bf16 compute",
     ),
@@ -134,7 +131,6 @@ METHODS: tuple[QuantMethod, ...] = (
         bits_per_weight=8.0,
         weight_only=False,
         devices=_ANY,
-        engines=EngineFlags(),  # evaluation only: see the module docstring
         make_config=_int8_dynamic,
         description="int8 W8A8: per-channel weights, dynamic per-token int8 activations",
     ),
@@ -146,7 +142,6 @@ METHODS: tuple[QuantMethod, ...] = (
             bits_per_weight=4.0 + 16.0 / group,
             weight_only=True,
             devices=_ANY,
-            engines=EngineFlags(),  # evaluation only: see the module docstring
             make_config=_int4_weight_only(group),
             description=f"int4 weights, symmetric, one bf16 scale per {group} weights, bf16 compute",
         )

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from recommender.config.spec import LatencySLA
     from recommender.decision.recommendation import Recommendation
-    from recommender.emit import EmittedConfig
+    from recommender.engines import EmittedConfig
     from recommender.evaluation.candidate import CandidateResult
     from recommender.evaluation.performance import LoadCurve
 

@@ -11,7 +11,7 @@ from recommender.report.table import render
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from recommender.emit import EmittedConfig
+    from recommender.engines import EmittedConfig
     from recommender.study import SearchOutcome, WorkerOutcome
 
 

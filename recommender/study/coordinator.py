@@ -22,7 +22,7 @@ from recommender.decision.assumptions import assumptions_of
 from recommender.decision.evidence import RECOMMENDATION_JSON, StudyEvidence, write_evidence
 from recommender.decision.recommendation import Recommendation, build
 from recommender.decision.rules import pick
-from recommender.emit.launch import launch_commands
+from recommender.engines.launch import launch_commands
 from recommender.errors import BadInputError
 from recommender.evaluation.candidate import Candidate, CandidateResult
 from recommender.evaluation.claims import ClaimStore, worker_id

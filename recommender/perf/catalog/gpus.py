@@ -33,7 +33,7 @@ class Accelerator(BaseModel):
     """One accelerator: dense peak rates, memory, interconnect, price, and where each came from.
 
     `compute_capability` ("8.9") is required for NVIDIA: which engine runs which scheme on it is
-    decided by it (`recommender.emit.support`); an AMD entry has none (ROCm rows decide there).
+    decided by it (each engine's `kernels` in `recommender.engines`); an AMD entry has none (ROCm rows decide there).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)

@@ -9,7 +9,7 @@ model- and group-out tables (``validation.py``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from recommender.perf.fit.step_fit import (
     COEFFICIENTS,
@@ -30,14 +30,15 @@ from recommender.perf.fit.validation import (
     step_residuals,
     step_residuals_by_engine,
 )  # fmt: skip
-from recommender.perf.sim.engine_profiles import ENGINE_PROFILES
+from recommender.perf.sim.engine_profiles import EngineProfile
 from recommender.perf.step.calibrated import StepCostFit
 
 __all__ = ["build_fit"]
 
 
 def build_fit(
-    bracket: Sequence[BracketRows], *, data: str, data_sha256: str, protocol: BenchmarkProtocol, settings: FitSettings
+    bracket: Sequence[BracketRows], *, data: str, data_sha256: str, protocol: BenchmarkProtocol, settings: FitSettings,
+    profiles: Mapping[str, EngineProfile],
 ) -> StepCostFit:
     """The shipped artifact from every run's design rows under each client protocol (see the module docstring)."""
     rows = [b.fitted for b in bracket]
@@ -56,7 +57,7 @@ def build_fit(
         residuals_engine_seen=residuals([p for p in cv if p.engine_fit]),
         residuals_engine_unseen=residuals([p for p in cv if not p.engine_fit]),
         cross_validation=by_group(cv), in_sample=by_group(in_sample(rows, settings)),
-        engine_batching={e: p.describe() for e, p in ENGINE_PROFILES.items()},
+        engine_batching={e: p.describe() for e, p in profiles.items()},
         step_residuals_engine_seen=step_residuals([p for p in steps if p.engine_fit]),
         step_residuals_engine_unseen=step_residuals([p for p in steps if not p.engine_fit]),
         step_residuals_by_engine=step_residuals_by_engine(steps),

@@ -13,12 +13,13 @@ from __future__ import annotations
 import csv
 import hashlib
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 from recommender.perf.scheme import Scheme, SchemeLookup
-from recommender.perf.sim.engine_profiles import ENGINE_PROFILES
+from recommender.perf.sim.engine_profiles import EngineProfile
 
 __all__ = [
     "DEFAULT_RUNS", "LoadedRuns", "MeasuredRun", "RUNS_SOURCE", "SYSTEMS", "load_runs", "read_runs", "runs_digest",
@@ -60,6 +61,8 @@ class MeasuredRun:
     scheme: str
     #: The scheme's numerics (resolved from `scheme` when the file is read: perf imports no registry).
     numerics: Scheme = field(compare=False, repr=False)
+    #: How its engine batches (resolved from `engine` when the file is read, like `numerics`).
+    profile: EngineProfile = field(compare=False, repr=False)
     hardware: str
     tensor_parallel: int
     concurrency: int
@@ -102,13 +105,13 @@ def _kv_dtype(row: dict[str, str], scheme: str) -> str | None:
     return "fp8" if scheme == "fp8-dynamic" else "auto"
 
 
-def _why_not(row: dict[str, str]) -> str | None:
+def _why_not(row: dict[str, str], profiles: Mapping[str, EngineProfile]) -> str | None:
     """Why a row cannot be replayed (None: it can)."""
     from recommender.perf.catalog.architectures import shipped_for_hub_id
 
     if (row.get("pp_size") or "1") != "1" or (row.get("attention_dp_size") or "").strip() not in ("", "1"):
         return "pipeline or attention data parallelism (not modelled)"
-    if row.get("backend") not in ENGINE_PROFILES:
+    if row.get("backend") not in profiles:
         return f"engine {row.get('backend')!r} has no batching profile"
     if row.get("system") not in SYSTEMS:
         return f"system {row.get('system')!r} is not in the GPU catalog"
@@ -122,7 +125,7 @@ def _why_not(row: dict[str, str]) -> str | None:
     return None
 
 
-def _run(row: dict[str, str], schemes: SchemeLookup) -> MeasuredRun:
+def _run(row: dict[str, str], schemes: SchemeLookup, profiles: Mapping[str, EngineProfile]) -> MeasuredRun:
     from recommender.perf.catalog.architectures import shipped_for_hub_id
 
     scheme = SCHEMES[(row.get("gemm_quant_mode") or row.get("precision") or "").strip().lower()]
@@ -130,6 +133,7 @@ def _run(row: dict[str, str], schemes: SchemeLookup) -> MeasuredRun:
         run_id=row["id"],
         model=shipped_for_hub_id(row["model_path"]) or "",
         engine=row["backend"],
+        profile=profiles[row["backend"]],
         engine_version=row.get("backend_version", ""),
         scheme=scheme,
         numerics=schemes(scheme),
@@ -145,7 +149,9 @@ def _run(row: dict[str, str], schemes: SchemeLookup) -> MeasuredRun:
     )
 
 
-def read_runs(path: Path = DEFAULT_RUNS, *, schemes: SchemeLookup) -> LoadedRuns:
+def read_runs(
+    path: Path = DEFAULT_RUNS, *, schemes: SchemeLookup, profiles: Mapping[str, EngineProfile]
+) -> LoadedRuns:
     """Every row of `path` (AIConfigurator's silicon-sample columns) the model can replay, and what it skipped.
 
     A row is skipped, counted by reason, when its engine, GPU, precision or model is unknown here or it
@@ -156,10 +162,10 @@ def read_runs(path: Path = DEFAULT_RUNS, *, schemes: SchemeLookup) -> LoadedRuns
     runs: list[MeasuredRun] = []
     skipped: Counter[str] = Counter()
     for row in rows:
-        why = _why_not(row)
+        why = _why_not(row, profiles)
         if why is None:
             try:
-                runs.append(_run(row, schemes))
+                runs.append(_run(row, schemes, profiles))
             except (KeyError, ValueError, AttributeError) as exc:  # an empty or non-numeric cell, a missing column
                 why = f"a missing or malformed column ({type(exc).__name__}: {exc})"
         if why is not None:
@@ -167,9 +173,12 @@ def read_runs(path: Path = DEFAULT_RUNS, *, schemes: SchemeLookup) -> LoadedRuns
     return LoadedRuns(runs, dict(skipped))
 
 
-def load_runs(path: Path = DEFAULT_RUNS, *, schemes: SchemeLookup) -> list[MeasuredRun]:
-    """The runs of `path` the model can replay (see :func:`read_runs`); `schemes` resolves their scheme names."""
-    return read_runs(path, schemes=schemes).runs
+def load_runs(
+    path: Path = DEFAULT_RUNS, *, schemes: SchemeLookup, profiles: Mapping[str, EngineProfile]
+) -> list[MeasuredRun]:
+    """The runs of `path` the model can replay (see :func:`read_runs`); `schemes` and `profiles` (the
+    registries' ``get_method`` and ``PROFILES``: perf imports neither) resolve their scheme and engine names."""
+    return read_runs(path, schemes=schemes, profiles=profiles).runs
 
 
 def runs_digest(path: Path = DEFAULT_RUNS) -> str:

@@ -29,7 +29,7 @@ from recommender.perf.fit.serving_runs import MeasuredRun
 from recommender.perf.model.memory import kv_cache_tokens
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.sim.closed_loop import ClosedLoopBenchmark, InterTokenStepCost, replay
-from recommender.perf.sim.engine_profiles import engine_profile
+from recommender.perf.sim.engine_profiles import EngineProfile
 from recommender.perf.sim.scheduler_config import SchedulerConfig
 from recommender.perf.step.calibrated import CalibratedModel, ErrorSummary, Residuals, StepCostFit
 from recommender.perf.step.cost import StepCostModel
@@ -139,10 +139,10 @@ class Prediction:
 
 
 def replay_config(
-    shape: ModelShape, features: StepFeatures, engine: str, *, concurrency: int, kv_cache_dtype: str = "auto"
+    shape: ModelShape, features: StepFeatures, profile: EngineProfile, *, concurrency: int, kv_cache_dtype: str = "auto"
 ) -> SchedulerConfig:
-    """The engine's scheduler at its defaults, with the KV cache the GPU leaves and room for `concurrency`."""
-    profile = engine_profile(engine)
+    """The engine's scheduler at its defaults (`profile`), with the KV cache the GPU leaves and room for
+    `concurrency`."""
     seqs = max(profile.max_num_seqs, concurrency)
     tokens = kv_cache_tokens(
         shape, features.method, features.accel, tensor_parallel=features.tensor_parallel,
@@ -168,13 +168,13 @@ def step_features(run: MeasuredRun, shape: ModelShape, catalog: Catalog) -> Step
     """The step features of `run`'s configuration (its engine release's KV read width included)."""
     return StepFeatures(
         shape, run.numerics, catalog.get(run.hardware), run.tensor_parallel, run.kv_cache_dtype,
-        engine_profile(run.engine).reads_kv_at_cache_width(run.engine_version),
+        run.profile.reads_kv_at_cache_width(run.engine_version),
     )
 
 
 def _features(run: MeasuredRun, shape: ModelShape, catalog: Catalog) -> tuple[StepFeatures, SchedulerConfig]:
     features = step_features(run, shape, catalog)
-    config = replay_config(shape, features, run.engine, concurrency=run.concurrency, kv_cache_dtype=run.kv_cache_dtype)
+    config = replay_config(shape, features, run.profile, concurrency=run.concurrency, kv_cache_dtype=run.kv_cache_dtype)
     return features, config
 
 
@@ -220,7 +220,8 @@ def predict_run(
     model = CalibratedModel(fit)
     features, config = _features(run, shape, catalog)
     cost = model.step_cost(shape, features.method, features.accel, run.engine, tensor_parallel=run.tensor_parallel,
-                           kv_cache_dtype=run.kv_cache_dtype, release=run.engine_version)  # fmt: skip
+                           kv_cache_dtype=run.kv_cache_dtype,
+                           kv_read_at_cache_width=run.profile.reads_kv_at_cache_width(run.engine_version))  # fmt: skip
     got = replay(cost, config, client_benchmark(run, protocol))
     ttft_ms = got.ttft_ms.mean + model.request_overhead_ms(run.engine)
     return Prediction(run, ttft_ms, got.tpot_ms.mean, model.knows(run.engine))

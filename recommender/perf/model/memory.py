@@ -22,7 +22,7 @@ What is exact and what is estimated:
 - load peak: an engine that quantizes while loading may first hold the linear layers at more
   bits than it serves (vLLM's online fp8 loads the 16-bit checkpoint, then quantizes:
   docs/features/quantization/fp8.md @ 405f4e1). ``load_bits_per_weight`` (from the serving
-  engine's row in `recommender.emit.support`) sizes that peak, weights plus runtime, before
+  engine's `Kernel` row in `recommender.engines`) sizes that peak, weights plus runtime, before
   any KV cache exists; a device where it does not fit is refused even if the served weights would.
 """
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from recommender.perf.fit.step_fit import replay_config
 from recommender.perf.sim.closed_loop import BenchmarkLatencies, ClosedLoopBenchmark, LatencySummary, replay
-from recommender.perf.sim.engine_profiles import engine_profile
+from recommender.perf.sim.engine_profiles import EngineProfile
 from recommender.perf.step.calibrated import CalibratedModel, Interval, Metric
 from recommender.provenance import Provenance
 
@@ -32,7 +32,8 @@ class EstimateRequest:
     shape: ModelShape
     method: Scheme
     accel: Accelerator
-    engine: str
+    #: The engine's batching (``recommender.engines.PROFILES``); its name picks the calibrated coefficients.
+    profile: EngineProfile
     tensor_parallel: int
     concurrency: int
     prompt_tokens: int
@@ -43,6 +44,10 @@ class EstimateRequest:
     #: warmup_rounds x concurrency of them it leaves out of its figures (0: the opening burst counts).
     rounds: int | None = None
     warmup_rounds: int = 0
+
+    @property
+    def engine(self) -> str:
+        return self.profile.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +99,8 @@ def estimate(request: EstimateRequest, model: CalibratedModel) -> BenchmarkEstim
     r = request
     cost = model.step_cost(r.shape, r.method, r.accel, r.engine, tensor_parallel=r.tensor_parallel,
                            kv_cache_dtype=r.kv_cache_dtype)  # fmt: skip
-    config = replay_config(r.shape, cost.features, r.engine, concurrency=r.concurrency, kv_cache_dtype=r.kv_cache_dtype)
+    config = replay_config(r.shape, cost.features, r.profile, concurrency=r.concurrency,
+                           kv_cache_dtype=r.kv_cache_dtype)  # fmt: skip
     fit = model.fit
     bench = ClosedLoopBenchmark(
         concurrency=r.concurrency, prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens,
@@ -109,7 +115,7 @@ def estimate(request: EstimateRequest, model: CalibratedModel) -> BenchmarkEstim
         Interval(low=got.output_tokens_per_s ** 2 / tps.high, high=got.output_tokens_per_s ** 2 / tps.low,
                  confidence=r.confidence),
     )  # fmt: skip
-    profile = engine_profile(r.engine)
+    profile = r.profile
     return BenchmarkEstimate(
         model=r.model, hardware=r.accel.key, scheme=r.method.name, engine=r.engine, tensor_parallel=r.tensor_parallel,
         concurrency=r.concurrency, prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens,

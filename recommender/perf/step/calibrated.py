@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from recommender.perf.sim.engine_profiles import ENGINE_PROFILES
 from recommender.perf.step.features import N_FEATURES, FeatureStepCost, StepFeatures
 from recommender.perf.step.upper import StepFactors, UpperStepCost
 from recommender.provenance import Provenance
@@ -195,12 +194,12 @@ class CalibratedModel:
 
     def step_cost(
         self, shape: ModelShape, method: Scheme, accel: Accelerator, engine: str, *,
-        tensor_parallel: int = 1, kv_cache_dtype: str = "auto", release: str | None = None,
+        tensor_parallel: int = 1, kv_cache_dtype: str = "auto", kv_read_at_cache_width: bool = True,
     ) -> FeatureStepCost:  # fmt: skip
-        """The calibrated step cost of `engine` (its `release`; None: the current one) serving `method` on `accel`."""
-        profile = ENGINE_PROFILES.get(engine)
-        reads_at_width = profile.reads_kv_at_cache_width(release) if profile is not None else True
-        features = StepFeatures(shape, method, accel, tensor_parallel, kv_cache_dtype, reads_at_width)
+        """The calibrated step cost of `engine` serving `method` on `accel`; `kv_read_at_cache_width` False for an
+        engine release that reads an fp8 KV cache at 16-bit cost (``EngineProfile.reads_kv_at_cache_width``:
+        every current release reads it at its width)."""
+        features = StepFeatures(shape, method, accel, tensor_parallel, kv_cache_dtype, kv_read_at_cache_width)
         coef = self.coefficients(engine)[:N_FEATURES]
         return FeatureStepCost(features, coef, self.provenance(accel, engine), floor_s=1e-6)
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from recommender.perf.catalog.gpus import Accelerator
     from recommender.perf.scheme import Scheme
 
-#: Kernel families (``EngineFlags.family``) of bitsandbytes 4-bit: dequantize to 16-bit above one token.
+#: Kernel families (``Scheme.kernel_family``) of bitsandbytes 4-bit: dequantize to 16-bit above one token.
 BNB_4BIT_FAMILIES = frozenset({"bnb-nf4", "bnb-fp4"})
 #: Kernel family of LLM.int8().
 BNB_INT8_FAMILY = "bnb-int8"

@@ -4,17 +4,17 @@ A recommendation ends with "how to launch it". `LaunchSettings` is that launch i
 engine-neutral terms the search uses (vLLM's vocabulary, since the simulator models a
 vLLM-like scheduler); each `Emitter` translates it into one engine's real flags.
 
-The honesty rule lives here, once, so no engine can skip it: when the method's
-`EngineFlags` value for an engine is None, the engine has no equivalent scheme and the
-emitter returns `supported=False`, no command, and a note saying so — it never invents a
-flag. The same holds per device: when the launch names its device, an engine that does not
-run the scheme there with the measured numerics (`recommender.emit.support`) answers
-`supported=False` with the reason. Every command is built as an argument list and joined
-with `shlex.join`, so a model path with spaces or shell characters survives copy-paste.
+The honesty rule lives here, once, so no engine can skip it: when an engine has no `Kernel`
+row for the method's family, the engine has no equivalent scheme and the emitter returns
+`supported=False`, no command, and a note saying so — it never invents a flag. The same
+holds per device: when the launch names its device, an engine that does not run the scheme
+there with the measured numerics (its `kernels`) answers `supported=False` with the reason.
+Every command is built as an argument list and joined with `shlex.join`,
+so a model path with spaces or shell characters survives copy-paste.
 
 A checkpoint scheme (`QuantMethod.checkpoint_format`) is served from the checkpoint
 directory: `LaunchSettings.model` is that directory, and engines read the scheme from its
-config.json, so no quantization flag is passed (its `EngineFlags` value is "").
+config.json, so no quantization flag is passed (its row's `flag` is "").
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from recommender.emit.support import describe, refusal
+from recommender.engines.kernels import Kernel, describe, kernel_refusal
 from recommender.errors import BadInputError
+from recommender.perf.sim.engine_profiles import EngineProfile
 
 if TYPE_CHECKING:
     from recommender.device import DeviceInfo
@@ -137,21 +138,31 @@ class EmittedConfig:
 class Emitter(ABC):
     """Turns `LaunchSettings` into one engine's launch command.
 
-    Subclasses set `name` (the registry key and the `EngineFlags` field that holds this
-    engine's flag), `label` (the engine's name in prose) and `sources`, and implement
-    `_emit`, which only ever sees methods the engine supports.
+    Subclasses set `name` (the registry key and the spec's name for the engine), `label` (the engine's
+    name in prose), `sources`, `kernels` (where it runs each scheme family, and with which flag) and `profile`
+    (how it batches, for the simulator), and implement `_emit`, which only ever sees methods the engine supports.
     """
 
     name: ClassVar[str]
     label: ClassVar[str]
     sources: ClassVar[tuple[str, ...]]
+    kernels: ClassVar[tuple[Kernel, ...]]
+    profile: ClassVar[EngineProfile]
+
+    def row(self, family: str) -> Kernel | None:
+        """This engine's row for a scheme family (None: it has no such scheme)."""
+        return next((k for k in self.kernels if k.family == family), None)
+
+    def refusal(self, method: QuantMethod, device: DeviceInfo) -> str | None:
+        """Why this engine does not serve `method` on `device` as it was measured, or None when it does."""
+        return kernel_refusal(self.row(method.kernel_family), method, device)
 
     def emit(self, settings: LaunchSettings) -> EmittedConfig:
         flag = self.flag_for(settings.method)
         if flag is None:
             return self._unsupported(self._no_equivalent(settings.method))
         device = settings.device
-        why = None if device is None else refusal(self.name, settings.method, device)
+        why = None if device is None else self.refusal(settings.method, device)
         if device is not None and why is not None:
             return self._unsupported(
                 f"{self.label} does not serve {settings.method.name} on {describe(device)} as it was measured: {why}."
@@ -163,8 +174,8 @@ class Emitter(ABC):
 
     def flag_for(self, method: QuantMethod) -> str | None:
         """This engine's flag for `method`: None = no such scheme, "" = no flag needed."""
-        flag: str | None = getattr(method.engines, self.name)
-        return flag
+        row = self.row(method.kernel_family)
+        return None if row is None else row.flag
 
     def no_equivalent_hint(self, method: QuantMethod) -> str:
         """What to do instead when the engine has no equivalent; engines override with specifics."""
@@ -199,7 +210,7 @@ def flatten(options: Iterable[Option]) -> list[str]:
 
 
 def check_choice(engine: str, option: str, value: str, choices: Iterable[str]) -> None:
-    """Refuse a value the engine's parser would reject: a wrong `EngineFlags` entry is a bug here."""
+    """Refuse a value the engine's parser would reject: a wrong `Kernel.flag` is a bug here."""
     allowed = sorted(choices)
     if value not in allowed:
         raise ValueError(f"{engine} {option} does not accept {value!r} (accepted: {', '.join(allowed)})")

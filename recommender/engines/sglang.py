@@ -15,18 +15,39 @@ Verified against (flag names, accepted values, behaviour quoted in the notes):
   ``quantize_4bit(compress_statistics=True, quant_type="nf4")``; LLM.int8 only pre-quantized.
 - python/sglang/srt/layers/quantization/fp8.py @ d94a153 — online fp8 quantizes weights per output
   channel where the CUTLASS FP8 or FP8 Marlin kernels run, per tensor otherwise: not the per-tensor
-  numerics fp8-online measures, so SGLang has no fp8-online (its EngineFlags value is None).
+  numerics fp8-online measures, so SGLang has no fp8-online (it has no online-fp8 row).
 - docs/advanced_features/quantization.md @ 15dd13e — a checkpoint quantized offline needs no
   ``--quantization``: the method is parsed from its config.json.
-- Which GPUs each scheme runs on: recommender/emit/support.py (one table, every row sourced).
 - sgl-project/sglang PR #34304 — ``--torchao-config`` removed (broken since 2026-04 with torchao 0.17).
+
+Where it runs each scheme family (``KERNELS``), verified against sgl-project/sglang:
+- python/sglang/srt/layers/quantization/compressed_tensors/compressed_tensors.py @ b553569 — FP8
+  W8A8 below 8.9 becomes W8A16 FP8 (Marlin).
+- .../compressed_tensors/schemes/compressed_tensors_w8a8_fp8.py @ 787a422 — min 89; e4m3fnuz on ROCm.
+- .../compressed_tensors/schemes/compressed_tensors_w8a8_int8.py @ 9c763c9 — min 89 (sgl-kernel
+  CUTLASS int8, CUDA only).
+- .../compressed_tensors/schemes/compressed_tensors_wNa16.py @ b4ea46f — Marlin, min 80, repacked
+  with sgl-kernel on CUDA only, zero points; PR #25292 (asymmetric weights dispatched, 2026-05).
+- python/sglang/srt/layers/quantization/fp8.py @ d94a153 — online fp8 quantizes weights per output
+  channel where CUTLASS FP8 runs: not vLLM's per-tensor numerics that fp8-online measures.
+- python/sglang/srt/layers/quantization/bitsandbytes.py @ b53daee — min 70.
+- docs/advanced_features/quantization.md @ 15dd13e — pre-quantized checkpoints need no
+  ``--quantization``: the method is parsed from config.json.
+
+How it batches (``PROFILE``, for the scheduler simulation; defaults of the releases the measured runs used, read
+in the released sources):
+
+* SGLang 0.5: `chunked_prefill_size` 8192 on 60-90 GB and 90-160 GB GPUs (H100, H200), 16384
+  above (sglang/srt/server_args.py `_handle_gpu_memory_settings`); `enable_mixed_chunk` False,
+  so a prefill batch runs without the decode batch (sglang/srt/managers/scheduler.py mixes
+  only `if self.is_mixed_chunk`); `max_running_requests` is derived from the KV pool.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from recommender.emit._base import (
+from recommender.engines._base import (
     EmittedConfig,
     Emitter,
     LaunchSettings,
@@ -36,6 +57,8 @@ from recommender.emit._base import (
     double_quant_note,
     flatten,
 )
+from recommender.engines.kernels import FP8_W8A16_FALLBACK, Kernel
+from recommender.perf.sim.engine_profiles import EngineProfile
 
 if TYPE_CHECKING:
     from recommender.quantize import QuantMethod
@@ -51,6 +74,21 @@ QUANTIZATION_CHOICES = frozenset(
 )  # fmt: skip
 # server_args.py @ 001067f: SGLang names the formats; e4m3 matches vLLM's "fp8" and TGI's fp8_e4m3fn.
 KV_CACHE_DTYPE = {"auto": "auto", "fp8": "fp8_e4m3"}
+
+
+#: How Sglang batches (sources in the module docstring).
+PROFILE = EngineProfile("sglang", max_num_batched_tokens=8192, mixed_prefill=False, max_num_seqs=1024,
+                        reserve_whole_request=True)
+#: Where Sglang runs each scheme family (sources in the module docstring).
+KERNELS: tuple[Kernel, ...] = (
+    Kernel("bf16", "SGLang bf16", (8, 0), amd=True),
+    Kernel("fp16", "SGLang fp16", (7, 5), amd=True),
+    Kernel("ct-fp8-w8a8", "SGLang's CompressedTensorsW8A8Fp8", (8, 9), amd=True, fallback=FP8_W8A16_FALLBACK),
+    Kernel("ct-int8-w8a8", "SGLang's sgl-kernel INT8 W8A8", (8, 9)),
+    Kernel("ct-w4a16", "SGLang's Marlin W4A16", (8, 0)),
+    Kernel("ct-w4a16-asym", "SGLang's Marlin W4A16 with zero points", (8, 0)),
+    Kernel("bnb-nf4", "SGLang's bitsandbytes NF4", (7, 0), flag="bitsandbytes"),
+)  # fmt: skip
 
 
 class SglangEmitter(Emitter):
@@ -69,6 +107,8 @@ class SglangEmitter(Emitter):
         "python/sglang/srt/layers/quantization/fp8.py",
         "https://github.com/sgl-project/sglang/pull/34304",
     )
+    kernels = KERNELS
+    profile = PROFILE
 
     def _emit(self, settings: LaunchSettings, flag: str) -> EmittedConfig:
         options: list[Option] = []

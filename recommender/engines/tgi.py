@@ -21,14 +21,31 @@ Verified against (flag names, accepted values, behaviour quoted in the notes):
 - server/text_generation_server/layers/compressed_tensors/loader.py @ b2dc10a — compressed-tensors
   checkpoints load through their config.json's quantization_config (no ``--quantize`` value names
   them in the launcher's ``Quantization`` enum).
-- Which GPUs each scheme runs on: recommender/emit/support.py (one table, every row sourced).
+
+Where it runs each scheme family (``KERNELS``), verified against huggingface/text-generation-inference:
+- server/text_generation_server/layers/compressed_tensors/loader.py @ b2dc10a — loaders for FP
+  W8A8/W8A16, INT W4A16/W8A16 (pack-quantized) and INT W8A8 compressed-tensors groups.
+- .../compressed_tensors/w8a8_int.py @ 05f98ef — CUTLASS int8, dynamic per-token inputs; PR #2745
+  (works on capability 7.5).
+- .../layers/marlin/gptq.py @ 272e6f9 — GPTQ-Marlin needs CUDA capability 8.0; asymmetric weights
+  only for AWQ checkpoints, so an asymmetric compressed-tensors W4A16 is not claimed.
+- .../compressed_tensors/w8an_fp.py @ 575af7e and layers/fp8.py @ 14e8ca5 — FP8 picks its kernel by
+  GPU: per-token W8A8 only on 9.x with fbgemm-gpu, per-tensor on 8.9, Marlin weight-only on 8.x.
+- docs/source/installation_nvidia.md @ bb87333 — H100, A100, A10G and T4.
+
+How it batches (``PROFILE``, for the scheduler simulation; defaults of the releases the measured runs used, read
+in the released sources):
+
+* TGI: no measured runs here. `--max-batch-prefill-tokens` defaults to a compute-optimal
+  figure per GPU (launcher/src/main.rs), falling back to 4096: modelled with 4096, mixed,
+  and the engine-agnostic step cost.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from recommender.emit._base import (
+from recommender.engines._base import (
     EmittedConfig,
     Emitter,
     LaunchSettings,
@@ -38,6 +55,8 @@ from recommender.emit._base import (
     double_quant_note,
     flatten,
 )
+from recommender.engines.kernels import Kernel
+from recommender.perf.sim.engine_profiles import EngineProfile
 
 if TYPE_CHECKING:
     from recommender.quantize import QuantMethod
@@ -50,6 +69,22 @@ QUANTIZE_CHOICES = frozenset(
 KV_CACHE_DTYPE = {"auto": None, "fp8": "fp8_e4m3fn"}
 # launcher/src/main.rs @ 009c4e0: --max-concurrent-requests default.
 DEFAULT_MAX_CONCURRENT_REQUESTS = 128
+
+
+#: How Tgi batches (sources in the module docstring).
+PROFILE = EngineProfile("tgi", max_num_batched_tokens=4096, mixed_prefill=True, max_num_seqs=1024)
+#: Where Tgi runs each scheme family (sources in the module docstring).
+KERNELS: tuple[Kernel, ...] = (
+    Kernel("bf16", "TGI bf16", (8, 0)),
+    Kernel("fp16", "TGI fp16", (7, 5)),
+    Kernel("ct-fp8-w8a8", "TGI's fbgemm FP8 W8A8 (per-token)", (9, 0), nvidia_below=(10, 0),
+           fallback="it runs per-tensor FP8 (8.9) or weight-only FP8 Marlin (8.x), not the measured numerics"),
+    Kernel("ct-int8-w8a8", "TGI's CUTLASS INT8 W8A8", (7, 5)),
+    Kernel("ct-w4a16", "TGI's GPTQ-Marlin W4A16", (8, 0)),
+    Kernel("bnb-nf4", "TGI's bitsandbytes NF4", (7, 0), flag="bitsandbytes-nf4"),
+    Kernel("bnb-fp4", "TGI's bitsandbytes FP4", (7, 0), flag="bitsandbytes-fp4"),
+    Kernel("bnb-int8", "TGI's bitsandbytes LLM.int8", (7, 0), flag="bitsandbytes"),
+)  # fmt: skip
 
 
 class TgiEmitter(Emitter):
@@ -69,6 +104,8 @@ class TgiEmitter(Emitter):
         "https://github.com/huggingface/text-generation-inference/blob/fd89d9dfaef408e4482ba5e230473de5bb203a99/"
         "server/text_generation_server/layers/eetq.py",
     )
+    kernels = KERNELS
+    profile = PROFILE
 
     def _emit(self, settings: LaunchSettings, flag: str) -> EmittedConfig:
         options: list[Option] = []

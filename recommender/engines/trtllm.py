@@ -32,7 +32,30 @@ Verified against (flag names, accepted values, behaviour quoted in the notes):
   ``quantization_config`` raises ``NotImplementedError("Unsupported quantization_config")``.
 - docs/source/features/quantization.md @ 09d4c79 — the PyTorch backend runs pre-quantized
   checkpoints (ModelOpt offline quantization); hardware matrix: FP8 rowwise on Hopper only.
-- Which GPUs each scheme runs on: recommender/emit/support.py (one table, every row sourced).
+
+Where it runs each scheme family (``KERNELS``), verified against NVIDIA/TensorRT-LLM (``trtllm-serve`` with the
+PyTorch backend; NVIDIA only: no ROCm, no CPU):
+- docs/source/reference/support-matrix.md @ 03dad62 — Linux; GPU architectures Blackwell, Hopper, Ada
+  Lovelace and Ampere (an architecture not listed is not developed or tested), so 16-bit from 8.0.
+- tensorrt_llm/_torch/model_config.py @ 008e0af — a 16-bit Hugging Face checkpoint is served in its
+  own torch_dtype; config.json ``quant_method: compressed-tensors`` ("llm-compressor's quantized
+  checkpoints") is read by ``update_quant_config_from_compressed_tensors``.
+- tensorrt_llm/models/quant_config_utils.py @ 21156a7 — 8-bit per-channel weights with per-token
+  activations become FP8_PER_CHANNEL_PER_TOKEN whatever their type (so INT8 W8A8 is not loaded as
+  INT8); 4-bit groups only as float (MXFP4, NVFP4), so the integer W4A16 schemes are not loaded.
+- tensorrt_llm/_torch/modules/linear.py @ 00bbf71 — ``FP8RowwiseLinearMethod``: per-row weight scales, dynamic
+  per-token activations (the fp8-dynamic numerics).
+- docs/source/features/quantization.md @ 09d4c79 — hardware matrix: FP8 rowwise on Hopper only (not
+  Ada, not Blackwell); quantized models are served pre-quantized (no in-flight fp8-online).
+- tensorrt_llm/llmapi/llm_utils.py @ 0066b2a — a quantization_config with another quant_method
+  (bitsandbytes, torchao) raises NotImplementedError.
+
+How it batches (``PROFILE``, for the scheduler simulation; defaults of the releases the measured runs used, read
+in the released sources):
+
+* TensorRT-LLM 1.x (`trtllm-serve`, PyTorch backend): `max_num_tokens` 8192, `max_batch_size`
+  2048, `enable_chunked_prefill` False (tensorrt_llm/llmapi/llm_args.py); context and generation
+  requests share an iteration within max_num_tokens — modelled as mixed chunks in that budget.
 """
 
 from __future__ import annotations
@@ -41,7 +64,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from recommender.emit._base import (
+from recommender.engines._base import (
     EmittedConfig,
     Emitter,
     LaunchSettings,
@@ -50,17 +73,31 @@ from recommender.emit._base import (
     checkpoint_note,
     flatten,
 )
+from recommender.engines.kernels import Kernel
+from recommender.perf.sim.engine_profiles import EngineProfile
 
 if TYPE_CHECKING:
     from recommender.quantize import QuantMethod
 
 # tensorrt_llm/commands/serve.py @ 4c05a74 / 00209af: trtllm-serve has no quantization option; a
-# scheme is read from the checkpoint, so the only valid EngineFlags value is "".
+# scheme is read from the checkpoint, so the only valid `Kernel.flag` is "".
 QUANTIZATION_CHOICES: frozenset[str] = frozenset()
 # tensorrt_llm/_torch/pyexecutor/model_loader.py @ 004b733, _VALID_KV_CACHE_DTYPES; "auto" leaves it out.
 KV_CACHE_DTYPE = {"auto": None, "fp8": "fp8"}
 #: The file name the command gives ``--extra_llm_api_options``; `EmittedConfig.config_yaml` is its content.
 EXTRA_OPTIONS_FILE = "extra_llm_api_options.yaml"
+
+
+#: How Trtllm batches (sources in the module docstring).
+PROFILE = EngineProfile("trtllm", max_num_batched_tokens=8192, mixed_prefill=True, max_num_seqs=2048,
+                        reserve_whole_request=True, kv_read_at_width_since="1.2")
+#: Where Trtllm runs each scheme family (sources in the module docstring).
+KERNELS: tuple[Kernel, ...] = (
+    Kernel("bf16", "TensorRT-LLM bf16", (8, 0)),
+    Kernel("fp16", "TensorRT-LLM fp16", (8, 0)),
+    Kernel("ct-fp8-w8a8", "TensorRT-LLM's FP8 rowwise (FP8_PER_CHANNEL_PER_TOKEN)", (9, 0),
+           nvidia_below=(10, 0)),
+)  # fmt: skip
 
 
 class TrtllmEmitter(Emitter):
@@ -90,6 +127,8 @@ class TrtllmEmitter(Emitter):
         "https://github.com/NVIDIA/TensorRT-LLM/blob/03dad6287acb4cd95294360a420ea72e91ffde7f/"
         "docs/source/reference/support-matrix.md",
     )
+    kernels = KERNELS
+    profile = PROFILE
 
     def _emit(self, settings: LaunchSettings, flag: str) -> EmittedConfig:
         if flag:
@@ -169,7 +208,7 @@ def _quantization_notes(method: QuantMethod) -> list[str]:
     if checkpoint is None:
         return []
     notes = [checkpoint]
-    if method.engines.family == "ct-fp8-w8a8":
+    if method.kernel_family == "ct-fp8-w8a8":
         notes.append(
             "TensorRT-LLM reads this llm-compressor FP8 checkpoint as FP8_PER_CHANNEL_PER_TOKEN (FP8 rowwise: "
             "per-channel weight scales, activations quantized per token at run time), which NVIDIA's hardware "

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from recommender.emit import EmittedConfig, LaunchSettings, emit_all
-from recommender.emit.support import compute_dtype
+from recommender.engines import EmittedConfig, LaunchSettings, emit_all
+from recommender.engines.kernels import compute_dtype
 from recommender.perf.model.memory import DEFAULT_GPU_MEMORY_UTILIZATION
 from recommender.quantize import get_method
 
