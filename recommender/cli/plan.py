@@ -9,6 +9,7 @@ import typer
 
 from recommender.errors import BadInputError
 from recommender.perf.catalog.architectures import read_architecture
+from recommender.quantize.precisions import PLANNED_PRECISIONS
 from recommender.report.console import make_console, step_progress
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ def _plan_with_progress(
     """Every GPU x precision row, with a progress bar on a terminal (each pair simulates up to four TP degrees)."""
     from recommender.fleet.plan import plan
 
-    precisions = ["bf16", "fp8", "int8", "int4"]
+    precisions = list(PLANNED_PRECISIONS)
     pairs = len(hardware) * len(precisions)
     with step_progress(make_console(stderr=True), total=pairs, description="planning") as done:
         return plan(shape, catalog, hardware=hardware, precisions=precisions, traffic=traffic, sla=sla,

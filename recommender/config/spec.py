@@ -13,7 +13,16 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from recommender.config.destinations import MAX_NAME_BYTES
 from recommender.config.traffic import (
@@ -28,8 +37,13 @@ from recommender.engines import ENGINE_NAMES
 from recommender.errors import BadInputError, pydantic_location, pydantic_message
 from recommender.input_files import expand_user, load_yaml_mapping
 from recommender.models.source import looks_like_hub_id
+from recommender.quantize.precisions import PRECISION_NAMES, precision_family
 
-Precision = Literal["bf16", "fp16", "fp8", "int8", "int4"]
+#: A precision family's name (``quantize/precisions.py`` lists them).
+Precision = Annotated[
+    str, AfterValidator(lambda name: precision_family(name).name),
+    WithJsonSchema({"type": "string", "enum": list(PRECISION_NAMES)}),
+]  # fmt: skip
 #: KV-cache storage dtypes, named as vLLM names them (`--kv-cache-dtype`); see perf/memory.py.
 KVCacheDtype = Literal["auto", "fp8"]
 #: The hardware name that means "this machine, measured"; everything else is a catalog entry.

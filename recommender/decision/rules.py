@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from recommender.evaluation.candidate import CandidateResult
+from recommender.quantize.precisions import precision_bits
 
 #: $/month within this fraction of the cheapest feasible one are ties.
 COST_TOLERANCE = 0.01
@@ -35,8 +36,6 @@ TIE_POLICY = (
     "of the spec's engines launch, then to the best quality margin, then to the lower $/1M tokens"
 )
 
-#: Bits per weight of each precision family: the "least quantized" order of the tie rule.
-PRECISION_BITS = {"bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
 #: Bits per KV-cache element of each kv_cache_dtype.
 KV_BITS = {"auto": 16, "fp8": 8}
 
@@ -45,7 +44,7 @@ T = TypeVar("T")
 
 def least_quantized(precision: str, kv_cache_dtype: str = "auto") -> tuple[int, int]:
     """The tie rule's "least quantized" order, smaller first: more bits per weight, then per KV-cache element."""
-    return -PRECISION_BITS.get(precision, 0), -KV_BITS.get(kv_cache_dtype, 0)
+    return -precision_bits(precision), -KV_BITS.get(kv_cache_dtype, 0)
 
 
 def tie_band(items: Iterable[T], month: Callable[[T], float]) -> list[T]:
@@ -180,7 +179,7 @@ def quantization_does_not_pay(results: Iterable[CandidateResult], winner: Candid
     The quantized candidates counted are those whose speed and cost were evaluated and meet the
     latency SLA, whatever their quality: quantizing would not have saved money even had it passed.
     """
-    if winner is None or winner.cost is None or PRECISION_BITS.get(winner.candidate.precision) != 16:
+    if winner is None or winner.cost is None or precision_bits(winner.candidate.precision) != 16:
         return None
     w = winner.candidate
     quantized = [
@@ -190,7 +189,7 @@ def quantization_does_not_pay(results: Iterable[CandidateResult], winner: Candid
         and r.cost is not None
         and not _latency_broken(r)
         and (r.candidate.hardware, r.candidate.tensor_parallel) == (w.hardware, w.tensor_parallel)
-        and PRECISION_BITS.get(r.candidate.precision, 16) < 16
+        and precision_bits(r.candidate.precision) < 16
         and _month(r) <= _month(winner) * (1 + COST_TOLERANCE)
     ]
     if not quantized:

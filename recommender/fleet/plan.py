@@ -31,27 +31,15 @@ from recommender.perf.model.shape import ModelShape
 from recommender.perf.sim.capacity import replicas_needed
 from recommender.provenance import Provenance
 from recommender.quantize import QuantMethod, get_method
+from recommender.quantize.precisions import PRECISIONS
 from recommender.serialization import dumps, list_to_data
 
-#: The serving scheme `plan` projects for each precision, and the one it falls back to where no engine
-#: launches the first on the GPU (16-bit: fp16 on GPUs without bf16; fp8: none — a GPU without FP8 W8A8
-#: kernels is refused, not modeled with weight-only FP8 Marlin numerics nobody measured).
+#: The serving scheme `plan` projects for each precision family, and its fallback (``quantize/precisions.py``).
 PLAN_METHODS: dict[str, tuple[str, str]] = {
-    "bf16": ("baseline", "fp16"),
-    "fp8": ("fp8-dynamic", "fp8-dynamic"),
-    "int8": ("int8-w8a8", "int8-w8a8"),
-    "int4": ("w4a16-gptq-g128", "w4a16-gptq-g128"),
+    p.name: (p.plan_scheme, p.plan_fallback or p.plan_scheme) for p in PRECISIONS if p.plan_scheme is not None
 }
-
-#: Labelled priors, not measurements. Summary of "Give Me BF16 or Give Me Death?" (Kurtic et al.,
-#: arXiv 2411.02355) as quoted in the project's reference notes; not yet checked against the
-#: paper's own tables.
-QUALITY_PRIORS: dict[str, str] = {
-    "bf16": "reference",
-    "fp8": "prior: near-lossless (W8A8 FP8, arXiv 2411.02355)",
-    "int8": "prior: 1-3 % loss when tuned (W8A8 INT8, arXiv 2411.02355)",
-    "int4": "prior: task-dependent loss, competitive with INT8 W8A8 (weight-only, arXiv 2411.02355)",
-}
+#: Labelled priors, not measurements (``quantize/precisions.py``).
+QUALITY_PRIORS: dict[str, str] = {p.name: p.prior for p in PRECISIONS if p.plan_scheme is not None}
 
 
 @dataclass(frozen=True, slots=True)
