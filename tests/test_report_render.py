@@ -21,7 +21,7 @@ from recommender.decision.cost import CostEstimate
 from recommender.decision.recommendation import Recommendation, build
 from recommender.engines import EmittedConfig
 from recommender.evaluation.candidate import Candidate, CandidateResult
-from recommender.evaluation.performance import LoadCurve, LoadPoint
+from recommender.evaluation.load_curve import LoadCurve, LoadPoint
 from recommender.perf.model.memory import MemoryFit
 from recommender.perf.sim.results import Percentiles
 from recommender.perf.sim.serving import ServingEstimate

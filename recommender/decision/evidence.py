@@ -13,7 +13,7 @@ from pathlib import Path
 
 from recommender.decision.recommendation import Recommendation
 from recommender.evaluation.candidate import CandidateResult
-from recommender.evaluation.performance import LoadCurve
+from recommender.evaluation.load_curve import LoadCurve
 from recommender.serialization import from_data, list_from_data, list_to_data, to_data, write_json
 
 RECOMMENDATION_JSON = "recommendation.json"

@@ -48,7 +48,7 @@ class LaunchSettings:
 
     Args:
         model: a hub id or a local directory; for a checkpoint scheme, the checkpoint directory.
-        method: the quantization method; its `engines` field names each engine's flag.
+        method: the quantization method; its `kernel_family` picks each engine's row (and flag).
         dtype: "bfloat16" or "float16".
         tensor_parallel: GPUs the model is sharded over.
         max_num_seqs: most sequences decoded together (the batch cap).

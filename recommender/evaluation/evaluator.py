@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 
 from recommender.decision.rules import CostBound, quality_cannot_matter
 from recommender.evaluation.candidate import Candidate, CandidateResult
-from recommender.evaluation.performance import LoadCurve, PerformanceEvaluator
+from recommender.evaluation.load_curve import LoadCurve, load_curve
+from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.result import QualityResult
 from recommender.quality.verdict import Check
@@ -67,4 +68,4 @@ class CandidateEvaluator:
         return with_quality(result, quality)
 
     def load_curve(self, c: Candidate) -> LoadCurve | None:
-        return self.performance.load_curve(c)
+        return load_curve(self.performance, c)

@@ -32,15 +32,12 @@ from recommender.perf.model.shape import ModelShape
 from recommender.perf.probe import ProbeResult, probe
 from recommender.perf.sim.physics_capacity import physics_capacity
 from recommender.perf.sim.scheduler import SchedulerConfig
-from recommender.perf.sim.scheduler import simulate as simulate_workload
 from recommender.perf.sim.serving import (
-    SIMULATED_REQUESTS,
     ServingEstimate,
     TrafficLoad,
     simulate_serving,
     simulate_serving_interval,
 )
-from recommender.perf.sim.workload import make_workload
 from recommender.perf.step.calibrated import CalibratedModel, load_fit
 from recommender.perf.step.cost import StepCostModel, TableStepCost
 from recommender.perf.step.features import FeatureStepCost
@@ -124,26 +121,6 @@ def speed_result(c: Candidate, perf: Performance, sla: LatencySLA) -> CandidateR
         # The engine the figures are for comes first: the recommendation names it.
         engines=tuple(sorted(perf.setup.engines, key=lambda e: e != perf.setup.engine)),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class LoadPoint:
-    rate_per_s: float
-    ttft_p99_ms: float
-    tpot_p99_ms: float
-    #: Upper ends of the P99s' intervals at the SLA's confidence (None: measured step times, no interval).
-    ttft_p99_high_ms: float | None = None
-    tpot_p99_high_ms: float | None = None
-
-
-@dataclass(frozen=True)
-class LoadCurve:
-    """P99 latencies of one replica from a trickle of traffic to 1.3x its capacity within the SLA."""
-
-    points: list[LoadPoint]
-    sla: LatencySLA
-    capacity_rate_per_s: float
-    provenance: Provenance
 
 
 @dataclass
@@ -356,31 +333,6 @@ class PerformanceEvaluator:
         if c.tensor_parallel > 1:
             return f"tensor_parallel {c.tensor_parallel} > 1 devices per node"
         return served
-
-    def load_curve(self, c: Candidate, *, points: int = 8) -> LoadCurve | None:
-        """P99 TTFT and TPOT of one replica from a trickle of traffic up to 1.3x its capacity within the SLA (None:
-        pruned). Probes are kept per process: after a resume a local winner is probed again."""
-        performance = self.performance(c)
-        if isinstance(performance, CandidateResult):
-            return None
-        setup = performance.setup
-        cost, scheduler, traffic = setup.step_cost, setup.scheduler, self.traffic
-        capacity = performance.serving.requests_per_s
-        if capacity <= 0:
-            return None
-        # On a calibrated GPU: the request overhead on TTFT, and the same workload with the steps at their upper ends.
-        upper, overhead = self.checked_step_cost(cost, setup.engine), self.calibrated.request_overhead_ms(setup.engine)
-        curve = []
-        for i in range(1, points + 1):
-            rate = capacity * 1.3 * i / points
-            workload = make_workload(
-                prompt=traffic.prompt_tokens, output=traffic.output_tokens, n_requests=SIMULATED_REQUESTS, rate=rate
-            )
-            p = simulate_workload(cost, workload, scheduler)
-            high = simulate_workload(upper, workload, scheduler) if setup.engine else p
-            curve.append(LoadPoint(rate, p.ttft_ms.p99, p.tpot_ms.p99) if not setup.engine else LoadPoint(
-                rate, p.ttft_ms.p99 + overhead, p.tpot_ms.p99, high.ttft_ms.p99 + overhead, high.tpot_ms.p99))
-        return LoadCurve(curve, self.sla, capacity, cost.provenance.extended("continuous-batching simulation"))
 
     def _probe(self, local: LocalMeasurement, method: str, batch_size: int) -> ProbeResult:
         key = (method, batch_size)

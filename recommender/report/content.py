@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from recommender.decision.recommendation import Recommendation
     from recommender.engines import EmittedConfig
     from recommender.evaluation.candidate import CandidateResult
-    from recommender.evaluation.performance import LoadCurve
+    from recommender.evaluation.load_curve import LoadCurve
 
     _Row = tuple[str, Callable[[CandidateResult], Cell]]
 

@@ -18,7 +18,7 @@ from recommender.decision.cost import HOURS_PER_MONTH
 if TYPE_CHECKING:
     from recommender.decision.recommendation import Recommendation
     from recommender.evaluation.candidate import CandidateResult
-    from recommender.evaluation.performance import LoadCurve, LoadPoint
+    from recommender.evaluation.load_curve import LoadCurve, LoadPoint
     from recommender.fleet.autoscale import AutoscaleSchedule
 
 #: The reference the KL is measured against; its loss is zero by definition.

@@ -35,7 +35,7 @@ from recommender.report.figure_data import (
 if TYPE_CHECKING:
     from recommender.decision.recommendation import Recommendation
     from recommender.evaluation.candidate import CandidateResult
-    from recommender.evaluation.performance import LoadCurve
+    from recommender.evaluation.load_curve import LoadCurve
     from recommender.fleet.autoscale import AutoscaleSchedule
 
 #: 1200 x 800 pixels: readable at a report's full width (about 1150 CSS pixels), legends included.

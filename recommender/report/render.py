@@ -21,7 +21,7 @@ from recommender.report.plots import draw_figures
 if TYPE_CHECKING:
     from recommender.decision.recommendation import Recommendation
     from recommender.evaluation.candidate import CandidateResult
-    from recommender.evaluation.performance import LoadCurve
+    from recommender.evaluation.load_curve import LoadCurve
 
 # -- Markdown ------------------------------------------------------------------------------
 

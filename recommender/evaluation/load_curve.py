@@ -1,0 +1,64 @@
+"""A replica's load curve: P99 TTFT and TPOT from a trickle of traffic up to 1.3x its capacity, for the report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from recommender.evaluation.candidate import CandidateResult
+from recommender.perf.sim.scheduler import simulate as simulate_workload
+from recommender.perf.sim.serving import SIMULATED_REQUESTS
+from recommender.perf.sim.workload import make_workload
+
+if TYPE_CHECKING:
+    from recommender.config.spec import LatencySLA
+    from recommender.evaluation.candidate import Candidate
+    from recommender.evaluation.performance import PerformanceEvaluator
+    from recommender.provenance import Provenance
+
+
+@dataclass(frozen=True, slots=True)
+class LoadPoint:
+    rate_per_s: float
+    ttft_p99_ms: float
+    tpot_p99_ms: float
+    #: Upper ends of the P99s' intervals at the SLA's confidence (None: measured step times, no interval).
+    ttft_p99_high_ms: float | None = None
+    tpot_p99_high_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class LoadCurve:
+    """P99 latencies of one replica from a trickle of traffic to 1.3x its capacity within the SLA."""
+
+    points: list[LoadPoint]
+    sla: LatencySLA
+    capacity_rate_per_s: float
+    provenance: Provenance
+
+
+def load_curve(evaluator: PerformanceEvaluator, c: Candidate, *, points: int = 8) -> LoadCurve | None:
+    """P99 TTFT and TPOT of one replica from a trickle of traffic up to 1.3x its capacity within the SLA (None:
+    pruned). Probes are kept per process: after a resume a local winner is probed again."""
+    performance = evaluator.performance(c)
+    if isinstance(performance, CandidateResult):
+        return None
+    setup = performance.setup
+    cost, scheduler, traffic = setup.step_cost, setup.scheduler, evaluator.traffic
+    capacity = performance.serving.requests_per_s
+    if capacity <= 0:
+        return None
+    # On a calibrated GPU: the request overhead on TTFT, and the same workload with the steps at their upper ends.
+    upper = evaluator.checked_step_cost(cost, setup.engine)
+    overhead = evaluator.calibrated.request_overhead_ms(setup.engine)
+    curve = []
+    for i in range(1, points + 1):
+        rate = capacity * 1.3 * i / points
+        workload = make_workload(
+            prompt=traffic.prompt_tokens, output=traffic.output_tokens, n_requests=SIMULATED_REQUESTS, rate=rate
+        )
+        p = simulate_workload(cost, workload, scheduler)
+        high = simulate_workload(upper, workload, scheduler) if setup.engine else p
+        curve.append(LoadPoint(rate, p.ttft_ms.p99, p.tpot_ms.p99) if not setup.engine else LoadPoint(
+            rate, p.ttft_ms.p99 + overhead, p.tpot_ms.p99, high.ttft_ms.p99 + overhead, high.tpot_ms.p99))
+    return LoadCurve(curve, evaluator.sla, capacity, cost.provenance.extended("continuous-batching simulation"))

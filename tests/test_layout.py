@@ -1,0 +1,164 @@
+"""The tree shows the design: perf/ sits below everything, and a scheme or an engine is added in its own folder.
+
+The extension test copies the package, adds a toy scheme (a new file in `quantize/` and its line in
+`quantize/__init__.py`) and a toy engine (a new file in `engines/` and its line in `engines/__init__.py`),
+and runs the copy: the spec, eligibility, the launch command, the search's performance evaluation and
+`recommender estimate` all take them, with no other file touched.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import DEMO_SPEC
+
+PACKAGE = Path(__file__).parents[1] / "recommender"
+#: The shared leaf modules every package may import: they import nothing from the package but each other.
+LEAVES = {"errors", "provenance", "input_files", "device"}
+
+
+def _imports(path: Path) -> set[str]:
+    """Every `recommender.*` module `path` imports, at any depth (type-checking imports included)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("recommender"):
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("recommender"))
+    return found
+
+
+def test_perf_imports_nothing_above_it() -> None:
+    outside = {
+        f"{path.relative_to(PACKAGE)}: {module}"
+        for path in (PACKAGE / "perf").rglob("*.py")
+        for module in _imports(path)
+        if module.split(".")[1] not in {"perf", *LEAVES}
+    }
+    assert not outside, sorted(outside)
+
+
+def test_the_leaves_import_only_leaves() -> None:
+    for leaf in LEAVES:
+        assert {m.split(".")[1] for m in _imports(PACKAGE / f"{leaf}.py")} <= LEAVES, leaf
+
+
+TOY_SCHEME = '''"""A toy scheme: the model cast to fp16, served through its own kernel family."""
+
+from recommender.quantize.baseline import CastMethod
+
+METHODS = (
+    CastMethod(
+        name="toy-fp16", precision="fp16", library="torch", bits_per_weight=16.0, weight_only=False,
+        devices=frozenset({"cpu", "cuda"}), kernel_family="toy-16", dtype_name="float16",
+        description="fp16 through the toy kernel family",
+    ),
+)
+'''
+
+TOY_ENGINE = '''"""A toy engine: its launch command, where it runs each family, and how it batches, in one module."""
+
+from recommender.engines._base import EmittedConfig, Emitter, LaunchSettings
+from recommender.engines.kernels import Kernel
+from recommender.perf.sim.engine_profiles import EngineProfile
+
+
+class ToyEmitter(Emitter):
+    name = "toy"
+    label = "Toy"
+    sources = ("https://example.invalid/toy-serve",)
+    kernels = (Kernel("bf16", "Toy bf16", (8, 0)), Kernel("toy-16", "Toy fp16", (7, 0), flag="toy16"))
+    profile = EngineProfile("toy", max_num_batched_tokens=2048, mixed_prefill=True, max_num_seqs=128)
+
+    def _emit(self, settings: LaunchSettings, flag: str) -> EmittedConfig:
+        command = ["toy-serve", settings.model, "--max-seqs", str(settings.max_num_seqs)]
+        return self._config(command=[*command, *(["--quant", flag] if flag else [])], notes=[])
+'''
+
+CHECK = '''
+import json
+import yaml
+from pathlib import Path
+from recommender.config.spec import LatencySLA, Traffic, spec_from_mapping
+from recommender.engines import ENGINE_NAMES, PROFILES, get_emitter
+from recommender.engines.eligibility import eligibility
+from recommender.evaluation.candidate import Candidate
+from recommender.evaluation.performance import PerformanceEvaluator
+from recommender.perf.catalog.architectures import load_architecture
+from recommender.perf.catalog.gpus import load_catalog
+from recommender.quantize import get_method
+
+toy = get_method("toy-fp16")
+h100 = load_catalog().get("h100-sxm")
+demo = Path(DEMO_SPEC)
+raw = yaml.safe_load(demo.read_text())
+raw["space"]["methods"] = {"fp16": ["toy-fp16"]}
+raw["engines"] = ["toy"]
+spec = spec_from_mapping(raw, spec_path=demo, label=str(demo))
+answer = eligibility(toy, h100.device, ("vllm", "toy"))
+evaluator = PerformanceEvaluator(load_catalog(), load_architecture("llama-3.1-8b")[1],
+                                 Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=2),
+                                 LatencySLA(ttft_p99_ms=3000, tpot_p99_ms=200), engines=("toy",))
+result = evaluator.evaluate(Candidate("fp16", "toy-fp16", "h100-sxm", 8))
+print(json.dumps({
+    "engines": list(ENGINE_NAMES), "spec_engines": spec.engines, "profile": PROFILES["toy"].max_num_batched_tokens,
+    "launching": list(answer.engines), "refusals": dict(answer.refusals),
+    "command": get_emitter("toy").emit(__import__("recommender.engines", fromlist=["x"]).LaunchSettings(
+        model="/m", method=toy, dtype="float16", tensor_parallel=1, max_num_seqs=8, max_num_batched_tokens=2048,
+        kv_cache_dtype="auto", gpu_memory_utilization=0.9, max_model_len=640, device=h100.device)).command,
+    "status": result.status, "result_engines": list(result.engines), "rps": result.serving.requests_per_s,
+    "provenance": result.serving.provenance.detail,
+}))
+'''
+
+
+def _copy_with_toys(root: Path) -> Path:
+    """The package copied under `root`, with the toy scheme and the toy engine added in their folders only."""
+    package = root / "recommender"
+    def skipped(folder: str, names: list[str]) -> set[str]:  # caches, and the demo's weights (not read here)
+        demo = Path(folder).name == "demo"
+        return {n for n in names if n == "__pycache__" or (demo and n in ("model", "model-v2"))}
+
+    shutil.copytree(PACKAGE, package, ignore=skipped)
+    (package / "quantize" / "toy.py").write_text(TOY_SCHEME)
+    init = package / "quantize" / "__init__.py"
+    text = init.read_text().replace("_BACKENDS = (", "_BACKENDS = (toy, ", 1)
+    init.write_text(text.replace("from recommender.quantize import ", "from recommender.quantize import toy, ", 1))
+    (package / "engines" / "toy.py").write_text(TOY_ENGINE)
+    init = package / "engines" / "__init__.py"
+    text = init.read_text().replace("    TrtllmEmitter(),\n", "    TrtllmEmitter(),\n    ToyEmitter(),\n", 1)
+    init.write_text(text.replace("from recommender.engines.tgi", "from recommender.engines.toy import ToyEmitter\n"
+                                 "from recommender.engines.tgi", 1))
+    changed = {p.relative_to(package).parts[0] for p in package.rglob("*.py")
+               if not (PACKAGE / p.relative_to(package)).is_file()
+               or (PACKAGE / p.relative_to(package)).read_bytes() != p.read_bytes()}
+    assert changed == {"quantize", "engines"}, changed
+    return root
+
+
+def test_a_toy_scheme_and_a_toy_engine_are_added_in_their_folders(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(_copy_with_toys(tmp_path))}
+    check = f"DEMO_SPEC = {str(DEMO_SPEC)!r}\n{CHECK}"
+    run = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env, cwd=tmp_path,
+                         timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["engines"][-1] == "toy" and got["spec_engines"] == ["toy"] and got["profile"] == 2048
+    assert got["launching"] == ["toy"] and got["refusals"]["vllm"] == "no toy-fp16 scheme"
+    assert got["command"] == "toy-serve /m --max-seqs 8 --quant toy16"
+    assert got["status"] != "pruned" and got["result_engines"] == ["toy"] and got["rps"] > 0
+    assert "engine-agnostic step cost (no measured toy runs" in got["provenance"]
+    estimate = subprocess.run(
+        [sys.executable, "-m", "recommender.cli.main", "estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm",
+         "--scheme", "toy-fp16", "--engine", "toy", "--concurrency", "8", "--prompt-tokens", "512",
+         "--output-tokens", "128", "--json"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert estimate.returncode == 0, estimate.stderr
+    assert json.loads(estimate.stdout)["engine"] == "toy"
