@@ -40,7 +40,7 @@ class Counts:
     feasible: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class Recommendation:
     """What `recommendation.json` holds; see README for the field guide."""
 
@@ -99,8 +99,14 @@ def build(
     release: str,
     use_case: str,
     sla: LatencySLA | None = None,
+    assumptions: Assumptions | None = None,
+    launch: list[EmittedConfig] | None = None,
+    autoscale: AutoscaleSchedule | None = None,
+    gpu_mix: GpuMix | None = None,
 ) -> Recommendation:
-    """Assemble the recommendation from every distinct evaluated candidate."""
+    """Assemble the recommendation, whole, from every distinct evaluated candidate and what was worked out for
+    its winner (`decision.pick` of the same results): the assumptions, the launch commands, and with a daily
+    profile the autoscaling schedule and the GPU mix. Nothing is added after: `Recommendation` is frozen."""
     winner = decision.pick(results)
     current = next((r for r in results if r.key == current_key), None)
     notes = [
@@ -128,4 +134,8 @@ def build(
         sla=sla,
         ties=decision.ties(results, winner),
         quantization_note=decision.quantization_does_not_pay(results, winner),
+        launch=launch or [],
+        autoscale=autoscale,
+        gpu_mix=gpu_mix,
+        assumptions=assumptions,
     )

@@ -32,6 +32,25 @@ Status = Literal["evaluated", "pruned", "failed"]
 
 #: The limits a candidate is checked against; a constraint value > 0 means that limit is broken.
 CONSTRAINT_KEYS = ("runnable", "memory", "quality", "ttft", "tpot")
+#: Largest quality constraint stored: a margin past a zero allowance is ±inf, which Optuna's constraints cannot sum.
+MARGIN_BOUND = 1e6
+
+
+def quality_margin(quality: QualityResult | None) -> float | None:
+    """The worst quality check's margin as a fraction of its own threshold (< 0: inside it); 1 while unmeasured.
+
+    The one quality margin: the search's quality constraint (clamped to ``MARGIN_BOUND``) and the tie-break
+    both read it. Normalised because the checks come in different units — accuracy points, a relative rise
+    of bits per byte, KL in nats/token — and a tie-break that compared raw margins would let the check with
+    the largest numbers decide: -0.5 leaves half the allowance unused whatever the unit, and the candidate is
+    as good as its tightest check. None for a result logged before checks carried their threshold's size.
+    """
+    if quality is None or quality.verdict == "unverified":
+        return 1.0
+    margins = [c.normalised_margin for c in quality.checks if c.margin is not None]
+    if any(m is None for m in margins):
+        return None
+    return max((m for m in margins if m is not None), default=0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,18 +116,10 @@ class CandidateResult:
 
     @property
     def quality_margin(self) -> float:
-        """The worst quality check's margin as a fraction of its own threshold (< 0: inside it); 1 while unmeasured.
-
-        Normalised because the checks come in different units — accuracy points, a relative rise
-        of bits per byte, KL in nats/token — and a tie-break that compared raw margins would let
-        the check with the largest numbers decide: -0.5 leaves half the allowance unused whatever
-        the unit, and the candidate is as good as its tightest check. Results logged before checks
-        carried their threshold's size fall back to the raw quality constraint.
-        """
-        measured = self.quality is not None and self.quality.verdict != "unverified"
-        checks = self.quality.checks if measured and self.quality is not None else []
-        margins = [m for c in checks if (m := c.normalised_margin) is not None]
-        return max(margins) if margins else self.constraints.get("quality", 1.0)
+        """`quality_margin(self.quality)`; results logged before checks carried their threshold's size fall back
+        to their stored quality constraint."""
+        margin = quality_margin(self.quality)
+        return self.constraints.get("quality", 1.0) if margin is None else margin
 
     @property
     def quality_loss(self) -> float:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from recommender.decision.rules import CostBound, quality_cannot_matter
-from recommender.evaluation.candidate import Candidate, CandidateResult
+from recommender.evaluation.candidate import MARGIN_BOUND, Candidate, CandidateResult, quality_margin
 from recommender.evaluation.load_curve import LoadCurve, load_curve
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.quality.evaluate import QualityEvaluator
@@ -32,8 +32,10 @@ def describe_broken_check(check: Check) -> str:
 
 def with_quality(result: CandidateResult, quality: QualityResult) -> CandidateResult:
     """`result` with its quality known: the quality constraint and the checks it breaks added."""
-    margins = [ch.margin for ch in quality.checks if ch.margin is not None]
-    margin = 1.0 if quality.verdict == "unverified" else max(margins, default=0.0)
+    normalised = quality_margin(quality)
+    if normalised is None:  # a check without its threshold's size: its raw margin (the same sign)
+        normalised = max(ch.margin for ch in quality.checks if ch.margin is not None)
+    margin = max(-MARGIN_BOUND, min(MARGIN_BOUND, normalised))
     if quality.reason:  # nothing measured: one line saying why, not one per check
         quality_broken = [f"quality: unverified ({quality.reason})"]
     else:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,6 +48,11 @@ from recommender.study.worker import BUDGET_ATTR, ProgressFn, StatusFn, StudyWor
 
 if TYPE_CHECKING:
     import optuna
+
+    from recommender.engines import EmittedConfig
+    from recommender.evaluation.load_curve import LoadCurve
+    from recommender.fleet.autoscale import AutoscaleSchedule
+    from recommender.fleet.mix_plan import GpuMix
 
 #: Rounds of neighbourhood refinement after the sampler's budget (each usually adds a few trials).
 MAX_REFINEMENT_ROUNDS = 3
@@ -210,34 +215,19 @@ def _finish(
     """The one recommendation, its launch commands and load curve, written and logged; the study's run finished."""
     spec, worker = prepared.spec, opened.worker
     results = worker.results()
+    output_dir = output_root / spec.study_name
+    answer = _winner_answers(prepared, worker, results, output_dir, status)
+    evaluator = worker.evaluator
+    current = next((r for r in results if r.key == opened.current.key), None)
     recommendation = build(
         results, current_key=opened.current.key, study=spec.study_name, model=prepared.source.name,
         release=spec.model.release, use_case=prepared.use_case.name, sla=spec.sla,
+        assumptions=assumptions_of(spec, evaluator.performance.catalog, winner=pick(results), current=current),
+        launch=answer.launch, autoscale=answer.autoscale, gpu_mix=answer.gpu_mix,
     )  # fmt: skip
-    evaluator, winner, load_curve = worker.evaluator, recommendation.winner, None
-    recommendation.assumptions = assumptions_of(spec, evaluator.performance.catalog, winner=winner,
-                                                current=recommendation.current)  # fmt: skip
-    output_dir = output_root / spec.study_name
-    placed: list[Path] = []
-    if winner is not None:
-        checkpoint = _place_checkpoint(prepared, evaluator.quality.models.context, winner.candidate, output_dir)
-        status(checkpoint.note)
-        placed = [p for p in checkpoint.written if p.is_file()]
-        context = spec.traffic.prompt_tokens + spec.traffic.output_tokens
-        recommendation.launch = launch_commands(
-            winner.candidate, model=checkpoint.model, max_model_len=context,
-            device=evaluator.performance.device_of(winner.candidate),
-            engine=winner.serving.engine if winner.serving is not None else "",
-        )  # fmt: skip
-        status("latency against load of the winner")
-        load_curve = evaluator.load_curve(winner.candidate)
-        if spec.traffic.profile is not None:
-            status("the daily profile: autoscaling and the GPU mix")
-            recommendation.autoscale, recommendation.gpu_mix = daily_answers(spec, evaluator.performance, results,
-                                                                             winner)  # fmt: skip
     evaluator.quality.models.release()
-    evidence = StudyEvidence(recommendation, results, load_curve)
-    paths = write_evidence(output_dir, evidence) + placed
+    evidence = StudyEvidence(recommendation, results, answer.load_curve)
+    paths = write_evidence(output_dir, evidence) + answer.placed
     if write_documents is not None:
         paths += write_documents(output_dir, evidence)
     opened.tracker.log_artifacts(opened.parent_run_id, paths)
@@ -288,6 +278,42 @@ def run_search(
         raise
     return _finish(opened, prepared, storage=storage, tracking_uri=tracking_uri, output_root=output_root,
                    status=status, write_documents=write_documents)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _WinnerAnswers:
+    """What is worked out for the winner before the recommendation is built: its checkpoint's files, launch
+    commands and load curve, and with a daily profile the autoscaling schedule and the GPU mix."""
+
+    placed: list[Path] = field(default_factory=list)
+    launch: list[EmittedConfig] = field(default_factory=list)
+    load_curve: LoadCurve | None = None
+    autoscale: AutoscaleSchedule | None = None
+    gpu_mix: GpuMix | None = None
+
+
+def _winner_answers(
+    prepared: Prepared, worker: StudyWorker, results: list[CandidateResult], output_dir: Path, status: StatusFn
+) -> _WinnerAnswers:
+    winner = pick(results)
+    if winner is None:
+        return _WinnerAnswers()
+    spec, evaluator = prepared.spec, worker.evaluator
+    checkpoint = _place_checkpoint(prepared, evaluator.quality.models.context, winner.candidate, output_dir)
+    status(checkpoint.note)
+    context = spec.traffic.prompt_tokens + spec.traffic.output_tokens
+    launch = launch_commands(
+        winner.candidate, model=checkpoint.model, max_model_len=context,
+        device=evaluator.performance.device_of(winner.candidate),
+        engine=winner.serving.engine if winner.serving is not None else "",
+    )  # fmt: skip
+    status("latency against load of the winner")
+    load_curve = evaluator.load_curve(winner.candidate)
+    autoscale, gpu_mix = None, None
+    if spec.traffic.profile is not None:
+        status("the daily profile: autoscaling and the GPU mix")
+        autoscale, gpu_mix = daily_answers(spec, evaluator.performance, results, winner)
+    return _WinnerAnswers([p for p in checkpoint.written if p.is_file()], launch, load_curve, autoscale, gpu_mix)
 
 
 def _place_checkpoint(
