@@ -19,7 +19,8 @@ from pathlib import Path
 
 import optuna
 
-from recommender.evaluation.candidate import CONSTRAINT_KEYS, Candidate, CandidateResult
+from recommender.config.candidate import Candidate
+from recommender.evaluation.candidate import CONSTRAINT_KEYS, CandidateResult
 from recommender.perf.sim.results import Percentiles
 from recommender.perf.sim.serving import ServingEstimate
 from recommender.provenance import Provenance

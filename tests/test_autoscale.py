@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
+from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA, SearchSpec, spec_from_mapping
 from recommender.config.traffic import hourly_rates
 from recommender.decision.cost import HOURS_PER_MONTH
-from recommender.evaluation.candidate import Candidate
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.autoscale import replicas_for, schedule
 from recommender.perf.catalog.architectures import load_architecture

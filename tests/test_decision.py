@@ -14,11 +14,12 @@ import io
 import pytest
 from rich.console import Console
 
+from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.decision import rules as decision
 from recommender.decision.cost import CostEstimate
 from recommender.decision.recommendation import build
-from recommender.evaluation.candidate import Candidate, CandidateResult
+from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.evaluator import with_quality
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.perf.catalog.architectures import load_architecture

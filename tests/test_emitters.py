@@ -8,6 +8,7 @@ import shlex
 import pytest
 import yaml
 
+from recommender.config.candidate import Candidate
 from recommender.device import DeviceInfo
 from recommender.engines import (
     EMITTERS,
@@ -21,7 +22,6 @@ from recommender.engines import (
 )
 from recommender.engines.launch import launch_commands
 from recommender.errors import BadInputError
-from recommender.evaluation.candidate import Candidate
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.quantize import QuantMethod, all_methods
 from recommender.quantize.bitsandbytes import BitsAndBytesMethod

@@ -11,11 +11,11 @@ import dataclasses
 
 import pytest
 
+from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.device import DeviceInfo
 from recommender.engines import ENGINE_NAMES, SUPPORT, evaluation_only, launch_flags
 from recommender.engines.eligibility import eligibility, refusal
-from recommender.evaluation.candidate import Candidate
 from recommender.evaluation.performance import PerformanceEvaluator, Setup
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import Catalog, load_catalog

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 import yaml
 from mlflow import MlflowClient
 
-from recommender.evaluation.candidate import Candidate
+from recommender.config.candidate import Candidate
 from recommender.evaluation.claims import ClaimStore
 from tests.conftest import write_contract_prices, write_suite
 

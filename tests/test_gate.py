@@ -6,9 +6,10 @@ from dataclasses import replace
 
 import numpy as np
 
+from recommender.config.candidate import Candidate
 from recommender.decision.cost import CostEstimate
 from recommender.decision.recommendation import build
-from recommender.evaluation.candidate import Candidate, CandidateResult
+from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.evaluator import with_quality
 from recommender.quality.result import QualityResult
 from recommender.quality.statistics import paired_bootstrap

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
+from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA, Traffic
-from recommender.evaluation.candidate import Candidate
 from recommender.evaluation.performance import PerformanceEvaluator, Setup
 from recommender.fleet.gpu_mix import MixProblem, MixSolution, best_single, solve_mix, undominated
 from recommender.perf.catalog.architectures import load_architecture

@@ -88,7 +88,7 @@ from pathlib import Path
 from recommender.config.spec import LatencySLA, Traffic, spec_from_mapping
 from recommender.engines import ENGINE_NAMES, PROFILES, get_emitter
 from recommender.engines.eligibility import eligibility
-from recommender.evaluation.candidate import Candidate
+from recommender.config.candidate import Candidate
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog

@@ -7,10 +7,11 @@ import math
 import numpy as np
 import pytest
 
+from recommender.config.candidate import Candidate
 from recommender.decision.cost import CostEstimate, estimate_cost
 from recommender.decision.recommendation import build
 from recommender.decision.rules import pick
-from recommender.evaluation.candidate import Candidate, CandidateResult
+from recommender.evaluation.candidate import CandidateResult
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.model.memory import plan_memory, weight_bytes

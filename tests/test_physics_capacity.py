@@ -93,8 +93,9 @@ def test_the_search_flags_a_far_off_capacity_in_its_line_and_the_recommendations
     recommendation's notes flag what `plan` flags."""
     from dataclasses import replace
 
+    from recommender.config.candidate import Candidate
     from recommender.decision.recommendation import build
-    from recommender.evaluation.candidate import Candidate, CandidateResult
+    from recommender.evaluation.candidate import CandidateResult
     from recommender.perf.sim.results import Percentiles
     from recommender.perf.sim.serving import ServingEstimate
     from recommender.provenance import Provenance

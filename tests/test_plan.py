@@ -74,8 +74,8 @@ def test_plan_cli_unknown_model_lists_known_ones() -> None:
 @pytest.mark.parametrize(("hardware", "batch"), [("rtx-4090", 8), ("h100-sxm", 32), ("l40s", 1)])
 def test_plan_and_search_model_a_catalog_candidate_identically(hardware: str, batch: int) -> None:
     """`plan` is the search's evaluator without quality: same memory plan, step cost, simulation and price."""
+    from recommender.config.candidate import Candidate
     from recommender.config.spec import load_spec
-    from recommender.evaluation.candidate import Candidate
     from recommender.study import prepare
 
     spec = load_spec(Path(__file__).parents[1] / "search_spaces" / "demo.yaml")
@@ -128,8 +128,8 @@ def test_plan_progress_shows_on_a_terminal_and_leaves_nothing_behind_elsewhere()
 def test_a_candidates_performance_is_computed_once_per_evaluator() -> None:
     """The search, its GPU mix and the load curve all ask for a candidate's performance; each answer simulates
     every launching engine, so it is kept: the second ask returns the same object."""
+    from recommender.config.candidate import Candidate
     from recommender.config.spec import LatencySLA, Traffic
-    from recommender.evaluation.candidate import Candidate
     from recommender.evaluation.performance import PerformanceEvaluator
     from recommender.perf.catalog.architectures import load_architecture
     from recommender.perf.catalog.gpus import load_catalog

@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.engines import PROFILES
-from recommender.evaluation.candidate import Candidate
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.plan import plan_one
 from recommender.perf.catalog.architectures import load_architecture

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
+from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA, SearchSpec, Traffic, spec_from_mapping
 from recommender.errors import BadInputError
-from recommender.evaluation.candidate import Candidate
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog

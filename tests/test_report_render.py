@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA
 from recommender.decision.cost import CostEstimate
 from recommender.decision.recommendation import Recommendation, build
 from recommender.engines import EmittedConfig
-from recommender.evaluation.candidate import Candidate, CandidateResult
+from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.load_curve import LoadCurve, LoadPoint
 from recommender.perf.model.memory import MemoryFit
 from recommender.perf.sim.results import Percentiles
@@ -365,7 +366,8 @@ def test_a_candidates_line_keeps_its_whole_reason_on_a_pipe() -> None:
 
     from rich.console import Console
 
-    from recommender.evaluation.candidate import Candidate, CandidateResult
+    from recommender.config.candidate import Candidate
+    from recommender.evaluation.candidate import CandidateResult
     from recommender.report.console import trial_progress
 
     reason = "quality: unverified (not evaluated: " + "a long reason that goes on " * 8 + "to its end)"

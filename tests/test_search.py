@@ -12,9 +12,9 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
+from recommender.config.candidate import Candidate
 from recommender.config.spec import load_spec
 from recommender.decision.rules import COST_TOLERANCE, pick
-from recommender.evaluation.candidate import Candidate
 from recommender.report.artifacts import write_documents
 from recommender.study import grid, prepare, run_search
 from tests.conftest import write_contract_prices, write_suite

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from recommender.config.spec import MAX_BATCH, LatencySLA, Traffic
+from recommender.config.candidate import MAX_BATCH
+from recommender.config.spec import LatencySLA, Traffic
 from recommender.errors import BadInputError, pydantic_message
 
 FLAG_OF = {

@@ -11,19 +11,25 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
     ValidationError,
-    WithJsonSchema,
     field_validator,
     model_validator,
 )
 
+from recommender.config.candidate import (
+    MAX_BATCH,
+    MAX_TENSOR_PARALLEL,
+    Candidate,
+    KVCacheDtype,
+    Precision,
+    TokenCount,
+)
 from recommender.config.destinations import MAX_NAME_BYTES
 from recommender.config.traffic import (
     MAX_RPS,
@@ -37,15 +43,7 @@ from recommender.engines import ENGINE_NAMES
 from recommender.errors import BadInputError, pydantic_location, pydantic_message
 from recommender.input_files import expand_user, load_yaml_mapping
 from recommender.models.source import looks_like_hub_id
-from recommender.quantize.precisions import PRECISION_NAMES, precision_family
 
-#: A precision family's name (``quantize/precisions.py`` lists them).
-Precision = Annotated[
-    str, AfterValidator(lambda name: precision_family(name).name),
-    WithJsonSchema({"type": "string", "enum": list(PRECISION_NAMES)}),
-]  # fmt: skip
-#: KV-cache storage dtypes, named as vLLM names them (`--kv-cache-dtype`); see perf/memory.py.
-KVCacheDtype = Literal["auto", "fp8"]
 #: The hardware name that means "this machine, measured"; everything else is a catalog entry.
 LOCAL_DEVICE = "local"
 
@@ -54,12 +52,6 @@ PositiveFloat = Annotated[float, Field(gt=0)]
 
 # Upper bounds: far beyond anything served today, low enough that arithmetic on them stays exact and
 # a typo (an extra three zeros, 1e12) is refused before a model loads rather than found out after.
-#: Tokens in a prompt or a completion: ten million, the longest context any released model claims.
-MAX_TOKENS = 10_000_000
-#: Concurrent sequences per replica (vLLM's max_num_seqs): 65,536, far over what any GPU's KV cache holds.
-MAX_BATCH = 65_536
-#: Tensor-parallel degree: 64 (the largest NVLink domains hold 72 GPUs).
-MAX_TENSOR_PARALLEL = 64
 #: A latency SLA in milliseconds: one day.
 MAX_SLA_MS = 86_400_000.0
 #: Trials one study may evaluate.
@@ -67,7 +59,6 @@ MAX_TRIALS = 100_000
 #: Seconds any search timeout or heartbeat may be: 30 days.
 MAX_SECONDS = 30 * 86_400.0
 
-TokenCount = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
 Millis = Annotated[float, Field(gt=0, le=MAX_SLA_MS)]
 
 
@@ -168,18 +159,6 @@ def _refuse_repeats(value: list[Any]) -> list[Any]:
     return value
 
 
-class Deployment(_Strict):
-    """One concrete configuration: what runs today, or a candidate."""
-
-    precision: Precision
-    method: str
-    hardware: str
-    batch_size: Annotated[int, Field(gt=0, le=MAX_BATCH)]
-    tensor_parallel: Annotated[int, Field(gt=0, le=MAX_TENSOR_PARALLEL)] = 1
-    max_num_batched_tokens: TokenCount = Field(default=8192, description="Token budget per engine step.")
-    kv_cache_dtype: KVCacheDtype = "auto"
-
-
 class SearchSettings(_Strict):
     n_trials: Annotated[int, Field(gt=0, le=MAX_TRIALS)] = Field(
         default=30, description="Distinct candidates to evaluate (duplicates are free)."
@@ -204,7 +183,7 @@ class SearchSpec(_Strict):
     traffic: Traffic
     sla: LatencySLA
     space: Space
-    current: Deployment = Field(description="What runs today: the baseline every saving is measured against.")
+    current: Candidate = Field(description="What runs today: the baseline every saving is measured against.")
     local_device: LocalDevice | None = None
     hardware_catalog: Path | None = Field(default=None, description="A catalog file overriding the built-in one.")
     price_set: str | None = Field(

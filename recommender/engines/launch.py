@@ -11,8 +11,8 @@ from recommender.perf.model.memory import DEFAULT_GPU_MEMORY_UTILIZATION
 from recommender.quantize import get_method
 
 if TYPE_CHECKING:
+    from recommender.config.candidate import Candidate
     from recommender.device import DeviceInfo
-    from recommender.evaluation.candidate import Candidate
 
 
 def launch_commands(

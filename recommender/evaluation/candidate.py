@@ -1,7 +1,6 @@
-"""One candidate configuration and the typed result of evaluating it.
+"""The typed result of evaluating a candidate (`recommender.config.candidate.Candidate`).
 
-A candidate is precision+method x hardware x tensor-parallel degree x batch settings x KV
-dtype. Its result holds every figure the search learned — quality, the serving estimate,
+Its result holds every figure the search learned — quality, the serving estimate,
 cost, memory fit, the probe it was measured with — each a typed value carrying its own
 provenance, so the decision, the report, MLflow and the release gate read attributes, never
 string keys. (De)serialisation lives in `recommender/serialization.py`.
@@ -13,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from recommender.config.spec import Deployment
+from recommender.config.candidate import Candidate
 
 # Imported at run time, not under TYPE_CHECKING: serialization reads these annotations.
 from recommender.decision.cost import CostEstimate
@@ -22,9 +21,6 @@ from recommender.perf.probe import ProbeResult
 from recommender.perf.sim.serving import ServingEstimate
 from recommender.quality.result import QualityResult
 from recommender.quality.verdict import Verdict
-
-#: vLLM's default token budget per step with chunked prefill.
-DEFAULT_MAX_BATCHED_TOKENS = 8192
 
 #: "pruned": refused before a model loads (runnable, memory); "failed": its evaluation raised (out of memory,
 #: a kernel error), the reason in `broken`.
@@ -51,34 +47,6 @@ def quality_margin(quality: QualityResult | None) -> float | None:
     if any(m is None for m in margins):
         return None
     return max((m for m in margins if m is not None), default=0.0)
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    precision: str
-    method: str
-    hardware: str
-    batch_size: int
-    tensor_parallel: int = 1
-    max_num_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
-    kv_cache_dtype: str = "auto"
-
-    @classmethod
-    def from_deployment(cls, d: Deployment) -> Candidate:
-        return cls(
-            d.precision, d.method, d.hardware, d.batch_size, d.tensor_parallel, d.max_num_batched_tokens,
-            d.kv_cache_dtype,
-        )  # fmt: skip
-
-    @property
-    def key(self) -> str:
-        """Unique per configuration; settings at their defaults are left out so keys stay short."""
-        key = f"{self.precision}/{self.method}@{self.hardware}x{self.tensor_parallel}/bs{self.batch_size}"
-        if self.max_num_batched_tokens != DEFAULT_MAX_BATCHED_TOKENS:
-            key += f"/tok{self.max_num_batched_tokens}"
-        if self.kv_cache_dtype != "auto":
-            key += f"/kv-{self.kv_cache_dtype}"
-        return key
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from recommender.config.candidate import Candidate
 from recommender.decision.rules import CostBound, quality_cannot_matter
-from recommender.evaluation.candidate import MARGIN_BOUND, Candidate, CandidateResult, quality_margin
+from recommender.evaluation.candidate import MARGIN_BOUND, CandidateResult, quality_margin
 from recommender.evaluation.load_curve import LoadCurve, load_curve
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.quality.evaluate import QualityEvaluator

@@ -11,8 +11,8 @@ from recommender.perf.sim.serving import SIMULATED_REQUESTS
 from recommender.perf.sim.workload import make_workload
 
 if TYPE_CHECKING:
+    from recommender.config.candidate import Candidate
     from recommender.config.spec import LatencySLA
-    from recommender.evaluation.candidate import Candidate
     from recommender.evaluation.performance import PerformanceEvaluator
     from recommender.provenance import Provenance
 

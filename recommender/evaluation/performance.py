@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from recommender.config.candidate import Candidate
 from recommender.config.spec import LOCAL_DEVICE, LatencySLA, LocalDevice, Traffic
 from recommender.config.traffic import traffic_load
 from recommender.decision.cost import CostEstimate, estimate_cost
@@ -25,7 +26,7 @@ from recommender.device import DeviceInfo, local_memory_gb
 from recommender.engines import DEFAULT_ENGINES, PROFILES, evaluation_only
 from recommender.engines.eligibility import Eligibility, eligibility
 from recommender.errors import MethodUnavailableError
-from recommender.evaluation.candidate import CONSTRAINT_KEYS, Candidate, CandidateResult
+from recommender.evaluation.candidate import CONSTRAINT_KEYS, CandidateResult
 from recommender.perf.catalog.gpus import Accelerator, Catalog
 from recommender.perf.model.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryFit, plan_memory
 from recommender.perf.model.shape import ModelShape

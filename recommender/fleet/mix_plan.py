@@ -14,11 +14,11 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from recommender.config.candidate import Candidate
 from recommender.decision.cost import HOURS_PER_MONTH
 from recommender.decision.rules import COST_TOLERANCE, least_quantized
 from recommender.engines import EmittedConfig
 from recommender.engines.launch import launch_commands
-from recommender.evaluation.candidate import Candidate
 from recommender.evaluation.performance import PerformanceEvaluator, Setup
 from recommender.fleet.gpu_mix import (
     MixProblem,

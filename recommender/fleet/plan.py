@@ -20,10 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, KVCacheDtype
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.engines import DEFAULT_ENGINES
 from recommender.engines.eligibility import eligibility
-from recommender.evaluation.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, CandidateResult
+from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.perf.catalog.gpus import Accelerator, Catalog
 from recommender.perf.model.memory import plan_memory
@@ -144,7 +145,7 @@ def _sla_overshoot(result: CandidateResult, sla: LatencySLA) -> float:
 
 def _fitting(
     performance: PerformanceEvaluator, accel: Accelerator, precision: str, method: QuantMethod,
-    batch_sizes: list[int], kv_cache_dtype: str,
+    batch_sizes: list[int], kv_cache_dtype: KVCacheDtype,
 ) -> tuple[list[CandidateResult], str]:  # fmt: skip
     """Every evaluated (degree, batch size) that holds one request, and why the widest degree that does not fit."""
     fitting, refusal = [], ""
@@ -163,7 +164,7 @@ def _fitting(
 
 def plan_one(
     shape: ModelShape, accel: Accelerator, precision: str, *, traffic: Traffic, sla: LatencySLA,
-    batch_sizes: list[int], kv_cache_dtype: str = "auto", catalog: Catalog | None = None,
+    batch_sizes: list[int], kv_cache_dtype: KVCacheDtype = "auto", catalog: Catalog | None = None,
     engines: tuple[str, ...] = DEFAULT_ENGINES,
 ) -> PlanRow:  # fmt: skip
     """The cheapest (tensor-parallel degree, batch size) among the degrees that hold one request.
@@ -201,7 +202,7 @@ def weights_gb(shape: ModelShape, method: QuantMethod, tensor_parallel: int) -> 
 
 def plan(
     shape: ModelShape, catalog: Catalog, *, hardware: list[str], precisions: list[str], traffic: Traffic,
-    sla: LatencySLA, batch_sizes: list[int], kv_cache_dtype: str = "auto",
+    sla: LatencySLA, batch_sizes: list[int], kv_cache_dtype: KVCacheDtype = "auto",
     on_row: Callable[[str], None] | None = None, engines: tuple[str, ...] = DEFAULT_ENGINES,
 ) -> list[PlanRow]:  # fmt: skip
     """Every (GPU, precision) pair, cheapest per month at the traffic first (then per token, as the search

@@ -12,10 +12,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate
 from recommender.config.spec import LOCAL_DEVICE, SearchSpec
 from recommender.config.traffic import FleetPolicy
 from recommender.decision.rules import least_quantized, tie_band
-from recommender.evaluation.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.autoscale import AutoscaleSchedule
 from recommender.fleet.daily import ScheduledWinner, schedule_and_mix

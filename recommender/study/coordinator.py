@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recommender.config.candidate import Candidate
 from recommender.config.destinations import check_search_destinations
 from recommender.config.spec import SearchSpec
 from recommender.decision.assumptions import assumptions_of
@@ -24,7 +25,7 @@ from recommender.decision.recommendation import Recommendation, build
 from recommender.decision.rules import pick
 from recommender.engines.launch import launch_commands
 from recommender.errors import BadInputError
-from recommender.evaluation.candidate import Candidate, CandidateResult
+from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.claims import ClaimStore, worker_id
 from recommender.fleet.daily import daily_answers
 from recommender.perf.step.calibrated import fit_digest
@@ -180,7 +181,7 @@ def _open(
     study.set_user_attr(TRACKING_URI_ATTR, absolute_store_uri(tracking_uri))
     study.set_user_attr(PERF_MODEL_ATTR, fit_digest())
     study.set_user_attr(SPEC_FINGERPRINT_ATTR, spec.fingerprint())  # last: a worker joins once all is stored
-    current = Candidate.from_deployment(spec.current)
+    current = spec.current
     first = [current, *references(spec)] if "auto" in spec.space.kv_cache_dtypes else [current]
     for c in first[: max(budget - finished, 0)]:
         if c.key not in worker.known:

@@ -10,8 +10,8 @@ import itertools
 import math
 from typing import Any
 
+from recommender.config.candidate import Candidate
 from recommender.config.spec import SearchSpec
-from recommender.evaluation.candidate import Candidate
 
 
 def method_choice(precision: str, method: str) -> str:

@@ -21,8 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from recommender.config.candidate import Candidate
 from recommender.decision.rules import cost_bound
-from recommender.evaluation.candidate import CONSTRAINT_KEYS, Candidate, CandidateResult
+from recommender.evaluation.candidate import CONSTRAINT_KEYS, CandidateResult
 from recommender.evaluation.evaluator import CandidateEvaluator
 from recommender.quantize import get_method, with_kv_cache
 from recommender.serialization import from_data, to_data

@@ -1,0 +1,58 @@
+"""One serving configuration: what runs today (the spec's `current`) or a candidate of the search.
+
+One type for both, validated where it is built (a spec, a trial's parameters, a stored result read back):
+precision+method x hardware x tensor-parallel degree x batch settings x KV dtype. A pydantic dataclass, so
+the spec validates `current` with it, positional construction stays cheap to read, and it hashes (the
+evaluators key their caches on it).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema
+from pydantic.dataclasses import dataclass
+
+from recommender.quantize.precisions import PRECISION_NAMES, precision_family
+
+#: A precision family's name (``quantize/precisions.py`` lists them).
+Precision = Annotated[
+    str, AfterValidator(lambda name: precision_family(name).name),
+    WithJsonSchema({"type": "string", "enum": list(PRECISION_NAMES)}),
+]  # fmt: skip
+#: KV-cache storage dtypes, named as vLLM names them (`--kv-cache-dtype`); see perf/memory.py.
+KVCacheDtype = Literal["auto", "fp8"]
+
+#: Tokens in a prompt or a completion: ten million, the longest context any released model claims.
+MAX_TOKENS = 10_000_000
+#: Concurrent sequences per replica (vLLM's max_num_seqs): 65,536, far over what any GPU's KV cache holds.
+MAX_BATCH = 65_536
+#: Tensor-parallel degree: 64 (the largest NVLink domains hold 72 GPUs).
+MAX_TENSOR_PARALLEL = 64
+TokenCount = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
+#: vLLM's default token budget per step with chunked prefill.
+DEFAULT_MAX_BATCHED_TOKENS = 8192
+
+
+@dataclass(frozen=True, slots=True, config=ConfigDict(extra="forbid", allow_inf_nan=False))
+class Candidate:
+    """One concrete configuration (unknown fields are errors: a typo in a spec must not fall back to a default)."""
+
+    precision: Precision
+    method: str
+    hardware: str
+    batch_size: Annotated[int, Field(gt=0, le=MAX_BATCH)]
+    tensor_parallel: Annotated[int, Field(gt=0, le=MAX_TENSOR_PARALLEL)] = 1
+    max_num_batched_tokens: TokenCount = Field(default=DEFAULT_MAX_BATCHED_TOKENS,
+                                               description="Token budget per engine step.")  # fmt: skip
+    kv_cache_dtype: KVCacheDtype = "auto"
+
+    @property
+    def key(self) -> str:
+        """Unique per configuration; settings at their defaults are left out so keys stay short."""
+        key = f"{self.precision}/{self.method}@{self.hardware}x{self.tensor_parallel}/bs{self.batch_size}"
+        if self.max_num_batched_tokens != DEFAULT_MAX_BATCHED_TOKENS:
+            key += f"/tok{self.max_num_batched_tokens}"
+        if self.kv_cache_dtype != "auto":
+            key += f"/kv-{self.kv_cache_dtype}"
+        return key
