@@ -4,9 +4,10 @@ Why: a paired bootstrap resamples the documents it has. When the candidate and t
 agree on every one of 15 documents, every resample agrees too and the interval of the
 difference is [+0, +0] — certainty from 15 documents. A flip (a document the reference gets
 right and the candidate wrong, or the reverse) is a binomial event, and the Clopper–Pearson
-bound on a binomial rate is exact: with k flips among m documents the rate is at most
-``beta.ppf(1 - alpha, k + 1, m - k)`` with probability at least 1 - alpha. With k = 0 that is
-``1 - alpha ** (1 / m)`` (3/m, the "rule of three", approximates it at alpha = 0.05).
+bound on a binomial rate is exact: with k flips among m documents the rate is at most the upper
+end of scipy's ``binomtest(k, m).proportion_ci(method="exact")`` at two-sided confidence
+1 - 2 alpha (``beta.ppf(1 - alpha, k + 1, m - k)``) with probability at least 1 - alpha. With
+k = 0 that is ``1 - alpha ** (1 / m)`` (3/m, the "rule of three", approximates it at alpha = 0.05).
 
 Flips are counted *given the reference's answers*: a loss can only happen on a document the
 reference gets right, a gain only on one it gets wrong, so the bounds never claim a drop
@@ -30,9 +31,10 @@ def upper_rate(k: int, m: int, alpha: float) -> float:
         raise ValueError(f"need 0 <= k <= m, got k={k}, m={m}")
     if k == m:
         return 1.0
-    from scipy.stats import beta
+    from scipy.stats import binomtest
 
-    return float(beta.ppf(1.0 - alpha, k + 1, m - k))
+    # Clopper-Pearson's two-sided interval at 1 - 2 alpha puts alpha in each tail: its upper end is the one-sided bound.
+    return float(binomtest(k, m).proportion_ci(confidence_level=1.0 - 2.0 * alpha, method="exact").high)
 
 
 def lower_rate(k: int, m: int, alpha: float) -> float:
