@@ -10,35 +10,37 @@ the page settles (an app like MLflow's UI renders after load: the text is polled
 of the first screen and of the whole page go to `--out`. Exit status 1 when any page has a problem.
 
 Chromium is Debian's `chromium` package; when it is absent the script installs it with apt-get
-(root only) unless `--no-install`. It is driven over the DevTools protocol on a loopback port with a
-minimal WebSocket client from the standard library, so nothing else is installed.
+(root only) unless `--no-install`. It is driven with Playwright's sync API (`playwright`, in the
+`dev` extras), launched through `executable_path`: Playwright's own browser download
+(`playwright install`) is never needed, so the browser is the one the distribution patches.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import http.client
-import json
 import os
 import shutil
-import socket
-import struct
 import subprocess
 import sys
-import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from playwright.sync_api import Browser, ConsoleMessage, FloatRect, Page, sync_playwright
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 WIDTH, HEIGHT = 1280, 900
 #: Tallest full-page screenshot kept (Chrome's texture limit is 16384 px).
 MAX_FULL_HEIGHT = 16000
+#: How long a page may take to fire its load event before that alone is a problem.
+LOAD_TIMEOUT_S = 60.0
 
 
 def find_chromium() -> str | None:
+    """The first Chromium on PATH; Playwright is pointed at it instead of downloading a browser of its own."""
     return next((path for name in BROWSERS if (path := shutil.which(name))), None)
 
 
@@ -52,145 +54,9 @@ def install_chromium() -> str | None:
     return find_chromium()
 
 
-class WebSocket:
-    """Just enough of RFC 6455 for the DevTools protocol: masked text frames out, text frames in."""
-
-    def __init__(self, host: str, port: int, path: str, timeout_s: float) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout_s)
-        key = base64.b64encode(os.urandom(16)).decode()
-        request = (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                   f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n")  # fmt: skip
-        self.sock.sendall(request.encode())
-        head = b""
-        while b"\r\n\r\n" not in head:
-            chunk = self.sock.recv(4096)
-            if not chunk:
-                raise ConnectionError("the browser closed the DevTools connection")
-            head += chunk
-        if b" 101 " not in head.split(b"\r\n", 1)[0]:
-            raise ConnectionError(f"no WebSocket upgrade: {head[:80]!r}")
-        self.buffer = head.split(b"\r\n\r\n", 1)[1]
-
-    def _read(self, n: int) -> bytes:
-        while len(self.buffer) < n:
-            chunk = self.sock.recv(1 << 16)
-            if not chunk:
-                raise ConnectionError("the browser closed the DevTools connection")
-            self.buffer += chunk
-        data, self.buffer = self.buffer[:n], self.buffer[n:]
-        return data
-
-    def _frame(self, opcode: int, payload: bytes) -> None:
-        size = len(payload)
-        if size < 126:
-            header = struct.pack("!BB", 0x80 | opcode, 0x80 | size)
-        elif size < 1 << 16:
-            header = struct.pack("!BBH", 0x80 | opcode, 0x80 | 126, size)
-        else:
-            header = struct.pack("!BBQ", 0x80 | opcode, 0x80 | 127, size)
-        mask = os.urandom(4)
-        self.sock.sendall(header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
-
-    def send(self, text: str) -> None:
-        self._frame(0x1, text.encode())
-
-    def recv(self) -> str:
-        message = b""
-        while True:
-            first, second = self._read(2)
-            size = second & 0x7F
-            if size == 126:
-                size = struct.unpack("!H", self._read(2))[0]
-            elif size == 127:
-                size = struct.unpack("!Q", self._read(8))[0]
-            mask = self._read(4) if second & 0x80 else b""
-            payload = self._read(size)
-            if mask:
-                payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-            opcode = first & 0x0F
-            if opcode == 0x9:
-                self._frame(0xA, payload)
-                continue
-            if opcode == 0x8:
-                raise ConnectionError("the browser closed the DevTools connection")
-            message += payload
-            if first & 0x80:
-                return message.decode()
-
-
-@dataclass
-class Browser:
-    """One headless Chromium and a DevTools session on its first page; events kept as they arrive."""
-
-    process: subprocess.Popen[bytes]
-    ws: WebSocket
-    profile: tempfile.TemporaryDirectory[str]
-    events: list[dict[str, Any]] = field(default_factory=list)
-    next_id: int = 0
-
-    @classmethod
-    def start(cls, executable: str, timeout_s: float = 30.0) -> Browser:
-        profile = tempfile.TemporaryDirectory(prefix="browser-check-")
-        args = [executable, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-                "--disable-extensions", "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
-                f"--user-data-dir={profile.name}", f"--window-size={WIDTH},{HEIGHT}", "about:blank"]  # fmt: skip
-        process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        port_file, deadline = Path(profile.name) / "DevToolsActivePort", time.monotonic() + timeout_s
-        while not (port_file.is_file() and port_file.read_text().strip()):
-            if time.monotonic() > deadline or process.poll() is not None:
-                process.kill()
-                raise RuntimeError(f"{executable} did not open a DevTools port")
-            time.sleep(0.1)
-        port = int(port_file.read_text().split()[0])
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
-        conn.request("GET", "/json/list")
-        pages = [t for t in json.loads(conn.getresponse().read()) if t.get("type") == "page"]
-        path = pages[0]["webSocketDebuggerUrl"].split(str(port), 1)[1]
-        return cls(process, WebSocket("127.0.0.1", port, path, timeout_s), profile)
-
-    def call(self, method: str, **params: Any) -> dict[str, Any]:
-        self.next_id += 1
-        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
-        while True:
-            message = json.loads(self.ws.recv())
-            if message.get("id") == self.next_id:
-                if "error" in message:
-                    raise RuntimeError(f"{method}: {message['error']}")
-                return message.get("result", {})  # type: ignore[no-any-return]
-            self.events.append(message)
-
-    def evaluate(self, expression: str) -> Any:
-        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
-        return result.get("result", {}).get("value")
-
-    def wait_for(self, event: str, timeout_s: float) -> bool:
-        """Until `event` arrives (True) or the time is up (False); other events are kept."""
-        deadline = time.monotonic() + timeout_s
-        self.ws.sock.settimeout(0.5)
-        try:
-            while time.monotonic() < deadline:
-                if any(e.get("method") == event for e in self.events):
-                    return True
-                try:
-                    self.events.append(json.loads(self.ws.recv()))
-                except TimeoutError:
-                    continue
-            return False
-        finally:
-            self.ws.sock.settimeout(30.0)
-
-    def close(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        self.profile.cleanup()
-
-
 #: Run in the page after it settles: images that did not decode, boxes wider than their room, the copy button.
 _CHECKS = """
-(async () => {
+async () => {
   const broken = Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0)
     .map(i => i.alt || i.src.slice(0, 80));
   const cut = Array.from(document.querySelectorAll("pre")).filter(e => e.scrollWidth > e.clientWidth + 1)
@@ -204,7 +70,7 @@ _CHECKS = """
     copy = button.textContent;
   }
   return {broken, cut, wide, copy, height: document.documentElement.scrollHeight};
-})()
+}
 """
 
 
@@ -224,88 +90,136 @@ def _as_url(target: str) -> str:
     return target if "://" in target else Path(target).resolve().as_uri()
 
 
-def _event_problems(events: list[dict[str, Any]]) -> list[str]:
-    """Console errors, uncaught exceptions and Chrome's own error log entries (failed loads among them)."""
-    problems = []
-    for e in events:
-        method, params = e.get("method"), e.get("params", {})
-        if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-            args = " ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", []))
-            problems.append(f"console error: {args[:300]}")
-        elif method == "Runtime.exceptionThrown":
-            details = params.get("exceptionDetails", {})
-            text = details.get("exception", {}).get("description") or details.get("text", "")
-            problems.append(f"uncaught exception: {str(text)[:300]}")
-        elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
-            entry = params["entry"]
-            problems.append(f"browser log error: {entry.get('text', '')[:200]} {entry.get('url', '')[:120]}".strip())
-    return problems
+def _stem(index: int, target: str) -> str:
+    """The screenshots' name: `page1-report` for the first target `.../report.html` (`index` for a bare URL)."""
+    return f"page{index}-{Path(target.split('#')[0].rstrip('/')).stem or 'index'}"
 
 
-def _wait_for_text(browser: Browser, expect: list[str], settle_s: float) -> list[str]:
-    """The expected texts still missing from the page after up to `settle_s` seconds."""
+def _console_problem(message: ConsoleMessage) -> str | None:
+    """A console error or failed assertion, or an error of Chrome's own log (a failed load among them).
+
+    Playwright reports entries of Chrome's log (`Log.entryAdded`) as console messages without
+    arguments, so a message with none is labelled as the browser's and carries the URL it names.
+    """
+    if message.type not in ("error", "assert"):
+        return None
+    if message.args:
+        return f"console error: {message.text[:300]}"
+    url = message.location.get("url", "") if message.location else ""
+    return f"browser log error: {message.text[:200]} {url[:120]}".strip()
+
+
+def _page_error_problem(error: PlaywrightError) -> str:
+    """An uncaught exception, with its stack as Chrome describes it (`Error: message\\n    at ...`)."""
+    return f"uncaught exception: {(error.stack or f'{error.name}: {error.message}')[:300]}"
+
+
+def _evaluate(page: Page, expression: str) -> Any:
+    """`page.evaluate`, retried once the page settles when a navigation replaced the document under it.
+
+    A load that fails leaves Chrome committing its error page after `goto` has returned, and a page may
+    redirect itself; either destroys the context an evaluation was running in.
+    """
+    for attempt in range(3):
+        try:
+            return page.evaluate(expression)
+        except PlaywrightError as error:
+            if attempt == 2 or "Execution context was destroyed" not in str(error):
+                raise
+            page.wait_for_load_state("load", timeout=LOAD_TIMEOUT_S * 1000)
+    return None
+
+
+def _body_text(page: Page, limit: int | None = None) -> str:
+    text = str(_evaluate(page, "() => document.body ? document.body.innerText : ''") or "")
+    return text if limit is None else text[:limit]
+
+
+def _wait_for_text(page: Page, expect: list[str], settle_s: float) -> list[str]:
+    """The expected texts still missing from the page after up to `settle_s` seconds.
+
+    Waits with `page.wait_for_timeout`, not `time.sleep`, so Playwright keeps taking the page's events meanwhile.
+    """
     deadline = time.monotonic() + settle_s
     while True:
-        text = str(browser.evaluate("document.body ? document.body.innerText : ''") or "")
+        text = _body_text(page)
         missing = [t for t in expect if t not in text]
         if not missing or time.monotonic() > deadline:
             return missing
-        time.sleep(0.5)
+        page.wait_for_timeout(500)
 
 
-def _screenshots(browser: Browser, out: Path, stem: str, height: int) -> list[Path]:
+def _screenshots(page: Page, out: Path, stem: str, height: int) -> list[Path]:
+    """The first screen (the window, 1280x900) and the whole page, as tall as it is up to `MAX_FULL_HEIGHT`."""
     first = out / f"{stem}-first-screen.png"
-    first.write_bytes(base64.b64decode(browser.call("Page.captureScreenshot", format="png")["data"]))
-    clip = {"x": 0, "y": 0, "width": WIDTH, "height": min(max(height, HEIGHT), MAX_FULL_HEIGHT), "scale": 1}
+    page.screenshot(path=first, type="png")
+    clip: FloatRect = {"x": 0, "y": 0, "width": WIDTH, "height": min(max(height, HEIGHT), MAX_FULL_HEIGHT)}
     full = out / f"{stem}-full.png"
-    data = browser.call("Page.captureScreenshot", format="png", captureBeyondViewport=True, clip=clip)["data"]
-    full.write_bytes(base64.b64decode(data))
+    page.screenshot(path=full, type="png", full_page=True, clip=clip)
     return [first, full]
 
 
-def check_page(
-    browser: Browser, target: str, out: Path, *, stem: str, expect: list[str], settle_s: float
-) -> PageReport:
-    """Load one page in a fresh state and report what a reader would find broken; screenshots into `out`."""
+def _load(page: Page, url: str) -> list[str]:
+    """Navigate and wait for the load event; a load that times out or fails is the page's problem, not a crash."""
+    try:
+        page.goto(url, wait_until="load", timeout=LOAD_TIMEOUT_S * 1000)
+    except PlaywrightTimeoutError:
+        return [f"the page did not finish loading in {LOAD_TIMEOUT_S:.0f} s"]
+    except PlaywrightError as error:
+        return [f"the page did not load: {str(error).splitlines()[0][:300]}"]
+    return []
+
+
+def check_page(browser: Browser, target: str, out: Path, *, stem: str, expect: list[str],
+               settle_s: float) -> PageReport:  # fmt: skip
+    """Load one page in a fresh state and report what a reader would find broken; screenshots into `out`.
+
+    Each page gets its own browser context (no cookies, storage or cache from the page before), with a
+    1280x900 window at scale 1 so screenshots and the sideways-scroll check see what a laptop shows.
+    """
     url = _as_url(target)
-    browser.events.clear()
-    for domain in ("Page", "Runtime", "Log"):
-        browser.call(f"{domain}.enable")
-    browser.call("Emulation.setDeviceMetricsOverride", width=WIDTH, height=HEIGHT, deviceScaleFactor=1, mobile=False)
-    browser.events.clear()
-    browser.call("Page.navigate", url=url)
-    problems = [] if browser.wait_for("Page.loadEventFired", 60.0) else ["the page did not finish loading in 60 s"]
-    missing = _wait_for_text(browser, expect, settle_s)
-    problems += [f"expected text not on the page: {t!r}" for t in missing]
-    found = browser.evaluate(_CHECKS) or {}
-    problems += [f"image did not load: {name}" for name in found.get("broken", [])]
-    problems += [f"code block cut off (scrolls sideways): {text!r}" for text in found.get("cut", [])]
-    problems += ["the page scrolls sideways at 1280 px"] if found.get("wide") else []
-    if found.get("copy") not in (None, "Copied", "Selected"):
-        problems.append(f"copy button did not answer a click (reads {found.get('copy')!r})")
-    problems += _event_problems(browser.events)
-    browser.call("Runtime.evaluate", expression="window.scrollTo(0, 0)")
-    shots = _screenshots(browser, out, stem, int(found.get("height", HEIGHT)))
-    first_text = str(browser.evaluate("document.body ? document.body.innerText.slice(0, 3000) : ''") or "")
-    return PageReport(url, problems, shots, first_text)
+    context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT}, device_scale_factor=1)
+    try:
+        page = context.new_page()
+        events: list[str] = []
+        page.on("console", lambda message: events.append(problem) if (problem := _console_problem(message)) else None)
+        page.on("pageerror", lambda error: events.append(_page_error_problem(error)))
+        problems = _load(page, url)
+        missing = _wait_for_text(page, expect, settle_s)
+        problems += [f"expected text not on the page: {t!r}" for t in missing]
+        found: dict[str, Any] = _evaluate(page, _CHECKS) or {}
+        problems += [f"image did not load: {name}" for name in found.get("broken", [])]
+        problems += [f"code block cut off (scrolls sideways): {text!r}" for text in found.get("cut", [])]
+        problems += [f"the page scrolls sideways at {WIDTH} px"] if found.get("wide") else []
+        if found.get("copy") not in (None, "Copied", "Selected"):
+            problems.append(f"copy button did not answer a click (reads {found.get('copy')!r})")
+        problems += events
+        _evaluate(page, "() => window.scrollTo(0, 0)")
+        shots = _screenshots(page, out, stem, int(found.get("height", HEIGHT)))
+        return PageReport(url, problems, shots, _body_text(page, 3000))
+    finally:
+        context.close()
 
 
 def check_pages(targets: list[str], out: Path, *, expect: list[str], settle_s: float, install: bool = True,
                 executable: str | None = None) -> list[PageReport]:  # fmt: skip
-    """Check each page in one browser; raises RuntimeError when no Chromium can be found (or installed)."""
+    """Check each page in one browser; raises RuntimeError when no Chromium can be found (or installed).
+
+    The browser is the system's Chromium launched by path, so no `playwright install` download is needed.
+    """
     executable = executable or find_chromium() or (install_chromium() if install else None)
     if executable is None:
         raise RuntimeError("no chromium: `apt-get install chromium` (Debian) or pass --browser")
     out.mkdir(parents=True, exist_ok=True)
-    browser = Browser.start(executable)
-    try:
-        return [
-            check_page(browser, t, out, stem=f"page{i}-{Path(t.split('#')[0].rstrip('/')).stem or 'index'}",
-                       expect=expect, settle_s=settle_s)  # fmt: skip
-            for i, t in enumerate(targets, 1)
-        ]
-    finally:
-        browser.close()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, headless=True, args=["--disable-gpu"])
+        try:
+            return [
+                check_page(browser, t, out, stem=_stem(i, t), expect=expect, settle_s=settle_s)
+                for i, t in enumerate(targets, 1)
+            ]
+        finally:
+            browser.close()
 
 
 def main(argv: list[str] | None = None) -> int:

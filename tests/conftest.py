@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import yaml
 
 if TYPE_CHECKING:
+    from recommender.config.spec import SearchSpec
     from recommender.perf.catalog.gpus import Catalog
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_MODEL = REPO / "recommender" / "demo" / "model"
 DEMO_SPEC = REPO / "search_spaces" / "demo.yaml"
+DAILY_SPEC = REPO / "search_spaces" / "daily-mix.yaml"
 TASKS_DIR = REPO / "evals" / "tasks"
 
 # Nothing in the tests may reach a hub.
@@ -144,6 +147,42 @@ def postgres_url(postgres_server: str, request: pytest.FixtureRequest) -> str:
         connection.execute(f'DROP DATABASE IF EXISTS "{name}"')
         connection.execute(f'CREATE DATABASE "{name}"')
     return f"{postgres_server}/{name}"
+
+
+def spec_mapping(changes: Mapping[str, Any] | None = None, *, base: Path = DEMO_SPEC) -> dict[str, Any]:
+    """The one spec factory: a shipped spec (`base`) as a mapping, its relative paths (model, use case, catalog)
+    made absolute so it can be written anywhere, with each dotted key of `changes` set ("space.methods"; a
+    value of None removes the key)."""
+    data: dict[str, Any] = yaml.safe_load(base.read_text(encoding="utf-8"))
+    for section, key in (("model", "source"), (None, "use_case"), (None, "hardware_catalog")):
+        node = data[section] if section else data
+        value = node.get(key) if isinstance(node, dict) else None
+        if isinstance(value, str) and (base.parent / value).exists():
+            node[key] = str((base.parent / value).resolve())
+    for dotted, value in (changes or {}).items():
+        node = data
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        if value is None:
+            node.pop(leaf, None)
+        else:
+            node[leaf] = value
+    return data
+
+
+def write_spec(path: Path, changes: Mapping[str, Any] | None = None, *, base: Path = DEMO_SPEC) -> Path:
+    """`spec_mapping(changes, base=base)` written to `path` (a YAML file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(spec_mapping(changes, base=base)), encoding="utf-8")
+    return path
+
+
+def build_spec(changes: Mapping[str, Any] | None = None, *, base: Path = DEMO_SPEC) -> SearchSpec:
+    """`spec_mapping(changes, base=base)` validated as the search reads it (paths from `base`'s folder)."""
+    from recommender.config.spec import spec_from_mapping
+
+    return spec_from_mapping(spec_mapping(changes, base=base), spec_path=base.resolve(), label=base.name)
 
 
 def with_value(raw: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from recommender.config.candidate import Candidate
-from recommender.config.spec import LatencySLA, SearchSpec, spec_from_mapping
+from recommender.config.spec import LatencySLA, SearchSpec
 from recommender.config.traffic import hourly_rates
 from recommender.decision.cost import HOURS_PER_MONTH
 from recommender.evaluation.performance import PerformanceEvaluator
@@ -21,16 +21,14 @@ from recommender.fleet.autoscale import replicas_for, schedule
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.provenance import Provenance
-from tests.conftest import REPO
+from tests.conftest import DAILY_SPEC, REPO, build_spec
 
 SLA = LatencySLA(ttft_p99_ms=1500, tpot_p99_ms=60)
 H100 = Candidate("fp8", "fp8-dynamic", "h100-sxm", 64)
 
 
 def _spec(traffic: dict[str, Any]) -> SearchSpec:
-    data = yaml.safe_load((REPO / "search_spaces" / "daily-mix.yaml").read_text(encoding="utf-8"))
-    data["traffic"] = traffic
-    return spec_from_mapping(data, spec_path=REPO / "search_spaces" / "daily-mix.yaml", label="test")
+    return build_spec({"traffic": traffic}, base=DAILY_SPEC)
 
 
 def _evaluate(spec: SearchSpec) -> Any:

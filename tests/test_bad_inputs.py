@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from recommender.cli import main as cli
-from tests.conftest import DEMO_SPEC, REPO
+from tests.conftest import REPO, write_spec
 
 CASES = yaml.safe_load((Path(__file__).parent / "bad_inputs" / "cases.yaml").read_text(encoding="utf-8"))
 
@@ -33,19 +33,7 @@ def _fill(text: str, tmp: Path) -> str:
 
 
 def _write_spec(tmp: Path, changes: dict[str, Any]) -> None:
-    data = yaml.safe_load(DEMO_SPEC.read_text(encoding="utf-8"))
-    data["model"]["source"] = str(REPO / "recommender" / "demo" / "model")
-    data["use_case"] = str(REPO / "evals" / "demo.yaml")
-    for dotted, value in changes.items():
-        node = data
-        *parents, leaf = dotted.split(".")
-        for key in parents:
-            node = node[key]
-        if value is None:
-            node.pop(leaf, None)
-        else:
-            node[leaf] = _fill(value, tmp) if isinstance(value, str) else value
-    (tmp / "spec.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
+    write_spec(tmp / "spec.yaml", {k: _fill(v, tmp) if isinstance(v, str) else v for k, v in changes.items()})
 
 
 def test_corpus_is_large_and_ids_are_unique() -> None:

@@ -1,7 +1,8 @@
 """The report in a real browser (headless Chromium): no console errors, every figure decodes, nothing cut off.
 
-`slow`: starts a browser. Skipped where no Chromium is installed (Debian: `apt-get install chromium`);
-benchmarks/browser_check.py installs it itself when run as a script.
+`slow`: starts a browser. Skipped where no Chromium is installed (Debian: `apt-get install chromium`;
+benchmarks/browser_check.py installs it itself when run as a script) or where Playwright, which drives it,
+is not (`pip install -e '.[dev]'`; no `playwright install`: the system's Chromium is used).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ def _browser_check() -> ModuleType:
 
 @pytest.fixture(scope="module")
 def check() -> ModuleType:
+    pytest.importorskip("playwright.sync_api", reason="playwright not installed (the dev extras)")
     module = _browser_check()
     if module.find_chromium() is None:
         pytest.skip("no chromium installed")

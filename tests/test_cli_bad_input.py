@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import DEMO_SPEC, REPO
+from tests.conftest import REPO, write_spec
 
 SUITE = str(REPO / "evals" / "demo.yaml")
 
@@ -21,22 +21,8 @@ def _run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
 
 
 def _spec_with(tmp_path: Path, **changes: object) -> Path:
-    """The demo spec with dotted keys replaced, written beside the real one's paths made absolute."""
-    data = yaml.safe_load(DEMO_SPEC.read_text())
-    data["model"]["source"] = str(REPO / "recommender" / "demo" / "model")
-    data["use_case"] = str(REPO / "evals" / "demo.yaml")
-    for dotted, value in changes.items():
-        node = data
-        *parents, leaf = dotted.split(".")
-        for key in parents:
-            node = node[key]
-        if value is None:
-            node.pop(leaf)
-        else:
-            node[leaf] = value
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    """The demo spec with dotted keys replaced, written with its paths made absolute."""
+    return write_spec(tmp_path / "spec.yaml", changes)
 
 
 def _assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:

@@ -27,7 +27,7 @@ from mlflow import MlflowClient
 
 from recommender.config.candidate import Candidate
 from recommender.evaluation.claims import ClaimStore
-from tests.conftest import write_contract_prices, write_suite
+from tests.conftest import write_contract_prices, write_spec, write_suite
 
 COMPLETE, RUNNING, FAIL, WAITING, PRUNED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.RUNNING,
                                     optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING,
@@ -38,7 +38,7 @@ CLI = [sys.executable, "-m", "recommender.cli.main"]
 def _spec(
     tmp_path: Path, demo_model_dir: Path, methods: dict[str, list[str]], n_trials: int, documents: int = 6
 ) -> Path:
-    spec = {
+    return write_spec(tmp_path / "faults.yaml", {
         "name": "faults",
         "model": {"source": str(demo_model_dir), "release": "test"},
         "use_case": str(write_suite(tmp_path / "suite.yaml", limit=documents)),
@@ -49,10 +49,8 @@ def _spec(
         # The L4 at a contract price: the default price set (RunPod Secure Cloud) lists none.
         "hardware_catalog": str(write_contract_prices(tmp_path / "contract.yaml")),
         "search": {"n_trials": n_trials, "seed": 0, "heartbeat_s": 1},
-    }
-    path = tmp_path / "faults.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return path
+        "engines": None,
+    })
 
 
 class Observer:

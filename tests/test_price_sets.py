@@ -15,7 +15,7 @@ from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.catalog.prices import get_price_set, load_price_sets
-from tests.conftest import DEMO_SPEC
+from tests.conftest import DEMO_SPEC, build_spec
 
 SETS = load_price_sets()
 TRAFFIC = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=1)
@@ -132,14 +132,7 @@ search:
 
 
 def _spec(**changes: Any) -> SearchSpec:
-    raw = yaml.safe_load(DEMO_SPEC.read_text(encoding="utf-8"))
-    for key, value in changes.items():
-        section, _, leaf = key.partition(".")
-        if leaf:
-            raw[section] = {**raw[section], leaf: value}
-        else:
-            raw[key] = value
-    return spec_from_mapping(raw, spec_path=DEMO_SPEC.resolve(), label="demo.yaml")
+    return build_spec(changes)
 
 
 def test_the_spec_selects_a_set_and_refuses_an_unpriced_current_gpu() -> None:

@@ -17,12 +17,12 @@ from recommender.config.spec import load_spec
 from recommender.decision.rules import COST_TOLERANCE, pick
 from recommender.report.artifacts import write_documents
 from recommender.study import grid, prepare, run_search
-from tests.conftest import write_contract_prices, write_suite
+from tests.conftest import write_contract_prices, write_spec, write_suite
 
 
 def _small_spec(tmp_path: Path, demo_model_dir: Path) -> Path:
     suite = write_suite(tmp_path / "suite.yaml", limit=6)
-    spec = {
+    return write_spec(tmp_path / "tiny.yaml", {
         "name": "tiny",
         "model": {"source": str(demo_model_dir), "release": "test"},
         "use_case": str(suite),
@@ -38,10 +38,8 @@ def _small_spec(tmp_path: Path, demo_model_dir: Path) -> Path:
         # L4 and A10G at contract prices: the default price set (RunPod Secure Cloud) lists neither.
         "hardware_catalog": str(write_contract_prices(tmp_path / "contract.yaml")),
         "search": {"n_trials": 3, "seed": 0},
-    }
-    path = tmp_path / "tiny.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return path
+        "engines": None,
+    })
 
 
 def test_small_study_logs_runs_writes_recommendation_and_resumes(tmp_path: Path, demo_model_dir: Path) -> None:

@@ -18,7 +18,7 @@ from recommender.errors import BadInputError
 from recommender.perf.catalog.gpus import BUILTIN_CATALOG
 from recommender.study.prepare import portable_spec, prepare, spec_from_study
 from recommender.study.space import grid, grid_size
-from tests.conftest import DEMO_MODEL, DEMO_SPEC, write_suite
+from tests.conftest import DEMO_MODEL, DEMO_SPEC, write_spec, write_suite
 
 
 def _spec_folder(tmp_path: Path, **changes: Any) -> Path:
@@ -30,16 +30,12 @@ def _spec_folder(tmp_path: Path, **changes: Any) -> Path:
     catalog = yaml.safe_load(BUILTIN_CATALOG.read_text(encoding="utf-8"))["accelerators"]
     mine = {**catalog["h100-sxm"], "name": "My GPU", "price_per_hour_usd": 1.23}
     (folder / "catalog.yaml").write_text(yaml.safe_dump({"accelerators": {"my-gpu": mine}}), encoding="utf-8")
-    data = yaml.safe_load(DEMO_SPEC.read_text(encoding="utf-8"))
-    data["model"]["source"] = os.path.relpath(DEMO_MODEL, folder)
-    data["use_case"] = "suites/small.yaml"
-    data["hardware_catalog"] = "catalog.yaml"
-    data["space"]["hardware"] = ["local", "my-gpu"]
-    data["local_device"] = {"price_per_hour_usd": 0.1, "price_source": "test"}  # the demo spec has none
-    data.update(changes)
-    path = folder / "spec.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+    return write_spec(folder / "spec.yaml", {
+        "model.source": os.path.relpath(DEMO_MODEL, folder), "use_case": "suites/small.yaml",
+        "hardware_catalog": "catalog.yaml", "space.hardware": ["local", "my-gpu"],
+        "local_device": {"price_per_hour_usd": 0.1, "price_source": "test"},  # the demo spec has none
+        **changes,
+    })
 
 
 def _elsewhere(tmp_path: Path) -> Path:

@@ -8,25 +8,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-import yaml
 
 from recommender.cli import main as cli
 from recommender.config.spec import load_spec
 from recommender.config.traffic import hourly_rates, length_models
 from recommender.perf.sim.workload import EmpiricalLengths, LengthDist
-from tests.conftest import DEMO_SPEC, REPO
-
-DAILY_SPEC = REPO / "search_spaces" / "daily-mix.yaml"
+from tests.conftest import DAILY_SPEC, DEMO_SPEC, REPO, write_spec
 
 
 def _spec(tmp_path: Path, traffic: dict[str, Any], **top: Any) -> Path:
-    data = yaml.safe_load(DAILY_SPEC.read_text(encoding="utf-8"))
-    data["use_case"] = str(REPO / "evals" / "chat-assistant.yaml")
-    data["traffic"] = traffic
-    data.update(top)
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+    return write_spec(tmp_path / "spec.yaml", {"traffic": traffic, **top}, base=DAILY_SPEC)
 
 
 def test_the_constant_form_is_unchanged() -> None:

@@ -5,16 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+# LatencySLA and Provenance at run time, not under TYPE_CHECKING: serialization reads LoadCurve's annotations.
+from recommender.config.spec import LatencySLA
 from recommender.evaluation.candidate import CandidateResult
 from recommender.perf.sim.scheduler import simulate as simulate_workload
 from recommender.perf.sim.serving import SIMULATED_REQUESTS
 from recommender.perf.sim.workload import make_workload
+from recommender.provenance import Provenance
 
 if TYPE_CHECKING:
     from recommender.config.candidate import Candidate
-    from recommender.config.spec import LatencySLA
     from recommender.evaluation.performance import PerformanceEvaluator
-    from recommender.provenance import Provenance
 
 
 @dataclass(frozen=True, slots=True)
