@@ -14,8 +14,8 @@ from recommender.quantize import all_methods, get_method
 from recommender.quantize.llmcompressor import LlmCompressorScheme
 
 CPU = DeviceInfo("cpu")
-# Checkpoint schemes (llm-compressor) are made, saved and loaded back in tests/test_checkpoints.py and
-# tests/test_quantize_cli.py: here, the methods that quantize as they load.
+# Checkpoint schemes (llm-compressor) are made, saved and loaded back in tests/quantize/test_checkpoints.py and
+# tests/cli/test_quantize_cli.py: here, the methods that quantize as they load.
 CPU_METHODS = sorted(
     name for name, m in all_methods().items()
     if m.unavailable_reason(CPU) is None and not isinstance(m, LlmCompressorScheme)

@@ -1,6 +1,6 @@
 """Hostile input below the command line: the reader, the name and path checks, MLflow filters, spec mutations.
 
-The bad-input corpus (tests/bad_inputs/cases.yaml) drives the CLI with one case per class; these
+The bad-input corpus (tests/cli/bad_inputs/cases.yaml) drives the CLI with one case per class; these
 tests hit the same checks directly with many more values: every field of a valid spec replaced by
 every hostile value must end in a spec or one BadInputError, never another exception.
 """

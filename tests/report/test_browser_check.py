@@ -14,7 +14,7 @@ import pytest
 
 from recommender.report.render import write_report
 from tests.benchmark_scripts import load_benchmark
-from tests.test_report_render import Study, _with_assumptions, study  # noqa: F401  (the fixture)
+from tests.report.test_report_render import Study, _with_assumptions, study  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ import pytest
 from recommender.demo import eval_data
 from recommender.demo.corpus import iter_source_files
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TASKS_DIR = REPO / "evals" / "tasks"
 DEMO_MODEL = REPO / "recommender" / "demo" / "model"
 TASK_NAMES = [eval_data.PPL_TASK, eval_data.NEXT_LINE_TASK]

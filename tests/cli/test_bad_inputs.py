@@ -1,4 +1,4 @@
-"""The bad-input corpus (tests/bad_inputs/cases.yaml) through the real CLI entry point, in process.
+"""The bad-input corpus (tests/cli/bad_inputs/cases.yaml) through the real CLI entry point, in process.
 
 Each case must end in one `error:` line naming the field and the fix, exit code 2, and no
 traceback — before any model is loaded (the cases run in seconds together) and before anything is
