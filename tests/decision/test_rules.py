@@ -1,0 +1,80 @@
+"""The decision's rules on plain values: results built from dollars and verdicts, no simulator, no model.
+
+`test_decision.py` checks the same rules on results the real performance pipeline produced; these pin the
+rules themselves (the order of the tie-breaks, the band, what cannot win) where every figure is chosen.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from recommender.config.candidate import Candidate
+from recommender.decision import rules
+from recommender.decision.cost import CostEstimate
+from recommender.evaluation.candidate import CandidateResult
+from recommender.quality.result import QualityResult
+from recommender.quality.verdict import Check
+
+
+def result(
+    precision: str, method: str, month: float, *, per_token: float = 1.0, margin: float | None = -0.01,
+    engines: tuple[str, ...] = ("vllm",), broken: tuple[str, ...] = (), kv: str = "auto",
+) -> CandidateResult:
+    """An evaluated candidate costing `month` $/month; quality passed at `margin` (None: unverified)."""
+    c = Candidate(precision, method, "l40s", 8, kv_cache_dtype=kv)  # type: ignore[arg-type]
+    cost = CostEstimate(per_token, 1, 1, month, month / 730, "test")
+    if margin is None:
+        quality = QualityResult(method, precision, "unverified", [], None, "cpu", 0.0, reason="not measured")
+    else:
+        check = Check("task", "acc", 0.5, 0.5, 0.0, margin, "max_absolute_drop 0.02", "pass", threshold_scale=0.02)
+        quality = QualityResult(method, precision, "pass", [check], None, "cpu", 0.0)
+    return CandidateResult(c, "evaluated", {"quality": margin or 1.0}, list(broken), quality=quality, cost=cost,
+                           engines=engines)  # fmt: skip
+
+
+def test_the_cheapest_feasible_per_month_wins() -> None:
+    cheap, dear = result("int4", "w4a16-gptq-g128", 500.0), result("bf16", "baseline", 900.0)
+    assert rules.pick([dear, cheap]) is cheap and rules.ties([dear, cheap], cheap) == []
+
+
+def test_within_the_band_the_least_quantized_then_the_most_engines_then_the_margin_win() -> None:
+    int4 = result("int4", "w4a16-gptq-g128", 1000.0)
+    fp8 = result("fp8", "fp8-dynamic", 1000.0 * (1 + rules.COST_TOLERANCE))  # on the band's edge: a tie
+    assert rules.pick([int4, fp8]) is fp8
+    one, two = result("fp8", "fp8-dynamic", 1000.0), result("fp8", "fp8-dynamic", 1005.0, engines=("vllm", "sglang"))
+    assert rules.pick([one, two]) is two
+    tight = result("fp8", "fp8-dynamic", 1000.0, margin=-0.001)
+    roomy = result("fp8", "fp8-dynamic", 1004.0, margin=-0.01)
+    assert rules.pick([tight, roomy]) is roomy  # normalised margins: -0.05 against -0.5
+    fp8_kv = result("fp8", "fp8-dynamic", 1000.0, kv="fp8")
+    assert rules.pick([fp8_kv, one]) is one  # a 16-bit KV cache is less quantized
+
+
+def test_past_the_band_cost_decides_alone() -> None:
+    int4 = result("int4", "w4a16-gptq-g128", 1000.0)
+    bf16 = result("bf16", "baseline", 1000.0 * (1 + rules.COST_TOLERANCE) + 0.5)
+    assert rules.pick([bf16, int4]) is int4 and rules.ties([bf16, int4], int4) == []
+
+
+def test_unverified_or_broken_never_wins_and_cheaper_infeasible_ones_are_listed() -> None:
+    winner = result("bf16", "baseline", 900.0)
+    unverified = result("int4", "bnb-nf4", 300.0, margin=None)
+    slow = result("int8", "int8-w8a8", 400.0, broken=("tpot: 31 ms > 30 ms",))
+    dear_broken = result("fp8", "fp8-dynamic", 950.0, broken=("ttft",))
+    results = [winner, unverified, slow, dear_broken]
+    assert rules.pick(results) is winner
+    assert rules.rejected_cheaper(results, winner) == [unverified, slow]
+    assert rules.pick([unverified, slow]) is None
+
+
+def test_the_cost_bound_is_the_cheapest_feasible_plus_the_tolerance() -> None:
+    a, b = result("bf16", "baseline", 800.0), result("int8", "int8-w8a8", 700.0, margin=None)
+    bound = rules.cost_bound([a, b])
+    assert bound is not None and bound.usd_per_month == pytest.approx(800.0 * (1 + rules.COST_TOLERANCE))
+    assert bound.feasible == (a,) and rules.cost_bound([b]) is None
+
+
+def test_tie_band_is_shared_by_any_priced_items() -> None:
+    assert rules.tie_band([100.9, 101.1, 100.0], lambda x: x) == [100.9, 100.0]  # within 1 % of 100, in order
+    assert rules.tie_band([], lambda x: x) == []
+    assert rules.least_quantized("bf16") < rules.least_quantized("fp8") < rules.least_quantized("int4")
