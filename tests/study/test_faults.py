@@ -128,6 +128,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return {**os.environ, "RECOMMENDER_CACHE_DIR": str(tmp_path / "cache"), **extra}
 
 
+@pytest.mark.slow  # 45 s on two cores: the slow CI step runs it
 def test_ctrl_c_then_sigkill_then_resume_loses_nothing(tmp_path: Path, demo_model_dir: Path) -> None:
     """One worker on SQLite: Ctrl-C stops cleanly, SIGKILL loses only the trial in flight, a rerun finishes."""
     spec = _spec(tmp_path, demo_model_dir, {"bf16": ["baseline"], "fp16": ["fp16"], "int4": ["bnb-nf4"]},
