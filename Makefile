@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all lint clean train-demo train-demo-v2 releases-demo
+.PHONY: demo test test-slow test-all lint clean train-demo train-demo-v2 releases-demo
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow and not gpu"
+
+# The long real runs (fault injection with killed workers, hostile-input properties at 10x, every checkpoint
+# scheme quantized then scored, two releases gated): 18 tests, 7 min 22 s on two cores. CI runs them too.
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -m "slow and not gpu" --durations=10
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest
