@@ -115,10 +115,22 @@ class QualityEvaluator:
         n = self._task(spec.task).n_docs
         return min(limit, n) if limit else n
 
+    def _compute(self) -> dict[str, str]:
+        """The compute dtype as a key part: only when it is not bfloat16, so bfloat16 keys stay as they were."""
+        dtype = self.models.compute_dtype
+        return {} if dtype == "bfloat16" else {"compute_dtype": dtype}
+
+    @property
+    def _device(self) -> str:
+        """Where quality was measured, as results and reports say it ("cpu", "cpu, float32 compute")."""
+        dtype = self.models.compute_dtype
+        return self.models.device.label + ("" if dtype == "bfloat16" else f", {dtype} compute")
+
     def _key(self, method: QuantMethod, spec: TaskThreshold) -> str:
         return cache_key(
             model=self._fingerprint(), method=method.identity(), task=spec.task, metric=spec.metric,
             data=self._task(spec.task).fingerprint, lm_eval=lm_eval_version(), batch_size=self.use_case.batch_size,
+            **self._compute(),
         )  # fmt: skip
 
     # -- per-document scores -------------------------------------------------------------
@@ -164,7 +176,7 @@ class QualityEvaluator:
         key = cache_key(
             model=self._fingerprint(), method=method.identity(), fidelity=settings.model_dump(),
             algorithm=fid.ALGORITHM,
-            text_task=self._task(settings.text_task or self.use_case.task_names[0]).fingerprint,
+            text_task=self._task(settings.text_task or self.use_case.task_names[0]).fingerprint, **self._compute(),
         )  # fmt: skip
         stored = self.cache.get(key) if self.cache else None
         if stored is not None:
@@ -185,7 +197,8 @@ class QualityEvaluator:
         kl = fidelity_check(self.use_case, None)
         checks += [kl] if kl else []
         return QualityResult(
-            method.name, method.precision, "unverified", checks, None, self.models.device.label, 0.0, 0, reason
+            method.name, method.precision, "unverified", checks, None, self._device, 0.0, 0, reason,
+            self.models.compute_dtype,
         )
 
     def _claim_key(self, method: QuantMethod) -> str:
@@ -197,7 +210,7 @@ class QualityEvaluator:
         return "quality:" + cache_key(
             model=self._fingerprint(), method=method.identity(), limit=self.limit, adaptive=self.adaptive,
             use_case=self.use_case.model_dump(mode="json", exclude={"include_path"}), lm_eval=lm_eval_version(),
-            data={name: self._task(name).fingerprint for name in self.use_case.task_names},
+            data={name: self._task(name).fingerprint for name in self.use_case.task_names}, **self._compute(),
         )  # fmt: skip
 
     def _measure(self, method: QuantMethod) -> QualityResult:
@@ -209,8 +222,8 @@ class QualityEvaluator:
         checks += [kl] if kl else []
         self.computed_here += 1
         return QualityResult(
-            method.name, method.precision, overall(checks), checks, fidelity, self.models.device.label,
-            time.perf_counter() - started, self.docs_evaluated - docs_before,
+            method.name, method.precision, overall(checks), checks, fidelity, self._device,
+            time.perf_counter() - started, self.docs_evaluated - docs_before, "", self.models.compute_dtype,
         )  # fmt: skip
 
     def evaluate(self, method: QuantMethod) -> QualityResult:

@@ -25,3 +25,6 @@ class QualityResult:
     seconds: float
     docs_evaluated: int = 0
     reason: str = ""
+    #: The dtype the reference and this method computed in (``device.quality_compute_dtype``): float32 on a CPU
+    #: without native bfloat16; `device` then says so too.
+    compute_dtype: str = "bfloat16"

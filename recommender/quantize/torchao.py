@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from recommender.device import DeviceInfo
+from recommender.device import DeviceInfo, quality_compute_dtype
 from recommender.quantize._base import QuantMethod
 
 if TYPE_CHECKING:
@@ -43,6 +43,8 @@ class TorchAoMethod(QuantMethod):
         from torchao.quantization import quantize_
 
         model = source.load_model(dtype=torch.bfloat16, device=device)
+        if quality_compute_dtype(device) == "float32":  # bf16 weights, widened exactly, quantized in float32
+            model = model.float()
         # lm_head stays bf16, as in serving engines' default recipes.
         quantize_(model, self.make_config(), filter_fn=_is_body_linear)
         return model
