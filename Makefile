@@ -43,7 +43,7 @@ train-demo-v2: $(STAMP)
 # Two releases of the demo model through the same search, then compared and gated (the gate's
 # exit code is shown, not fatal: a regression is a result here).
 releases-demo: $(STAMP)
-	$(BIN)/recommender search search_spaces/demo.yaml
+	$(BIN)/recommender search
 	$(BIN)/recommender search search_spaces/demo-v2.yaml
 	$(BIN)/recommender compare --model demo-code-llama --releases v1 --releases v2 --plot mlruns/compare/demo-code-llama.png
 	-$(BIN)/recommender gate --model demo-code-llama --candidate v2 --against v1

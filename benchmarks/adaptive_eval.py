@@ -1,6 +1,6 @@
 """Adaptive evaluation against full evaluation on the demo suite: documents used and verdict agreement.
 
-    .venv/bin/python benchmarks/adaptive_eval.py [--suite evals/demo.yaml] [--limit N]
+    .venv/bin/python benchmarks/adaptive_eval.py [--suite recommender/demo/use_case.yaml] [--limit N]
 
 For every CPU method of the demo spec, the suite is evaluated twice from empty caches:
 once on each task's whole document budget, once adaptively (a quarter, a half, the
@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--spec", type=Path, default=REPO / "search_spaces" / "demo.yaml")
+    parser.add_argument("--spec", type=Path, default=REPO / "recommender" / "demo" / "search_space.yaml")
     parser.add_argument("--limit", type=int, default=None, help="Documents per task (default: the suite's).")
     args = parser.parse_args()
     spec = load_spec(args.spec)

@@ -70,7 +70,7 @@ def _inside(value: float | None, interval: tuple[float, float] | None) -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--suite", type=Path, default=REPO / "evals" / "demo.yaml")
+    parser.add_argument("--suite", type=Path, default=REPO / "recommender" / "demo" / "use_case.yaml")
     parser.add_argument("--model", type=Path, default=REPO / "recommender" / "demo" / "model")
     parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS)
     parser.add_argument("--json", type=Path, default=None)

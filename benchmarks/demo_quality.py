@@ -1,6 +1,7 @@
 """Quality of every serving scheme on the demo use case, scored on the checkpoint an engine loads.
 
-    .venv/bin/python benchmarks/demo_quality.py [--suite evals/demo.yaml] [--all] [--methods M ...] [--json out.json]
+    .venv/bin/python benchmarks/demo_quality.py [--suite recommender/demo/use_case.yaml] [--all] [--methods M ...]
+        [--json out.json]
 
 Prints one row per scheme: task scores with their deltas against bf16 and the paired interval
 of each delta, mean/p99 KL (nats/token), top-1 agreement, the verdict under the suite's
@@ -35,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--suite", type=Path, default=REPO / "evals" / "demo.yaml")
+    parser.add_argument("--suite", type=Path, default=REPO / "recommender" / "demo" / "use_case.yaml")
     parser.add_argument("--model", type=Path, default=REPO / "recommender" / "demo" / "model")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--all", action="store_true", help="also the evaluation-only schemes")

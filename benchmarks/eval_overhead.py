@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--suite", type=Path, default=REPO / "evals" / "demo.yaml")
+    parser.add_argument("--suite", type=Path, default=REPO / "recommender" / "demo" / "use_case.yaml")
     parser.add_argument("--task", default="demo_code_next_line")
     parser.add_argument("--limit", type=int, default=60)
     parser.add_argument("--method", default="torchao-int8-wo")

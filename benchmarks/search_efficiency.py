@@ -1,6 +1,6 @@
 """What the Optuna search costs against the exhaustive grid it replaces, on the demo space.
 
-    .venv/bin/python benchmarks/search_efficiency.py [--spec search_spaces/demo.yaml]
+    .venv/bin/python benchmarks/search_efficiency.py [--spec recommender/demo/search_space.yaml]
 
 Two arms, each from cold caches (a fresh quality cache and fresh Optuna/MLflow stores; the
 demo's lm-eval data is copied in, since building it is set-up, not search): the grid
@@ -38,7 +38,7 @@ def _fresh_cache(root: Path, seed_from: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--spec", type=Path, default=REPO / "search_spaces" / "demo.yaml")
+    parser.add_argument("--spec", type=Path, default=REPO / "recommender" / "demo" / "search_space.yaml")
     args = parser.parse_args()
     spec = load_spec(args.spec)
     seed_cache = cache_root()

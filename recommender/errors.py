@@ -17,7 +17,7 @@ class BadInputError(RecommenderError):
     """Input the user can fix: names the field (or flag, or file) and says how.
 
     Args:
-        field: where the problem is, e.g. ``search_spaces/demo.yaml: space.gpus[2]``.
+        field: where the problem is, e.g. ``recommender/demo/search_space.yaml: space.gpus[2]``.
         problem: what is wrong with it.
         fix: what to do instead.
     """

@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_MODEL = REPO / "recommender" / "demo" / "model"
-DEMO_SPEC = REPO / "search_spaces" / "demo.yaml"
+DEMO_SPEC = REPO / "recommender" / "demo" / "search_space.yaml"
 DAILY_SPEC = REPO / "search_spaces" / "daily-mix.yaml"
-TASKS_DIR = REPO / "evals" / "tasks"
+TASKS_DIR = REPO / "recommender" / "demo" / "tasks"
 
 # Nothing in the tests may reach a hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

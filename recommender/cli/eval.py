@@ -26,7 +26,7 @@ EPILOG = (
 def eval_command(
     model: Annotated[str, typer.Option(help="Local model directory or hub id (org/name).")],
     method: Annotated[str, typer.Option("--scheme", "--method", help="Scheme, e.g. fp8-dynamic, w4a16-gptq-g128.")],
-    use_case: Annotated[Path, typer.Option(help="Use-case suite YAML, e.g. evals/demo.yaml.")],
+    use_case: Annotated[Path, typer.Option(help="Use-case suite YAML, e.g. recommender/demo/use_case.yaml.")],
     checkpoint: Annotated[
         Path | None, typer.Option(help="Score this saved checkpoint of --scheme (from `recommender quantize`).")
     ] = None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import asdict
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 TRACKING_URI_HELP = "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlruns/mlflow.db)."
 
-DEMO_SPEC = Path(__file__).resolve().parents[2] / "search_spaces" / "demo.yaml"
+DEMO_SPEC = Path(str(resources.files("recommender.demo") / "search_space.yaml"))
 
 app = typer.Typer(
     name="recommender",
@@ -71,7 +72,9 @@ def _options(
 )
 def search(
     spec: Annotated[
-        Path | None, typer.Argument(help="Search-space YAML; default: the embedded demo (search_spaces/demo.yaml).")
+        Path | None,
+        typer.Argument(help="Search-space YAML; default: the demo shipped in the package "
+                            "(recommender/demo/search_space.yaml)."),
     ] = None,
     n_trials: Annotated[
         int | None,

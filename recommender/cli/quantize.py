@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from importlib import resources
 from pathlib import Path
 from typing import Annotated
 
@@ -15,7 +16,8 @@ EPILOG = (
 )
 
 SCHEME_HELP = "fp8-dynamic, int8-w8a8, w4a16-gptq-g128, w4a16-awq-g128 or w4a16-rtn-g128."
-DEFAULT_SUITE = Path("evals/demo.yaml")
+#: The demo use case, shipped in the package.
+DEFAULT_SUITE = Path(str(resources.files("recommender.demo") / "use_case.yaml"))
 
 
 def quantize_command(

@@ -1,6 +1,6 @@
 """The search specification: what to serve, for which use case, under which SLAs, over which space.
 
-A spec is a YAML file (see ``search_spaces/demo.yaml``). Relative paths inside it are
+A spec is a YAML file (see ``recommender/demo/search_space.yaml``). Relative paths inside it are
 resolved against the spec file's own directory, so a spec can be run from anywhere.
 Every validation error becomes one `BadInputError` naming the file and the field.
 """
@@ -288,7 +288,7 @@ def spec_from_mapping(raw: dict[str, Any], *, spec_path: Path | None, label: str
     Args:
         raw: the spec as written (YAML) or as stored in a study (JSON, paths already absolute).
         spec_path: the spec file, absolute; None for a spec that never had one (then the working directory).
-        label: how errors name the spec, e.g. ``search_spaces/demo.yaml``.
+        label: how errors name the spec, e.g. ``recommender/demo/search_space.yaml``.
     """
     if "spec_path" in raw:
         raise BadInputError(f"{label}: spec_path", "unknown key", "remove it; the spec's own path is implied")
@@ -304,7 +304,7 @@ def spec_from_mapping(raw: dict[str, Any], *, spec_path: Path | None, label: str
         raise BadInputError(
             f"{label}: {pydantic_location(tuple(first['loc']))}",
             pydantic_message(dict(first)),
-            "see search_spaces/demo.yaml for a valid spec",
+            "see recommender/demo/search_space.yaml for a valid spec",
         ) from None
     return spec
 

@@ -1,6 +1,6 @@
 """A use-case suite: which lm-eval tasks stand for the use case, and how much each may degrade.
 
-Suites are YAML under ``evals/`` (see ``evals/demo.yaml``). Task names are standard
+Suites are YAML under ``evals/`` (see ``recommender/demo/use_case.yaml``). Task names are standard
 lm-eval names or names from the suite's own task folder (``include_path``), which lm-eval's
 TaskManager registers alongside its built-in tasks.
 """
@@ -141,7 +141,7 @@ def load_use_case(path: Path, *, field: str = "use_case") -> UseCase:
         first = exc.errors()[0]
         loc = pydantic_location(tuple(first["loc"]))
         msg = str(first["msg"]).removeprefix("Value error, ")
-        raise BadInputError(f"{path}: {loc}", msg, "see evals/demo.yaml for a valid suite") from None
+        raise BadInputError(f"{path}: {loc}", msg, "see recommender/demo/use_case.yaml for a valid suite") from None
     suite = suite.model_copy(update={"suite_path": path.resolve()})
     if suite.include_path is not None:
         usable_path(suite.include_path, field=f"{path}: include_path")

@@ -27,7 +27,7 @@ def _fill(text: str, tmp: Path) -> str:
         repo=REPO,
         spec=tmp / "spec.yaml",
         model=REPO / "recommender" / "demo" / "model",
-        suite=REPO / "evals" / "demo.yaml",
+        suite=REPO / "recommender" / "demo" / "use_case.yaml",
         arch=REPO / "recommender" / "perf" / "catalog" / "architectures" / "llama-3.1-8b.json",
     )
 

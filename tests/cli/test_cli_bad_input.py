@@ -11,7 +11,7 @@ import yaml
 
 from tests.conftest import REPO, write_spec
 
-SUITE = str(REPO / "evals" / "demo.yaml")
+SUITE = str(REPO / "recommender" / "demo" / "use_case.yaml")
 
 
 def _run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
@@ -69,8 +69,8 @@ def test_bad_spec_fields(tmp_path: Path, changes: dict[str, object], needles: tu
 
 
 def test_threshold_out_of_range_in_suite(tmp_path: Path) -> None:
-    suite = yaml.safe_load((REPO / "evals" / "demo.yaml").read_text())
-    suite["include_path"] = str(REPO / "evals" / "tasks")
+    suite = yaml.safe_load((REPO / "recommender" / "demo" / "use_case.yaml").read_text())
+    suite["include_path"] = str(REPO / "recommender" / "demo" / "tasks")
     suite["tasks"][0]["threshold"] = {"max_relative_drop": 1.5}
     suite_path = tmp_path / "suite.yaml"
     suite_path.write_text(yaml.safe_dump(suite))
@@ -79,8 +79,8 @@ def test_threshold_out_of_range_in_suite(tmp_path: Path) -> None:
 
 
 def test_unknown_lm_eval_task_suggests_names(tmp_path: Path) -> None:
-    suite = yaml.safe_load((REPO / "evals" / "demo.yaml").read_text())
-    suite["include_path"] = str(REPO / "evals" / "tasks")
+    suite = yaml.safe_load((REPO / "recommender" / "demo" / "use_case.yaml").read_text())
+    suite["include_path"] = str(REPO / "recommender" / "demo" / "tasks")
     suite["tasks"][1]["task"] = "demo_code_next_lines"
     suite_path = tmp_path / "suite.yaml"
     suite_path.write_text(yaml.safe_dump(suite))

@@ -29,7 +29,7 @@ HOSTILE_VALUES: list[Any] = [
 def _demo_raw() -> dict[str, Any]:
     raw: dict[str, Any] = yaml.safe_load(DEMO_SPEC.read_text(encoding="utf-8"))
     raw["model"]["source"] = str(REPO / "recommender" / "demo" / "model")
-    raw["use_case"] = str(REPO / "evals" / "demo.yaml")
+    raw["use_case"] = str(REPO / "recommender" / "demo" / "use_case.yaml")
     return raw
 
 

@@ -38,7 +38,7 @@ from tests.conftest import DEMO_MODEL, DEMO_SPEC, REPO, with_value
 from tests.schema_strategy import from_schema
 
 DAILY_SPEC = REPO / "search_spaces" / "daily-mix.yaml"
-SUITE = REPO / "evals" / "demo.yaml"
+SUITE = REPO / "recommender" / "demo" / "use_case.yaml"
 #: Where each command's work starts; reaching one means every check before it passed.
 WORK = ("recommender.cli.main._run_with_progress", "recommender.fleet.spec_plan.plan_fleet",
         "recommender.fleet.plan.plan", "recommender.quality.evaluate.QualityEvaluator.evaluate",

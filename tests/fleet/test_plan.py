@@ -78,7 +78,7 @@ def test_plan_and_search_model_a_catalog_candidate_identically(hardware: str, ba
     from recommender.config.spec import load_spec
     from recommender.study import prepare
 
-    spec = load_spec(Path(__file__).parents[2] / "search_spaces" / "demo.yaml")
+    spec = load_spec(Path(__file__).parents[2] / "recommender" / "demo" / "search_space.yaml")
     prepared = prepare(spec)
     searched = prepared.evaluator().performance.evaluate(Candidate("bf16", "baseline", hardware, batch))
     planned = plan_one(prepared.shape, prepared.catalog.get(hardware), "bf16", traffic=spec.traffic, sla=spec.sla,

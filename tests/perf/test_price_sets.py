@@ -15,7 +15,7 @@ from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.catalog.prices import get_price_set, load_price_sets
-from tests.conftest import DEMO_SPEC, build_spec
+from tests.conftest import REPO, build_spec
 
 SETS = load_price_sets()
 TRAFFIC = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=1)
@@ -141,18 +141,20 @@ def test_the_spec_selects_a_set_and_refuses_an_unpriced_current_gpu() -> None:
     assert spec.fingerprint() != _spec().fingerprint()  # another price set is another study
     with pytest.raises(BadInputError) as info:
         _spec(price_set="aws-on-demand-us-east-1-2026-06")  # the demo's current GPU, an H100, is not in it
-    assert info.value.field == "demo.yaml: current.hardware"
+    assert info.value.field == "search_space.yaml: current.hardware"
     assert "h100-sxm has no price in price set aws-on-demand-us-east-1-2026-06" in info.value.problem
     with pytest.raises(BadInputError) as unknown:
         _spec(price_set="gcp")
-    assert unknown.value.field == "demo.yaml: price_set"
+    assert unknown.value.field == "search_space.yaml: price_set"
 
 
 def test_a_spec_without_price_set_keeps_its_study_name() -> None:
     """Specs written before price sets keep their fingerprint: the field is left out of the hash while unset.
 
-    ef2f76a1a4 is search_spaces/demo.yaml's fingerprint before price sets existed (main at 910e1b5).
+    ef2f76a1a4 is search_spaces/demo.yaml's fingerprint before price sets existed (main at 910e1b5); the spec
+    moved into the package since, so its relative paths are read from where it was then.
     """
     raw = yaml.safe_load(DEMO_SPEC_BEFORE_PRICE_SETS)
-    spec = spec_from_mapping(raw, spec_path=DEMO_SPEC.resolve(), label="demo.yaml")
+    old_home = REPO / "search_spaces" / "demo.yaml"
+    spec = spec_from_mapping(raw, spec_path=old_home, label="demo.yaml")
     assert spec.price_set is None and spec.fingerprint() == "ef2f76a1a4"

@@ -17,7 +17,7 @@ def test_demo_calibration_is_disjoint_from_scored_documents(demo_model_dir: Path
     from lm_eval.tasks import get_task_dict
     from transformers import AutoTokenizer
 
-    suite = load_use_case(REPO / "evals" / "demo.yaml")
+    suite = load_use_case(REPO / "recommender" / "demo" / "use_case.yaml")
     manager = task_manager(suite)
     calibration = calibration_set(suite, manager, AutoTokenizer.from_pretrained(str(demo_model_dir)))
     assert len(calibration.rows) == suite.calibration.samples
@@ -31,7 +31,7 @@ def test_demo_calibration_is_disjoint_from_scored_documents(demo_model_dir: Path
 
 
 def test_a_task_with_only_its_scored_split_cannot_calibrate() -> None:
-    suite = load_use_case(REPO / "evals" / "demo.yaml")
+    suite = load_use_case(REPO / "recommender" / "demo" / "use_case.yaml")
     manager = task_manager(suite)
     from lm_eval.tasks import get_task_dict
 

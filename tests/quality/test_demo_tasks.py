@@ -1,4 +1,4 @@
-"""Tests for the offline demo-code lm-eval tasks (evals/tasks/demo_code).
+"""Tests for the offline demo-code lm-eval tasks (recommender/demo/tasks/demo_code).
 
 Why: these tasks are what every quantized variant of the demo model is scored on, so
 they must be discoverable by lm-eval's TaskManager, their data must be byte-for-byte
@@ -19,7 +19,7 @@ from recommender.demo import eval_data
 from recommender.demo.corpus import iter_source_files
 
 REPO = Path(__file__).resolve().parents[2]
-TASKS_DIR = REPO / "evals" / "tasks"
+TASKS_DIR = REPO / "recommender" / "demo" / "tasks"
 DEMO_MODEL = REPO / "recommender" / "demo" / "model"
 TASK_NAMES = [eval_data.PPL_TASK, eval_data.NEXT_LINE_TASK]
 

@@ -325,7 +325,7 @@ def _with_assumptions(study: Study) -> Recommendation:
     from recommender.perf.catalog.gpus import load_catalog
 
     rec = study[0]
-    spec = load_spec(Path(__file__).parents[2] / "search_spaces" / "demo.yaml")
+    spec = load_spec(Path(__file__).parents[2] / "recommender" / "demo" / "search_space.yaml")
     catalog = load_catalog(spec.hardware_catalog, price_set=spec.price_set)
     return dataclasses.replace(rec, assumptions=assumptions_of(spec, catalog, winner=rec.winner, current=rec.current))
 

@@ -15,7 +15,7 @@ from recommender.quantize.llmcompressor import LlmCompressorScheme
 from recommender.study.winner_checkpoint import CHECKPOINT_DIR, place_checkpoint
 from tests.conftest import REPO
 
-SUITE = REPO / "evals" / "demo.yaml"
+SUITE = REPO / "recommender" / "demo" / "use_case.yaml"
 
 
 def test_scored_checkpoint_is_copied_under_the_study(tmp_path: Path, demo_model_dir: Path) -> None:
