@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow test-all lint clean train-demo train-demo-v2 releases-demo
+.PHONY: demo test test-slow test-all wheel-check lint clean train-demo train-demo-v2 releases-demo
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ test: $(STAMP)
 # scheme quantized then scored, two releases gated): 18 tests, 7 min 22 s on two cores. CI runs them too.
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m "slow and not gpu" --durations=10
+
+# The built wheel installed into a fresh virtualenv outside the checkout and run from an empty directory (CI runs it).
+wheel-check: $(STAMP)
+	.ci/wheel_check
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest
