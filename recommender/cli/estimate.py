@@ -25,18 +25,21 @@ EPILOG = (
 ENGINES = ENGINE_NAMES
 
 
-def _scheme(precision: str | None, scheme: str | None) -> str:
-    """The scheme to estimate: `--scheme` as given, or `plan`'s scheme for `--precision` (fp16: the cast)."""
-    from recommender.fleet.plan import PLAN_METHODS
+def _scheme(precision: str | None, scheme: str | None, engine: str, accel: Accelerator) -> str:
+    """The scheme to estimate: `--scheme` as given, or for `--precision` the first of `plan`'s schemes `engine`
+    launches on `accel` (fp8 on a B200 under TensorRT-LLM: the FP8 it runs there; fp16: the cast)."""
+    from recommender.fleet.plan import PLAN_METHODS, method_for
 
     if (precision is None) == (scheme is None):
         raise BadInputError("--precision/--scheme", "give exactly one", "e.g. --precision fp8 or --scheme int8-w8a8")
     if scheme is not None:
         return scheme
-    schemes = {p: native for p, (native, _) in PLAN_METHODS.items()} | {"fp16": "fp16"}
-    if precision not in schemes:
-        raise BadInputError("--precision", f"unknown precision {precision!r}", f"one of {', '.join(schemes)}")
-    return schemes[str(precision)]
+    if precision == "fp16":
+        return "fp16"
+    if precision not in PLAN_METHODS:
+        known = ", ".join([*PLAN_METHODS, "fp16"])
+        raise BadInputError("--precision", f"unknown precision {precision!r}", f"one of {known}")
+    return method_for(str(precision), accel.device, (engine,)).name
 
 
 def _check_kv_cache_dtype(kv_cache_dtype: str) -> None:
@@ -97,11 +100,11 @@ def estimate_command(
     _check_kv_cache_dtype(kv_cache_dtype)
     if engine not in ENGINES:
         raise BadInputError("--engine", f"unknown engine {engine!r}", f"one of {', '.join(ENGINES)}")
-    method = get_method(_scheme(precision, scheme), field="--scheme")
-    name, config = read_architecture(model)
-    shape = ModelShape.from_config(config)
     catalog = load_catalog()
     accel = catalog.get(hardware, field="--hardware")
+    method = get_method(_scheme(precision, scheme, engine, accel), field="--scheme")
+    name, config = read_architecture(model)
+    shape = ModelShape.from_config(config)
     _check_launch(engine, method, accel, tensor_parallel)
     check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                        field="--prompt-tokens/--output-tokens")  # fmt: skip

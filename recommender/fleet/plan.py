@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, KVCacheDtype
 from recommender.config.spec import LatencySLA, Traffic
+from recommender.device import DeviceInfo
 from recommender.engines import DEFAULT_ENGINES
 from recommender.engines.eligibility import eligibility
 from recommender.evaluation.candidate import CandidateResult
@@ -35,12 +36,10 @@ from recommender.quantize import QuantMethod, get_method
 from recommender.quantize.precisions import PRECISIONS
 from recommender.serialization import dumps, list_to_data
 
-#: The serving scheme `plan` projects for each precision family, and its fallback (``quantize/precisions.py``).
-PLAN_METHODS: dict[str, tuple[str, str]] = {
-    p.name: (p.plan_scheme, p.plan_fallback or p.plan_scheme) for p in PRECISIONS if p.plan_scheme is not None
-}
+#: The serving schemes `plan` projects for each precision family, in order (``quantize/precisions.py``).
+PLAN_METHODS: dict[str, tuple[str, ...]] = {p.name: p.plan_schemes for p in PRECISIONS if p.plan_schemes}
 #: Labelled priors, not measurements (``quantize/precisions.py``).
-QUALITY_PRIORS: dict[str, str] = {p.name: p.prior for p in PRECISIONS if p.plan_scheme is not None}
+QUALITY_PRIORS: dict[str, str] = {p.name: p.prior for p in PRECISIONS if p.plan_schemes}
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,10 +76,11 @@ class PlanRow:
     physics_alarm: str = ""
 
 
-def _method_for(precision: str, accel: Accelerator) -> QuantMethod:
-    native, fallback = PLAN_METHODS[precision]
-    method = get_method(native)
-    return method if eligibility(method, accel.device).launchable else get_method(fallback)
+def method_for(precision: str, device: DeviceInfo, engines: tuple[str, ...]) -> QuantMethod:
+    """The first of `precision`'s plan schemes one of `engines` launches on `device`; the first one (refused, with
+    its reason) where none does."""
+    methods = [get_method(name) for name in PLAN_METHODS[precision]]
+    return next((m for m in methods if eligibility(m, device, engines).launchable), methods[0])
 
 
 def _tensor_parallel_degrees(accel: Accelerator) -> list[int]:
@@ -179,7 +179,7 @@ def plan_one(
     """
     catalog = catalog or Catalog(accelerators={accel.key: accel}, source="plan")
     performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines, require_price=False)
-    method = _method_for(precision, accel)
+    method = method_for(precision, accel.device, performance.engines)
     served = eligibility(method, accel.device, performance.engines)
     if not served.launchable:
         return _row(performance, accel, precision, method, f"refused: {served.reason(accel.key)}")

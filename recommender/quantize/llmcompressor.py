@@ -10,7 +10,16 @@ weights, it is written beside a study for a model too large to quantize here, an
 
 Effective bits per weight (the memory model): per-channel schemes store one scale per
 output row (~0 at real widths); group-128 INT4 stores one bf16 scale per 128 weights
-(4 + 16/128), plus an int4 zero point when asymmetric (AWQ: 4 + 20/128 = 4.16, packed).
+(4 + 16/128), plus an int4 zero point when asymmetric (AWQ: 4 + 20/128 = 4.16, packed);
+NVFP4 one fp8 scale per 16 fp4 values (4.5, plus one fp32 global scale per tensor), MXFP4 one
+e8m0 scale per 32 (4.25), FP8 block one fp32 scale per 128x128 block.
+
+FP4 and FP8 activations on a device without their kernels (this CPU, any GPU below Blackwell for
+FP4): the checkpoint is dequantized on load (weights = scale x stored value, exactly what the
+engine multiplies), and each quantized layer's forward pass quantizes its input with the scheme's
+own rules (fp4 e2m1 or fp8 e4m3 rounding, per group of 16 or 32 or per tensor, with the scheme's
+scale format) before the matmul, in compressed-tensors' fake-quantization code: the values an FP4
+tensor core would see, computed at a higher precision.
 Schemes that calibrate (GPTQ, AWQ, SmoothQuant) run the use case's own calibration
 documents (`QuantizeContext.calibration`), never the scored ones.
 """
@@ -248,6 +257,96 @@ METHODS: tuple[QuantMethod, ...] = (
               ignore: [lm_head]
         """),
         description="INT4 W4A16: round-to-nearest, symmetric, group 128 (the cheap baseline of GPTQ and AWQ)",
+    ),
+    LlmCompressorScheme(
+        name="fp8-tensor",
+        precision="fp8",
+        library="llmcompressor",
+        bits_per_weight=8.0,
+        weight_only=False,
+        devices=_ANY,
+        kernel_family="ct-fp8-tensor",
+        checkpoint_format=COMPRESSED_TENSORS,
+        calibrates=True,
+        recipe=_recipe("""
+            QuantizationModifier:
+              targets: [Linear]
+              scheme: FP8
+              ignore: [lm_head]
+        """),
+        description="FP8 W8A8 per-tensor: one fp8 weight scale and one static activation scale per layer (calibrated)",
+    ),
+    LlmCompressorScheme(
+        name="fp8-block",
+        precision="fp8",
+        library="llmcompressor",
+        bits_per_weight=8.0 + 32.0 / (128 * 128),
+        weight_only=False,
+        devices=_ANY,
+        kernel_family="ct-fp8-block",
+        checkpoint_format=COMPRESSED_TENSORS,
+        calibrates=False,
+        recipe=_recipe("""
+            QuantizationModifier:
+              targets: [Linear]
+              scheme: FP8_BLOCK
+              ignore: [lm_head]
+        """),
+        description="FP8 block-scaled: fp8 weights in 128x128 blocks, dynamic fp8 activations per 128-value group",
+    ),
+    LlmCompressorScheme(
+        name="nvfp4",
+        precision="fp4",
+        library="llmcompressor",
+        bits_per_weight=4.0 + 8.0 / 16,
+        weight_only=False,
+        devices=_ANY,
+        kernel_family="ct-nvfp4",
+        checkpoint_format=COMPRESSED_TENSORS,
+        calibrates=True,
+        recipe=_recipe("""
+            QuantizationModifier:
+              targets: [Linear]
+              scheme: NVFP4
+              ignore: [lm_head]
+        """),
+        description="NVFP4 W4A4: fp4 (e2m1) weights and activations, an fp8 scale per 16 values (calibrated)",
+    ),
+    LlmCompressorScheme(
+        name="nvfp4a16",
+        precision="fp4",
+        library="llmcompressor",
+        bits_per_weight=4.0 + 8.0 / 16,
+        weight_only=True,
+        devices=_ANY,
+        kernel_family="ct-nvfp4a16",
+        checkpoint_format=COMPRESSED_TENSORS,
+        calibrates=False,
+        recipe=_recipe("""
+            QuantizationModifier:
+              targets: [Linear]
+              scheme: NVFP4A16
+              ignore: [lm_head]
+        """),
+        description="NVFP4 weight-only: fp4 (e2m1) weights with an fp8 scale per 16 values, 16-bit activations",
+    ),
+    LlmCompressorScheme(
+        name="mxfp4",
+        precision="fp4",
+        library="llmcompressor",
+        bits_per_weight=4.0 + 8.0 / 32,
+        weight_only=False,
+        devices=_ANY,
+        kernel_family="ct-mxfp4",
+        checkpoint_format=COMPRESSED_TENSORS,
+        calibrates=False,
+        recipe=_recipe("""
+            QuantizationModifier:
+              targets: [Linear]
+              scheme: MXFP4
+              ignore: [lm_head]
+        """),
+        description="MXFP4 W4A4 (OCP microscaling): fp4 weights and activations, an e8m0 scale per 32 values",
     ),
     LlmCompressorScheme(
         name="fp8-online",

@@ -18,35 +18,38 @@ class PrecisionFamily:
     Args:
         name: as specs and methods name it ("fp8").
         bits: bits per weight, the "least quantized" order of the tie rule.
-        plan_scheme: the served scheme `plan` projects for it (None: `plan` does not project it on its own).
-        plan_fallback: the scheme `plan` falls back to where no engine launches `plan_scheme` on a GPU (16-bit:
-            fp16 on GPUs without bf16; fp8: itself, so a GPU without FP8 W8A8 kernels is refused, not modelled
-            with weight-only FP8 Marlin numerics nobody measured).
+        plan_schemes: the served schemes `plan` and `estimate --precision` project for it, in order: the first
+            one the engines launch on the GPU (16-bit: fp16 on GPUs without bf16; fp8: FP8 dynamic, else the
+            block- or tensor-scaled FP8 an engine runs there; never a weight-only fallback nobody measured, so a
+            GPU without FP8 W8A8 kernels is refused). Empty: not projected on its own.
         prior: `plan`'s quality label: a labelled prior, not a measurement.
     """
 
     name: str
     bits: int
-    plan_scheme: str | None = None
-    plan_fallback: str | None = None
+    plan_schemes: tuple[str, ...] = ()
     prior: str = ""
 
 
 #: Priors summarise "Give Me BF16 or Give Me Death?" (Kurtic et al., arXiv 2411.02355) as quoted in the
 #: project's reference notes; not yet checked against the paper's own tables.
 PRECISIONS: tuple[PrecisionFamily, ...] = (
-    PrecisionFamily("bf16", 16, "baseline", "fp16", "reference"),
+    PrecisionFamily("bf16", 16, ("baseline", "fp16"), "reference"),
     PrecisionFamily("fp16", 16),
-    PrecisionFamily("fp8", 8, "fp8-dynamic", "fp8-dynamic", "prior: near-lossless (W8A8 FP8, arXiv 2411.02355)"),
-    PrecisionFamily("int8", 8, "int8-w8a8", "int8-w8a8", "prior: 1-3 % loss when tuned (W8A8 INT8, arXiv 2411.02355)"),
-    PrecisionFamily("int4", 4, "w4a16-gptq-g128", "w4a16-gptq-g128",
+    PrecisionFamily("fp8", 8, ("fp8-dynamic", "fp8-block", "fp8-tensor"),
+                    "prior: near-lossless (W8A8 FP8, arXiv 2411.02355)"),
+    PrecisionFamily("int8", 8, ("int8-w8a8",), "prior: 1-3 % loss when tuned (W8A8 INT8, arXiv 2411.02355)"),
+    PrecisionFamily("int4", 4, ("w4a16-gptq-g128",),
                     "prior: task-dependent loss, competitive with INT8 W8A8 (weight-only, arXiv 2411.02355)"),
+    # FP4: the 4-bit that Blackwell's tensor cores run (NVFP4, MXFP4); refused below Blackwell, not emulated.
+    PrecisionFamily("fp4", 4, ("nvfp4", "mxfp4"),
+                    "prior: not in arXiv 2411.02355; measure it (NVFP4 W4A4 is calibrated like INT8 W8A8)"),
 )  # fmt: skip
 
 #: Every family's name, in the order above.
 PRECISION_NAMES: tuple[str, ...] = tuple(p.name for p in PRECISIONS)
 #: The families `plan` projects, in the order above.
-PLANNED_PRECISIONS: tuple[str, ...] = tuple(p.name for p in PRECISIONS if p.plan_scheme is not None)
+PLANNED_PRECISIONS: tuple[str, ...] = tuple(p.name for p in PRECISIONS if p.plan_schemes)
 _BY_NAME = {p.name: p for p in PRECISIONS}
 
 

@@ -19,6 +19,7 @@ from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.sim.estimate import EstimateRequest, estimate
 from recommender.perf.step.calibrated import CalibratedModel, load_fit
 from recommender.quantize import get_method
+from recommender.quantize.precisions import PLANNED_PRECISIONS
 
 TRAFFIC = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5)
 SLA = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100)
@@ -38,12 +39,14 @@ def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
 
 def test_plan_json_gives_an_unpriced_gpu_latency_and_capacity_but_no_dollars() -> None:
     rows = json.loads(_run([*PLAN_L4, "--json"]).stdout)
-    assert {r["hardware"] for r in rows} == {"l4"} and len(rows) == 4
+    assert {r["hardware"] for r in rows} == {"l4"} and len(rows) == len(PLANNED_PRECISIONS)
+    fp4 = next(r for r in rows if r["precision"] == "fp4")  # the L4 (8.9) has no FP4 tensor cores: refused, one line
+    assert fp4["note"].startswith("refused: no engine in engines: [vllm, sglang] launches nvfp4 on l4")
     fp8 = next(r for r in rows if r["precision"] == "fp8")
     assert math.isfinite(fp8["ttft_p99_ms"]) and math.isfinite(fp8["tpot_p99_ms"])
     assert fp8["max_rps_per_replica"] > 0 and fp8["replicas"] >= 1 and fp8["tensor_parallel"] >= 1
     assert fp8["usd_per_1m_tokens"] is None and fp8["usd_per_month"] is None and fp8["price_set"] == ""
-    assert all(r["unpriced"].startswith(NO_L4_PRICE) for r in rows)
+    assert all(r["unpriced"].startswith(NO_L4_PRICE) for r in rows if r is not fp4)  # a refused row is not priced
 
 
 def test_plan_table_says_why_the_dollars_are_empty_once() -> None:

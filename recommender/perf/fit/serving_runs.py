@@ -43,7 +43,7 @@ SYSTEMS = {
 SCHEMES = {
     "": "baseline", "bf16": "baseline", "bfloat16": "baseline", "float16": "fp16", "fp16": "fp16",
     "fp8": "fp8-dynamic", "fp8_block": "fp8-dynamic", "fp8_ootb": "fp8-dynamic", "sq": "int8-w8a8",
-    "int8_wo": "torchao-int8-wo", "int4_wo": "w4a16-awq-g128",
+    "int8_wo": "torchao-int8-wo", "int4_wo": "w4a16-awq-g128", "fp4": "nvfp4", "nvfp4": "nvfp4",
 }  # fmt: skip
 #: KV-cache dtypes the file may name -> ``memory.KV_DTYPE_BYTES`` keys.
 KV_DTYPES = {"": "auto", "auto": "auto", "float16": "auto", "bfloat16": "auto", "fp16": "auto", "bf16": "auto",

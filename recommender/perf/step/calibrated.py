@@ -176,6 +176,10 @@ class Interval(BaseModel):
     confidence: float
 
 
+#: Precisions no measured run in the shipped fit used: their step costs rest on datasheet figures alone.
+UNMEASURED_PRECISIONS = frozenset({"fp4"})
+
+
 class CalibratedModel:
     """The shipped fit, turned into step-cost models and intervals for an engine on a GPU."""
 
@@ -201,7 +205,13 @@ class CalibratedModel:
         every current release reads it at its width)."""
         features = StepFeatures(shape, method, accel, tensor_parallel, kv_cache_dtype, kv_read_at_cache_width)
         coef = self.coefficients(engine)[:N_FEATURES]
-        return FeatureStepCost(features, coef, self.provenance(accel, engine), floor_s=1e-6)
+        provenance = self.provenance(accel, engine)
+        if method.precision in UNMEASURED_PRECISIONS:
+            provenance = provenance.extended(
+                f"{method.precision} linear layers at the datasheet's {method.precision} peak and "
+                f"{method.bits_per_weight:g} bits per weight: no measured {method.precision} run calibrates them"
+            )
+        return FeatureStepCost(features, coef, provenance, floor_s=1e-6)
 
     def provenance(self, accel: Accelerator, engine: str) -> Provenance:
         fit = self.fit
