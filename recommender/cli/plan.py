@@ -21,9 +21,6 @@ if TYPE_CHECKING:
 EPILOG = ("Latencies and capacities are calibrated (step costs fitted on measured serving runs, their uncertainty from "
           "held-out step residuals, simulated through the traffic); quality is a labelled prior, verdict 'unverified'.")
 
-#: The GPUs planned when --hardware is not given, priced or not: one the price set does not price still gets its
-#: fit, latencies and capacity (its dollar columns empty, the reason under the table).
-COMMON_GPUS = ("h100-sxm", "h200", "a100-80gb", "l40s", "l4", "mi300x")
 
 
 def _plan_with_progress(
@@ -56,7 +53,8 @@ def plan_command(
     ttft_ms: Annotated[float, typer.Option(min=0.001, help="P99 TTFT SLA, ms.")] = 1000.0,
     tpot_ms: Annotated[float, typer.Option(min=0.001, help="P99 TPOT SLA, ms.")] = 50.0,
     hardware: Annotated[
-        list[str] | None, typer.Option(help="Catalog GPUs (repeat the flag); default: six common ones.")
+        list[str] | None, typer.Option(help="Catalog GPUs (repeat the flag); default: every catalog GPU "
+                                   "(an unpriced one with the price set that lacks it named).")
     ] = None,
     batch_size: Annotated[list[int] | None, typer.Option(min=1, help="max_num_seqs values to try (repeat).")] = None,
     price_set: Annotated[
@@ -89,7 +87,9 @@ def plan_command(
     catalog = load_catalog(price_set=get_price_set(price_set, field="--price-set").name)
     check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                        field="--prompt-tokens")  # fmt: skip
-    hardware = hardware if hardware is not None else list(COMMON_GPUS)
+    # Without --hardware, every catalog GPU: one the price set does not price still gets its fit, latencies and
+    # capacity (its dollar columns empty, the reason under the table).
+    hardware = hardware if hardware is not None else list(catalog.accelerators)
     rows = _plan_with_progress(shape, catalog, hardware, traffic, sla, batch_size or [64, 256])
     if json_output:
         print(rows_to_json(rows))

@@ -50,20 +50,23 @@ def plan_spec(path: Path, model: str | None, json_output: bool) -> None:
 
 
 def _architecture(path: Path, model: str | None, spec: SearchSpec) -> tuple[str, SimpleNamespace]:
-    """--model, else the spec's model directory, else its model.name as a shipped architecture (a hub id's
-    config is not fetched); a refusal names where the architecture came from."""
-    from pathlib import Path
-
+    """--model, else the architecture of the spec's `model.source` resolved as `--model` resolves it (a model
+    directory, a config.json, a hub id of a shipped architecture: no hub is asked), else its `model.name` as a
+    shipped architecture's name. `model.name` names the model for tracking first; a refusal names the source."""
     from recommender.errors import BadInputError
     from recommender.perf.catalog.architectures import read_architecture
 
     if model is not None:
         return read_architecture(model)
-    source = spec.model.source
     try:
-        return read_architecture(source if Path(source).is_dir() else spec.model.name or source)
+        return read_architecture(spec.model.source, field=f"{path}: model.source")
     except BadInputError as exc:
-        raise BadInputError(f"{path}: model", exc.problem, f"pass --model, or {exc.fix}") from None
+        if spec.model.name:
+            try:
+                return read_architecture(spec.model.name)
+            except BadInputError:
+                pass
+        raise BadInputError(exc.field, exc.problem, f"pass --model, or {exc.fix}") from None
 
 
 def render_daily(recommendation: Recommendation, console: Console) -> None:

@@ -299,19 +299,21 @@ def test_a_file_of_other_gpus_and_models_loads_and_says_what_it_left_out(tmp_pat
         "c,vllm,0.12,meta-llama/Llama-3.1-8B-Instruct,mi999,,,1024,128,8,1,1,,50,4",
         "d,sglang,0.5,Some/Unknown-Model,h200_sxm,,,1024,128,8,1,1,,50,4",
         "e,trtllm,1.0,Qwen/Qwen3-32B,h200_sxm,fp8,fp8,1024,128,8,2,2,,50,4",
-        "f,trtllm,1.0,Qwen/Qwen3-32B,b200_sxm,nvfp4,nvfp4,1024,128,8,1,1,,50,4",
+        "f,trtllm,1.0,Qwen/Qwen3-32B,b200_sxm,fp6,fp6,1024,128,8,1,1,,50,4",
+        "i,trtllm,1.2,Qwen/Qwen3-32B,b200_sxm,fp4,nvfp4,1024,128,8,1,1,,50,4",
         "g,trtllm,1.0,Qwen/Qwen3-32B,b200_sxm,,,1024,128,,1,1,,50,4",
         "h,vllm,0.12,RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8,h200_sxm,fp8,fp8,1024,128,8,2,1,,50,4",
     )  # fmt: skip
     loaded = read_runs(path, schemes=get_method, profiles=PROFILES)
     assert [(r.hardware, r.model, r.scheme, r.kv_cache_dtype, r.campaign) for r in loaded.runs] == [
         ("h200", "qwen3-32b", "fp8-dynamic", "fp8", "steady"), ("b200", "llama-3.1-8b", "baseline", "auto", "sweep"),
+        ("b200", "qwen3-32b", "nvfp4", "auto", "sweep"),  # FP4 rows replay as NVFP4
         ("h200", "llama-3.1-70b", "fp8-dynamic", "fp8", "sweep"),  # a quantized re-upload: the base model's shape
     ]  # fmt: skip
     reasons = " | ".join(loaded.skipped)
     assert sum(loaded.skipped.values()) == 5
     for part in ("'mi999' is not in the GPU catalog", "'Some/Unknown-Model' has no shipped architecture",
-                 "pipeline", "'nvfp4' has no serving scheme", "malformed column"):  # fmt: skip
+                 "pipeline", "'fp6' has no serving scheme", "malformed column"):  # fmt: skip
         assert part in reasons
 
 

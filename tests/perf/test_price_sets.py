@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,28 @@ def test_every_figure_is_one_providers_with_source_and_date(name: str) -> None:
         refusal = catalog.price_refusal(key)
         assert refusal is not None and f"{key} has no price in price set {name}" in refusal
         assert "hardware_catalog" in refusal and "price_set" in refusal  # the one-line fix
+
+
+def test_every_catalog_gpu_is_priced_by_some_set_and_named_where_absent() -> None:
+    """Each GPU has a price in at least one set; a set that lacks a GPU names it in its `absent` line."""
+    catalog = load_catalog()
+    priced = {key for prices in SETS.price_sets.values() for key in prices.prices}
+    assert set(catalog.accelerators) <= priced, sorted(set(catalog.accelerators) - priced)
+    for prices in SETS.price_sets.values():
+        for key in set(catalog.accelerators) - set(prices.prices):
+            assert re.search(rf"(?<![\w-]){re.escape(key)}(?![\w-])", prices.absent), (prices.name, key)
+
+
+def test_the_new_sets_carry_their_figures() -> None:
+    """RunPod's 2026-08-27 Secure Cloud list, CoreWeave's on-demand instances (per GPU) and Vultr's AMD rows."""
+    runpod = SETS.price_sets["runpod-secure-2026-08-27"].prices
+    assert {k: runpod[k].usd_per_hour for k in ("b300", "rtx-pro-6000", "a40", "l4", "mi300x")} == {
+        "b300": 7.89, "rtx-pro-6000": 2.09, "a40": 0.44, "l4": 0.49, "mi300x": 2.39}  # fmt: skip
+    coreweave = SETS.price_sets["coreweave-on-demand-2026-09-20"].prices
+    assert coreweave["gb200"].usd_per_hour == 42.00 / 4 and coreweave["b200"].usd_per_hour == 68.80 / 8
+    vultr = SETS.price_sets["vultr-cloud-gpu-on-demand-2026-07-31"]
+    assert set(vultr.prices) == {"mi300x", "mi325x", "mi355x"}
+    assert all("(unverified)" in p.source for p in vultr.prices.values())  # not confirmed on Vultr's own page
 
 
 def test_within_one_set_the_bigger_variant_is_never_cheaper() -> None:
