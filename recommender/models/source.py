@@ -102,6 +102,11 @@ class ModelSource:
         kwargs.pop("use_safetensors", None)
         if self.is_local:  # read through the input reader first: encoding, duplicate keys, nesting, kind
             load_json(Path(self.location) / "config.json", field=field, what="config.json")
+        else:
+            cached = self._cached_hub_config(kwargs)
+            if cached is not None:
+                return cached
+            _check_hub_reachable(self.location, field=field)
         try:
             config: PretrainedConfig = AutoConfig.from_pretrained(self.location, **kwargs)
             return config
@@ -119,6 +124,16 @@ class ModelSource:
                 f"cannot load {self.location}: {str(exc).splitlines()[0][:200]}",
                 "check the path or hub id (hub ids need network access and, for gated models, a token)",
             ) from None
+
+    def _cached_hub_config(self, kwargs: dict[str, Any]) -> PretrainedConfig | None:
+        """The hub model's config from the local Hugging Face cache, asking no server (None: not cached)."""
+        from transformers import AutoConfig
+
+        try:
+            config: PretrainedConfig = AutoConfig.from_pretrained(self.location, local_files_only=True, **kwargs)
+            return config
+        except (OSError, ValueError):
+            return None
 
     def load_tokenizer(self) -> PreTrainedTokenizerBase:
         from transformers import AutoTokenizer
@@ -175,3 +190,30 @@ def _check_local_dir(root: Path, *, field: str, allow_pickle: bool) -> None:
             "convert them to safetensors, or if you trust the files set model.allow_pickle: true (--allow-pickle)",
         )
     raise BadInputError(field, f"{root} has no *.safetensors weights", "point at a directory with the model's weights")
+
+
+#: Seconds to wait for the hub's server before saying it cannot be reached (its own retries take ~46 s).
+HUB_CONNECT_TIMEOUT_S = 3.0
+
+
+def _check_hub_reachable(hub_id: str, *, field: str) -> None:
+    """Refuse at once, in one line, a hub id that is not cached when the hub is off (HF_HUB_OFFLINE) or its
+    server does not answer within ``HUB_CONNECT_TIMEOUT_S`` (any HTTP answer, even 401 or 404, is an answer)."""
+    import urllib.error
+    import urllib.request
+
+    from huggingface_hub import constants
+
+    fix = "pass a local model directory, or run once with network access so the hub's cache holds it"
+    if constants.HF_HUB_OFFLINE:
+        raise BadInputError(field, f"cannot load {hub_id}: not in the local Hugging Face cache and HF_HUB_OFFLINE "
+                            "is set", fix)  # fmt: skip
+    request = urllib.request.Request(f"{constants.ENDPOINT.rstrip('/')}/api/models/{hub_id}", method="HEAD")
+    try:
+        urllib.request.urlopen(request, timeout=HUB_CONNECT_TIMEOUT_S).close()  # noqa: S310 (the hub's own URL)
+    except urllib.error.HTTPError:
+        return  # the server answered (a gated or unknown model is said later, by the real request)
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise BadInputError(field, f"cannot load {hub_id}: the hub ({constants.ENDPOINT}) cannot be reached within "
+                            f"{HUB_CONNECT_TIMEOUT_S:g} s ({reason})", fix) from None  # fmt: skip

@@ -72,10 +72,10 @@ def prepare(spec: SearchSpec) -> Prepared:
         field=f"{spec.spec_path}: model.source",
         name=spec.model.name,
     )
+    config = source.load_config(field=f"{spec.spec_path}: model.source")  # before lm-eval's task index: fails fast
     manager = task_manager(use_case)
     check_tasks_known(use_case, manager)
     catalog = load_catalog(spec.hardware_catalog, price_set=spec.price_set)
-    config = source.load_config(field=f"{spec.spec_path}: model.source")
     check_architecture(config, field=f"{spec.spec_path}: model.source config")
     shape = ModelShape.from_config(config)
     check_request_fits(config, shape, catalog, prompt_tokens=spec.traffic.prompt_tokens,
