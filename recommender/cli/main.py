@@ -28,6 +28,7 @@ from recommender.report.console import make_console, trial_progress, usage_error
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from recommender.config.spec import SearchSpec
     from recommender.study import Prepared, SearchOutcome
 
 TRACKING_URI_HELP = "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlruns/mlflow.db)."
@@ -105,6 +106,12 @@ def search(
     timeout_s: Annotated[
         float | None, typer.Option(min=1, help="Stop sampling after this many seconds (default: the spec's).")
     ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Check everything and print what the search would do (candidates, pruned "
+                     "and why, schemes to quantize and score, documents, a time estimate); load no weights, "
+                     "write nothing."),
+    ] = False,
 ) -> None:
     """Run (or resume) a search and print the cheapest configuration that meets every threshold."""
     from recommender.config.spec import load_spec
@@ -113,6 +120,9 @@ def search(
     console = make_console(stderr=json_output)
     spec_path = spec or DEMO_SPEC
     loaded = load_spec(spec_path, timeout_s=timeout_s)
+    if dry_run:
+        _dry_run(loaded, json_output, console)
+        return
     uri = resolve_tracking_uri(tracking_uri)
     from recommender.config.destinations import check_search_destinations
     from recommender.study import prepare
@@ -133,6 +143,19 @@ def search(
         render_daily(outcome.recommendation, console)
     raise typer.Exit(0 if outcome.recommendation.winner else 1)
 
+
+
+def _dry_run(spec: SearchSpec, json_output: bool, console: Console) -> None:
+    from recommender.report.dry_run import render_dry_run
+    from recommender.serialization import dumps, to_data
+    from recommender.study import prepare
+    from recommender.study.dry_run import dry_run
+
+    answer = dry_run(prepare(spec))
+    if json_output:
+        print(dumps(to_data(answer)), end="")
+    else:
+        render_dry_run(answer, console)
 
 @app.command(
     epilog=(

@@ -1,0 +1,94 @@
+"""`recommender search --dry-run`: what a search would do, before it commits hours, with nothing written.
+
+Every check of a real search runs (`prepare`: the spec, the use case's tasks, the model's architecture
+from its config, the catalog and prices; no weights are loaded). Every catalog candidate is then priced
+and simulated as the search would (speed and cost need no weights), which says which are pruned and why;
+the schemes that would be quantized and scored are the distinct ones among the rest (at most: the search
+skips those its cost bound rules out), each on the use case's document budgets. The time is an estimate
+from a stated assumption: the tokens scored per scheme times the model's FLOPs per token, at the matmul
+rate measured here in the dtype the quality runs compute in. No store is opened, no file written.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from recommender.config.spec import LOCAL_DEVICE
+from recommender.device import local_device, quality_compute_dtype
+from recommender.quantize import get_method, with_kv_cache
+from recommender.study.prepare import Prepared
+from recommender.study.space import UNQUANTIZED, grid
+
+#: Tokens assumed per scored document, and per KL window beyond its own length (stated in the output).
+ASSUMED_TOKENS_PER_DOCUMENT = 512
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """What the search would do (`recommender search --dry-run`), serialised as `--dry-run --json` prints it."""
+
+    study_name: str
+    candidates: int
+    n_trials: int
+    pruned: list[tuple[str, str]] = field(default_factory=list)
+    measured_here: list[str] = field(default_factory=list)
+    schemes_scored: list[str] = field(default_factory=list)
+    checkpoints_made: list[str] = field(default_factory=list)
+    documents_per_scheme: dict[str, int] = field(default_factory=dict)
+    kl_tokens_per_scheme: int = 0
+    seconds_per_scheme: float = 0.0
+    estimate_basis: str = ""
+
+
+def dry_run(prepared: Prepared) -> DryRun:
+    """Price, simulate and classify every candidate of the space; count what quality would be measured."""
+    spec = prepared.spec
+    evaluator = prepared.evaluator().performance
+    candidates = grid(spec)
+    pruned, measured_here, scored = [], [], {get_method("baseline").name}
+    for c in candidates:
+        if c.hardware == LOCAL_DEVICE:
+            measured_here.append(c.key)  # its step times are probed on this machine: that loads the weights
+            continue
+        result = evaluator.evaluate(c)
+        if result.status != "evaluated":
+            pruned.append((c.key, "; ".join(result.broken)))
+        elif c.precision not in UNQUANTIZED:
+            scored.add(with_kv_cache(get_method(c.method), c.kv_cache_dtype).name)
+    methods = [get_method(name) for name in sorted(scored)]
+    documents = {t.task: t.limit or prepared.use_case.limit or 0 for t in prepared.use_case.tasks}
+    fidelity = prepared.use_case.fidelity
+    kl_tokens = fidelity.text_windows * fidelity.window_tokens if fidelity.max_mean_kl is not None else 0
+    tokens = sum(documents.values()) * ASSUMED_TOKENS_PER_DOCUMENT + kl_tokens
+    rate, dtype = _matmul_rate()
+    seconds = 2.0 * prepared.shape.active_params * tokens / rate
+    return DryRun(
+        study_name=spec.study_name, candidates=len(candidates), n_trials=spec.search.n_trials, pruned=pruned,
+        measured_here=measured_here, schemes_scored=[m.name for m in methods],
+        checkpoints_made=[m.name for m in methods if m.checkpoint_format is not None],
+        documents_per_scheme=documents, kl_tokens_per_scheme=kl_tokens, seconds_per_scheme=seconds,
+        estimate_basis=(
+            f"{sum(documents.values())} documents x {ASSUMED_TOKENS_PER_DOCUMENT} tokens (assumed) + {kl_tokens} KL "
+            f"tokens per scheme, 2 x {prepared.shape.active_params / 1e6:,.0f} M active parameters FLOPs per token, at "
+            f"{rate / 1e12:.2f} TFLOP/s ({dtype} matmul measured on this {local_device().label}); checkpoint "
+            "calibration and model loading not included"
+        ),
+    )  # fmt: skip
+
+
+def _matmul_rate() -> tuple[float, str]:
+    """FLOP/s of a 1024-square matmul here, in the dtype quality runs compute in (the median of 5)."""
+    import torch
+
+    device = local_device()
+    dtype_name = quality_compute_dtype(device)
+    dtype = getattr(torch, dtype_name)
+    where = "cuda" if device.kind == "cuda" else "cpu"
+    a = torch.randn(1024, 1024, dtype=dtype, device=where)
+    times = []
+    for _ in range(5):
+        started = time.perf_counter()
+        (a @ a).sum().item()
+        times.append(time.perf_counter() - started)
+    return 2 * 1024**3 / sorted(times)[2], dtype_name
