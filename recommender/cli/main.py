@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from recommender.config.spec import SearchSpec
     from recommender.study import Prepared, SearchOutcome
 
+DRY_RUN_HELP = ("Check everything and print what the search would do (candidates, pruned and why, schemes to "
+                "quantize and score, documents, a time estimate); load no weights, write nothing.")
 TRACKING_URI_HELP = "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlruns/mlflow.db)."
 
 DEMO_SPEC = Path(str(resources.files("recommender.demo") / "search_space.yaml"))
@@ -106,12 +108,7 @@ def search(
     timeout_s: Annotated[
         float | None, typer.Option(min=1, help="Stop sampling after this many seconds (default: the spec's).")
     ] = None,
-    dry_run: Annotated[
-        bool,
-        typer.Option("--dry-run", help="Check everything and print what the search would do (candidates, pruned "
-                     "and why, schemes to quantize and score, documents, a time estimate); load no weights, "
-                     "write nothing."),
-    ] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help=DRY_RUN_HELP)] = False,
 ) -> None:
     """Run (or resume) a search and print the cheapest configuration that meets every threshold."""
     from recommender.config.spec import load_spec
@@ -126,22 +123,25 @@ def search(
     uri = resolve_tracking_uri(tracking_uri)
     from recommender.config.destinations import check_search_destinations
     from recommender.study import prepare
-
     check_search_destinations(storage=storage, tracking_uri=uri, output_root=output_dir,
                               study_name=loaded.study_name, resume=resume)  # fmt: skip
     _probe_stores(storage, uri)
 
     prepared = prepare(loaded)  # every refusal of the spec comes before the progress display
     outcome = _run_with_progress(prepared, storage, uri, output_dir, n_trials, resume, console)
+    _print_outcome(outcome, json_output, console)
+    raise typer.Exit(0 if outcome.recommendation.winner else 1)
+
+
+def _print_outcome(outcome: SearchOutcome, json_output: bool, console: Console) -> None:
     if json_output:
         print(outcome.recommendation_path.read_text(encoding="utf-8"), end="")
-    else:
-        from recommender.cli.plan_spec import render_daily
-        from recommender.report.study_summary import render_search
+        return
+    from recommender.cli.plan_spec import render_daily
+    from recommender.report.study_summary import render_search
 
-        render_search(outcome, console)
-        render_daily(outcome.recommendation, console)
-    raise typer.Exit(0 if outcome.recommendation.winner else 1)
+    render_search(outcome, console)
+    render_daily(outcome.recommendation, console)
 
 
 
