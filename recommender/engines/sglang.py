@@ -34,6 +34,29 @@ Where it runs each scheme family (``KERNELS``), verified against sgl-project/sgl
 - docs/advanced_features/quantization.md @ 15dd13e — pre-quantized checkpoints need no
   ``--quantization``: the method is parsed from config.json.
 
+FP8 per-tensor and block, and FP4 (compressed-tensors ``FP8``, ``FP8_BLOCK``, ``NVFP4``, ``NVFP4A16`` and
+``MXFP4`` presets), verified against sgl-project/sglang:
+- .../compressed_tensors/compressed_tensors.py @ 64f78fd — ``_is_fp8_w8a8`` takes tensor, channel and block
+  weights (dynamic activations, or static symmetric per-tensor ones) into CompressedTensorsW8A8Fp8 from 8.9,
+  CompressedTensorsW8A16Fp8 below; ``_is_fp4a4_nvfp4`` (tensor_group, group 16) becomes
+  CompressedTensorsW4A4Fp4, or on a GPU that is not Blackwell the weight-only FP4 Marlin
+  CompressedTensorsW4A4MarlinFp4 (``should_use_fp4_marlin_fallback``; schemes/compressed_tensors_w4a4_nvfp4_marlin.py
+  @ 64f78fd: "Marlin FP4 fallback", CUDA only). The dense dispatch has no NVFP4A16 (weight-only, no
+  input activations) and no MXFP4 branch: both raise "No compressed-tensors compatible scheme was found"
+  (an earlier dispatch, @ b01291f, sent NVFP4A16 to FP4 Marlin; the current one does not), so SGLang has no
+  ct-nvfp4a16 and no ct-mxfp4 row.
+- .../compressed_tensors/schemes/compressed_tensors_w4a4_nvfp4.py @ 0541d3b — min 100; the checkpoint's
+  static input global scale, FP4 activations and FP8 group-16 scales computed at run time (``fp4_quantize``,
+  ``fp4_gemm``): the measured NVFP4. python/sglang/srt/utils/common.py @ 4e75f46 — ``is_blackwell_supported``:
+  major 10 or 12 with CUDA >= 12.8 (an 11.x GPU would get the Marlin fallback).
+- .../compressed_tensors/schemes/compressed_tensors_w8a8_fp8.py @ 787a422 — per-tensor weights with a
+  static per-tensor input scale, e4m3fnuz on ROCm; a fused module's per-tensor weight scales are
+  requantized to their maximum (a small rounding difference from the checkpoint).
+- python/sglang/srt/layers/deep_gemm_wrapper/configurer.py @ 55db869 — with DeepGEMM (bundled, on by
+  default from 9.0) on Blackwell (major 10 or 12) ``DEEPGEMM_SCALE_UE8M0``: block FP8 runs with power-of-two
+  scales, not the FP32 scales that were measured, so the block row stops at 10.0 (Hopper's DeepGEMM keeps
+  FP32 scales). The block path on ROCm is not verified here: no AMD row for ct-fp8-block.
+
 How it batches (``PROFILE``, for the scheduler simulation; defaults of the releases the measured runs used, read
 in the released sources):
 
@@ -76,6 +99,11 @@ QUANTIZATION_CHOICES = frozenset(
 KV_CACHE_DTYPE = {"auto": "auto", "fp8": "fp8_e4m3"}
 
 
+#: What SGLang runs for an FP8 block checkpoint below 8.9 (compressed_tensors.py @ 64f78fd).
+FP8_BLOCK_FALLBACK = "it takes its weight-only FP8 scheme (W8A16), not the W8A8 numerics that were measured"
+#: What SGLang runs for an NVFP4 W4A4 checkpoint below Blackwell (compressed_tensors.py @ 64f78fd).
+NVFP4_FALLBACK = "it runs NVFP4 weight-only through FP4 Marlin (W4A16), not the W4A4 numerics that were measured"
+
 #: How Sglang batches (sources in the module docstring).
 PROFILE = EngineProfile("sglang", max_num_batched_tokens=8192, mixed_prefill=False, max_num_seqs=1024,
                         reserve_whole_request=True)
@@ -88,6 +116,11 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("ct-w4a16", "SGLang's Marlin W4A16", (8, 0)),
     Kernel("ct-w4a16-asym", "SGLang's Marlin W4A16 with zero points", (8, 0)),
     Kernel("bnb-nf4", "SGLang's bitsandbytes NF4", (7, 0), flag="bitsandbytes"),
+    Kernel("ct-fp8-tensor", "SGLang's CompressedTensorsW8A8Fp8 (per-tensor, static activation scale)", (8, 9),
+           amd=True, fallback=FP8_W8A16_FALLBACK),
+    Kernel("ct-fp8-block", "SGLang's CompressedTensorsW8A8Fp8 (128x128 blocks, FP32 scales; UE8M0 on Blackwell)",
+           (8, 9), nvidia_below=(10, 0), fallback=FP8_BLOCK_FALLBACK),
+    Kernel("ct-nvfp4", "SGLang's CompressedTensorsW4A4Fp4 (FP4 GEMM)", (10, 0), fallback=NVFP4_FALLBACK),
 )  # fmt: skip
 
 

@@ -33,6 +33,18 @@ Where it runs each scheme family (``KERNELS``), verified against huggingface/tex
   GPU: per-token W8A8 only on 9.x with fbgemm-gpu, per-tensor on 8.9, Marlin weight-only on 8.x.
 - docs/source/installation_nvidia.md @ bb87333 — H100, A100, A10G and T4.
 
+No row for the compressed-tensors FP8 per-tensor, FP8 block, NVFP4, NVFP4A16 and MXFP4 presets:
+- .../compressed_tensors/loader.py @ b2dc10a — loaders exist only for ``float-quantized``/``naive-quantized``
+  8-bit float, ``pack-quantized`` integer and ``int-quantized`` 8-bit integer groups; an
+  ``nvfp4-pack-quantized`` or ``mxfp4-pack-quantized`` group raises "unsupported compressed-tensors
+  configurtion", so TGI serves no FP4 scheme.
+- .../compressed_tensors/w8an_fp.py @ 575af7e — the FP8 loader ignores the ``strategy`` ("we try to use the
+  best-possible configuration") and reshapes every weight scale to one per output row: 128x128 block scales
+  do not fit that, so FP8 block is not served. A per-tensor static checkpoint runs whatever layers/fp8.py
+  @ 14e8ca5 picks by GPU: FP8 Marlin weight-only on every 8.x (``get_fp8_linear``: major 8), fbgemm with
+  dynamic per-row activations on 9.x (the static input scale unused), ``torch._scaled_mm`` with the static
+  input scale only elsewhere — not verified to run there with per-row-expanded weight scales, so no row.
+
 How it batches (``PROFILE``, for the scheduler simulation; defaults of the releases the measured runs used, read
 in the released sources):
 

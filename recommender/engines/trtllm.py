@@ -50,6 +50,25 @@ PyTorch backend; NVIDIA only: no ROCm, no CPU):
 - tensorrt_llm/llmapi/llm_utils.py @ 0066b2a — a quantization_config with another quant_method
   (bitsandbytes, torchao) raises NotImplementedError.
 
+FP8 per-tensor and block, and FP4 (compressed-tensors ``FP8``, ``FP8_BLOCK``, ``NVFP4``, ``NVFP4A16`` and
+``MXFP4`` presets), verified against NVIDIA/TensorRT-LLM:
+- tensorrt_llm/models/quant_config_utils.py @ 21156a7 (``_quant_config_from_config_group``) — 8-bit block
+  weights with group-128 activations become ``FP8_BLOCK_SCALES``; any other 8-bit weight strategy than
+  channel or block raises ("Supported strategies: 'channel', 'block'"), so the per-tensor FP8 preset is not
+  loaded (no ct-fp8-tensor row). FP4 ``tensor_group`` weights with ``tensor_group`` activations, group 16,
+  become ``NVFP4`` (W4A4; "SM120/121 execute this W4A4 contract through the FP4 CUTLASS path"); NVFP4
+  weights without input activations (NVFP4A16) fail there (the activation strategy is read from a missing
+  group), so no ct-nvfp4a16 row. Every ``mxfp4-pack-quantized`` group becomes ``W4A16_MXFP4``, weight-only,
+  whether or not the checkpoint quantizes activations: an MXFP4 W4A4 checkpoint is not served as measured,
+  so no ct-mxfp4 row.
+- docs/source/features/quantization.md @ 09d4c79 — hardware matrix: NVFP4 on Blackwell sm100/103 and sm120,
+  not Hopper; FP8 block scaling on Hopper and sm100/103 (not sm120, not Ada), where "FP8 block wise scaling
+  GEMM kernels for sm100/103 are using MXFP8 recipe (E4M3 act/weight and UE8M0 act/weight scale), which is
+  slightly different from SM90 FP8 recipe (E4M3 act/weight and FP32 act/weight scale)": the FP32 block
+  scales that were measured run on Hopper only. FP8 per tensor runs on Ada, Hopper and Blackwell from ModelOpt
+  checkpoints, but the compressed-tensors reader above refuses a per-tensor group; FP8 rowwise (ct-fp8-w8a8)
+  stays Hopper-only, so Blackwell gains no FP8 row from compressed-tensors checkpoints.
+
 How it batches (``PROFILE``, for the scheduler simulation; defaults of the releases the measured runs used, read
 in the released sources):
 
@@ -97,6 +116,9 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("fp16", "TensorRT-LLM fp16", (8, 0)),
     Kernel("ct-fp8-w8a8", "TensorRT-LLM's FP8 rowwise (FP8_PER_CHANNEL_PER_TOKEN)", (9, 0),
            nvidia_below=(10, 0)),
+    Kernel("ct-fp8-block", "TensorRT-LLM's FP8_BLOCK_SCALES with FP32 scales (Blackwell uses UE8M0 scales)", (9, 0),
+           nvidia_below=(10, 0)),
+    Kernel("ct-nvfp4", "TensorRT-LLM's NVFP4 W4A4 (FP4 CUTLASS)", (10, 0)),
 )  # fmt: skip
 
 
@@ -173,6 +195,23 @@ class TrtllmEmitter(Emitter):
                 "tensorrt_llm/models/quant_config_utils.py), and its W4A16 AWQ/GPTQ kernels load ModelOpt "
                 "checkpoints, not llm-compressor's — serve it with another engine"
             )
+        if method.kernel_family == "ct-fp8-tensor":
+            return (
+                "TensorRT-LLM's compressed-tensors reader takes 8-bit groups only per channel (FP8 rowwise) or in "
+                "blocks (FP8_BLOCK_SCALES) and raises on per-tensor FP8 (tensorrt_llm/models/quant_config_utils.py) "
+                "— serve it with another engine, or pick fp8-dynamic or fp8-block"
+            )
+        if method.kernel_family == "ct-nvfp4a16":
+            return (
+                "TensorRT-LLM's compressed-tensors reader maps NVFP4 only with NVFP4 activations (W4A4) and has no "
+                "weight-only NVFP4 group (tensorrt_llm/models/quant_config_utils.py) — serve it with vllm"
+            )
+        if method.kernel_family == "ct-mxfp4":
+            return (
+                "TensorRT-LLM reads every mxfp4-pack-quantized group as weight-only W4A16_MXFP4, leaving the "
+                "activations unquantized (tensorrt_llm/models/quant_config_utils.py), which is not what "
+                f"{method.name} measured — serve it with vllm"
+            )
         if method.checkpoint_format is None and method.library == "llmcompressor":
             return (
                 "trtllm-serve has no in-flight quantization of 16-bit weights: its PyTorch backend serves FP8 from a "
@@ -213,6 +252,17 @@ def _quantization_notes(method: QuantMethod) -> list[str]:
             "TensorRT-LLM reads this llm-compressor FP8 checkpoint as FP8_PER_CHANNEL_PER_TOKEN (FP8 rowwise: "
             "per-channel weight scales, activations quantized per token at run time), which NVIDIA's hardware "
             "matrix lists for Hopper only."
+        )
+    if method.kernel_family == "ct-fp8-block":
+        notes.append(
+            "TensorRT-LLM reads this checkpoint as FP8_BLOCK_SCALES (128x128 weight blocks, activations quantized "
+            "per 128-value group at run time); Hopper keeps the FP32 scales, while Blackwell's block kernels use "
+            "UE8M0 (power-of-two) scales, which is why only Hopper counts."
+        )
+    if method.kernel_family == "ct-nvfp4":
+        notes.append(
+            "TensorRT-LLM reads this checkpoint as NVFP4 (FP4 weights and activations, FP8 scales per 16 values), "
+            "which NVIDIA's hardware matrix lists for Blackwell only."
         )
     return notes
 

@@ -53,6 +53,54 @@ Where it runs each scheme family (``KERNELS``), verified against vllm-project/vl
   on Ada, Hopper, AMD); https://docs.vllm.ai/en/v0.12.0/getting_started/installation/cpu/ — x86
   CPU serves FP32, FP16 and BF16.
 
+FP8 per-tensor and block, and FP4 (compressed-tensors ``FP8``, ``FP8_BLOCK``, ``NVFP4``, ``NVFP4A16`` and
+``MXFP4`` presets), verified against vllm-project/vllm:
+- .../compressed_tensors/compressed_tensors.py @ be69645 — ``_is_fp8_w8a8`` takes tensor, channel and
+  block weights with dynamic activations, or static per-tensor activations; below 8.9 the scheme becomes
+  CompressedTensorsW8A16Fp8. ``_is_fp4a4_nvfp4`` (tensor_group, group 16, FP4 weights and activations)
+  becomes CompressedTensorsW4A4Fp4 where ``cutlass_fp4_supported()``, otherwise CompressedTensorsW4A16Fp4
+  (weight-only FP4 Marlin) with the warning "Current platform does not support cutlass NVFP4";
+  ``_is_fp4a16_nvfp4`` (no input activations) is always CompressedTensorsW4A16Fp4.
+- .../compressed_tensors/schemes/compressed_tensors_w8a8_fp8.py @ de4766a (per-tensor: static input scale,
+  e4m3fnuz on ROCm; a fused QKV/MLP module's per-tensor weight scales are requantized to their maximum, a
+  small rounding difference from the checkpoint) and @ 00cb05c (block: min 89, activations quantized at
+  run time per 1x128 group, ``W8A8BlockFp8LinearOp``).
+- .../compressed_tensors/schemes/compressed_tensors_w8a16_fp8.py @ aa63715 — the weight-only fallback takes
+  channel and tensor scales only: below 8.9 a block checkpoint has no FP8 path at all.
+- vllm/model_executor/kernels/linear/__init__.py @ 055e47c — ``_POSSIBLE_FP8_BLOCK_KERNELS``: ROCm has
+  AITER and Triton block kernels (vllm/platforms/rocm.py @ e2a00c7: FP8 on gfx94x/gfx95x, e4m3fnuz on gfx94x).
+- vllm/utils/deep_gemm.py @ 779d1fc — with the optional ``deep_gemm`` package installed, Hopper and
+  Blackwell block FP8 goes through DeepGEMM and ``VLLM_USE_DEEP_GEMM_E8M0`` rounds the block scales up to
+  powers of two (UE8M0), not the FP32 scales that were measured: the launch note says to set
+  ``VLLM_USE_DEEP_GEMM=0``.
+- csrc/libtorch_stable/quantization/fp4/nvfp4_scaled_mm_entry.cu @ 926ab02 — ``cutlass_scaled_mm_supports_fp4``:
+  CUDA >= 12.8 and capability 10.x-11.x (sm100a kernels) or 12.x (sm120a kernels); nothing below 10.0.
+- .../compressed_tensors/schemes/compressed_tensors_w4a4_nvfp4.py @ 0094cb9 — static input global scale
+  from the checkpoint, FP4 activations and FP8 group-16 scales computed at run time (the measured NVFP4).
+- https://docs.vllm.ai/projects/llm-compressor/en/stable/examples/quantization_w4a4_fp4/ — "if running
+  inference on a machine that is < SM100, vLLM will not run activation quantization, only weight-only".
+- .../compressed_tensors/schemes/compressed_tensors_w4a16_nvfp4.py @ 17b6501 — NVFP4A16 through FP4
+  Marlin, min 75 (vllm/model_executor/layers/quantization/utils/marlin_utils_fp4.py @ 00d52e9:
+  ``is_fp4_marlin_supported`` 7.5, CUDA kernels); FP4 weights times 16-bit activations is the measured
+  NVFP4A16 on every GPU, Blackwell included.
+- vllm/model_executor/kernels/linear/__init__.py @ 055e47c — ``_POSSIBLE_NVFP4_KERNELS``: ROCm has only
+  ``EmulationNvFp4LinearKernel`` (dequantize, then a 16-bit matmul), so no AMD row for NVFP4.
+  ``_POSSIBLE_MXFP4_KERNELS``: CUDA ``FlashInferMxFp4LinearKernel`` first, then Marlin; ROCm
+  ``AiterMxfp4LinearKernel``, then emulation.
+- .../kernels/linear/mxfp4/flashinfer.py @ 055e47c — MXFP4 W4A4: activations quantized to MXFP4 at run
+  time (group 32), FlashInfer CUTLASS/CuTe-DSL GEMM, needs capability >= 10.0 and FlashInfer's CuTe-DSL;
+  .../mxfp4/marlin.py @ 1644f0f — Marlin is weight-only ("the requested activation quantization is
+  ignored"); .../compressed_tensors/schemes/compressed_tensors_w4a4_mxfp4.py @ 0c4f7c6 — the
+  ``mxfp4-pack-quantized`` scheme (E2M1 weights, E8M0 group-32 scales) takes its kernel from
+  ``init_mxfp4_linear_kernel`` (that registry; at 0c4f7c6 it still listed no CUDA MXFP4 kernel).
+  Older releases serve MXFP4 checkpoints weight-only on every GPU (scheme @ ac2c039 dequantizes the weights
+  and leaves the activations unquantized; https://docs.vllm.ai/projects/llm-compressor/en/0.10.0/experimental/mxfp4/
+  "this pathway has not yet been enabled for compressed-tensors models in vLLM"), so serve ct-mxfp4 with a
+  recent vLLM.
+- vllm/platforms/rocm.py @ e2a00c7 — ``supports_mx`` is gfx95x only: native MXFP4 (AITER) runs on MI350X/
+  MI355X, not on MI300X (gfx942), which gets the emulation; ``Kernel.amd`` is one flag for every AMD GPU,
+  so ct-mxfp4 has ``amd=False``.
+
 How it batches (``PROFILE``, for the scheduler simulation; defaults of the releases the measured runs used, read
 in the released sources):
 
@@ -109,6 +157,15 @@ QUANTIZATION_CHOICES = frozenset(
 KV_CACHE_DTYPE = {"auto": "auto", "fp8": "fp8"}
 
 
+#: What vLLM runs for an FP8 block checkpoint below 8.9 (compressed_tensors_w8a16_fp8.py @ aa63715).
+FP8_BLOCK_FALLBACK = (
+    "its weight-only FP8 Marlin scheme (W8A16) refuses 128x128 block scales, so there is no FP8 path at all"
+)
+#: What vLLM runs for an NVFP4 W4A4 checkpoint below 10.0 (compressed_tensors.py @ be69645).
+NVFP4_FALLBACK = "it runs NVFP4 weight-only through FP4 Marlin (W4A16), not the W4A4 numerics that were measured"
+#: What vLLM runs for an MXFP4 W4A4 checkpoint below 10.0 (kernels/linear/__init__.py @ 055e47c).
+MXFP4_FALLBACK = "it runs MXFP4 weight-only through FP4 Marlin (W4A16), not the W4A4 numerics that were measured"
+
 #: How Vllm batches (sources in the module docstring).
 PROFILE = EngineProfile("vllm", max_num_batched_tokens=8192, mixed_prefill=True, max_num_seqs=1024,
                         step_budget_cap=4096)
@@ -123,6 +180,13 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("online-fp8", "vLLM's online fp8 (W8A8)", (8, 9), amd=True, load_bits_per_weight=16.0,
            fallback=FP8_W8A16_FALLBACK, flag="fp8"),
     Kernel("bnb-nf4", "vLLM's bitsandbytes NF4", (7, 0), flag="bitsandbytes"),
+    Kernel("ct-fp8-tensor", "vLLM's CompressedTensorsW8A8Fp8 (per-tensor, static activation scale)", (8, 9), amd=True,
+           fallback=FP8_W8A16_FALLBACK),
+    Kernel("ct-fp8-block", "vLLM's CompressedTensorsW8A8Fp8 (128x128 blocks, FP32 scales)", (8, 9), amd=True,
+           fallback=FP8_BLOCK_FALLBACK),
+    Kernel("ct-nvfp4", "vLLM's CUTLASS/FlashInfer NVFP4 W4A4", (10, 0), fallback=NVFP4_FALLBACK),
+    Kernel("ct-nvfp4a16", "vLLM's FP4 Marlin (NVFP4 weight-only)", (7, 5)),
+    Kernel("ct-mxfp4", "vLLM's FlashInfer MXFP4 W4A4", (10, 0), fallback=MXFP4_FALLBACK),
 )  # fmt: skip
 
 
@@ -201,7 +265,7 @@ class VllmEmitter(Emitter):
 def _quantization_notes(method: QuantMethod, flag: str) -> list[str]:
     checkpoint = checkpoint_note(method, "vLLM")
     if checkpoint is not None:
-        return [checkpoint]
+        return [checkpoint, *_checkpoint_kernel_notes(method)]
     if flag == "fp8":
         return _fp8_notes(method)
     if flag == "bitsandbytes":
@@ -211,6 +275,23 @@ def _quantization_notes(method: QuantMethod, flag: str) -> list[str]:
         ]
         double_quant = double_quant_note(method, "vLLM")
         return notes + ([double_quant + "."] if double_quant else [])
+    return []
+
+
+def _checkpoint_kernel_notes(method: QuantMethod) -> list[str]:
+    """What a compressed-tensors checkpoint needs beyond the command to run as it was measured."""
+    if method.kernel_family == "ct-fp8-block":
+        return [
+            "With the optional deep_gemm package installed, vLLM runs FP8 block layers on Hopper and Blackwell "
+            "through DeepGEMM and rounds the block scales up to powers of two (UE8M0, VLLM_USE_DEEP_GEMM_E8M0); "
+            f"start it with VLLM_USE_DEEP_GEMM=0 to keep the FP32 scales {method.name} was measured with."
+        ]
+    if method.kernel_family == "ct-mxfp4":
+        return [
+            "vLLM runs MXFP4 W4A4 only through FlashInfer's CuTe-DSL kernel (compute capability >= 10.0); without "
+            "it, or on an older vLLM, it serves the checkpoint weight-only through FP4 Marlin (activations "
+            f"unquantized), which is not what {method.name} measured — check the log for FlashInferMxFp4LinearKernel."
+        ]
     return []
 
 

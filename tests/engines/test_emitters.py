@@ -109,6 +109,12 @@ SUPPORT = {
     "torchao-int4-wo-g32": (False, False, False, False),
     "torchao-int4-wo-g64": (False, False, False, False),
     "torchao-int4-wo-g128": (False, False, False, False),
+    # compressed-tensors FP8 and FP4 presets (sources in each engine module's docstring, tests/engines/test_fp4_rows.py)
+    "fp8-tensor": (True, True, False, False),  # TensorRT-LLM's reader raises on per-tensor FP8 groups
+    "fp8-block": (True, True, False, True),  # TGI's FP8 loader reshapes every weight scale per output row
+    "nvfp4": (True, True, False, True),
+    "nvfp4a16": (True, False, False, False),  # FP4 Marlin in vLLM; SGLang's and TensorRT-LLM's readers lack it
+    "mxfp4": (True, False, False, False),  # TensorRT-LLM reads MXFP4 weight-only; SGLang has no dense MXFP4
 }
 CHECKPOINT = "/ckpt/w8a8 int8 (sha 1a2b)"
 
