@@ -24,7 +24,8 @@ EPILOG = ("Latencies and capacities are calibrated (step costs fitted on measure
 
 
 def _plan_with_progress(
-    shape: ModelShape, catalog: Catalog, hardware: list[str], traffic: Traffic, sla: LatencySLA, batch_sizes: list[int]
+    shape: ModelShape, catalog: Catalog, hardware: list[str], traffic: Traffic, sla: LatencySLA, batch_sizes: list[int],
+    model: str,
 ) -> list[PlanRow]:
     """Every GPU x precision row, with a progress bar on a terminal (each pair simulates up to four TP degrees)."""
     from recommender.fleet.plan import plan
@@ -33,7 +34,7 @@ def _plan_with_progress(
     pairs = len(hardware) * len(precisions)
     with step_progress(make_console(stderr=True), total=pairs, description="planning") as done:
         return plan(shape, catalog, hardware=hardware, precisions=precisions, traffic=traffic, sla=sla,
-                    batch_sizes=batch_sizes, on_row=done)  # fmt: skip
+                    batch_sizes=batch_sizes, on_row=done, model=model)  # fmt: skip
 
 
 def plan_command(
@@ -90,8 +91,16 @@ def plan_command(
     # Without --hardware, every catalog GPU: one the price set does not price still gets its fit, latencies and
     # capacity (its dollar columns empty, the reason under the table).
     hardware = hardware if hardware is not None else list(catalog.accelerators)
-    rows = _plan_with_progress(shape, catalog, hardware, traffic, sla, batch_size or [64, 256])
+    served = next(iter(getattr(config, "_hub_ids", None) or []), model)  # a shipped name launches its hub id
+    rows = _plan_with_progress(shape, catalog, hardware, traffic, sla, batch_size or [64, 256], str(served))
     if json_output:
         print(rows_to_json(rows))
         return
-    render_plan(rows, name=name, traffic=traffic, sla=sla, console=make_console(stderr=False))
+    console = make_console(stderr=False)
+    render_plan(rows, name=name, traffic=traffic, sla=sla, console=console)
+    cheapest = next((r for r in rows if r.launch and r.usd_per_month is not None), None)
+    if cheapest is not None:  # rows come cheapest first
+        console.print(f"launch the cheapest ({cheapest.hardware}, {cheapest.method}, {cheapest.engine}; --json gives "
+                      f"every row's; a checkpoint scheme serves the directory `recommender quantize --model "
+                      f"{served} --scheme {cheapest.method} --out DIR` writes): {cheapest.launch}", soft_wrap=True,
+                      markup=False)  # fmt: skip

@@ -18,13 +18,14 @@ shows the configuration a price would pick. The search still never recommends su
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, KVCacheDtype
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.device import DeviceInfo
 from recommender.engines import DEFAULT_ENGINES
 from recommender.engines.eligibility import eligibility
+from recommender.engines.launch import launch_commands
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.perf.catalog.gpus import Accelerator, Catalog
@@ -74,6 +75,9 @@ class PlanRow:
     #: capacity is flagged below it by more than ALARM_FACTOR ("" when it is not).
     physics_rps_per_replica: float | None = None
     physics_alarm: str = ""
+    #: The command that launches the row's configuration on its engine ("" where nothing is served); for a
+    #: checkpoint scheme it serves ``<model name>-<scheme>``, the directory `recommender quantize --out` writes.
+    launch: str = ""
 
 
 def method_for(precision: str, device: DeviceInfo, engines: tuple[str, ...]) -> QuantMethod:
@@ -203,7 +207,7 @@ def weights_gb(shape: ModelShape, method: QuantMethod, tensor_parallel: int) -> 
 def plan(
     shape: ModelShape, catalog: Catalog, *, hardware: list[str], precisions: list[str], traffic: Traffic,
     sla: LatencySLA, batch_sizes: list[int], kv_cache_dtype: KVCacheDtype = "auto",
-    on_row: Callable[[str], None] | None = None, engines: tuple[str, ...] = DEFAULT_ENGINES,
+    on_row: Callable[[str], None] | None = None, engines: tuple[str, ...] = DEFAULT_ENGINES, model: str = "",
 ) -> list[PlanRow]:  # fmt: skip
     """Every (GPU, precision) pair, cheapest per month at the traffic first (then per token, as the search
     ranks); rows without a price (none fits, none meets the SLA, or the price set does not price the GPU) last.
@@ -218,7 +222,22 @@ def plan(
                                  kv_cache_dtype=kv_cache_dtype, catalog=catalog, engines=engines))  # fmt: skip
             if on_row is not None:
                 on_row(f"{hw}/{p}")
+    if model:
+        rows = [replace(r, launch=launch_of(r, model, catalog, traffic)) for r in rows]
     return sorted(rows, key=lambda r: (r.usd_per_month is None, r.usd_per_month or 0.0, r.usd_per_1m_tokens or 0.0))
+
+
+def launch_of(row: PlanRow, model: str, catalog: Catalog, traffic: Traffic) -> str:
+    """The row's engine command for its configuration serving `model` ("" where the row serves nothing)."""
+    if not row.engine or row.batch_size is None or row.tensor_parallel is None:
+        return ""
+    candidate = Candidate(row.precision, row.method, row.hardware, row.batch_size, row.tensor_parallel)
+    checkpoint = f"{model.rstrip('/').rsplit('/', 1)[-1]}-{row.method}"  # where `recommender quantize --out` puts it
+    commands = launch_commands(
+        candidate, model=model, max_model_len=traffic.prompt_tokens + traffic.output_tokens, checkpoint=checkpoint,
+        device=catalog.get(row.hardware).device, engine=row.engine,
+    )  # fmt: skip
+    return commands[0].command or "" if commands and commands[0].engine == row.engine else ""
 
 
 def rows_to_json(rows: list[PlanRow]) -> str:

@@ -46,6 +46,10 @@ def test_plan_json_gives_an_unpriced_gpu_latency_and_capacity_but_no_dollars() -
     assert math.isfinite(fp8["ttft_p99_ms"]) and math.isfinite(fp8["tpot_p99_ms"])
     assert fp8["max_rps_per_replica"] > 0 and fp8["replicas"] >= 1 and fp8["tensor_parallel"] >= 1
     assert fp8["usd_per_1m_tokens"] is None and fp8["usd_per_month"] is None and fp8["price_set"] == ""
+    # Each served row carries its engine's command: a checkpoint scheme serves the directory quantize writes.
+    assert "Llama-3.1-8B-Instruct-fp8-dynamic" in fp8["launch"]
+    assert fp8["launch"].startswith({"vllm": "vllm serve", "sglang": "python -m sglang"}[fp8["engine"]])
+    assert fp4["launch"] == ""
     assert all(r["unpriced"].startswith(NO_L4_PRICE) for r in rows if r is not fp4)  # a refused row is not priced
 
 
