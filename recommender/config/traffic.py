@@ -84,6 +84,10 @@ class TraceRequests(BaseModel):
         return [float(c) / (days * SECONDS_PER_HOUR) for c in counts]
 
 
+#: A trace's columns, as its header names them (in any order) or, with no header, in this order.
+TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
+
+
 def read_trace(path: Path) -> TraceRequests:
     """The CSV's rows (header ``arrival_s,prompt_tokens,output_tokens``), read through the one input reader
     (missing, too large, not UTF-8: refused like any input file); a bad row is refused naming its line."""
@@ -91,12 +95,15 @@ def read_trace(path: Path) -> TraceRequests:
     arrivals: list[float] = []
     prompts: list[int] = []
     outputs: list[int] = []
+    order = [0, 1, 2]  # the columns' positions of arrival_s, prompt_tokens, output_tokens
     try:
         for line, row in enumerate(csv.reader(io.StringIO(text, newline="")), start=1):
             if line == 1 and row and not _is_number(row[0]):
-                continue  # the header
+                order = _header_order(row, path)  # a header names the columns: read by name, in any order
+                continue
             if len(row) != 3:
                 raise _row_error(path, line, "need 3 columns (arrival_s, prompt_tokens, output_tokens)")
+            row = [row[i] for i in order]
             if len(arrivals) == MAX_TRACE_REQUESTS:
                 raise BadInputError(TRACE_FIELD, f"{path.name} holds more than {MAX_TRACE_REQUESTS:,} requests",
                                     "sample the trace (its rates and lengths are what is read)")  # fmt: skip
@@ -113,6 +120,15 @@ def read_trace(path: Path) -> TraceRequests:
         raise BadInputError(TRACE_FIELD, f"{path.name} spans {span_days:,.0f} days, more than {MAX_TRACE_DAYS}",
                             "give arrival_s in seconds (not milliseconds), over a representative month at most")
     return TraceRequests(arrivals_s=arrivals, prompt_tokens=prompts, output_tokens=outputs)
+
+
+def _header_order(header: list[str], path: Path) -> list[int]:
+    """Where a header puts arrival_s, prompt_tokens and output_tokens; refused unless it names exactly those."""
+    names = [h.strip().lower() for h in header]
+    if sorted(names) != sorted(TRACE_COLUMNS):
+        shown = ",".join(h.strip() for h in header)[:120]
+        raise _row_error(path, 1, f"the header must name {', '.join(TRACE_COLUMNS)} (in any order), not {shown!r}")
+    return [names.index(column) for column in TRACE_COLUMNS]
 
 
 def _row_error(path: Path, line: int, problem: str) -> BadInputError:

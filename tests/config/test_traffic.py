@@ -139,3 +139,16 @@ def test_a_request_longer_than_the_kv_cache_leaves_no_capacity() -> None:
     fits = max_rate_within_sla(setup.step_cost, setup.scheduler, prompt=EmpiricalLengths((500, 600)), output=100,
                                ttft_p99_ms=5000, tpot_p99_ms=200, n_requests=50)  # fmt: skip
     assert fits.rate_per_s > 0
+
+
+def test_a_trace_header_in_another_order_is_read_by_name(tmp_path: Path) -> None:
+    from recommender.config.traffic import read_trace
+    from recommender.errors import BadInputError
+
+    path = tmp_path / "reordered.csv"
+    path.write_text("output_tokens,arrival_s,prompt_tokens\n20,0.0,100\n30,1.5,200\n", encoding="utf-8")
+    trace = read_trace(path)
+    assert (trace.arrivals_s, trace.prompt_tokens, trace.output_tokens) == ([0.0, 1.5], [100, 200], [20, 30])
+    path.write_text("when,prompt,output\n0,100,20\n1,200,30\n", encoding="utf-8")
+    with pytest.raises(BadInputError, match="line 1: the header must name arrival_s, prompt_tokens, output_tokens"):
+        read_trace(path)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -129,7 +130,7 @@ def _run(row: dict[str, str], schemes: SchemeLookup, profiles: Mapping[str, Engi
     from recommender.perf.catalog.architectures import shipped_for_hub_id
 
     scheme = SCHEMES[(row.get("gemm_quant_mode") or row.get("precision") or "").strip().lower()]
-    return MeasuredRun(
+    run = MeasuredRun(
         run_id=row["id"],
         model=shipped_for_hub_id(row["model_path"]) or "",
         engine=row["backend"],
@@ -147,6 +148,18 @@ def _run(row: dict[str, str], schemes: SchemeLookup, profiles: Mapping[str, Engi
         campaign=(row.get("campaign") or "").strip() or ("steady" if "_c_tp" in row["id"] else "sweep"),
         kv_cache_dtype=_kv_dtype(row, scheme) or "auto",
     )
+    _check_positive(run)
+    return run
+
+
+def _check_positive(run: MeasuredRun) -> None:
+    """A run whose latencies or sizes are not finite and positive cannot be replayed: ValueError (the row is skipped
+    as malformed, counted with the others, never a division by zero or a nan% table)."""
+    figures = {"silicon_ttft_ms": run.ttft_ms, "silicon_tpot_ms": run.tpot_ms, "batch_size": run.concurrency,
+               "isl": run.prompt_tokens, "osl": run.output_tokens, "tp_size": run.tensor_parallel}  # fmt: skip
+    for column, value in figures.items():
+        if not math.isfinite(value) or value <= 0:
+            raise ValueError(f"{column} {value!r} is not a positive number")
 
 
 def read_runs(
