@@ -23,6 +23,10 @@ EPILOG = ("Latencies and capacities are calibrated (step costs fitted on measure
 
 
 
+HARDWARE_HELP = ("Catalog GPUs (repeat the flag); default: every catalog GPU (an unpriced one with the price set "
+                 "that lacks it named).")
+
+
 def _plan_with_progress(
     shape: ModelShape, catalog: Catalog, hardware: list[str], traffic: Traffic, sla: LatencySLA, batch_sizes: list[int],
     model: str,
@@ -41,7 +45,7 @@ def plan_command(
     model: Annotated[
         str | None,
         typer.Option(help="Shipped architecture (e.g. llama-3.1-8b), a config.json, or a model directory "
-                     "(default with --spec: the spec's model.name)."),
+                     "(default with --spec: the architecture of the spec's model.source)."),
     ] = None,
     spec: Annotated[
         Path | None,
@@ -53,10 +57,7 @@ def plan_command(
     rps: Annotated[float, typer.Option(min=0.001, help="Target requests per second.")] = 10.0,
     ttft_ms: Annotated[float, typer.Option(min=0.001, help="P99 TTFT SLA, ms.")] = 1000.0,
     tpot_ms: Annotated[float, typer.Option(min=0.001, help="P99 TPOT SLA, ms.")] = 50.0,
-    hardware: Annotated[
-        list[str] | None, typer.Option(help="Catalog GPUs (repeat the flag); default: every catalog GPU "
-                                   "(an unpriced one with the price set that lacks it named).")
-    ] = None,
+    hardware: Annotated[list[str] | None, typer.Option(help=HARDWARE_HELP)] = None,
     batch_size: Annotated[list[int] | None, typer.Option(min=1, help="max_num_seqs values to try (repeat).")] = None,
     price_set: Annotated[
         str | None, typer.Option(help="Named, dated prices of one provider (recommender/perf/catalog/price_sets.yaml).")
@@ -70,7 +71,7 @@ def plan_command(
     from recommender.perf.catalog.gpus import load_catalog
     from recommender.perf.catalog.prices import get_price_set
     from recommender.perf.model.shape import ModelShape
-    from recommender.report.plan_table import render_plan
+    from recommender.report.plan_table import render_cheapest_launch, render_plan
 
     if spec is not None:
         from recommender.cli.plan_spec import plan_spec
@@ -98,9 +99,4 @@ def plan_command(
         return
     console = make_console(stderr=False)
     render_plan(rows, name=name, traffic=traffic, sla=sla, console=console)
-    cheapest = next((r for r in rows if r.launch and r.usd_per_month is not None), None)
-    if cheapest is not None:  # rows come cheapest first
-        console.print(f"launch the cheapest ({cheapest.hardware}, {cheapest.method}, {cheapest.engine}; --json gives "
-                      f"every row's; a checkpoint scheme serves the directory `recommender quantize --model "
-                      f"{served} --scheme {cheapest.method} --out DIR` writes): {cheapest.launch}", soft_wrap=True,
-                      markup=False)  # fmt: skip
+    render_cheapest_launch(rows, str(served), console)

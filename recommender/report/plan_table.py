@@ -96,3 +96,15 @@ def render_plan(rows: Sequence[PlanRow], *, name: str, traffic: Traffic, sla: La
         f"req/s per replica: the highest arrival rate one replica carries within the SLA"
         f"{_physics_footnote(rows)}{_unpriced_footnote(rows)}[/]"
     )
+
+
+def render_cheapest_launch(rows: Sequence[PlanRow], model: str, console: Console) -> None:
+    """The cheapest priced row's launch command, under the table (rows come cheapest first; `--json` has every
+    row's)."""
+    cheapest = next((r for r in rows if r.launch and r.usd_per_month is not None), None)
+    if cheapest is None:
+        return
+    console.print(f"launch the cheapest ({cheapest.hardware}, {cheapest.method}, {cheapest.engine}; --json gives "
+                  f"every row's; a checkpoint scheme serves the directory `recommender quantize --model {model} "
+                  f"--scheme {cheapest.method} --out DIR` writes): {cheapest.launch}", soft_wrap=True,
+                  markup=False)  # fmt: skip

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from recommender.config.spec import LOCAL_DEVICE
 from recommender.device import local_device, quality_compute_dtype
+from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.quantize import get_method, with_kv_cache
 from recommender.study.prepare import Prepared
 from recommender.study.space import UNQUANTIZED, grid
@@ -44,7 +45,9 @@ class DryRun:
 def dry_run(prepared: Prepared) -> DryRun:
     """Price, simulate and classify every candidate of the space; count what quality would be measured."""
     spec = prepared.spec
-    evaluator = prepared.evaluator().performance
+    # Speed and cost only: no model cache, no quality evaluator (local candidates are probed when the search runs).
+    evaluator = PerformanceEvaluator(prepared.catalog, prepared.shape, spec.traffic, spec.sla,
+                                     engines=tuple(spec.engines))
     candidates = grid(spec)
     pruned, measured_here, scored = [], [], {get_method("baseline").name}
     for c in candidates:

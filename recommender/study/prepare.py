@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from recommender.config.spec import LOCAL_DEVICE, LatencySLA, SearchSpec, Traffic, spec_from_mapping
-from recommender.device import local_device
+from recommender.device import local_device, quality_compute_dtype
 from recommender.errors import BadInputError
 from recommender.evaluation.claims import ClaimStore
 from recommender.evaluation.evaluator import CandidateEvaluator
@@ -72,6 +72,7 @@ def prepare(spec: SearchSpec) -> Prepared:
         field=f"{spec.spec_path}: model.source",
         name=spec.model.name,
     )
+    quality_compute_dtype(local_device())  # a bad RECOMMENDER_CPU_COMPUTE_DTYPE is refused before any store opens
     config = source.load_config(field=f"{spec.spec_path}: model.source")  # before lm-eval's task index: fails fast
     manager = task_manager(use_case)
     check_tasks_known(use_case, manager)
