@@ -35,6 +35,7 @@ from recommender.config.traffic import (
     MAX_RPS,
     MIN_RPS,
     FleetPolicy,
+    PromptPrefix,
     TrafficProfile,
     traffic_defaults,
     with_absolute_trace,
@@ -91,8 +92,21 @@ class Traffic(_Strict):
     output_tokens: TokenCount
     requests_per_second: Annotated[float, Field(ge=MIN_RPS, le=MAX_RPS)]
     profile: TrafficProfile | None = Field(default=None, description="Hourly rates or a trace over a day.")
+    shared_prefix: PromptPrefix | None = Field(
+        default=None, description="A prompt prefix requests share (system prompt, templates): prefix caching."
+    )
 
     _profile_defaults = model_validator(mode="before")(traffic_defaults)
+
+    @model_validator(mode="after")
+    def _prefix_inside_prompt(self) -> Traffic:
+        prefix = self.shared_prefix
+        if prefix is not None and prefix.tokens >= self.prompt_tokens:
+            raise ValueError(
+                f"shared_prefix.tokens ({prefix.tokens}) must be shorter than prompt_tokens ({self.prompt_tokens}), "
+                "which counts the prefix: give the whole prompt's length"
+            )
+        return self
 
 
 #: The default confidence of SLA checks on calibrated figures.
@@ -213,8 +227,9 @@ class SearchSpec(_Strict):
             del data["fleet"]
         if self.sla.confidence == DEFAULT_SLA_CONFIDENCE:
             del data["sla"]["confidence"]
-        if data["traffic"]["profile"] is None:
-            del data["traffic"]["profile"]
+        for added in ("profile", "shared_prefix"):
+            if data["traffic"][added] is None:
+                del data["traffic"][added]
         if self.spec_path is not None:
             base = self.spec_path.parent
             data["use_case"] = os.path.relpath(self.use_case, base)

@@ -26,10 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from recommender.errors import BadInputError
 from recommender.input_files import expand_user, read_text, usable_path
 from recommender.perf.sim.serving import TrafficLoad
-from recommender.perf.sim.workload import EmpiricalLengths, LengthDist, Lengths
+from recommender.perf.sim.workload import EmpiricalLengths, LengthDist, Lengths, SharedPrefix
 
 __all__ = [
     "FleetPolicy",
+    "PromptPrefix",
     "TraceRequests",
     "TrafficProfile",
     "hourly_rates",
@@ -200,6 +201,28 @@ class TrafficProfile(_Strict):
         return list(self.hourly_rps)
 
 
+class PromptPrefix(_Strict):
+    """A prompt prefix many requests share: a system prompt, or one of a few prompt templates.
+
+    Engines keep a computed prefix's KV blocks (vLLM's automatic prefix caching and SGLang's radix cache are on
+    by default, as are TGI's prefix caching and TensorRT-LLM's KV block reuse), so a request whose prompt starts
+    with a cached prefix skips that part of its prefill; the simulator keeps each replica's cache
+    (``perf/sim/prefix_cache.py``). `tokens` is part of the prompt (``traffic.prompt_tokens`` counts it).
+    """
+
+    tokens: Annotated[int, Field(ge=1, le=MAX_TOKENS)] = Field(description="Tokens of the shared prefix.")
+    fraction: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = Field(
+        default=1.0, description="Fraction of requests whose prompt starts with a shared prefix."
+    )
+    templates: Annotated[int, Field(ge=1, le=100_000)] = Field(
+        default=1, description="Distinct prefixes (prompt templates), each as likely; 1: one system prompt."
+    )
+
+    def as_sharing(self) -> SharedPrefix:
+        """What the simulator draws: which requests share which prefix."""
+        return SharedPrefix(self.tokens, self.fraction, self.templates)
+
+
 class FleetPolicy(_Strict):
     """How a fleet follows the profile: autoscaling's floor and headroom, and the GPU mix's length buckets."""
 
@@ -275,9 +298,12 @@ class _TrafficLike(Protocol):
     prompt_tokens: int
     output_tokens: int
     requests_per_second: float
+    shared_prefix: PromptPrefix | None
 
 
 def traffic_load(traffic: _TrafficLike) -> TrafficLoad:
-    """The spec's `traffic` as the simulator draws it: its rate, mean lengths and length models."""
+    """The spec's `traffic` as the simulator draws it: its rate, mean lengths, length models and shared prefix."""
     prompt, output = length_models(traffic.profile, traffic.prompt_tokens, traffic.output_tokens)
-    return TrafficLoad(traffic.requests_per_second, traffic.prompt_tokens, traffic.output_tokens, prompt, output)
+    prefix = traffic.shared_prefix.as_sharing() if traffic.shared_prefix is not None else None
+    return TrafficLoad(traffic.requests_per_second, traffic.prompt_tokens, traffic.output_tokens, prompt, output,
+                       prefix)  # fmt: skip

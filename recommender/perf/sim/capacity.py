@@ -16,7 +16,7 @@ from recommender.perf.sim.workload import make_workload
 if TYPE_CHECKING:
     from recommender.perf.sim.results import SimulationResult
     from recommender.perf.sim.scheduler import SchedulerConfig
-    from recommender.perf.sim.workload import Lengths, Workload
+    from recommender.perf.sim.workload import Lengths, SharedPrefix, Workload
     from recommender.perf.step.cost import StepCostModel
 
 __all__ = ["RateSearch", "max_rate_within_sla", "replicas_needed"]
@@ -46,11 +46,13 @@ class _RateTrials:
     seed: int
     ttft_p99_ms: float
     tpot_p99_ms: float
+    prefix: SharedPrefix | None = None
     evaluations: int = 0
 
     def workload(self, rate: float) -> Workload:
         return make_workload(
-            prompt=self.prompt, output=self.output, n_requests=self.n_requests, rate=rate, seed=self.seed
+            prompt=self.prompt, output=self.output, n_requests=self.n_requests, rate=rate, seed=self.seed,
+            prefix=self.prefix,
         )
 
     def run(self, rate: float) -> SimulationResult:
@@ -81,6 +83,7 @@ def max_rate_within_sla(
     n_requests: int = 2000,
     seed: int = 0,
     rel_tol: float = 0.02,
+    prefix: SharedPrefix | None = None,
 ) -> RateSearch:
     """Bisect the Poisson arrival rate for the highest one whose P99 TTFT and P99 TPOT meet the SLA.
 
@@ -93,7 +96,7 @@ def max_rate_within_sla(
     P99s near capacity rise steeply (queueing), so a rate a few percent above the answer
     can already miss the SLA.
     """
-    trials = _RateTrials(cost, config, prompt, output, n_requests, seed, ttft_p99_ms, tpot_p99_ms)
+    trials = _RateTrials(cost, config, prompt, output, n_requests, seed, ttft_p99_ms, tpot_p99_ms, prefix)
     if not fits_kv_cache(trials.workload(1.0), config):
         # Drawn lengths (a long tail, a trace) can hold a request no KV cache of this replica holds: it would
         # never be scheduled, so no arrival rate meets the SLA.

@@ -66,6 +66,16 @@ class SimulationResult:
     duration_s: float
     steps: int
     max_step_tokens: int
+    #: Prompt tokens read from the prefix cache instead of computed, and prompt tokens computed (recomputed
+    #: after a preemption included).
+    prefix_hit_tokens: int = 0
+    prefill_tokens: int = 0
+
+    @property
+    def prefix_hit_rate(self) -> float:
+        """The fraction of prompt tokens the prefix cache served (0.0 when nothing was prefilled)."""
+        total = self.prefix_hit_tokens + self.prefill_tokens
+        return self.prefix_hit_tokens / total if total else 0.0
 
     @property
     def n_requests(self) -> int:
@@ -87,6 +97,8 @@ class SimulationResult:
         max_step_tokens: int,
         ttft_sla_ms: float | None = None,
         tpot_sla_ms: float | None = None,
+        prefix_hit_tokens: int = 0,
+        prefill_tokens: int = 0,
     ) -> SimulationResult:
         """Latencies, percentiles and throughput from each request's first-token and finish times."""
         arrivals = workload.arrivals_s
@@ -116,6 +128,8 @@ class SimulationResult:
             duration_s=duration,
             steps=steps,
             max_step_tokens=max_step_tokens,
+            prefix_hit_tokens=prefix_hit_tokens,
+            prefill_tokens=prefill_tokens,
         )
 
 

@@ -13,7 +13,10 @@ What is modelled, per scheduler step (one forward pass):
   waiting requests are admitted first-come-first-served while ``max_num_seqs`` and the
   token budget ``max_num_batched_tokens`` allow;
 * the KV cache is paged in blocks of 16 tokens; a sequence holds
-  ``ceil((prompt + generated) / 16)`` blocks; when a step's sequences do not fit, the
+  ``ceil((prompt + generated) / 16)`` blocks, less the full blocks of a shared prompt prefix it reads
+  from the replica's prefix cache (``prefix_cache.py``: a hit skips those tokens' prefill, their KV
+  is still read by attention; the cache's unreferenced blocks are evicted, least recently used first,
+  when the running requests need the room); when a step's sequences do not fit, the
   newest running sequence is preempted (recompute: its blocks are freed, it goes back to
   the front of the queue and later prefills its prompt and generated tokens again);
 * the step's duration comes from a :class:`StepCostModel`: the roofline physics of
@@ -35,6 +38,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from recommender.perf.sim.decoding import DecodingSequences
+from recommender.perf.sim.prefix_cache import PrefixCache
 from recommender.perf.sim.results import SimulationResult
 from recommender.perf.sim.scheduler_config import BLOCK_SIZE, SchedulerConfig
 from recommender.perf.step.cost import PrefillAwareStepCostModel, PrefillChunks, VectorStepCostModel
@@ -101,6 +105,7 @@ class ContinuousBatchingSimulation:
         "_first_token", "_generated", "_computed", "_held", "_held_prefill", "_max_seqs", "_max_step_tokens",
         "_next", "_outputs", "_prefill_cost", "_preempted", "_preemptions", "_prefilling", "_prompts", "_running",
         "_state", "_steps", "_t", "_vector_cost", "_waiting", "_workload", "_bs", "_mixed", "_reserve", "_reserved",
+        "_prefix", "_prefix_keys", "_prefix_tokens", "_shared", "_dec_shared", "_hit_tokens", "_prefilled_tokens",
     )  # fmt: skip
 
     def __init__(
@@ -144,6 +149,14 @@ class ContinuousBatchingSimulation:
         self._preemptions = 0
         self._steps = 0
         self._max_step_tokens = 0
+        # Shared prompt prefixes (None: the workload shares nothing, and nothing below looks at them).
+        self._prefix = PrefixCache() if workload.prefix_keys is not None else None
+        self._prefix_keys: list[int] = [] if workload.prefix_keys is None else workload.prefix_keys.tolist()
+        self._prefix_tokens: list[int] = [] if workload.prefix_tokens is None else workload.prefix_tokens.tolist()
+        self._shared = [0] * n_req  # cached blocks a running request reads instead of holding
+        self._dec_shared = 0  # the decoders' shared blocks together
+        self._hit_tokens = 0  # prompt tokens served from the prefix cache
+        self._prefilled_tokens = 0  # prompt tokens computed
 
     def run(self, *, ttft_sla_ms: float | None = None, tpot_sla_ms: float | None = None) -> SimulationResult:
         """Serve every request; goodput is counted against the SLAs given."""
@@ -161,6 +174,7 @@ class ContinuousBatchingSimulation:
         return SimulationResult.of_run(
             self._served_workload(), self._first_token, self._finish, preemptions=self._preemptions, steps=self._steps,
             max_step_tokens=self._max_step_tokens, ttft_sla_ms=ttft_sla_ms, tpot_sla_ms=tpot_sla_ms,
+            prefix_hit_tokens=self._hit_tokens, prefill_tokens=self._prefilled_tokens,
         )  # fmt: skip
 
     def _served_workload(self) -> Workload:
@@ -189,17 +203,23 @@ class ContinuousBatchingSimulation:
         blocked = len(self._running) >= self._max_seqs or budget_left <= 0
         if not blocked and waiting:
             head = waiting[0]
-            need = self._prompts[head] + self._generated[head]
+            hit = self._hit_blocks(head)
+            need = self._prompts[head] + self._generated[head] - hit * self._bs
             chunk = min(need, budget_left) if self._chunked else need
-            blocked = chunk > budget_left or -(-chunk // self._bs) > self._cap - decoding.blocks_at(d)
+            pin = self._pin_cost(head, hit)
+            if pin:
+                return False  # its cached prefix is evictable: a step that evicts it may let the head in
+            blocks = -(-(hit * self._bs + chunk) // self._bs) - hit
+            blocked = chunk > budget_left or blocks > self._free_blocks()
         if not blocked and waiting:
             return False
         horizon = decoding.next_completion() - d + 1  # steps up to and including the next completion
         if horizon < 2:
             return False
         nxt = self._next
+        pinned = self._prefix.pinned if self._prefix is not None else 0
         run = decoding.decode_run(
-            self._cost, self._vector_cost, t=self._t, d=d, horizon=horizon, cap=self._cap,
+            self._cost, self._vector_cost, t=self._t, d=d, horizon=horizon, cap=self._cap + self._dec_shared - pinned,
             next_arrival=self._arrivals[nxt] if (nxt < len(self._arrivals) and not blocked) else math.inf,
         )  # fmt: skip
         if run is None:
@@ -210,7 +230,10 @@ class ContinuousBatchingSimulation:
         self._steps += k
         self._max_step_tokens = max(self._max_step_tokens, decoding.count)
         if k == horizon:
+            # Before the last step the decoders held the most blocks: the step-by-step path evicted for them then.
+            self._evict_overflow(self._d - 1)
             self._finish_decoders(self._d - 1)
+        self._evict_overflow()
         return True
 
     def _step(self) -> None:
@@ -224,7 +247,7 @@ class ContinuousBatchingSimulation:
         if self._prefilling:
             budget, prior_context = self._schedule_prefilling(budget, chunks)
         if not self._preempted:
-            self._admit_waiting(budget, chunks)
+            prior_context += self._admit_waiting(budget, chunks)
         prefill_alone = prefill_alone and bool(chunks)  # decoders wait only for a step that prefills
         n_dec = 0 if prefill_alone else decoding.count
         if not chunks and not n_dec:
@@ -235,6 +258,7 @@ class ContinuousBatchingSimulation:
         prefill_tokens = 0
         for _, chunk in chunks:
             prefill_tokens += chunk
+        self._prefilled_tokens += prefill_tokens
         context = (0 if prefill_alone else decoding.context_at(self._d)) + prior_context
         if chunks and self._prefill_cost is not None:  # per-chunk attention and lm_head (PrefillChunks)
             computed = self._computed
@@ -249,9 +273,42 @@ class ContinuousBatchingSimulation:
             self._finish_decoders(self._d)  # decoders that sampled their last token in this step
             self._d += 1
         self._finish_chunks(chunks)
+        self._evict_overflow()
 
-    def _free_blocks(self) -> int:
-        return self._cap - self._decoding.blocks_at(self._d) - self._held_prefill
+    def _free_blocks(self, step: int | None = None) -> int:
+        """Blocks a request may still take at step counter `step` (default: now): the prefix cache's unreferenced
+        blocks count as free (they are evicted on need)."""
+        pinned = self._prefix.pinned if self._prefix is not None else 0
+        blocks = self._decoding.blocks_at(self._d if step is None else step)
+        return self._cap - blocks + self._dec_shared - self._held_prefill - pinned
+
+    def _evict_overflow(self, step: int | None = None) -> None:
+        """Evict unreferenced cached prefixes until the running requests' blocks and the cache's fit the capacity."""
+        cache = self._prefix
+        if cache is None:
+            return
+        over = cache.blocks - cache.pinned - self._free_blocks(step)
+        if over > 0:
+            cache.evict(over)
+
+    def _hit_blocks(self, rid: int) -> int:
+        """Full blocks of `rid`'s prompt the prefix cache holds now (at least its last token is computed)."""
+        cache = self._prefix
+        if cache is None or self._prefix_keys[rid] < 0:
+            return 0
+        cached = cache.cached(self._prefix_keys[rid])
+        if not cached:
+            return 0
+        length = self._prompts[rid] + self._generated[rid]
+        return min(cached, self._prefix_tokens[rid] // self._bs, (length - 1) // self._bs)
+
+    def _pin_cost(self, rid: int, hit: int) -> int:
+        """Free blocks that reading `hit` cached blocks takes: the whole entry's, when nothing references it yet."""
+        cache = self._prefix
+        if cache is None or not hit:
+            return 0
+        key = self._prefix_keys[rid]
+        return 0 if key in cache.referenced else cache.cached(key)
 
     def _preempt_until_decoders_fit(self, budget: int) -> int:
         """Preempt the newest requests until every decoder's next token fits; the token budget left."""
@@ -279,7 +336,7 @@ class ContinuousBatchingSimulation:
             chunk = min(remaining, budget)
             if not self._chunked and chunk < remaining:
                 continue
-            need = -(-(computed[rid] + chunk) // self._bs) - held[rid]
+            need = -(-(computed[rid] + chunk) // self._bs) - held[rid] - self._shared[rid]
             room = self._make_room(rid, need, budget)
             if room is None:
                 break  # as in vLLM, a request preempting itself ends this step's scheduling
@@ -300,35 +357,76 @@ class ContinuousBatchingSimulation:
                 budget += 1
         return budget
 
-    def _admit_waiting(self, budget: int, chunks: list[tuple[int, int]]) -> None:
-        """Admit waiting requests first come, first served, while seats, budget and blocks allow."""
+    def _admit_waiting(self, budget: int, chunks: list[tuple[int, int]]) -> int:
+        """Admit waiting requests first come, first served, while seats, budget and blocks allow; the KV tokens
+        their chunks read from the prefix cache (part of the step's context)."""
         waiting, running, prefilling = self._waiting, self._running, self._prefilling
         prompts, generated, state, computed, held = (
             self._prompts, self._generated, self._state, self._computed, self._held
         )  # fmt: skip
         chunked, bs, max_seqs = self._chunked, self._bs, self._max_seqs
+        prior_context = 0
         while waiting and budget > 0 and len(running) < max_seqs:
             rid = waiting[0]
-            need_tokens = prompts[rid] + generated[rid]
+            hit = self._hit_blocks(rid)
+            need_tokens = prompts[rid] + generated[rid] - hit * bs
             chunk = min(need_tokens, budget)
             if not chunked and chunk < need_tokens:
                 break
-            blocks = -(-chunk // bs)
-            if blocks > self._free_blocks() or (self._reserve and self._reserved + self._whole(rid) > self._cap):
+            blocks = -(-(hit * bs + chunk) // bs) - hit
+            if blocks + self._pin_cost(rid, hit) > self._free_blocks() or (
+                self._reserve and self._reserved + self._whole(rid) > self._cap
+            ):
                 break
             if self._reserve:
                 self._reserved += self._whole(rid)
+            if hit:
+                self._read_cached(rid, hit)
+                prior_context += hit * bs
             waiting.popleft()
             state[rid] = _PREFILL
             running[rid] = None
             prefilling[rid] = None
-            computed[rid] = 0
+            computed[rid] = hit * bs
             held[rid] = blocks
             self._held_prefill += blocks
             budget -= chunk
             chunks.append((rid, chunk))
             if not chunked:
                 break
+        return prior_context
+
+    def _read_cached(self, rid: int, blocks: int) -> None:
+        """Request `rid` reads `blocks` cached blocks of its prefix instead of computing and holding them."""
+        assert self._prefix is not None  # a hit needs a cache
+        self._prefix.acquire(self._prefix_keys[rid])
+        self._shared[rid] = blocks
+        self._hit_tokens += blocks * self._bs
+
+    def _stop_reading(self, rid: int, decoding: bool) -> None:
+        """Request `rid` (finished or preempted) no longer reads its cached prefix."""
+        shared = self._shared[rid]
+        if not shared:
+            return
+        assert self._prefix is not None
+        self._prefix.release(self._prefix_keys[rid])
+        self._shared[rid] = 0
+        if decoding:
+            self._dec_shared -= shared
+
+    def _publish_prefix(self, rid: int) -> None:
+        """A request that computed its shared prefix keeps its full blocks in the cache, and reads them there."""
+        cache = self._prefix
+        if cache is None:
+            return
+        key = self._prefix_keys[rid]
+        if key < 0 or self._shared[rid] or cache.cached(key):
+            return
+        blocks = self._prefix_tokens[rid] // self._bs
+        if blocks:
+            cache.publish(key, blocks)
+            cache.acquire(key)
+            self._shared[rid] = blocks
 
     def _whole(self, rid: int) -> int:
         """KV blocks of request `rid` at its full length (its last token is never stored)."""
@@ -351,14 +449,17 @@ class ContinuousBatchingSimulation:
             del self._prefilling[rid]
             self._held_prefill -= held[rid]
             held[rid] = 0
+            self._publish_prefix(rid)
             if generated[rid] == outputs[rid]:
                 state[rid] = _DONE
                 self._finish[rid] = t
                 self._reserved -= self._whole(rid) if self._reserve else 0
+                self._stop_reading(rid, decoding=False)
                 del self._running[rid]
                 continue
             offset = length + 1 - d  # the next step (counter d) reads length + 1 tokens
             state[rid] = _DECODE
+            self._dec_shared += self._shared[rid]
             self._decoding.add(rid, offset, outputs[rid] + prompts[rid] - 1 - offset)
 
     def _finish_decoders(self, step: int) -> None:
@@ -367,12 +468,14 @@ class ContinuousBatchingSimulation:
             self._state[rid] = _DONE
             self._finish[rid] = self._t
             self._reserved -= self._whole(rid) if self._reserve else 0
+            self._stop_reading(rid, decoding=True)
             del self._running[rid]
 
     def _preempt_newest(self) -> int:
         """Recompute preemption of the newest running request; returns its id."""
         rid = next(reversed(self._running))
         del self._running[rid]
+        self._stop_reading(rid, decoding=self._state[rid] == _DECODE)
         if self._state[rid] == _DECODE:
             self._generated[rid] = self._decoding.remove(rid) + self._d - self._prompts[rid]
         else:

@@ -17,7 +17,7 @@ from recommender.perf.sim.capacity import max_rate_within_sla, replicas_needed
 from recommender.perf.sim.physics_capacity import ALARM_FACTOR
 from recommender.perf.sim.results import Percentiles
 from recommender.perf.sim.scheduler import SchedulerConfig, simulate
-from recommender.perf.sim.workload import Lengths, make_workload
+from recommender.perf.sim.workload import Lengths, SharedPrefix, make_workload
 from recommender.provenance import Provenance
 
 if TYPE_CHECKING:
@@ -33,6 +33,8 @@ class TrafficLoad:
     output_tokens: int
     prompt: Lengths
     output: Lengths
+    #: Prompts sharing a prefix (a system prompt, templates) that prefix caching serves; None: nothing shared.
+    prefix: SharedPrefix | None = None
 
 
 class LatencyLimits(Protocol):
@@ -72,6 +74,8 @@ class ServingEstimate:
     confidence: float | None = None
     #: The datasheet's throughput ceiling on one replica, no SLA (``physics_capacity.py``; None: the local device).
     physics_rps_per_replica: float | None = None
+    #: The fraction of prompt tokens the replica's prefix cache served at its load (None: no prompt shares a prefix).
+    prefix_hit_rate: float | None = None
 
     @property
     def physics_alarm(self) -> bool:
@@ -118,7 +122,7 @@ def simulate_serving(
     prompt, output = traffic.prompt, traffic.output
     search = max_rate_within_sla(
         cost, config, prompt=prompt, output=output, ttft_p99_ms=sla.ttft_p99_ms, tpot_p99_ms=sla.tpot_p99_ms,
-        n_requests=SIMULATED_REQUESTS,
+        n_requests=SIMULATED_REQUESTS, prefix=traffic.prefix,
     )  # fmt: skip
     if search.rate_per_s <= 0:
         # Not even a lone request meets the SLA: report the latencies at a trickle of traffic.
@@ -128,8 +132,8 @@ def simulate_serving(
         return ServingEstimate(lone.ttft_ms, lone.tpot_ms, 0.0, 0.0, 1e-3, label)
     replicas = replicas_needed(traffic.requests_per_second, search.rate_per_s)
     load = traffic.requests_per_second / replicas
-    at_load = simulate(cost, make_workload(prompt=prompt, output=output, n_requests=SIMULATED_REQUESTS, rate=load),
-                       config)  # fmt: skip
+    at_load = simulate(cost, make_workload(prompt=prompt, output=output, n_requests=SIMULATED_REQUESTS, rate=load,
+                                           prefix=traffic.prefix), config)  # fmt: skip
     return ServingEstimate(
         ttft_ms=at_load.ttft_ms,
         tpot_ms=at_load.tpot_ms,
@@ -137,6 +141,7 @@ def simulate_serving(
         tokens_per_s=search.rate_per_s * (traffic.prompt_tokens + traffic.output_tokens),
         load_per_replica_rps=load,
         provenance=label,
+        prefix_hit_rate=at_load.prefix_hit_rate if traffic.prefix is not None else None,
     )
 
 
@@ -152,12 +157,13 @@ def simulate_serving_interval(
     """
     high = simulate_serving(upper, config, traffic=traffic, sla=sla)
     workload = make_workload(prompt=traffic.prompt, output=traffic.output, n_requests=SIMULATED_REQUESTS,
-                             rate=high.load_per_replica_rps)  # fmt: skip
+                             rate=high.load_per_replica_rps, prefix=traffic.prefix)  # fmt: skip
     at_load = simulate(point, workload, config)
     t = at_load.ttft_ms
     return replace(
         high, ttft_ms=Percentiles(t.p50 + ttft_offset_ms, t.p95 + ttft_offset_ms, t.p99 + ttft_offset_ms),
         tpot_ms=at_load.tpot_ms, engine=engine, ttft_p99_high_ms=high.ttft_ms.p99 + ttft_offset_ms,
         tpot_p99_high_ms=high.tpot_ms.p99, confidence=confidence,
+        prefix_hit_rate=at_load.prefix_hit_rate if traffic.prefix is not None else None,
     )  # fmt: skip
 

@@ -24,6 +24,8 @@ __all__ = [
     "IntArray",
     "LengthDist",
     "Lengths",
+    "NO_PREFIX",
+    "SharedPrefix",
     "Workload",
     "make_workload",
     "workload_from_traffic",
@@ -83,14 +85,49 @@ class EmpiricalLengths:
 #: What a workload's lengths are drawn from: a fixed count, a lognormal, or recorded lengths.
 Lengths = int | LengthDist | EmpiricalLengths
 
+#: A request's prefix key when it shares no prefix with any other.
+NO_PREFIX = -1
+
+
+@dataclass(frozen=True, slots=True)
+class SharedPrefix:
+    """Prompts that begin with a shared prefix: a system prompt or one of several prompt templates.
+
+    A `fraction` of requests begins with one of `templates` prefixes of `tokens` tokens each (chosen
+    uniformly); a prompt drawn shorter than its prefix is lengthened to the prefix plus one token. An engine
+    with prefix caching (vLLM's automatic prefix caching, SGLang's radix cache) keeps the prefix's full KV
+    blocks after the first request computes them, so later requests skip their prefill
+    (``scheduler.py``). None of a spec's traffic: no request shares anything.
+    """
+
+    tokens: int
+    fraction: float = 1.0
+    templates: int = 1
+
+    def __post_init__(self) -> None:
+        if self.tokens < 1 or not 0.0 <= self.fraction <= 1.0 or self.templates < 1:
+            raise ValueError(f"need tokens >= 1, 0 <= fraction <= 1 and templates >= 1, got {self}")
+
+    def assign(self, prompts: IntArray, rng: np.random.Generator) -> tuple[IntArray, IntArray, IntArray]:
+        """Each request's prefix key (`NO_PREFIX`: none) and shared tokens, and the prompts lengthened to hold them."""
+        n = len(prompts)
+        shares = rng.random(n) < self.fraction
+        keys = np.where(shares, rng.integers(0, self.templates, n), NO_PREFIX).astype(np.int64)
+        tokens = np.where(shares, self.tokens, 0).astype(np.int64)
+        return keys, tokens, np.where(shares, np.maximum(prompts, self.tokens + 1), prompts)
+
 
 @dataclass(frozen=True)
 class Workload:
-    """Requests in arrival order: arrival times (s) and prompt and output lengths (tokens)."""
+    """Requests in arrival order: arrival times (s), prompt and output lengths (tokens), and what each prompt
+    shares with others: its prefix key (`NO_PREFIX`: nothing) and how many of its first tokens that prefix
+    holds (None: no request shares anything)."""
 
     arrivals_s: FloatArray
     prompt_tokens: IntArray
     output_tokens: IntArray
+    prefix_keys: IntArray | None = None
+    prefix_tokens: IntArray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.arrivals_s)
@@ -100,6 +137,10 @@ class Workload:
             raise ValueError("arrival times must be non-negative and sorted")
         if self.prompt_tokens.min() < 1 or self.output_tokens.min() < 1:
             raise ValueError("prompt and output lengths must be >= 1")
+        if (self.prefix_keys is None) != (self.prefix_tokens is None):
+            raise ValueError("give both prefix keys and prefix tokens, or neither")
+        if self.prefix_tokens is not None and np.any(self.prefix_tokens >= self.prompt_tokens):
+            raise ValueError("a shared prefix must be shorter than its prompt")
 
     def __len__(self) -> int:
         return len(self.arrivals_s)
@@ -121,15 +162,18 @@ def make_workload(
     rate: float | None = None,
     arrivals: Sequence[float] | FloatArray | None = None,
     seed: int = 0,
+    prefix: SharedPrefix | None = None,
 ) -> Workload:
-    """Poisson arrivals at `rate` (requests/s), or the trace `arrivals`; lengths fixed or drawn.
+    """Poisson arrivals at `rate` (requests/s), or the trace `arrivals`; lengths fixed or drawn; with `prefix`,
+    the requests that share a prompt prefix.
 
-    Arrival gaps and each length come from independent streams of one seed, so changing
-    the rate leaves the lengths alone (the rate search compares like with like).
+    Arrival gaps, each length and the prefixes come from independent streams of one seed, so changing
+    the rate leaves the lengths alone (the rate search compares like with like), and a workload without a
+    shared prefix is the same requests it always was.
     """
     if (rate is None) == (arrivals is None):
         raise ValueError("give exactly one of rate (Poisson arrivals) or arrivals (a trace)")
-    arrival_rng, prompt_rng, output_rng = np.random.default_rng(seed).spawn(3)
+    arrival_rng, prompt_rng, output_rng, prefix_rng = np.random.default_rng(seed).spawn(4)
     if arrivals is not None:
         times = np.sort(np.asarray(arrivals, dtype=float))
         if n_requests is not None and n_requests != len(times):
@@ -142,7 +186,11 @@ def make_workload(
     n = len(times)
     prompt_dist = LengthDist(prompt) if isinstance(prompt, int) else prompt
     output_dist = LengthDist(output) if isinstance(output, int) else output
-    return Workload(times, prompt_dist.sample(n, prompt_rng), output_dist.sample(n, output_rng))
+    prompts, outputs = prompt_dist.sample(n, prompt_rng), output_dist.sample(n, output_rng)
+    if prefix is None:
+        return Workload(times, prompts, outputs)
+    keys, shared, prompts = prefix.assign(prompts, prefix_rng)
+    return Workload(times, prompts, outputs, keys, shared)
 
 
 class TrafficRate(Protocol):

@@ -1,0 +1,85 @@
+"""A replica's prefix cache: KV blocks kept after the requests that computed them, for later prompts to reuse.
+
+Modelled on vLLM's automatic prefix caching (and SGLang's radix cache, which behaves the same for whole
+shared prefixes): only full blocks are cached; a block stays in the KV cache after its request finishes
+and is reused by any later request whose prompt starts with the same tokens; the blocks running requests
+reference are pinned; unreferenced ones are evicted least recently used first, and only when the running
+requests need the room. The cache and the running requests share one KV capacity, so a cache full of
+prefixes costs nothing until the batch needs its blocks.
+
+Entries are keyed by the workload's prefix key (a system prompt or template; a conversation's history),
+not by token hashes: the simulator knows which requests share what, and one key per prefix keeps a step
+O(1). An entry grows when a longer prefix under its key is published (a conversation's next turn).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+__all__ = ["PrefixCache"]
+
+
+class PrefixCache:
+    """Cached blocks per prefix key, with reference counts and least-recently-used eviction of the unreferenced.
+
+    ``blocks`` is every cached block; ``pinned`` those of entries a running request references (never
+    evicted). The scheduler counts ``blocks - pinned`` as free for allocation and calls :meth:`evict` when
+    the running requests' blocks and the cache's together exceed the capacity.
+    """
+
+    __slots__ = ("_entries", "_refs", "_unreferenced", "blocks", "pinned")
+
+    def __init__(self) -> None:
+        self._entries: dict[int, int] = {}  # key -> blocks cached
+        self._refs: dict[int, int] = {}  # key -> running requests referencing it
+        self._unreferenced: OrderedDict[int, None] = OrderedDict()  # least recently used first
+        self.blocks = 0
+        self.pinned = 0
+
+    @property
+    def referenced(self) -> dict[int, int]:
+        """The keys running requests reference, with how many reference each (read only)."""
+        return self._refs
+
+    def cached(self, key: int) -> int:
+        """Blocks cached under `key` (0: none)."""
+        return self._entries.get(key, 0)
+
+    def acquire(self, key: int) -> None:
+        """A running request references the entry under `key` (which must be cached): it is pinned."""
+        refs = self._refs.get(key, 0)
+        if refs == 0:
+            self._unreferenced.pop(key, None)
+            self.pinned += self._entries[key]
+        self._refs[key] = refs + 1
+
+    def release(self, key: int) -> None:
+        """A request stops referencing `key` (finished or preempted); unreferenced, the entry becomes evictable."""
+        refs = self._refs[key] - 1
+        if refs:
+            self._refs[key] = refs
+            return
+        del self._refs[key]
+        self.pinned -= self._entries[key]
+        self._unreferenced[key] = None  # most recently used: evicted last
+
+    def publish(self, key: int, blocks: int) -> int:
+        """Keep `blocks` blocks under `key` (a longer prefix replaces a shorter one); the blocks added."""
+        old = self._entries.get(key, 0)
+        if blocks <= old:
+            return 0
+        self._entries[key] = blocks
+        self.blocks += blocks - old
+        if self._refs.get(key, 0):
+            self.pinned += blocks - old
+        elif old == 0:
+            self._unreferenced[key] = None
+        return blocks - old
+
+    def evict(self, blocks: int) -> None:
+        """Drop unreferenced entries, least recently used first, until `blocks` blocks are freed (or none is left)."""
+        freed = 0
+        while freed < blocks and self._unreferenced:
+            key, _ = self._unreferenced.popitem(last=False)
+            freed += self._entries.pop(key)
+        self.blocks -= freed
