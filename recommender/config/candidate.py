@@ -14,6 +14,13 @@ from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema
 from pydantic.dataclasses import dataclass
 
 from recommender.quantize.precisions import PRECISION_NAMES, precision_family
+from recommender.speculation.methods import NONE, parse_speculative
+
+
+def _speculative(value: str) -> str:
+    parse_speculative(value)  # ValueError naming the fix
+    return value
+
 
 #: A precision family's name (``quantize/precisions.py`` lists them).
 Precision = Annotated[
@@ -22,6 +29,9 @@ Precision = Annotated[
 ]  # fmt: skip
 #: KV-cache storage dtypes, named as vLLM names them (`--kv-cache-dtype`); see perf/memory.py.
 KVCacheDtype = Literal["auto", "fp8"]
+#: Speculative decoding: "none", "ngram" or "ngram:K" (``speculation/methods.py``).
+Speculative = Annotated[str, AfterValidator(_speculative),
+                        WithJsonSchema({"type": "string", "pattern": "^(none|ngram(:[0-9]{1,2})?)$"})]  # fmt: skip
 
 #: Tokens in a prompt or a completion: ten million, the longest context any released model claims.
 MAX_TOKENS = 10_000_000
@@ -46,6 +56,7 @@ class Candidate:
     max_num_batched_tokens: TokenCount = Field(default=DEFAULT_MAX_BATCHED_TOKENS,
                                                description="Token budget per engine step.")  # fmt: skip
     kv_cache_dtype: KVCacheDtype = "auto"
+    speculative: Speculative = NONE
 
     @property
     def key(self) -> str:
@@ -55,4 +66,6 @@ class Candidate:
             key += f"/tok{self.max_num_batched_tokens}"
         if self.kv_cache_dtype != "auto":
             key += f"/kv-{self.kv_cache_dtype}"
+        if self.speculative != NONE:
+            key += f"/spec-{self.speculative}"
         return key

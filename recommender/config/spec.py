@@ -28,9 +28,11 @@ from recommender.config.candidate import (
     Candidate,
     KVCacheDtype,
     Precision,
+    Speculative,
     TokenCount,
 )
 from recommender.config.destinations import MAX_NAME_BYTES
+from recommender.config.speculation import SpeculationSettings
 from recommender.config.traffic import (
     MAX_RPS,
     MIN_RPS,
@@ -148,6 +150,9 @@ class Space(_Strict):
     kv_cache_dtypes: list[KVCacheDtype] = Field(
         default=["auto"], min_length=1, description="'auto' (the model's 16-bit dtype) and/or 'fp8'."
     )
+    speculative: list[Speculative] = Field(
+        default=["none"], min_length=1, description="Speculative decoding to try: none, ngram, ngram:K (K drafts)."
+    )
 
     @field_validator("methods")
     @classmethod
@@ -158,7 +163,8 @@ class Space(_Strict):
             _refuse_repeats(names)
         return value
 
-    @field_validator("hardware", "batch_sizes", "tensor_parallel", "max_num_batched_tokens", "kv_cache_dtypes")
+    @field_validator("hardware", "batch_sizes", "tensor_parallel", "max_num_batched_tokens", "kv_cache_dtypes",
+                     "speculative")
     @classmethod
     def _distinct(cls, value: list[Any]) -> list[Any]:
         return _refuse_repeats(value)
@@ -213,6 +219,9 @@ class SearchSpec(_Strict):
         "scheme on its GPU with the numerics that were measured.",
     )
     search: SearchSettings = SearchSettings()
+    speculation: SpeculationSettings = Field(
+        default=SpeculationSettings(), description="What space.speculative's acceptance is measured on."
+    )
     fleet: FleetPolicy | None = Field(default=None, description="Autoscaling and GPU-mix settings for a profile.")
     #: Where the file was read from (set by spec_from_mapping, not by the user; not part of the spec's JSON).
     spec_path: Path | None = Field(default=None, exclude=True)
@@ -223,6 +232,8 @@ class SearchSpec(_Strict):
         spec's folder, so the name does not change with where the checkout lives."""
         # Fields added later are left out while unset, so specs written before them keep their study names.
         data = self.model_dump(mode="json", exclude={"search"} | ({"price_set"} if self.price_set is None else set()))
+        if data["space"]["speculative"] == ["none"]:  # added later: left out at its default, like the others
+            del data["space"]["speculative"], data["speculation"]
         if data["fleet"] is None:
             del data["fleet"]
         if self.sla.confidence == DEFAULT_SLA_CONFIDENCE:

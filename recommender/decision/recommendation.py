@@ -16,6 +16,7 @@ from recommender.decision import rules as decision
 from recommender.decision.assumptions import Assumptions
 from recommender.engines import EmittedConfig
 from recommender.evaluation.candidate import CandidateResult
+from recommender.evaluation.levers import LeverEffect
 from recommender.fleet.autoscale import AutoscaleSchedule
 from recommender.fleet.mix_plan import GpuMix
 
@@ -67,6 +68,8 @@ class Recommendation:
     #: Traffic, SLA, each GPU's price and source, the fleets' utilisation (recommender/decision/assumptions.py); None in
     #: recommendations written before it and where `build` is called without the spec.
     assumptions: Assumptions | None = None
+    #: Prefix caching and speculative decoding on the winner: what was measured, TPOT and $/month with and without.
+    levers: list[LeverEffect] = field(default_factory=list)
 
 
 def saving_of(winner: CandidateResult | None, current: CandidateResult | None) -> Saving | None:
@@ -103,6 +106,7 @@ def build(
     launch: list[EmittedConfig] | None = None,
     autoscale: AutoscaleSchedule | None = None,
     gpu_mix: GpuMix | None = None,
+    levers: list[LeverEffect] | None = None,
 ) -> Recommendation:
     """Assemble the recommendation, whole, from every distinct evaluated candidate and what was worked out for
     its winner (`decision.pick` of the same results): the assumptions, the launch commands, and with a daily
@@ -138,4 +142,5 @@ def build(
         autoscale=autoscale,
         gpu_mix=gpu_mix,
         assumptions=assumptions,
+        levers=levers or [],
     )

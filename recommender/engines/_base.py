@@ -59,6 +59,8 @@ class LaunchSettings:
         port: HTTP port of the server.
         device: the device it runs on; when given, an engine that does not run the scheme there
             as measured refuses (None: not checked).
+        speculative: "none", or the speculative method whose acceptance was measured ("ngram", "ngram:K":
+            vLLM's n-gram proposer, ``recommender/speculation``); an engine without it refuses.
     """
 
     model: str
@@ -72,6 +74,7 @@ class LaunchSettings:
     max_model_len: int
     port: int = 8000
     device: DeviceInfo | None = None
+    speculative: str = "none"
 
     def __post_init__(self) -> None:
         if not self.model.strip():
@@ -148,6 +151,9 @@ class Emitter(ABC):
     sources: ClassVar[tuple[str, ...]]
     kernels: ClassVar[tuple[Kernel, ...]]
     profile: ClassVar[EngineProfile]
+    #: Why this engine does not launch the speculative decoding measured here (vLLM's n-gram proposer); ''
+    #: for an engine that does (it then emits it from `LaunchSettings.speculative`).
+    speculation_refusal: ClassVar[str] = "its speculative decoding was not measured"
 
     def row(self, family: str) -> Kernel | None:
         """This engine's row for a scheme family (None: it has no such scheme)."""
@@ -161,6 +167,9 @@ class Emitter(ABC):
         flag = self.flag_for(settings.method)
         if flag is None:
             return self._unsupported(self._no_equivalent(settings.method))
+        if settings.speculative != "none" and self.speculation_refusal:
+            return self._unsupported(f"{self.label} does not launch {settings.speculative} speculation as measured: "
+                                     f"{self.speculation_refusal}.")  # fmt: skip
         device = settings.device
         why = None if device is None else self.refusal(settings.method, device)
         if device is not None and why is not None:

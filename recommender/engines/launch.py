@@ -49,6 +49,7 @@ def launch_commands(
         gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
         max_model_len=max_model_len,
         device=device,
+        speculative=candidate.speculative,
     )
     note = (
         f"max_model_len {max_model_len} = the traffic profile's prompt + output tokens; "

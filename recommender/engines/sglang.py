@@ -142,6 +142,12 @@ class SglangEmitter(Emitter):
     )
     kernels = KERNELS
     profile = PROFILE
+    speculation_refusal = (
+        "SGLang's NGRAM algorithm (--speculative-algorithm NGRAM, docs/advanced_features/speculative_decoding.md) "
+        "drafts from a trie of earlier n-grams with a BFS over matches (window 1-12, 12 draft tokens), not vLLM's "
+        "prompt lookup, and turns off the overlap scheduler and mixed chunked prefill; its acceptance was not "
+        "measured"
+    )
 
     def _emit(self, settings: LaunchSettings, flag: str) -> EmittedConfig:
         options: list[Option] = []

@@ -118,6 +118,10 @@ class TgiEmitter(Emitter):
     )
     kernels = KERNELS
     profile = PROFILE
+    speculation_refusal = (
+        "TGI's --speculate N drafts n-grams its own way (docs/source/conceptual/speculation.md) and uses Medusa "
+        "heads where the model has them; vLLM's prompt lookup, which was measured, is not what it runs"
+    )
 
     def _emit(self, settings: LaunchSettings, flag: str) -> EmittedConfig:
         options: list[Option] = []

@@ -151,6 +151,11 @@ class TrtllmEmitter(Emitter):
     )
     kernels = KERNELS
     profile = PROFILE
+    speculation_refusal = (
+        "TensorRT-LLM's NGram decoding (speculative_config: decoding_type: NGram) keeps a pool of n-grams across "
+        "requests (is_public_pool) and, once on, speculates at every batch size (docs/source/features/"
+        "speculative-decoding.md: speed-ups only at low batch); vLLM's prompt lookup, which was measured, differs"
+    )
 
     def _emit(self, settings: LaunchSettings, flag: str) -> EmittedConfig:
         if flag:

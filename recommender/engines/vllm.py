@@ -21,6 +21,11 @@ Verified against (flag names, accepted values, behaviour quoted in the notes):
   is served as ``LLM("./CHECKPOINT")``: the scheme comes from its config.json, no flag.
 - https://docs.vllm.ai/en/latest/configuration/serve_args/ — ``--config`` YAML takes the long
   option names; command-line values override the file.
+- docs/features/spec_decode/n_gram.md and vllm/config/speculative.py — ``--speculative-config`` JSON with
+  ``method: ngram``, ``num_speculative_tokens`` (no default), ``prompt_lookup_min``/``prompt_lookup_max`` (both 5
+  when neither is set); vllm/v1/spec_decode/ngram_proposer.py — the proposer ``recommender/speculation/ngram.py``
+  replays. Prefix caching is on by default in the V1 engine (``--no-enable-prefix-caching`` turns it off), so
+  nothing is emitted for it.
 - vllm-project/vllm PR #23014 and issue #31668 — torchao in vLLM needs a serialized torchao
   config (``--hf-overrides quantization_config_dict_json``) or a torchao checkpoint.
 
@@ -124,6 +129,7 @@ in the released sources):
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 import yaml
@@ -140,6 +146,7 @@ from recommender.engines._base import (
 )
 from recommender.engines.kernels import FP8_W8A16_FALLBACK, Kernel
 from recommender.perf.sim.engine_profiles import EngineProfile
+from recommender.speculation.methods import parse_speculative
 
 if TYPE_CHECKING:
     from recommender.quantize import QuantMethod
@@ -211,9 +218,12 @@ class VllmEmitter(Emitter):
         "https://docs.vllm.ai/en/latest/features/quantization/bnb/",
         "https://docs.vllm.ai/en/latest/configuration/serve_args/",
         "https://github.com/vllm-project/vllm/pull/23014",
+        "https://github.com/vllm-project/vllm/blob/main/docs/features/spec_decode/n_gram.md",
+        "https://github.com/vllm-project/vllm/blob/main/vllm/v1/spec_decode/ngram_proposer.py",
     )
     kernels = KERNELS
     profile = PROFILE
+    speculation_refusal = ""  # n-gram prompt lookup is vLLM's own proposer, replayed in recommender/speculation
 
     def _emit(self, settings: LaunchSettings, flag: str) -> EmittedConfig:
         options: list[Option] = []
@@ -229,6 +239,7 @@ class VllmEmitter(Emitter):
             ("--gpu-memory-utilization", settings.gpu_memory_utilization),
             ("--max-model-len", settings.max_model_len),
             ("--port", settings.port),
+            *_speculative_options(settings.speculative),
         ]
         document = {"model": settings.model, **{option.removeprefix("--"): value for option, value in options}}
         notes = [
@@ -260,6 +271,17 @@ class VllmEmitter(Emitter):
                 "with a vLLM equivalent"
             )
         return super().no_equivalent_hint(method)
+
+
+def _speculative_options(speculative: str) -> list[Option]:
+    """``--speculative-config`` for vLLM's n-gram proposer (docs/features/spec_decode/n_gram.md; keys and defaults in
+    vllm/config/speculative.py): every key given, as measured (``num_speculative_tokens`` has no default)."""
+    method = parse_speculative(speculative)
+    if method is None:
+        return []
+    config = {"method": "ngram", "num_speculative_tokens": method.k, "prompt_lookup_max": method.max_n,
+              "prompt_lookup_min": method.min_n}  # fmt: skip
+    return [("--speculative-config", json.dumps(config, separators=(",", ":")))]
 
 
 def _quantization_notes(method: QuantMethod, flag: str) -> list[str]:

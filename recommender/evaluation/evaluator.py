@@ -16,11 +16,12 @@ from recommender.config.candidate import Candidate
 from recommender.decision.rules import CostBound, quality_cannot_matter
 from recommender.evaluation.candidate import MARGIN_BOUND, CandidateResult, quality_margin
 from recommender.evaluation.load_curve import LoadCurve, load_curve
-from recommender.evaluation.performance import PerformanceEvaluator
+from recommender.evaluation.performance import PerformanceEvaluator, pruned
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.result import QualityResult
 from recommender.quality.verdict import Check
 from recommender.quantize import get_method, with_kv_cache
+from recommender.speculation.methods import NONE
 
 
 def describe_broken_check(check: Check) -> str:
@@ -61,7 +62,16 @@ class CandidateEvaluator:
         return self.performance.probes_run
 
     def evaluate(self, c: Candidate, *, cost_bound: CostBound | None = None) -> CandidateResult:
-        """Everything about `c`, cheapest checks first; `cost_bound` is `decision.cost_bound` of what is known."""
+        """Everything about `c`, cheapest checks first; `cost_bound` is `decision.cost_bound` of what is known.
+
+        A speculative candidate is evaluated once its scheme's quality passed without speculation (its twin):
+        greedy verification keeps the target's own tokens, so quality is the twin's, and measuring the
+        acceptance (quantizing and generating) is spent only on schemes that can be recommended.
+        """
+        if c.speculative != NONE:
+            refused = self._unverified_for_speculation(c, cost_bound)
+            if refused is not None:
+                return refused
         result = self.performance.evaluate(c)
         if result.status != "evaluated":
             return result
@@ -69,6 +79,20 @@ class CandidateEvaluator:
         skip = None if self.quality.has(method.name) else quality_cannot_matter(result, cost_bound)
         quality = self.quality.evaluate(method) if skip is None else self.quality.not_evaluated(method, skip)
         return with_quality(result, quality)
+
+    def _unverified_for_speculation(self, c: Candidate, cost_bound: CostBound | None) -> CandidateResult | None:
+        """None when `c`'s scheme passed its quality checks (evaluating its twin without speculation first, which
+        measures the quality where it can matter); else `c` pruned, saying why."""
+        method = with_kv_cache(get_method(c.method), c.kv_cache_dtype)
+        if not self.quality.has(method.name):
+            self.evaluate(replace(c, speculative=NONE), cost_bound=cost_bound)
+        quality = self.quality.evaluate(method) if self.quality.has(method.name) else None
+        if quality is not None and quality.verdict == "pass":
+            return None
+        verdict = "not measured (its twin without speculation cannot be recommended)" if quality is None else (
+            f"{quality.verdict}" + (f" ({quality.reason})" if quality.reason else ""))  # fmt: skip
+        return pruned(c, "quality", f"{method.name}'s quality is {verdict}; speculative acceptance is measured only "
+                      "on schemes whose quality passed")  # fmt: skip
 
     def load_curve(self, c: Candidate) -> LoadCurve | None:
         return load_curve(self.performance, c)

@@ -27,6 +27,7 @@ from recommender.engines import DEFAULT_ENGINES, PROFILES, evaluation_only
 from recommender.engines.eligibility import Eligibility, eligibility
 from recommender.errors import MethodUnavailableError
 from recommender.evaluation.candidate import CONSTRAINT_KEYS, CandidateResult
+from recommender.evaluation.speculation import SpeculationSource, speculation_for
 from recommender.perf.catalog.gpus import Accelerator, Catalog
 from recommender.perf.model.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryFit, plan_memory
 from recommender.perf.model.shape import ModelShape
@@ -47,6 +48,7 @@ from recommender.quantize import QuantMethod, get_method
 
 if TYPE_CHECKING:
     from recommender.models.cache import ModelCache
+    from recommender.perf.sim.speculative import SpeculativeDecoding
 
 #: Fraction of accelerator memory the serving engine may use (vLLM's default gpu_memory_utilization).
 GPU_MEMORY_UTILIZATION = DEFAULT_GPU_MEMORY_UTILIZATION
@@ -83,6 +85,8 @@ class Setup:
     price_set: str = ""
     #: The engine whose calibrated step cost `step_cost` is ('' for the local device's measured steps).
     engine: str = ""
+    #: Speculative decoding at its measured acceptance (None: none).
+    speculation: SpeculativeDecoding | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,8 @@ class PerformanceEvaluator:
     local: LocalMeasurement | None = None
     engines: tuple[str, ...] = DEFAULT_ENGINES
     require_price: bool = True
+    #: Measures speculative methods' acceptance (the search; None: a command without the model prunes them).
+    speculation: SpeculationSource | None = None
     calibrated: CalibratedModel = field(default_factory=lambda: CalibratedModel(load_fit()))
     _probes: dict[tuple[str, int], ProbeResult] = field(default_factory=dict)
     _performances: dict[Candidate, CandidateResult | Performance] = field(default_factory=dict, init=False, repr=False)
@@ -193,12 +199,13 @@ class PerformanceEvaluator:
         milliseconds, so every launching engine is simulated. The local device keeps its measured step times.
         """
         if setup.probe is not None or c.hardware == LOCAL_DEVICE:
-            return setup, simulate_serving(setup.step_cost, setup.scheduler, traffic=self.load, sla=self.sla)
+            return setup, simulate_serving(setup.step_cost, setup.scheduler, traffic=self.load, sla=self.sla,
+                                           speculation=setup.speculation)  # fmt: skip
         accel = self.catalog.get(c.hardware)
         best: tuple[Setup, ServingEstimate] | None = None
         for engine in setup.engines or self.engines[:1]:
             for_engine = setup if engine == setup.engine else self._for_engine(c, setup, accel, engine)
-            serving = self._calibrated_serving(for_engine.step_cost, for_engine.scheduler, engine)
+            serving = self._calibrated_serving(for_engine, engine)
             if best is None or serving.requests_per_s > best[1].requests_per_s:
                 best = (for_engine, serving)
         assert best is not None
@@ -238,21 +245,23 @@ class PerformanceEvaluator:
         performance = self.performance(c)
         return performance if isinstance(performance, CandidateResult) else performance.setup
 
-    def _calibrated_serving(self, cost: StepCostModel, scheduler: SchedulerConfig, engine: str) -> ServingEstimate:
+    def _calibrated_serving(self, setup: Setup, engine: str) -> ServingEstimate:
         """Capacity and the P99s' upper ends with the steps at their intervals' upper ends; point P99s beside."""
         return simulate_serving_interval(
-            cost, self.checked_step_cost(cost, engine), scheduler, traffic=self.load,
+            setup.step_cost, self.checked_step_cost(setup.step_cost, engine), setup.scheduler, traffic=self.load,
             sla=self.simulated_sla(engine), engine=engine, confidence=self.sla.confidence,
-            ttft_offset_ms=self.calibrated.request_overhead_ms(engine),
+            ttft_offset_ms=self.calibrated.request_overhead_ms(engine), speculation=setup.speculation,
         )  # fmt: skip
 
     def setup(self, c: Candidate) -> CandidateResult | Setup:
         """The pruned result, or what evaluating `c` needs: its step-cost model, scheduler, price, memory."""
         method = get_method(c.method)
         accel = None if c.hardware == LOCAL_DEVICE else self.catalog.get(c.hardware)
-        served = self._refusal(c, method, accel)
-        if isinstance(served, str):
-            return pruned(c, "runnable", served)
+        refused = self._refusal(c, method, accel)
+        speculating = refused if isinstance(refused, str) else speculation_for(c, method, refused, self.speculation)
+        if isinstance(speculating, str):
+            return pruned(c, "runnable", speculating)
+        served, speculation = speculating
         memory = plan_memory(
             self.shape,
             method,
@@ -283,7 +292,7 @@ class PerformanceEvaluator:
             engine = (served.engines or self.engines)[0]
             cost, batching = self._engine_cost(c, method, accel, engine), PROFILES[engine].batching(scheduler)
             return Setup(method, cost, batching, hourly, accel.price_note, fit, None, served.engines,
-                         price_set=accel.price_set, engine=engine)  # fmt: skip
+                         price_set=accel.price_set, engine=engine, speculation=speculation)  # fmt: skip
         assert self.local is not None  # _refusal prunes local candidates without a local measurement
         try:
             table, own = self._measured_step_cost(c, self.local)
@@ -291,7 +300,7 @@ class PerformanceEvaluator:
             return pruned(c, "runnable", str(exc))
         local = self.local.price
         return Setup(method, table, scheduler, local.price_per_hour_usd, local.price_source, fit, own, served.engines,
-                     price_set="local_device")  # fmt: skip
+                     price_set="local_device", speculation=speculation)  # fmt: skip
 
     def device_of(self, c: Candidate) -> DeviceInfo | None:
         """The device `c` would be served on: its catalog GPU, or this machine's device (None if not measured)."""

@@ -37,6 +37,7 @@ from recommender.report.blocks import (
     usd_1m,
 )
 from recommender.report.figure_data import describe_figures, speed_kind
+from recommender.report.levers_block import levers
 from recommender.report.quality_block import quality_of
 
 if TYPE_CHECKING:
@@ -323,6 +324,7 @@ def build_blocks(
         *assumptions(rec),
         *launch(rec),
         *comparison(rec, sla),
+        *levers(rec),
         *quality(rec),
         *rejected(rec),
         *ties(rec),

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from recommender.report.figure_data import speed_kind
+from recommender.report.levers_block import lever_lines
 
 if TYPE_CHECKING:
     from recommender.decision.recommendation import Recommendation
@@ -117,6 +118,10 @@ def render(rec: Recommendation, console: Console) -> None:
         console.print("[bold red]No candidate met every threshold.[/] Loosen a threshold or widen the space.")
     if rec.quantization_note:
         console.print(rec.quantization_note, markup=False)
+    for effect in rec.levers:
+        verdict, evidence = lever_lines(effect)
+        console.print(verdict, markup=False)
+        console.print(f"  {evidence}", markup=False)
     if rec.saving is not None:
         console.print(
             f"Saving against the current deployment: {rec.saving.percent_per_1m_tokens:.1f} % per token, "

@@ -27,13 +27,14 @@ from recommender.engines.launch import launch_commands
 from recommender.errors import BadInputError
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.claims import ClaimStore, worker_id
+from recommender.evaluation.levers import LeverEffect, lever_effects
 from recommender.fleet.daily import daily_answers
 from recommender.perf.step.calibrated import fit_digest
 from recommender.quality.calibration_docs import quantize_context
 from recommender.quantize.checkpoint import QuantizeContext
 from recommender.releases.tracking import Tracker, absolute_storage_uri, absolute_store_uri, git_sha, winner_tags
 from recommender.study.prepare import Prepared, portable_spec, prepare
-from recommender.study.space import grid_size, neighbourhood, params_of, references, space_choices
+from recommender.study.space import grid_size, neighbourhood, references, space_choices, trial_params
 from recommender.study.storage import (
     DEFAULT_STORAGE,
     PARENT_RUN_ATTR,
@@ -185,7 +186,7 @@ def _open(
     first = [current, *references(spec)] if "auto" in spec.space.kv_cache_dtypes else [current]
     for c in first[: max(budget - finished, 0)]:
         if c.key not in worker.known:
-            study.enqueue_trial(params_of(c), skip_if_exists=True)
+            study.enqueue_trial(trial_params(c, worker.choices), skip_if_exists=True)
     return _Opened(study, tracker, parent_run_id, worker, finished, current)
 
 
@@ -203,7 +204,7 @@ def _refine(opened: _Opened, status: StatusFn) -> None:
             return
         status(f"refining around {best.candidate.key}: {len(unseen)} neighbours")
         for c in unseen:
-            study.enqueue_trial(params_of(c), skip_if_exists=True)
+            study.enqueue_trial(trial_params(c, worker.choices), skip_if_exists=True)
         study.set_user_attr(BUDGET_ATTR, len(worker.known) + len(unseen))
         worker.optimize(len(unseen))
         worker.drain()
@@ -224,7 +225,7 @@ def _finish(
         results, current_key=opened.current.key, study=spec.study_name, model=prepared.source.name,
         release=spec.model.release, use_case=prepared.use_case.name, sla=spec.sla,
         assumptions=assumptions_of(spec, evaluator.performance.catalog, winner=pick(results), current=current),
-        launch=answer.launch, autoscale=answer.autoscale, gpu_mix=answer.gpu_mix,
+        launch=answer.launch, autoscale=answer.autoscale, gpu_mix=answer.gpu_mix, levers=answer.levers,
     )  # fmt: skip
     evaluator.quality.models.release()
     evidence = StudyEvidence(recommendation, results, answer.load_curve)
@@ -291,6 +292,7 @@ class _WinnerAnswers:
     load_curve: LoadCurve | None = None
     autoscale: AutoscaleSchedule | None = None
     gpu_mix: GpuMix | None = None
+    levers: list[LeverEffect] = field(default_factory=list)
 
 
 def _winner_answers(
@@ -314,7 +316,9 @@ def _winner_answers(
     if spec.traffic.profile is not None:
         status("the daily profile: autoscaling and the GPU mix")
         autoscale, gpu_mix = daily_answers(spec, evaluator.performance, results, winner)
-    return _WinnerAnswers([p for p in checkpoint.written if p.is_file()], launch, load_curve, autoscale, gpu_mix)
+    levers = lever_effects(evaluator.performance, spec, winner)
+    return _WinnerAnswers([p for p in checkpoint.written if p.is_file()], launch, load_curve, autoscale, gpu_mix,
+                          levers)  # fmt: skip
 
 
 def _place_checkpoint(

@@ -28,6 +28,8 @@ from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
 from recommender.quality.suite import UseCase, load_use_case
 from recommender.quantize import QuantMethod, get_method
+from recommender.speculation.evaluator import AcceptanceEvaluator
+from recommender.speculation.methods import NONE
 from recommender.study.storage import SPEC_JSON_ATTR
 
 if TYPE_CHECKING:
@@ -54,8 +56,13 @@ class Prepared:
         local = None
         if self.spec.local_device is not None:
             local = LocalMeasurement(models, list(self.spec.space.batch_sizes), self.spec.local_device)
+        speculation = None
+        if set(self.spec.space.speculative) | {self.spec.current.speculative} != {NONE}:
+            speculation = AcceptanceEvaluator(self.use_case, models, self.spec.speculation, self.manager,
+                                              QualityCache.default())  # fmt: skip
         performance = PerformanceEvaluator(
-            self.catalog, self.shape, self.spec.traffic, self.spec.sla, local, engines=tuple(self.spec.engines)
+            self.catalog, self.shape, self.spec.traffic, self.spec.sla, local, engines=tuple(self.spec.engines),
+            speculation=speculation,
         )
         return CandidateEvaluator(performance, quality)
 
@@ -76,6 +83,9 @@ def prepare(spec: SearchSpec) -> Prepared:
     config = source.load_config(field=f"{spec.spec_path}: model.source")  # before lm-eval's task index: fails fast
     manager = task_manager(use_case)
     check_tasks_known(use_case, manager)
+    if spec.speculation.task is not None and spec.speculation.task not in manager.all_tasks:
+        raise BadInputError(f"{spec.spec_path}: speculation.task", f"lm-eval knows no task {spec.speculation.task!r}",
+                            "name a task of the use case's include_path or of lm-eval (lm-eval ls tasks)")  # fmt: skip
     catalog = load_catalog(spec.hardware_catalog, price_set=spec.price_set)
     check_architecture(config, field=f"{spec.spec_path}: model.source config")
     shape = ModelShape.from_config(config)

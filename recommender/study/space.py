@@ -12,6 +12,7 @@ from typing import Any
 
 from recommender.config.candidate import Candidate
 from recommender.config.spec import SearchSpec
+from recommender.speculation.methods import NONE
 
 
 def method_choice(precision: str, method: str) -> str:
@@ -21,7 +22,10 @@ def method_choice(precision: str, method: str) -> str:
 def space_choices(spec: SearchSpec) -> dict[str, list[Any]]:
     """Each Optuna parameter and its categorical values (the current deployment's always among them)."""
     current = spec.current
-    return {
+    speculative = set(spec.space.speculative) | {current.speculative}
+    # A parameter only where the spec searches it, so a study without speculation samples as it always did.
+    searched: dict[str, list[Any]] = {"speculative": sorted(speculative)} if speculative != {NONE} else {}
+    choices: dict[str, list[Any]] = {
         "method": sorted(
             {method_choice(p, m) for p, ms in spec.space.methods.items() for m in ms}
             | {method_choice(current.precision, current.method)}
@@ -32,6 +36,7 @@ def space_choices(spec: SearchSpec) -> dict[str, list[Any]]:
         "max_num_batched_tokens": sorted(set(spec.space.max_num_batched_tokens) | {current.max_num_batched_tokens}),
         "kv_cache_dtype": sorted(set(spec.space.kv_cache_dtypes) | {current.kv_cache_dtype}),
     }
+    return choices | searched
 
 
 def candidate_of(params: dict[str, Any]) -> Candidate:
@@ -44,6 +49,7 @@ def candidate_of(params: dict[str, Any]) -> Candidate:
         tensor_parallel=params["tensor_parallel"],
         max_num_batched_tokens=params["max_num_batched_tokens"],
         kv_cache_dtype=params["kv_cache_dtype"],
+        speculative=params.get("speculative", NONE),  # studies from before it have no such parameter
     )
 
 
@@ -55,7 +61,13 @@ def params_of(c: Candidate) -> dict[str, Any]:
         "tensor_parallel": c.tensor_parallel,
         "max_num_batched_tokens": c.max_num_batched_tokens,
         "kv_cache_dtype": c.kv_cache_dtype,
+        "speculative": c.speculative,
     }
+
+
+def trial_params(c: Candidate, choices: dict[str, list[Any]]) -> dict[str, Any]:
+    """`c` as the study's parameters: those it searches (`space_choices`), so an enqueued trial matches sampled ones."""
+    return {name: value for name, value in params_of(c).items() if name in choices}
 
 
 def neighbourhood(c: Candidate, choices: dict[str, list[Any]]) -> list[Candidate]:
@@ -63,8 +75,8 @@ def neighbourhood(c: Candidate, choices: dict[str, list[Any]]) -> list[Candidate
     here = params_of(c)
     return [
         candidate_of(here | {name: value})
-        for name in ("method", "hardware", "batch_size", "max_num_batched_tokens", "kv_cache_dtype")
-        for value in choices[name]
+        for name in ("method", "hardware", "batch_size", "max_num_batched_tokens", "kv_cache_dtype", "speculative")
+        for value in choices.get(name, ())
         if value != here[name]
     ]
 

@@ -16,6 +16,7 @@ from recommender.perf.sim.workload import make_workload
 if TYPE_CHECKING:
     from recommender.perf.sim.results import SimulationResult
     from recommender.perf.sim.scheduler import SchedulerConfig
+    from recommender.perf.sim.speculative import SpeculativeDecoding
     from recommender.perf.sim.workload import Lengths, SharedPrefix, Workload
     from recommender.perf.step.cost import StepCostModel
 
@@ -47,6 +48,7 @@ class _RateTrials:
     ttft_p99_ms: float
     tpot_p99_ms: float
     prefix: SharedPrefix | None = None
+    speculation: SpeculativeDecoding | None = None
     evaluations: int = 0
 
     def workload(self, rate: float) -> Workload:
@@ -57,7 +59,7 @@ class _RateTrials:
 
     def run(self, rate: float) -> SimulationResult:
         self.evaluations += 1
-        return simulate(self.cost, self.workload(rate), self.config)
+        return simulate(self.cost, self.workload(rate), self.config, speculation=self.speculation)
 
     def ok(self, result: SimulationResult) -> bool:
         return result.meets(ttft_p99_ms=self.ttft_p99_ms, tpot_p99_ms=self.tpot_p99_ms)
@@ -68,8 +70,13 @@ class _RateTrials:
         mean_prompt = float(unit.prompt_tokens.mean())
         mean_output = float(unit.output_tokens.mean())
         batch = self.config.max_num_seqs
-        step = self.cost.step_seconds(0, batch, int(batch * (mean_prompt + mean_output / 2)))
-        return batch / (mean_output * step)
+        context = int(batch * (mean_prompt + mean_output / 2))
+        if self.speculation is None:
+            return batch / (mean_output * self.cost.step_seconds(0, batch, context))
+        from recommender.perf.sim.speculative import SpeculativeStepCost
+
+        step = SpeculativeStepCost(self.cost, self.speculation).step_seconds(0, batch, context)
+        return batch / (mean_output / self.speculation.tokens_per_step * step)
 
 
 def max_rate_within_sla(
@@ -84,6 +91,7 @@ def max_rate_within_sla(
     seed: int = 0,
     rel_tol: float = 0.02,
     prefix: SharedPrefix | None = None,
+    speculation: SpeculativeDecoding | None = None,
 ) -> RateSearch:
     """Bisect the Poisson arrival rate for the highest one whose P99 TTFT and P99 TPOT meet the SLA.
 
@@ -96,7 +104,8 @@ def max_rate_within_sla(
     P99s near capacity rise steeply (queueing), so a rate a few percent above the answer
     can already miss the SLA.
     """
-    trials = _RateTrials(cost, config, prompt, output, n_requests, seed, ttft_p99_ms, tpot_p99_ms, prefix)
+    trials = _RateTrials(cost, config, prompt, output, n_requests, seed, ttft_p99_ms, tpot_p99_ms, prefix,
+                         speculation)  # fmt: skip
     if not fits_kv_cache(trials.workload(1.0), config):
         # Drawn lengths (a long tail, a trace) can hold a request no KV cache of this replica holds: it would
         # never be scheduled, so no arrival rate meets the SLA.

@@ -89,8 +89,8 @@ class SimulationResult:
     def of_run(
         cls,
         workload: Workload,
-        first_token_s: Sequence[float],
-        finish_s: Sequence[float],
+        first_token_s: Sequence[float] | FloatArray,
+        finish_s: Sequence[float] | FloatArray,
         *,
         preemptions: int,
         steps: int,

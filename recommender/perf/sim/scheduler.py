@@ -41,6 +41,12 @@ from recommender.perf.sim.decoding import DecodingSequences
 from recommender.perf.sim.prefix_cache import PrefixCache
 from recommender.perf.sim.results import SimulationResult
 from recommender.perf.sim.scheduler_config import BLOCK_SIZE, SchedulerConfig
+from recommender.perf.sim.speculative import (
+    SpeculativeDecoding,
+    SpeculativeStepCost,
+    decode_steps_workload,
+    per_token_result,
+)
 from recommender.perf.step.cost import PrefillAwareStepCostModel, PrefillChunks, VectorStepCostModel
 
 if TYPE_CHECKING:
@@ -57,12 +63,20 @@ def simulate(
     *,
     ttft_sla_ms: float | None = None,
     tpot_sla_ms: float | None = None,
+    speculation: SpeculativeDecoding | None = None,
 ) -> SimulationResult:
     """Serve `workload` with `config`'s scheduler, step durations from `cost`; every request completes.
 
-    Goodput is counted against the SLAs given (none given: no goodput).
+    Goodput is counted against the SLAs given (none given: no goodput). With `speculation`, decode steps
+    verify drafts and advance by the measured tokens per step (``speculative.py``); latencies are per token.
     """
-    return ContinuousBatchingSimulation(cost, workload, config).run(ttft_sla_ms=ttft_sla_ms, tpot_sla_ms=tpot_sla_ms)
+    if speculation is None:
+        return ContinuousBatchingSimulation(cost, workload, config).run(ttft_sla_ms=ttft_sla_ms,
+                                                                        tpot_sla_ms=tpot_sla_ms)  # fmt: skip
+    steps = ContinuousBatchingSimulation(
+        SpeculativeStepCost(cost, speculation), decode_steps_workload(workload, speculation), config
+    ).run()
+    return per_token_result(steps, workload, ttft_sla_ms=ttft_sla_ms, tpot_sla_ms=tpot_sla_ms)
 
 
 def fits_kv_cache(workload: Workload, config: SchedulerConfig) -> bool:

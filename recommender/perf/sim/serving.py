@@ -17,10 +17,12 @@ from recommender.perf.sim.capacity import max_rate_within_sla, replicas_needed
 from recommender.perf.sim.physics_capacity import ALARM_FACTOR
 from recommender.perf.sim.results import Percentiles
 from recommender.perf.sim.scheduler import SchedulerConfig, simulate
+from recommender.perf.sim.speculative import SpeculativeStepCost
 from recommender.perf.sim.workload import Lengths, SharedPrefix, make_workload
 from recommender.provenance import Provenance
 
 if TYPE_CHECKING:
+    from recommender.perf.sim.speculative import SpeculativeDecoding
     from recommender.perf.step.cost import StepCostModel
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +113,12 @@ class ServingEstimate:
 
 
 def simulate_serving(
-    cost: StepCostModel, config: SchedulerConfig, *, traffic: TrafficLoad, sla: LatencyLimits
+    cost: StepCostModel, config: SchedulerConfig, *, traffic: TrafficLoad, sla: LatencyLimits,
+    speculation: SpeculativeDecoding | None = None,
 ) -> ServingEstimate:
-    """Capacity within the SLA and the latency percentiles at the target load per replica, from simulation."""
-    label = cost.provenance.extended(
+    """Capacity within the SLA and the latency percentiles at the target load per replica, from simulation
+    (with `speculation`: decode steps verify drafts at the measured acceptance, ``speculative.py``)."""
+    label = (cost if speculation is None else SpeculativeStepCost(cost, speculation)).provenance.extended(
         f"continuous-batching simulation ({SIMULATED_REQUESTS} Poisson requests, max_num_seqs {config.max_num_seqs}, "
         f"{config.max_num_batched_tokens} tokens per simulated step, chunked prefill)"
     )
@@ -122,18 +126,19 @@ def simulate_serving(
     prompt, output = traffic.prompt, traffic.output
     search = max_rate_within_sla(
         cost, config, prompt=prompt, output=output, ttft_p99_ms=sla.ttft_p99_ms, tpot_p99_ms=sla.tpot_p99_ms,
-        n_requests=SIMULATED_REQUESTS, prefix=traffic.prefix,
+        n_requests=SIMULATED_REQUESTS, prefix=traffic.prefix, speculation=speculation,
     )  # fmt: skip
     if search.rate_per_s <= 0:
         # Not even a lone request meets the SLA: report the latencies at a trickle of traffic.
         # At the mean lengths: a drawn tail may hold a request that never fits (then the capacity is 0 for that).
         mean_prompt, mean_output = traffic.prompt_tokens, traffic.output_tokens
-        lone = simulate(cost, make_workload(prompt=mean_prompt, output=mean_output, n_requests=20, rate=1e-3), config)
+        lone = simulate(cost, make_workload(prompt=mean_prompt, output=mean_output, n_requests=20, rate=1e-3), config,
+                        speculation=speculation)  # fmt: skip
         return ServingEstimate(lone.ttft_ms, lone.tpot_ms, 0.0, 0.0, 1e-3, label)
     replicas = replicas_needed(traffic.requests_per_second, search.rate_per_s)
     load = traffic.requests_per_second / replicas
     at_load = simulate(cost, make_workload(prompt=prompt, output=output, n_requests=SIMULATED_REQUESTS, rate=load,
-                                           prefix=traffic.prefix), config)  # fmt: skip
+                                           prefix=traffic.prefix), config, speculation=speculation)  # fmt: skip
     return ServingEstimate(
         ttft_ms=at_load.ttft_ms,
         tpot_ms=at_load.tpot_ms,
@@ -147,7 +152,7 @@ def simulate_serving(
 
 def simulate_serving_interval(
     point: StepCostModel, upper: StepCostModel, config: SchedulerConfig, *, traffic: TrafficLoad, sla: LatencyLimits,
-    engine: str, confidence: float, ttft_offset_ms: float = 0.0,
+    engine: str, confidence: float, ttft_offset_ms: float = 0.0, speculation: SpeculativeDecoding | None = None,
 ) -> ServingEstimate:
     """Capacity within `sla` and the P99s' upper ends from the user's traffic simulated with every step at the upper
     end of its interval (`upper`); the point P99s at the same load from the point step costs (`point`).
@@ -155,10 +160,10 @@ def simulate_serving_interval(
     `ttft_offset_ms` is the fixed time every TTFT carries outside the steps (the request's way through the
     engine); `sla`'s TTFT is the user's less that offset, and the reported TTFTs include it.
     """
-    high = simulate_serving(upper, config, traffic=traffic, sla=sla)
+    high = simulate_serving(upper, config, traffic=traffic, sla=sla, speculation=speculation)
     workload = make_workload(prompt=traffic.prompt, output=traffic.output, n_requests=SIMULATED_REQUESTS,
                              rate=high.load_per_replica_rps, prefix=traffic.prefix)  # fmt: skip
-    at_load = simulate(point, workload, config)
+    at_load = simulate(point, workload, config, speculation=speculation)
     t = at_load.ttft_ms
     return replace(
         high, ttft_ms=Percentiles(t.p50 + ttft_offset_ms, t.p95 + ttft_offset_ms, t.p99 + ttft_offset_ms),

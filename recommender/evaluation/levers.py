@@ -1,0 +1,133 @@
+"""What each serving lever does for the winner: its measured input, and TPOT and $/month with and without it.
+
+The levers are prefix caching (on by default in every engine emitted for; its effect comes from the
+traffic's shared prefix) and speculative decoding (a searched setting, at the acceptance measured on the
+use case's documents). The winner is re-simulated with the lever flipped, everything else kept, so the
+comparison is like for like and says whether the lever pays at this traffic and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from recommender.evaluation.performance import Performance, PerformanceEvaluator
+from recommender.speculation.methods import NONE
+
+if TYPE_CHECKING:
+    from recommender.config.spec import SearchSpec
+    from recommender.evaluation.candidate import CandidateResult
+
+__all__ = ["LeverEffect", "lever_effects"]
+
+#: Relative $/month change below which a lever is said to change nothing (replicas are whole GPUs).
+SAME_COST = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class LeverEffect:
+    """One lever on the winner's configuration: what was measured for it and the fleet with and without it.
+
+    Args:
+        lever: "prefix caching" or "speculative <method>".
+        measured: the lever's input with its provenance (hit rate simulated from the traffic's prefix; acceptance
+            measured on which device and documents, with its interval).
+        with_tpot_p99_ms / without_tpot_p99_ms: the replica's P99 TPOT at its load, with and without the lever.
+        with_usd_per_month / without_usd_per_month: the fleet's cost at the traffic (None: the configuration without
+            it is not feasible or not priced).
+        verdict: whether it pays at this traffic, and why, in one line.
+    """
+
+    lever: str
+    measured: str
+    with_tpot_p99_ms: float | None
+    without_tpot_p99_ms: float | None
+    with_usd_per_month: float | None
+    without_usd_per_month: float | None
+    verdict: str
+
+
+def _figures(performance: Performance | CandidateResult) -> tuple[float | None, float | None, str]:
+    """P99 TPOT, $/month and why there is none (a pruned configuration), of one evaluation."""
+    if not isinstance(performance, Performance):
+        return None, None, "; ".join(performance.broken)
+    cost = performance.cost.usd_per_month if performance.cost is not None else None
+    return performance.serving.tpot_ms.p99, cost, ""
+
+
+def _engines(on: Performance | CandidateResult, off: Performance | CandidateResult) -> str:
+    """' (served by A with it, B without)' when the lever changes the engine the figures are for, else ''."""
+    if not isinstance(on, Performance) or not isinstance(off, Performance) or on.setup.engine == off.setup.engine:
+        return ""
+    return f" (served by {on.setup.engine or 'the local device'} with it, {off.setup.engine} without)"
+
+
+def _verdict(with_cost: float | None, without_cost: float | None, why_not: str, binding: str) -> str:
+    if with_cost is None or without_cost is None:
+        return f"not compared: {why_not or 'one side has no price'}"
+    change = (with_cost - without_cost) / without_cost
+    if change < -SAME_COST:
+        return f"pays: ${with_cost:,.0f}/month with it, ${without_cost:,.0f} without ({change:+.1%})"
+    if change > SAME_COST:
+        return f"does not pay: ${with_cost:,.0f}/month with it, ${without_cost:,.0f} without ({change:+.1%}): {binding}"
+    return f"same ${with_cost:,.0f}/month with and without: the replica count is set by {binding}"
+
+
+def _speculation(evaluator: PerformanceEvaluator, spec: SearchSpec, winner: CandidateResult) -> list[LeverEffect]:
+    c = winner.candidate
+    methods = [m for m in dict.fromkeys([*spec.space.speculative, c.speculative]) if m != NONE]
+    effects = []
+    for method in methods:
+        on, off = replace(c, speculative=method), replace(c, speculative=NONE)
+        with_perf, without_perf = evaluator.performance(on), evaluator.performance(off)
+        with_tpot, with_cost, why_on = _figures(with_perf)
+        without_tpot, without_cost, why_off = _figures(without_perf)
+        measured = why_on if not isinstance(with_perf, Performance) else _acceptance(with_perf)
+        binding = (
+            "verifying the drafts of every running sequence costs more per step than the accepted tokens save"
+            if with_tpot is not None and without_tpot is not None and with_tpot >= without_tpot
+            else "the prefill and the KV cache, not the decode steps speculation shortens"
+        )
+        verdict = _verdict(with_cost, without_cost, why_on or why_off, binding) + _engines(with_perf, without_perf)
+        effects.append(LeverEffect(f"speculative {method}", measured, with_tpot, without_tpot, with_cost, without_cost,
+                                   verdict))  # fmt: skip
+    return effects
+
+
+def _acceptance(performance: Performance) -> str:
+    s = performance.setup.speculation
+    if s is None:
+        return ""
+    return (f"{s.tokens_per_step:.2f} tokens and {s.drafted_per_step:.2f} draft tokens verified per step "
+            f"(k={s.num_speculative_tokens}); {s.evidence}")  # fmt: skip
+
+
+def _prefix_caching(evaluator: PerformanceEvaluator, winner: CandidateResult) -> list[LeverEffect]:
+    prefix = evaluator.traffic.shared_prefix
+    if prefix is None or winner.serving is None:
+        return []
+    without = PerformanceEvaluator(
+        evaluator.catalog, evaluator.shape, evaluator.traffic.model_copy(update={"shared_prefix": None}),
+        evaluator.sla, evaluator.local, engines=evaluator.engines, require_price=evaluator.require_price,
+        speculation=evaluator.speculation, calibrated=evaluator.calibrated,
+    )  # fmt: skip
+    with_tpot, with_cost, _ = _figures(evaluator.performance(winner.candidate))
+    without_tpot, without_cost, why = _figures(without.performance(winner.candidate))
+    hit = winner.serving.prefix_hit_rate or 0.0
+    measured = (
+        f"{hit:.0%} of prompt tokens served from the replica's prefix cache at its load (simulated: a "
+        f"{prefix.tokens}-token prefix on {prefix.fraction:.0%} of requests, {prefix.templates} template(s), "
+        "full 16-token blocks, LRU eviction)"
+    )
+    binding = "decode steps and the KV cache, not the prefill the cache skips"
+    return [LeverEffect("prefix caching", measured, with_tpot, without_tpot, with_cost, without_cost,
+                        _verdict(with_cost, without_cost, why, binding))]  # fmt: skip
+
+
+def lever_effects(
+    evaluator: PerformanceEvaluator, spec: SearchSpec, winner: CandidateResult | None
+) -> list[LeverEffect]:
+    """Prefix caching (when the traffic shares a prefix) and each searched speculative method, on the winner."""
+    if winner is None or winner.serving is None:
+        return []
+    return _prefix_caching(evaluator, winner) + _speculation(evaluator, spec, winner)

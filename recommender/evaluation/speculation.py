@@ -1,0 +1,52 @@
+"""Speculative decoding as the speed evaluation reads it: the measured acceptance, and who launches it.
+
+A candidate with ``speculative`` other than ``none`` runs only where the acceptance was measured (the search
+loads the model; ``plan`` and ``estimate`` do not) and only on engines that launch the proposer that was
+replayed (each engine's ``speculation_refusal``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Protocol
+
+from recommender.engines import EMITTERS
+from recommender.errors import MethodUnavailableError
+from recommender.quantize import with_kv_cache
+from recommender.speculation.methods import NONE
+
+if TYPE_CHECKING:
+    from recommender.config.candidate import Candidate
+    from recommender.engines.eligibility import Eligibility
+    from recommender.perf.sim.speculative import SpeculativeDecoding
+    from recommender.quantize import QuantMethod
+
+__all__ = ["SpeculationSource", "speculation_for"]
+
+
+class SpeculationSource(Protocol):
+    """Measures (or reads back) what a speculative method accepts on the model quantized with a scheme."""
+
+    def decoding(self, method: QuantMethod, speculative: str) -> SpeculativeDecoding:
+        """The method at its acceptance; MethodUnavailableError when it cannot be measured here."""
+        ...
+
+
+def speculation_for(
+    c: Candidate, method: QuantMethod, served: Eligibility, source: SpeculationSource | None
+) -> str | tuple[Eligibility, SpeculativeDecoding | None]:
+    """Why `c`'s speculation cannot run, or the engines that launch it and its measured acceptance (None: none)."""
+    if c.speculative == NONE:
+        return served, None
+    if source is None:
+        return (f"speculative {c.speculative}: its acceptance is measured on the model by `recommender search`; "
+                "this command loads no model")  # fmt: skip
+    engines = tuple(e for e in served.engines if not EMITTERS[e].speculation_refusal)
+    if not engines:
+        why = "; ".join(f"{e}: {EMITTERS[e].speculation_refusal}" for e in served.engines)
+        return f"speculative {c.speculative}: no engine that launches {method.name} runs it as measured — {why}"
+    try:
+        decoding = source.decoding(with_kv_cache(method, c.kv_cache_dtype), c.speculative)
+    except MethodUnavailableError as exc:
+        return f"speculative {c.speculative}: acceptance not measured ({exc})"
+    return replace(served, engines=engines), decoding

@@ -1,0 +1,39 @@
+"""The serving levers on the winner: prefix caching and speculative decoding, with and without each."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from recommender.report.blocks import Block, Heading, Table, num, para, usd
+
+if TYPE_CHECKING:
+    from recommender.decision.recommendation import Recommendation
+    from recommender.evaluation.levers import LeverEffect
+
+__all__ = ["lever_lines", "levers"]
+
+
+def lever_lines(effect: LeverEffect) -> tuple[str, str]:
+    """The lever's verdict and what it rests on, as two plain lines (the console prints them)."""
+    tpot = (
+        f"P99 TPOT {effect.with_tpot_p99_ms:.2f} ms with it, {effect.without_tpot_p99_ms:.2f} ms without"
+        if effect.with_tpot_p99_ms is not None and effect.without_tpot_p99_ms is not None else ""
+    )  # fmt: skip
+    return f"{effect.lever}: {effect.verdict}", "; ".join(part for part in (effect.measured, tpot) if part)
+
+
+def levers(rec: Recommendation) -> list[Block]:
+    """A table of each lever on the winner, then what each was measured or simulated from."""
+    if not rec.levers:
+        return []
+    rows = tuple(
+        (e.lever, num(e.with_tpot_p99_ms, ".2f"), num(e.without_tpot_p99_ms, ".2f"), usd(e.with_usd_per_month),
+         usd(e.without_usd_per_month), e.verdict)  # fmt: skip
+        for e in rec.levers
+    )
+    header = ("lever", "P99 TPOT with (ms)", "without (ms)", "$/month with", "without", "verdict")
+    return [
+        Heading("Serving levers on the recommended configuration"),
+        Table(header, rows),
+        *(para(f"{e.lever}: {e.measured}") for e in rec.levers),
+    ]
