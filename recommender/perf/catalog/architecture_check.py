@@ -13,6 +13,8 @@ alone cannot fit the largest catalog node, is refused before any model is loaded
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from recommender.errors import BadInputError
@@ -61,3 +63,35 @@ def check_positions(config: Any, tokens: int, *, field: str) -> None:
     if isinstance(positions, int) and not isinstance(positions, bool) and tokens > positions:
         raise BadInputError(field, f"prompt + output tokens ({tokens}) exceed the model's {positions} positions "
                             "(max_position_embeddings)", "shorten the request")  # fmt: skip
+
+
+def check_trace_fits(config: Any, traffic: Any, *, field_prefix: str) -> None:
+    """A trace request (``traffic.profile.trace``) longer than the model's positions is refused naming its line:
+    the engine would reject that request, so no fleet sized on the trace could serve it."""
+    import numpy as np
+
+    profile = getattr(traffic, "profile", None)
+    requests = None if profile is None else profile.requests
+    positions = getattr(config, "max_position_embeddings", None)
+    if requests is None or not isinstance(positions, int) or isinstance(positions, bool):
+        return
+    totals = np.asarray(requests.prompt_tokens, dtype=np.int64) + np.asarray(requests.output_tokens, dtype=np.int64)
+    over = np.flatnonzero(totals > positions)
+    if over.size:
+        first = int(over[0])
+        line = first + 1 + _header_lines(profile.trace)
+        raise BadInputError(f"{field_prefix}traffic.profile.trace: {profile.trace.name} line {line}",
+                            f"prompt + output tokens ({int(totals[first])}) exceed the model's {positions} positions "
+                            f"(max_position_embeddings; {over.size} such requests in the trace)",
+                            "drop or shorten those requests, or plan a model with a longer context")  # fmt: skip
+
+
+def _header_lines(path: Path) -> int:
+    """1 when the trace's first row is a header (its first field is not a number), else 0."""
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        first = next(csv.reader(handle), [""])
+    try:
+        float(first[0])
+    except (ValueError, IndexError):
+        return 1
+    return 0

@@ -13,11 +13,11 @@ the MoE module's refusal of layouts it does not model).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator
 
-from recommender.errors import BadInputError, pydantic_message
+from recommender.errors import BadInputError, pydantic_location, pydantic_message
 
 #: Bounds 100x past today's largest released models: a unit slip or a generated file is refused, not priced.
 Layers = Annotated[StrictInt, Field(gt=0, le=10_000)]
@@ -96,15 +96,39 @@ def check_config_fields(config: Any, *, field: str, required: bool = True) -> Co
         if not first["loc"]:  # a rule tying fields together
             raise BadInputError(field, f"config {pydantic_message(dict(first))}",
                                 "give the real model's values (its published config.json)") from None  # fmt: skip
-        name = ".".join(str(part) for part in first["loc"])
-        raise BadInputError(field, f"config {name} is {first['input']!r}: {pydantic_message(dict(first))}",
-                            _fix(first)) from None  # fmt: skip
+        name = pydantic_location(tuple(first["loc"]))
+        raise BadInputError(field, f"config {name} is {first['input']!r}, {_problem(first)}", _fix(first)) from None
     if required:
         missing = [name for name in REQUIRED if getattr(fields, name) is None]
         if missing:
             raise BadInputError(field, f"the model config has no {missing[0]}",
                                 "pass a decoder-only transformer config (Llama, Mistral, Qwen, ...)")  # fmt: skip
     return fields
+
+
+def _problem(error: Any) -> str:
+    """What is wrong, in the words of a config author: the kind expected, or the range allowed."""
+    kind = str(error.get("type", ""))
+    if kind.endswith("_type") and "int" in kind:
+        return "not a whole number"
+    if kind.startswith(("greater", "less")):
+        low, high = _bounds(str(error["loc"][0]))
+        return f"outside {low}..{high}"
+    message = pydantic_message(dict(error))
+    return message[:1].lower() + message[1:]
+
+
+def _bounds(name: str) -> tuple[int, int]:
+    """The smallest and largest whole number field `name` (or its items) takes."""
+    low, high = 0, 0
+    for arg in get_args(ConfigFields.model_fields[name].annotation):
+        while get_origin(arg) is list:
+            arg = get_args(arg)[0]
+        for meta in getattr(arg, "__metadata__", ()):
+            for bound in getattr(meta, "metadata", ()):
+                low = bound.gt + 1 if hasattr(bound, "gt") else getattr(bound, "ge", low)
+                high = getattr(bound, "le", high)
+    return low, high
 
 
 def _fix(error: Any) -> str:
