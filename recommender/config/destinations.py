@@ -24,7 +24,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from recommender.errors import BadInputError
+from recommender.errors import CONTROL_CHARACTERS, BadInputError
 from recommender.input_files import usable_path
 from recommender.paths import CACHE_DIR_ENV, cache_root
 
@@ -66,9 +66,18 @@ def _owned(path: Path) -> bool:
     return True
 
 
+def new_path(path: Path, *, field: str) -> Path:
+    """`path` if the tool may create it: a usable path (no NUL, no component over 255 bytes) without control
+    characters, which would end up in a folder listing and in the commands printed to serve what is there."""
+    if CONTROL_CHARACTERS.search(str(path)):
+        raise BadInputError(field, f"{str(path)[:120]!r} holds a control character (a newline, a tab, an escape)",
+                            "give a path without control characters")  # fmt: skip
+    return usable_path(path, field=field)
+
+
 def check_parent(path: Path, *, field: str, what: str) -> None:
     """`path` (a file or folder to create) has a parent that exists, is a directory and is writable."""
-    if usable_path(path, field=field).exists() and path.is_dir() == (what == "file"):
+    if new_path(path, field=field).exists() and path.is_dir() == (what == "file"):
         kind = "a directory" if path.is_dir() else "a file"
         raise BadInputError(field, f"{path} is {kind}, not a {what}", f"give the path of a {what}")
     parent = path.parent
@@ -133,7 +142,7 @@ def check_tracking_uri(uri: str, *, field: str = "--tracking-uri") -> None:
 
 def check_output_dir(path: Path, *, field: str = "--output-dir") -> None:
     """A folder to write into: a directory already, or creatable below an existing writable one."""
-    if usable_path(path, field=field).exists():
+    if new_path(path, field=field).exists():
         if not path.is_dir():
             raise BadInputError(field, f"{path} is a file, not a directory", "give a directory (or a new path)")
         probe_writable(path, field=field)
