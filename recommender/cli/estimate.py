@@ -51,7 +51,9 @@ def _check_kv_cache_dtype(kv_cache_dtype: str) -> None:
                             f"one of {', '.join(KV_DTYPE_BYTES)}")  # fmt: skip
 
 
-def _check_launch(engine: str, method: QuantMethod, accel: Accelerator, tensor_parallel: int, shape: ModelShape) -> None:
+def _check_launch(
+    engine: str, method: QuantMethod, accel: Accelerator, tensor_parallel: int, shape: ModelShape
+) -> None:
     """The degree fits the GPU's node and splits the model's heads, and the engine launches the scheme there."""
     from recommender.engines.eligibility import refusal
     from recommender.perf.catalog.architecture_check import tensor_parallel_refusal

@@ -100,7 +100,7 @@ def probe_writable(directory: Path, *, field: str) -> None:
         os.unlink(name)
     except OSError as exc:
         raise BadInputError(field, f"directory {directory} is not writable ({exc.strerror or exc})",
-                            "pick a directory you can write to")  # fmt: skip
+                            "pick a directory you can write to") from None  # fmt: skip
 
 
 def _check_sqlite(uri: str, *, field: str) -> None:

@@ -38,6 +38,7 @@ from recommender.perf.model.shape import ModelShape
 from tests.cli.test_hostile_properties import BASES, Outcome, Reached, assert_clean, run_cli
 from tests.conftest import DEMO_MODEL
 
+
 def fast(n: int) -> settings:
     """`n` cases in `make test`: no deadline (two busy cores), no example database written into the checkout."""
     return settings(max_examples=n, deadline=None, database=None,

@@ -71,10 +71,10 @@ def check_trace_fits(config: Any, traffic: Any, *, field_prefix: str) -> None:
     import numpy as np
 
     profile = getattr(traffic, "profile", None)
-    requests = None if profile is None else profile.requests
     positions = getattr(config, "max_position_embeddings", None)
-    if requests is None or not isinstance(positions, int) or isinstance(positions, bool):
+    if profile is None or profile.requests is None or not isinstance(positions, int) or isinstance(positions, bool):
         return
+    requests = profile.requests
     totals = np.asarray(requests.prompt_tokens, dtype=np.int64) + np.asarray(requests.output_tokens, dtype=np.int64)
     over = np.flatnonzero(totals > positions)
     if over.size:

@@ -82,8 +82,9 @@ class ConfigFields(BaseModel):
 
 def config_values(config: Any) -> dict[str, Any]:
     """The read fields of `config` (a parsed config.json mapping, a namespace or a transformers config)."""
-    get = config.get if isinstance(config, dict) else lambda name, default: getattr(config, name, default)
-    return {name: value for name in ConfigFields.model_fields if (value := get(name, None)) is not None}
+    names = ConfigFields.model_fields
+    found = config if isinstance(config, dict) else {name: getattr(config, name, None) for name in names}
+    return {name: value for name in names if (value := found.get(name)) is not None}
 
 
 def check_config_fields(config: Any, *, field: str, required: bool = True) -> ConfigFields:
