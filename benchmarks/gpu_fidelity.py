@@ -35,7 +35,9 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
+from recommender.config.destinations import check_parent
 from recommender.engines import PROFILES
+from recommender.errors import BadInputError
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.fit.build import build_fit
@@ -103,6 +105,14 @@ def _refuse(problem: str, fix: str) -> NoReturn:
     raise SystemExit(2)
 
 
+def _check_json_out(path: Path) -> None:
+    """The --json file's folder exists and takes a file (probed by writing one), as the CLI checks its outputs."""
+    try:
+        check_parent(path, field="--json", what="file")
+    except BadInputError as exc:
+        _refuse(str(exc).split(" (fix: ")[0], exc.fix or "give a path in a writable folder")
+
+
 def _predict(path: Path, json_out: Path | None) -> None:
     """Out of sample: `path`'s runs through the shipped coefficients."""
     if not path.is_file():
@@ -139,6 +149,8 @@ def main() -> None:
     parser.add_argument("--predict", type=Path, metavar="FILE",
                         help="replay FILE's runs through the shipped fit (out of sample) instead of refitting")
     args = parser.parse_args()
+    if args.json is not None:  # before any table is printed: a missing or read-only folder is refused first
+        _check_json_out(args.json)
     if args.predict:
         _predict(args.predict, args.json)
         return

@@ -8,6 +8,18 @@ recorded as infeasible candidates with their reason.
 
 from __future__ import annotations
 
+import re
+
+#: Characters that would end or rewrite a terminal line: C0 and C1 controls, DEL, and the Unicode line and
+#: paragraph separators. A user's value (a path, a key, a name) may hold any of them.
+CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """`text` with every control character written as its escape (``\\n``, ``\\x00``): whatever a user's value
+    holds, an error stays one line and cannot forge a second ``error:`` line or move the cursor."""
+    return CONTROL_CHARACTERS.sub(lambda m: repr(m.group())[1:-1], text)
+
 
 class RecommenderError(Exception):
     """Base class of the tool's own errors."""
@@ -29,7 +41,7 @@ class BadInputError(RecommenderError):
         message = f"{field}: {problem}"
         if fix:
             message += f" (fix: {fix})"
-        super().__init__(message)
+        super().__init__(one_line(message))
 
 
 class MethodUnavailableError(RecommenderError):

@@ -2,7 +2,8 @@
 
 Every such file is read here, so every one is refused the same way — one `BadInputError`
 naming the file (and the line or key) — whatever is wrong with it: missing, a directory,
-too large, not UTF-8 (UTF-16, binary), malformed, nested deeper than any real file, a key
+too large, not UTF-8 (UTF-16, binary), malformed, nested deeper than any real file, a YAML whose
+anchors and aliases expand past `MAX_YAML_NODES` values (counted before expanding), a key
 written twice (YAML and JSON loaders keep the last silently: a duplicated ``sla:`` would
 loosen the SLA without a word), or the wrong kind at the top (a list where a mapping is
 expected). Files the tool wrote itself (caches, evidence) are not read through here.
@@ -24,6 +25,9 @@ MAX_INPUT_BYTES = 4 * 1024 * 1024
 #: Deepest nesting accepted. Real files nest 4-6 levels; a deeper file is generated or hostile, and
 #: Python's recursive loaders would otherwise die with RecursionError.
 MAX_DEPTH = 32
+#: Most values (scalars, lists and mappings, aliases expanded) one YAML file may hold. A spec or catalog holds
+#: hundreds; the bound is checked before construction, so an alias bomb is refused in milliseconds.
+MAX_YAML_NODES = 200_000
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -143,12 +147,51 @@ def _flow_depth(text: str) -> int:
     return deepest
 
 
+class _TooLarge(Exception):
+    """A YAML document whose expanded size or shape is past the limits (the message says which)."""
+
+
+def _expanded_nodes(root: yaml.Node) -> int:
+    """How many nodes `root` holds once every alias is expanded, counted on the composed graph before anything
+    is constructed: an alias is one shared node there, so the count is linear in the text even when the
+    expansion is exponential (a "billion laughs" file). A cycle (an alias inside its own anchor) is refused."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        children = _node_children(node)
+        if finished:
+            open_nodes.discard(id(node))
+            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children)
+            if sizes[id(node)] > MAX_YAML_NODES:
+                raise _TooLarge(f"expands to over {MAX_YAML_NODES:,} values (anchors and aliases multiply)")
+        elif id(node) not in sizes:
+            if id(node) in open_nodes:
+                raise _TooLarge("refers to itself (an alias inside its own anchor)")
+            open_nodes.add(id(node))
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if id(child) not in sizes)
+    return sizes[id(root)]
+
+
+def _node_children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return list(node.value) if isinstance(node, yaml.SequenceNode) else []
+
+
 def _safe_load(text: str) -> Any:
     """One YAML document through the safe loader with the duplicate-key check (what ``yaml.safe_load`` does,
-    with ``_UniqueKeyLoader``): python/* tags are refused, never constructed."""
+    with ``_UniqueKeyLoader``): python/* tags are refused, never constructed; its expanded size is bounded
+    on the composed graph first, so no alias bomb is ever expanded."""
     loader = _UniqueKeyLoader(text)
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_nodes(node)
+        return loader.construct_document(node)
     finally:
         loader.dispose()
 
@@ -168,6 +211,9 @@ def load_yaml(path: Path, *, field: str, what: str = "YAML file", expect: type |
                             "fix the YAML at that line") from None  # fmt: skip
     except RecursionError:
         raise BadInputError(field, f"{path} nests deeper than {MAX_DEPTH} levels", "flatten the file") from None
+    except _TooLarge as exc:
+        raise BadInputError(field, f"{path} {exc}", "write the values out; a spec or catalog holds a few hundred"
+                            ) from None  # fmt: skip
     return _checked_structure(value, path, field, expect, "YAML")
 
 

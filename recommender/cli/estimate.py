@@ -13,6 +13,7 @@ from recommender.report.console import make_console
 
 if TYPE_CHECKING:
     from recommender.perf.catalog.gpus import Accelerator
+    from recommender.perf.model.shape import ModelShape
     from recommender.quantize import QuantMethod
 
 EPILOG = (
@@ -50,13 +51,20 @@ def _check_kv_cache_dtype(kv_cache_dtype: str) -> None:
                             f"one of {', '.join(KV_DTYPE_BYTES)}")  # fmt: skip
 
 
-def _check_launch(engine: str, method: QuantMethod, accel: Accelerator, tensor_parallel: int) -> None:
-    """The degree fits the GPU's node and the engine launches the scheme there (the support table)."""
+def _check_launch(
+    engine: str, method: QuantMethod, accel: Accelerator, tensor_parallel: int, shape: ModelShape
+) -> None:
+    """The degree fits the GPU's node and splits the model's heads, and the engine launches the scheme there."""
     from recommender.engines.eligibility import refusal
+    from recommender.perf.catalog.architecture_check import tensor_parallel_refusal
 
     if tensor_parallel > accel.max_tensor_parallel:
         raise BadInputError("--tensor-parallel", f"{tensor_parallel} > {accel.max_tensor_parallel} GPUs per node "
                             f"on {accel.key}", "pick a smaller degree")  # fmt: skip
+    if (split := tensor_parallel_refusal(shape, tensor_parallel)) is not None:
+        fits = [d for d in range(1, accel.max_tensor_parallel + 1) if tensor_parallel_refusal(shape, d) is None]
+        raise BadInputError("--tensor-parallel", f"{tensor_parallel}: {split}",
+                            f"pick a degree that splits them: {', '.join(map(str, fits))}")  # fmt: skip
     if (why := refusal(engine, method, accel.device)) is not None:
         raise BadInputError("--scheme", f"{engine} does not launch {method.name} on {accel.key}: {why}",
                             "pick another scheme, engine or GPU")  # fmt: skip
@@ -105,7 +113,7 @@ def estimate_command(
     method = get_method(_scheme(precision, scheme, engine, accel), field="--scheme")
     name, config = read_architecture(model)
     shape = ModelShape.from_config(config)
-    _check_launch(engine, method, accel, tensor_parallel)
+    _check_launch(engine, method, accel, tensor_parallel, shape)
     check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                        field="--prompt-tokens/--output-tokens")  # fmt: skip
     fit = load_fit()

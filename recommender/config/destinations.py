@@ -2,7 +2,8 @@
 
 A refusal that comes after an MLflow experiment row, an Optuna table or a progress line
 leaves debris and teaches CI to ignore failures, so every command runs these checks
-first. Each check only looks (stat, parse); none creates, opens or connects.
+first. Each check only looks (stat, parse) and connects nowhere; the one thing created is a probe file,
+removed at once, since ``os.access`` answers from the mode bits and says "writable" on a read-only mount.
 
 Choices made here:
 - URI schemes are those the libraries register: Optuna's RDB storage (SQLAlchemy) for
@@ -20,16 +21,17 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from pathlib import Path
 
-from recommender.errors import BadInputError
+from recommender.errors import CONTROL_CHARACTERS, BadInputError
 from recommender.input_files import usable_path
 from recommender.paths import CACHE_DIR_ENV, cache_root
 
 #: Study names and run ids become one path component; 255 bytes is the usual filesystem limit and
 #: the tool appends suffixes (``.json``, ``-checkpoint``), so names stay well below it.
 MAX_NAME_BYTES = 200
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z")  # \Z: "$" would let a trailing newline through
 
 STORAGE_SCHEMES = ("sqlite", "postgresql", "mysql")
 TRACKING_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql", "http", "https", "databricks", "file")
@@ -64,9 +66,18 @@ def _owned(path: Path) -> bool:
     return True
 
 
+def new_path(path: Path, *, field: str) -> Path:
+    """`path` if the tool may create it: a usable path (no NUL, no component over 255 bytes) without control
+    characters, which would end up in a folder listing and in the commands printed to serve what is there."""
+    if CONTROL_CHARACTERS.search(str(path)):
+        raise BadInputError(field, f"{str(path)[:120]!r} holds a control character (a newline, a tab, an escape)",
+                            "give a path without control characters")  # fmt: skip
+    return usable_path(path, field=field)
+
+
 def check_parent(path: Path, *, field: str, what: str) -> None:
     """`path` (a file or folder to create) has a parent that exists, is a directory and is writable."""
-    if usable_path(path, field=field).exists() and path.is_dir() == (what == "file"):
+    if new_path(path, field=field).exists() and path.is_dir() == (what == "file"):
         kind = "a directory" if path.is_dir() else "a file"
         raise BadInputError(field, f"{path} is {kind}, not a {what}", f"give the path of a {what}")
     parent = path.parent
@@ -77,8 +88,19 @@ def check_parent(path: Path, *, field: str, what: str) -> None:
         raise BadInputError(field, f"directory {parent} does not exist", "create it first, or fix the path")
     if not parent.is_dir():
         raise BadInputError(field, f"{parent} is a file, not a directory", "give a path inside a directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise BadInputError(field, f"directory {parent} is not writable", "pick a directory you can write to")
+    probe_writable(parent, field=field)
+
+
+def probe_writable(directory: Path, *, field: str) -> None:
+    """Create and remove a file in `directory`: the one answer a read-only mount, a full disk or an ACL cannot
+    fake (``os.access`` reads the mode bits only, and a read-only mount keeps them)."""
+    try:
+        handle, name = tempfile.mkstemp(prefix=".recommender-probe-", dir=directory)
+        os.close(handle)
+        os.unlink(name)
+    except OSError as exc:
+        raise BadInputError(field, f"directory {directory} is not writable ({exc.strerror or exc})",
+                            "pick a directory you can write to") from None  # fmt: skip
 
 
 def _check_sqlite(uri: str, *, field: str) -> None:
@@ -120,19 +142,17 @@ def check_tracking_uri(uri: str, *, field: str = "--tracking-uri") -> None:
 
 def check_output_dir(path: Path, *, field: str = "--output-dir") -> None:
     """A folder to write into: a directory already, or creatable below an existing writable one."""
-    if usable_path(path, field=field).exists():
+    if new_path(path, field=field).exists():
         if not path.is_dir():
             raise BadInputError(field, f"{path} is a file, not a directory", "give a directory (or a new path)")
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise BadInputError(field, f"directory {path} is not writable", "pick a directory you can write to")
+        probe_writable(path, field=field)
         return
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
         raise BadInputError(field, f"{parent} is a file, not a directory", "give a path inside a directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise BadInputError(field, f"directory {parent} is not writable", "pick a directory you can write to")
+    probe_writable(parent, field=field)
 
 
 def check_search_destinations(

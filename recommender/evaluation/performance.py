@@ -28,6 +28,7 @@ from recommender.engines.eligibility import Eligibility, eligibility
 from recommender.errors import MethodUnavailableError
 from recommender.evaluation.candidate import CONSTRAINT_KEYS, CandidateResult
 from recommender.evaluation.speculation import SpeculationSource, speculation_for
+from recommender.perf.catalog.architecture_check import tensor_parallel_refusal
 from recommender.perf.catalog.gpus import Accelerator, Catalog
 from recommender.perf.model.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryFit, plan_memory
 from recommender.perf.model.shape import ModelShape
@@ -322,6 +323,8 @@ class PerformanceEvaluator:
             return served.reason(accel.key)
         if c.tensor_parallel > accel.max_tensor_parallel:
             return f"tensor_parallel {c.tensor_parallel} > {accel.max_tensor_parallel} devices per node"
+        if (split := tensor_parallel_refusal(self.shape, c.tensor_parallel)) is not None:
+            return f"tensor_parallel {c.tensor_parallel}: {split}"
         return (self.catalog.price_refusal(accel.key) if self.require_price else None) or served
 
     def _local_refusal(self, c: Candidate, method: QuantMethod) -> str | Eligibility:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from recommender.errors import BadInputError
 from recommender.input_files import expand_user, load_json, usable_path
+from recommender.perf.catalog.config_fields import check_config_fields
 
 if TYPE_CHECKING:
     from torch import nn
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
     from recommender.device import DeviceInfo
 
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+\Z")  # \Z: "$" would accept "org/name\n"
 
 
 def looks_like_hub_id(source: str) -> bool:
@@ -96,12 +97,14 @@ class ModelSource:
 
     def load_config(self, *, field: str = "model.source") -> PretrainedConfig:
         """The model's config; the first thing loaded, so it is where unreadable models are refused."""
+        from huggingface_hub.errors import StrictDataclassError
         from transformers import AutoConfig
 
         kwargs = self._common_kwargs()
         kwargs.pop("use_safetensors", None)
-        if self.is_local:  # read through the input reader first: encoding, duplicate keys, nesting, kind
-            load_json(Path(self.location) / "config.json", field=field, what="config.json")
+        if self.is_local:  # read through the input reader first: encoding, duplicate keys, nesting, kind, fields
+            data = load_json(Path(self.location) / "config.json", field=field, what="config.json")
+            check_config_fields(data, field=f"{field}: {self.location}/config.json", required=False)
         else:
             cached = self._cached_hub_config(kwargs)
             if cached is not None:
@@ -110,6 +113,9 @@ class ModelSource:
         try:
             config: PretrainedConfig = AutoConfig.from_pretrained(self.location, **kwargs)
             return config
+        except StrictDataclassError as exc:  # the config class's own field checks (transformers 5)
+            raise BadInputError(field, f"the model's config is refused by transformers: {_last_line(exc)}",
+                                "fix config.json") from None  # fmt: skip
         except ValueError as exc:
             if "trust_remote_code" in str(exc):
                 raise BadInputError(
@@ -157,6 +163,12 @@ class ModelSource:
         if not self.is_local:
             return f"hub:{self.location}@{self.revision or 'main'}"
         return _hash_weights(self.location, self.allow_pickle)
+
+
+def _last_line(exc: Exception) -> str:
+    """The cause a wrapped error ends with ("ValueError: The hidden size ..."), cut to one line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return (lines[-1] if lines else type(exc).__name__)[:300]
 
 
 @functools.lru_cache(maxsize=8)

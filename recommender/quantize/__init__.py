@@ -28,7 +28,11 @@ def get_method(name: str, *, field: str = "method") -> QuantMethod:
     """The method called `name`, or a BadInputError naming the field and the closest names."""
     methods = all_methods()
     if name.endswith(FP8_KV_SUFFIX):
-        return with_kv_cache(get_method(name.removesuffix(FP8_KV_SUFFIX), field=field), "fp8")
+        base = name.removesuffix(FP8_KV_SUFFIX)
+        if FP8_KV_SUFFIX in base:  # an fp8 KV cache is fp8 once: no nesting (1,200 of them used to recurse)
+            raise BadInputError(field, f"{FP8_KV_SUFFIX} is given {name.count(FP8_KV_SUFFIX)} times",
+                                f"give it once, at the end: {base.split(FP8_KV_SUFFIX)[0][:40]}{FP8_KV_SUFFIX}")
+        return with_kv_cache(get_method(base, field=field), "fp8")
     if name in methods:
         return methods[name]
     close = difflib.get_close_matches(name, methods, n=3)

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from recommender.quantize.file_modes import apply_umask_modes
+
 
 @dataclass(frozen=True)
 class CalibrationSet:
@@ -82,6 +84,7 @@ class CheckpointStore:
         staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=self.root))
         try:
             write(staging)
+            apply_umask_modes(staging)  # mkdtemp's 0700 and the weights' 0600 would lock other users out
             try:
                 os.rename(staging, self.path(key))
             except OSError:  # another process finished the same key first: keep theirs

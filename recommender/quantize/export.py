@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 
 from recommender.engines import EMITTERS, evaluation_only
 from recommender.errors import BadInputError
+from recommender.input_files import usable_path
 from recommender.quantize._base import QuantMethod
+from recommender.quantize.file_modes import apply_umask_modes
 from recommender.quantize.llmcompressor import LlmCompressorScheme
 
 if TYPE_CHECKING:
@@ -37,15 +39,24 @@ def checkpoint_scheme(method: QuantMethod, *, field: str = "--scheme") -> LlmCom
 
 
 def check_output_dir(out: Path, *, field: str = "--out") -> None:
-    """Refuse an output that exists and is not an empty directory (nothing is overwritten)."""
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    """Refuse, before any quantizing, an output that exists and is not an empty directory (nothing is
+    overwritten), a name the filesystem cannot hold, or a parent that is missing, a file or not writable."""
+    from recommender.config.destinations import check_output_dir as check_writable_dir
+
+    if usable_path(out, field=field).exists() and (not out.is_dir() or any(out.iterdir())):
         raise BadInputError(field, f"{out} exists and is not an empty directory", "give a new directory")
     if not out.parent.exists():
         raise BadInputError(field, f"the parent directory {out.parent} does not exist", "create it first")
+    check_writable_dir(out, field=field)
 
 
 def export_checkpoint(scheme: LlmCompressorScheme, source: ModelSource, context: QuantizeContext, out: Path) -> Path:
     """The scheme's checkpoint of `source`, copied to `out` (made in the store first when missing)."""
     made = scheme.checkpoint(source, context)
-    shutil.copytree(made, out, dirs_exist_ok=True)
+    try:
+        shutil.copytree(made, out, dirs_exist_ok=True)
+    except OSError as exc:  # after the work: say where the checkpoint is kept
+        raise BadInputError("--out", f"cannot write {out} ({exc.strerror or exc}); the checkpoint is kept at {made}",
+                            f"copy it from there: cp -r {made} DIR") from None  # fmt: skip
+    apply_umask_modes(out)  # copytree keeps the store's modes, and older store entries hold 0600 weights
     return out

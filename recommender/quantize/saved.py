@@ -9,13 +9,13 @@ checkpoints of one scheme (say, calibrated on different documents).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recommender.device import DeviceInfo
 from recommender.errors import BadInputError
+from recommender.input_files import load_json, read_text, usable_path
 from recommender.quantize._base import QuantMethod
 from recommender.quantize.llmcompressor import COMPRESSED_TENSORS, LlmCompressorScheme, load_checkpoint
 
@@ -48,16 +48,13 @@ def saved_checkpoint(scheme: QuantMethod, path: Path, *, field: str = "--checkpo
     if not isinstance(scheme, LlmCompressorScheme) or scheme.checkpoint_format is None:
         raise BadInputError(field, f"{scheme.name} writes no checkpoint", "pass a compressed-tensors scheme")
     config_file = path / "config.json"
-    if not config_file.is_file():
+    if not usable_path(config_file, field=field).is_file():
         raise BadInputError(field, f"{path} has no config.json", "give a directory written by `recommender quantize`")
-    try:
-        quant = json.loads(config_file.read_text(encoding="utf-8")).get("quantization_config") or {}
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadInputError(field, f"{config_file} is not JSON: {exc}") from None
-    if quant.get("quant_method") != COMPRESSED_TENSORS:
+    quant = load_json(config_file, field=field, what="config.json").get("quantization_config") or {}
+    if not isinstance(quant, dict) or quant.get("quant_method") != COMPRESSED_TENSORS:
         raise BadInputError(field, f"{path} is not a compressed-tensors checkpoint", "run `recommender quantize`")
     recipe = path / "recipe.yaml"
-    if recipe.is_file() and recipe.read_text(encoding="utf-8") != scheme.recipe:
+    if recipe.is_file() and read_text(recipe, field=field, what="recipe") != scheme.recipe:
         raise BadInputError(field, f"{path} was made with another recipe than {scheme.name}'s",
                             f"pass the scheme it was made with (its recipe is {recipe})")  # fmt: skip
     fingerprint = ModelSource.resolve(str(path), base_dir=path, field=field).fingerprint()

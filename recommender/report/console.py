@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from recommender.errors import one_line
+
 if TYPE_CHECKING:
     from recommender.evaluation.candidate import CandidateResult
     from recommender.study.worker import ProgressFn, StatusFn
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
 
 def usage_error(exc: Exception) -> str:
     """A wrong command, flag or value (click's exception) as one line pointing at the command's --help."""
-    message = " ".join(str(getattr(exc, "format_message", exc.__str__)()).split())
+    message = one_line(" ".join(str(getattr(exc, "format_message", exc.__str__)()).split()))
     ctx = getattr(exc, "ctx", None)
     command = ctx.command_path if ctx is not None else "recommender"
     return f"error: {message} (fix: see `{command} --help`)"

@@ -18,7 +18,7 @@ from recommender.evaluation.evaluator import CandidateEvaluator
 from recommender.evaluation.performance import LocalMeasurement, PerformanceEvaluator
 from recommender.models.cache import ModelCache
 from recommender.models.source import ModelSource
-from recommender.perf.catalog.architecture_check import check_architecture, check_request_fits
+from recommender.perf.catalog.architecture_check import check_architecture, check_request_fits, check_trace_fits
 from recommender.perf.catalog.gpus import Accelerator, Catalog, load_catalog
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.step.roofline import project_step_times
@@ -30,6 +30,7 @@ from recommender.quality.suite import UseCase, load_use_case
 from recommender.quantize import QuantMethod, get_method
 from recommender.speculation.evaluator import AcceptanceEvaluator
 from recommender.speculation.methods import NONE
+from recommender.study.searchable import check_something_to_search
 from recommender.study.storage import SPEC_JSON_ATTR
 
 if TYPE_CHECKING:
@@ -87,10 +88,12 @@ def prepare(spec: SearchSpec) -> Prepared:
         raise BadInputError(f"{spec.spec_path}: speculation.task", f"lm-eval knows no task {spec.speculation.task!r}",
                             "name a task of the use case's include_path or of lm-eval (lm-eval ls tasks)")  # fmt: skip
     catalog = load_catalog(spec.hardware_catalog, price_set=spec.price_set)
+    check_something_to_search(spec, catalog, field_prefix=f"{spec.spec_path}: ")
     check_architecture(config, field=f"{spec.spec_path}: model.source config")
     shape = ModelShape.from_config(config)
     check_request_fits(config, shape, catalog, prompt_tokens=spec.traffic.prompt_tokens,
                        output_tokens=spec.traffic.output_tokens, field=f"{spec.spec_path}: traffic")  # fmt: skip
+    check_trace_fits(config, spec.traffic, field_prefix=f"{spec.spec_path}: ")
     check_sla_reachable(
         shape,
         [

@@ -3,9 +3,9 @@
 `ModelShape.from_config` trusts its config: zero heads divide by zero, a negative vocabulary
 prices a negative lm_head, a hidden size the heads do not divide gives a fractional head
 width. A config.json is user input (a file, a model directory, a hub download), so it is
-checked here first, and each problem refused naming the config field. What the shape model
-does not cover (mixture-of-experts and other forms) is for the shape model to refuse; this
-module checks only the dense fields every decoder config carries.
+checked here first (every field read, dense and mixture-of-experts, is typed in ``config_fields``),
+and each problem refused naming the config field. Layouts the shape model does not cover are for
+it to refuse. A valid shape may still not split across GPUs: ``tensor_parallel_refusal`` says why.
 
 Also the work bound: a request that cannot fit the model's positions, or whose KV cache
 alone cannot fit the largest catalog node, is refused before any model is loaded.
@@ -13,58 +13,34 @@ alone cannot fit the largest catalog node, is refused before any model is loaded
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from recommender.errors import BadInputError
+from recommender.perf.catalog.config_fields import check_config_fields
 
 if TYPE_CHECKING:
     from recommender.perf.catalog.gpus import Catalog
     from recommender.perf.model.shape import ModelShape
 
-#: Required positive integers and their sane maxima (100x past today's largest released models).
-REQUIRED_FIELDS: dict[str, int] = {
-    "num_hidden_layers": 10_000,
-    "hidden_size": 1_000_000,
-    "intermediate_size": 10_000_000,
-    "num_attention_heads": 100_000,
-    "vocab_size": 100_000_000,
-}
-#: Optional positive integers: checked when the config has them.
-OPTIONAL_FIELDS: dict[str, int] = {
-    "num_key_value_heads": 100_000,
-    "head_dim": 100_000,
-    "max_position_embeddings": 1_000_000_000,
-}
-
-
-def _positive_int(config: Any, name: str, limit: int, *, field: str, required: bool) -> int | None:
-    value = getattr(config, name, None)
-    if value is None:
-        if required:
-            raise BadInputError(field, f"the model config has no {name}",
-                                "pass a decoder-only transformer config (Llama, Mistral, Qwen, ...)")  # fmt: skip
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise BadInputError(field, f"config {name} is {value!r}, not a whole number", "fix the config")
-    if not 0 < value <= limit:
-        raise BadInputError(field, f"config {name} is {value}, outside 1..{limit}", "fix the config")
-    return value
-
 
 def check_architecture(config: Any, *, field: str) -> None:
-    """Refuse a config whose counts are missing, non-positive, absurd, or inconsistent with each other."""
-    dims = {name: _positive_int(config, name, limit, field=field, required=True)
-            for name, limit in REQUIRED_FIELDS.items()}  # fmt: skip
-    extra = {name: _positive_int(config, name, limit, field=field, required=False)
-             for name, limit in OPTIONAL_FIELDS.items()}  # fmt: skip
-    heads, hidden = dims["num_attention_heads"] or 1, dims["hidden_size"] or 1
-    kv_heads = extra["num_key_value_heads"]
-    if kv_heads is not None and heads % kv_heads:
-        raise BadInputError(field, f"num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}",
-                            "fix the config: each KV head serves a whole group of query heads")  # fmt: skip
-    if extra["head_dim"] is None and hidden % heads:
-        raise BadInputError(field, f"hidden_size {hidden} is not divisible by num_attention_heads {heads}",
-                            "fix the config, or give head_dim explicitly")  # fmt: skip
+    """Refuse a config whose read fields are missing, of the wrong kind, non-positive, absurd, or inconsistent
+    with each other (the typed declaration of every field read: ``config_fields.ConfigFields``)."""
+    check_config_fields(config, field=field, required=True)
+
+
+def tensor_parallel_refusal(shape: ModelShape, tensor_parallel: int) -> str | None:
+    """Why `shape` cannot be split `tensor_parallel` ways, or None: every engine here shards attention by heads,
+    so the query heads must divide by the degree, and the KV heads must divide by it or it by them (a KV head
+    is then replicated, as vLLM and SGLang do)."""
+    heads, kv_heads = shape.n_heads, shape.n_kv_heads
+    if heads % tensor_parallel:
+        return f"its {heads} attention heads do not split {tensor_parallel} ways"
+    if kv_heads % tensor_parallel and tensor_parallel % kv_heads:
+        return f"its {kv_heads} KV heads do not split {tensor_parallel} ways (nor does {tensor_parallel} split by them)"
+    return None
 
 
 def check_request_fits(
@@ -87,3 +63,35 @@ def check_positions(config: Any, tokens: int, *, field: str) -> None:
     if isinstance(positions, int) and not isinstance(positions, bool) and tokens > positions:
         raise BadInputError(field, f"prompt + output tokens ({tokens}) exceed the model's {positions} positions "
                             "(max_position_embeddings)", "shorten the request")  # fmt: skip
+
+
+def check_trace_fits(config: Any, traffic: Any, *, field_prefix: str) -> None:
+    """A trace request (``traffic.profile.trace``) longer than the model's positions is refused naming its line:
+    the engine would reject that request, so no fleet sized on the trace could serve it."""
+    import numpy as np
+
+    profile = getattr(traffic, "profile", None)
+    positions = getattr(config, "max_position_embeddings", None)
+    if profile is None or profile.requests is None or not isinstance(positions, int) or isinstance(positions, bool):
+        return
+    requests = profile.requests
+    totals = np.asarray(requests.prompt_tokens, dtype=np.int64) + np.asarray(requests.output_tokens, dtype=np.int64)
+    over = np.flatnonzero(totals > positions)
+    if over.size:
+        first = int(over[0])
+        line = first + 1 + _header_lines(profile.trace)
+        raise BadInputError(f"{field_prefix}traffic.profile.trace: {profile.trace.name} line {line}",
+                            f"prompt + output tokens ({int(totals[first])}) exceed the model's {positions} positions "
+                            f"(max_position_embeddings; {over.size} such requests in the trace)",
+                            "drop or shorten those requests, or plan a model with a longer context")  # fmt: skip
+
+
+def _header_lines(path: Path) -> int:
+    """1 when the trace's first row is a header (its first field is not a number), else 0."""
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        first = next(csv.reader(handle), [""])
+    try:
+        float(first[0])
+    except (ValueError, IndexError):
+        return 1
+    return 0

@@ -53,7 +53,8 @@ class Accelerator(BaseModel):
     native_precisions: list[str]
     interconnect: Interconnect
     max_tensor_parallel: int = Field(default=8, gt=0, le=1024)
-    price_per_hour_usd: float | None = Field(default=None, ge=0, le=10_000)
+    #: A price of 0 (or less) would divide a saving by zero; a free GPU is left unpriced, not priced at 0.
+    price_per_hour_usd: float | None = Field(default=None, gt=0, le=10_000)
     price_source: str = ""
     price_date: str = ""
     #: The price set the price came from, or "hardware_catalog" for a contract price; "" when unpriced.
@@ -188,9 +189,9 @@ def load_catalog(override: Path | None = None, *, price_set: str | None = None) 
         except ValidationError as exc:
             first = exc.errors()[0]
             loc = pydantic_location(tuple(first["loc"]))
-            raise BadInputError(
-                f"hardware_catalog: accelerators.{key}.{loc}",
-                pydantic_message(dict(first)),
-                "every entry needs the fields of the built-in entries in recommender/perf/catalog/hardware.yaml",
-            ) from None
+            fix = ("give the hourly price in USD (above 0), or leave the key out to leave the GPU unpriced"
+                   if loc == "price_per_hour_usd" else
+                   "every entry needs the fields of the built-in entries in recommender/perf/catalog/hardware.yaml")
+            raise BadInputError(f"hardware_catalog: accelerators.{key}.{loc}", pydantic_message(dict(first)),
+                                fix) from None  # fmt: skip
     return Catalog(accelerators=accelerators, source=source, prices=prices)

@@ -26,7 +26,7 @@ class GpuPrice(BaseModel):
     """One GPU's hourly price in a set, and where and when it was read."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    usd_per_hour: float = Field(ge=0)
+    usd_per_hour: float = Field(gt=0, le=10_000, allow_inf_nan=False)  # 0 would divide a saving by zero
     product: str
     source: str
     date: str

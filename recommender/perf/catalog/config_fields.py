@@ -1,0 +1,146 @@
+"""The config.json fields this tool reads, typed in one place: kinds, signs, ranges and how they fit together.
+
+A config.json is user input (a file, a model directory, a checkpoint, a hub download), and the
+shape and MoE models do arithmetic on it: ``"8"`` for an expert count compares a string with an
+int, ``"0,1"`` for a layer list iterates characters, ``-1408`` for an expert width prices negative
+memory. Every field any of them reads is declared here once, strictly typed (a JSON string or float
+is not an integer, ``true`` is not a count) and bounded, with the rules that tie fields together:
+query heads split evenly into KV groups and divide the hidden size (transformers refuses the
+model otherwise), a token is routed to at most as many experts as a layer has, a dense-MLP layer
+index names a layer that exists. Fields not listed are left to their readers (transformers,
+the MoE module's refusal of layouts it does not model).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator
+
+from recommender.errors import BadInputError, pydantic_location, pydantic_message
+
+#: Bounds 100x past today's largest released models: a unit slip or a generated file is refused, not priced.
+Layers = Annotated[StrictInt, Field(gt=0, le=10_000)]
+Width = Annotated[StrictInt, Field(gt=0, le=10_000_000)]
+Heads = Annotated[StrictInt, Field(gt=0, le=100_000)]
+Count = Annotated[StrictInt, Field(ge=0, le=100_000)]
+
+#: Fields a decoder config must carry for the shape model (the rest are optional).
+REQUIRED = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "vocab_size")
+#: The first expert-count field present and > 1 makes the model a mixture of experts (as `moe.parse_moe` reads).
+EXPERT_COUNTS = ("num_local_experts", "num_experts", "n_routed_experts")
+
+
+class ConfigFields(BaseModel):
+    """The read fields of a config.json; None where the file leaves one out (``REQUIRED`` is checked apart)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
+
+    num_hidden_layers: Layers | None = None
+    hidden_size: Width | None = None
+    intermediate_size: Width | None = None
+    num_attention_heads: Heads | None = None
+    vocab_size: Annotated[StrictInt, Field(gt=0, le=100_000_000)] | None = None
+    num_key_value_heads: Heads | None = None
+    head_dim: Heads | None = None
+    max_position_embeddings: Annotated[StrictInt, Field(gt=0, le=1_000_000_000)] | None = None
+    tie_word_embeddings: StrictBool | None = None
+    num_local_experts: Count | None = None
+    num_experts: Count | None = None
+    n_routed_experts: Count | None = None
+    num_experts_per_tok: Count | None = None
+    moe_intermediate_size: Width | None = None
+    shared_expert_intermediate_size: Annotated[StrictInt, Field(ge=0, le=10_000_000)] | None = None
+    n_shared_experts: Count | None = None
+    first_k_dense_replace: Annotated[StrictInt, Field(ge=0, le=10_000)] | None = None
+    moe_layer_freq: Layers | None = None
+    decoder_sparse_step: Layers | None = None
+    mlp_only_layers: list[Annotated[StrictInt, Field(ge=0, le=10_000)]] | None = None
+
+    @model_validator(mode="after")
+    def _heads_fit(self) -> ConfigFields:
+        heads, kv_heads, hidden = self.num_attention_heads, self.num_key_value_heads, self.hidden_size
+        if heads is not None and kv_heads is not None and heads % kv_heads:
+            raise ValueError(f"num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads} "
+                             "(each KV head serves a whole group of query heads)")  # fmt: skip
+        if heads is not None and hidden is not None and hidden % heads:
+            raise ValueError(f"hidden_size {hidden} is not divisible by num_attention_heads {heads} "
+                             "(transformers refuses such a model, whatever head_dim says)")  # fmt: skip
+        return self
+
+    @model_validator(mode="after")
+    def _experts_fit(self) -> ConfigFields:
+        experts = next((getattr(self, f) for f in EXPERT_COUNTS if (getattr(self, f) or 0) > 1), None)
+        per_token = self.num_experts_per_tok
+        if experts is not None and per_token is not None and not 1 <= per_token <= experts:
+            raise ValueError(f"num_experts_per_tok {per_token} is outside 1..{experts}, the experts of a layer")
+        layers, dense = self.num_hidden_layers, self.mlp_only_layers or []
+        if layers is not None and any(i >= layers for i in dense):
+            raise ValueError(f"mlp_only_layers names layer {max(dense)}, past the last of {layers} layers")
+        return self
+
+
+def config_values(config: Any) -> dict[str, Any]:
+    """The read fields of `config` (a parsed config.json mapping, a namespace or a transformers config)."""
+    names = ConfigFields.model_fields
+    found = config if isinstance(config, dict) else {name: getattr(config, name, None) for name in names}
+    return {name: value for name in names if (value := found.get(name)) is not None}
+
+
+def check_config_fields(config: Any, *, field: str, required: bool = True) -> ConfigFields:
+    """`config`'s read fields, typed and consistent, or one `BadInputError` naming the config field and the fix.
+    `required`: the shape model's fields must be there (any other architecture is left to transformers)."""
+    try:
+        fields = ConfigFields.model_validate(config_values(config))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        if not first["loc"]:  # a rule tying fields together
+            raise BadInputError(field, f"config {pydantic_message(dict(first))}",
+                                "give the real model's values (its published config.json)") from None  # fmt: skip
+        name = pydantic_location(tuple(first["loc"]))
+        raise BadInputError(field, f"config {name} is {first['input']!r}, {_problem(first)}", _fix(first)) from None
+    if required:
+        missing = [name for name in REQUIRED if getattr(fields, name) is None]
+        if missing:
+            raise BadInputError(field, f"the model config has no {missing[0]}",
+                                "pass a decoder-only transformer config (Llama, Mistral, Qwen, ...)")  # fmt: skip
+    return fields
+
+
+def _problem(error: Any) -> str:
+    """What is wrong, in the words of a config author: the kind expected, or the range allowed."""
+    kind = str(error.get("type", ""))
+    if kind.endswith("_type") and "int" in kind:
+        return "not a whole number"
+    if kind.startswith(("greater", "less")):
+        low, high = _bounds(str(error["loc"][0]))
+        return f"outside {low}..{high}"
+    message = pydantic_message(dict(error))
+    return message[:1].lower() + message[1:]
+
+
+def _bounds(name: str) -> tuple[int, int]:
+    """The smallest and largest whole number field `name` (or its items) takes."""
+    low, high = 0, 0
+    for arg in get_args(ConfigFields.model_fields[name].annotation):
+        while get_origin(arg) is list:
+            arg = get_args(arg)[0]
+        for meta in getattr(arg, "__metadata__", ()):
+            for bound in getattr(meta, "metadata", ()):
+                low = bound.gt + 1 if hasattr(bound, "gt") else getattr(bound, "ge", low)
+                high = getattr(bound, "le", high)
+    return low, high
+
+
+def _fix(error: Any) -> str:
+    """What to write instead, by the kind of mistake."""
+    kind = str(error.get("type", ""))
+    if kind.endswith("_type") and "int" in kind:
+        return "write it as a JSON whole number (8, not \"8\" or 8.0)"
+    if kind.startswith("list"):
+        return "write it as a JSON list of layer numbers, e.g. [0, 1]"
+    if kind.startswith("bool"):
+        return "write it as true or false"
+    if kind.startswith(("greater", "less")):
+        return "give the real model's value (its published config.json)"
+    return "fix the config"
