@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from recommender.errors import BadInputError
 from recommender.quality.result import QualityResult
 from recommender.quality.statistics import MIN_CONTINUOUS_DOCS, DocPairs, paired_bootstrap
 from recommender.quality.suite import TaskThreshold, Threshold
@@ -166,6 +167,20 @@ def _method_regressions(candidate: ReleaseStudy, against: ReleaseStudy, limits: 
         line = judge(label, growth, limits, confidence=limits.confidence, what=what)
         broken += [line] if line else []
     return broken
+
+
+def check_required_methods(values: list[str]) -> None:
+    """Each `--require-pass` value names a known precision/method: a typo would otherwise read as a regression."""
+    from recommender.quantize import get_method
+
+    for value in values:
+        precision, slash, name = value.partition("/")
+        if not slash:
+            raise BadInputError("--require-pass", f"{value!r} is not precision/method", "e.g. int8/bnb-llm-int8")
+        method = get_method(name, field="--require-pass")
+        if method.precision != precision:
+            raise BadInputError("--require-pass", f"method {name!r} is {method.precision}, not {precision!r}",
+                                f"use {method.precision}/{name}")  # fmt: skip
 
 
 def gate(candidate: ReleaseStudy, against: ReleaseStudy, limits: GateLimits) -> list[str]:

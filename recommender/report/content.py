@@ -37,7 +37,7 @@ from recommender.report.blocks import (
     usd_1m,
 )
 from recommender.report.figure_data import describe_figures, speed_kind
-from recommender.report.quality_block import quality_of
+from recommender.report.quality_block import multiplicity_note, quality_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -243,7 +243,8 @@ def quality(rec: Recommendation) -> list[Block]:
     blocks: list[Block] = [Heading("Quality evidence against bf16")]
     for label, result in subjects:
         blocks += quality_of(label, result)
-    return blocks
+    note = multiplicity_note(rec)
+    return blocks + ([note] if note else [])
 
 
 def rejected(rec: Recommendation) -> list[Block]:
