@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -39,7 +40,7 @@ from recommender.quality.cache import QualityCache, cache_key
 from recommender.quality.exact import is_binary
 from recommender.quality.lm_eval_runner import TaskData, describe_task, lm_eval_version, run_docs, task_manager
 from recommender.quality.result import QualityResult
-from recommender.quality.statistics import MIN_CONTINUOUS_DOCS, PairedResult, paired_bootstrap
+from recommender.quality.statistics import MIN_CONTINUOUS_DOCS, PairedResult, Policy, paired_bootstrap
 from recommender.quality.suite import TaskThreshold, UseCase
 from recommender.quality.verdict import fidelity_check, overall, task_check
 from recommender.quantize import QuantMethod, get_method
@@ -78,6 +79,35 @@ def document_order(total: int, seed: int = DOC_ORDER_SEED) -> list[int]:
 def looks_counted(taken: list[int], schedule: list[int]) -> int:
     """Looks sharing the error rate: the ones planned now plus the ones an earlier run already took."""
     return len(set(taken) | set(schedule))
+
+
+def run_looks(
+    spec: TaskThreshold,
+    reference: np.ndarray,
+    variant_docs: Callable[[int], np.ndarray],
+    schedule: list[int],
+    *,
+    looks: int,
+    policy: Policy = "confidence",
+    confidence: float = 0.95,
+    on_look: Callable[[int], None] | None = None,
+) -> PairedResult:
+    """The adaptive procedure: each planned look in turn, stopping at the first decisive verdict.
+
+    `variant_docs(n)` gives the variant's pairs of the first n documents (evaluated on demand);
+    `looks` is how many looks share the error rate (`looks_counted`); `on_look(n)` records each one taken.
+    """
+    result: PairedResult | None = None
+    for n in schedule:
+        result = paired_bootstrap(spec, reference[:n], variant_docs(n), policy=policy, confidence=confidence,
+                                  looks=looks)  # fmt: skip
+        if on_look is not None:
+            on_look(n)
+        if result.verdict != "inconclusive":
+            break
+    if result is None:
+        raise ValueError("no look planned")
+    return result
 
 
 def first_look(reference_pairs: np.ndarray) -> int:
@@ -201,16 +231,11 @@ class QualityEvaluator:
         if method.name == REFERENCE_METHOD:
             return paired_bootstrap(spec, base, base, policy=policy, confidence=confidence, same_model=True)
         schedule = chunk_schedule(budget, adaptive=bool(self.adaptive), min_chunk=first_look(base))
-        result: PairedResult | None = None
-        looks = looks_counted(self._looks_taken(method, spec), schedule)
-        for n in schedule:
-            variant = self.doc_pairs(method, spec, n)
-            result = paired_bootstrap(spec, base[:n], variant, policy=policy, confidence=confidence, looks=looks)
-            self._record_look(method, spec, n)
-            if result.verdict != "inconclusive":
-                break
-        assert result is not None
-        return result
+        return run_looks(
+            spec, base, lambda n: self.doc_pairs(method, spec, n), schedule,
+            looks=looks_counted(self._looks_taken(method, spec), schedule), policy=policy, confidence=confidence,
+            on_look=lambda n: self._record_look(method, spec, n),
+        )  # fmt: skip
 
     # -- fidelity ------------------------------------------------------------------------
     def _fidelity(self, method: QuantMethod) -> fid.FidelityResult:
