@@ -37,6 +37,10 @@ SumStatistic = Callable[[FloatArray], FloatArray]
 MIN_TAIL = 50
 #: Fewest resamples whatever alpha is.
 MIN_RESAMPLES = 2000
+#: Most resamples: a tail past 1 / 20,000 is read at its extreme resample (tiny samples' expanded quantiles).
+MAX_RESAMPLES = 20_000
+#: A jackknife error this small relative to the point (or to 1) is rounding: the documents agree exactly.
+_ROUNDING = 1e-10
 #: Resamples processed together: bounds the (chunk, n, k) temporaries.
 _CHUNK = 250
 
@@ -45,7 +49,7 @@ def resamples_for(alpha: float) -> int:
     """Bootstrap resamples for an interval end at tail probability `alpha` (per side)."""
     if not 0.0 < alpha < 0.5:
         raise ValueError(f"need 0 < alpha < 0.5, got {alpha}")
-    return max(MIN_RESAMPLES, math.ceil(MIN_TAIL / alpha))
+    return min(MAX_RESAMPLES, max(MIN_RESAMPLES, math.ceil(MIN_TAIL / alpha)))
 
 
 def jackknife_se(columns: FloatArray, sums: FloatArray, statistic: SumStatistic) -> FloatArray:
@@ -63,9 +67,15 @@ def jackknife_se(columns: FloatArray, sums: FloatArray, statistic: SumStatistic)
     return se
 
 
+def no_spread(se: float, point: float) -> bool:
+    """Whether a jackknife error is zero but for rounding (every document's contribution alike)."""
+    return not se > _ROUNDING * max(1.0, abs(point))
+
+
 def _t_values(theta: FloatArray, point: float, se: FloatArray) -> FloatArray:
     """(theta - point) / se, where a zero error means t = 0 at the point and an infinite t away from it."""
-    deviation = theta - point
+    se = np.where(se > _ROUNDING * max(1.0, abs(point)), se, 0.0)
+    deviation = np.where(np.abs(theta - point) > _ROUNDING * max(1.0, abs(point)), theta - point, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(se > 0, deviation / np.where(se > 0, se, 1.0), np.sign(deviation) * np.inf)
     return np.where(deviation == 0, 0.0, t)
@@ -101,7 +111,7 @@ def studentised_intervals(
             t_all[i].append(_t_values(theta, points[i], jackknife_se(sample, sums, stat)))
     out: list[tuple[float, float, float]] = []
     for point, se, parts in zip(points, errors, t_all, strict=True):
-        if not math.isfinite(point) or se == 0.0 or not math.isfinite(se):
+        if not math.isfinite(point) or not math.isfinite(se) or no_spread(se, point):
             out.append((point, point, point))
             continue
         t = np.concatenate(parts)

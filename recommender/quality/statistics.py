@@ -66,6 +66,9 @@ DocPairs = tuple[tuple[float, float], ...]
 #: Fewest documents on which a metric without an exact bound (not 0/1) may pass or fail (see the module's docstring).
 MIN_CONTINUOUS_DOCS = 40
 
+#: Resamples drawn together by the percentile bootstrap.
+_CHUNK = 1000
+
 #: Metrics lm-eval aggregates from (log-likelihood, count) pairs, and how.
 _LN2 = math.log(2.0)
 _RATIO_METRICS: dict[str, Callable[[FloatArray, FloatArray], FloatArray]] = {
@@ -218,9 +221,13 @@ def _percentile_intervals(
     """The expanded percentile intervals of the delta and the margin (0/1 metrics, joined with the exact bounds)."""
     n = baseline_pairs.shape[0]
     side = expanded_alpha(alpha, n)
-    idx = np.random.default_rng(seed).integers(0, n, size=(resamples_for(side), n))
-    base_bs = aggregate(spec.metric, baseline_pairs[idx])
-    value_bs = aggregate(spec.metric, variant_pairs[idx])
+    rng, total = np.random.default_rng(seed), resamples_for(side)
+    base_parts, value_parts = [], []
+    for start in range(0, total, _CHUNK):  # bounds the (chunk, n, 2) temporaries
+        idx = rng.integers(0, n, size=(min(_CHUNK, total - start), n))
+        base_parts.append(aggregate(spec.metric, baseline_pairs[idx]))
+        value_parts.append(aggregate(spec.metric, variant_pairs[idx]))
+    base_bs, value_bs = np.concatenate(base_parts), np.concatenate(value_parts)
     with np.errstate(divide="ignore", invalid="ignore"):
         margin_bs = margin_of(spec, base_bs, value_bs)
     return _interval(value_bs - base_bs, side), _interval(margin_bs, side)
