@@ -84,8 +84,8 @@ tasks:
 fidelity:
   max_mean_kl: {max_mean_kl}
   text_task: demo_code_ppl
-  text_windows: 4
-  window_tokens: 128
+  text_windows: 64
+  window_tokens: 16
 """,
         encoding="utf-8",
     )

@@ -234,6 +234,10 @@ def compare_command(
 
     if output_format not in ("table", "json"):
         raise BadInputError("--format", f"unknown format {output_format!r}", "use table or json")
+    repeated = sorted({r for r in releases or [] if (releases or []).count(r) > 1})
+    if repeated:
+        raise BadInputError("--releases", f"release {', '.join(map(repr, repeated))} given more than once",
+                            "name each release once")  # fmt: skip
     if plot is not None:
         check_parent(plot, field="--plot", what="file")
     studies = load_releases(_read_store(tracking_uri), model, releases=releases, use_case=use_case)
@@ -272,13 +276,17 @@ def gate_command(
     tracking_uri: Annotated[str | None, typer.Option(help=TRACKING_URI_HELP)] = None,
 ) -> None:
     """Fail a pipeline when a release regresses in cost or quality against the one it replaces."""
-    from recommender.releases.gate import GateLimits, gate
+    from recommender.releases.gate import GateLimits, check_required_methods, gate
     from recommender.releases.history import load_releases
     from recommender.report.gate_summary import gate_lines
 
     for name, value in (("--max-cost-increase", max_cost_increase), ("--max-quality-drop", max_quality_drop)):
         if not 0.0 <= value <= 1000.0:
             raise BadInputError(name, f"{value:g} is out of range", "give a percentage between 0 and 1000")
+    if candidate == against:
+        raise BadInputError("--against", f"release {against!r} is the candidate itself",
+                            "name the release the candidate replaces")  # fmt: skip
+    check_required_methods(require_pass or [])
     new, old = load_releases(_read_store(tracking_uri), model, releases=[candidate, against],
                              use_case=use_case)  # fmt: skip
     limits = GateLimits(max_cost_increase, max_quality_drop, list(require_pass or []))

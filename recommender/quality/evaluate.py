@@ -12,12 +12,21 @@ the suite's error rate: each interval is taken at 1 - (1 - confidence) / looks (
 over the planned looks, see statistics.py), and the result records that confidence. A look
 that cannot decide (fewer documents than a metric without exact bounds needs) is not planned,
 so it spends none of the error rate.
+
+Documents are taken in a seeded random order (`document_order`), not the dataset's: a dataset
+sorted by source or length would make a budget's prefix unrepresentative, and the first look
+would judge only its first kind of document. The order is fixed by the seed and the task's
+size, so every method, release and re-run sees the same documents, and the per-document cache
+is reused across budgets. Every look taken is recorded with the variant's cached documents:
+a re-run with a larger budget counts the looks already taken on that method as looks, so the
+error-rate split covers them too (they were decisions, whatever the re-run is called).
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -31,7 +40,7 @@ from recommender.quality.cache import QualityCache, cache_key
 from recommender.quality.exact import is_binary
 from recommender.quality.lm_eval_runner import TaskData, describe_task, lm_eval_version, run_docs, task_manager
 from recommender.quality.result import QualityResult
-from recommender.quality.statistics import MIN_CONTINUOUS_DOCS, PairedResult, paired_bootstrap
+from recommender.quality.statistics import MIN_CONTINUOUS_DOCS, PairedResult, Policy, paired_bootstrap
 from recommender.quality.suite import TaskThreshold, UseCase
 from recommender.quality.verdict import fidelity_check, overall, task_check
 from recommender.quantize import QuantMethod, get_method
@@ -41,6 +50,11 @@ if TYPE_CHECKING:
     from lm_eval.tasks import TaskManager
 
 REFERENCE_METHOD = "baseline"
+#: Seed of every task's document order (`document_order`).
+DOC_ORDER_SEED = 34
+#: Changes whenever what a verdict means changes (bounds, intervals, minimum documents, document order), so a
+#: study's stored verdicts (the claim key) are not reused across it; per-document scores stay valid and are reused.
+VERDICT_VERSION = "v2-unconditional-exact-studentised-seeded-order"
 #: Smallest adaptive chunk, in documents: fewer gives intervals too wide to decide anything.
 MIN_CHUNK = 8
 
@@ -55,6 +69,45 @@ def chunk_schedule(budget: int, *, adaptive: bool, min_chunk: int = MIN_CHUNK) -
         return [budget]
     sizes = {max(min_chunk, math.ceil(budget / 4)), max(min_chunk, math.ceil(budget / 2)), budget}
     return sorted(s for s in sizes if s <= budget)
+
+
+def document_order(total: int, seed: int = DOC_ORDER_SEED) -> list[int]:
+    """The task's document ids in the order budgets and looks take them: a seeded permutation of 0..total-1."""
+    return [int(i) for i in np.random.default_rng(seed).permutation(total)]
+
+
+def looks_counted(taken: list[int], schedule: list[int]) -> int:
+    """Looks sharing the error rate: the ones planned now plus the ones an earlier run already took."""
+    return len(set(taken) | set(schedule))
+
+
+def run_looks(
+    spec: TaskThreshold,
+    reference: np.ndarray,
+    variant_docs: Callable[[int], np.ndarray],
+    schedule: list[int],
+    *,
+    looks: int,
+    policy: Policy = "confidence",
+    confidence: float = 0.95,
+    on_look: Callable[[int], None] | None = None,
+) -> PairedResult:
+    """The adaptive procedure: each planned look in turn, stopping at the first decisive verdict.
+
+    `variant_docs(n)` gives the variant's pairs of the first n documents (evaluated on demand);
+    `looks` is how many looks share the error rate (`looks_counted`); `on_look(n)` records each one taken.
+    """
+    result: PairedResult | None = None
+    for n in schedule:
+        result = paired_bootstrap(spec, reference[:n], variant_docs(n), policy=policy, confidence=confidence,
+                                  looks=looks)  # fmt: skip
+        if on_look is not None:
+            on_look(n)
+        if result.verdict != "inconclusive":
+            break
+    if result is None:
+        raise ValueError("no look planned")
+    return result
 
 
 def first_look(reference_pairs: np.ndarray) -> int:
@@ -134,12 +187,17 @@ class QualityEvaluator:
         )  # fmt: skip
 
     # -- per-document scores -------------------------------------------------------------
+    def doc_ids(self, spec: TaskThreshold, n: int) -> list[int]:
+        """The ids of the first n documents of the task's seeded order."""
+        return document_order(self._task(spec.task).n_docs)[:n]
+
     def doc_pairs(self, method: QuantMethod, spec: TaskThreshold, n: int) -> np.ndarray:
-        """Per-document (numerator, denominator) pairs of docs 0..n-1, evaluating only the missing ones."""
+        """Per-document (numerator, denominator) pairs of the first n documents in order; only missing ones are run."""
         key = self._key(method, spec)
         stored = self.cache.get(key) if self.cache else None
         have: dict[int, list[float]] = {int(k): v for k, v in (stored or {}).get("docs", {}).items()}
-        missing = [i for i in range(n) if i not in have]
+        ids = self.doc_ids(spec, n)
+        missing = [i for i in ids if i not in have]
         if missing:
             model = self.models.get(method)
             new = run_docs(
@@ -149,8 +207,21 @@ class QualityEvaluator:
             have.update({i: list(v) for i, v in new.items()})
             self.docs_evaluated += len(new)
             if self.cache:
-                self.cache.put(key, {"docs": {str(i): v for i, v in have.items()}, "task": spec.task})
-        return np.asarray([have[i] for i in range(n)], dtype=np.float64)
+                entry = dict(stored or {})
+                entry.update({"docs": {str(i): v for i, v in have.items()}, "task": spec.task})
+                self.cache.put(key, entry)
+        return np.asarray([have[i] for i in ids], dtype=np.float64)
+
+    def _looks_taken(self, method: QuantMethod, spec: TaskThreshold) -> list[int]:
+        stored = self.cache.get(self._key(method, spec)) if self.cache else None
+        return [int(n) for n in (stored or {}).get("looks", [])]
+
+    def _record_look(self, method: QuantMethod, spec: TaskThreshold, n: int) -> None:
+        if self.cache:
+            key = self._key(method, spec)
+            entry = self.cache.get(key) or {}
+            entry["looks"] = sorted({*entry.get("looks", []), n})
+            self.cache.put(key, entry)
 
     def _compare_task(self, method: QuantMethod, spec: TaskThreshold) -> PairedResult:
         reference = get_method(REFERENCE_METHOD)
@@ -160,15 +231,11 @@ class QualityEvaluator:
         if method.name == REFERENCE_METHOD:
             return paired_bootstrap(spec, base, base, policy=policy, confidence=confidence, same_model=True)
         schedule = chunk_schedule(budget, adaptive=bool(self.adaptive), min_chunk=first_look(base))
-        result: PairedResult | None = None
-        looks = len(schedule)
-        for n in schedule:
-            variant = self.doc_pairs(method, spec, n)
-            result = paired_bootstrap(spec, base[:n], variant, policy=policy, confidence=confidence, looks=looks)
-            if result.verdict != "inconclusive":
-                break
-        assert result is not None
-        return result
+        return run_looks(
+            spec, base, lambda n: self.doc_pairs(method, spec, n), schedule,
+            looks=looks_counted(self._looks_taken(method, spec), schedule), policy=policy, confidence=confidence,
+            on_look=lambda n: self._record_look(method, spec, n),
+        )  # fmt: skip
 
     # -- fidelity ------------------------------------------------------------------------
     def _fidelity(self, method: QuantMethod) -> fid.FidelityResult:
@@ -209,6 +276,7 @@ class QualityEvaluator:
         """
         return "quality:" + cache_key(
             model=self._fingerprint(), method=method.identity(), limit=self.limit, adaptive=self.adaptive,
+            verdict=VERDICT_VERSION,
             use_case=self.use_case.model_dump(mode="json", exclude={"include_path"}), lm_eval=lm_eval_version(),
             data={name: self._task(name).fingerprint for name in self.use_case.task_names}, **self._compute(),
         )  # fmt: skip

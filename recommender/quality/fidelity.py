@@ -6,7 +6,18 @@ by position. The text is the use case's own documents (its first perplexity task
 so "fidelity" means fidelity on the text this use case cares about.
 
 KL is exact: KL(bf16 reference || candidate) in nats per token, summed over the *whole*
-vocabulary at every position — not a top-k bound. The reference's log-probabilities are
+vocabulary at every position — not a top-k bound.
+
+Our protocol, which a KL limit is stated under: `text_windows` windows of `window_tokens`
+tokens, sampled at random with a fixed seed (`WINDOW_SEED`) from the text task's documents
+taken in a seeded order; every next-token position of a window is scored (positions 1 to
+window_tokens - 1, so short contexts count too — llama.cpp scores only the second half of
+512-token contexts, so its published figures are not on this scale); mean over positions.
+The windows are the sampling unit: the verdict is an interval over windows (see verdict.py),
+so each window's mean KL is kept (`window_kl`). A limit is calibrated against the tasks:
+a candidate's mean NLL rises over the reference's by KL(p || q) on text drawn from the
+reference, so a limit of r * `reference_nll` corresponds to a relative perplexity-type rise of
+about r (`kl_limit_for`). The reference's log-probabilities are
 computed once and reused for every candidate; only one model is in memory at a time (the
 reference first, then each candidate), so they must outlive the reference model, and for a
 real vocabulary they are large: see `ReferenceLogProbs` for where they are kept.
@@ -48,10 +59,21 @@ class FidelityResult:
     ppl_ratio: float
     #: Positions compared (windows x (window length - 1)).
     tokens: int
+    #: Mean KL of each window (nats/token), the sampling units of the verdict's interval; empty in older results.
+    window_kl: tuple[float, ...] = ()
+    #: The reference's own mean NLL per token on the windows (nats), the scale a KL limit is calibrated on.
+    reference_nll: float | None = None
+
+
+def kl_limit_for(relative_rise: float, reference_nll: float) -> float:
+    """The mean-KL limit matching a relative rise of the NLL per token (E_p[-log q] - E_p[-log p] = KL(p || q))."""
+    return relative_rise * reference_nll
 
 
 #: Changes whenever the computation changes, so cached results are not reused across it.
-ALGORITHM = "full-vocab-kl-v2"
+ALGORITHM = "full-vocab-kl-v3-seeded-windows"
+#: Seed of the fidelity windows' sampling (documents' order and which windows are kept).
+WINDOW_SEED = 34
 #: Positions per KL step: bounds the float64 temporaries to this many rows of the vocabulary.
 POSITION_CHUNK = 32
 
@@ -102,26 +124,34 @@ class ReferenceLogProbs:
 
 
 def fidelity_windows(use_case: UseCase, manager: TaskManager, tokenizer: PreTrainedTokenizerBase) -> torch.Tensor:
-    """Token windows cut from the documents of the use case's text task."""
+    """Token windows sampled at random (seeded) from the documents of the use case's text task.
+
+    Documents are read in a seeded order until there are twice as many candidate windows as wanted
+    (or the documents run out), and `text_windows` of those are kept at random: the windows are not
+    the first documents of the split, which are often one source or one kind of text.
+    """
     import torch
     from lm_eval.tasks import get_task_dict
 
     name = use_case.fidelity.text_task or use_case.task_names[0]
     task = get_task_dict([name], manager)[name]
-    docs = task.test_docs() if task.has_test_docs() else task.validation_docs()
+    docs = list(task.test_docs() if task.has_test_docs() else task.validation_docs())
     size = use_case.fidelity.window_tokens
     wanted = use_case.fidelity.text_windows
+    rng = np.random.default_rng(WINDOW_SEED)
     ids: list[int] = []
-    for doc in docs:
-        parts = [task.doc_to_text(doc), task.doc_to_target(doc)]
+    for i in rng.permutation(len(docs)):
+        parts = [task.doc_to_text(docs[i]), task.doc_to_target(docs[i])]
         text = "".join(p for p in parts if isinstance(p, str))
         ids.extend(tokenizer(text, add_special_tokens=False)["input_ids"])
-        if len(ids) >= size * wanted:
+        if len(ids) >= 2 * size * wanted:
             break
-    n = min(wanted, len(ids) // size)
-    if n == 0:
+    slots = len(ids) // size
+    if slots == 0:
         raise ValueError(f"task {name} has fewer than {size} tokens of text for fidelity windows")
-    return torch.tensor(ids[: n * size], dtype=torch.long).view(n, size)
+    keep = np.sort(rng.choice(slots, size=min(wanted, slots), replace=False))
+    rows = [ids[s * size : (s + 1) * size] for s in keep]
+    return torch.tensor(rows, dtype=torch.long)
 
 
 def _window_log_probs(model: nn.Module, row: torch.Tensor) -> torch.Tensor:
@@ -182,10 +212,13 @@ def compare(model: nn.Module, reference: ReferenceLogProbs, *, position_chunk: i
         nll_var.append(-q_all.gather(-1, targets).squeeze(-1).double())
         nll_ref.append(-p_all.gather(-1, targets).squeeze(-1).double())
     kl_all = torch.cat(kls).clamp_min(0.0)
+    per_window = kl_all.view(len(reference.windows), -1).mean(dim=-1)
     return FidelityResult(
         mean_kl=float(kl_all.mean()),
         p99_kl=float(torch.quantile(kl_all, 0.99)),
         top1_agreement=float(torch.cat(agree).float().mean()),
         ppl_ratio=float(torch.exp(torch.cat(nll_var).mean() - torch.cat(nll_ref).mean())),
         tokens=int(kl_all.numel()),
+        window_kl=tuple(float(k) for k in per_window),
+        reference_nll=float(torch.cat(nll_ref).mean()),
     )

@@ -68,7 +68,7 @@ class Fidelity(BaseModel):
     text_task: str | None = Field(
         default=None, description="Task whose documents give the text; default: the first task."
     )
-    text_windows: Annotated[int, Field(gt=0, le=MAX_DOCUMENTS)] = 16
+    text_windows: Annotated[int, Field(gt=0, le=MAX_DOCUMENTS)] = 64
     window_tokens: Annotated[int, Field(gt=8, le=1_000_000)] = 256
 
 

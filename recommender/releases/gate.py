@@ -10,10 +10,16 @@ values (a point drop of 1.1 % on six documents says nothing), where it is compar
   document count for others), as the interval of the relative drop at ``confidence``. A
   fine-tune that lost quality shows here;
 - what the recommended precision loses against its own bf16 (the relative paired loss,
-  positive = worse): each release's loss is a paired interval over its own documents, at
-  1 - (1 - confidence) / 2 each, and the growth of the loss is bounded by the intervals' far
-  ends (Bonferroni over the two; conservative, since the two losses are not paired with each
-  other). A release whose weights quantize worse shows here.
+  positive = worse), and how much that loss grew since the replaced release: both releases
+  score the same documents in the same order, so the growth is paired per document across the
+  two releases (growth.py), at ``confidence``. A release whose weights quantize worse shows here.
+
+How many documents an allowance needs: a 0/1 task whose answers did not change at all bounds
+the change by about 3.69 / n of accuracy (the exact zero-flip bound at 97.5 %), so an allowance
+of L (relative) at accuracy a needs n >= 3.69 / (L * a) documents: 820 at 45 % for 1 %, 410 for
+2 %. Where a fraction f of answers churn both ways without a net change, the interval is about
++-1.96 * sqrt(f / n) / a wide and needs roughly (3.3 * sqrt(f) / (L * a)) ** 2 documents to
+pass nine times in ten.
 
 Each comparison against the allowance L (``max_quality_drop_pct``): the whole interval above
 L is a regression; an interval reaching above L, or too few documents to decide, "cannot rule
@@ -28,10 +34,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from recommender.errors import BadInputError
 from recommender.quality.result import QualityResult
 from recommender.quality.statistics import MIN_CONTINUOUS_DOCS, DocPairs, paired_bootstrap
 from recommender.quality.suite import TaskThreshold, Threshold
 from recommender.quality.verdict import Check
+from recommender.releases.growth import Loss, loss_growth
 from recommender.releases.history import ReleaseStudy
 
 REFERENCE = "bf16/baseline"
@@ -45,17 +53,6 @@ class GateLimits:
     max_quality_drop_pct: float = 1.0
     require_pass: list[str] = field(default_factory=list)
     confidence: float = 0.95
-
-
-@dataclass(frozen=True, slots=True)
-class Loss:
-    """A relative loss (a fraction; positive = worse) with its interval, on `n_docs` documents."""
-
-    point: float
-    low: float
-    high: float
-    n_docs: int
-    decisive: bool
 
 
 def relative_loss(check: Check, reference: DocPairs, variant: DocPairs, *, confidence: float) -> Loss | None:
@@ -150,25 +147,40 @@ def _method_regressions(candidate: ReleaseStudy, against: ReleaseStudy, limits: 
     method = "" if new is None else f"{new.candidate.precision}/{new.candidate.method}"
     if new is None or method == REFERENCE:  # bf16 loses nothing against itself; its own drop is judged above
         return []
-    level = 1.0 - (1.0 - limits.confidence) / 2.0  # each release's interval; together at `confidence`
     old_checks = _checks(against.quality_by_method().get(method))
     broken: list[str] = []
     for name, new_check in _checks(candidate.quality_by_method().get(method)).items():
         old_check = old_checks.get(name)
         if old_check is None or old_check.value is None or new_check.value is None:
             continue
-        after = relative_loss(new_check, new_check.reference_docs, new_check.variant_docs, confidence=level)
-        before = relative_loss(old_check, old_check.reference_docs, old_check.variant_docs, confidence=level)
+        growth = loss_growth(
+            new_check.metric, new_check.higher_is_better,
+            (np.asarray(old_check.reference_docs), np.asarray(old_check.variant_docs)),
+            (np.asarray(new_check.reference_docs), np.asarray(new_check.variant_docs)),
+            confidence=limits.confidence,
+        )  # fmt: skip
         label = f"{method} {name}"
-        if after is None or before is None:
+        if growth is None:
             broken.append(_no_docs(label, (candidate, new_check), (against, old_check)))
             continue
-        growth = Loss(after.point - before.point, after.low - before.high, after.high - before.low,
-                      min(after.n_docs, before.n_docs), after.decisive and before.decisive)  # fmt: skip
         what = f"loss against its bf16 grown since release {against.release} by"
         line = judge(label, growth, limits, confidence=limits.confidence, what=what)
         broken += [line] if line else []
     return broken
+
+
+def check_required_methods(values: list[str]) -> None:
+    """Each `--require-pass` value names a known precision/method: a typo would otherwise read as a regression."""
+    from recommender.quantize import get_method
+
+    for value in values:
+        precision, slash, name = value.partition("/")
+        if not slash:
+            raise BadInputError("--require-pass", f"{value!r} is not precision/method", "e.g. int8/bnb-llm-int8")
+        method = get_method(name, field="--require-pass")
+        if method.precision != precision:
+            raise BadInputError("--require-pass", f"method {name!r} is {method.precision}, not {precision!r}",
+                                f"use {method.precision}/{name}")  # fmt: skip
 
 
 def gate(candidate: ReleaseStudy, against: ReleaseStudy, limits: GateLimits) -> list[str]:

@@ -38,7 +38,7 @@ from recommender.report.blocks import (
 )
 from recommender.report.figure_data import describe_figures, speed_kind
 from recommender.report.levers_block import levers
-from recommender.report.quality_block import quality_of
+from recommender.report.quality_block import multiplicity_note, quality_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -244,7 +244,8 @@ def quality(rec: Recommendation) -> list[Block]:
     blocks: list[Block] = [Heading("Quality evidence against bf16")]
     for label, result in subjects:
         blocks += quality_of(label, result)
-    return blocks
+    note = multiplicity_note(rec)
+    return blocks + ([note] if note else [])
 
 
 def rejected(rec: Recommendation) -> list[Block]:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from recommender.report.blocks import Block, Heading, Table, bold, num, para
 
 if TYPE_CHECKING:
+    from recommender.decision.recommendation import Recommendation
     from recommender.evaluation.candidate import CandidateResult
     from recommender.quality.verdict import Check
 
@@ -48,6 +49,31 @@ def _interval(c: Check, reference: bool) -> str:
         return f"{c.interval}: no document scored differently; with {c.n_docs} documents a disagreement rate up to " \
             f"{min(1.0, 3 / c.n_docs):.0%} is not excluded (rule of three, 95 %)"
     return c.interval
+
+
+def multiplicity_note(rec: Recommendation) -> Block | None:
+    """What the search's choice among several methods does to the error rate, stated rather than corrected.
+
+    Each method's verdict wrongly passes a method past its threshold at most (1 - confidence) / 2 of the
+    time; the search picks the cheapest method that passes, so where k methods near their thresholds are
+    evaluated the chance that one of them passes wrongly grows to at most k times that (Bonferroni's
+    bound, reached when their errors do not overlap). Correcting it would widen every interval by the
+    number of methods a search happens to try; saying it lets the reader re-run the winner alone.
+    """
+    shown = [r for r in (rec.winner, rec.current, *rec.ties, *rec.rejected_cheaper) if r is not None]
+    measured = {(r.candidate.precision, r.candidate.method) for r in shown
+                if r.quality is not None and r.quality.verdict != "unverified"}  # fmt: skip
+    confidences = [c.confidence for r in shown if r.quality is not None for c in r.quality.checks
+                   if c.confidence is not None]  # fmt: skip
+    if len(measured) < 2 or not confidences:
+        return None
+    per_method = (1.0 - max(confidences)) / 2.0
+    return para(
+        f"Multiplicity: each method's verdict is wrong-way (passes past a threshold) at most {per_method:.1%} of the "
+        f"time; {len(measured)} methods were judged here and the cheapest passing one is recommended, so the chance "
+        f"that some passed wrongly is up to {min(1.0, len(measured) * per_method):.1%}. To confirm the winner at "
+        f"{per_method:.1%}, evaluate it alone with `recommender eval` on documents of a larger budget."
+    )
 
 
 def _check_row(c: Check, reference: bool = False) -> tuple[str, ...]:

@@ -132,8 +132,8 @@ def test_ratio_metrics_aggregate_like_lm_eval() -> None:
     pairs = np.asarray([[-100.0, 50.0], [-10.0, 50.0]])
     assert float(aggregate("bits_per_byte", pairs)) == pytest.approx(110 / 100 / math.log(2))
     assert float(aggregate("acc", _acc_pairs([1, 0, 1, 1]))) == 0.75
-    base = np.asarray([[-100.0, 100.0]] * 20)
-    worse = np.asarray([[-105.0, 100.0]] * 20)  # 5 % more bits per byte
+    base = np.asarray([[-100.0, 100.0]] * 40)  # MIN_CONTINUOUS_DOCS: fewer decide nothing
+    worse = np.asarray([[-105.0, 100.0]] * 40)  # 5 % more bits per byte
     th = _task(Threshold(max_relative_drop=0.02), hib=False, metric="bits_per_byte")
     assert paired_bootstrap(th, base, worse).verdict == "fail"
     assert (

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recommender.quality.evaluate import MIN_CHUNK, chunk_schedule, first_look
+from recommender.quality.evaluate import MIN_CHUNK, chunk_schedule, document_order, first_look, looks_counted
 from recommender.quality.exact import is_binary, lower_rate, upper_rate
+from recommender.quality.resampling import resamples_for, studentised_intervals
 from recommender.quality.statistics import (
     MIN_CONTINUOUS_DOCS,
-    aggregate,
     expanded_alpha,
     look_confidence,
     paired_bootstrap,
@@ -50,14 +50,30 @@ def test_no_discordant_document_is_not_a_zero_width_interval() -> None:
     check = task_check(DROP_3_POINTS, result)
     assert check.delta_ci is not None and check.delta_ci[0] < -0.2 and check.verdict == "inconclusive"
 
-    # Flips are bounded among the documents the reference gets right (half of them here) ...
+    # Flips are bounded per document among all of them, whatever the reference's accuracy (issue 34) ...
     mixed = _acc([1, 0] * 50)
     half = paired_bootstrap(DROP_3_POINTS, mixed, mixed.copy())
-    assert half.delta_ci == pytest.approx((-0.5 * (1 - 0.025 ** (1 / 50)), 0.5 * (1 - 0.025 ** (1 / 50))))
+    assert half.delta_ci == pytest.approx((-(1 - 0.025 ** (1 / 100)), 1 - 0.025 ** (1 / 100)))
     assert half.verdict == "inconclusive"
     # ... and enough agreeing documents do clear a 3-point allowance: 1 - 0.025 ** (1 / 400) < 0.01.
     many = _acc([1] * 400)
     assert paired_bootstrap(DROP_3_POINTS, many, many.copy()).verdict == "pass"
+
+
+def test_a_reference_with_no_right_answer_cannot_pass_a_degraded_model() -> None:
+    # Issue 34: the loss bound was right / n x upper_rate(losses, right): zero when the reference got nothing
+    # right, so every threshold passed. Losses per document are bounded over all n documents instead.
+    wrong = _acc([0] * 30)
+    result = paired_bootstrap(DROP_3_POINTS, wrong, wrong.copy())
+    assert result.delta_ci[0] == pytest.approx(-upper_rate(0, 30, 0.025)) and result.delta_ci[0] < -0.1
+    assert result.verdict == "inconclusive"
+    # A 10 % reference losing one of its three right answers (a 3.3-point drop against 3) does not pass either.
+    few_right = _acc([1, 1, 1] + [0] * 27)
+    lost_one = _acc([0, 1, 1] + [0] * 27)
+    assert paired_bootstrap(DROP_3_POINTS, few_right, lost_one).verdict != "pass"
+    # A relative threshold against a zero reference score cannot pass whatever the count.
+    relative = TaskThreshold(task="t", metric="acc", higher_is_better=True, threshold=Threshold(max_relative_drop=0.5))
+    assert paired_bootstrap(relative, _acc([0] * 2000), _acc([0] * 2000)).verdict != "pass"
 
 
 def test_few_lopsided_flips_widen_past_the_bootstrap() -> None:
@@ -94,24 +110,36 @@ def test_continuous_metric_decides_nothing_on_few_documents() -> None:
 
 
 def test_small_samples_get_expanded_intervals() -> None:
-    # Hesterberg's expansion: quantiles at Phi(-sqrt(n / (n - 1)) * t_{n-1}), so a percentile interval
-    # is as wide as the t interval. n = 10 at 2.5 % per side: Phi(-1.0541 * 2.2622) = Phi(-2.3846).
+    # Hesterberg's expansion (0/1 metrics' percentile part): quantiles at Phi(-sqrt(n / (n - 1)) * t_{n-1}).
+    # n = 10 at 2.5 % per side: Phi(-1.0541 * 2.2622) = Phi(-2.3846).
     assert expanded_alpha(0.025, 10) == pytest.approx(0.00855, abs=1e-5)
     assert expanded_alpha(0.025, 10_000) == pytest.approx(0.025, abs=1e-4)
     assert expanded_alpha(0.025, 1) == 0.025
-    # And paired_bootstrap takes its interval there: wider than the plain 2.5 % / 97.5 % quantiles.
+
+
+def test_resamples_scale_with_the_tail_they_are_read_at() -> None:
+    assert resamples_for(0.025) == 2000 and resamples_for(0.05 / 3 / 2) == 6000
+    assert resamples_for(0.0025) == 20_000  # not 2,000, which put the bound near the 5th order statistic
+    assert resamples_for(1e-6) == 20_000  # capped: a tiny sample's expanded quantile is its extreme resample
+
+
+def test_concentrated_damage_widens_the_studentised_interval() -> None:
+    # 60 documents, six of them 10.4 % worse and the rest unchanged: the mean rise is 1.04 %, past a 1 % allowance.
     rng = np.random.default_rng(0)
-    lengths = rng.integers(50, 150, size=24).astype(float)
-    base = np.stack([-lengths, lengths], axis=1)
-    variant = np.stack([-lengths * (1.0 + rng.normal(0.0, 0.02, size=24)), lengths], axis=1)
-    result = paired_bootstrap(BPB_2_PCT, base, variant, seed=0)
-    idx = np.random.default_rng(0).integers(0, 24, size=(2000, 24))
-    deltas = aggregate("bits_per_byte", variant[idx]) - aggregate("bits_per_byte", base[idx])
-    side = expanded_alpha(0.025, 24)
-    assert side < 0.02
-    expected = (np.quantile(deltas, side, method="lower"), np.quantile(deltas, 1 - side, method="higher"))
-    assert result.delta_ci == pytest.approx(expected, abs=1e-15)
-    assert result.delta_ci[0] < np.quantile(deltas, 0.025, method="lower")
+    size = rng.uniform(500, 3000, 60)
+    base = np.stack([-0.8 * size, size], axis=1)
+    damage = np.where(np.arange(60) < 6, 1.104, 1.0) * (1 + rng.normal(0, 0.001, 60))
+    worse = np.stack([base[:, 0] * damage, size], axis=1)
+    one_pct = TaskThreshold(task="p", metric="bits_per_byte", higher_is_better=False,
+                            threshold=Threshold(max_relative_drop=0.01))  # fmt: skip
+    result = paired_bootstrap(one_pct, base, worse)
+    assert result.decisive and result.verdict == "inconclusive"
+    low, high = result.margin_ci
+    assert high - result.margin > result.margin - low  # skewed: longer on the damaged side
+    # A jackknife error of zero (every document alike) is a zero-width interval, believed only from 40 documents.
+    col = np.stack([base[:, 0], size, base[:, 0] * 1.001, size], axis=1)[:40]
+    (point, lo, hi), = studentised_intervals(col, [lambda s: s[..., 2] / s[..., 0] - 1.0], 0.025)
+    assert lo == hi == point and point == pytest.approx(0.001)
 
 
 def test_looks_share_the_error_rate_and_record_it() -> None:
@@ -131,7 +159,17 @@ def test_looks_share_the_error_rate_and_record_it() -> None:
 
 def test_chunk_schedule_plans_only_looks_that_can_decide() -> None:
     assert chunk_schedule(60, adaptive=True) == [15, 30, 60]
-    assert chunk_schedule(60, adaptive=True, min_chunk=MIN_CONTINUOUS_DOCS) == [20, 30, 60]
-    assert chunk_schedule(39, adaptive=True, min_chunk=MIN_CONTINUOUS_DOCS) == [39]
+    assert chunk_schedule(200, adaptive=True, min_chunk=MIN_CONTINUOUS_DOCS) == [50, 100, 200]
+    assert chunk_schedule(79, adaptive=True, min_chunk=MIN_CONTINUOUS_DOCS) == [79]
     assert first_look(_acc([1, 0])) == MIN_CHUNK
     assert first_look(np.asarray([[-3.0, 2.0]])) == MIN_CONTINUOUS_DOCS
+
+
+def test_documents_come_in_a_seeded_order_and_reruns_count_their_looks() -> None:
+    order = document_order(600)
+    assert sorted(order) == list(range(600)) and order != list(range(600)) and order == document_order(600)
+    # A larger budget's prefix is the smaller budget's documents: the per-document cache serves both.
+    assert document_order(600)[:60] == order[:60]
+    # Budget 60 took looks at 15 and 30; a re-run at 300 plans 75, 150, 300: five looks share the error rate.
+    assert looks_counted([15, 30], chunk_schedule(300, adaptive=True)) == 5
+    assert looks_counted([], [15, 30, 60]) == 3
