@@ -20,7 +20,8 @@ from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.model.memory import kv_cache_tokens
 from recommender.perf.sim.capacity import max_rate_within_sla
-from recommender.perf.sim.scheduler import SchedulerConfig, simulate
+from recommender.perf.sim.scheduler import SchedulerConfig
+from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.workload import LengthDist, make_workload
 from recommender.perf.step.cost import RooflineStepCost
 from recommender.quantize import get_method

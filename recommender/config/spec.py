@@ -22,16 +22,9 @@ from pydantic import (
     model_validator,
 )
 
-from recommender.config.candidate import (
-    MAX_BATCH,
-    MAX_TENSOR_PARALLEL,
-    Candidate,
-    KVCacheDtype,
-    Precision,
-    Speculative,
-    TokenCount,
-)
+from recommender.config.candidate import Candidate, TokenCount
 from recommender.config.destinations import MAX_NAME_BYTES
+from recommender.config.space import Space
 from recommender.config.speculation import SpeculationSettings
 from recommender.config.traffic import (
     MAX_RPS,
@@ -135,50 +128,6 @@ class LocalDevice(_Strict):
     price_source: str
 
 
-class Space(_Strict):
-    """The categorical search space."""
-
-    methods: dict[Precision, list[str]] = Field(description="Precision -> quantization methods to try.")
-    hardware: list[str] = Field(min_length=1, description="Catalog accelerator names, or 'local'.")
-    batch_sizes: list[Annotated[int, Field(gt=0, le=MAX_BATCH)]] = Field(
-        min_length=1, description="max_num_seqs values (concurrent sequences)."
-    )
-    tensor_parallel: list[Annotated[int, Field(gt=0, le=MAX_TENSOR_PARALLEL)]] = Field(default=[1], min_length=1)
-    max_num_batched_tokens: list[TokenCount] = Field(
-        default=[8192], min_length=1, description="Token budgets per engine step (chunked prefill)."
-    )
-    kv_cache_dtypes: list[KVCacheDtype] = Field(
-        default=["auto"], min_length=1, description="'auto' (the model's 16-bit dtype) and/or 'fp8'."
-    )
-    speculative: list[Speculative] = Field(
-        default=["none"], min_length=1, description="Speculative decoding to try: none, ngram, ngram:K (K drafts)."
-    )
-
-    @field_validator("methods")
-    @classmethod
-    def _non_empty(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
-        if not value or not any(value.values()):
-            raise ValueError("no methods to search; list at least one, e.g. bf16: [baseline]")
-        for names in value.values():
-            _refuse_repeats(names)
-        return value
-
-    @field_validator("hardware", "batch_sizes", "tensor_parallel", "max_num_batched_tokens", "kv_cache_dtypes",
-                     "speculative")
-    @classmethod
-    def _distinct(cls, value: list[Any]) -> list[Any]:
-        return _refuse_repeats(value)
-
-
-def _refuse_repeats(value: list[Any]) -> list[Any]:
-    """A list of choices names each once. Refused rather than deduplicated: a repeat is usually a typo
-    for another entry (h100-sxm twice where h100-pcie was meant), which dropping it would hide."""
-    repeated = [str(v) for i, v in enumerate(value) if v in value[:i]]
-    if repeated:
-        raise ValueError(f"{repeated[0]} listed twice; list each choice once")
-    return value
-
-
 class SearchSettings(_Strict):
     n_trials: Annotated[int, Field(gt=0, le=MAX_TRIALS)] = Field(
         default=30, description="Distinct candidates to evaluate (duplicates are free)."
@@ -234,6 +183,8 @@ class SearchSpec(_Strict):
         data = self.model_dump(mode="json", exclude={"search"} | ({"price_set"} if self.price_set is None else set()))
         if data["space"]["speculative"] == ["none"]:  # added later: left out at its default, like the others
             del data["space"]["speculative"], data["speculation"]
+        if data["current"]["speculative"] == "none":
+            del data["current"]["speculative"]
         if data["fleet"] is None:
             del data["fleet"]
         if self.sla.confidence == DEFAULT_SLA_CONFIDENCE:

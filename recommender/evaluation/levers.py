@@ -55,13 +55,6 @@ def _figures(performance: Performance | CandidateResult) -> tuple[float | None, 
     return performance.serving.tpot_ms.p99, cost, ""
 
 
-def _engines(on: Performance | CandidateResult, off: Performance | CandidateResult) -> str:
-    """' (served by A with it, B without)' when the lever changes the engine the figures are for, else ''."""
-    if not isinstance(on, Performance) or not isinstance(off, Performance) or on.setup.engine == off.setup.engine:
-        return ""
-    return f" (served by {on.setup.engine or 'the local device'} with it, {off.setup.engine} without)"
-
-
 def _verdict(with_cost: float | None, without_cost: float | None, why_not: str, binding: str) -> str:
     if with_cost is None or without_cost is None:
         return f"not compared: {why_not or 'one side has no price'}"
@@ -74,13 +67,17 @@ def _verdict(with_cost: float | None, without_cost: float | None, why_not: str, 
 
 
 def _speculation(evaluator: PerformanceEvaluator, spec: SearchSpec, winner: CandidateResult) -> list[LeverEffect]:
+    """Each searched method on the winner, against the winner without it on the same engine (like for like); the
+    cheapest engine without speculation is named where it differs."""
     c = winner.candidate
     methods = [m for m in dict.fromkeys([*spec.space.speculative, c.speculative]) if m != NONE]
     effects = []
     for method in methods:
         on, off = replace(c, speculative=method), replace(c, speculative=NONE)
-        with_perf, without_perf = evaluator.performance(on), evaluator.performance(off)
+        with_perf = evaluator.performance(on)
         with_tpot, with_cost, why_on = _figures(with_perf)
+        same = _on_engine(evaluator, with_perf.setup.engine) if isinstance(with_perf, Performance) else evaluator
+        without_perf = same.performance(off)
         without_tpot, without_cost, why_off = _figures(without_perf)
         measured = why_on if not isinstance(with_perf, Performance) else _acceptance(with_perf)
         binding = (
@@ -88,10 +85,34 @@ def _speculation(evaluator: PerformanceEvaluator, spec: SearchSpec, winner: Cand
             if with_tpot is not None and without_tpot is not None and with_tpot >= without_tpot
             else "the prefill and the KV cache, not the decode steps speculation shortens"
         )
-        verdict = _verdict(with_cost, without_cost, why_on or why_off, binding) + _engines(with_perf, without_perf)
+        verdict = _verdict(with_cost, without_cost, why_on or why_off, binding) + _engine_note(with_perf)
+        verdict += _cheaper_elsewhere(evaluator.performance(off), with_cost)
         effects.append(LeverEffect(f"speculative {method}", measured, with_tpot, without_tpot, with_cost, without_cost,
                                    verdict))  # fmt: skip
     return effects
+
+
+def _on_engine(evaluator: PerformanceEvaluator, engine: str) -> PerformanceEvaluator:
+    """`evaluator` restricted to one engine (the local device, engine '', keeps its own)."""
+    if not engine:
+        return evaluator
+    return PerformanceEvaluator(
+        evaluator.catalog, evaluator.shape, evaluator.traffic, evaluator.sla, evaluator.local, engines=(engine,),
+        require_price=evaluator.require_price, speculation=evaluator.speculation, calibrated=evaluator.calibrated,
+    )  # fmt: skip
+
+
+def _engine_note(performance: Performance | CandidateResult) -> str:
+    engine = performance.setup.engine if isinstance(performance, Performance) else ""
+    return f" (both on {engine})" if engine else ""
+
+
+def _cheaper_elsewhere(best_without: Performance | CandidateResult, with_cost: float | None) -> str:
+    """'; without it, <engine> serves it for $X/month' where another engine does cheaper without speculation."""
+    _, cost, _ = _figures(best_without)
+    if not isinstance(best_without, Performance) or cost is None or with_cost is None or cost >= with_cost:
+        return ""
+    return f"; without it {best_without.setup.engine} serves it for ${cost:,.0f}/month"
 
 
 def _acceptance(performance: Performance) -> str:

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 # LatencySLA and Provenance at run time, not under TYPE_CHECKING: serialization reads LoadCurve's annotations.
 from recommender.config.spec import LatencySLA
 from recommender.evaluation.candidate import CandidateResult
-from recommender.perf.sim.scheduler import simulate as simulate_workload
 from recommender.perf.sim.serving import SIMULATED_REQUESTS
+from recommender.perf.sim.simulate import simulate as simulate_workload
 from recommender.perf.sim.workload import make_workload
 from recommender.provenance import Provenance
 

@@ -190,7 +190,8 @@ def _metrics_of(result: CandidateResult) -> dict[str, float]:
                 metrics[f"quality_{check.name}_{check.metric}_delta"] = check.delta
         if result.quality.fidelity is not None:
             for key, value in asdict(result.quality.fidelity).items():
-                metrics[f"fidelity_{key}"] = float(value)
+                if isinstance(value, int | float):  # the scalars; per-window KLs are in the result's JSON
+                    metrics[f"fidelity_{key}"] = float(value)
     return {k: v for k, v in metrics.items() if math.isfinite(v)}
 
 

@@ -17,11 +17,14 @@ SHOWN_PRUNED = 12
 
 def render_dry_run(answer: DryRun, console: Console) -> None:
     """The candidates, the pruned ones with their reasons, the schemes to quantize and score, the time."""
-    kept = answer.candidates - len(answer.pruned) - len(answer.measured_here)
+    kept = answer.candidates - len(answer.pruned) - len(answer.measured_here) - len(answer.speculative)
     console.print(f"[bold]dry run of study {answer.study_name}[/] (nothing loaded, nothing written)")
     console.print(f"{answer.candidates} candidates in the space; the search evaluates up to {answer.n_trials}: "
                   f"{len(answer.pruned)} pruned before anything loads, {kept} priced and simulated, "
-                  f"{len(answer.measured_here)} on this machine (probed when the search runs)")  # fmt: skip
+                  f"{len(answer.measured_here)} on this machine (probed when the search runs), "
+                  f"{len(answer.speculative)} speculative (simulated when the search runs)")  # fmt: skip
+    if answer.speculative:
+        console.print(f"  speculative: {answer.speculation_basis}", soft_wrap=True, markup=False)
     for key, why in answer.pruned[:SHOWN_PRUNED]:
         console.print(f"  pruned {key}: {why}", soft_wrap=True, markup=False)
     if len(answer.pruned) > SHOWN_PRUNED:

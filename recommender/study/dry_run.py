@@ -18,6 +18,7 @@ from recommender.config.spec import LOCAL_DEVICE
 from recommender.device import local_device, quality_compute_dtype
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.quantize import get_method, with_kv_cache
+from recommender.speculation.methods import NONE
 from recommender.study.prepare import Prepared
 from recommender.study.space import UNQUANTIZED, grid
 
@@ -40,6 +41,9 @@ class DryRun:
     kl_tokens_per_scheme: int = 0
     seconds_per_scheme: float = 0.0
     estimate_basis: str = ""
+    #: Speculative candidates: simulated when the search runs, once the acceptance is measured (needs the weights).
+    speculative: list[str] = field(default_factory=list)
+    speculation_basis: str = ""
 
 
 def dry_run(prepared: Prepared) -> DryRun:
@@ -49,8 +53,11 @@ def dry_run(prepared: Prepared) -> DryRun:
     evaluator = PerformanceEvaluator(prepared.catalog, prepared.shape, spec.traffic, spec.sla,
                                      engines=tuple(spec.engines))
     candidates = grid(spec)
-    pruned, measured_here, scored = [], [], {get_method("baseline").name}
+    pruned, measured_here, scored, speculative = [], [], {get_method("baseline").name}, []
     for c in candidates:
+        if c.speculative != NONE:
+            speculative.append(c.key)  # its acceptance is measured on the model, when its scheme's quality passed
+            continue
         if c.hardware == LOCAL_DEVICE:
             measured_here.append(c.key)  # its step times are probed on this machine: that loads the weights
             continue
@@ -71,6 +78,7 @@ def dry_run(prepared: Prepared) -> DryRun:
         measured_here=measured_here, schemes_scored=[m.name for m in methods],
         checkpoints_made=[m.name for m in methods if m.checkpoint_format is not None],
         documents_per_scheme=documents, kl_tokens_per_scheme=kl_tokens, seconds_per_scheme=seconds,
+        speculative=speculative, speculation_basis=_speculation_basis(prepared) if speculative else "",
         estimate_basis=(
             f"{sum(documents.values())} documents x {ASSUMED_TOKENS_PER_DOCUMENT} tokens (assumed) + {kl_tokens} KL "
             f"tokens per scheme, 2 x {prepared.shape.active_params / 1e6:,.0f} M active parameters FLOPs per token, at "
@@ -78,6 +86,13 @@ def dry_run(prepared: Prepared) -> DryRun:
             "calibration and model loading not included"
         ),
     )  # fmt: skip
+
+
+def _speculation_basis(prepared: Prepared) -> str:
+    s = prepared.spec.speculation
+    task = s.task or prepared.use_case.fidelity.text_task or prepared.use_case.task_names[0]
+    return (f"acceptance measured per scheme whose quality passes: greedy continuations of {s.new_tokens} tokens "
+            f"after {s.prompt_tokens}-token prompts of {s.documents} {task} documents")  # fmt: skip
 
 
 def _matmul_rate() -> tuple[float, str]:

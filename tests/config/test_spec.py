@@ -140,7 +140,7 @@ def test_spec_path_is_not_the_user_s_to_set(tmp_path: Path) -> None:
 
 def test_grid_size_is_the_product_of_choice_counts() -> None:
     spec: SearchSpec = load_spec(DEMO_SPEC)
-    assert grid_size(spec) == len(grid(spec)) == 5 * 4 * 2  # methods x GPUs x batch sizes
+    assert grid_size(spec) == len(grid(spec)) == 5 * 4 * 2 * 2  # methods x GPUs x batch sizes x speculation
 
 
 def test_engines_default_to_vllm_and_sglang_and_name_a_different_study(tmp_path: Path) -> None:

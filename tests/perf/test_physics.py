@@ -19,7 +19,8 @@ from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.model.memory import plan_memory, weight_bytes
 from recommender.perf.model.shape import ModelShape
-from recommender.perf.sim.scheduler import SchedulerConfig, simulate
+from recommender.perf.sim.scheduler import SchedulerConfig
+from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.workload import make_workload
 from recommender.perf.step.cost import PrefillChunks, RooflineStepCost
 from recommender.perf.step.kernels import LLM_INT8_SLOWDOWN, compute_dtype

@@ -11,7 +11,8 @@ from recommender.evaluation.performance import Performance, PerformanceEvaluator
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.sim.prefix_cache import PrefixCache
-from recommender.perf.sim.scheduler import ContinuousBatchingSimulation, SchedulerConfig, simulate
+from recommender.perf.sim.scheduler import ContinuousBatchingSimulation, SchedulerConfig
+from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.workload import SharedPrefix, make_workload
 from recommender.perf.step.cost import PrefillChunks, RooflineStepCost
 from recommender.quantize import get_method

@@ -17,7 +17,8 @@ from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.sim.capacity import max_rate_within_sla, replicas_needed
 from recommender.perf.sim.results import SimulationResult
-from recommender.perf.sim.scheduler import ContinuousBatchingSimulation, SchedulerConfig, simulate
+from recommender.perf.sim.scheduler import ContinuousBatchingSimulation, SchedulerConfig
+from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.workload import LengthDist, Workload, make_workload, workload_from_traffic
 from recommender.perf.step.cost import RooflineStepCost, TableStepCost
 from recommender.perf.step.roofline import project_step_times

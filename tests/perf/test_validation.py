@@ -11,7 +11,7 @@ from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.fit.serving_runs import load_runs
 from recommender.perf.fit.step_fit import FitSettings
 from recommender.perf.fit.validation import HOLDOUTS, bracket_rows, held_out_predictions, holdout_table
-from recommender.perf.sim.scheduler import simulate
+from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.workload import make_workload
 from recommender.perf.step.calibrated import CalibratedModel, load_fit
 from recommender.perf.step.cost import PrefillChunks

@@ -10,7 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from recommender.perf.sim.scheduler import fits_kv_cache, simulate
+from recommender.perf.sim.scheduler_config import fits_kv_cache
+from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.workload import make_workload
 
 if TYPE_CHECKING:

@@ -83,3 +83,85 @@ class PrefixCache:
             key, _ = self._unreferenced.popitem(last=False)
             freed += self._entries.pop(key)
         self.blocks -= freed
+
+
+class PrefixSharing:
+    """What the scheduler tracks of shared prefixes: the replica's cache, each request's prefix key and shared
+    tokens, the cached blocks each running request reads instead of holding, and the tokens served from cache.
+
+    With no prefix keys (a workload that shares nothing) every answer is 0 and nothing is cached.
+    """
+
+    __slots__ = ("_bs", "_keys", "_tokens", "cache", "decoding_shared", "hit_tokens", "shared")
+
+    def __init__(self, keys: list[int] | None, tokens: list[int] | None, n_requests: int, block_size: int) -> None:
+        self.cache = PrefixCache() if keys is not None else None
+        self._keys = keys or []
+        self._tokens = tokens or []
+        self._bs = block_size
+        self.shared = [0] * n_requests  # cached blocks a running request reads instead of holding
+        self.decoding_shared = 0  # the decoders' shared blocks together
+        self.hit_tokens = 0  # prompt tokens served from the cache
+
+    @property
+    def pinned(self) -> int:
+        return self.cache.pinned if self.cache is not None else 0
+
+    @property
+    def evictable(self) -> int:
+        return self.cache.blocks - self.cache.pinned if self.cache is not None else 0
+
+    def hit_blocks(self, rid: int, length: int) -> int:
+        """Full blocks of `rid`'s prompt the cache holds now, for a sequence of `length` tokens (at least its last
+        token is computed)."""
+        if self.cache is None or self._keys[rid] < 0:
+            return 0
+        cached = self.cache.cached(self._keys[rid])
+        return min(cached, self._tokens[rid] // self._bs, (length - 1) // self._bs) if cached else 0
+
+    def pin_cost(self, rid: int, hit: int) -> int:
+        """Free blocks that reading `hit` cached blocks takes: the whole entry's, when nothing references it yet."""
+        if self.cache is None or not hit:
+            return 0
+        key = self._keys[rid]
+        return 0 if key in self.cache.referenced else self.cache.cached(key)
+
+    def read(self, rid: int, blocks: int) -> None:
+        """Request `rid` reads `blocks` cached blocks of its prefix instead of computing and holding them."""
+        assert self.cache is not None  # a hit needs a cache
+        self.cache.acquire(self._keys[rid])
+        self.shared[rid] = blocks
+        self.hit_tokens += blocks * self._bs
+
+    def start_decoding(self, rid: int) -> None:
+        self.decoding_shared += self.shared[rid]
+
+    def stop_reading(self, rid: int, *, decoding: bool) -> None:
+        """Request `rid` (finished or preempted) no longer reads its cached prefix."""
+        shared = self.shared[rid]
+        if not shared:
+            return
+        assert self.cache is not None
+        self.cache.release(self._keys[rid])
+        self.shared[rid] = 0
+        if decoding:
+            self.decoding_shared -= shared
+
+    def publish(self, rid: int) -> None:
+        """A request that computed its shared prefix keeps the prefix's full blocks in the cache and reads them
+        there (an entry another request published first is left alone: this one holds its own copy)."""
+        cache = self.cache
+        if cache is None:
+            return
+        key = self._keys[rid]
+        if key < 0 or self.shared[rid] or cache.cached(key):
+            return
+        blocks = self._tokens[rid] // self._bs
+        if blocks:
+            cache.publish(key, blocks)
+            cache.acquire(key)
+            self.shared[rid] = blocks
+
+    def evict(self, blocks: int) -> None:
+        if self.cache is not None:
+            self.cache.evict(blocks)

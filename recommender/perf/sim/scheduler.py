@@ -1,34 +1,25 @@
 """A discrete-event simulator of continuous batching: P99 latencies under queueing.
 
-A steady-state formula gives averages at saturation and no queueing variance, but the
-SLAs are P99s and traffic is bursty: whether a configuration holds its
-P99 TTFT at a given rate depends on how requests queue, how prefills interleave with
-decodes, and when the KV cache runs out. This module replays a workload through a
-scheduler modelled on vLLM v1 and reads the percentiles off the simulated requests.
+The SLAs are P99s and traffic is bursty: whether a configuration holds its P99 TTFT at a rate depends on
+how requests queue, how prefills interleave with decodes and when the KV cache runs out, which no
+steady-state formula says. This module replays a workload through a scheduler modelled on vLLM v1.
 
-What is modelled, per scheduler step (one forward pass):
+Per scheduler step (one forward pass):
 
-* running sequences first: every decoding sequence gets one token; partially prefilled
-  ones get the next chunk of their prompt; then, if nothing was preempted this step,
-  waiting requests are admitted first-come-first-served while ``max_num_seqs`` and the
-  token budget ``max_num_batched_tokens`` allow;
-* the KV cache is paged in blocks of 16 tokens; a sequence holds
-  ``ceil((prompt + generated) / 16)`` blocks, less the full blocks of a shared prompt prefix it reads
-  from the replica's prefix cache (``prefix_cache.py``: a hit skips those tokens' prefill, their KV
-  is still read by attention; the cache's unreferenced blocks are evicted, least recently used first,
-  when the running requests need the room); when a step's sequences do not fit, the
-  newest running sequence is preempted (recompute: its blocks are freed, it goes back to
-  the front of the queue and later prefills its prompt and generated tokens again);
-* the step's duration comes from a :class:`StepCostModel`: the roofline physics of
-  ``step_features.py`` (calibrated) or ``roofline.py`` for catalog GPUs, or interpolated
-  measurements for the local device;
-  a model that prices prefill chunks one by one (``PrefillAwareStepCostModel``) gets them.
+* running sequences first: every decoding sequence gets one token; partially prefilled ones the next
+  chunk of their prompt; then, if nothing was preempted, waiting requests are admitted first come, first
+  served while ``max_num_seqs`` and the token budget ``max_num_batched_tokens`` allow;
+* the KV cache is paged in blocks of 16 tokens; a sequence holds ``ceil((prompt + generated) / 16)``
+  blocks, less the full blocks of a shared prefix it reads from the replica's prefix cache
+  (``prefix_cache.py``); when a step's sequences do not fit, the newest running sequence is preempted
+  (recompute: its blocks are freed, it goes back to the front of the queue);
+* the step's duration comes from a :class:`StepCostModel` (calibrated features or the roofline for
+  catalog GPUs, interpolated measurements for the local device); a ``PrefillAwareStepCostModel`` gets
+  the prefill chunks one by one.
 
-Decoding sequences are kept as aggregates (``decoding.py``: a step counter, the sum of
-their contexts and a histogram of their lengths modulo the block size), so a step costs
-O(1) in the number of running sequences, and stretches of pure decode between events (an
-arrival that could be admitted, a completion, a full cache) are advanced in one
-vectorised jump. That keeps 10,000 requests well under a second.
+Decoding sequences are kept as aggregates (``decoding.py``), so a step costs O(1) in them, and stretches
+of pure decode between events (an admissible arrival, a completion, a full cache) are advanced in one
+vectorised jump: 10,000 requests take well under a second.
 """
 
 from __future__ import annotations
@@ -38,50 +29,16 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from recommender.perf.sim.decoding import DecodingSequences
-from recommender.perf.sim.prefix_cache import PrefixCache
+from recommender.perf.sim.prefix_cache import PrefixSharing
 from recommender.perf.sim.results import SimulationResult
-from recommender.perf.sim.scheduler_config import BLOCK_SIZE, SchedulerConfig
-from recommender.perf.sim.speculative import (
-    SpeculativeDecoding,
-    SpeculativeStepCost,
-    decode_steps_workload,
-    per_token_result,
-)
+from recommender.perf.sim.scheduler_config import BLOCK_SIZE, SchedulerConfig, fits_kv_cache
 from recommender.perf.step.cost import PrefillAwareStepCostModel, PrefillChunks, VectorStepCostModel
 
 if TYPE_CHECKING:
     from recommender.perf.sim.workload import Workload
     from recommender.perf.step.cost import StepCostModel
 
-__all__ = ["BLOCK_SIZE", "ContinuousBatchingSimulation", "SchedulerConfig", "simulate"]
-
-
-def simulate(
-    cost: StepCostModel,
-    workload: Workload,
-    config: SchedulerConfig,
-    *,
-    ttft_sla_ms: float | None = None,
-    tpot_sla_ms: float | None = None,
-    speculation: SpeculativeDecoding | None = None,
-) -> SimulationResult:
-    """Serve `workload` with `config`'s scheduler, step durations from `cost`; every request completes.
-
-    Goodput is counted against the SLAs given (none given: no goodput). With `speculation`, decode steps
-    verify drafts and advance by the measured tokens per step (``speculative.py``); latencies are per token.
-    """
-    if speculation is None:
-        return ContinuousBatchingSimulation(cost, workload, config).run(ttft_sla_ms=ttft_sla_ms,
-                                                                        tpot_sla_ms=tpot_sla_ms)  # fmt: skip
-    steps = ContinuousBatchingSimulation(
-        SpeculativeStepCost(cost, speculation), decode_steps_workload(workload, speculation), config
-    ).run()
-    return per_token_result(steps, workload, ttft_sla_ms=ttft_sla_ms, tpot_sla_ms=tpot_sla_ms)
-
-
-def fits_kv_cache(workload: Workload, config: SchedulerConfig) -> bool:
-    """Whether every request fits the KV cache alone (its last token is never stored); else it could never run."""
-    return -(-int((workload.prompt_tokens + workload.output_tokens - 1).max()) // config.block_size) <= config.kv_blocks
+__all__ = ["BLOCK_SIZE", "ContinuousBatchingSimulation", "SchedulerConfig"]
 
 
 def _validate(workload: Workload, config: SchedulerConfig) -> None:
@@ -119,7 +76,7 @@ class ContinuousBatchingSimulation:
         "_first_token", "_generated", "_computed", "_held", "_held_prefill", "_max_seqs", "_max_step_tokens",
         "_next", "_outputs", "_prefill_cost", "_preempted", "_preemptions", "_prefilling", "_prompts", "_running",
         "_state", "_steps", "_t", "_vector_cost", "_waiting", "_workload", "_bs", "_mixed", "_reserve", "_reserved",
-        "_prefix", "_prefix_keys", "_prefix_tokens", "_shared", "_dec_shared", "_hit_tokens", "_prefilled_tokens",
+        "_prefix", "_prefilled_tokens",
     )  # fmt: skip
 
     def __init__(
@@ -164,12 +121,10 @@ class ContinuousBatchingSimulation:
         self._steps = 0
         self._max_step_tokens = 0
         # Shared prompt prefixes (None: the workload shares nothing, and nothing below looks at them).
-        self._prefix = PrefixCache() if workload.prefix_keys is not None else None
-        self._prefix_keys: list[int] = [] if workload.prefix_keys is None else workload.prefix_keys.tolist()
-        self._prefix_tokens: list[int] = [] if workload.prefix_tokens is None else workload.prefix_tokens.tolist()
-        self._shared = [0] * n_req  # cached blocks a running request reads instead of holding
-        self._dec_shared = 0  # the decoders' shared blocks together
-        self._hit_tokens = 0  # prompt tokens served from the prefix cache
+        keys, tokens = workload.prefix_keys, workload.prefix_tokens
+        self._prefix = PrefixSharing(
+            None if keys is None else keys.tolist(), None if tokens is None else tokens.tolist(), n_req, self._bs
+        )
         self._prefilled_tokens = 0  # prompt tokens computed
 
     def run(self, *, ttft_sla_ms: float | None = None, tpot_sla_ms: float | None = None) -> SimulationResult:
@@ -188,7 +143,7 @@ class ContinuousBatchingSimulation:
         return SimulationResult.of_run(
             self._served_workload(), self._first_token, self._finish, preemptions=self._preemptions, steps=self._steps,
             max_step_tokens=self._max_step_tokens, ttft_sla_ms=ttft_sla_ms, tpot_sla_ms=tpot_sla_ms,
-            prefix_hit_tokens=self._hit_tokens, prefill_tokens=self._prefilled_tokens,
+            prefix_hit_tokens=self._prefix.hit_tokens, prefill_tokens=self._prefilled_tokens,
         )  # fmt: skip
 
     def _served_workload(self) -> Workload:
@@ -203,12 +158,9 @@ class ContinuousBatchingSimulation:
         self._next = nxt
 
     def _decode_stretch(self) -> bool:
-        """Advance a stretch of pure decode steps in which nothing else can happen; whether it did.
-
-        Nothing else happens while no prompt is being prefilled and the head of the queue
-        cannot be admitted (or there is none): then the stretch ends at the next completion,
-        the step whose blocks no longer fit, or the next arrival (when it could be admitted).
-        """
+        """Advance a stretch of pure decode steps in which nothing else can happen (no prompt prefilling, the
+        queue's head not admissible): up to the next completion, the step whose blocks no longer fit, or the next
+        arrival when it could be admitted; whether it did."""
         decoding, d = self._decoding, self._d
         if not decoding.count or self._prefilling:
             return False
@@ -217,23 +169,21 @@ class ContinuousBatchingSimulation:
         blocked = len(self._running) >= self._max_seqs or budget_left <= 0
         if not blocked and waiting:
             head = waiting[0]
-            hit = self._hit_blocks(head)
+            hit = self._prefix.hit_blocks(head, self._prompts[head] + self._generated[head])
             need = self._prompts[head] + self._generated[head] - hit * self._bs
             chunk = min(need, budget_left) if self._chunked else need
-            pin = self._pin_cost(head, hit)
-            if pin:
+            if self._prefix.pin_cost(head, hit):
                 return False  # its cached prefix is evictable: a step that evicts it may let the head in
             blocks = -(-(hit * self._bs + chunk) // self._bs) - hit
             blocked = chunk > budget_left or blocks > self._free_blocks()
-        if not blocked and waiting:
-            return False
+            if not blocked:
+                return False
         horizon = decoding.next_completion() - d + 1  # steps up to and including the next completion
         if horizon < 2:
             return False
-        nxt = self._next
-        pinned = self._prefix.pinned if self._prefix is not None else 0
+        nxt, cap = self._next, self._cap + self._prefix.decoding_shared - self._prefix.pinned
         run = decoding.decode_run(
-            self._cost, self._vector_cost, t=self._t, d=d, horizon=horizon, cap=self._cap + self._dec_shared - pinned,
+            self._cost, self._vector_cost, t=self._t, d=d, horizon=horizon, cap=cap,
             next_arrival=self._arrivals[nxt] if (nxt < len(self._arrivals) and not blocked) else math.inf,
         )  # fmt: skip
         if run is None:
@@ -292,37 +242,14 @@ class ContinuousBatchingSimulation:
     def _free_blocks(self, step: int | None = None) -> int:
         """Blocks a request may still take at step counter `step` (default: now): the prefix cache's unreferenced
         blocks count as free (they are evicted on need)."""
-        pinned = self._prefix.pinned if self._prefix is not None else 0
         blocks = self._decoding.blocks_at(self._d if step is None else step)
-        return self._cap - blocks + self._dec_shared - self._held_prefill - pinned
+        return self._cap - blocks + self._prefix.decoding_shared - self._held_prefill - self._prefix.pinned
 
     def _evict_overflow(self, step: int | None = None) -> None:
         """Evict unreferenced cached prefixes until the running requests' blocks and the cache's fit the capacity."""
-        cache = self._prefix
-        if cache is None:
-            return
-        over = cache.blocks - cache.pinned - self._free_blocks(step)
+        over = self._prefix.evictable - self._free_blocks(step)
         if over > 0:
-            cache.evict(over)
-
-    def _hit_blocks(self, rid: int) -> int:
-        """Full blocks of `rid`'s prompt the prefix cache holds now (at least its last token is computed)."""
-        cache = self._prefix
-        if cache is None or self._prefix_keys[rid] < 0:
-            return 0
-        cached = cache.cached(self._prefix_keys[rid])
-        if not cached:
-            return 0
-        length = self._prompts[rid] + self._generated[rid]
-        return min(cached, self._prefix_tokens[rid] // self._bs, (length - 1) // self._bs)
-
-    def _pin_cost(self, rid: int, hit: int) -> int:
-        """Free blocks that reading `hit` cached blocks takes: the whole entry's, when nothing references it yet."""
-        cache = self._prefix
-        if cache is None or not hit:
-            return 0
-        key = self._prefix_keys[rid]
-        return 0 if key in cache.referenced else cache.cached(key)
+            self._prefix.evict(over)
 
     def _preempt_until_decoders_fit(self, budget: int) -> int:
         """Preempt the newest requests until every decoder's next token fits; the token budget left."""
@@ -350,7 +277,7 @@ class ContinuousBatchingSimulation:
             chunk = min(remaining, budget)
             if not self._chunked and chunk < remaining:
                 continue
-            need = -(-(computed[rid] + chunk) // self._bs) - held[rid] - self._shared[rid]
+            need = -(-(computed[rid] + chunk) // self._bs) - held[rid] - self._prefix.shared[rid]
             room = self._make_room(rid, need, budget)
             if room is None:
                 break  # as in vLLM, a request preempting itself ends this step's scheduling
@@ -382,20 +309,20 @@ class ContinuousBatchingSimulation:
         prior_context = 0
         while waiting and budget > 0 and len(running) < max_seqs:
             rid = waiting[0]
-            hit = self._hit_blocks(rid)
+            hit = self._prefix.hit_blocks(rid, prompts[rid] + generated[rid])
             need_tokens = prompts[rid] + generated[rid] - hit * bs
             chunk = min(need_tokens, budget)
             if not chunked and chunk < need_tokens:
                 break
             blocks = -(-(hit * bs + chunk) // bs) - hit
-            if blocks + self._pin_cost(rid, hit) > self._free_blocks() or (
+            if blocks + self._prefix.pin_cost(rid, hit) > self._free_blocks() or (
                 self._reserve and self._reserved + self._whole(rid) > self._cap
             ):
                 break
             if self._reserve:
                 self._reserved += self._whole(rid)
             if hit:
-                self._read_cached(rid, hit)
+                self._prefix.read(rid, hit)
                 prior_context += hit * bs
             waiting.popleft()
             state[rid] = _PREFILL
@@ -409,38 +336,6 @@ class ContinuousBatchingSimulation:
             if not chunked:
                 break
         return prior_context
-
-    def _read_cached(self, rid: int, blocks: int) -> None:
-        """Request `rid` reads `blocks` cached blocks of its prefix instead of computing and holding them."""
-        assert self._prefix is not None  # a hit needs a cache
-        self._prefix.acquire(self._prefix_keys[rid])
-        self._shared[rid] = blocks
-        self._hit_tokens += blocks * self._bs
-
-    def _stop_reading(self, rid: int, decoding: bool) -> None:
-        """Request `rid` (finished or preempted) no longer reads its cached prefix."""
-        shared = self._shared[rid]
-        if not shared:
-            return
-        assert self._prefix is not None
-        self._prefix.release(self._prefix_keys[rid])
-        self._shared[rid] = 0
-        if decoding:
-            self._dec_shared -= shared
-
-    def _publish_prefix(self, rid: int) -> None:
-        """A request that computed its shared prefix keeps its full blocks in the cache, and reads them there."""
-        cache = self._prefix
-        if cache is None:
-            return
-        key = self._prefix_keys[rid]
-        if key < 0 or self._shared[rid] or cache.cached(key):
-            return
-        blocks = self._prefix_tokens[rid] // self._bs
-        if blocks:
-            cache.publish(key, blocks)
-            cache.acquire(key)
-            self._shared[rid] = blocks
 
     def _whole(self, rid: int) -> int:
         """KV blocks of request `rid` at its full length (its last token is never stored)."""
@@ -463,17 +358,17 @@ class ContinuousBatchingSimulation:
             del self._prefilling[rid]
             self._held_prefill -= held[rid]
             held[rid] = 0
-            self._publish_prefix(rid)
+            self._prefix.publish(rid)
             if generated[rid] == outputs[rid]:
                 state[rid] = _DONE
                 self._finish[rid] = t
                 self._reserved -= self._whole(rid) if self._reserve else 0
-                self._stop_reading(rid, decoding=False)
+                self._prefix.stop_reading(rid, decoding=False)
                 del self._running[rid]
                 continue
             offset = length + 1 - d  # the next step (counter d) reads length + 1 tokens
             state[rid] = _DECODE
-            self._dec_shared += self._shared[rid]
+            self._prefix.start_decoding(rid)
             self._decoding.add(rid, offset, outputs[rid] + prompts[rid] - 1 - offset)
 
     def _finish_decoders(self, step: int) -> None:
@@ -482,14 +377,14 @@ class ContinuousBatchingSimulation:
             self._state[rid] = _DONE
             self._finish[rid] = self._t
             self._reserved -= self._whole(rid) if self._reserve else 0
-            self._stop_reading(rid, decoding=True)
+            self._prefix.stop_reading(rid, decoding=True)
             del self._running[rid]
 
     def _preempt_newest(self) -> int:
         """Recompute preemption of the newest running request; returns its id."""
         rid = next(reversed(self._running))
         del self._running[rid]
-        self._stop_reading(rid, decoding=self._state[rid] == _DECODE)
+        self._prefix.stop_reading(rid, decoding=self._state[rid] == _DECODE)
         if self._state[rid] == _DECODE:
             self._generated[rid] = self._decoding.remove(rid) + self._d - self._prompts[rid]
         else:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-__all__ = ["BLOCK_SIZE", "SchedulerConfig"]
+if TYPE_CHECKING:
+    from recommender.perf.sim.workload import Workload
+
+__all__ = ["BLOCK_SIZE", "SchedulerConfig", "fits_kv_cache"]
 
 BLOCK_SIZE = 16
 
@@ -50,3 +54,8 @@ class SchedulerConfig:
     @property
     def kv_blocks(self) -> int:
         return self.kv_cache_tokens // self.block_size
+
+
+def fits_kv_cache(workload: Workload, config: SchedulerConfig) -> bool:
+    """Whether every request fits the KV cache alone (its last token is never stored); else it could never run."""
+    return -(-int((workload.prompt_tokens + workload.output_tokens - 1).max()) // config.block_size) <= config.kv_blocks

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Protocol
 from recommender.perf.sim.capacity import max_rate_within_sla, replicas_needed
 from recommender.perf.sim.physics_capacity import ALARM_FACTOR
 from recommender.perf.sim.results import Percentiles
-from recommender.perf.sim.scheduler import SchedulerConfig, simulate
+from recommender.perf.sim.scheduler import SchedulerConfig
+from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.speculative import SpeculativeStepCost
 from recommender.perf.sim.workload import Lengths, SharedPrefix, make_workload
 from recommender.provenance import Provenance

@@ -1,0 +1,68 @@
+"""The spec's search space: the categorical choices of every setting a candidate takes.
+
+Each list names its choices once (a repeat is refused: it is usually a typo for another entry); the
+study turns them into Optuna parameters (``recommender/study/space.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from recommender.config.candidate import (
+    MAX_BATCH,
+    MAX_TENSOR_PARALLEL,
+    KVCacheDtype,
+    Precision,
+    Speculative,
+    TokenCount,
+)
+
+__all__ = ["Space"]
+
+
+class Space(BaseModel):
+    """The categorical search space."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    methods: dict[Precision, list[str]] = Field(description="Precision -> quantization methods to try.")
+    hardware: list[str] = Field(min_length=1, description="Catalog accelerator names, or 'local'.")
+    batch_sizes: list[Annotated[int, Field(gt=0, le=MAX_BATCH)]] = Field(
+        min_length=1, description="max_num_seqs values (concurrent sequences)."
+    )
+    tensor_parallel: list[Annotated[int, Field(gt=0, le=MAX_TENSOR_PARALLEL)]] = Field(default=[1], min_length=1)
+    max_num_batched_tokens: list[TokenCount] = Field(
+        default=[8192], min_length=1, description="Token budgets per engine step (chunked prefill)."
+    )
+    kv_cache_dtypes: list[KVCacheDtype] = Field(
+        default=["auto"], min_length=1, description="'auto' (the model's 16-bit dtype) and/or 'fp8'."
+    )
+    speculative: list[Speculative] = Field(
+        default=["none"], min_length=1, description="Speculative decoding to try: none, ngram, ngram:K (K drafts)."
+    )
+
+    @field_validator("methods")
+    @classmethod
+    def _non_empty(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        if not value or not any(value.values()):
+            raise ValueError("no methods to search; list at least one, e.g. bf16: [baseline]")
+        for names in value.values():
+            _refuse_repeats(names)
+        return value
+
+    @field_validator("hardware", "batch_sizes", "tensor_parallel", "max_num_batched_tokens", "kv_cache_dtypes",
+                     "speculative")
+    @classmethod
+    def _distinct(cls, value: list[Any]) -> list[Any]:
+        return _refuse_repeats(value)
+
+
+def _refuse_repeats(value: list[Any]) -> list[Any]:
+    """A list of choices names each once. Refused rather than deduplicated: a repeat is usually a typo
+    for another entry (h100-sxm twice where h100-pcie was meant), which dropping it would hide."""
+    repeated = [str(v) for i, v in enumerate(value) if v in value[:i]]
+    if repeated:
+        raise ValueError(f"{repeated[0]} listed twice; list each choice once")
+    return value
