@@ -95,6 +95,6 @@ def test_a_shared_prefix_cuts_the_monthly_cost_and_sharing_nothing_changes_nothi
     assert hit is not None and hit == pytest.approx(PREFIX / PROMPT, rel=0.02)
     # Capacity rises about as the prompt tokens left to compute fall (decode and fixed costs dilute it).
     gain = shared.serving.requests_per_s / plain.serving.requests_per_s
-    assert 1.4 < gain <= 1 / (1 - hit) * 1.05
+    assert 2.5 < gain <= 1 / (1 - hit) * 1.05  # 3.03x: the prefill the hits skip was most of the work
     assert shared.cost.usd_per_month < plain.cost.usd_per_month
     assert shared.cost.replicas == pytest.approx(plain.cost.replicas / gain, abs=1.0)
