@@ -30,7 +30,7 @@ from recommender.quality.suite import UseCase, load_use_case
 from recommender.quantize import QuantMethod, get_method
 from recommender.speculation.evaluator import AcceptanceEvaluator
 from recommender.speculation.methods import NONE
-from recommender.study.searchable import check_something_to_search
+from recommender.study.searchable import check_something_to_search, check_speculation_launchable
 from recommender.study.storage import SPEC_JSON_ATTR
 
 if TYPE_CHECKING:
@@ -89,6 +89,7 @@ def prepare(spec: SearchSpec) -> Prepared:
                             "name a task of the use case's include_path or of lm-eval (lm-eval ls tasks)")  # fmt: skip
     catalog = load_catalog(spec.hardware_catalog, price_set=spec.price_set)
     check_something_to_search(spec, catalog, field_prefix=f"{spec.spec_path}: ")
+    check_speculation_launchable(spec, field_prefix=f"{spec.spec_path}: ")
     check_architecture(config, field=f"{spec.spec_path}: model.source config")
     shape = ModelShape.from_config(config)
     check_request_fits(config, shape, catalog, prompt_tokens=spec.traffic.prompt_tokens,

@@ -14,10 +14,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from recommender.config.spec import LOCAL_DEVICE
-from recommender.engines import evaluation_only
+from recommender.engines import EMITTERS, evaluation_only
 from recommender.engines.eligibility import eligibility
 from recommender.errors import BadInputError
 from recommender.quantize import get_method
+from recommender.speculation.methods import NONE
 
 if TYPE_CHECKING:
     from recommender.config.spec import SearchSpec
@@ -51,4 +52,17 @@ def check_something_to_search(spec: SearchSpec, catalog: Catalog, *, field_prefi
         f"{field_prefix}engines", f"nothing to search: engines [{', '.join(spec.engines)}] launch none of the "
         f"space's schemes on its priced GPUs ({reasons[0]})",
         "add an engine that launches them, or schemes and GPUs these engines serve",
+    )  # fmt: skip
+
+
+def check_speculation_launchable(spec: SearchSpec, *, field_prefix: str) -> None:
+    """Refuse a speculative method none of the spec's engines launches as it is measured (only vLLM runs the
+    n-gram proposer that is replayed): its candidates would all be pruned."""
+    wanted = [m for m in dict.fromkeys([*spec.space.speculative, spec.current.speculative]) if m != NONE]
+    if not wanted or any(not EMITTERS[e].speculation_refusal for e in spec.engines):
+        return
+    why = "; ".join(f"{e}: {EMITTERS[e].speculation_refusal}" for e in spec.engines)
+    raise BadInputError(
+        f"{field_prefix}space.speculative", f"{wanted[0]}: no engine in engines: [{', '.join(spec.engines)}] "
+        f"launches it as measured ({why[:300]})", "add vllm to engines, or use speculative: [none]",
     )  # fmt: skip
