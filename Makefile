@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow and not gpu"
 
 # The long real runs (fault injection with killed workers, hostile-input properties at 10x, every checkpoint
-# scheme quantized then scored, two releases gated, the ready spaces planned): 20 tests, 12 min 17 s on two
+# scheme quantized then scored, two releases gated, the ready spaces planned): 20 tests, 12 min 38 s on two
 # cores shared with another test run (7 min 22 s for the first 18 alone). CI runs them too.
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m "slow and not gpu" --durations=10
