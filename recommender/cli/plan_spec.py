@@ -36,7 +36,7 @@ def plan_spec(path: Path, model: str | None, json_output: bool) -> None:
     loaded = load_spec(path)
     name, config = _architecture(path, model, loaded)
     shape, catalog = ModelShape.from_config(config), load_catalog(loaded.hardware_catalog, price_set=loaded.price_set)
-    check_request_fits(config, shape, catalog, prompt_tokens=loaded.traffic.prompt_tokens,
+    check_request_fits(config, shape, catalog, prompt_tokens=loaded.traffic.longest_prompt_tokens,
                        output_tokens=loaded.traffic.output_tokens, field=f"{path}: traffic.prompt_tokens")  # fmt: skip
     check_trace_fits(config, loaded.traffic, field_prefix=f"{path}: ")
     pairs = len(plan_hardware(loaded)) * len(plan_precisions(loaded))

@@ -22,13 +22,14 @@ from pydantic import (
     model_validator,
 )
 
-from recommender.config.candidate import Candidate, TokenCount
+from recommender.config.candidate import MAX_TOKENS, Candidate, TokenCount
 from recommender.config.destinations import MAX_NAME_BYTES
 from recommender.config.space import Space
 from recommender.config.speculation import SpeculationSettings
 from recommender.config.traffic import (
     MAX_RPS,
     MIN_RPS,
+    ConversationTurns,
     FleetPolicy,
     PromptPrefix,
     TrafficProfile,
@@ -90,6 +91,9 @@ class Traffic(_Strict):
     shared_prefix: PromptPrefix | None = Field(
         default=None, description="A prompt prefix requests share (system prompt, templates): prefix caching."
     )
+    conversation: ConversationTurns | None = Field(
+        default=None, description="Multi-turn sessions whose turns carry their history (prefix caching serves it)."
+    )
 
     _profile_defaults = model_validator(mode="before")(traffic_defaults)
 
@@ -101,7 +105,22 @@ class Traffic(_Strict):
                 f"shared_prefix.tokens ({prefix.tokens}) must be shorter than prompt_tokens ({self.prompt_tokens}), "
                 "which counts the prefix: give the whole prompt's length"
             )
+        if self.longest_prompt_tokens + self.output_tokens > MAX_TOKENS:
+            raise ValueError(f"the last turn's {self.longest_prompt_tokens:,} prompt tokens exceed {MAX_TOKENS:,}: "
+                             "fewer turns or shorter messages")  # fmt: skip
         return self
+
+    @property
+    def longest_prompt_tokens(self) -> int:
+        """The longest prompt a request carries: a conversation's last turn, else `prompt_tokens`."""
+        c = self.conversation
+        return c.as_sessions().longest_prompt(self.prompt_tokens, self.output_tokens) if c else self.prompt_tokens
+
+    @property
+    def mean_prompt_tokens(self) -> int:
+        """The mean prompt over requests: a conversation's mean turn, else `prompt_tokens`."""
+        c = self.conversation
+        return c.as_sessions().mean_prompt(self.prompt_tokens, self.output_tokens) if c else self.prompt_tokens
 
 
 #: The default confidence of SLA checks on calibrated figures.
@@ -189,7 +208,7 @@ class SearchSpec(_Strict):
             del data["fleet"]
         if self.sla.confidence == DEFAULT_SLA_CONFIDENCE:
             del data["sla"]["confidence"]
-        for added in ("profile", "shared_prefix"):
+        for added in ("profile", "shared_prefix", "conversation"):
             if data["traffic"][added] is None:
                 del data["traffic"][added]
         if self.spec_path is not None:

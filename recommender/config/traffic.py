@@ -25,10 +25,12 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from recommender.errors import BadInputError
 from recommender.input_files import expand_user, read_text, usable_path
+from recommender.perf.sim.conversation import Conversation
 from recommender.perf.sim.serving import TrafficLoad
 from recommender.perf.sim.workload import EmpiricalLengths, LengthDist, Lengths, SharedPrefix
 
 __all__ = [
+    "ConversationTurns",
     "FleetPolicy",
     "PromptPrefix",
     "TraceRequests",
@@ -223,6 +225,26 @@ class PromptPrefix(_Strict):
         return SharedPrefix(self.tokens, self.fraction, self.templates)
 
 
+class ConversationTurns(_Strict):
+    """Multi-turn sessions: each turn's prompt is the previous turn's prompt, its answer and a new message.
+
+    ``traffic.prompt_tokens`` is the first turn's prompt and ``requests_per_second`` counts every turn; the
+    engines' prefix caches keep a finished turn's blocks for the next (``perf/sim/conversation.py``), so a turn
+    prefills its new message when its history is still cached, the whole history again when it was evicted.
+    """
+
+    turns: Annotated[int, Field(ge=2, le=1000)] = Field(description="Requests per conversation.")
+    think_time_s: Annotated[float, Field(gt=0, le=86_400, allow_inf_nan=False)] = Field(
+        description="Seconds between a turn's arrival and the next's (the user's reading and typing)."
+    )
+    message_tokens: Annotated[int, Field(ge=1, le=MAX_TOKENS)] = Field(
+        description="New tokens each later turn adds after the history it carries."
+    )
+
+    def as_sessions(self) -> Conversation:
+        return Conversation(self.turns, self.think_time_s, self.message_tokens)
+
+
 class FleetPolicy(_Strict):
     """How a fleet follows the profile: autoscaling's floor and headroom, and the GPU mix's length buckets."""
 
@@ -299,11 +321,17 @@ class _TrafficLike(Protocol):
     output_tokens: int
     requests_per_second: float
     shared_prefix: PromptPrefix | None
+    conversation: ConversationTurns | None
 
 
 def traffic_load(traffic: _TrafficLike) -> TrafficLoad:
-    """The spec's `traffic` as the simulator draws it: its rate, mean lengths, length models and shared prefix."""
+    """The spec's `traffic` as the simulator draws it: its rate, mean lengths (a conversation's mean turn), length
+    models (a conversation's first turn), shared prefix and conversations."""
     prompt, output = length_models(traffic.profile, traffic.prompt_tokens, traffic.output_tokens)
     prefix = traffic.shared_prefix.as_sharing() if traffic.shared_prefix is not None else None
-    return TrafficLoad(traffic.requests_per_second, traffic.prompt_tokens, traffic.output_tokens, prompt, output,
-                       prefix)  # fmt: skip
+    sessions = traffic.conversation.as_sessions() if traffic.conversation is not None else None
+    mean_prompt = traffic.prompt_tokens
+    if sessions is not None:
+        mean_prompt = sessions.mean_prompt(traffic.prompt_tokens, traffic.output_tokens)
+    return TrafficLoad(traffic.requests_per_second, mean_prompt, traffic.output_tokens, prompt, output, prefix,
+                       sessions)  # fmt: skip

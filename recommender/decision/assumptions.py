@@ -103,7 +103,7 @@ def fleet_of(role: str, result: CandidateResult, spec: SearchSpec) -> Fleet | No
     if cost is None or serving is None or serving.requests_per_s <= 0:
         return None
     rates = hourly_rates(traffic.profile, traffic.requests_per_second)
-    monthly_tokens = tokens_per_month(sum(rates) / len(rates), traffic.prompt_tokens, traffic.output_tokens)
+    monthly_tokens = tokens_per_month(sum(rates) / len(rates), traffic.mean_prompt_tokens, traffic.output_tokens)
     return Fleet(
         role=role,
         key=result.key,

@@ -124,21 +124,28 @@ def _acceptance(performance: Performance) -> str:
 
 
 def _prefix_caching(evaluator: PerformanceEvaluator, winner: CandidateResult) -> list[LeverEffect]:
-    prefix = evaluator.traffic.shared_prefix
-    if prefix is None or winner.serving is None:
+    """The winner with and without its replicas keeping computed prefixes (a shared prefix, conversations)."""
+    traffic = evaluator.traffic
+    if not (traffic.shared_prefix or traffic.conversation) or winner.serving is None:
         return []
     without = PerformanceEvaluator(
-        evaluator.catalog, evaluator.shape, evaluator.traffic.model_copy(update={"shared_prefix": None}),
-        evaluator.sla, evaluator.local, engines=evaluator.engines, require_price=evaluator.require_price,
-        speculation=evaluator.speculation, calibrated=evaluator.calibrated,
+        evaluator.catalog, evaluator.shape, traffic, evaluator.sla, evaluator.local, engines=evaluator.engines,
+        require_price=evaluator.require_price, speculation=evaluator.speculation, calibrated=evaluator.calibrated,
+        cache_prefixes=False,
     )  # fmt: skip
     with_tpot, with_cost, _ = _figures(evaluator.performance(winner.candidate))
     without_tpot, without_cost, why = _figures(without.performance(winner.candidate))
     hit = winner.serving.prefix_hit_rate or 0.0
+    shared = []
+    if traffic.shared_prefix is not None:
+        p = traffic.shared_prefix
+        shared.append(f"a {p.tokens}-token prefix on {p.fraction:.0%} of requests, {p.templates} template(s)")
+    if traffic.conversation is not None:
+        c = traffic.conversation
+        shared.append(f"{c.turns}-turn conversations, {c.think_time_s:g} s apart, carrying their history")
     measured = (
-        f"{hit:.0%} of prompt tokens served from the replica's prefix cache at its load (simulated: a "
-        f"{prefix.tokens}-token prefix on {prefix.fraction:.0%} of requests, {prefix.templates} template(s), "
-        "full 16-token blocks, LRU eviction)"
+        f"{hit:.0%} of prompt tokens served from the replica's prefix cache at its load (simulated: "
+        f"{'; '.join(shared)}; full 16-token blocks, LRU eviction)"
     )
     binding = "decode steps and the KV cache, not the prefill the cache skips"
     return [LeverEffect("prefix caching", measured, with_tpot, without_tpot, with_cost, without_cost,

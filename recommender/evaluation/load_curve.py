@@ -57,7 +57,7 @@ def load_curve(evaluator: PerformanceEvaluator, c: Candidate, *, points: int = 8
         rate = capacity * 1.3 * i / points
         workload = make_workload(
             prompt=traffic.prompt_tokens, output=traffic.output_tokens, n_requests=SIMULATED_REQUESTS, rate=rate,
-            prefix=evaluator.load.prefix,
+            **evaluator.load.sharing,
         )
         p = simulate_workload(cost, workload, scheduler, speculation=setup.speculation)
         high = simulate_workload(upper, workload, scheduler, speculation=setup.speculation) if setup.engine else p

@@ -147,6 +147,8 @@ class PerformanceEvaluator:
     require_price: bool = True
     #: Measures speculative methods' acceptance (the search; None: a command without the model prunes them).
     speculation: SpeculationSource | None = None
+    #: Whether replicas keep computed prefixes (every engine's default; False: the lever off, for comparison).
+    cache_prefixes: bool = True
     calibrated: CalibratedModel = field(default_factory=lambda: CalibratedModel(load_fit()))
     _probes: dict[tuple[str, int], ProbeResult] = field(default_factory=dict)
     _performances: dict[Candidate, CandidateResult | Performance] = field(default_factory=dict, init=False, repr=False)
@@ -154,7 +156,7 @@ class PerformanceEvaluator:
     @cached_property
     def load(self) -> TrafficLoad:
         """The spec's traffic as the simulator draws it."""
-        return traffic_load(self.traffic)
+        return replace(traffic_load(self.traffic), cache_prefixes=self.cache_prefixes)
 
     @property
     def probes_run(self) -> int:
@@ -276,7 +278,7 @@ class PerformanceEvaluator:
         )
         # A catalog GPU needs room for one request; the scheduler caps concurrency at the KV
         # cache. The local probe really runs the whole batch, so there all of it must fit.
-        context = self.traffic.prompt_tokens + self.traffic.output_tokens
+        context = self.traffic.longest_prompt_tokens + self.traffic.output_tokens
         must_fit = c.batch_size if accel is None else 1
         fit = MemoryFit(memory.needed_gb(must_fit, context), memory.usable_gb)
         shortfall = memory.shortfall(must_fit, context)

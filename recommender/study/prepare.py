@@ -92,8 +92,9 @@ def prepare(spec: SearchSpec) -> Prepared:
     check_speculation_launchable(spec, field_prefix=f"{spec.spec_path}: ")
     check_architecture(config, field=f"{spec.spec_path}: model.source config")
     shape = ModelShape.from_config(config)
-    check_request_fits(config, shape, catalog, prompt_tokens=spec.traffic.prompt_tokens,
-                       output_tokens=spec.traffic.output_tokens, field=f"{spec.spec_path}: traffic")  # fmt: skip
+    field = f"{spec.spec_path}: traffic" + (" (a conversation's last turn)" if spec.traffic.conversation else "")
+    check_request_fits(config, shape, catalog, prompt_tokens=spec.traffic.longest_prompt_tokens,
+                       output_tokens=spec.traffic.output_tokens, field=field)  # fmt: skip
     check_trace_fits(config, spec.traffic, field_prefix=f"{spec.spec_path}: ")
     check_sla_reachable(
         shape,

@@ -3,6 +3,7 @@ shares the KV capacity with the running requests, and a workload that shares not
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from recommender.config.candidate import Candidate
@@ -10,6 +11,7 @@ from recommender.config.spec import LatencySLA, Traffic
 from recommender.evaluation.performance import Performance, PerformanceEvaluator
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
+from recommender.perf.sim.conversation import Conversation
 from recommender.perf.sim.prefix_cache import PrefixCache
 from recommender.perf.sim.scheduler import ContinuousBatchingSimulation, SchedulerConfig
 from recommender.perf.sim.simulate import simulate
@@ -98,3 +100,30 @@ def test_a_shared_prefix_cuts_the_monthly_cost_and_sharing_nothing_changes_nothi
     assert 2.5 < gain <= 1 / (1 - hit) * 1.05  # 3.03x: the prefill the hits skip was most of the work
     assert shared.cost.usd_per_month < plain.cost.usd_per_month
     assert shared.cost.replicas == pytest.approx(plain.cost.replicas / gain, abs=1.0)
+
+
+def test_a_conversation_s_next_turn_reads_its_history_from_the_cache(roofline: RooflineStepCost) -> None:
+    """Turns 30 s apart, one conversation at a time: turn j computes only its new message (and the partial block
+    before it); its history, kept when turn j-1 finished, is read from the cache."""
+    turns, message, output = 4, 200, 150
+    conversation = Conversation(turns=turns, think_time_s=30.0, message_tokens=message)
+    workload = make_workload(prompt=1500, output=output, n_requests=turns * 10, rate=0.01, conversation=conversation)
+    assert workload.history_keys is not None and workload.prefix_tokens is not None
+    later = workload.prefix_tokens > 0
+    assert np.all(workload.prompt_tokens[later] == workload.prefix_tokens[later] + message)
+    result = simulate(roofline, workload, SchedulerConfig(kv_cache_tokens=400_000, max_num_seqs=32))
+    # Every later turn hits its history's full blocks; the first turn of each conversation computes everything.
+    expected = int(((workload.prefix_tokens[later] - 1) // 16 * 16).sum())
+    assert result.prefix_hit_tokens == expected
+    assert result.prefill_tokens == int(workload.prompt_tokens.sum()) - expected
+    fast = ContinuousBatchingSimulation(roofline, workload, SchedulerConfig(kv_cache_tokens=6_000, max_num_seqs=8))
+    slow = ContinuousBatchingSimulation(roofline, workload, SchedulerConfig(kv_cache_tokens=6_000, max_num_seqs=8),
+                                        fast_decode=False)  # fmt: skip
+    a, b = fast.run(), slow.run()
+    assert a.prefix_hit_tokens == b.prefix_hit_tokens and a.ttft_ms.p99 == pytest.approx(b.ttft_ms.p99, rel=1e-9)
+
+
+def test_a_conversation_longer_than_any_request_may_be_is_refused() -> None:
+    with pytest.raises(ValueError, match="last turn"):
+        Traffic(prompt_tokens=1000, output_tokens=100, requests_per_second=1.0,
+                conversation={"turns": 1000, "think_time_s": 1, "message_tokens": 100_000})  # fmt: skip

@@ -15,6 +15,7 @@ from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.workload import make_workload
 
 if TYPE_CHECKING:
+    from recommender.perf.sim.conversation import Conversation
     from recommender.perf.sim.results import SimulationResult
     from recommender.perf.sim.scheduler import SchedulerConfig
     from recommender.perf.sim.speculative import SpeculativeDecoding
@@ -49,13 +50,15 @@ class _RateTrials:
     ttft_p99_ms: float
     tpot_p99_ms: float
     prefix: SharedPrefix | None = None
+    conversation: Conversation | None = None
+    cache_prefixes: bool = True
     speculation: SpeculativeDecoding | None = None
     evaluations: int = 0
 
     def workload(self, rate: float) -> Workload:
         return make_workload(
             prompt=self.prompt, output=self.output, n_requests=self.n_requests, rate=rate, seed=self.seed,
-            prefix=self.prefix,
+            prefix=self.prefix, conversation=self.conversation, cache_prefixes=self.cache_prefixes,
         )
 
     def run(self, rate: float) -> SimulationResult:
@@ -92,7 +95,9 @@ def max_rate_within_sla(
     seed: int = 0,
     rel_tol: float = 0.02,
     prefix: SharedPrefix | None = None,
+    conversation: Conversation | None = None,
     speculation: SpeculativeDecoding | None = None,
+    cache_prefixes: bool = True,
 ) -> RateSearch:
     """Bisect the Poisson arrival rate for the highest one whose P99 TTFT and P99 TPOT meet the SLA.
 
@@ -106,7 +111,7 @@ def max_rate_within_sla(
     can already miss the SLA.
     """
     trials = _RateTrials(cost, config, prompt, output, n_requests, seed, ttft_p99_ms, tpot_p99_ms, prefix,
-                         speculation)  # fmt: skip
+                         conversation, cache_prefixes, speculation)  # fmt: skip
     if not fits_kv_cache(trials.workload(1.0), config):
         # Drawn lengths (a long tail, a trace) can hold a request no KV cache of this replica holds: it would
         # never be scheduled, so no arrival rate meets the SLA.

@@ -15,6 +15,10 @@ O(1). An entry grows when a longer prefix under its key is published (a conversa
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from recommender.perf.sim.workload import Workload
 
 __all__ = ["PrefixCache"]
 
@@ -92,16 +96,27 @@ class PrefixSharing:
     With no prefix keys (a workload that shares nothing) every answer is 0 and nothing is cached.
     """
 
-    __slots__ = ("_bs", "_keys", "_tokens", "cache", "decoding_shared", "hit_tokens", "shared")
+    __slots__ = ("_bs", "_history", "_keys", "_tokens", "cache", "decoding_shared", "hit_tokens", "shared")
 
-    def __init__(self, keys: list[int] | None, tokens: list[int] | None, n_requests: int, block_size: int) -> None:
+    def __init__(
+        self, keys: list[int] | None, tokens: list[int] | None, n_requests: int, block_size: int,
+        history: list[int] | None = None,
+    ) -> None:
         self.cache = PrefixCache() if keys is not None else None
         self._keys = keys or []
         self._tokens = tokens or []
+        self._history = history  # the key each request's whole sequence is kept under when it finishes
         self._bs = block_size
         self.shared = [0] * n_requests  # cached blocks a running request reads instead of holding
         self.decoding_shared = 0  # the decoders' shared blocks together
         self.hit_tokens = 0  # prompt tokens served from the cache
+
+    @classmethod
+    def of(cls, workload: Workload, block_size: int) -> PrefixSharing:
+        """The sharing `workload` declares (its prefix and history keys; none: inert)."""
+        keys, tokens, history = workload.prefix_keys, workload.prefix_tokens, workload.history_keys
+        return cls(None if keys is None else keys.tolist(), None if tokens is None else tokens.tolist(),
+                   len(workload), block_size, None if history is None else history.tolist())  # fmt: skip
 
     @property
     def pinned(self) -> int:
@@ -161,6 +176,13 @@ class PrefixSharing:
             cache.publish(key, blocks)
             cache.acquire(key)
             self.shared[rid] = blocks
+
+    def finish(self, rid: int, length: int) -> None:
+        """Request `rid` finished with `length` tokens: under its history key (a conversation's next turn reads it)
+        the cache keeps its full blocks (its last token is never stored)."""
+        if self._history is not None and self._history[rid] >= 0:
+            assert self.cache is not None
+            self.cache.publish(self._history[rid], (length - 1) // self._bs)
 
     def evict(self, blocks: int) -> None:
         if self.cache is not None:

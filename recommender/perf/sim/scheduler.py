@@ -120,11 +120,7 @@ class ContinuousBatchingSimulation:
         self._preemptions = 0
         self._steps = 0
         self._max_step_tokens = 0
-        # Shared prompt prefixes (None: the workload shares nothing, and nothing below looks at them).
-        keys, tokens = workload.prefix_keys, workload.prefix_tokens
-        self._prefix = PrefixSharing(
-            None if keys is None else keys.tolist(), None if tokens is None else tokens.tolist(), n_req, self._bs
-        )
+        self._prefix = PrefixSharing.of(workload, self._bs)  # shared prompt prefixes; inert when nothing is shared
         self._prefilled_tokens = 0  # prompt tokens computed
 
     def run(self, *, ttft_sla_ms: float | None = None, tpot_sla_ms: float | None = None) -> SimulationResult:
@@ -363,6 +359,7 @@ class ContinuousBatchingSimulation:
                 state[rid] = _DONE
                 self._finish[rid] = t
                 self._reserved -= self._whole(rid) if self._reserve else 0
+                self._prefix.finish(rid, length + 1)
                 self._prefix.stop_reading(rid, decoding=False)
                 del self._running[rid]
                 continue
@@ -377,6 +374,7 @@ class ContinuousBatchingSimulation:
             self._state[rid] = _DONE
             self._finish[rid] = self._t
             self._reserved -= self._whole(rid) if self._reserve else 0
+            self._prefix.finish(rid, self._prompts[rid] + self._outputs[rid])
             self._prefix.stop_reading(rid, decoding=True)
             del self._running[rid]
 

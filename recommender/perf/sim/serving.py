@@ -11,9 +11,10 @@ with every step at the upper bound of its held-out error (``simulate_serving_int
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from recommender.perf.sim.capacity import max_rate_within_sla, replicas_needed
+from recommender.perf.sim.conversation import Conversation
 from recommender.perf.sim.physics_capacity import ALARM_FACTOR
 from recommender.perf.sim.results import Percentiles
 from recommender.perf.sim.scheduler import SchedulerConfig
@@ -38,6 +39,20 @@ class TrafficLoad:
     output: Lengths
     #: Prompts sharing a prefix (a system prompt, templates) that prefix caching serves; None: nothing shared.
     prefix: SharedPrefix | None = None
+    #: Multi-turn sessions whose turns carry their history (``conversation.py``); None: single requests.
+    conversation: Conversation | None = None
+    #: Whether the engine keeps computed prefixes (all four engines do by default; False: the lever turned off).
+    cache_prefixes: bool = True
+
+    @property
+    def shares_prompts(self) -> bool:
+        """Whether any prompt shares tokens another computed (a prefix cache's hit rate means something)."""
+        return self.prefix is not None or self.conversation is not None
+
+    @property
+    def sharing(self) -> dict[str, Any]:
+        """What `make_workload` draws besides the lengths: the prefixes, the conversations, whether they are cached."""
+        return {"prefix": self.prefix, "conversation": self.conversation, "cache_prefixes": self.cache_prefixes}
 
 
 class LatencyLimits(Protocol):
@@ -127,7 +142,7 @@ def simulate_serving(
     prompt, output = traffic.prompt, traffic.output
     search = max_rate_within_sla(
         cost, config, prompt=prompt, output=output, ttft_p99_ms=sla.ttft_p99_ms, tpot_p99_ms=sla.tpot_p99_ms,
-        n_requests=SIMULATED_REQUESTS, prefix=traffic.prefix, speculation=speculation,
+        n_requests=SIMULATED_REQUESTS, speculation=speculation, **traffic.sharing,
     )  # fmt: skip
     if search.rate_per_s <= 0:
         # Not even a lone request meets the SLA: report the latencies at a trickle of traffic.
@@ -139,7 +154,7 @@ def simulate_serving(
     replicas = replicas_needed(traffic.requests_per_second, search.rate_per_s)
     load = traffic.requests_per_second / replicas
     at_load = simulate(cost, make_workload(prompt=prompt, output=output, n_requests=SIMULATED_REQUESTS, rate=load,
-                                           prefix=traffic.prefix), config, speculation=speculation)  # fmt: skip
+                                           **traffic.sharing), config, speculation=speculation)  # fmt: skip
     return ServingEstimate(
         ttft_ms=at_load.ttft_ms,
         tpot_ms=at_load.tpot_ms,
@@ -147,7 +162,7 @@ def simulate_serving(
         tokens_per_s=search.rate_per_s * (traffic.prompt_tokens + traffic.output_tokens),
         load_per_replica_rps=load,
         provenance=label,
-        prefix_hit_rate=at_load.prefix_hit_rate if traffic.prefix is not None else None,
+        prefix_hit_rate=at_load.prefix_hit_rate if traffic.shares_prompts else None,
     )
 
 
@@ -163,13 +178,13 @@ def simulate_serving_interval(
     """
     high = simulate_serving(upper, config, traffic=traffic, sla=sla, speculation=speculation)
     workload = make_workload(prompt=traffic.prompt, output=traffic.output, n_requests=SIMULATED_REQUESTS,
-                             rate=high.load_per_replica_rps, prefix=traffic.prefix)  # fmt: skip
+                             rate=high.load_per_replica_rps, **traffic.sharing)  # fmt: skip
     at_load = simulate(point, workload, config, speculation=speculation)
     t = at_load.ttft_ms
     return replace(
         high, ttft_ms=Percentiles(t.p50 + ttft_offset_ms, t.p95 + ttft_offset_ms, t.p99 + ttft_offset_ms),
         tpot_ms=at_load.tpot_ms, engine=engine, ttft_p99_high_ms=high.ttft_ms.p99 + ttft_offset_ms,
         tpot_p99_high_ms=high.tpot_ms.p99, confidence=confidence,
-        prefix_hit_rate=at_load.prefix_hit_rate if traffic.prefix is not None else None,
+        prefix_hit_rate=at_load.prefix_hit_rate if traffic.shares_prompts else None,
     )  # fmt: skip
 

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from recommender.perf.sim.conversation import Conversation, conversation_requests, conversations_for
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -128,6 +130,9 @@ class Workload:
     output_tokens: IntArray
     prefix_keys: IntArray | None = None
     prefix_tokens: IntArray | None = None
+    #: The key each request's whole sequence is kept under when it finishes (a conversation's next turn reads it);
+    #: None: nothing is kept for later turns.
+    history_keys: IntArray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.arrivals_s)
@@ -141,6 +146,8 @@ class Workload:
             raise ValueError("give both prefix keys and prefix tokens, or neither")
         if self.prefix_tokens is not None and np.any(self.prefix_tokens >= self.prompt_tokens):
             raise ValueError("a shared prefix must be shorter than its prompt")
+        if self.history_keys is not None and self.prefix_keys is None:
+            raise ValueError("a workload that keeps histories reads them as prefixes: give its prefix keys")
 
     def __len__(self) -> int:
         return len(self.arrivals_s)
@@ -163,6 +170,8 @@ def make_workload(
     arrivals: Sequence[float] | FloatArray | None = None,
     seed: int = 0,
     prefix: SharedPrefix | None = None,
+    conversation: Conversation | None = None,
+    cache_prefixes: bool = True,
 ) -> Workload:
     """Poisson arrivals at `rate` (requests/s), or the trace `arrivals`; lengths fixed or drawn; with `prefix`,
     the requests that share a prompt prefix.
@@ -174,6 +183,10 @@ def make_workload(
     if (rate is None) == (arrivals is None):
         raise ValueError("give exactly one of rate (Poisson arrivals) or arrivals (a trace)")
     arrival_rng, prompt_rng, output_rng, prefix_rng = np.random.default_rng(seed).spawn(4)
+    if conversation is not None:
+        made = _conversations(prompt, output, n_requests, rate, conversation, prefix,
+                              (arrival_rng, prompt_rng, output_rng, prefix_rng))  # fmt: skip
+        return made if cache_prefixes else replace(made, prefix_keys=None, prefix_tokens=None, history_keys=None)
     if arrivals is not None:
         times = np.sort(np.asarray(arrivals, dtype=float))
         if n_requests is not None and n_requests != len(times):
@@ -190,7 +203,31 @@ def make_workload(
     if prefix is None:
         return Workload(times, prompts, outputs)
     keys, shared, prompts = prefix.assign(prompts, prefix_rng)
-    return Workload(times, prompts, outputs, keys, shared)
+    return Workload(times, prompts, outputs, keys, shared) if cache_prefixes else Workload(times, prompts, outputs)
+
+
+def _conversations(
+    prompt: Lengths, output: Lengths, n_requests: int | None, rate: float | None, conversation: Conversation,
+    prefix: SharedPrefix | None, rngs: tuple[np.random.Generator, ...],
+) -> Workload:
+    """Poisson conversation starts at `rate` / turns; the first prompts and every answer drawn (``conversation.py``)."""
+    if n_requests is None or n_requests < 1 or rate is None or rate <= 0:
+        raise ValueError("conversations need n_requests >= 1 and a Poisson rate > 0")
+    arrival_rng, prompt_rng, output_rng, prefix_rng = rngs
+    n_conv = conversations_for(n_requests, conversation.turns)
+    starts = np.cumsum(arrival_rng.standard_exponential(n_conv)) / (rate / conversation.turns)
+    prompt_dist = LengthDist(prompt) if isinstance(prompt, int) else prompt
+    output_dist = LengthDist(output) if isinstance(output, int) else output
+    first = prompt_dist.sample(n_conv, prompt_rng)
+    keys, shared = np.full(n_conv, NO_PREFIX, dtype=np.int64), np.zeros(n_conv, dtype=np.int64)
+    if prefix is not None:
+        keys, shared, first = prefix.assign(first, prefix_rng)
+    r = conversation_requests(
+        first=first, outputs=output_dist.sample(n_conv * conversation.turns, output_rng), starts=starts,
+        conversation=conversation, first_keys=keys, first_shared=shared, n_requests=n_requests,
+        own_key0=prefix.templates if prefix is not None else 0,  # conversations' keys after the templates'
+    )  # fmt: skip
+    return Workload(r.arrivals_s, r.prompt_tokens, r.output_tokens, r.prefix_keys, r.prefix_tokens, r.history_keys)
 
 
 class TrafficRate(Protocol):
