@@ -29,6 +29,7 @@ from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.speculative import SpeculativeDecoding
 from recommender.perf.sim.workload import SharedPrefix, make_workload
 from recommender.perf.step.calibrated import CalibratedModel, load_fit
+from recommender.perf.step.cost import StepCostModel
 from recommender.quantize import get_method
 
 PROMPT, OUTPUT = 1024, 128
@@ -37,7 +38,7 @@ ACCEPTANCE = (1.5, 2.0, 2.5, 2.83, 3.5)
 K = 4
 
 
-def _setup(gpu: str, tp: int, context: int) -> tuple[object, SchedulerConfig]:
+def _setup(gpu: str, tp: int, context: int) -> tuple[StepCostModel, SchedulerConfig]:
     _, shape = load_architecture("llama-3.1-70b")
     accel = load_catalog().get(gpu)
     method = get_method("baseline")
@@ -52,15 +53,15 @@ def speculation_table() -> None:
     cost, config = _setup("h100-sxm", 4, PROMPT + OUTPUT)
     trickle = make_workload(prompt=PROMPT, output=OUTPUT, n_requests=60, rate=0.2)
     busy = make_workload(prompt=PROMPT, output=OUTPUT, n_requests=1500, rate=60.0)
-    plain_lone = simulate(cost, trickle, config)  # type: ignore[arg-type]
-    plain_busy = simulate(cost, busy, config)  # type: ignore[arg-type]
+    plain_lone = simulate(cost, trickle, config)
+    plain_busy = simulate(cost, busy, config)
     print("n-gram speculation, Llama-3.1-70B bf16, 4x H100, vLLM calibrated step cost, k=4 drafts per step")
     print(f"{'tokens/step':>11} {'drafts/step':>11} {'QPS-1 speed-up':>15} {'full-batch speed-up':>20}")
     for tokens in ACCEPTANCE:
         drafted = min(K, (tokens - 1) * 1.6)  # steps that match draft k; misses draft none (demo ratio 1.46/0.36)
         spec = SpeculativeDecoding("ngram", K, tokens, drafted)
-        lone = simulate(cost, trickle, config, speculation=spec)  # type: ignore[arg-type]
-        full = simulate(cost, busy, config, speculation=spec)  # type: ignore[arg-type]
+        lone = simulate(cost, trickle, config, speculation=spec)
+        full = simulate(cost, busy, config, speculation=spec)
         print(f"{tokens:>11.2f} {drafted:>11.2f} {plain_lone.tpot_ms.p50 / lone.tpot_ms.p50:>14.2f}x "
               f"{full.output_tokens_per_s / plain_busy.output_tokens_per_s:>19.2f}x")  # fmt: skip
     print("published: up to 2.8x at QPS 1 (acceptance not published); 1.8x slower (0.56x) at high QPS")
@@ -71,7 +72,7 @@ def prefix_table() -> None:
     cost, config = _setup("h100-sxm", 8, long_prompt + 16)
     cold = make_workload(prompt=long_prompt, output=16, arrivals=[0.0, 600.0])
     warm = make_workload(prompt=long_prompt, output=16, arrivals=[0.0, 600.0], prefix=SharedPrefix(long_prompt - 1))
-    first, again = simulate(cost, cold, config), simulate(cost, warm, config)  # type: ignore[arg-type]
+    first, again = simulate(cost, cold, config), simulate(cost, warm, config)
     print("\nprefix caching, Llama-3.1-70B bf16, 8x H100, vLLM calibrated step cost")
     print(f"a 120,000-token conversation sent twice (16 tokens out): TTFT cold {first.ttft_s[1]:.2f} s, warm "
           f"{again.ttft_s[1]:.3f} s; end to end cold {first.e2e_s[1]:.2f} s, warm {again.e2e_s[1]:.2f} s "
@@ -80,7 +81,7 @@ def prefix_table() -> None:
     cost4, config4 = _setup("h100-sxm", 4, 3000 + 128)
     for fraction in (0.0, 1.0):
         w = make_workload(prompt=3000, output=128, n_requests=600, rate=3.0, prefix=SharedPrefix(2048, fraction))
-        r = simulate(cost4, w, config4)  # type: ignore[arg-type]
+        r = simulate(cost4, w, config4)
         print(f"3,000-token prompts at 3 req/s on 4x H100, 2,048-token system prompt on {fraction:.0%}: hit rate "
               f"{r.prefix_hit_rate:.0%}, P50 TTFT {r.ttft_ms.p50:.0f} ms, P99 TTFT {r.ttft_ms.p99:.0f} ms, "
               f"prompt tokens computed {r.prefill_tokens:,}")  # fmt: skip

@@ -94,12 +94,7 @@ def _speculation(evaluator: PerformanceEvaluator, spec: SearchSpec, winner: Cand
 
 def _on_engine(evaluator: PerformanceEvaluator, engine: str) -> PerformanceEvaluator:
     """`evaluator` restricted to one engine (the local device, engine '', keeps its own)."""
-    if not engine:
-        return evaluator
-    return PerformanceEvaluator(
-        evaluator.catalog, evaluator.shape, evaluator.traffic, evaluator.sla, evaluator.local, engines=(engine,),
-        require_price=evaluator.require_price, speculation=evaluator.speculation, calibrated=evaluator.calibrated,
-    )  # fmt: skip
+    return replace(evaluator, engines=(engine,)) if engine else evaluator
 
 
 def _engine_note(performance: Performance | CandidateResult) -> str:
@@ -128,11 +123,7 @@ def _prefix_caching(evaluator: PerformanceEvaluator, winner: CandidateResult) ->
     traffic = evaluator.traffic
     if not (traffic.shared_prefix or traffic.conversation) or winner.serving is None:
         return []
-    without = PerformanceEvaluator(
-        evaluator.catalog, evaluator.shape, traffic, evaluator.sla, evaluator.local, engines=evaluator.engines,
-        require_price=evaluator.require_price, speculation=evaluator.speculation, calibrated=evaluator.calibrated,
-        cache_prefixes=False,
-    )  # fmt: skip
+    without = replace(evaluator, cache_prefixes=False)
     with_tpot, with_cost, _ = _figures(evaluator.performance(winner.candidate))
     without_tpot, without_cost, why = _figures(without.performance(winner.candidate))
     hit = winner.serving.prefix_hit_rate or 0.0

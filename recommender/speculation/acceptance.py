@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from recommender.speculation.ngram import DecodeReplay, replay
+from recommender.speculation.ngram import DecodeReplay
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -99,13 +99,3 @@ def greedy_continuations(
                 ends = np.flatnonzero(row == eos_token_id) if eos_token_id is not None else np.array([], dtype=int)
                 continuations.append(row[: int(ends[0]) + 1] if ends.size else row)
     return continuations
-
-
-def measure(
-    model: nn.Module, prompts: Sequence[Sequence[int]], method: NgramMethod, *, new_tokens: int,
-    eos_token_id: int | None, evidence: str,
-) -> AcceptanceRate:
-    """Greedy continuations of `prompts` by `model`, and what `method` accepts over them."""
-    generated = greedy_continuations(model, prompts, new_tokens=new_tokens, eos_token_id=eos_token_id)
-    replays = [replay(np.asarray(p), g, method) for p, g in zip(prompts, generated, strict=True)]
-    return rate_of(replays, method, evidence)

@@ -48,6 +48,7 @@ class AcceptanceEvaluator:
     cache: QualityCache | None = None
     _prompts: list[list[int]] | None = field(default=None, repr=False)
     _generated: dict[str, list[np.ndarray]] = field(default_factory=dict, repr=False)
+    _task_fingerprint: str | None = field(default=None, repr=False)
     rates: dict[tuple[str, str], AcceptanceRate] = field(default_factory=dict)
 
     @property
@@ -80,10 +81,12 @@ class AcceptanceEvaluator:
         return self._prompts
 
     def _key(self, method: QuantMethod) -> str:
+        if self._task_fingerprint is None:  # reads every document once: once per evaluator, not per scheme
+            self._task_fingerprint = describe_task(self.manager, self.task).fingerprint
         dtype = self.models.compute_dtype
         return cache_key(
             model=self.models.source.fingerprint(), method=method.identity(), algorithm=ALGORITHM,
-            settings=self.settings.model_dump(mode="json"), task=describe_task(self.manager, self.task).fingerprint,
+            settings=self.settings.model_dump(mode="json"), task=self._task_fingerprint,
             **({} if dtype == "bfloat16" else {"compute_dtype": dtype}),
         )  # fmt: skip
 
