@@ -32,6 +32,7 @@ import csv
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import NoReturn
 
@@ -41,7 +42,16 @@ from recommender.errors import BadInputError
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.fit.build import build_fit
-from recommender.perf.fit.serving_runs import DEFAULT_RUNS, RUNS_SOURCE, MeasuredRun, load_runs, read_runs, runs_digest
+from recommender.perf.fit.serving_runs import (
+    DEFAULT_RUNS,
+    KERNEL_RUNS,
+    KERNEL_RUNS_SOURCE,
+    RUNS_SOURCE,
+    MeasuredRun,
+    load_runs,
+    read_runs,
+    runs_digest,
+)  # fmt: skip
 from recommender.perf.fit.step_fit import (
     BenchmarkProtocol,
     FitSettings,
@@ -53,9 +63,17 @@ from recommender.perf.fit.step_fit import (
 from recommender.perf.fit.validation import bracket_rows, shipped_predictions, shipped_table
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.sim.closed_loop import replay
-from recommender.perf.step.calibrated import FIT_PATH, ErrorSummary, HoldoutSummary, load_fit
+from recommender.perf.step.calibrated import (
+    FIT_PATH,
+    KERNEL_FIT_PATH,
+    ErrorSummary,
+    HoldoutSummary,
+    StepCostFit,
+    load_fit,
+)  # fmt: skip
 from recommender.perf.step.cost import RooflineStepCost
 from recommender.perf.step.features import StepFeatures
+from recommender.perf.step.kernel_tables import KernelTables, KernelTablesUnavailable, kernel_package_version
 from recommender.quantize import get_method
 
 
@@ -141,9 +159,71 @@ def _predict(path: Path, json_out: Path | None) -> None:
         json_out.write_text(json.dumps(doc, indent=2))
 
 
+def _covered(runs: list[MeasuredRun], shapes: dict[str, ModelShape], tables: KernelTables) -> list[MeasuredRun]:
+    """The runs aiconfigurator-core has kernel tables for (the others are counted by reason)."""
+    kept, missing = [], Counter[str]()
+    for run in runs:
+        try:
+            tables.get(shapes[run.model], run.numerics, run.hardware, run.engine, run.tensor_parallel,
+                       run.kv_cache_dtype)  # fmt: skip
+            kept.append(run)
+        except KernelTablesUnavailable as exc:
+            missing[str(exc)] += 1
+    for why, count in sorted(missing.items()):
+        print(f"  no kernel tables for {count} runs: {why}")
+    return kept
+
+
+def _kernel_fit(args: argparse.Namespace) -> None:
+    """The kernel-table step cost: host time and topology all-reduces fitted over measured kernels."""
+    if kernel_package_version() is None:
+        _refuse("--kernels: aiconfigurator-core is not installed", "pip install 'aiconfigurator-core==0.12.0'")
+    files = list(args.runs_files or KERNEL_RUNS)
+    runs = [run for path in files for run in load_runs(path, schemes=get_method, profiles=PROFILES)]
+    shapes = {m: load_architecture(m)[1] for m in sorted({r.model for r in runs})}
+    started, tables = time.perf_counter(), KernelTables()
+    runs = _covered(runs, shapes, tables)
+    catalog = load_catalog()
+    print(f"{len(runs)} runs with kernel tables from {', '.join(str(f) for f in files)}; tables built in "
+          f"{time.perf_counter() - started:.1f} s")  # fmt: skip
+    rows = bracket_rows(runs, shapes, catalog, kernels=tables)
+    fit = build_fit(rows, data=KERNEL_RUNS_SOURCE, data_sha256=runs_digest(*files), protocol=BenchmarkProtocol(),
+                    settings=FitSettings(), profiles=PROFILES)  # fmt: skip
+    print(f"design rows and fits in {time.perf_counter() - started:.1f} s; pooled coefficients: " + ", ".join(
+        f"{n} {c:.3g}" for n, c in zip(fit.coefficient_names, fit.pooled, strict=True) if c))  # fmt: skip
+    _report(fit, args.json, before=None)
+    if args.write:
+        KERNEL_FIT_PATH.write_text(fit.model_dump_json(indent=1) + "\n", encoding="utf-8")
+        print(f"\nwrote {KERNEL_FIT_PATH}")
+
+
+def _report(fit: StepCostFit, json_out: Path | None, before: dict[str, ErrorSummary] | None) -> None:
+    if before is not None:
+        _table("Before: assumed-efficiency roofline, same closed-loop replay", before)
+    _table("Leave-one-group-out cross-validation", fit.cross_validation)
+    _table("In sample (the shipped coefficients on the runs they were fitted on)", fit.in_sample)
+    print("\nHeld out whole (errors with each campaign's client; bracket: error outside [burst, steady] client "
+          "protocols; cover: share of runs inside the nominal 90 % interval, step residuals + bracket, and before: "
+          "benchmark-mean residuals)")  # fmt: skip
+    for name, table in fit.validation.items():
+        _holdout_table(f"Leave one {name} out", table)
+    if json_out:
+        doc = {"cross_validation": fit.cross_validation, "in_sample": fit.in_sample} | (
+            {"before": before} if before is not None else {})
+        tables = {k: {g: e.model_dump() for g, e in t.items()} for k, t in doc.items()}
+        tables |= {f"leave_one_{k}_out": {g: e.model_dump() for g, e in t.items()} for k, t in fit.validation.items()}
+        json_out.write_text(json.dumps(tables, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=Path, default=DEFAULT_RUNS)
+    parser.add_argument("--kernels", action="store_true",
+                        help="fit and validate the kernel-table step cost (aiconfigurator-core's measured kernels + "
+                        f"fitted host time) on the runs of {', '.join(p.name for p in KERNEL_RUNS)}; with --write, "
+                        f"write {KERNEL_FIT_PATH.name}")
+    parser.add_argument("--kernel-runs", dest="runs_files", type=Path, action="append",
+                        help="with --kernels: a runs file to fit on (repeatable; default: the shipped files)")
     parser.add_argument("--write", action="store_true", help=f"write the fitted artifact to {FIT_PATH}")
     parser.add_argument("--json", type=Path, help="also write the error tables as JSON here")
     parser.add_argument("--predict", type=Path, metavar="FILE",
@@ -153,6 +233,9 @@ def main() -> None:
         _check_json_out(args.json)
     if args.predict:
         _predict(args.predict, args.json)
+        return
+    if args.kernels:
+        _kernel_fit(args)
         return
     runs = load_runs(args.runs, schemes=get_method, profiles=PROFILES)
     shapes = {m: load_architecture(m)[1] for m in sorted({r.model for r in runs})}
@@ -164,20 +247,7 @@ def main() -> None:
     print(f"{len(runs)} runs from {args.runs}; design rows and fits in {time.perf_counter() - started:.1f} s")
     print(f"client modelled: closed loop, {protocol.rounds} x concurrency requests; the sweep campaign counts its "
           "opening burst, the steady one drops half as warm-up; the bracket spans both for every run")  # fmt: skip
-    before = by_group(_roofline(runs, shapes, protocol))
-    _table("Before: assumed-efficiency roofline, same closed-loop replay", before)
-    _table("Leave-one-group-out cross-validation", fit.cross_validation)
-    _table("In sample (the shipped coefficients on the runs they were fitted on)", fit.in_sample)
-    print("\nHeld out whole (errors with each campaign's client; bracket: error outside [burst, steady] client "
-          "protocols; cover: share of runs inside the nominal 90 % interval, step residuals + bracket, and before: "
-          "benchmark-mean residuals)")  # fmt: skip
-    for name, table in fit.validation.items():
-        _holdout_table(f"Leave one {name} out", table)
-    if args.json:
-        doc = {"before": before, "cross_validation": fit.cross_validation, "in_sample": fit.in_sample}
-        tables = {k: {g: e.model_dump() for g, e in t.items()} for k, t in doc.items()}
-        tables |= {f"leave_one_{k}_out": {g: e.model_dump() for g, e in t.items()} for k, t in fit.validation.items()}
-        args.json.write_text(json.dumps(tables, indent=2))
+    _report(fit, args.json, before=by_group(_roofline(runs, shapes, protocol)))
     if args.write:
         FIT_PATH.write_text(fit.model_dump_json(indent=1) + "\n", encoding="utf-8")
         print(f"\nwrote {FIT_PATH}")

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 ProvenanceKind = Literal["measured", "calibrated", "modeled"]
+#: What a calibrated GPU step cost stands on: the GPU's measured kernel tables (aiconfigurator-core) or its
+#: datasheet figures; empty for figures where the distinction does not apply.
+StepBasis = Literal["measured kernels", "datasheet", ""]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,10 +27,12 @@ class Provenance:
 
     kind: ProvenanceKind
     detail: str
+    basis: StepBasis = ""
 
     def __str__(self) -> str:
-        return f"{self.kind}: {self.detail}" if self.detail else self.kind
+        kind = f"{self.kind} ({self.basis})" if self.basis else self.kind
+        return f"{kind}: {self.detail}" if self.detail else kind
 
     def extended(self, more: str) -> Provenance:
         """The same kind with more said about how the figure was derived (a simulation on top, say)."""
-        return Provenance(self.kind, f"{self.detail}; {more}" if self.detail else more)
+        return Provenance(self.kind, f"{self.detail}; {more}" if self.detail else more, self.basis)

@@ -100,7 +100,7 @@ def estimate_command(
     from recommender.perf.catalog.gpus import load_catalog
     from recommender.perf.model.shape import ModelShape
     from recommender.perf.sim.estimate import EstimateRequest, estimate
-    from recommender.perf.step.calibrated import CalibratedModel, load_fit
+    from recommender.perf.step.calibrated import CalibratedModel, load_fit, load_kernel_calibration
     from recommender.quantize import get_method
     from recommender.report.estimate_table import render_estimate
     from recommender.serialization import dumps, to_data
@@ -125,7 +125,7 @@ def estimate_command(
         kv_cache_dtype=kv_cache_dtype, rounds=sent, warmup_rounds=_warmup_rounds(warmup_rounds, sent),
     )  # fmt: skip
     try:
-        result = estimate(request, CalibratedModel(fit))
+        result = estimate(request, CalibratedModel(fit, load_kernel_calibration()))
     except ValueError as exc:  # the weights leave too little KV cache on the GPU at this degree
         raise BadInputError(
             "--tensor-parallel", f"{name} {method.name} on {accel.key} x{tensor_parallel}: {exc}",

@@ -51,7 +51,7 @@ def load_curve(evaluator: PerformanceEvaluator, c: Candidate, *, points: int = 8
         return None
     # On a calibrated GPU: the request overhead on TTFT, and the same workload with the steps at their upper ends.
     upper = evaluator.checked_step_cost(cost, setup.engine)
-    overhead = evaluator.calibrated.request_overhead_ms(setup.engine)
+    overhead = evaluator.request_overhead_ms(setup.engine, cost)
     curve = []
     for i in range(1, points + 1):
         rate = capacity * 1.3 * i / points

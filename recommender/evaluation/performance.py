@@ -41,7 +41,7 @@ from recommender.perf.sim.serving import (
     simulate_serving,
     simulate_serving_interval,
 )
-from recommender.perf.step.calibrated import CalibratedModel, load_fit
+from recommender.perf.step.calibrated import CalibratedModel, shipped_model
 from recommender.perf.step.cost import StepCostModel, TableStepCost
 from recommender.perf.step.features import FeatureStepCost
 from recommender.provenance import Provenance
@@ -149,7 +149,7 @@ class PerformanceEvaluator:
     speculation: SpeculationSource | None = None
     #: Whether replicas keep computed prefixes (every engine's default; False: the lever off, for comparison).
     cache_prefixes: bool = True
-    calibrated: CalibratedModel = field(default_factory=lambda: CalibratedModel(load_fit()))
+    calibrated: CalibratedModel = field(default_factory=shipped_model)
     _probes: dict[tuple[str, int], ProbeResult] = field(default_factory=dict)
     _performances: dict[Candidate, CandidateResult | Performance] = field(default_factory=dict, init=False, repr=False)
 
@@ -226,14 +226,19 @@ class PerformanceEvaluator:
             self.shape, method, accel, engine, tensor_parallel=c.tensor_parallel, kv_cache_dtype=c.kv_cache_dtype
         )
 
-    def simulated_sla(self, engine: str) -> LatencySLA:
+    def simulated_sla(self, engine: str, cost: StepCostModel | None = None) -> LatencySLA:
         """The P99s a simulation of `engine`'s steps must meet for the spec's SLA to hold: the SLA less the TTFT's
         fixed request overhead (the steps' uncertainty is in ``checked_step_cost``, not here). The local device
         (no engine) is checked against the SLA itself."""
         if not engine:
             return self.sla
-        ttft_budget = self.sla.ttft_p99_ms - self.calibrated.request_overhead_ms(engine)
+        ttft_budget = self.sla.ttft_p99_ms - self.request_overhead_ms(engine, cost)
         return self.sla.model_copy(update={"ttft_p99_ms": max(ttft_budget, 1e-3)})
+
+    def request_overhead_ms(self, engine: str, cost: StepCostModel | None) -> float:
+        """The TTFT's fixed request overhead of the fit `cost` stands on (kernel tables or datasheet)."""
+        point = cost if isinstance(cost, FeatureStepCost) else None
+        return self.calibrated.request_overhead_ms(engine, point)
 
     def checked_step_cost(self, cost: StepCostModel, engine: str) -> StepCostModel:
         """The step cost the SLA check simulates the user's traffic with: on a calibrated GPU, every step at the
@@ -252,8 +257,8 @@ class PerformanceEvaluator:
         """Capacity and the P99s' upper ends with the steps at their intervals' upper ends; point P99s beside."""
         return simulate_serving_interval(
             setup.step_cost, self.checked_step_cost(setup.step_cost, engine), setup.scheduler, traffic=self.load,
-            sla=self.simulated_sla(engine), engine=engine, confidence=self.sla.confidence,
-            ttft_offset_ms=self.calibrated.request_overhead_ms(engine), speculation=setup.speculation,
+            sla=self.simulated_sla(engine, setup.step_cost), engine=engine, confidence=self.sla.confidence,
+            ttft_offset_ms=self.request_overhead_ms(engine, setup.step_cost), speculation=setup.speculation,
         )  # fmt: skip
 
     def setup(self, c: Candidate) -> CandidateResult | Setup:

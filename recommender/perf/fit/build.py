@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from recommender.perf.fit.step_fit import (
     COEFFICIENTS,
     BenchmarkProtocol,
+    DesignRow,
     FitSettings,
     by_group,
     coefficients_for,
@@ -34,6 +35,12 @@ from recommender.perf.sim.engine_profiles import EngineProfile
 from recommender.perf.step.calibrated import StepCostFit
 
 __all__ = ["build_fit"]
+
+
+def _holdouts(rows: Sequence[DesignRow]) -> list[str]:
+    """What is left out whole: campaigns, models, groups, and GPUs where the runs span more than one."""
+    gpus = {r.run.hardware for r in rows}
+    return ["campaign", "model", "group", *(["gpu"] if len(gpus) > 1 else [])]
 
 
 def build_fit(
@@ -61,5 +68,5 @@ def build_fit(
         step_residuals_engine_seen=step_residuals([p for p in steps if p.engine_fit]),
         step_residuals_engine_unseen=step_residuals([p for p in steps if not p.engine_fit]),
         step_residuals_by_engine=step_residuals_by_engine(steps),
-        validation={name: holdout_table(bracket, settings, name) for name in ("campaign", "model", "group")},
+        validation={name: holdout_table(bracket, settings, name) for name in _holdouts(rows)},
     )  # fmt: skip

@@ -23,11 +23,26 @@ from recommender.perf.scheme import Scheme, SchemeLookup
 from recommender.perf.sim.engine_profiles import EngineProfile
 
 __all__ = [
-    "DEFAULT_RUNS", "LoadedRuns", "MeasuredRun", "RUNS_SOURCE", "SYSTEMS", "load_runs", "read_runs", "runs_digest",
+    "DEFAULT_RUNS", "DLI_STATIC_RUNS", "KERNEL_RUNS", "KERNEL_RUNS_SOURCE", "NIM_RUNS", "LoadedRuns", "MeasuredRun",
+    "RUNS_SOURCE",
+    "SYSTEMS", "load_runs", "read_runs", "runs_digest",
 ]  # fmt: skip
 
 #: The measured runs shipped in the package (their source, commit and licence in ``measured_runs/SOURCE.md``).
 DEFAULT_RUNS = Path(str(resources.files("recommender.perf.fit") / "measured_runs" / "serving_runs_h100.csv"))
+#: NVIDIA DLI's NIM GenAI-Perf sweep (A100 SXM and H100 SXM, Llama-3 8B and 70B), converted by
+#: ``benchmarks/import_nim_runs.py`` (source in ``measured_runs/SOURCE.md``): the kernel fit's second campaign.
+NIM_RUNS = Path(str(resources.files("recommender.perf.fit") / "measured_runs" / "nim_genaiperf_a100_h100.csv"))
+#: NVIDIA DLI's TensorRT-LLM 0.9 static-batch sweep (Llama-2 on L40S, H100 SXM, H200, A100 SXM), converted by
+#: ``benchmarks/import_dli_static_runs.py``: the kernel fit's third campaign, and its PCIe GPU.
+DLI_STATIC_RUNS = Path(str(resources.files("recommender.perf.fit") / "measured_runs" / "dli_trtllm090_static.csv"))
+#: The files the kernel-table step cost is fitted and validated on.
+KERNEL_RUNS = (DEFAULT_RUNS, NIM_RUNS, DLI_STATIC_RUNS)
+KERNEL_RUNS_SOURCE = (
+    "recommender/perf/fit/measured_runs/{serving_runs_h100,nim_genaiperf_a100_h100,dli_trtllm090_static}.csv: "
+    "AIConfigurator silicon-sample rows handed over (H100 SXM), NVIDIA DLI's NIM GenAI-Perf sweep (A100 SXM, H100 "
+    "SXM) and TensorRT-LLM 0.9 static-batch sweep (L40S, H100 SXM, H200, A100 SXM)"
+)
 RUNS_SOURCE = (
     "recommender/perf/fit/measured_runs/serving_runs_h100.csv: NVIDIA AIConfigurator silicon sample "
     "(github.com/ai-dynamo/aiconfigurator@095f58a5, Apache-2.0), H100 SXM, dense models"
@@ -83,6 +98,10 @@ class MeasuredRun:
     #: TP2, C=48, 4000+1000 measured TPOT 11.6 ms, below the 13.3 ms a 16-bit cache takes to read at full
     #: bandwidth. NVIDIA's FP8 checkpoints carry FP8 KV scales, which both engines use by default.
     kv_cache_dtype: str = "auto"
+    #: True for a static batch (a ``client`` column "static"): `concurrency` identical requests present at t = 0,
+    #: prefilled in one step and decoded together, no arrivals (TensorRT-LLM's session benchmark); its TTFT is the
+    #: batch's context phase and its TPOT the mean decode step (``step_fit.static_rows``).
+    static_batch: bool = False
 
     @property
     def group(self) -> str:
@@ -147,6 +166,7 @@ def _run(row: dict[str, str], schemes: SchemeLookup, profiles: Mapping[str, Engi
         tpot_ms=float(row["silicon_tpot_ms"]),
         campaign=(row.get("campaign") or "").strip() or ("steady" if "_c_tp" in row["id"] else "sweep"),
         kv_cache_dtype=_kv_dtype(row, scheme) or "auto",
+        static_batch=(row.get("client") or "").strip() == "static",
     )
     _check_positive(run)
     return run
@@ -194,6 +214,10 @@ def load_runs(
     return read_runs(path, schemes=schemes, profiles=profiles).runs
 
 
-def runs_digest(path: Path = DEFAULT_RUNS) -> str:
-    """sha256 of the file, recorded with a fit so a fit is never silently paired with other data."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def runs_digest(*paths: Path) -> str:
+    """sha256 of the files' bytes in order (by default the shipped H100 runs), recorded with a fit so a fit is
+    never silently paired with other data."""
+    digest = hashlib.sha256()
+    for path in paths or (DEFAULT_RUNS,):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()

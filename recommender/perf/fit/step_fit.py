@@ -32,8 +32,10 @@ from recommender.perf.sim.closed_loop import ClosedLoopBenchmark, InterTokenStep
 from recommender.perf.sim.engine_profiles import EngineProfile
 from recommender.perf.sim.scheduler_config import SchedulerConfig
 from recommender.perf.step.calibrated import CalibratedModel, ErrorSummary, Residuals, StepCostFit
-from recommender.perf.step.cost import StepCostModel
-from recommender.perf.step.features import FEATURES, N_FEATURES, FeatureStepCost, StepFeatures
+from recommender.perf.step.cost import PrefillChunks, StepCostModel
+from recommender.perf.step.features import FEATURES, N_FEATURES, FeatureStepCost, StepFeatures, StepFeatureSource
+from recommender.perf.step.kernel_features import KernelStepFeatures
+from recommender.perf.step.kernel_tables import KernelTables
 from recommender.provenance import Provenance
 
 __all__ = [
@@ -56,7 +58,10 @@ N_COEFFICIENTS = len(COEFFICIENTS)
 #: overhead, which both grow with a deeper model; bounded, the cross-validated TTFT went 22.9 / 62.3 % ->
 #: 20.9 / 60.9 % (median / P90) and TPOT 7.8 / 21.8 % -> 7.4 / 20.9 % (benchmarks/gpu_fidelity.py), and a
 #: model or GPU with another KV-to-weights ratio than the calibration's no longer inherits the trade.
-PHYSICAL_FLOORS = {"weights": 1.0, "kv": 1.0, "linear": 1.0, "allreduce_bytes": 1.0, "attention": 0.5}
+PHYSICAL_FLOORS = {
+    "weights": 1.0, "kv": 1.0, "linear": 1.0, "allreduce_bytes": 1.0, "attention": 0.5,
+    "kernels": 1.0,  # measured kernel times: no engine runs its kernels faster than they were timed
+}  # fmt: skip
 
 _UNIT = Provenance("modeled", "one feature of the step cost, for the calibration's design rows")
 #: A step's floor while one feature is isolated: keeps steps positive, removed exactly afterwards.
@@ -139,7 +144,8 @@ class Prediction:
 
 
 def replay_config(
-    shape: ModelShape, features: StepFeatures, profile: EngineProfile, *, concurrency: int, kv_cache_dtype: str = "auto"
+    shape: ModelShape, features: StepFeatureSource, profile: EngineProfile, *, concurrency: int,
+    kv_cache_dtype: str = "auto",
 ) -> SchedulerConfig:
     """The engine's scheduler at its defaults (`profile`), with the KV cache the GPU leaves and room for
     `concurrency`."""
@@ -164,25 +170,36 @@ def client_benchmark(run: MeasuredRun, protocol: BenchmarkProtocol, *, as_run: b
     )  # fmt: skip
 
 
-def step_features(run: MeasuredRun, shape: ModelShape, catalog: Catalog) -> StepFeatures:
-    """The step features of `run`'s configuration (its engine release's KV read width included)."""
-    return StepFeatures(
+def step_features(
+    run: MeasuredRun, shape: ModelShape, catalog: Catalog, *, kernels: KernelTables | None = None
+) -> StepFeatureSource:
+    """The step features of `run`'s configuration (its engine release's KV read width included): datasheet
+    features, or with `kernels` its measured kernels (``KernelTablesUnavailable`` where they have none)."""
+    topology = StepFeatures(
         shape, run.numerics, catalog.get(run.hardware), run.tensor_parallel, run.kv_cache_dtype,
         run.profile.reads_kv_at_cache_width(run.engine_version),
     )
+    if kernels is None:
+        return topology
+    table = kernels.get(shape, run.numerics, run.hardware, run.engine, run.tensor_parallel, run.kv_cache_dtype)
+    return KernelStepFeatures(topology, table)
 
 
-def _features(run: MeasuredRun, shape: ModelShape, catalog: Catalog) -> tuple[StepFeatures, SchedulerConfig]:
-    features = step_features(run, shape, catalog)
+def _features(
+    run: MeasuredRun, shape: ModelShape, catalog: Catalog, kernels: KernelTables | None
+) -> tuple[StepFeatureSource, SchedulerConfig]:
+    features = step_features(run, shape, catalog, kernels=kernels)
     config = replay_config(shape, features, run.profile, concurrency=run.concurrency, kv_cache_dtype=run.kv_cache_dtype)
     return features, config
 
 
 def _design_row(
     run: MeasuredRun, shape: ModelShape, catalog: Catalog, protocol: BenchmarkProtocol, as_run: bool,
-    same_client: DesignRow | None,
+    same_client: DesignRow | None, kernels: KernelTables | None,
 ) -> DesignRow:
-    features, config = _features(run, shape, catalog)
+    features, config = _features(run, shape, catalog, kernels)
+    if run.static_batch:  # no client protocol to bracket: every protocol's row is the same
+        return same_client or static_row(run, features)
     bench = client_benchmark(run, protocol, as_run=as_run)
     if same_client is not None and protocol.tpot_metric == "decode_itl":  # its TTFT is that client's: no replay
         ttft = same_client.ttft
@@ -194,8 +211,20 @@ def _design_row(
     return DesignRow(run, ttft, tpot)
 
 
+def static_row(run: MeasuredRun, features: StepFeatureSource) -> DesignRow:
+    """A static batch's TTFT and TPOT (ms) as linear functions of the coefficients: the context phase is one step
+    of `concurrency` whole prompts; each of the `output_tokens` - 1 decode steps reads every sequence's KV so far.
+    No request overhead (an in-process benchmark, no HTTP)."""
+    batch, prompt = run.concurrency, run.prompt_tokens
+    ttft, tpot = np.zeros(N_COEFFICIENTS), np.zeros(N_COEFFICIENTS)
+    ttft[:N_FEATURES] = features.of_step(PrefillChunks.of([(prompt, 0)] * batch), 0, 0) * 1e3
+    contexts = batch * (prompt + np.arange(1, max(run.output_tokens, 2), dtype=float))
+    tpot[:N_FEATURES] = features.of_decode_steps(batch, contexts).mean(axis=0) * 1e3
+    return DesignRow(run, ttft, tpot)
+
+
 def _linear_means(
-    features: StepFeatures, config: SchedulerConfig, bench: ClosedLoopBenchmark, *, inter_token: bool
+    features: StepFeatureSource, config: SchedulerConfig, bench: ClosedLoopBenchmark, *, inter_token: bool
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mean TTFT and TPOT (ms) of `bench` per unit of each feature's coefficient: one replay per feature, and one
     counting steps (each 1 s) to take out the negligible floor that keeps isolated steps positive."""
@@ -207,6 +236,8 @@ def _linear_means(
     steps = replay(cost(np.zeros(N_FEATURES), 1.0), config, bench)
     ttft, tpot = np.zeros(N_COEFFICIENTS), np.zeros(N_COEFFICIENTS)
     for j in range(N_FEATURES):
+        if j in features.always_zero:  # a feature this source never fills (kernel rows): its replay is all zeros
+            continue
         alone = replay(cost(np.eye(N_FEATURES)[j], _EPS), config, bench)
         ttft[j] = alone.ttft_ms.mean - _EPS * steps.ttft_ms.mean
         tpot[j] = alone.tpot_ms.mean - _EPS * steps.tpot_ms.mean
@@ -218,7 +249,7 @@ def predict_run(
 ) -> Prediction:
     """`run` replayed through a shipped fit (out of sample: the fit never saw it), on the run's own GPU."""
     model = CalibratedModel(fit)
-    features, config = _features(run, shape, catalog)
+    features, config = _features(run, shape, catalog, None)
     cost = model.step_cost(shape, features.method, features.accel, run.engine, tensor_parallel=run.tensor_parallel,
                            kv_cache_dtype=run.kv_cache_dtype,
                            kv_read_at_cache_width=run.profile.reads_kv_at_cache_width(run.engine_version))  # fmt: skip
@@ -229,14 +260,14 @@ def predict_run(
 
 def design_rows(
     runs: Sequence[MeasuredRun], shapes: dict[str, ModelShape], catalog: Catalog, protocol: BenchmarkProtocol,
-    *, as_run: bool = True, same_client: Sequence[DesignRow] | None = None,
+    *, as_run: bool = True, same_client: Sequence[DesignRow] | None = None, kernels: KernelTables | None = None,
 ) -> list[DesignRow]:
     """One design row per run (a few closed-loop replays each); `as_run` as in :func:`client_benchmark`.
     `same_client`: the runs' rows under a protocol with the same requests and warm-up, whose TTFT a "decode_itl"
     protocol shares (only its TPOT is replayed)."""
     known: Sequence[DesignRow | None] = [None] * len(runs) if same_client is None else same_client
     pairs = zip(runs, known, strict=True)
-    return [_design_row(run, shapes[run.model], catalog, protocol, as_run, row) for run, row in pairs]
+    return [_design_row(run, shapes[run.model], catalog, protocol, as_run, row, kernels) for run, row in pairs]
 
 
 def _system(rows: Sequence[DesignRow], settings: FitSettings) -> tuple[np.ndarray, np.ndarray]:

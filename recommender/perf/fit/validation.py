@@ -48,6 +48,7 @@ from recommender.perf.step.calibrated import (
 )  # fmt: skip
 from recommender.perf.step.cost import PrefillChunks
 from recommender.perf.step.features import N_FEATURES
+from recommender.perf.step.kernel_tables import KernelTables
 
 __all__ = [
     "HOLDOUTS", "PREFILL_DOMINATED", "BracketRows", "HeldOutPrediction", "bracket_rows", "held_out_predictions",
@@ -59,6 +60,7 @@ HOLDOUTS: dict[str, Callable[[MeasuredRun], str]] = {
     "group": lambda run: run.group,
     "campaign": lambda run: run.campaign,
     "model": lambda run: run.model,
+    "gpu": lambda run: run.hardware,
 }
 
 
@@ -83,21 +85,27 @@ class BracketRows:
         return self.by_protocol[CAMPAIGN_PROTOCOLS.get(any_row.run.campaign, "burst")]
 
 
-def bracket_rows(runs: Sequence[MeasuredRun], shapes: dict[str, ModelShape], catalog: Catalog) -> list[BracketRows]:
+def bracket_rows(
+    runs: Sequence[MeasuredRun], shapes: dict[str, ModelShape], catalog: Catalog, *, kernels: KernelTables | None = None
+) -> list[BracketRows]:
     """Every run's design rows under every client protocol (one set of closed-loop replays per protocol; a TPOT
-    metric's rows share the TTFT of the client with the same requests and warm-up)."""
+    metric's rows share the TTFT of the client with the same requests and warm-up); with `kernels`, on the runs'
+    measured kernels (every run must have them: ``KernelTablesUnavailable`` otherwise)."""
     per_protocol: dict[str, list[DesignRow]] = {}
     for name, protocol in CLIENT_PROTOCOLS.items():
         client = (protocol.rounds, protocol.warmup_rounds)
         same = next((per_protocol[n] for n in per_protocol
                      if (CLIENT_PROTOCOLS[n].rounds, CLIENT_PROTOCOLS[n].warmup_rounds) == client), None)  # fmt: skip
-        per_protocol[name] = design_rows(runs, shapes, catalog, protocol, as_run=False, same_client=same)
-    return [BracketRows({name: rows[i] for name, rows in per_protocol.items()}, _lone_prefill(run, shapes, catalog))
-            for i, run in enumerate(runs)]  # fmt: skip
+        per_protocol[name] = design_rows(runs, shapes, catalog, protocol, as_run=False, same_client=same,
+                                         kernels=kernels)  # fmt: skip
+    return [BracketRows({name: rows[i] for name, rows in per_protocol.items()},
+                        _lone_prefill(run, shapes, catalog, kernels)) for i, run in enumerate(runs)]  # fmt: skip
 
 
-def _lone_prefill(run: MeasuredRun, shapes: dict[str, ModelShape], catalog: Catalog) -> np.ndarray:
-    features = step_features(run, shapes[run.model], catalog)
+def _lone_prefill(
+    run: MeasuredRun, shapes: dict[str, ModelShape], catalog: Catalog, kernels: KernelTables | None
+) -> np.ndarray:
+    features = step_features(run, shapes[run.model], catalog, kernels=kernels)
     row = np.zeros(N_COEFFICIENTS)
     row[:N_FEATURES] = features.of_step(PrefillChunks.single(run.prompt_tokens), 0, 0) * 1e3  # s -> ms
     row[N_FEATURES] = 1e3  # the request overhead, s -> ms

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from recommender.perf.catalog.gpus import Accelerator
     from recommender.perf.model.shape import ModelShape
     from recommender.perf.scheme import Scheme
+    from recommender.perf.step.features import FeatureStepCost
 
 __all__ = ["BenchmarkEstimate", "EstimateRequest", "FigureWithInterval", "estimate"]
 
@@ -80,11 +81,12 @@ class BenchmarkEstimate:
 
 
 def _with_intervals(
-    summary: LatencySummary, metric: Metric, model: CalibratedModel, engine: str, confidence: float, extra_ms: float
+    summary: LatencySummary, metric: Metric, model: CalibratedModel, cost: FeatureStepCost, engine: str,
+    confidence: float, extra_ms: float,
 ) -> dict[str, FigureWithInterval]:
     values = {"mean": summary.mean, "p50": summary.p50, "p90": summary.p90, "p99": summary.p99}
     return {
-        k: FigureWithInterval(v + extra_ms, model.interval(v + extra_ms, metric, engine, confidence))
+        k: FigureWithInterval(v + extra_ms, model.interval(v + extra_ms, metric, engine, confidence, cost))
         for k, v in values.items()
     }
 
@@ -107,9 +109,9 @@ def estimate(request: EstimateRequest, model: CalibratedModel) -> BenchmarkEstim
         rounds=r.rounds or fit.protocol_rounds, warmup_rounds=r.warmup_rounds,
     )  # fmt: skip
     got: BenchmarkLatencies = replay(cost, config, bench)
-    request_ms = model.request_overhead_ms(r.engine)
+    request_ms = model.request_overhead_ms(r.engine, cost)
     # Throughput is output tokens over time: its error mirrors TPOT's (the decode steps dominate it).
-    tps = model.interval(got.output_tokens_per_s, "tpot", r.engine, r.confidence)
+    tps = model.interval(got.output_tokens_per_s, "tpot", r.engine, r.confidence, cost)
     throughput = FigureWithInterval(
         got.output_tokens_per_s,
         Interval(low=got.output_tokens_per_s ** 2 / tps.high, high=got.output_tokens_per_s ** 2 / tps.low,
@@ -119,8 +121,8 @@ def estimate(request: EstimateRequest, model: CalibratedModel) -> BenchmarkEstim
     return BenchmarkEstimate(
         model=r.model, hardware=r.accel.key, scheme=r.method.name, engine=r.engine, tensor_parallel=r.tensor_parallel,
         concurrency=r.concurrency, prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens,
-        ttft_ms=_with_intervals(got.ttft_ms, "ttft", model, r.engine, r.confidence, request_ms),
-        tpot_ms=_with_intervals(got.tpot_ms, "tpot", model, r.engine, r.confidence, 0.0),
+        ttft_ms=_with_intervals(got.ttft_ms, "ttft", model, cost, r.engine, r.confidence, request_ms),
+        tpot_ms=_with_intervals(got.tpot_ms, "tpot", model, cost, r.engine, r.confidence, 0.0),
         output_tokens_per_s=throughput, kv_cache_tokens=config.kv_cache_tokens, kv_cache_dtype=r.kv_cache_dtype,
         requests_simulated=got.requests,
         provenance=cost.provenance.extended(

@@ -17,6 +17,7 @@ provenance says so.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -24,6 +25,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from recommender.perf.step.features import N_FEATURES, FeatureStepCost, StepFeatures
+from recommender.perf.step.kernel_features import KernelStepFeatures
+from recommender.perf.step.kernel_tables import KernelTables, KernelTablesUnavailable, kernel_package_version
 from recommender.perf.step.upper import StepFactors, UpperStepCost
 from recommender.provenance import Provenance
 
@@ -33,11 +36,15 @@ if TYPE_CHECKING:
     from recommender.perf.scheme import Scheme
 
 __all__ = [
-    "FIT_PATH", "MIN_ENGINE_RESIDUALS", "CalibratedModel", "ErrorSummary", "HoldoutSummary", "Interval", "StepCostFit",
+    "FIT_PATH", "KERNEL_FIT_PATH", "MIN_ENGINE_RESIDUALS", "CalibratedModel", "ErrorSummary", "HoldoutSummary",
+    "Interval", "KernelCalibration", "StepCostFit", "load_kernel_calibration", "shipped_model",
     "StepResiduals", "interval_factors", "load_fit", "step_pools",
 ]
 
 FIT_PATH = Path(__file__).with_name("step_cost_fit.json")
+#: The fit of what kernels do not show (host time per step and layer, collectives), on top of measured kernel
+#: times, for configurations aiconfigurator-core has tables of (``benchmarks/gpu_fidelity.py --write``).
+KERNEL_FIT_PATH = Path(__file__).with_name("step_cost_fit_kernels.json")
 #: The GPU the measured runs ran on; figures for any other are moved through datasheets.
 CALIBRATED_ON = "h100-sxm"
 
@@ -158,9 +165,14 @@ class StepCostFit(BaseModel):
     validation: dict[str, dict[str, HoldoutSummary]]
 
 
-def fit_digest(path: Path = FIT_PATH) -> str:
-    """A short hash of the shipped fit: which performance model a study's latencies came from."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:8]
+def fit_digest(path: Path = FIT_PATH, kernel_path: Path = KERNEL_FIT_PATH) -> str:
+    """A short hash of the shipped fits and of whether the kernel tables can be read here: which performance model
+    a study's latencies came from (a study made with measured kernels is not resumed on the datasheet alone)."""
+    digest = hashlib.sha256(path.read_bytes())
+    if kernel_path.is_file():
+        digest.update(kernel_path.read_bytes())
+        digest.update(str(kernel_package_version()).encode())
+    return digest.hexdigest()[:8]
 
 
 def load_fit(path: Path = FIT_PATH) -> StepCostFit:
@@ -180,32 +192,72 @@ class Interval(BaseModel):
 UNMEASURED_PRECISIONS = frozenset({"fp4"})
 
 
+@dataclass(frozen=True)
+class KernelCalibration:
+    """The kernel-table step cost: its fit (host time and collectives over measured kernels) and the tables."""
+
+    fit: StepCostFit
+    tables: KernelTables
+
+
+def load_kernel_calibration(path: Path = KERNEL_FIT_PATH) -> KernelCalibration | None:
+    """The shipped kernel fit with an empty table cache, or None where the artifact is absent."""
+    return KernelCalibration(load_fit(path), KernelTables()) if path.is_file() else None
+
+
+def shipped_model() -> CalibratedModel:
+    """The shipped datasheet fit and, where shipped, the kernel fit with a fresh table cache."""
+    return CalibratedModel(load_fit(), load_kernel_calibration())
+
+
 class CalibratedModel:
-    """The shipped fit, turned into step-cost models and intervals for an engine on a GPU."""
+    """The shipped fit(s), turned into step-cost models and intervals for an engine on a GPU.
 
-    def __init__(self, fit: StepCostFit) -> None:
+    With `kernels`, a configuration aiconfigurator-core has tables of gets the kernel-table step cost
+    (``kernel_features.py``); every other configuration gets the datasheet one, its provenance saying why.
+    """
+
+    def __init__(self, fit: StepCostFit, kernels: KernelCalibration | None = None) -> None:
         self.fit = fit
+        self.kernels = kernels
 
-    def knows(self, engine: str) -> bool:
-        return engine in self.fit.engines
+    def _fit_of(self, point: FeatureStepCost | None) -> StepCostFit:
+        on_kernels = point is not None and isinstance(point.features, KernelStepFeatures)
+        return self.kernels.fit if on_kernels and self.kernels is not None else self.fit
 
-    def coefficients(self, engine: str) -> np.ndarray:
-        return np.array(self.fit.engines.get(engine, self.fit.pooled))
+    def knows(self, engine: str, fit: StepCostFit | None = None) -> bool:
+        return engine in (fit or self.fit).engines
 
-    def request_overhead_ms(self, engine: str) -> float:
+    def coefficients(self, engine: str, fit: StepCostFit | None = None) -> np.ndarray:
+        fit = fit or self.fit
+        return np.array(fit.engines.get(engine, fit.pooled))
+
+    def request_overhead_ms(self, engine: str, point: FeatureStepCost | None = None) -> float:
         """The fixed time every TTFT carries beyond the steps (see ``step_fit.COEFFICIENTS``)."""
-        return float(self.coefficients(engine)[N_FEATURES]) * 1e3
+        return float(self.coefficients(engine, self._fit_of(point))[N_FEATURES]) * 1e3
 
     def step_cost(
         self, shape: ModelShape, method: Scheme, accel: Accelerator, engine: str, *,
         tensor_parallel: int = 1, kv_cache_dtype: str = "auto", kv_read_at_cache_width: bool = True,
     ) -> FeatureStepCost:  # fmt: skip
-        """The calibrated step cost of `engine` serving `method` on `accel`; `kv_read_at_cache_width` False for an
-        engine release that reads an fp8 KV cache at 16-bit cost (``EngineProfile.reads_kv_at_cache_width``:
-        every current release reads it at its width)."""
+        """The calibrated step cost of `engine` serving `method` on `accel`: on measured kernels where there are
+        tables, else on the datasheet; `kv_read_at_cache_width` False for an engine release that reads an fp8 KV
+        cache at 16-bit cost (``EngineProfile.reads_kv_at_cache_width``: every current release reads it at its
+        width)."""
         features = StepFeatures(shape, method, accel, tensor_parallel, kv_cache_dtype, kv_read_at_cache_width)
+        why_not = "no kernel fit shipped"
+        if self.kernels is not None:
+            try:
+                table = self.kernels.tables.get(shape, method, accel.key, engine, tensor_parallel, kv_cache_dtype)
+            except KernelTablesUnavailable as exc:
+                why_not = str(exc)
+            else:
+                kernel_fit = self.kernels.fit
+                provenance = self._provenance(kernel_fit, accel, engine, table.source)
+                return FeatureStepCost(KernelStepFeatures(features, table), self.coefficients(engine, kernel_fit)[
+                    :N_FEATURES], provenance, floor_s=1e-6)  # fmt: skip
         coef = self.coefficients(engine)[:N_FEATURES]
-        provenance = self.provenance(accel, engine)
+        provenance = self.provenance(accel, engine, why_not)
         if method.precision in UNMEASURED_PRECISIONS:
             provenance = provenance.extended(
                 f"{method.precision} linear layers at the datasheet's {method.precision} peak and "
@@ -213,7 +265,18 @@ class CalibratedModel:
             )
         return FeatureStepCost(features, coef, provenance, floor_s=1e-6)
 
-    def provenance(self, accel: Accelerator, engine: str) -> Provenance:
+    def _provenance(self, fit: StepCostFit, accel: Accelerator, engine: str, tables: str) -> Provenance:
+        cv = fit.cross_validation["overall"]
+        return Provenance(
+            "calibrated",
+            f"measured kernels ({tables}) + host time per step and layer and topology all-reduces fitted on "
+            f"{sum(fit.engine_runs.values()) or 'the'} measured runs in {fit.data.split(':')[0]} (sha256 "
+            f"{fit.data_sha256[:12]}); leave-one-group-out error median TTFT {cv.ttft_median:.0%}, TPOT "
+            f"{cv.tpot_median:.0%}; {engine} on {accel.key}",
+            "measured kernels",
+        )
+
+    def provenance(self, accel: Accelerator, engine: str, why_not_kernels: str = "") -> Provenance:
         fit = self.fit
         cv = fit.cross_validation["overall"]
         if self.knows(engine):
@@ -225,34 +288,40 @@ class CalibratedModel:
             f"moved from {CALIBRATED_ON} to {accel.key} through its datasheet "
             f"({accel.memory_bandwidth_gbps:g} GB/s, dense peaks {accel.peak_tflops}; unmeasured step)"
         )  # fmt: skip
+        kernels = f"; no measured kernels: {why_not_kernels}" if why_not_kernels else ""
         return Provenance(
             "calibrated",
-            f"{whose}, of {sum(fit.engine_runs.values())} runs in {fit.data.split(':')[0]} "
-            f"(sha256 {fit.data_sha256[:12]}), non-negative least squares on relative error; leave-one-(model, engine, "
-            f"precision)-out error median TTFT {cv.ttft_median:.0%}, TPOT {cv.tpot_median:.0%}; {where}",
+            f"datasheet step cost: {whose}, of {sum(fit.engine_runs.values())} runs in {fit.data.split(':')[0]} "
+            f"(sha256 {fit.data_sha256[:12]}), non-negative least squares on relative error; leave-one-(model, "
+            f"engine, precision)-out error median TTFT {cv.ttft_median:.0%}, TPOT {cv.tpot_median:.0%}; {where}"
+            f"{kernels}",
+            "datasheet",
         )
 
-    def interval(self, value: float, metric: Metric, engine: str, confidence: float) -> Interval:
+    def interval(
+        self, value: float, metric: Metric, engine: str, confidence: float, point: FeatureStepCost | None = None
+    ) -> Interval:
         """The interval of a predicted closed-loop benchmark mean at `confidence` (central, from the
-        cross-validation residuals of benchmark means): what ``estimate`` reports for a benchmark client."""
-        fit = self.fit
-        unseen = None if self.knows(engine) else getattr(fit.residuals_engine_unseen, metric)
+        cross-validation residuals of benchmark means of the fit `point` stands on): what ``estimate`` reports
+        for a benchmark client."""
+        fit = self._fit_of(point)
+        unseen = None if self.knows(engine, fit) else getattr(fit.residuals_engine_unseen, metric)
         lo, hi = interval_factors(getattr(fit.residuals_engine_seen, metric), unseen, confidence)
         return Interval(low=value * lo, high=value * hi, confidence=confidence)
 
-    def step_factors(self, engine: str, confidence: float) -> StepFactors:
+    def step_factors(self, engine: str, confidence: float, point: FeatureStepCost | None = None) -> StepFactors:
         """The one-sided upper bounds of the prefill and decode step costs at `confidence`, over the point costs:
         the SLA check simulates the user's traffic with steps this much slower (``UpperStepCost``). One-sided:
         an SLA is broken only by slow steps, so at 90 % confidence the bound is the residuals' 90th percentile."""
-        fit, central = self.fit, 2 * confidence - 1  # one-sided: the central interval's upper end
+        fit, central = self._fit_of(point), 2 * confidence - 1  # one-sided: the central interval's upper end
         p, p_extra, d, d_extra = step_pools(fit.step_residuals_engine_seen, fit.step_residuals_engine_unseen,
-                                            fit.step_residuals_by_engine, engine, self.knows(engine))  # fmt: skip
+                                            fit.step_residuals_by_engine, engine, self.knows(engine, fit))  # fmt: skip
         prefill, decode = interval_factors(p, p_extra, central)[1], interval_factors(d, d_extra, central)[1]
         return StepFactors(prefill=max(prefill, 1.0), decode=max(decode, 1.0))
 
     def upper_step_cost(self, point: FeatureStepCost, engine: str, confidence: float) -> UpperStepCost:
         """`point`'s steps at the upper ends of their intervals (see :meth:`step_factors`)."""
-        factors = self.step_factors(engine, confidence)
+        factors = self.step_factors(engine, confidence, point)
         label = point.provenance.extended(
             f"one-sided {confidence:.0%} upper bound of held-out step-cost residuals: prefill x{factors.prefill:.2f}, "
             f"decode x{factors.decode:.2f}"

@@ -19,6 +19,8 @@ dot product with the coefficients::
                                                 the width, not the parameters (see below)
       + c_ar_bytes  x all-reduce bytes / one-direction link bandwidth
       + c_ar_calls  x all-reduces (2 per layer with tensor parallelism), s each
+      + c_kernels   x measured kernel seconds (0 here; ``kernel_features.py`` puts the kernel tables' time
+                                                there in place of the datasheet terms weights..tokens)
 
 The ``tokens`` term is what prefill costs beyond ``linear``: the fit sets it to ~27,000 (pooled), which
 with ``linear`` puts a prefill step's linear layers at 65 % (Llama-3.1-8B) to 76 % (Qwen3-32B, TP2) of
@@ -50,7 +52,7 @@ non-negative least-squares problem.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -64,15 +66,17 @@ if TYPE_CHECKING:
     from recommender.perf.model.shape import ModelShape
     from recommender.perf.scheme import Scheme
 
-__all__ = ["FEATURES", "FeatureStepCost", "StepFeatures", "link_bandwidth_one_direction"]
+__all__ = ["FEATURES", "FeatureStepCost", "StepFeatureSource", "StepFeatures", "link_bandwidth_one_direction"]
 
 #: The features, in coefficient order.
 FEATURES = (
     "step", "prefill_step", "layers", "weights", "linear", "attention", "kv", "tokens", "allreduce_bytes",
-    "allreduce_calls",
+    "allreduce_calls", "kernels",
 )  # fmt: skip
 N_FEATURES = len(FEATURES)
 _KV = FEATURES.index("kv")
+#: Datasheet features leave the measured-kernel feature empty.
+_DATASHEET_ZERO = frozenset({FEATURES.index("kernels")})
 
 
 def link_bandwidth_one_direction(accel: Accelerator) -> float:
@@ -130,6 +134,10 @@ class StepFeatures:
         for name, value in values.items():
             object.__setattr__(self, name, value)
 
+    @property
+    def always_zero(self) -> frozenset[int]:
+        return _DATASHEET_ZERO
+
     def _kv_read_dtype(self) -> str:
         """The width decode attention pays per KV element read (module docstring)."""
         return self.kv_cache_dtype if self.kv_read_at_cache_width else "auto"
@@ -155,6 +163,7 @@ class StepFeatures:
             self._token_s * tokens,
             self._ar_token_s * tokens,
             self._ar_calls,
+            0.0,  # measured kernel seconds: ``kernel_features.KernelStepFeatures`` fills it, the datasheet does not
         ])  # fmt: skip
 
     def of_decode_steps(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
@@ -162,6 +171,30 @@ class StepFeatures:
         rows = np.tile(self.of_step(PrefillChunks(), decode_seqs, 0), (len(context_tokens), 1))
         rows[:, _KV] = self._kv_s * context_tokens
         return rows
+
+
+class StepFeatureSource(Protocol):
+    """What a calibrated step cost reads: a configuration's features per step (datasheet ``StepFeatures`` or
+    measured kernels, ``kernel_features.KernelStepFeatures``) and the configuration itself."""
+
+    @property
+    def shape(self) -> ModelShape: ...
+    @property
+    def method(self) -> Scheme: ...
+    @property
+    def accel(self) -> Accelerator: ...
+    @property
+    def tensor_parallel(self) -> int: ...
+    @property
+    def kv_cache_dtype(self) -> str: ...
+    @property
+    def kv_read_at_cache_width(self) -> bool: ...
+    @property
+    def always_zero(self) -> frozenset[int]:
+        """Indices of features this source never fills (the fit skips their replays)."""
+        ...
+    def of_step(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> np.ndarray: ...
+    def of_decode_steps(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -173,7 +206,7 @@ class FeatureStepCost:
     divides by step times); the fit passes a negligible one when it isolates one feature.
     """
 
-    features: StepFeatures
+    features: StepFeatureSource
     coefficients: np.ndarray
     provenance: Provenance
     floor_s: float = 0.0

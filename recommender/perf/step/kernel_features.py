@@ -1,0 +1,97 @@
+"""Step features from measured kernels: what a step's GEMMs and attention took on the GPU, plus what kernels hide.
+
+Where aiconfigurator-core has kernel tables for a configuration (``kernel_tables.py``), a step's GPU work is
+their time at that step's shape: the non-attention kernels of all its tokens, the prefill chunks' attention and
+the decoding sequences' attention over their KV. That sum is one feature, ``kernels``, in place of the datasheet
+terms (weights, linear, attention, kv, tokens) of ``features.StepFeatures``. What kernels do not show stays a
+feature, fitted on measured serving runs (``step_fit.py``): the per-step and per-prefill-step host time
+(scheduling, sampling, launches), the per-layer dispatch, and the all-reduces, priced from the topology
+(bytes over the link and a fixed cost per call) rather than from the node a table was collected on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from recommender.perf.step.features import FEATURES, StepFeatures
+
+if TYPE_CHECKING:
+    from recommender.perf.catalog.gpus import Accelerator
+    from recommender.perf.model.shape import ModelShape
+    from recommender.perf.scheme import Scheme
+    from recommender.perf.step.cost import PrefillChunks
+    from recommender.perf.step.kernel_tables import KernelTable
+
+__all__ = ["KernelStepFeatures"]
+
+#: The datasheet features the measured kernels replace (zero in a kernel row).
+_REPLACED = [FEATURES.index(name) for name in ("weights", "linear", "attention", "kv", "tokens")]
+_KERNELS = FEATURES.index("kernels")
+
+
+@dataclass(frozen=True)
+class KernelStepFeatures:
+    """The features of one configuration with its GPU work from `table` (module docstring).
+
+    `topology` is the same configuration's datasheet features: the host and all-reduce terms are taken from it.
+    """
+
+    topology: StepFeatures
+    table: KernelTable
+    _mask: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        mask = np.ones(len(FEATURES))
+        mask[_REPLACED] = 0.0
+        object.__setattr__(self, "_mask", mask)
+
+    @property
+    def shape(self) -> ModelShape:
+        return self.topology.shape
+
+    @property
+    def method(self) -> Scheme:
+        return self.topology.method
+
+    @property
+    def accel(self) -> Accelerator:
+        return self.topology.accel
+
+    @property
+    def tensor_parallel(self) -> int:
+        return self.topology.tensor_parallel
+
+    @property
+    def kv_cache_dtype(self) -> str:
+        return self.topology.kv_cache_dtype
+
+    @property
+    def kv_read_at_cache_width(self) -> bool:
+        return self.topology.kv_read_at_cache_width
+
+    @property
+    def always_zero(self) -> frozenset[int]:
+        return frozenset(_REPLACED)
+
+    def kernel_seconds(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> float:
+        """The step's GPU kernels, collectives excluded, s."""
+        table = self.table
+        decode_kv = max(context_tokens - chunks.prior_tokens, 0)
+        return (
+            table.linear(chunks.tokens + decode_seqs)
+            + table.context_attention(chunks.sum_sq, chunks.sum_cross)
+            + float(table.decode_attention(decode_seqs, float(decode_kv)))
+        )
+
+    def of_step(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> np.ndarray:
+        row: np.ndarray = self.topology.of_step(chunks, decode_seqs, context_tokens) * self._mask
+        row[_KERNELS] = self.kernel_seconds(chunks, decode_seqs, context_tokens)
+        return row
+
+    def of_decode_steps(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
+        rows: np.ndarray = self.topology.of_decode_steps(decode_seqs, context_tokens) * self._mask
+        rows[:, _KERNELS] = self.table.linear(decode_seqs) + self.table.decode_attention(decode_seqs, context_tokens)
+        return rows

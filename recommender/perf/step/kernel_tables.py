@@ -1,0 +1,296 @@
+"""Measured kernel times for one serving configuration, read from NVIDIA's aiconfigurator-core.
+
+aiconfigurator-core (Apache-2.0, pinned at :data:`AIC_VERSION`) ships per-engine tables of GEMM, attention
+and collective times collected on real GPUs (L40S, H100 SXM, H200, B200, A100 SXM, RTX PRO 6000, ...). This is
+the one module that imports it: the package's successor (``aisimulate``) keeps the namespace, so a switch
+touches only this file. Where it has no data for a configuration (a GPU it never measured, a scheme its GEMM
+tables lack, an engine version it has no slot for) it raises, and :class:`KernelTablesUnavailable` carries
+its reason to the caller, which falls back to the datasheet step cost and says so.
+
+The SDK is sampled once per configuration on a grid, and the simulator interpolates the grid (a step costs a
+few microseconds instead of an SDK call):
+
+- ``linear``: every non-attention op of a step of ``T`` tokens (GEMMs, norms, activations, the lm_head),
+  all-reduces and point-to-point copies left out: collectives come from the topology
+  (``features.StepFeatures``' all-reduce terms), not from whichever node a table was measured on (the
+  package's own metadata says its 4- and 8-GPU L40S collection hung);
+- ``context attention``: one prompt of ``s`` tokens attending to itself; a step of several chunks is priced
+  at the single prompt with the same causal attention work (``sum_sq / 2 + sum_cross``);
+- ``decode attention``: ``b`` sequences reading ``L`` KV tokens each.
+
+Model shapes go to the SDK as a local config directory written from the :class:`ModelShape` (an unknown hub id
+would make it try a download). Only dense decoders are passed: MoE layouts raise (datasheet fallback).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from recommender.perf.model.shape import ModelShape
+    from recommender.perf.scheme import Scheme
+
+__all__ = [
+    "AIC_VERSION", "ENGINES", "SYSTEMS", "KernelTable", "KernelTables", "KernelTablesUnavailable", "gemm_mode",
+    "kernel_package_version",
+]  # fmt: skip
+
+#: The aiconfigurator-core release the tables are read from (pyproject pins it; another release is refused).
+AIC_VERSION = "0.12.0"
+#: Catalog GPU keys -> aiconfigurator-core system names (the GPUs it ships kernel tables for).
+SYSTEMS = {
+    "l40s": "l40s", "h100-sxm": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm", "b300": "b300_sxm",
+    "gb200": "gb200", "a100-80gb": "a100_sxm", "rtx-pro-6000": "rtx_pro_6000_server",
+}  # fmt: skip
+#: Our engine names -> the package's backend names.
+ENGINES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm"}
+#: The narrowest model the package ships a config of (Qwen/Qwen3-0.6B, hidden_size 1024): its GEMM tables were
+#: collected for layer widths from there up; a narrower model's kernels would be read off the tables' edge.
+MIN_HIDDEN = 1024
+#: Ops that are collectives: priced from the topology instead (module docstring).
+_COLLECTIVE_MARKERS = ("_ar", "p2p", "all_reduce", "allreduce", "all_gather", "reduce_scatter", "alltoall")
+
+_TOKENS = np.unique(np.round(np.geomspace(1, 65536, 49)).astype(int))
+_PROMPTS = np.unique(np.round(np.geomspace(16, 131072, 25)).astype(int))
+_SEQS = np.unique(np.round(np.geomspace(1, 4096, 25)).astype(int))
+_CONTEXTS = np.unique(np.round(np.geomspace(16, 131072, 14)).astype(int))
+
+
+class KernelTablesUnavailable(Exception):
+    """No measured kernels for this configuration; the message says why (the provenance quotes it)."""
+
+
+def kernel_package_version() -> str | None:
+    """The installed aiconfigurator-core release, or None where it cannot be imported (not installed: no wheel
+    for this platform or Python; or broken)."""
+    try:
+        import aiconfigurator_core  # noqa: F401
+    except ImportError:
+        return None
+    try:
+        return metadata.version("aiconfigurator-core")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def gemm_mode(scheme: Scheme) -> str:
+    """The package's GEMM quantization mode with `scheme`'s kernels, or KernelTablesUnavailable."""
+    family, precision = scheme.kernel_family, scheme.precision
+    if precision in ("bf16", "fp16"):
+        return "bfloat16"
+    if family.startswith("bnb") or family == "online-fp8" and scheme.weight_only:
+        raise KernelTablesUnavailable(f"{scheme.name}'s kernels ({family}) are not in the kernel tables")
+    modes = {
+        ("fp8", False): "fp8_block" if "block" in family else "fp8", ("int8", False): "sq", ("int8", True): "int8_wo",
+        ("int4", True): "int4_wo", ("fp4", False): "nvfp4" if "nvfp4" in family else "", ("fp4", True): "nvfp4_wo",
+    }  # fmt: skip
+    mode = modes.get((precision, scheme.weight_only), "")
+    if not mode:
+        raise KernelTablesUnavailable(f"{scheme.name} ({precision}, kernels {family}) has no kernel-table mode")
+    return mode
+
+
+def _loglog(x: np.ndarray | float, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """Interpolation in log-log space; below the grid the first value, above it proportional to x."""
+    x = np.maximum(np.asarray(x, dtype=float), xs[0])
+    inside = np.exp(np.interp(np.log(x), np.log(xs), np.log(ys)))
+    out: np.ndarray = np.where(x > xs[-1], ys[-1] * x / xs[-1], inside)
+    return out
+
+
+@dataclass(frozen=True)
+class KernelTable:
+    """One configuration's measured kernel seconds on a grid (module docstring), and where they came from."""
+
+    source: str
+    tokens: np.ndarray
+    linear_s: np.ndarray
+    prompts: np.ndarray
+    context_attention_s: np.ndarray
+    seqs: np.ndarray
+    contexts: np.ndarray
+    decode_attention_s: np.ndarray  # [len(seqs), len(contexts)]
+    measured_share: float = 1.0
+    _log_dec: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_log_dec", np.log(np.maximum(self.decode_attention_s, 1e-12)))
+
+    def linear(self, tokens: int) -> float:
+        """Non-attention kernels of a step of `tokens` tokens, s."""
+        return float(_loglog(tokens, self.tokens, self.linear_s)) if tokens else 0.0
+
+    def context_attention(self, sum_sq: int, sum_cross: int) -> float:
+        """Prefill attention of a step's chunks, s: the single prompt with the same causal work."""
+        work = sum_sq / 2 + sum_cross
+        if work <= 0:
+            return 0.0
+        return float(_loglog(np.sqrt(2 * work), self.prompts, self.context_attention_s))
+
+    def decode_attention(self, seqs: int, kv_tokens: np.ndarray | float) -> np.ndarray:
+        """Decode attention of `seqs` sequences reading `kv_tokens` KV tokens in all, s (vectorised over steps)."""
+        kv = np.asarray(kv_tokens, dtype=float)
+        if seqs <= 0:
+            return np.zeros_like(kv)
+        per_seq = np.maximum(kv / seqs, self.contexts[0])
+        b = min(max(seqs, int(self.seqs[0])), int(self.seqs[-1]))
+        # bilinear in (log b, log L): rows at the two nearest batch sizes, each interpolated along the context
+        i = int(np.clip(np.searchsorted(self.seqs, b) - 1, 0, len(self.seqs) - 2))
+        w = (np.log(b) - np.log(self.seqs[i])) / (np.log(self.seqs[i + 1]) - np.log(self.seqs[i]))
+        logs = np.log(self.contexts)
+        lx = np.log(np.minimum(per_seq, self.contexts[-1]))
+        row = (1 - w) * np.interp(lx, logs, self._log_dec[i]) + w * np.interp(lx, logs, self._log_dec[i + 1])
+        seconds = np.exp(row) * np.maximum(per_seq / self.contexts[-1], 1.0) * max(seqs / self.seqs[-1], 1.0)
+        return np.asarray(seconds)
+
+
+def _config_json(shape: ModelShape) -> dict[str, Any]:
+    """A Llama-architecture config.json with `shape`'s dimensions (dense decoders of LLM widths only)."""
+    if shape.moe is not None:
+        raise KernelTablesUnavailable("MoE layouts are not passed to the kernel tables yet")
+    if shape.hidden < MIN_HIDDEN:
+        raise KernelTablesUnavailable(
+            f"hidden size {shape.hidden} is below the layer widths the kernel tables were collected for "
+            f"(>= {MIN_HIDDEN}: the package's smallest model, Qwen3-0.6B)"
+        )
+    return {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "torch_dtype": "bfloat16",
+        "hidden_size": shape.hidden, "intermediate_size": shape.intermediate, "num_hidden_layers": shape.n_layers,
+        "num_attention_heads": shape.n_heads, "num_key_value_heads": shape.n_kv_heads, "head_dim": shape.head_dim,
+        "vocab_size": shape.vocab, "tie_word_embeddings": shape.tie_word_embeddings, "rms_norm_eps": 1e-5,
+        "max_position_embeddings": 131072, "hidden_act": "silu",
+    }  # fmt: skip
+
+
+@contextmanager
+def _quiet_sdk() -> Iterator[None]:
+    """The SDK logs a warning per fallback row it loads; the provenance carries what matters."""
+    logger = logging.getLogger("aiconfigurator_core")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _is_collective(name: str) -> bool:
+    return any(marker in name for marker in _COLLECTIVE_MARKERS)
+
+
+def _sample(handle: Any, system: str, engine: str) -> KernelTable:
+    """The grid of module docstring, from one compiled engine handle."""
+    measured = total = 0.0
+
+    def linear(tokens: int) -> float:
+        nonlocal measured, total
+        ops = handle.mixed_step_breakdown_per_op(int(tokens), 0, int(tokens), 2)[0]
+        kept = [op for op in ops if not _is_collective(op[0])]
+        total += sum(op[1] for op in kept)
+        measured += sum(op[1] for op in kept if op[3] == "silicon")
+        return float(sum(op[1] for op in kept)) / 1e3
+
+    linear_s = np.array([linear(t) for t in _TOKENS])
+    attention = np.array([handle.mixed_step_breakdown(int(s), 0, int(s), 2)[2] / 1e3 for s in _PROMPTS])
+    decode = np.array([[handle.mixed_step_breakdown(0, int(b), int(c), 2)[3] / 1e3 for c in _CONTEXTS]
+                       for b in _SEQS])  # fmt: skip
+    if not (np.all(linear_s > 0) and np.all(attention > 0) and np.all(decode > 0)):
+        raise KernelTablesUnavailable(f"aiconfigurator-core returned a non-positive kernel time on {system}/{engine}")
+    return KernelTable(
+        source="", tokens=_TOKENS.astype(float), linear_s=linear_s, prompts=_PROMPTS.astype(float),
+        context_attention_s=attention, seqs=_SEQS.astype(float), contexts=_CONTEXTS.astype(float),
+        decode_attention_s=decode, measured_share=measured / total if total else 0.0,
+    )  # fmt: skip
+
+
+def _build(
+    shape: ModelShape, scheme: Scheme, gpu: str, engine: str, tensor_parallel: int, kv_dtype: str
+) -> KernelTable:
+    version = kernel_package_version()
+    if version is None:
+        raise KernelTablesUnavailable("aiconfigurator-core is not installed (pip install aiconfigurator-core)")
+    if version != AIC_VERSION:
+        raise KernelTablesUnavailable(f"aiconfigurator-core {version} is installed; the tables are read at "
+                                      f"{AIC_VERSION}")  # fmt: skip
+    if gpu not in SYSTEMS:
+        raise KernelTablesUnavailable(f"aiconfigurator-core {AIC_VERSION} has no kernel tables for {gpu}")
+    if engine not in ENGINES:
+        raise KernelTablesUnavailable(f"aiconfigurator-core has no {engine} kernel tables")
+    mode, system = gemm_mode(scheme), SYSTEMS[gpu]
+    with _quiet_sdk(), tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "config.json").write_text(json.dumps(_config_json(shape)), encoding="utf-8")
+        try:
+            from aiconfigurator_core.sdk import EngineHandle
+
+            handle = EngineHandle.compile(
+                folder, system, ENGINES[engine], tp_size=tensor_parallel, gemm_quant_mode=mode,
+                kvcache_quant_mode="fp8" if kv_dtype == "fp8" else None,
+            )  # fmt: skip
+            table = _sample(handle, system, engine)
+            engine_version = _engine_version(system, ENGINES[engine])
+        except KernelTablesUnavailable:
+            raise
+        except Exception as exc:  # the SDK's own errors (no data, unsupported mode) mean: no measured kernels here
+            first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+            raise KernelTablesUnavailable(f"aiconfigurator-core {AIC_VERSION}: {first}") from None
+    source = (
+        f"aiconfigurator-core {AIC_VERSION} kernel tables: {system}, {engine} {engine_version}, {mode} GEMMs, "
+        f"{kv_dtype} KV; {table.measured_share:.0%} of the non-attention kernel time from silicon rows"
+    )
+    return _with_source(table, source)
+
+
+def _with_source(table: KernelTable, source: str) -> KernelTable:
+    return KernelTable(
+        source=source, tokens=table.tokens, linear_s=table.linear_s, prompts=table.prompts,
+        context_attention_s=table.context_attention_s, seqs=table.seqs, contexts=table.contexts,
+        decode_attention_s=table.decode_attention_s, measured_share=table.measured_share,
+    )  # fmt: skip
+
+
+def _engine_version(system: str, backend: str) -> str:
+    """The engine release the tables were collected with: the package's "current" slot for that system and
+    backend (``systems/query_versions.yaml``)."""
+    try:
+        from aiconfigurator_core.sdk.engine import _literal_backend_version
+
+        return str(_literal_backend_version(system, backend, None, None, None))
+    except Exception:  # a later release may move the resolver: the label says so rather than guessing
+        return "(the package's current release slot)"
+
+
+@dataclass
+class KernelTables:
+    """Kernel tables by configuration, built on first use and kept (each costs about a second to sample).
+
+    Held by whoever simulates many candidates (``CalibratedModel``); an unavailable configuration is kept too,
+    with its reason, so it is asked once.
+    """
+
+    _built: dict[tuple[object, ...], KernelTable | KernelTablesUnavailable] = field(default_factory=dict)
+
+    def get(
+        self, shape: ModelShape, scheme: Scheme, gpu: str, engine: str, tensor_parallel: int, kv_dtype: str
+    ) -> KernelTable:
+        """The table of that configuration, or KernelTablesUnavailable with the reason."""
+        kv = "fp8" if kv_dtype == "fp8" else "auto"
+        key = (shape, scheme.name, scheme.kernel_family, gpu, engine, tensor_parallel, kv)
+        if key not in self._built:
+            try:
+                self._built[key] = _build(shape, scheme, gpu, engine, tensor_parallel, kv)
+            except KernelTablesUnavailable as exc:
+                self._built[key] = exc
+        found = self._built[key]
+        if isinstance(found, KernelTablesUnavailable):
+            raise found
+        return found
