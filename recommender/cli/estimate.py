@@ -96,6 +96,7 @@ def estimate_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print the estimate as JSON.")] = False,
 ) -> None:
     """Predict a closed-loop benchmark's TTFT, TPOT and throughput on a GPU, with prediction intervals."""
+    from recommender.paths import cache_root
     from recommender.perf.catalog.architecture_check import check_request_fits
     from recommender.perf.catalog.gpus import load_catalog
     from recommender.perf.model.shape import ModelShape
@@ -116,7 +117,7 @@ def estimate_command(
     _check_launch(engine, method, accel, tensor_parallel, shape)
     check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                        field="--prompt-tokens/--output-tokens")  # fmt: skip
-    fit = load_fit()
+    fit, kernel_cache = load_fit(), cache_root() / "kernel_tables"
     sent = rounds or fit.protocol_rounds
     request = EstimateRequest(
         model=name, shape=shape, method=method, accel=accel, profile=PROFILES[engine],
@@ -125,7 +126,7 @@ def estimate_command(
         kv_cache_dtype=kv_cache_dtype, rounds=sent, warmup_rounds=_warmup_rounds(warmup_rounds, sent),
     )  # fmt: skip
     try:
-        result = estimate(request, CalibratedModel(fit, load_kernel_calibration()))
+        result = estimate(request, CalibratedModel(fit, load_kernel_calibration(cache_dir=kernel_cache)))
     except ValueError as exc:  # the weights leave too little KV cache on the GPU at this degree
         raise BadInputError(
             "--tensor-parallel", f"{name} {method.name} on {accel.key} x{tensor_parallel}: {exc}",

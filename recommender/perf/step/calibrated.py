@@ -200,14 +200,19 @@ class KernelCalibration:
     tables: KernelTables
 
 
-def load_kernel_calibration(path: Path = KERNEL_FIT_PATH) -> KernelCalibration | None:
-    """The shipped kernel fit with an empty table cache, or None where the artifact is absent."""
-    return KernelCalibration(load_fit(path), KernelTables()) if path.is_file() else None
+def load_kernel_calibration(
+    path: Path = KERNEL_FIT_PATH, *, cache_dir: Path | None = None
+) -> KernelCalibration | None:
+    """The shipped kernel fit with its tables (kept on disk under `cache_dir` where given), or None where the
+    artifact is absent."""
+    return KernelCalibration(load_fit(path), KernelTables(cache_dir)) if path.is_file() else None
 
 
 def shipped_model() -> CalibratedModel:
-    """The shipped datasheet fit and, where shipped, the kernel fit with a fresh table cache."""
-    return CalibratedModel(load_fit(), load_kernel_calibration())
+    """The shipped datasheet fit and, where shipped, the kernel fit, its tables cached under the cache root."""
+    from recommender.paths import cache_root
+
+    return CalibratedModel(load_fit(), load_kernel_calibration(cache_dir=cache_root() / "kernel_tables"))
 
 
 class CalibratedModel:

@@ -77,6 +77,8 @@ N_FEATURES = len(FEATURES)
 _KV = FEATURES.index("kv")
 #: Datasheet features leave the measured-kernel feature empty.
 _DATASHEET_ZERO = frozenset({FEATURES.index("kernels")})
+#: All-reduce features: zero without tensor parallelism.
+_ALLREDUCE = frozenset({FEATURES.index("allreduce_bytes"), FEATURES.index("allreduce_calls")})
 
 
 def link_bandwidth_one_direction(accel: Accelerator) -> float:
@@ -136,7 +138,7 @@ class StepFeatures:
 
     @property
     def always_zero(self) -> frozenset[int]:
-        return _DATASHEET_ZERO
+        return _DATASHEET_ZERO | (_ALLREDUCE if self.tensor_parallel == 1 else frozenset())
 
     def _kv_read_dtype(self) -> str:
         """The width decode attention pays per KV element read (module docstring)."""

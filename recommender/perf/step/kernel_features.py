@@ -74,7 +74,7 @@ class KernelStepFeatures:
 
     @property
     def always_zero(self) -> frozenset[int]:
-        return frozenset(_REPLACED)
+        return frozenset(_REPLACED) | (self.topology.always_zero - {_KERNELS})
 
     def kernel_seconds(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> float:
         """The step's GPU kernels, collectives excluded, s."""
@@ -83,7 +83,7 @@ class KernelStepFeatures:
         return (
             table.linear(chunks.tokens + decode_seqs)
             + table.context_attention(chunks.sum_sq, chunks.sum_cross)
-            + float(table.decode_attention(decode_seqs, float(decode_kv)))
+            + table.decode_attention_one(decode_seqs, float(decode_kv))
         )
 
     def of_step(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> np.ndarray:

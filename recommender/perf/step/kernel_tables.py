@@ -24,8 +24,12 @@ would make it try a download). Only dense decoders are passed: MoE layouts raise
 
 from __future__ import annotations
 
+import bisect
+import hashlib
 import json
 import logging
+import math
+import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -122,20 +126,26 @@ class KernelTable:
     decode_attention_s: np.ndarray  # [len(seqs), len(contexts)]
     measured_share: float = 1.0
     _log_dec: np.ndarray = field(init=False, repr=False)
+    _scalar: _ScalarGrid = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_log_dec", np.log(np.maximum(self.decode_attention_s, 1e-12)))
+        object.__setattr__(self, "_scalar", _ScalarGrid.of(self))
 
     def linear(self, tokens: int) -> float:
         """Non-attention kernels of a step of `tokens` tokens, s."""
-        return float(_loglog(tokens, self.tokens, self.linear_s)) if tokens else 0.0
+        return self._scalar.linear(tokens) if tokens else 0.0
 
     def context_attention(self, sum_sq: int, sum_cross: int) -> float:
         """Prefill attention of a step's chunks, s: the single prompt with the same causal work."""
         work = sum_sq / 2 + sum_cross
         if work <= 0:
             return 0.0
-        return float(_loglog(np.sqrt(2 * work), self.prompts, self.context_attention_s))
+        return self._scalar.attention(math.sqrt(2 * work))
+
+    def decode_attention_one(self, seqs: int, kv_tokens: float) -> float:
+        """Decode attention of one step (the scheduler's per-step path: plain floats, no numpy)."""
+        return self._scalar.decode(seqs, kv_tokens) if seqs > 0 else 0.0
 
     def decode_attention(self, seqs: int, kv_tokens: np.ndarray | float) -> np.ndarray:
         """Decode attention of `seqs` sequences reading `kv_tokens` KV tokens in all, s (vectorised over steps)."""
@@ -152,6 +162,60 @@ class KernelTable:
         row = (1 - w) * np.interp(lx, logs, self._log_dec[i]) + w * np.interp(lx, logs, self._log_dec[i + 1])
         seconds = np.exp(row) * np.maximum(per_seq / self.contexts[-1], 1.0) * max(seqs / self.seqs[-1], 1.0)
         return np.asarray(seconds)
+
+
+def _log_interp(x: float, lxs: list[float], lys: list[float], xs_last: float) -> float:
+    """Scalar log-log interpolation with :func:`_loglog`'s ends, in plain floats (a step is priced in microseconds)."""
+    lx = math.log(max(x, math.exp(lxs[0])))
+    if x > xs_last:
+        return math.exp(lys[-1]) * x / xs_last
+    i = min(max(bisect.bisect_right(lxs, lx) - 1, 0), len(lxs) - 2)
+    w = (lx - lxs[i]) / (lxs[i + 1] - lxs[i])
+    return math.exp(lys[i] + w * (lys[i + 1] - lys[i]))
+
+
+@dataclass(frozen=True)
+class _ScalarGrid:
+    """A table's grid as Python lists of logarithms, for the per-step scalar lookups."""
+
+    tokens: list[float]
+    linear_s: list[float]
+    prompts: list[float]
+    attention_s: list[float]
+    seqs: list[float]
+    contexts: list[float]
+    decode_rows: list[list[float]]
+    ends: tuple[float, float, float, float, float]
+
+    @classmethod
+    def of(cls, t: KernelTable) -> _ScalarGrid:
+        def logs(a: np.ndarray) -> list[float]:
+            return [math.log(max(float(v), 1e-12)) for v in a]
+
+        return cls(logs(t.tokens), logs(t.linear_s), logs(t.prompts), logs(t.context_attention_s), logs(t.seqs),
+                   logs(t.contexts), [logs(row) for row in t.decode_attention_s],
+                   (float(t.tokens[-1]), float(t.prompts[-1]), float(t.seqs[0]), float(t.seqs[-1]),
+                    float(t.contexts[-1])))  # fmt: skip
+
+    def linear(self, tokens: float) -> float:
+        return _log_interp(tokens, self.tokens, self.linear_s, self.ends[0])
+
+    def attention(self, prompt: float) -> float:
+        return _log_interp(prompt, self.prompts, self.attention_s, self.ends[1])
+
+    def decode(self, seqs: int, kv_tokens: float) -> float:
+        """As ``KernelTable.decode_attention`` for one step."""
+        first_seqs, last_seqs, last_context = self.ends[2], self.ends[3], self.ends[4]
+        per_seq = max(kv_tokens / seqs, math.exp(self.contexts[0]))
+        b = min(max(float(seqs), first_seqs), last_seqs)
+        lb = math.log(b)
+        i = min(max(bisect.bisect_right(self.seqs, lb) - 1, 0), len(self.seqs) - 2)
+        w = (lb - self.seqs[i]) / (self.seqs[i + 1] - self.seqs[i])
+        c = min(per_seq, last_context)
+        low = _log_interp(c, self.contexts, self.decode_rows[i], last_context)
+        high = _log_interp(c, self.contexts, self.decode_rows[i + 1], last_context)
+        seconds = math.exp((1 - w) * math.log(low) + w * math.log(high))
+        return seconds * max(per_seq / last_context, 1.0) * max(seqs / last_seqs, 1.0)
 
 
 def _config_json(shape: ModelShape) -> dict[str, Any]:
@@ -269,14 +333,22 @@ def _engine_version(system: str, backend: str) -> str:
         return "(the package's current release slot)"
 
 
+#: Bumped when the sampling grid or what a table holds changes: older cached tables are not read.
+_TABLE_FORMAT = 1
+_ARRAYS = ("tokens", "linear_s", "prompts", "context_attention_s", "seqs", "contexts", "decode_attention_s")
+
+
 @dataclass
 class KernelTables:
-    """Kernel tables by configuration, built on first use and kept (each costs about a second to sample).
+    """Kernel tables by configuration, built on first use and kept (each costs a second or two to sample).
 
     Held by whoever simulates many candidates (``CalibratedModel``); an unavailable configuration is kept too,
-    with its reason, so it is asked once.
+    with its reason, so it is asked once. With `cache_dir` (``paths.cache_root() / "kernel_tables"`` for the CLI),
+    each table is also written there, keyed by everything it depends on (package release, grid, shape, scheme,
+    GPU, engine, degree, KV dtype), so the next process reads it in milliseconds instead of sampling again.
     """
 
+    cache_dir: Path | None = None
     _built: dict[tuple[object, ...], KernelTable | KernelTablesUnavailable] = field(default_factory=dict)
 
     def get(
@@ -287,10 +359,42 @@ class KernelTables:
         key = (shape, scheme.name, scheme.kernel_family, gpu, engine, tensor_parallel, kv)
         if key not in self._built:
             try:
-                self._built[key] = _build(shape, scheme, gpu, engine, tensor_parallel, kv)
+                self._built[key] = self._read(key) or self._write(key, _build(shape, scheme, gpu, engine,
+                                                                              tensor_parallel, kv))  # fmt: skip
             except KernelTablesUnavailable as exc:
                 self._built[key] = exc
         found = self._built[key]
         if isinstance(found, KernelTablesUnavailable):
             raise found
         return found
+
+    def _path(self, key: tuple[object, ...]) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        digest = hashlib.sha256(repr((_TABLE_FORMAT, AIC_VERSION, *key)).encode()).hexdigest()[:24]
+        return self.cache_dir / f"{digest}.npz"
+
+    def _read(self, key: tuple[object, ...]) -> KernelTable | None:
+        path = self._path(key)
+        if path is None or not path.is_file():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {name: np.array(data[name]) for name in _ARRAYS}
+                return KernelTable(source=str(data["source"]), measured_share=float(data["measured_share"]), **arrays)
+        except (OSError, ValueError, KeyError):  # a truncated or foreign file: sample again (and rewrite it)
+            return None
+
+    def _write(self, key: tuple[object, ...], table: KernelTable) -> KernelTable:
+        path = self._path(key)
+        if path is None:
+            return table
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".npz", delete=False) as tmp:
+                np.savez(tmp, source=np.array(table.source), measured_share=np.array(table.measured_share),
+                         **{name: getattr(table, name) for name in _ARRAYS})  # fmt: skip
+            os.replace(tmp.name, path)  # whole or not at all: a reader never sees half a table
+        except OSError:  # an unwritable cache only costs the next process a resample
+            pass
+        return table
