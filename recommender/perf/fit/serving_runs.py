@@ -37,11 +37,15 @@ NIM_RUNS = Path(str(resources.files("recommender.perf.fit") / "measured_runs" / 
 #: ``benchmarks/import_dli_static_runs.py``: the kernel fit's third campaign, and its PCIe GPU.
 DLI_STATIC_RUNS = Path(str(resources.files("recommender.perf.fit") / "measured_runs" / "dli_trtllm090_static.csv"))
 #: The files the kernel-table step cost is fitted and validated on.
-KERNEL_RUNS = (DEFAULT_RUNS, NIM_RUNS, DLI_STATIC_RUNS)
+KERNEL_RUNS = (DEFAULT_RUNS, DLI_STATIC_RUNS)
+_DESCRIBED = {
+    DEFAULT_RUNS.name: "AIConfigurator silicon-sample rows handed over (H100 SXM)",
+    NIM_RUNS.name: "NVIDIA DLI's NIM GenAI-Perf sweep (A100 SXM, H100 SXM)",
+    DLI_STATIC_RUNS.name: "NVIDIA DLI's TensorRT-LLM 0.9 static-batch sweep (L40S, H100 SXM, H200, A100 SXM)",
+}
 KERNEL_RUNS_SOURCE = (
-    "recommender/perf/fit/measured_runs/{serving_runs_h100,nim_genaiperf_a100_h100,dli_trtllm090_static}.csv: "
-    "AIConfigurator silicon-sample rows handed over (H100 SXM), NVIDIA DLI's NIM GenAI-Perf sweep (A100 SXM, H100 "
-    "SXM) and TensorRT-LLM 0.9 static-batch sweep (L40S, H100 SXM, H200, A100 SXM)"
+    f"recommender/perf/fit/measured_runs/{{{','.join(p.stem for p in KERNEL_RUNS)}}}.csv: "
+    + "; ".join(_DESCRIBED[p.name] for p in KERNEL_RUNS)
 )
 RUNS_SOURCE = (
     "recommender/perf/fit/measured_runs/serving_runs_h100.csv: NVIDIA AIConfigurator silicon sample "

@@ -131,8 +131,9 @@ class HeldOutPrediction:
 
     @property
     def prefill_dominated(self) -> bool:
-        """Whether the run's TTFT measures a prefill step rather than a queue (``PREFILL_DOMINATED``)."""
-        return self.ttft_bracket_ms[0] <= PREFILL_DOMINATED * self.lone_prefill_ms
+        """Whether the run's TTFT measures a prefill step rather than a queue (``PREFILL_DOMINATED``); a static
+        batch's always does (its TTFT is one context step of the whole batch, nothing queues)."""
+        return self.run.static_batch or self.ttft_bracket_ms[0] <= PREFILL_DOMINATED * self.lone_prefill_ms
 
     @property
     def prefill_residual(self) -> float:

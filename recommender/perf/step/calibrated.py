@@ -208,6 +208,11 @@ def load_kernel_calibration(
     return KernelCalibration(load_fit(path), KernelTables(cache_dir)) if path.is_file() else None
 
 
+def _uncalibrated(accel: Accelerator) -> bool:
+    """No measured serving run on this vendor's GPUs calibrates the step cost (AMD: issue 39, item 4)."""
+    return accel.vendor != "nvidia"
+
+
 def shipped_model() -> CalibratedModel:
     """The shipped datasheet fit and, where shipped, the kernel fit, its tables cached under the cache root."""
     from recommender.paths import cache_root
@@ -294,6 +299,9 @@ class CalibratedModel:
             f"({accel.memory_bandwidth_gbps:g} GB/s, dense peaks {accel.peak_tflops}; unmeasured step)"
         )  # fmt: skip
         kernels = f"; no measured kernels: {why_not_kernels}" if why_not_kernels else ""
+        if _uncalibrated(accel):
+            where += (f"; datasheet, uncalibrated: no measured {accel.vendor.upper()} serving run calibrates it, "
+                      "intervals from the pools of engines the fit never saw")  # fmt: skip
         return Provenance(
             "calibrated",
             f"datasheet step cost: {whose}, of {sum(fit.engine_runs.values())} runs in {fit.data.split(':')[0]} "
@@ -317,10 +325,13 @@ class CalibratedModel:
     def step_factors(self, engine: str, confidence: float, point: FeatureStepCost | None = None) -> StepFactors:
         """The one-sided upper bounds of the prefill and decode step costs at `confidence`, over the point costs:
         the SLA check simulates the user's traffic with steps this much slower (``UpperStepCost``). One-sided:
-        an SLA is broken only by slow steps, so at 90 % confidence the bound is the residuals' 90th percentile."""
+        an SLA is broken only by slow steps, so at 90 % confidence the bound is the residuals' 90th percentile.
+        A GPU no measured run calibrates (AMD: no kernel tables, no runs) takes the wider pools, as an engine the fit
+        never saw does."""
         fit, central = self._fit_of(point), 2 * confidence - 1  # one-sided: the central interval's upper end
+        known = self.knows(engine, fit) and not (point is not None and _uncalibrated(point.features.accel))
         p, p_extra, d, d_extra = step_pools(fit.step_residuals_engine_seen, fit.step_residuals_engine_unseen,
-                                            fit.step_residuals_by_engine, engine, self.knows(engine, fit))  # fmt: skip
+                                            fit.step_residuals_by_engine, engine, known)  # fmt: skip
         prefill, decode = interval_factors(p, p_extra, central)[1], interval_factors(d, d_extra, central)[1]
         return StepFactors(prefill=max(prefill, 1.0), decode=max(decode, 1.0))
 

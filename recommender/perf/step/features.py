@@ -137,6 +137,16 @@ class StepFeatures:
             object.__setattr__(self, name, value)
 
     @property
+    def allreduce_per_token_s(self) -> float:
+        """The all-reduce bytes feature per token of a step (ring bytes over the link's one-direction rate), s."""
+        return self._ar_token_s
+
+    @property
+    def allreduce_calls(self) -> float:
+        """All-reduces a step makes (2 per layer with tensor parallelism, else 0)."""
+        return self._ar_calls
+
+    @property
     def always_zero(self) -> frozenset[int]:
         return _DATASHEET_ZERO | (_ALLREDUCE if self.tensor_parallel == 1 else frozenset())
 

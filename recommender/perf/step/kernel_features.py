@@ -30,6 +30,8 @@ __all__ = ["KernelStepFeatures"]
 #: The datasheet features the measured kernels replace (zero in a kernel row).
 _REPLACED = [FEATURES.index(name) for name in ("weights", "linear", "attention", "kv", "tokens")]
 _KERNELS = FEATURES.index("kernels")
+_STEP, _PREFILL_STEP, _LAYERS = FEATURES.index("step"), FEATURES.index("prefill_step"), FEATURES.index("layers")
+_AR_BYTES, _AR_CALLS = FEATURES.index("allreduce_bytes"), FEATURES.index("allreduce_calls")
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,10 @@ class KernelStepFeatures:
         )
 
     def of_step(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> np.ndarray:
-        row: np.ndarray = self.topology.of_step(chunks, decode_seqs, context_tokens) * self._mask
+        tokens, topology = chunks.tokens + decode_seqs, self.topology
+        row = np.zeros(len(FEATURES))
+        row[_STEP], row[_PREFILL_STEP], row[_LAYERS] = 1.0, 1.0 if chunks.seqs else 0.0, topology.shape.n_layers
+        row[_AR_BYTES], row[_AR_CALLS] = topology.allreduce_per_token_s * tokens, topology.allreduce_calls
         row[_KERNELS] = self.kernel_seconds(chunks, decode_seqs, context_tokens)
         return row
 
