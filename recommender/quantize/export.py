@@ -16,8 +16,8 @@ from recommender.engines import EMITTERS, evaluation_only
 from recommender.errors import BadInputError
 from recommender.input_files import usable_path
 from recommender.quantize._base import QuantMethod
-from recommender.quantize.file_modes import apply_umask_modes
 from recommender.quantize.checkpoint_scheme import CheckpointScheme
+from recommender.quantize.file_modes import apply_umask_modes
 
 if TYPE_CHECKING:
     from recommender.models.source import ModelSource
@@ -30,7 +30,7 @@ def checkpoint_scheme(method: QuantMethod, *, field: str = "--scheme") -> Checkp
         return method
     flag = EMITTERS["vllm"].flag_for(method)
     if evaluation_only(method):
-        fix = "it is evaluation-only (no serving engine launches it); pick a checkpoint scheme (compressed-tensors or ModelOpt)"
+        fix = "it is evaluation-only (no serving engine launches it); pick a compressed-tensors or ModelOpt scheme"
     elif flag:
         fix = f"the engine quantizes the original weights as it loads them: launch with --quantization {flag}"
     else:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import json
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -108,19 +109,10 @@ class ModelOptScheme(CheckpointScheme):
         return f"trtllm-serve {out}"
 
 
-class _quiet_modelopt:  # noqa: N801 - used as a context manager, named like one
+def _quiet_modelopt() -> warnings.catch_warnings[None]:
     """ModelOpt warns at import that it has not tested this transformers version, and its export warns per layer;
     neither changes a value (the reload test checks the values), so they are kept off the terminal."""
-
-    def __enter__(self) -> None:
-        import warnings
-
-        self._catch = warnings.catch_warnings()
-        self._catch.__enter__()
-        warnings.simplefilter("ignore")
-
-    def __exit__(self, *exc: object) -> None:
-        self._catch.__exit__(*exc)
+    return warnings.catch_warnings(action="ignore")
 
 
 def _recipe(config_name: str) -> str:

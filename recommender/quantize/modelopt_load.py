@@ -88,6 +88,8 @@ def _served_linear_class() -> type[nn.Module]:
             self.algo = algo
             self.weight = nn.Parameter(weight, requires_grad=False)
             self.bias = None if bias is None else nn.Parameter(bias.float(), requires_grad=False)
+            self.input_scale: torch.Tensor | None
+            self.pre_quant_scale: torch.Tensor | None
             self.register_buffer("input_scale", input_scale)
             self.register_buffer("pre_quant_scale", None if pre_quant_scale is None else pre_quant_scale.float())
 
@@ -95,9 +97,9 @@ def _served_linear_class() -> type[nn.Module]:
             y = x.float()
             if self.pre_quant_scale is not None:
                 y = y * self.pre_quant_scale
-            if self.algo == "FP8":
+            if self.algo == "FP8" and self.input_scale is not None:
                 y = numerics.quantize_fp8_static(y, self.input_scale)
-            elif self.algo == "NVFP4":
+            elif self.algo == "NVFP4" and self.input_scale is not None:
                 y = numerics.quantize_nvfp4_dynamic(y, self.input_scale)
             return torch.nn.functional.linear(y, self.weight, self.bias).to(x.dtype)
 
@@ -166,6 +168,27 @@ def _attach_kv_scales(model: nn.Module, scales: dict[str, torch.Tensor]) -> None
     model.set_attn_implementation(MODELOPT_KV_ATTENTION)
 
 
+def _install_served_layers(
+    model: nn.Module, layers: dict[str, dict[str, torch.Tensor]], described: ModelOptConfig
+) -> None:
+    """Put a `ServedLinear` in place of every quantized linear layer, its weight dequantized from the checkpoint."""
+    from torch import nn
+
+    served = _served_linear_class()
+    for prefix, tensors in layers.items():
+        parent_name, _, child = prefix.rpartition(".")
+        original = model.get_submodule(prefix)
+        assert isinstance(original, nn.Linear), prefix  # ModelOpt quantizes linear layers only
+        expected = tuple(original.weight.shape)
+        weight = _dequantize(described.quant_algo, tensors, described.group_size)
+        if tuple(weight.shape) != expected:
+            raise BadInputError("--checkpoint", f"{prefix} holds {tuple(weight.shape)}, the architecture {expected}",
+                                "give the checkpoint its own config.json")  # fmt: skip
+        layer = served(weight, tensors.get("bias"), described.quant_algo, tensors.get("input_scale"),
+                       tensors.get("pre_quant_scale"))  # fmt: skip
+        setattr(model.get_submodule(parent_name), child, layer)
+
+
 def load_modelopt_checkpoint(path: Path, device: DeviceInfo) -> nn.Module:
     """The ModelOpt checkpoint at `path` as its engines serve it (module docstring), on `device`."""
     import torch
@@ -175,25 +198,15 @@ def load_modelopt_checkpoint(path: Path, device: DeviceInfo) -> nn.Module:
     config = AutoConfig.from_pretrained(str(path))
     if hasattr(config, "quantization_config"):
         del config.quantization_config  # built plain; the quantized layers are put in below
-    model: nn.Module = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    model: nn.Module = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)  # type: ignore[no-untyped-call]
     layers, plain = _split_quantized(_read_tensors(path))
     kv_scales = _kv_scales(plain) if described.kv_cache_quant_algo == "FP8" else {}
-    served = _served_linear_class()
-    for prefix, tensors in layers.items():
-        parent_name, _, child = prefix.rpartition(".")
-        original = model.get_submodule(prefix)
-        bias = tensors.get("bias")
-        weight = _dequantize(described.quant_algo, tensors, described.group_size)
-        if tuple(weight.shape) != tuple(original.weight.shape):
-            raise BadInputError("--checkpoint", f"{prefix} holds {tuple(weight.shape)}, the architecture "
-                                f"{tuple(original.weight.shape)}", "give the checkpoint its own config.json")  # fmt: skip
-        layer = served(weight, bias, described.quant_algo, tensors.get("input_scale"), tensors.get("pre_quant_scale"))
-        setattr(model.get_submodule(parent_name), child, layer)
+    _install_served_layers(model, layers, described)
     missing, unexpected = model.load_state_dict(plain, strict=False)
     left = [k for k in missing if not _is_quantized_or_tied(k, layers, config)]
     if left or unexpected:
-        raise BadInputError("--checkpoint", f"{path} does not match its architecture (missing {left[:3]}, "
-                            f"unexpected {unexpected[:3]})", "give a checkpoint written by ModelOpt's HF export")  # fmt: skip
+        raise BadInputError("--checkpoint", f"{path} does not match its architecture (missing {left[:3]}, unexpected "
+                            f"{unexpected[:3]})", "give a checkpoint written by ModelOpt's HF export")  # fmt: skip
     if kv_scales:
         _attach_kv_scales(model, kv_scales)
     target = "cuda" if device.kind in ("cuda", "rocm") else "cpu"
