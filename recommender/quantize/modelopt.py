@@ -18,9 +18,12 @@ checkpoint's size, an upper bound on what an engine holds).
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import json
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -109,10 +112,18 @@ class ModelOptScheme(CheckpointScheme):
         return f"trtllm-serve {out}"
 
 
-def _quiet_modelopt() -> warnings.catch_warnings[None]:
-    """ModelOpt warns at import that it has not tested this transformers version, and its export warns per layer;
-    neither changes a value (the reload test checks the values), so they are kept off the terminal."""
-    return warnings.catch_warnings(action="ignore")
+@contextlib.contextmanager
+def _quiet_modelopt() -> Iterator[None]:
+    """ModelOpt warns at import that it has not tested this transformers version, warns per layer on export and
+    prints ("Inserted 106 quantizers") to stdout, where `--json` output belongs; none of it changes a value (the
+    reload test checks the values), so it is kept off the terminal unless RECOMMENDER_VERBOSE is set."""
+    from recommender.quiet import is_verbose
+
+    if is_verbose():
+        yield
+        return
+    with warnings.catch_warnings(action="ignore"), contextlib.redirect_stdout(io.StringIO()):
+        yield
 
 
 def _recipe(config_name: str) -> str:
