@@ -110,6 +110,7 @@ def test_fp8_export_reloads_to_the_in_process_models_logits(tmp_path: Path, demo
     assert (got.argmax(-1) == expected.argmax(-1)).float().mean().item() > 0.99
 
 
+@pytest.mark.slow
 def test_fp8_kv_variant_rounds_keys_and_values_with_the_calibrated_scales(tmp_path: Path, demo_model_dir: Path) -> None:
     source = _source(demo_model_dir)
     calibration = _calibration(source)
