@@ -159,6 +159,7 @@ def test_a_directory_that_is_not_modelopt_is_refused_in_one_line(demo_model_dir:
         read_modelopt_config(demo_model_dir)
 
 
+@pytest.mark.slow  # 107 s (FP8) and 161 s (NVFP4) on the shared 2-core CPU: lm-eval twice plus the fidelity windows
 @pytest.mark.parametrize("name", ["modelopt-fp8", "modelopt-nvfp4"])
 def test_demo_model_quantized_exported_reloaded_and_scored_with_lm_eval(
     tmp_path: Path, demo_model_dir: Path, name: str
