@@ -11,18 +11,30 @@ import typer
 
 EPILOG = (
     "Exit codes: 0 written, 2 bad input (unknown scheme, a scheme with nothing to write, an output that exists).\n\n"
-    "The directory holds safetensors, config.json whose quantization_config names compressed-tensors and its "
-    "config groups, the tokenizer and recipe.yaml; `vllm serve DIR` loads it as it is."
+    "llm-compressor schemes write safetensors, config.json whose quantization_config names compressed-tensors and "
+    "its config groups, the tokenizer and recipe.yaml (`vllm serve DIR` loads it); ModelOpt schemes (modelopt-*) "
+    "write ModelOpt's HF export with hf_quant_config.json and modelopt_recipe.json (`trtllm-serve DIR` loads it). "
+    "Append +kv-fp8 to a ModelOpt scheme for calibrated FP8 KV-cache scales."
 )
 
-SCHEME_HELP = "fp8-dynamic, int8-w8a8, w4a16-gptq-g128, w4a16-awq-g128 or w4a16-rtn-g128."
+
+def scheme_help() -> str:
+    """Every scheme in the registry that writes a checkpoint, by format (the registry is the one list)."""
+    from recommender.quantize import all_methods
+
+    by_format: dict[str, list[str]] = {}
+    for method in all_methods().values():
+        if method.checkpoint_format is not None:
+            by_format.setdefault(method.checkpoint_format, []).append(method.name)
+    return "; ".join(f"{fmt}: {', '.join(names)}" for fmt, names in by_format.items()) + "."
+
 #: The demo use case, shipped in the package.
 DEFAULT_SUITE = Path(str(resources.files("recommender.demo") / "use_case.yaml"))
 
 
 def quantize_command(
     model: Annotated[str, typer.Option(help="Local model directory or hub id (org/name).")],
-    scheme: Annotated[str, typer.Option(help=SCHEME_HELP)],
+    scheme: Annotated[str, typer.Option(help=scheme_help())],
     out: Annotated[Path, typer.Option(help="New directory to write the checkpoint to.")],
     use_case: Annotated[Path, typer.Option(help="Suite whose unscored documents calibrate.")] = DEFAULT_SUITE,
     calibration_docs: Annotated[
@@ -31,7 +43,7 @@ def quantize_command(
     revision: Annotated[str | None, typer.Option(help="Hub revision for hub ids.")] = None,
     trust_remote_code: Annotated[bool, typer.Option(help="Run code shipped with the model.")] = False,
 ) -> None:
-    """Quantize a model with llm-compressor and save it as a compressed-tensors checkpoint."""
+    """Quantize a model (llm-compressor or ModelOpt) and save the checkpoint a serving engine loads."""
     from recommender.config.destinations import check_cache_root
     from recommender.input_files import expand_user
     from recommender.models.source import ModelSource
@@ -58,4 +70,4 @@ def quantize_command(
     calibration_note = f", calibrated on {context.calibration_set().source}" if method.calibrates else ""  # type: ignore[union-attr]
     typer.echo(f"wrote {method.name} checkpoint of {source.name} to {out} in {time.perf_counter() - started:.1f} s"
                f"{calibration_note}")  # fmt: skip
-    typer.echo(f"serve it with: vllm serve {out}")
+    typer.echo(f"serve it with: {method.serve_hint(out)}")

@@ -225,14 +225,17 @@ def check_choice(engine: str, option: str, value: str, choices: Iterable[str]) -
         raise ValueError(f"{engine} {option} does not accept {value!r} (accepted: {', '.join(allowed)})")
 
 
-def checkpoint_note(method: QuantMethod, engine: str) -> str | None:
+def checkpoint_note(method: QuantMethod, engine: str, flag: str = "") -> str | None:
     """What the model argument must be for a checkpoint scheme, or None for a scheme served from the model."""
     if method.checkpoint_format is None:
         return None
+    where = "config.json (quantization_config)"
+    if method.checkpoint_format == "modelopt":
+        where = "config.json (quantization_config, quant_method modelopt) and hf_quant_config.json"
+    how = f"--quantization {flag} names its loader" if flag else "so no quantization flag is passed"
     return (
         f"the model argument is the {method.checkpoint_format} checkpoint directory written for {method.name} "
-        f"(not the original model); {engine} reads the scheme from its config.json (quantization_config), "
-        "so no quantization flag is passed."
+        f"(not the original model); {engine} reads the scheme from its {where}, {how}."
     )
 
 

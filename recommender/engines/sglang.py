@@ -57,6 +57,18 @@ FP8 per-tensor and block, and FP4 (compressed-tensors ``FP8``, ``FP8_BLOCK``, ``
   scales, not the FP32 scales that were measured, so the block row stops at 10.0 (Hopper's DeepGEMM keeps
   FP32 scales). The block path on ROCm is not verified here: no AMD row for ct-fp8-block.
 
+ModelOpt checkpoints (``recommender/quantize/modelopt.py``), verified against sgl-project/sglang:
+- python/sglang/srt/layers/quantization/modelopt_quant.py @ faeb968 — ``ModelOptFp8Config`` (``get_name``
+  "modelopt_fp8", ``get_min_capability`` 89) reads the flat config.json ``quantization_config`` (``quant_algo``,
+  ``kv_cache_scheme``, ``ignore``) or the nested hf_quant_config.json; ``override_quantization_method`` turns
+  ``--quantization modelopt`` into modelopt_fp8 or modelopt_fp4 by quant_algo (the flag given below).
+  ``ModelOptFp8LinearMethod``: per-tensor weights requantized to a fused module's maximum scale, the static
+  ``input_scale`` (its maximum over fused modules); ``ModelOptFp8KVCacheMethod`` loads k_scale/v_scale.
+  No W4A16_AWQ config, so no mo-w4a16-awq row.
+- the same file @ 003ca3e — ``ModelOptFp4LinearMethod``: FP4 activations quantized at run time
+  (``scaled_fp4_quant`` with the inverse of the static ``input_scale``) into ``cutlass_scaled_fp4_mm``, and the
+  NVFP4 MoE method refuses anything below Blackwell ("Please use Blackwell and above"): NVFP4 from 10.0.
+
 How it batches (``PROFILE``, for the scheduler simulation; defaults of the releases the measured runs used, read
 in the released sources):
 
@@ -121,6 +133,9 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("ct-fp8-block", "SGLang's CompressedTensorsW8A8Fp8 (128x128 blocks, FP32 scales; UE8M0 on Blackwell)",
            (8, 9), nvidia_below=(10, 0), fallback=FP8_BLOCK_FALLBACK),
     Kernel("ct-nvfp4", "SGLang's CompressedTensorsW4A4Fp4 (FP4 GEMM)", (10, 0), fallback=NVFP4_FALLBACK),
+    Kernel("mo-fp8", "SGLang's ModelOptFp8LinearMethod (per-tensor, static activation scale)", (8, 9),
+           flag="modelopt"),
+    Kernel("mo-nvfp4", "SGLang's ModelOptFp4LinearMethod (CUTLASS FP4 GEMM)", (10, 0), flag="modelopt"),
 )  # fmt: skip
 
 
@@ -139,6 +154,10 @@ class SglangEmitter(Emitter):
         "https://github.com/sgl-project/sglang/blob/d94a1535900da43cb374c2445679375e78935af6/"
         "python/sglang/srt/layers/quantization/fp8.py",
         "https://github.com/sgl-project/sglang/pull/34304",
+        "https://github.com/sgl-project/sglang/blob/faeb96856c4417d55695feec2f4d2463c8adb7fd/"
+        "python/sglang/srt/layers/quantization/modelopt_quant.py",
+        "https://github.com/sgl-project/sglang/blob/003ca3e5152c94c92d88fd43d5eb58e55201e895/"
+        "python/sglang/srt/layers/quantization/modelopt_quant.py",
     )
     kernels = KERNELS
     profile = PROFILE
@@ -202,7 +221,7 @@ class SglangEmitter(Emitter):
 
 
 def _quantization_notes(method: QuantMethod, flag: str) -> list[str]:
-    checkpoint = checkpoint_note(method, "SGLang")
+    checkpoint = checkpoint_note(method, "SGLang", flag)
     if checkpoint is not None:
         return [checkpoint]
     if flag == "bitsandbytes":

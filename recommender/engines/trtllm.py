@@ -69,6 +69,15 @@ FP8 per-tensor and block, and FP4 (compressed-tensors ``FP8``, ``FP8_BLOCK``, ``
   checkpoints, but the compressed-tensors reader above refuses a per-tensor group; FP8 rowwise (ct-fp8-w8a8)
   stays Hopper-only, so Blackwell gains no FP8 row from compressed-tensors checkpoints.
 
+ModelOpt checkpoints (``recommender/quantize/modelopt.py``: ModelOpt's ``export_hf_checkpoint``, which writes
+hf_quant_config.json and config.json ``quant_method: modelopt``), verified against NVIDIA/TensorRT-LLM:
+- tensorrt_llm/_torch/model_config.py @ 008e0af — the PyTorch backend reads a checkpoint's quantization from
+  hf_quant_config.json (ModelOpt's) before config.json; no launch flag.
+- docs/source/features/quantization.md @ 09d4c79 — "TensorRT LLM can directly run pre-quantized models generated
+  with the NVIDIA TensorRT Model Optimizer"; hardware matrix: FP8 (per tensor) on Ada, Hopper, Blackwell sm100/103
+  and sm120 (so from 8.9); NVFP4 on Blackwell only (10.0); W4A16 AWQ on Ampere, Ada and Hopper, not Blackwell
+  (8.0 up to, not including, 10.0); FP8 KV cache on every listed architecture.
+
 How it batches (``PROFILE``, for the scheduler simulation; defaults of the releases the measured runs used, read
 in the released sources):
 
@@ -119,6 +128,9 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("ct-fp8-block", "TensorRT-LLM's FP8_BLOCK_SCALES with FP32 scales (Blackwell uses UE8M0 scales)", (9, 0),
            nvidia_below=(10, 0)),
     Kernel("ct-nvfp4", "TensorRT-LLM's NVFP4 W4A4 (FP4 CUTLASS)", (10, 0)),
+    Kernel("mo-fp8", "TensorRT-LLM's FP8 per-tensor (ModelOpt checkpoint)", (8, 9)),
+    Kernel("mo-nvfp4", "TensorRT-LLM's NVFP4 W4A4 (ModelOpt checkpoint)", (10, 0)),
+    Kernel("mo-w4a16-awq", "TensorRT-LLM's W4A16 AWQ (ModelOpt checkpoint)", (8, 0), nvidia_below=(10, 0)),
 )  # fmt: skip
 
 
@@ -198,13 +210,14 @@ class TrtllmEmitter(Emitter):
             return (
                 "TensorRT-LLM's compressed-tensors reader takes 4-bit groups only as float (MXFP4, NVFP4; "
                 "tensorrt_llm/models/quant_config_utils.py), and its W4A16 AWQ/GPTQ kernels load ModelOpt "
-                "checkpoints, not llm-compressor's — serve it with another engine"
+                "checkpoints, not llm-compressor's — pick modelopt-w4a16-awq, or serve it with another engine"
             )
         if method.kernel_family == "ct-fp8-tensor":
             return (
                 "TensorRT-LLM's compressed-tensors reader takes 8-bit groups only per channel (FP8 rowwise) or in "
                 "blocks (FP8_BLOCK_SCALES) and raises on per-tensor FP8 (tensorrt_llm/models/quant_config_utils.py) "
-                "— serve it with another engine, or pick fp8-dynamic or fp8-block"
+                "— pick modelopt-fp8 (ModelOpt's per-tensor FP8, which TensorRT-LLM runs from 8.9), or serve it with "
+                "another engine"
             )
         if method.kernel_family == "ct-nvfp4a16":
             return (
@@ -247,6 +260,10 @@ def _extra_llm_api_options(settings: LaunchSettings) -> dict[str, Any]:
     return extra
 
 
+#: The quant_algo ModelOpt writes for each ModelOpt family.
+_MODELOPT_ALGO = {"mo-fp8": "FP8", "mo-nvfp4": "NVFP4", "mo-w4a16-awq": "W4A16_AWQ"}
+
+
 def _quantization_notes(method: QuantMethod) -> list[str]:
     checkpoint = checkpoint_note(method, "TensorRT-LLM")
     if checkpoint is None:
@@ -263,6 +280,11 @@ def _quantization_notes(method: QuantMethod) -> list[str]:
             "TensorRT-LLM reads this checkpoint as FP8_BLOCK_SCALES (128x128 weight blocks, activations quantized "
             "per 128-value group at run time); Hopper keeps the FP32 scales, while Blackwell's block kernels use "
             "UE8M0 (power-of-two) scales, which is why only Hopper counts."
+        )
+    if method.checkpoint_format == "modelopt":
+        notes.append(
+            "TensorRT-LLM reads this ModelOpt checkpoint's hf_quant_config.json (quant_algo "
+            f"{_MODELOPT_ALGO.get(method.kernel_family, '?')}) as ModelOpt wrote it: the scales it was scored with."
         )
     if method.kernel_family == "ct-nvfp4":
         notes.append(

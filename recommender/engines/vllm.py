@@ -106,6 +106,20 @@ FP8 per-tensor and block, and FP4 (compressed-tensors ``FP8``, ``FP8_BLOCK``, ``
   MI355X, not on MI300X (gfx942), which gets the emulation; ``Kernel.amd`` is one flag for every AMD GPU,
   so ct-mxfp4 has ``amd=False``.
 
+ModelOpt checkpoints (``recommender/quantize/modelopt.py``), verified against vllm-project/vllm:
+- vllm/model_executor/layers/quantization/modelopt.py @ 00155cd — ``QUANT_ALGOS`` FP8, FP8_PER_CHANNEL_PER_TOKEN,
+  FP8_PB_WO, NVFP4, W4A16_NVFP4, MXFP8, MIXED_PRECISION: no W4A16_AWQ, so no mo-w4a16-awq row. The config is read
+  from config.json's ``quantization_config`` (``quant_method: modelopt``) or ``hf_quant_config.json``.
+  ``ModelOptFp8Config`` (``get_name`` "modelopt", ``get_min_capability`` 89, no weight-only fallback):
+  ``ModelOptFp8LinearMethod`` runs per-tensor weights with the static per-tensor ``input_scale``
+  (kFp8StaticTensorSym); a fused QKV/MLP module's weight scales are requantized to their maximum and its
+  input scales reduced to their maximum (ModelOpt's export already gives fused inputs one scale).
+  ``ModelOptKVCacheMethod`` loads the checkpoint's k_scale/v_scale. ``ModelOptNvFp4Config`` ("modelopt_fp4",
+  min 75): ``ModelOptNvFp4LinearMethod`` takes its kernel from ``init_nvfp4_linear_kernel`` — the W4A4 CUTLASS/
+  FlashInfer GEMM from 10.0, FP4 Marlin (weight-only) below — with the static global ``input_scale`` and FP4
+  activations quantized at run time; ``override_quantization_method`` picks "modelopt" / "modelopt_fp4" from the
+  checkpoint's quant_algo, the names the flags below give.
+
 How it batches (``PROFILE``, for the scheduler simulation; defaults of the releases the measured runs used, read
 in the released sources):
 
@@ -194,6 +208,9 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("ct-nvfp4", "vLLM's CUTLASS/FlashInfer NVFP4 W4A4", (10, 0), fallback=NVFP4_FALLBACK),
     Kernel("ct-nvfp4a16", "vLLM's FP4 Marlin (NVFP4 weight-only)", (7, 5)),
     Kernel("ct-mxfp4", "vLLM's FlashInfer MXFP4 W4A4", (10, 0), fallback=MXFP4_FALLBACK),
+    Kernel("mo-fp8", "vLLM's ModelOptFp8LinearMethod (per-tensor, static activation scale)", (8, 9), flag="modelopt"),
+    Kernel("mo-nvfp4", "vLLM's ModelOptNvFp4LinearMethod (NVFP4 W4A4)", (10, 0), fallback=NVFP4_FALLBACK,
+           flag="modelopt_fp4"),
 )  # fmt: skip
 
 
@@ -218,6 +235,8 @@ class VllmEmitter(Emitter):
         "https://docs.vllm.ai/en/latest/features/quantization/bnb/",
         "https://docs.vllm.ai/en/latest/configuration/serve_args/",
         "https://github.com/vllm-project/vllm/pull/23014",
+        "https://github.com/vllm-project/vllm/blob/00155cdecca722d98e34234c3d172725b7720b7d/"
+        "vllm/model_executor/layers/quantization/modelopt.py",
         "https://github.com/vllm-project/vllm/blob/main/docs/features/spec_decode/n_gram.md",
         "https://github.com/vllm-project/vllm/blob/main/vllm/v1/spec_decode/ngram_proposer.py",
     )
@@ -270,6 +289,12 @@ class VllmEmitter(Emitter):
                 "from torchao's config_to_dict — check it on your vLLM version (issue #31668), or pick a method "
                 "with a vLLM equivalent"
             )
+        if method.kernel_family == "mo-w4a16-awq":
+            return (
+                "vLLM's ModelOpt loader takes FP8, NVFP4 and MXFP8 algorithms, not W4A16_AWQ "
+                "(QUANT_ALGOS in vllm/model_executor/layers/quantization/modelopt.py) — serve it with trtllm, or pick "
+                "w4a16-awq-g128 (compressed-tensors) for vLLM"
+            )
         return super().no_equivalent_hint(method)
 
 
@@ -285,7 +310,7 @@ def _speculative_options(speculative: str) -> list[Option]:
 
 
 def _quantization_notes(method: QuantMethod, flag: str) -> list[str]:
-    checkpoint = checkpoint_note(method, "vLLM")
+    checkpoint = checkpoint_note(method, "vLLM", flag)
     if checkpoint is not None:
         return [checkpoint, *_checkpoint_kernel_notes(method)]
     if flag == "fp8":

@@ -85,6 +85,11 @@ class QuantMethod(ABC):
             return f"{self.name} needs CUDA capability >= {need}, this GPU has {have}"
         return None
 
+    def fp8_kv_variant(self) -> QuantMethod | None:
+        """This scheme with an FP8 KV cache, where its checkpoint carries the KV scales (ModelOpt); None where the
+        KV cache is quantized on top of the weights with the engine's default scale (`quantize.kv_cache`)."""
+        return None
+
     def check_device(self, device: DeviceInfo) -> None:
         reason = self.unavailable_reason(device)
         if reason is not None:

@@ -16,21 +16,21 @@ from recommender.engines import EMITTERS, evaluation_only
 from recommender.errors import BadInputError
 from recommender.input_files import usable_path
 from recommender.quantize._base import QuantMethod
+from recommender.quantize.checkpoint_scheme import CheckpointScheme
 from recommender.quantize.file_modes import apply_umask_modes
-from recommender.quantize.llmcompressor import LlmCompressorScheme
 
 if TYPE_CHECKING:
     from recommender.models.source import ModelSource
     from recommender.quantize.checkpoint import QuantizeContext
 
 
-def checkpoint_scheme(method: QuantMethod, *, field: str = "--scheme") -> LlmCompressorScheme:
+def checkpoint_scheme(method: QuantMethod, *, field: str = "--scheme") -> CheckpointScheme:
     """`method` if it writes a checkpoint an engine loads, else one line saying what launches it."""
-    if isinstance(method, LlmCompressorScheme) and method.checkpoint_format is not None:
+    if isinstance(method, CheckpointScheme) and method.checkpoint_format is not None:
         return method
     flag = EMITTERS["vllm"].flag_for(method)
     if evaluation_only(method):
-        fix = "it is evaluation-only (no serving engine launches it); pick a compressed-tensors scheme"
+        fix = "it is evaluation-only (no serving engine launches it); pick a compressed-tensors or ModelOpt scheme"
     elif flag:
         fix = f"the engine quantizes the original weights as it loads them: launch with --quantization {flag}"
     else:
@@ -50,7 +50,7 @@ def check_output_dir(out: Path, *, field: str = "--out") -> None:
     check_writable_dir(out, field=field)
 
 
-def export_checkpoint(scheme: LlmCompressorScheme, source: ModelSource, context: QuantizeContext, out: Path) -> Path:
+def export_checkpoint(scheme: CheckpointScheme, source: ModelSource, context: QuantizeContext, out: Path) -> Path:
     """The scheme's checkpoint of `source`, copied to `out` (made in the store first when missing)."""
     made = scheme.checkpoint(source, context)
     try:

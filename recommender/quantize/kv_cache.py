@@ -65,11 +65,15 @@ class FP8KVCache(QuantMethod):
 
 
 def with_kv_cache(method: QuantMethod, kv_cache_dtype: str) -> QuantMethod:
-    """`method` itself for the model's own KV dtype ("auto"); wrapped for "fp8"."""
+    """`method` itself for the model's own KV dtype ("auto"); for "fp8", its own KV variant where it has one
+    (a ModelOpt checkpoint with calibrated KV scales), else wrapped (scale 1.0)."""
     if kv_cache_dtype == "auto":
         return method
     if kv_cache_dtype != "fp8":
         raise ValueError(f"unknown kv_cache_dtype {kv_cache_dtype!r} (known: auto, fp8)")
+    variant = method.fp8_kv_variant()
+    if variant is not None:  # its checkpoint carries calibrated KV scales, which the engines read
+        return variant
     fields = {f: getattr(method, f) for f in ("precision", "library", "bits_per_weight", "weight_only", "devices",
                                               "min_cuda_capability", "kernel_family", "checkpoint_format")}  # fmt: skip
     return FP8KVCache(

@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from recommender.device import DeviceInfo
-from recommender.errors import MethodUnavailableError
 from recommender.quantize._base import QuantMethod
-from recommender.quantize.checkpoint import CalibrationSet, QuantizeContext, checkpoint_key
+from recommender.quantize.checkpoint import CalibrationSet
+from recommender.quantize.checkpoint_scheme import CheckpointScheme
 
 if TYPE_CHECKING:
     from torch import nn
@@ -47,7 +47,7 @@ COMPRESSED_TENSORS = "compressed-tensors"
 
 
 @dataclass(frozen=True, kw_only=True)
-class LlmCompressorScheme(QuantMethod):
+class LlmCompressorScheme(CheckpointScheme):
     """A recipe applied by `llmcompressor.oneshot`, saved compressed, loaded back for scoring.
 
     Args:
@@ -55,33 +55,12 @@ class LlmCompressorScheme(QuantMethod):
         calibrates: True when the recipe runs calibration data through the model.
     """
 
-    recipe: str
-    calibrates: bool
+    quant_method = COMPRESSED_TENSORS
 
-    def checkpoint_key(self, model_fingerprint: str, calibration: CalibrationSet | None) -> str:
-        """What decides the checkpoint's bytes: model, recipe, calibration tokens, library versions."""
+    def library_versions(self) -> dict[str, str]:
         from importlib.metadata import version
 
-        return checkpoint_key(
-            model=model_fingerprint, recipe=self.recipe,
-            calibration=calibration.fingerprint if calibration is not None else None,
-            llmcompressor=version("llmcompressor"), compressed_tensors=version("compressed-tensors"),
-        )  # fmt: skip
-
-    def calibration_for(self, context: QuantizeContext) -> CalibrationSet | None:
-        """The calibration set this recipe runs, or None for a data-free recipe."""
-        if not self.calibrates:
-            return None
-        calibration = context.calibration_set()
-        if calibration is None or not calibration.rows:
-            raise MethodUnavailableError(f"{self.name} calibrates on documents, and none were given")
-        return calibration
-
-    def checkpoint(self, source: ModelSource, context: QuantizeContext) -> Path:
-        """The saved checkpoint directory for `source`: found in the store or made now."""
-        calibration = self.calibration_for(context)
-        key = self.checkpoint_key(source.fingerprint(), calibration)
-        return context.store.make(key, lambda out: self.write_checkpoint(source, out, calibration))
+        return {"llmcompressor": version("llmcompressor"), "compressed_tensors": version("compressed-tensors")}
 
     def write_checkpoint(self, source: ModelSource, out: Path, calibration: CalibrationSet | None) -> None:
         """Quantize `source` with the recipe and save it compressed (plus tokenizer and recipe) to `out`."""
@@ -94,12 +73,10 @@ class LlmCompressorScheme(QuantMethod):
             oneshot(model=model, recipe=self.recipe, **kwargs)
         model.save_pretrained(str(out), save_compressed=True)
         source.load_tokenizer().save_pretrained(str(out))
-        (out / "recipe.yaml").write_text(self.recipe)
+        (out / self.recipe_file).write_text(self.recipe)
 
-    def _load(self, source: ModelSource, device: DeviceInfo, context: QuantizeContext | None) -> nn.Module:
-        if context is None:
-            raise MethodUnavailableError(f"{self.name} is scored on its saved checkpoint: no checkpoint store given")
-        return load_checkpoint(self.checkpoint(source, context), device)
+    def load_saved(self, path: Path, device: DeviceInfo) -> nn.Module:
+        return load_checkpoint(path, device)
 
 
 def load_checkpoint(path: Path, device: DeviceInfo) -> nn.Module:

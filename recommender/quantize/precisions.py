@@ -21,7 +21,8 @@ class PrecisionFamily:
         plan_schemes: the served schemes `plan` and `estimate --precision` project for it, in order: the first
             one the engines launch on the GPU (16-bit: fp16 on GPUs without bf16; fp8: FP8 dynamic, else the
             block- or tensor-scaled FP8 an engine runs there; never a weight-only fallback nobody measured, so a
-            GPU without FP8 W8A8 kernels is refused). Empty: not projected on its own.
+            GPU without FP8 W8A8 kernels is refused; a ModelOpt scheme where the engine launches only ModelOpt's
+            checkpoints, as TensorRT-LLM on Ada). Empty: not projected on its own.
         prior: `plan`'s quality label: a labelled prior, not a measurement.
     """
 
@@ -36,13 +37,13 @@ class PrecisionFamily:
 PRECISIONS: tuple[PrecisionFamily, ...] = (
     PrecisionFamily("bf16", 16, ("baseline", "fp16"), "reference"),
     PrecisionFamily("fp16", 16),
-    PrecisionFamily("fp8", 8, ("fp8-dynamic", "fp8-block", "fp8-tensor"),
+    PrecisionFamily("fp8", 8, ("fp8-dynamic", "fp8-block", "fp8-tensor", "modelopt-fp8"),
                     "prior: near-lossless (W8A8 FP8, arXiv 2411.02355)"),
     PrecisionFamily("int8", 8, ("int8-w8a8",), "prior: 1-3 % loss when tuned (W8A8 INT8, arXiv 2411.02355)"),
-    PrecisionFamily("int4", 4, ("w4a16-gptq-g128",),
+    PrecisionFamily("int4", 4, ("w4a16-gptq-g128", "modelopt-w4a16-awq"),
                     "prior: task-dependent loss, competitive with INT8 W8A8 (weight-only, arXiv 2411.02355)"),
     # FP4: the 4-bit that Blackwell's tensor cores run (NVFP4, MXFP4); refused below Blackwell, not emulated.
-    PrecisionFamily("fp4", 4, ("nvfp4", "mxfp4"),
+    PrecisionFamily("fp4", 4, ("nvfp4", "mxfp4", "modelopt-nvfp4"),
                     "prior: not in arXiv 2411.02355; measure it (NVFP4 W4A4 is calibrated like INT8 W8A8)"),
 )  # fmt: skip
 

@@ -1,7 +1,7 @@
 """A checkpoint directory written earlier (`recommender quantize`, or a study), scored as it is on disk.
 
 `recommender eval --scheme S --checkpoint DIR` measures the very files an engine will load.
-The directory must be a compressed-tensors checkpoint whose recipe is the scheme's: scoring a
+The directory must be the scheme's format (compressed-tensors or ModelOpt) and recipe: scoring a
 GPTQ checkpoint under the name of round-to-nearest would put one scheme's numbers on another.
 Its identity is the scheme's plus the hash of its weights, so the quality cache never mixes two
 checkpoints of one scheme (say, calibrated on different documents).
@@ -17,7 +17,7 @@ from recommender.device import DeviceInfo
 from recommender.errors import BadInputError
 from recommender.input_files import load_json, read_text, usable_path
 from recommender.quantize._base import QuantMethod
-from recommender.quantize.llmcompressor import COMPRESSED_TENSORS, LlmCompressorScheme, load_checkpoint
+from recommender.quantize.checkpoint_scheme import CheckpointScheme
 
 if TYPE_CHECKING:
     from torch import nn
@@ -38,22 +38,24 @@ class SavedCheckpoint(QuantMethod):
         return f"{self.scheme.identity()}@{self.weights_hash}"
 
     def _load(self, source: ModelSource, device: DeviceInfo, context: QuantizeContext | None) -> nn.Module:
-        return load_checkpoint(self.path, device)
+        assert isinstance(self.scheme, CheckpointScheme)  # saved_checkpoint only makes these
+        return self.scheme.load_saved(self.path, device)
 
 
 def saved_checkpoint(scheme: QuantMethod, path: Path, *, field: str = "--checkpoint") -> SavedCheckpoint:
     """`path` checked to be `scheme`'s compressed-tensors checkpoint (one BadInputError line otherwise)."""
     from recommender.models.source import ModelSource
 
-    if not isinstance(scheme, LlmCompressorScheme) or scheme.checkpoint_format is None:
-        raise BadInputError(field, f"{scheme.name} writes no checkpoint", "pass a compressed-tensors scheme")
+    if not isinstance(scheme, CheckpointScheme) or scheme.checkpoint_format is None:
+        raise BadInputError(field, f"{scheme.name} writes no checkpoint", "pass a checkpoint scheme")
     config_file = path / "config.json"
     if not usable_path(config_file, field=field).is_file():
         raise BadInputError(field, f"{path} has no config.json", "give a directory written by `recommender quantize`")
     quant = load_json(config_file, field=field, what="config.json").get("quantization_config") or {}
-    if not isinstance(quant, dict) or quant.get("quant_method") != COMPRESSED_TENSORS:
-        raise BadInputError(field, f"{path} is not a compressed-tensors checkpoint", "run `recommender quantize`")
-    recipe = path / "recipe.yaml"
+    if not isinstance(quant, dict) or quant.get("quant_method") != scheme.quant_method:
+        raise BadInputError(field, f"{path} is not a {scheme.checkpoint_format} checkpoint",
+                            f"run `recommender quantize --scheme {scheme.name}`")  # fmt: skip
+    recipe = path / scheme.recipe_file
     if recipe.is_file() and read_text(recipe, field=field, what="recipe") != scheme.recipe:
         raise BadInputError(field, f"{path} was made with another recipe than {scheme.name}'s",
                             f"pass the scheme it was made with (its recipe is {recipe})")  # fmt: skip

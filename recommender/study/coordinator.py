@@ -31,6 +31,7 @@ from recommender.evaluation.levers import LeverEffect, lever_effects
 from recommender.fleet.daily import daily_answers
 from recommender.perf.step.calibrated import fit_digest
 from recommender.quality.calibration_docs import quantize_context
+from recommender.quantize import get_method, with_kv_cache
 from recommender.quantize.checkpoint import QuantizeContext
 from recommender.releases.tracking import Tracker, absolute_storage_uri, absolute_store_uri, git_sha, winner_tags
 from recommender.study.prepare import Prepared, portable_spec, prepare
@@ -327,7 +328,9 @@ def _place_checkpoint(
     """The winner's checkpoint under the study (or the recipe and command that make it)."""
     source = prepared.source
     context = context or quantize_context(prepared.use_case, prepared.manager, source)
-    return place_checkpoint(candidate.method, source, context, output_dir, use_case=prepared.spec.use_case,
+    # The scheme as scored: a ModelOpt scheme with an FP8 KV cache is its own checkpoint (it carries the KV scales).
+    scored = with_kv_cache(get_method(candidate.method), candidate.kv_cache_dtype).name
+    return place_checkpoint(scored, source, context, output_dir, use_case=prepared.spec.use_case,
                             calibration_samples=prepared.use_case.calibration.samples)  # fmt: skip
 
 

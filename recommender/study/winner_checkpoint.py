@@ -2,7 +2,7 @@
 
 For a checkpoint scheme whose quality was measured here, the store already holds the very
 directory that was scored: it is copied to ``<study>/checkpoint``. Where it is not (a hub model
-too large for this machine, quality a labelled prior), the study gets the llm-compressor recipe
+too large for this machine, quality a labelled prior), the study gets the recipe (llm-compressor's or ModelOpt's)
 and the exact command that writes that directory on a GPU machine. Schemes the engine applies
 in flight (bitsandbytes, vLLM's online fp8) and unquantized ones serve the original weights.
 """
@@ -17,11 +17,10 @@ from pathlib import Path
 from recommender.models.source import ModelSource
 from recommender.quantize import QuantMethod, get_method
 from recommender.quantize.checkpoint import QuantizeContext
+from recommender.quantize.checkpoint_scheme import CheckpointScheme
 from recommender.quantize.kv_cache import FP8KVCache
-from recommender.quantize.llmcompressor import LlmCompressorScheme
 
 CHECKPOINT_DIR = "checkpoint"
-RECIPE_FILE = "recipe.yaml"
 COMMAND_FILE = "quantize.sh"
 
 
@@ -51,7 +50,7 @@ def place_checkpoint(
 ) -> WinnerCheckpoint:  # fmt: skip
     """Copy the scored checkpoint under `output_dir`, or write the recipe and the command that makes it."""
     scheme = weights_scheme(get_method(method_name))
-    if not isinstance(scheme, LlmCompressorScheme) or scheme.checkpoint_format is None:
+    if not isinstance(scheme, CheckpointScheme) or scheme.checkpoint_format is None:
         return WinnerCheckpoint(source.location, [], f"{scheme.name} serves the original weights")
     target = output_dir / CHECKPOINT_DIR
     calibration = scheme.calibration_for(context) if source.is_local else None
@@ -61,7 +60,7 @@ def place_checkpoint(
         shutil.copytree(found, target)
         return WinnerCheckpoint(str(target), [target], f"the {scheme.name} checkpoint quality was scored on: {target}")
     output_dir.mkdir(parents=True, exist_ok=True)
-    recipe, command = output_dir / RECIPE_FILE, output_dir / COMMAND_FILE
+    recipe, command = output_dir / scheme.recipe_file, output_dir / COMMAND_FILE
     recipe.write_text(scheme.recipe, encoding="utf-8")
     argv = ["recommender", "quantize", "--model", source.location, "--scheme", scheme.name, "--out", str(target),
             "--use-case", str(use_case), "--calibration-docs", str(calibration_samples)]  # fmt: skip

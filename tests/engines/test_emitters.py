@@ -115,6 +115,10 @@ SUPPORT = {
     "nvfp4": (True, True, False, True),
     "nvfp4a16": (True, False, False, False),  # FP4 Marlin in vLLM; SGLang's and TensorRT-LLM's readers lack it
     "mxfp4": (True, False, False, False),  # TensorRT-LLM reads MXFP4 weight-only; SGLang has no dense MXFP4
+    # ModelOpt checkpoints (tests/engines/test_modelopt_rows.py): no TGI path; vLLM and SGLang have no W4A16_AWQ
+    "modelopt-fp8": (True, True, False, True),
+    "modelopt-nvfp4": (True, True, False, True),
+    "modelopt-w4a16-awq": (False, False, False, True),
 }
 CHECKPOINT = "/ckpt/w8a8 int8 (sha 1a2b)"
 

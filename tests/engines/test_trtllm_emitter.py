@@ -168,7 +168,8 @@ def test_16_bit_needs_ampere() -> None:
 def test_the_support_rows_are_exactly_the_schemes_with_a_flag() -> None:
     rows = {family for engine, family in SUPPORT if engine == "trtllm"}
     flagged = {m.kernel_family for m in METHODS.values() if launch_flags(m)["trtllm"] is not None}
-    assert rows == flagged == {"bf16", "fp16", "ct-fp8-w8a8", "ct-fp8-block", "ct-nvfp4"}
+    assert rows == flagged == {"bf16", "fp16", "ct-fp8-w8a8", "ct-fp8-block", "ct-nvfp4", "mo-fp8", "mo-nvfp4",
+                               "mo-w4a16-awq"}
     # trtllm-serve has no quantization flag
     assert all(launch_flags(m)["trtllm"] in (None, "") for m in METHODS.values())
 

@@ -11,14 +11,14 @@ from recommender.device import DeviceInfo
 from recommender.errors import MethodUnavailableError
 from recommender.models.source import ModelSource
 from recommender.quantize import all_methods, get_method
-from recommender.quantize.llmcompressor import LlmCompressorScheme
+from recommender.quantize.checkpoint_scheme import CheckpointScheme
 
 CPU = DeviceInfo("cpu")
-# Checkpoint schemes (llm-compressor) are made, saved and loaded back in tests/quantize/test_checkpoints.py and
-# tests/cli/test_quantize_cli.py: here, the methods that quantize as they load.
+# Checkpoint schemes (llm-compressor, ModelOpt) are made, saved and loaded back in tests/quantize/test_checkpoints.py,
+# tests/quantize/test_modelopt.py and tests/cli/test_quantize_cli.py: here, the methods that quantize as they load.
 CPU_METHODS = sorted(
     name for name, m in all_methods().items()
-    if m.unavailable_reason(CPU) is None and not isinstance(m, LlmCompressorScheme)
+    if m.unavailable_reason(CPU) is None and not isinstance(m, CheckpointScheme)
 )  # fmt: skip
 
 
