@@ -1,6 +1,6 @@
 """Convert the NVIDIA DLI TensorRT-LLM 0.9 static-batch sweep (handed over in ../shared/calibration) to runs.
 
-    .venv/bin/python benchmarks/import_dli_static_runs.py [--source ../shared/calibration/dli_trtllm090_static_batch.csv]
+    .venv/bin/python benchmarks/import_dli_static_runs.py [--source FILE]   (default: the hand-off's CSV)
 
 Writes recommender/perf/fit/measured_runs/dli_trtllm090_static.csv in the columns of serving_runs_h100.csv plus
 `campaign` ("dli-trtllm090-static") and `client` ("static": a static batch of identical requests, all present at
