@@ -277,15 +277,19 @@ def _sample(handle: Any, system: str, engine: str) -> KernelTable:
     )  # fmt: skip
 
 
-def _build(
-    shape: ModelShape, scheme: Scheme, gpu: str, engine: str, tensor_parallel: int, kv_dtype: str
-) -> KernelTable:
+def _check_package() -> None:
+    """KernelTablesUnavailable unless the pinned release is importable here."""
     version = kernel_package_version()
     if version is None:
         raise KernelTablesUnavailable("aiconfigurator-core is not installed (pip install aiconfigurator-core)")
     if version != AIC_VERSION:
         raise KernelTablesUnavailable(f"aiconfigurator-core {version} is installed; the tables are read at "
                                       f"{AIC_VERSION}")  # fmt: skip
+
+
+def _build(
+    shape: ModelShape, scheme: Scheme, gpu: str, engine: str, tensor_parallel: int, kv_dtype: str
+) -> KernelTable:
     if gpu not in SYSTEMS:
         raise KernelTablesUnavailable(f"aiconfigurator-core {AIC_VERSION} has no kernel tables for {gpu}")
     if engine not in ENGINES:
@@ -359,6 +363,7 @@ class KernelTables:
         key = (shape, scheme.name, scheme.kernel_family, gpu, engine, tensor_parallel, kv)
         if key not in self._built:
             try:
+                _check_package()  # a cached table is the package's figures: read only where the package is
                 self._built[key] = self._read(key) or self._write(key, _build(shape, scheme, gpu, engine,
                                                                               tensor_parallel, kv))  # fmt: skip
             except KernelTablesUnavailable as exc:
