@@ -33,6 +33,7 @@ from recommender.config.traffic import (
     FleetPolicy,
     PromptPrefix,
     TrafficProfile,
+    check_prefix_inside_rows,
     traffic_defaults,
     with_absolute_trace,
 )
@@ -99,15 +100,19 @@ class Traffic(_Strict):
 
     @model_validator(mode="after")
     def _prefix_inside_prompt(self) -> Traffic:
-        prefix = self.shared_prefix
+        prefix, profile = self.shared_prefix, self.profile
+        if prefix is not None and profile is not None and profile.requests is not None:  # each row, not their mean
+            check_prefix_inside_rows(prefix, profile.requests, profile.trace)
         if prefix is not None and prefix.tokens >= self.prompt_tokens:
             raise ValueError(
                 f"shared_prefix.tokens ({prefix.tokens}) must be shorter than prompt_tokens ({self.prompt_tokens}), "
                 "which counts the prefix: give the whole prompt's length"
             )
         if self.longest_prompt_tokens + self.output_tokens > MAX_TOKENS:
-            raise ValueError(f"the last turn's {self.longest_prompt_tokens:,} prompt tokens exceed {MAX_TOKENS:,}: "
-                             "fewer turns or shorter messages")  # fmt: skip
+            field = "traffic.conversation" if self.conversation else "traffic.prompt_tokens"
+            raise BadInputError(field, f"the longest request's {self.longest_prompt_tokens:,} prompt tokens + "
+                                f"{self.output_tokens:,} output tokens exceed {MAX_TOKENS:,}",
+                                "fewer turns or shorter messages" if self.conversation else "shorten the request")
         return self
 
     @property
