@@ -19,6 +19,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -42,17 +43,32 @@ def checksum(value: Any) -> str:
     return hashlib.sha256(_canonical(value)).hexdigest()
 
 
-def out_of_space(path: Path, exc: OSError, needed_bytes: int, *, at_least: bool = False) -> BadInputError:
+def space_errno(exc: BaseException) -> int | None:
+    """The errno of running out of room behind `exc`, or None: an OSError's, or one a library wrapped in its own
+    exception's text (safetensors' Rust writer says "I/O error: File too large (os error 27)")."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        code = seen.errno if isinstance(seen, OSError) else None
+        match = re.search(r"os error (\d+)", str(seen)) if code is None else None
+        code = int(match.group(1)) if match else code
+        if code in OUT_OF_SPACE:
+            return code
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def out_of_space(path: Path, exc: BaseException, needed_bytes: int, *, at_least: bool = False) -> BadInputError:
     """The one line for a write that ran out of room: the path, the space it needed (`at_least`: what was
     written before the disk ran out, a lower bound) and what is free there."""
     try:
         free = f"{shutil.disk_usage(path.parent if path.parent.exists() else Path('/')).free / 1e6:,.1f} MB free"
     except OSError:
         free = "free space unknown"
-    limit = "; the process's file-size limit (ulimit -f) is reached" if exc.errno == errno.EFBIG else ""
-    needs = f"{'over ' if at_least else ''}{needed_bytes / 1e6:,.1f} MB"
+    code = space_errno(exc) or errno.ENOSPC
+    limit = "; the process's file-size limit (ulimit -f) is reached" if code == errno.EFBIG else ""
+    needs = f"{'over' if at_least else 'about'} {needed_bytes / 1e6:,.1f} MB"
     return BadInputError(str(path), f"the disk ran out while writing it: it needs {needs}, "
-                         f"{free}{limit} ({exc.strerror}); nothing was left half-written",
+                         f"{free}{limit} ({os.strerror(code)}); nothing was left half-written",
                          "free space there (or point $RECOMMENDER_CACHE_DIR / --output-dir elsewhere) and run "
                          "again: finished work is kept")  # fmt: skip
 
@@ -69,7 +85,7 @@ def write_atomic(path: Path, data: bytes) -> Path:
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        if exc.errno in OUT_OF_SPACE:
+        if space_errno(exc) is not None:
             raise out_of_space(path, exc, len(data)) from None
         raise
     except BaseException:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from recommender.integrity import OUT_OF_SPACE, directory_bytes, out_of_space, read_sealed, write_sealed
+from recommender.integrity import directory_bytes, out_of_space, read_sealed, space_errno, write_sealed
 from recommender.quantize.file_modes import apply_umask_modes
 
 
@@ -88,9 +88,10 @@ class CheckpointStore:
         shutil.rmtree(aside, ignore_errors=True)
         return None
 
-    def make(self, key: str, write: Callable[[Path], None]) -> Path:
+    def make(self, key: str, write: Callable[[Path], None], *, expected_bytes: int = 0) -> Path:
         """The checkpoint for `key`: found, or written by `write(directory)` with its manifest and renamed into
-        place; a full disk is one line naming the checkpoint and the space written so far, with no debris."""
+        place; a full disk is one line naming the checkpoint and the space it needs (`expected_bytes`, or what
+        was written before the disk ran out), with no debris."""
         found = self.find(key)
         if found is not None:
             return found
@@ -105,9 +106,11 @@ class CheckpointStore:
             except OSError:  # another process finished the same key first: keep theirs
                 if self.find(key) is None:
                     raise
-        except OSError as exc:
-            if exc.errno in OUT_OF_SPACE:
-                raise out_of_space(self.path(key), exc, directory_bytes(staging), at_least=True) from None
+        except Exception as exc:  # OSError, or a writer's own error around one (safetensors' SafetensorError)
+            if space_errno(exc) is not None:
+                written = directory_bytes(staging)
+                raise out_of_space(self.path(key), exc, max(written, expected_bytes),
+                                   at_least=written >= expected_bytes) from None  # fmt: skip
             raise
         finally:
             shutil.rmtree(staging, ignore_errors=True)
