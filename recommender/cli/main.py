@@ -110,11 +110,13 @@ def search(
     dry_run: Annotated[bool, typer.Option("--dry-run", help=DRY_RUN_HELP)] = False,
 ) -> None:
     """Run (or resume) a search and print the cheapest configuration that meets every threshold."""
+    from recommender.config.model_limits import check_local_lengths
     from recommender.config.spec import load_spec
     from recommender.releases.tracking import resolve_tracking_uri
 
     console = make_console(stderr=json_output)
     loaded = load_spec(spec or DEMO_SPEC, timeout_s=timeout_s)
+    check_local_lengths(loaded)  # before the search's libraries load: a spec too long for its model goes in a second
     uri = resolve_tracking_uri(tracking_uri)
     from recommender.study import check_search
 

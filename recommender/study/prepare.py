@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from recommender.config.model_limits import check_lengths, searches_speculation
 from recommender.config.spec import LOCAL_DEVICE, LatencySLA, SearchSpec, Traffic, spec_from_mapping
 from recommender.device import local_device, quality_compute_dtype
 from recommender.errors import BadInputError
@@ -18,11 +19,7 @@ from recommender.evaluation.evaluator import CandidateEvaluator
 from recommender.evaluation.performance import LocalMeasurement, PerformanceEvaluator
 from recommender.models.cache import ModelCache
 from recommender.models.source import ModelSource
-from recommender.perf.catalog.architecture_check import (
-    check_architecture,
-    check_speculation_fits,
-    check_traffic_fits,
-)
+from recommender.perf.catalog.architecture_check import check_architecture
 from recommender.perf.catalog.gpus import Accelerator, Catalog, load_catalog
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.step.roofline import project_step_times
@@ -33,7 +30,6 @@ from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
 from recommender.quality.suite import UseCase, load_use_case
 from recommender.quantize import QuantMethod, get_method
 from recommender.speculation.evaluator import AcceptanceEvaluator
-from recommender.speculation.methods import NONE
 from recommender.study.searchable import check_something_to_search, check_speculation_launchable
 from recommender.study.storage import SPEC_JSON_ATTR
 
@@ -103,10 +99,7 @@ def _check_against_model(spec: SearchSpec, config: Any) -> tuple[Catalog, ModelS
     check_speculation_launchable(spec, field_prefix=f"{spec.spec_path}: ")
     check_architecture(config, field=f"{spec.spec_path}: model.source config")
     shape = ModelShape.from_config(config)
-    check_traffic_fits(config, shape, catalog, spec.traffic, field_prefix=f"{spec.spec_path}: ")
-    if searches_speculation(spec):  # its settings are used only then
-        check_speculation_fits(config, spec.speculation.prompt_tokens, spec.speculation.new_tokens,
-                               field_prefix=f"{spec.spec_path}: ")  # fmt: skip
+    check_lengths(spec, config, shape, catalog)
     check_sla_reachable(
         shape,
         [
@@ -120,11 +113,6 @@ def _check_against_model(spec: SearchSpec, config: Any) -> tuple[Catalog, ModelS
         field_prefix=f"{spec.spec_path}: sla",
     )
     return catalog, shape
-
-
-def searches_speculation(spec: SearchSpec) -> bool:
-    """Whether a speculative method is searched or runs today: only then is ``spec.speculation`` measured."""
-    return set(spec.space.speculative) | {spec.current.speculative} != {NONE}
 
 
 def check_sla_reachable(
