@@ -61,6 +61,7 @@ def dumps(data: Any) -> str:
 
 
 def write_json(path: Path, data: Any) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dumps(data), encoding="utf-8")
-    return path
+    """`data` as JSON at `path`, whole or not at all (a full disk: one line naming it, nothing half-written)."""
+    from recommender.integrity import write_atomic
+
+    return write_atomic(path, dumps(data).encode("utf-8"))

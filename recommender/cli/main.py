@@ -28,7 +28,6 @@ from recommender.report.console import make_console, trial_progress, usage_error
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from recommender.config.spec import SearchSpec
     from recommender.study import Prepared, SearchOutcome
 
 DRY_RUN_HELP = ("Check everything and print what the search would do (candidates, pruned and why, schemes to "
@@ -111,23 +110,21 @@ def search(
     dry_run: Annotated[bool, typer.Option("--dry-run", help=DRY_RUN_HELP)] = False,
 ) -> None:
     """Run (or resume) a search and print the cheapest configuration that meets every threshold."""
+    from recommender.config.model_limits import check_local_lengths
     from recommender.config.spec import load_spec
     from recommender.releases.tracking import resolve_tracking_uri
 
     console = make_console(stderr=json_output)
-    spec_path = spec or DEMO_SPEC
-    loaded = load_spec(spec_path, timeout_s=timeout_s)
-    if dry_run:
-        _dry_run(loaded, json_output, console)
-        return
+    loaded = load_spec(spec or DEMO_SPEC, timeout_s=timeout_s)
+    check_local_lengths(loaded)  # before the search's libraries load: a spec too long for its model goes in a second
     uri = resolve_tracking_uri(tracking_uri)
-    from recommender.config.destinations import check_search_destinations
-    from recommender.study import prepare
-    check_search_destinations(storage=storage, tracking_uri=uri, output_root=output_dir,
-                              study_name=loaded.study_name, resume=resume)  # fmt: skip
-    _probe_stores(storage, uri)
+    from recommender.study import check_search
 
-    prepared = prepare(loaded)  # every refusal of the spec comes before the progress display
+    # The same checks with --dry-run or without, every refusal before the progress display.
+    prepared = check_search(loaded, storage=storage, tracking_uri=uri, output_root=output_dir, resume=resume)
+    if dry_run:
+        _dry_run(prepared, json_output, console)
+        return
     outcome = _run_with_progress(prepared, storage, uri, output_dir, n_trials, resume, console)
     _print_outcome(outcome, json_output, console)
     raise typer.Exit(0 if outcome.recommendation.winner else 1)
@@ -145,17 +142,17 @@ def _print_outcome(outcome: SearchOutcome, json_output: bool, console: Console) 
 
 
 
-def _dry_run(spec: SearchSpec, json_output: bool, console: Console) -> None:
+def _dry_run(prepared: Prepared, json_output: bool, console: Console) -> None:
     from recommender.report.dry_run import render_dry_run
     from recommender.serialization import dumps, to_data
-    from recommender.study import prepare
     from recommender.study.dry_run import dry_run
 
-    answer = dry_run(prepare(spec))
+    answer = dry_run(prepared)
     if json_output:
         print(dumps(to_data(answer)), end="")
     else:
         render_dry_run(answer, console)
+
 
 @app.command(
     epilog=(
@@ -287,8 +284,8 @@ def gate_command(
         raise BadInputError("--against", f"release {against!r} is the candidate itself",
                             "name the release the candidate replaces")  # fmt: skip
     check_required_methods(require_pass or [])
-    new, old = load_releases(_read_store(tracking_uri), model, releases=[candidate, against],
-                             use_case=use_case)  # fmt: skip
+    new, old = load_releases(_read_store(tracking_uri), model, releases=[candidate, against], use_case=use_case,
+                             flags=["--candidate", "--against"])  # fmt: skip
     limits = GateLimits(max_cost_increase, max_quality_drop, list(require_pass or []))
     broken = gate(new, old, limits)
     print("\n".join(gate_lines(model=model, candidate=candidate, against=against, new=new, broken=broken)))
@@ -335,16 +332,6 @@ def schema_command() -> None:
     from recommender.config.spec import spec_json_schema
 
     print(json.dumps(spec_json_schema(), indent=2))
-
-
-def _probe_stores(storage: str, uri: str) -> None:
-    """Servers answer before the progress bar: a read of the tracking server, a connection to the database."""
-    from recommender.config.destinations import tracking_uri_field
-    from recommender.releases.tracking import probe_server
-    from recommender.study.storage import probe_storage
-
-    probe_storage(storage)
-    probe_server(uri, field=tracking_uri_field(uri))
 
 
 def _read_store(flag: str | None) -> str:

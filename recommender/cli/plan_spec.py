@@ -26,7 +26,7 @@ def plan_spec(path: Path, model: str | None, json_output: bool) -> None:
     """
     from recommender.config.spec import load_spec
     from recommender.fleet.spec_plan import plan_fleet, plan_hardware, plan_precisions
-    from recommender.perf.catalog.architecture_check import check_request_fits, check_trace_fits
+    from recommender.perf.catalog.architecture_check import check_traffic_fits
     from recommender.perf.catalog.gpus import load_catalog
     from recommender.perf.model.shape import ModelShape
     from recommender.report.fleet_table import render_fleet
@@ -36,9 +36,7 @@ def plan_spec(path: Path, model: str | None, json_output: bool) -> None:
     loaded = load_spec(path)
     name, config = _architecture(path, model, loaded)
     shape, catalog = ModelShape.from_config(config), load_catalog(loaded.hardware_catalog, price_set=loaded.price_set)
-    check_request_fits(config, shape, catalog, prompt_tokens=loaded.traffic.longest_prompt_tokens,
-                       output_tokens=loaded.traffic.output_tokens, field=f"{path}: traffic.prompt_tokens")  # fmt: skip
-    check_trace_fits(config, loaded.traffic, field_prefix=f"{path}: ")
+    check_traffic_fits(config, shape, catalog, loaded.traffic, field_prefix=f"{path}: ")
     pairs = len(plan_hardware(loaded)) * len(plan_precisions(loaded))
     with step_progress(make_console(stderr=True), total=pairs, description="planning the peak hour") as done:
         fleet = plan_fleet(loaded, shape, catalog, on_row=done)

@@ -18,8 +18,10 @@ from recommender.speculation.methods import NONE, parse_speculative
 
 
 def _speculative(value: str) -> str:
-    parse_speculative(value)  # ValueError naming the fix
-    return value
+    """The method's one spelling (ValueError naming the fix for anything else): ``ngram:4`` and ``ngram:04`` are
+    plain ``ngram`` (K = 4 is the default), so a setting and its spelled-out default are one choice, never two."""
+    method = parse_speculative(value)
+    return NONE if method is None else method.name
 
 
 #: A precision family's name (``quantize/precisions.py`` lists them).

@@ -19,6 +19,7 @@ Choices made here:
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import tempfile
@@ -99,8 +100,44 @@ def probe_writable(directory: Path, *, field: str) -> None:
         os.close(handle)
         os.unlink(name)
     except OSError as exc:
-        raise BadInputError(field, f"directory {directory} is not writable ({exc.strerror or exc})",
+        raise BadInputError(field, f"directory {directory} is not writable: {why_unwritable(directory, exc)}",
                             "pick a directory you can write to") from None  # fmt: skip
+
+
+#: Filesystems the kernel makes up (their files are views of its state): a file of the user's cannot be made there.
+VIRTUAL_FILESYSTEMS = ("proc", "sysfs", "cgroup", "cgroup2", "debugfs", "securityfs", "configfs", "tracefs", "bpf",
+                       "pstore", "efivarfs", "fusectl", "binfmt_misc", "devpts", "mqueue", "hugetlbfs")  # fmt: skip
+
+
+def why_unwritable(directory: Path, exc: OSError) -> str:
+    """Why a file cannot be created in `directory`, in words that hold for it: the errno alone misleads (the
+    kernel answers "No such file or directory" for a new file under /proc, which exists)."""
+    fstype = filesystem_type(directory)
+    if fstype in VIRTUAL_FILESYSTEMS:
+        return f"it is on the kernel's {fstype} filesystem, which holds no files but its own ({exc.strerror})"
+    reasons = {errno.EROFS: "its filesystem is mounted read-only", errno.ENOSPC: "its filesystem is full",
+               errno.EDQUOT: "your disk quota there is used up", errno.EACCES: "permission denied",
+               errno.EPERM: "the operation is not permitted there", errno.ENOENT: "the filesystem refuses new files "
+               f"there ({fstype or 'unknown'} filesystem: {exc.strerror})"}  # fmt: skip
+    return reasons.get(exc.errno or 0, str(exc.strerror or exc))
+
+
+def filesystem_type(path: Path) -> str:
+    """The type of the filesystem `path` lies on (``/proc/self/mounts``' longest mount point above it); "" where
+    the mounts cannot be read (not Linux)."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    resolved, best, fstype = str(path.resolve()), -1, ""
+    for line in mounts:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        point = parts[1].replace("\\040", " ")
+        if (resolved == point or resolved.startswith(point.rstrip("/") + "/")) and len(point) > best:
+            best, fstype = len(point), parts[2]
+    return fstype
 
 
 def _check_sqlite(uri: str, *, field: str) -> None:

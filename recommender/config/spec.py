@@ -33,6 +33,7 @@ from recommender.config.traffic import (
     FleetPolicy,
     PromptPrefix,
     TrafficProfile,
+    check_prefix_inside_rows,
     traffic_defaults,
     with_absolute_trace,
 )
@@ -99,15 +100,19 @@ class Traffic(_Strict):
 
     @model_validator(mode="after")
     def _prefix_inside_prompt(self) -> Traffic:
-        prefix = self.shared_prefix
+        prefix, profile = self.shared_prefix, self.profile
+        if prefix is not None and profile is not None and profile.requests is not None:  # each row, not their mean
+            check_prefix_inside_rows(prefix, profile.requests, profile.trace)
         if prefix is not None and prefix.tokens >= self.prompt_tokens:
             raise ValueError(
                 f"shared_prefix.tokens ({prefix.tokens}) must be shorter than prompt_tokens ({self.prompt_tokens}), "
                 "which counts the prefix: give the whole prompt's length"
             )
         if self.longest_prompt_tokens + self.output_tokens > MAX_TOKENS:
-            raise ValueError(f"the last turn's {self.longest_prompt_tokens:,} prompt tokens exceed {MAX_TOKENS:,}: "
-                             "fewer turns or shorter messages")  # fmt: skip
+            field = "traffic.conversation" if self.conversation else "traffic.prompt_tokens"
+            raise BadInputError(field, f"the longest request's {self.longest_prompt_tokens:,} prompt tokens + "
+                                f"{self.output_tokens:,} output tokens exceed {MAX_TOKENS:,}",
+                                "fewer turns or shorter messages" if self.conversation else "shorten the request")
         return self
 
     @property
@@ -342,6 +347,17 @@ def _absolute_source(source: str, base: Path) -> str:
     return source
 
 
+def _kv_dtype_apart(name: str, field: str, fix: str) -> None:
+    """In a spec the KV cache dtype is its own setting (``kv_cache_dtypes``), so ``x+kv-fp8`` (the `--scheme`
+    spelling) is refused: listed beside ``x`` with fp8 among the KV dtypes it would be the same candidate twice."""
+    from recommender.quantize.kv_cache import FP8_KV_SUFFIX
+
+    if FP8_KV_SUFFIX in name:
+        base = name.split(FP8_KV_SUFFIX, 1)[0]
+        raise BadInputError(field, f"{name[:80]!r}: in a spec the KV cache dtype is its own setting",
+                            f"list {base[:60]!r} and {fix}")  # fmt: skip
+
+
 def _check_names(spec: SearchSpec) -> None:
     """Every method and accelerator the spec names exists (the catalog read from the resolved path)."""
     # Imported here: the catalog imports the method registry, which imports nothing of the spec.
@@ -350,6 +366,7 @@ def _check_names(spec: SearchSpec) -> None:
 
     for precision, names in spec.space.methods.items():
         for name in names:
+            _kv_dtype_apart(name, f"space.methods.{precision}", "add fp8 to space.kv_cache_dtypes")
             method = get_method(name, field=f"space.methods.{precision}")
             if method.precision != precision:
                 raise BadInputError(
@@ -357,6 +374,7 @@ def _check_names(spec: SearchSpec) -> None:
                     f"method {name!r} is a {method.precision} method, listed under {precision}",
                     f"move it under {method.precision}",
                 )
+    _kv_dtype_apart(spec.current.method, "current.method", "set current.kv_cache_dtype: fp8")
     get_method(spec.current.method, field="current.method")
     catalog = load_catalog(spec.hardware_catalog, price_set=spec.price_set)
     for i, hw in enumerate([*spec.space.hardware, spec.current.hardware]):

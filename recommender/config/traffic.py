@@ -31,6 +31,7 @@ from recommender.perf.sim.workload import EmpiricalLengths, LengthDist, Lengths,
 
 __all__ = [
     "ConversationTurns",
+    "check_prefix_inside_rows",
     "FleetPolicy",
     "PromptPrefix",
     "TraceRequests",
@@ -77,6 +78,12 @@ class TraceRequests(BaseModel):
     arrivals_s: list[float]
     prompt_tokens: list[int]
     output_tokens: list[int]
+    #: The file's line number of the first request (2 below a header), so a check of one request names its line.
+    first_line: int = 1
+
+    def line_of(self, index: int) -> int:
+        """The trace file's line number of request `index` (0-based)."""
+        return self.first_line + index
 
     def hourly_rates(self) -> list[float]:
         """Mean requests/s in each hour of the day, the trace's days folded onto one (a partial day counts once)."""
@@ -99,10 +106,12 @@ def read_trace(path: Path) -> TraceRequests:
     prompts: list[int] = []
     outputs: list[int] = []
     order = [0, 1, 2]  # the columns' positions of arrival_s, prompt_tokens, output_tokens
+    first_line = 1
     try:
         for line, row in enumerate(csv.reader(io.StringIO(text, newline="")), start=1):
             if line == 1 and row and not _is_number(row[0]):
                 order = _header_order(row, path)  # a header names the columns: read by name, in any order
+                first_line = 2
                 continue
             if len(row) != 3:
                 raise _row_error(path, line, "need 3 columns (arrival_s, prompt_tokens, output_tokens)")
@@ -122,7 +131,7 @@ def read_trace(path: Path) -> TraceRequests:
     if span_days > MAX_TRACE_DAYS:
         raise BadInputError(TRACE_FIELD, f"{path.name} spans {span_days:,.0f} days, more than {MAX_TRACE_DAYS}",
                             "give arrival_s in seconds (not milliseconds), over a representative month at most")
-    return TraceRequests(arrivals_s=arrivals, prompt_tokens=prompts, output_tokens=outputs)
+    return TraceRequests(arrivals_s=arrivals, prompt_tokens=prompts, output_tokens=outputs, first_line=first_line)
 
 
 def _header_order(header: list[str], path: Path) -> list[int]:
@@ -223,6 +232,21 @@ class PromptPrefix(_Strict):
     def as_sharing(self) -> SharedPrefix:
         """What the simulator draws: which requests share which prefix."""
         return SharedPrefix(self.tokens, self.fraction, self.templates)
+
+
+def check_prefix_inside_rows(prefix: PromptPrefix, requests: TraceRequests, trace: Path | None) -> None:
+    """Every trace request's prompt is longer than the shared prefix it starts with (the prompt counts it), as
+    for ``prompt_tokens``: a shorter row would be lengthened by the simulator, not served as recorded."""
+    short = np.flatnonzero(np.asarray(requests.prompt_tokens, dtype=np.int64) <= prefix.tokens)
+    if short.size:
+        first = int(short[0])
+        name = trace.name if trace is not None else "the trace"
+        raise BadInputError(
+            "traffic.shared_prefix.tokens",
+            f"{prefix.tokens} tokens is not shorter than every prompt of {TRACE_FIELD}: {name} line "
+            f"{requests.line_of(first)} has {requests.prompt_tokens[first]} ({short.size} such requests)",
+            "give the prefix every request shares (shorter than the trace's shortest prompt), or drop those rows",
+        )
 
 
 class ConversationTurns(_Strict):

@@ -7,20 +7,20 @@ lm-eval version and the batch size. Values are per-document, so a larger limit, 
 adaptive evaluation growing in chunks, a resumed study or a second study with the same
 model reuse every document already scored and evaluate only the missing ones.
 
-Files are JSON, one per key, written atomically (write then rename), under
-``$RECOMMENDER_CACHE_DIR/quality`` (default ``~/.cache/recommender/quality``).
+Files are JSON, one per key, sealed with their sha256 and written atomically (write then rename:
+``recommender/integrity.py``), under ``$RECOMMENDER_CACHE_DIR/quality`` (default
+``~/.cache/recommender/quality``). An entry that fails its checksum is never read back as a verdict.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from recommender.integrity import read_sealed, write_sealed
 from recommender.paths import cache_root
 
 
@@ -44,17 +44,10 @@ class QualityCache:
         return self.root / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
-        path = self._path(key)
-        try:
-            entry: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))  # written by put()
-            return entry
-        except (OSError, json.JSONDecodeError):
-            return None
+        """The entry for `key`; None when absent or corrupt (said in one line, set aside: it is computed again)."""
+        entry = read_sealed(self._path(key), what="quality cache entry")
+        return entry if isinstance(entry, dict) else None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(value, handle)
-        os.replace(tmp, path)
+        """`value` under `key`, sealed with its checksum and written whole or not at all (`recommender.integrity`)."""
+        write_sealed(self._path(key), value)

@@ -75,7 +75,16 @@ class CheckpointScheme(QuantMethod):
         """The saved checkpoint directory for `source`: found in the store or made now."""
         calibration = self.calibration_for(context)
         key = self.checkpoint_key(source.fingerprint(), calibration)
-        return context.store.make(key, lambda out: self.write_checkpoint(source, out, calibration))
+        return context.store.make(key, lambda out: self.write_checkpoint(source, out, calibration),
+                                  expected_bytes=self._expected_bytes(source))  # fmt: skip
+
+    def _expected_bytes(self, source: ModelSource) -> int:
+        """About what the checkpoint takes: the source's 16-bit weights at this scheme's bits (0: not local)."""
+        from pathlib import Path
+
+        root = Path(source.location)
+        weights = sum(p.stat().st_size for p in root.glob("*.safetensors")) if root.is_dir() else 0
+        return int(weights * self.bits_per_weight / 16)
 
     def serve_hint(self, out: Path) -> str:
         """The command that serves the checkpoint written to `out` (for `recommender quantize`)."""

@@ -87,9 +87,19 @@ def known_models(uri: str) -> list[str]:
 
 
 def load_releases(
-    uri: str, model: str, *, releases: list[str] | None = None, use_case: str | None = None
-) -> list[ReleaseStudy]:
-    """The latest finished study of each release of `model` (in `releases` order when given, else by time)."""
+    uri: str, model: str, *, releases: list[str] | None = None, use_case: str | None = None,
+    flags: list[str] | None = None,
+) -> list[ReleaseStudy]:  # fmt: skip
+    """The latest finished study of each release of `model` (in `releases` order when given, else by time).
+
+    `flags` names the option each of `releases` came from (`gate`: ``--candidate``, ``--against``), so a refusal
+    names the one the user wrote; default ``--releases`` (`compare`).
+    """
+    flag_of = dict(zip(releases or [], flags or [], strict=False))
+
+    def flag_for(*names: str) -> str:
+        return "/".join(dict.fromkeys(flag_of.get(n, "--releases") for n in names)) or "--releases"
+
     runs = _parent_runs(uri, model)
     if not runs:
         known = known_models(uri)
@@ -108,24 +118,24 @@ def load_releases(
     missing = [rel for rel in wanted if rel not in latest]
     if missing:
         raise BadInputError(
-            "--releases", f"no finished study of {model!r} release {', '.join(map(repr, missing))}",
+            flag_for(*missing), f"no finished study of {model!r} release {', '.join(map(repr, missing))}",
             f"known releases: {', '.join(sorted(latest))}",
         )  # fmt: skip
     cases = {rel: latest[rel].data.tags.get("recommender.use_case", "") for rel in wanted}
     if len(set(cases.values())) > 1:
         listing = ", ".join(f"{rel}: {case}" for rel, case in cases.items())
         raise BadInputError(
-            "--releases", f"the releases were evaluated under different use cases ({listing}): not comparable",
+            flag_for(*wanted), f"the releases were evaluated under different use cases ({listing}): not comparable",
             "pass --use-case to compare the releases studied under one of them",
         )  # fmt: skip
-    return [_read(uri, latest[rel]) for rel in wanted]
+    return [_read(uri, latest[rel], field=flag_for(rel)) for rel in wanted]
 
 
 def _load(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _read(uri: str, run: Any) -> ReleaseStudy:
+def _read(uri: str, run: Any, *, field: str) -> ReleaseStudy:
     client = open_client(uri)
     with tempfile.TemporaryDirectory() as tmp:
         paths = {}
@@ -134,14 +144,14 @@ def _read(uri: str, run: Any) -> ReleaseStudy:
                 paths[name] = Path(client.download_artifacts(run.info.run_id, name, tmp))
             except Exception:  # an older study without the artifact: MLflow raises its own OSError/MlflowException
                 raise BadInputError(
-                    "--releases", f"study run {run.info.run_id} has no {name}", "re-run its search to log it"
+                    field, f"study run {run.info.run_id} has no {name}", "re-run its search to log it"
                 ) from None
         try:
             recommendation = from_data(Recommendation, _load(paths[RECOMMENDATION_JSON]))
             results = list_from_data(CandidateResult, _load(paths[RESULTS_JSON]))
         except ValueError:
             raise BadInputError(
-                "--releases", f"study run {run.info.run_id} was logged by an older schema",
+                field, f"study run {run.info.run_id} was logged by an older schema",
                 "re-run its search with this version",
             ) from None
     tags = run.data.tags

@@ -17,14 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recommender.config.candidate import Candidate
-from recommender.config.destinations import check_search_destinations
 from recommender.config.spec import SearchSpec
 from recommender.decision.assumptions import assumptions_of
 from recommender.decision.evidence import RECOMMENDATION_JSON, StudyEvidence, write_evidence
 from recommender.decision.recommendation import Recommendation, build
 from recommender.decision.rules import pick
 from recommender.engines.launch import launch_commands
-from recommender.errors import BadInputError
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.claims import ClaimStore, worker_id
 from recommender.evaluation.levers import LeverEffect, lever_effects
@@ -34,7 +32,8 @@ from recommender.quality.calibration_docs import quantize_context
 from recommender.quantize import get_method, with_kv_cache
 from recommender.quantize.checkpoint import QuantizeContext
 from recommender.releases.tracking import Tracker, absolute_storage_uri, absolute_store_uri, git_sha, winner_tags
-from recommender.study.prepare import Prepared, portable_spec, prepare
+from recommender.study.preflight import check_continuable, check_search
+from recommender.study.prepare import Prepared, portable_spec
 from recommender.study.space import grid_size, neighbourhood, references, space_choices, trial_params
 from recommender.study.storage import (
     DEFAULT_STORAGE,
@@ -43,7 +42,6 @@ from recommender.study.storage import (
     SPEC_FINGERPRINT_ATTR,
     SPEC_JSON_ATTR,
     TRACKING_URI_ATTR,
-    check_perf_model,
     open_study,
 )
 from recommender.study.winner_checkpoint import WinnerCheckpoint, place_checkpoint
@@ -118,21 +116,6 @@ class _Opened:
     current: Candidate
 
 
-def _check_continuable(study: optuna.Study, spec: SearchSpec, storage: str, resume: bool) -> None:
-    previous = study.user_attrs.get(SPEC_FINGERPRINT_ATTR)
-    if resume and previous is None:
-        raise BadInputError(
-            "--resume", f"no study {spec.study_name!r} in {storage} to resume", "drop --resume to start it"
-        )
-    if previous is not None and previous != spec.fingerprint():
-        raise BadInputError(
-            "search.study_name",
-            f"study {spec.study_name!r} exists with a different spec",
-            "rename the study (search.study_name) or restore the spec it was started with",
-        )
-    check_perf_model(study, spec.study_name, field="search.study_name")
-
-
 def _parent_run(study: optuna.Study, prepared: Prepared, tracker: Tracker, storage: str, status: StatusFn) -> str:
     """The study's MLflow run: the one it already has, or a new one tagged with what identifies it."""
     existing = study.user_attrs.get(PARENT_RUN_ATTR)
@@ -170,7 +153,7 @@ def _open(
     planned, size = n_trials or spec.search.n_trials, grid_size(spec)
     study = open_study(storage, spec.study_name, spec.search.seed, exhaustive=size <= planned,
                        heartbeat_s=spec.search.heartbeat_s)  # fmt: skip
-    _check_continuable(study, spec, storage, resume)
+    check_continuable(study.user_attrs, spec, storage, resume=resume)  # again: another process may have started it
     parent_run_id = _parent_run(study, prepared, tracker, storage, status)
     worker = make_worker(study, prepared, tracker, parent_run_id, storage, on_trial=on_trial, on_status=status,
                          interrupted=interrupted)  # fmt: skip
@@ -265,9 +248,9 @@ def run_search(
     writer; the study itself knows nothing of presentation).
     """
     status: StatusFn = on_status or (lambda _msg: None)
-    check_search_destinations(storage=storage, tracking_uri=tracking_uri, output_root=output_root,
-                              study_name=spec.study_name, resume=resume)  # fmt: skip
-    prepared = prepared or prepare(spec)
+    if prepared is None:  # the command line ran these checks already, before its progress display
+        prepared = check_search(spec, storage=storage, tracking_uri=tracking_uri, output_root=output_root,
+                                resume=resume)  # fmt: skip
     opened = _open(prepared, storage=storage, tracking_uri=tracking_uri, n_trials=n_trials, resume=resume,
                    status=status, on_trial=on_trial, interrupted=interrupted)  # fmt: skip
     try:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from recommender.config.model_limits import check_lengths, searches_speculation
 from recommender.config.spec import LOCAL_DEVICE, LatencySLA, SearchSpec, Traffic, spec_from_mapping
 from recommender.device import local_device, quality_compute_dtype
 from recommender.errors import BadInputError
@@ -18,7 +19,7 @@ from recommender.evaluation.evaluator import CandidateEvaluator
 from recommender.evaluation.performance import LocalMeasurement, PerformanceEvaluator
 from recommender.models.cache import ModelCache
 from recommender.models.source import ModelSource
-from recommender.perf.catalog.architecture_check import check_architecture, check_request_fits, check_trace_fits
+from recommender.perf.catalog.architecture_check import check_architecture
 from recommender.perf.catalog.gpus import Accelerator, Catalog, load_catalog
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.step.roofline import project_step_times
@@ -29,7 +30,6 @@ from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
 from recommender.quality.suite import UseCase, load_use_case
 from recommender.quantize import QuantMethod, get_method
 from recommender.speculation.evaluator import AcceptanceEvaluator
-from recommender.speculation.methods import NONE
 from recommender.study.searchable import check_something_to_search, check_speculation_launchable
 from recommender.study.storage import SPEC_JSON_ATTR
 
@@ -58,7 +58,7 @@ class Prepared:
         if self.spec.local_device is not None:
             local = LocalMeasurement(models, list(self.spec.space.batch_sizes), self.spec.local_device)
         speculation = None
-        if set(self.spec.space.speculative) | {self.spec.current.speculative} != {NONE}:
+        if searches_speculation(self.spec):
             speculation = AcceptanceEvaluator(self.use_case, models, self.spec.speculation, self.manager,
                                               QualityCache.default())  # fmt: skip
         performance = PerformanceEvaluator(
@@ -82,20 +82,24 @@ def prepare(spec: SearchSpec) -> Prepared:
     )
     quality_compute_dtype(local_device())  # a bad RECOMMENDER_CPU_COMPUTE_DTYPE is refused before any store opens
     config = source.load_config(field=f"{spec.spec_path}: model.source")  # before lm-eval's task index: fails fast
+    catalog, shape = _check_against_model(spec, config)
     manager = task_manager(use_case)
     check_tasks_known(use_case, manager)
     if spec.speculation.task is not None and spec.speculation.task not in manager.all_tasks:
         raise BadInputError(f"{spec.spec_path}: speculation.task", f"lm-eval knows no task {spec.speculation.task!r}",
                             "name a task of the use case's include_path or of lm-eval (lm-eval ls tasks)")  # fmt: skip
+    return Prepared(spec, source, use_case, manager, catalog, shape)
+
+
+def _check_against_model(spec: SearchSpec, config: Any) -> tuple[Catalog, ModelShape]:
+    """The checks that need the model's config and the catalog, not lm-eval's task index (which takes seconds):
+    the space, the architecture, the traffic and the speculation settings against the model's positions, the SLA."""
     catalog = load_catalog(spec.hardware_catalog, price_set=spec.price_set)
     check_something_to_search(spec, catalog, field_prefix=f"{spec.spec_path}: ")
     check_speculation_launchable(spec, field_prefix=f"{spec.spec_path}: ")
     check_architecture(config, field=f"{spec.spec_path}: model.source config")
     shape = ModelShape.from_config(config)
-    field = f"{spec.spec_path}: traffic" + (" (a conversation's last turn)" if spec.traffic.conversation else "")
-    check_request_fits(config, shape, catalog, prompt_tokens=spec.traffic.longest_prompt_tokens,
-                       output_tokens=spec.traffic.output_tokens, field=field)  # fmt: skip
-    check_trace_fits(config, spec.traffic, field_prefix=f"{spec.spec_path}: ")
+    check_lengths(spec, config, shape, catalog)
     check_sla_reachable(
         shape,
         [
@@ -108,7 +112,7 @@ def prepare(spec: SearchSpec) -> Prepared:
         sla=spec.sla,
         field_prefix=f"{spec.spec_path}: sla",
     )
-    return Prepared(spec, source, use_case, manager, catalog, shape)
+    return catalog, shape
 
 
 def check_sla_reachable(

@@ -62,7 +62,8 @@ def check_speculation_launchable(spec: SearchSpec, *, field_prefix: str) -> None
     if not wanted or any(not EMITTERS[e].speculation_refusal for e in spec.engines):
         return
     why = "; ".join(f"{e}: {EMITTERS[e].speculation_refusal}" for e in spec.engines)
+    where = "space.speculative" if wanted[0] in spec.space.speculative else "current.speculative"
     raise BadInputError(
-        f"{field_prefix}space.speculative", f"{wanted[0]}: no engine in engines: [{', '.join(spec.engines)}] "
-        f"launches it as measured ({why[:300]})", "add vllm to engines, or use speculative: [none]",
+        f"{field_prefix}{where}", f"{wanted[0]}: no engine in engines: [{', '.join(spec.engines)}] "
+        f"launches it as measured ({why[:300]})", f"add vllm to engines, or drop {wanted[0]} from {where}",
     )  # fmt: skip

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from recommender.errors import BadInputError
 from recommender.quiet import quiet_optuna
@@ -130,12 +131,14 @@ def stored_tracking_uri(study: optuna.Study) -> str | None:
     return None if uri is None else str(uri)
 
 
-def check_perf_model(study: optuna.Study, name: str, *, field: str) -> None:
-    """Refuse a study set up by a version whose performance model differs (``PERF_MODEL_ATTR``)."""
+def check_perf_model(study: optuna.Study | Mapping[str, Any], name: str, *, field: str) -> None:
+    """Refuse a study set up by a version whose performance model differs (``PERF_MODEL_ATTR``); `study` is the
+    study or its user attributes as `stored_study_attrs` reads them."""
     from recommender.perf.step.calibrated import fit_digest
 
-    here, stored = fit_digest(), study.user_attrs.get(PERF_MODEL_ATTR)
-    if SPEC_FINGERPRINT_ATTR in study.user_attrs and stored != here:
+    attrs = study if isinstance(study, Mapping) else study.user_attrs
+    here, stored = fit_digest(), attrs.get(PERF_MODEL_ATTR)
+    if SPEC_FINGERPRINT_ATTR in attrs and stored != here:
         was = f"step-cost fit {stored}" if stored else "a performance model from before fits were recorded"
         raise BadInputError(
             field, f"study {name!r} holds latencies from {was}; this version ships fit {here}",
@@ -143,3 +146,38 @@ def check_perf_model(study: optuna.Study, name: str, *, field: str) -> None:
             "scores are cached and are not recomputed",
         )  # fmt: skip
 
+
+
+def stored_study_attrs(storage: str, study_name: str) -> dict[str, Any] | None:
+    """The user attributes of study `study_name` in `storage`, read without writing anything (None: no such study).
+
+    Opening the study through Optuna would create its tables, a SQLite file and the study itself, so a refusal
+    made after it would leave them behind: `search` and `search --dry-run` read the store this way first. A
+    SQLite file is opened read-only; a server's tables are looked up before they are read.
+    """
+    import json
+    import sqlite3
+
+    import sqlalchemy as sa
+
+    if storage.startswith("sqlite:///"):
+        path = Path(storage.removeprefix("sqlite:///").split("?", 1)[0])
+        if not path.is_file():
+            return None
+        engine = sa.create_engine("sqlite://", creator=lambda: sqlite3.connect(f"file:{path}?mode=ro", uri=True))
+    else:
+        engine = sa.create_engine(storage)
+    query = sa.text("SELECT a.key, a.value_json FROM study_user_attributes a JOIN studies s "
+                    "ON a.study_id = s.study_id WHERE s.study_name = :name")  # fmt: skip
+    try:
+        with engine.connect() as connection:
+            if not sa.inspect(connection).has_table("studies"):
+                return None
+            known = connection.execute(sa.text("SELECT 1 FROM studies WHERE study_name = :name"), {"name": study_name})
+            if known.first() is None:
+                return None
+            return {key: json.loads(value) for key, value in connection.execute(query, {"name": study_name})}
+    except sa.exc.SQLAlchemyError as exc:  # not an Optuna database, a locked or corrupt file, a server gone
+        raise unusable_storage(storage, exc, "pass the storage URL of an Optuna study, or a new one") from None
+    finally:
+        engine.dispose()

@@ -26,10 +26,19 @@ def test_a_read_only_folder_is_refused_though_os_access_says_writable(
 ) -> None:
     monkeypatch.setattr(os, "access", lambda *a, **k: True)  # what a read-only mount answers
     monkeypatch.setattr(tempfile, "mkstemp", _read_only_mount)
-    with pytest.raises(BadInputError, match="--plot: directory .* is not writable \\(Read-only file system\\)"):
+    with pytest.raises(BadInputError, match="--plot: directory .* is not writable: its filesystem is mounted read-"):
         check_parent(tmp_path / "plot.png", field="--plot", what="file")
     with pytest.raises(BadInputError, match="--output-dir: directory .* is not writable"):
         check_output_dir(tmp_path / "reports" / "run", field="--output-dir")
+
+
+@pytest.mark.skipif(not Path("/proc/self/mounts").is_file(), reason="Linux's /proc")
+def test_a_folder_under_proc_is_refused_saying_it_is_the_kernels(tmp_path: Path) -> None:
+    """Creating a file under /proc fails with ENOENT, though /proc exists: the line says which filesystem it is."""
+    with pytest.raises(BadInputError) as caught:
+        check_output_dir(Path("/proc/recommender-out"), field="--output-dir")
+    text = str(caught.value)
+    assert "--output-dir: directory /proc is not writable: it is on the kernel's proc filesystem" in text, text
 
 
 def test_the_probe_leaves_nothing_behind(tmp_path: Path) -> None:

@@ -13,8 +13,6 @@ alone cannot fit the largest catalog node, is refused before any model is loaded
 
 from __future__ import annotations
 
-import csv
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from recommender.errors import BadInputError
@@ -44,54 +42,84 @@ def tensor_parallel_refusal(shape: ModelShape, tensor_parallel: int) -> str | No
 
 
 def check_request_fits(
-    config: Any, shape: ModelShape, catalog: Catalog, *, prompt_tokens: int, output_tokens: int, field: str
-) -> None:
+    config: Any, shape: ModelShape, catalog: Catalog, *, prompt_tokens: int, output_tokens: int, field: str,
+    what: str = "prompt + output tokens", fix: str = "shorten the request",
+) -> None:  # fmt: skip
     """A request longer than the model's positions, or whose KV cache (at 1 byte per value) alone exceeds the
-    largest catalog node, is refused naming the limit: no candidate could serve it."""
+    largest catalog node, is refused naming the limit: no candidate could serve it. `what` and `fix` say it in
+    the words of the field that set the length (a conversation's last turn, a request)."""
     tokens = prompt_tokens + output_tokens
-    check_positions(config, tokens, field=field)
+    check_positions(config, tokens, field=field, what=what, fix=fix)
     largest = max((a.device_memory_gb * a.max_tensor_parallel for a in catalog.accelerators.values()), default=0.0)
     needed_gb = shape.kv_bytes_per_token(1.0) * tokens / 1e9
     if needed_gb > largest:
         raise BadInputError(field, f"one request's KV cache ({needed_gb:,.0f} GB at fp8) exceeds the largest catalog "
-                            f"node ({largest:,.0f} GB)", "shorten the request")  # fmt: skip
+                            f"node ({largest:,.0f} GB)", fix)  # fmt: skip
 
 
-def check_positions(config: Any, tokens: int, *, field: str) -> None:
+def check_positions(
+    config: Any, tokens: int, *, field: str, what: str = "prompt + output tokens", fix: str = "shorten the request"
+) -> None:
     """A sequence longer than the model's positions (max_position_embeddings, where the config has it)."""
     positions = getattr(config, "max_position_embeddings", None)
     if isinstance(positions, int) and not isinstance(positions, bool) and tokens > positions:
-        raise BadInputError(field, f"prompt + output tokens ({tokens}) exceed the model's {positions} positions "
-                            "(max_position_embeddings)", "shorten the request")  # fmt: skip
+        raise BadInputError(field, f"{what} ({tokens}) exceed the model's {positions} positions "
+                            "(max_position_embeddings)", fix)  # fmt: skip
+
+
+def check_traffic_fits(config: Any, shape: ModelShape, catalog: Catalog, traffic: Any, *, field_prefix: str) -> None:
+    """The spec's traffic against the model, each value where it is used: the constant request (a conversation's
+    last turn, named as ``traffic.conversation``), then every trace row (and, in a conversation, the last turn it
+    starts). `traffic` is the spec's ``Traffic`` (config sits above perf, so it is not imported here)."""
+    if traffic.conversation is None:
+        check_request_fits(config, shape, catalog, prompt_tokens=traffic.prompt_tokens,
+                           output_tokens=traffic.output_tokens, field=f"{field_prefix}traffic.prompt_tokens")
+    else:
+        turns = traffic.conversation.turns
+        check_request_fits(config, shape, catalog, prompt_tokens=traffic.longest_prompt_tokens,
+                           output_tokens=traffic.output_tokens, field=f"{field_prefix}traffic.conversation",
+                           what=f"turn {turns}'s prompt (its history) + output tokens",
+                           fix="fewer turns, shorter messages or a shorter first prompt")  # fmt: skip
+    check_trace_fits(config, traffic, field_prefix=field_prefix)
 
 
 def check_trace_fits(config: Any, traffic: Any, *, field_prefix: str) -> None:
     """A trace request (``traffic.profile.trace``) longer than the model's positions is refused naming its line:
-    the engine would reject that request, so no fleet sized on the trace could serve it."""
+    the engine would reject that request, so no fleet sized on the trace could serve it. In a conversation each
+    row is a first turn and its last turn is checked, answers as long as the trace's longest output."""
     import numpy as np
 
     profile = getattr(traffic, "profile", None)
     positions = getattr(config, "max_position_embeddings", None)
     if profile is None or profile.requests is None or not isinstance(positions, int) or isinstance(positions, bool):
         return
-    requests = profile.requests
-    totals = np.asarray(requests.prompt_tokens, dtype=np.int64) + np.asarray(requests.output_tokens, dtype=np.int64)
+    requests, conversation = profile.requests, getattr(traffic, "conversation", None)
+    prompts = np.asarray(requests.prompt_tokens, dtype=np.int64)
+    outputs = np.asarray(requests.output_tokens, dtype=np.int64)
+    what = "prompt + output tokens"
+    if conversation is not None:  # each row starts a conversation; its answers are drawn from the trace's outputs
+        longest = int(outputs.max())
+        prompts = prompts + (conversation.turns - 1) * (longest + conversation.message_tokens)
+        outputs = np.full_like(outputs, longest)
+        what = f"the last turn's prompt + output tokens (after {conversation.turns - 1} answers and messages)"
+    totals = prompts + outputs
     over = np.flatnonzero(totals > positions)
     if over.size:
         first = int(over[0])
-        line = first + 1 + _header_lines(profile.trace)
-        raise BadInputError(f"{field_prefix}traffic.profile.trace: {profile.trace.name} line {line}",
-                            f"prompt + output tokens ({int(totals[first])}) exceed the model's {positions} positions "
+        row = f"{profile.trace.name} line {requests.line_of(first)}"
+        where = f"{field_prefix}traffic.profile.trace: {row}"
+        if conversation is not None:
+            where = f"{field_prefix}traffic.conversation (started by {row})"
+        raise BadInputError(where, f"{what} ({int(totals[first])}) exceed the model's {positions} positions "
                             f"(max_position_embeddings; {over.size} such requests in the trace)",
                             "drop or shorten those requests, or plan a model with a longer context")  # fmt: skip
 
 
-def _header_lines(path: Path) -> int:
-    """1 when the trace's first row is a header (its first field is not a number), else 0."""
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        first = next(csv.reader(handle), [""])
-    try:
-        float(first[0])
-    except (ValueError, IndexError):
-        return 1
-    return 0
+def check_speculation_fits(config: Any, prompt_tokens: int, new_tokens: int, *, field_prefix: str) -> None:
+    """The speculation measurement's prompt + generated tokens within the model's positions: past them the
+    acceptance would be measured where the model has no position embeddings, not on text it can serve."""
+    positions = getattr(config, "max_position_embeddings", None)
+    if isinstance(positions, int) and not isinstance(positions, bool) and prompt_tokens + new_tokens > positions:
+        raise BadInputError(f"{field_prefix}speculation", f"prompt_tokens + new_tokens ({prompt_tokens} + "
+                            f"{new_tokens}) exceed the model's {positions} positions (max_position_embeddings)",
+                            f"make prompt_tokens + new_tokens at most {positions}")  # fmt: skip

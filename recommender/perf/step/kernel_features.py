@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from recommender.perf.model.shape import ModelShape
     from recommender.perf.scheme import Scheme
     from recommender.perf.step.cost import PrefillChunks
-    from recommender.perf.step.kernel_tables import KernelTable
+    from recommender.perf.step.kernel_grid import KernelTable
 
 __all__ = ["KernelStepFeatures"]
 
