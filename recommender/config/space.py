@@ -30,7 +30,9 @@ class Space(BaseModel):
     methods: dict[Precision, list[str]] = Field(description="Precision -> quantization methods to try.")
     hardware: list[str] = Field(min_length=1, description="Catalog accelerator names, or 'local'.")
     batch_sizes: list[Annotated[int, Field(gt=0, le=MAX_BATCH)]] = Field(
-        min_length=1, description="max_num_seqs values (concurrent sequences)."
+        default_factory=list,
+        description="max_num_seqs values (concurrent sequences); left out: powers of two from 64 up to each "
+        "engine's own maximum (recommender/engines/batch_limits.py), the caps the KV cache cannot hold pruned.",
     )
     tensor_parallel: list[Annotated[int, Field(gt=0, le=MAX_TENSOR_PARALLEL)]] = Field(default=[1], min_length=1)
     max_num_batched_tokens: list[TokenCount] = Field(
