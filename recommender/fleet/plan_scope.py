@@ -54,11 +54,13 @@ def _held(performance: PerformanceEvaluator, c: Candidate) -> int | None:
     return prompts_held(setup.scheduler.kv_cache_tokens, performance.traffic.prompt_tokens)
 
 
-def _ladder(performance: PerformanceEvaluator, make: Callable[[int], Candidate]) -> tuple[list[int], str]:
-    """The caps to climb: the engines' ladder up to what the KV cache holds, and that number itself; and the
-    caps pruned with the reason ('' when none is)."""
-    ladder = batch_ladder(performance.engines, DEFAULT_MAX_BATCHED_TOKENS)
-    held = _held(performance, make(ladder[0])) or _held(performance, make(1))
+def _ladder(
+    performance: PerformanceEvaluator, make: Callable[[int], Candidate], given: tuple[int, ...]
+) -> tuple[list[int], str]:
+    """The caps to try — `given`, or the engines' ladder — up to what the KV cache holds, and that number itself
+    in place of the caps above it; and which caps were pruned, with the reason ('' when none was)."""
+    ladder = list(given) or batch_ladder(performance.engines, DEFAULT_MAX_BATCHED_TOKENS)
+    held = _held(performance, make(min(ladder))) or _held(performance, make(1))
     if held is None:
         return ladder, ""
     caps = [c for c in ladder if c <= held]
@@ -73,11 +75,11 @@ def _ladder(performance: PerformanceEvaluator, make: Callable[[int], Candidate])
 def caps_evaluated(
     performance: PerformanceEvaluator, scope: PlanScope, make: Callable[[int], Candidate]
 ) -> tuple[list[CandidateResult], str]:
-    """Every cap's result at one (degree, KV dtype): the scope's caps as given, or the ladder climbed until a
-    doubled cap stops paying; and which caps the KV cache pruned."""
+    """Every cap's result at one (degree, KV dtype) — the scope's caps, or the ladder climbed until a doubled cap
+    stops paying — and which caps the KV cache pruned (its largest cap tried in their place)."""
+    caps, pruned = _ladder(performance, make, scope.batch_sizes)
     if scope.batch_sizes:
-        return [performance.evaluate(make(b)) for b in scope.batch_sizes], ""
-    caps, pruned = _ladder(performance, make)
+        return [performance.evaluate(make(b)) for b in caps], pruned
     results: list[CandidateResult] = []
     best = 0.0
     for cap in caps:

@@ -14,6 +14,7 @@ from recommender.config.spec import LatencySLA, Traffic
 from recommender.engines import PROFILES
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.plan import plan_one
+from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.sim.estimate import EstimateRequest, estimate
@@ -67,9 +68,9 @@ def test_an_unpriced_row_is_the_configuration_a_price_would_pick(tmp_path: Path)
     contract.write_text("accelerators:\n  l4: {price_per_hour_usd: 0.80, price_source: our contract}\n")
     for precision in ("bf16", "fp8"):
         unpriced = plan_one(LLAMA8, load_catalog(price_set=NO_L4).get("l4"), precision, traffic=TRAFFIC, sla=SLA,
-                            batch_sizes=[64, 256], catalog=load_catalog(price_set=NO_L4))  # fmt: skip
+                            scope=PlanScope(batch_sizes=(64, 256,), kv_cache_dtypes=("auto",)), catalog=load_catalog(price_set=NO_L4))  # fmt: skip
         priced = plan_one(LLAMA8, load_catalog(contract, price_set=NO_L4).get("l4"), precision, traffic=TRAFFIC, sla=SLA,
-                          batch_sizes=[64, 256], catalog=load_catalog(contract, price_set=NO_L4))  # fmt: skip
+                          scope=PlanScope(batch_sizes=(64, 256,), kv_cache_dtypes=("auto",)), catalog=load_catalog(contract, price_set=NO_L4))  # fmt: skip
         assert priced.usd_per_month is not None and priced.unpriced == ""
         assert unpriced.usd_per_month is None and unpriced.unpriced.startswith(NO_L4_PRICE)
         assert (unpriced.tensor_parallel, unpriced.batch_size, unpriced.replicas) == (
