@@ -43,7 +43,7 @@ def space_choices(spec: SearchSpec) -> dict[str, list[Any]]:
 def batch_caps(spec: SearchSpec) -> list[int]:
     """The spec's batch caps, or (none listed) each of its engines' ladder up to its own maximum at the largest
     token budget searched (the evaluator prunes the caps a candidate's KV cache cannot hold)."""
-    return list(spec.space.batch_sizes) or batch_ladder(spec.engines, max(spec.space.max_num_batched_tokens))
+    return list(spec.space.batch_sizes or []) or batch_ladder(spec.engines, max(spec.space.max_num_batched_tokens))
 
 
 def candidate_of(params: dict[str, Any]) -> Candidate:
