@@ -19,7 +19,7 @@ from recommender.errors import BadInputError, pydantic_message
 from recommender.fleet.plan_scope import PlanScope
 
 if TYPE_CHECKING:
-    from recommender.perf.catalog.gpus import Accelerator
+    from recommender.perf.catalog.gpus import Accelerator, Catalog
     from recommender.perf.model.shape import ModelShape
 
 #: The KV cache dtypes a plan tries, in the order it shows them.
@@ -70,6 +70,17 @@ class Pointed:
     engines: tuple[str, ...]
     precisions: list[str]
     scope: PlanScope
+    given_hardware: list[str] | None = None
+
+    def hardware(self, catalog: Catalog, shape: ModelShape, *, priced_only: bool) -> list[str]:
+        """--hardware (each degree checked on it); without it, with --price-set, the GPUs that set prices; else every
+        catalog GPU (one the default set does not price still gets its fit, latencies and capacity, its dollar
+        columns empty and the reason below the table)."""
+        if self.given_hardware is not None:
+            for accel in [catalog.get(h, field="--hardware") for h in self.given_hardware]:
+                self.check_degrees(shape, accel)
+            return self.given_hardware
+        return [k for k in catalog.accelerators if not priced_only or catalog.price_refusal(k) is None]
 
     def check_degrees(self, shape: ModelShape, accel: Accelerator) -> None:
         """Each --tensor-parallel degree fits a node of `accel` and splits the model's heads (as `estimate` checks)."""
@@ -112,12 +123,14 @@ def _schemes(schemes: list[str]) -> dict[str, str]:
 
 
 def pointed_plan(
-    *, engines: list[str] | None, precisions: list[str] | None, schemes: list[str] | None,
+    *, hardware: list[str] | None, engines: list[str] | None, precisions: list[str] | None, schemes: list[str] | None,
     tensor_parallel: list[int] | None, kv_cache_dtypes: list[str] | None, batch_sizes: list[int] | None,
 ) -> Pointed:  # fmt: skip
     """The flags validated like the spec's fields: one refusal line naming the flag, the value and the fix."""
     from recommender.quantize.precisions import PLANNED_PRECISIONS
 
+    distinct(hardware or [], flag="--hardware")
+    check_batch_sizes(batch_sizes or [])
     if precisions and schemes:
         raise BadInputError("--precision/--scheme", "both given", "give --precision (plan's scheme for each) or "
                             "--scheme (that scheme), not both")  # fmt: skip
@@ -140,4 +153,4 @@ def pointed_plan(
         kv_cache_dtypes=tuple(kv for kv in KV_CACHE_DTYPES if kv in (kv_cache_dtypes or KV_CACHE_DTYPES)),
         schemes=by_family,
     )  # fmt: skip
-    return Pointed(_engines(engines), list(by_family) or list(precisions or PLANNED_PRECISIONS), scope)
+    return Pointed(_engines(engines), list(by_family) or list(precisions or PLANNED_PRECISIONS), scope, hardware)

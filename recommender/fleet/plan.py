@@ -240,7 +240,7 @@ def launch_of(row: PlanRow, model: str, catalog: Catalog, traffic: Traffic) -> s
     if not row.engine or row.batch_size is None or row.tensor_parallel is None:
         return ""
     candidate = Candidate(row.precision, row.method, row.hardware, row.batch_size, row.tensor_parallel,
-                          kv_cache_dtype=row.kv_cache_dtype)  # fmt: skip
+                          kv_cache_dtype="fp8" if row.kv_cache_dtype == "fp8" else "auto")  # fmt: skip
     checkpoint = f"{model.rstrip('/').rsplit('/', 1)[-1]}-{row.method}"  # where `recommender quantize --out` puts it
     commands = launch_commands(
         candidate, model=model, max_model_len=traffic.prompt_tokens + traffic.output_tokens, checkpoint=checkpoint,

@@ -82,7 +82,8 @@ def plan_fleet(
     precisions = plan_precisions(spec)
     engines = tuple(spec.engines)  # the rows, the schedule and the mix served by the same engines
     # The spec's batch caps, or (none listed) each engine's ladder to its maximum; its KV cache dtypes.
-    scope = PlanScope(batch_sizes=tuple(spec.space.batch_sizes or ()), kv_cache_dtypes=tuple(spec.space.kv_cache_dtypes))
+    scope = PlanScope(batch_sizes=tuple(spec.space.batch_sizes or ()),
+                      kv_cache_dtypes=tuple(spec.space.kv_cache_dtypes))
     rows = plan(shape, catalog, hardware=hardware, precisions=precisions, traffic=traffic, sla=sla, scope=scope,
                 on_row=on_row, engines=engines)  # fmt: skip
     winner = winner_row(rows)
