@@ -81,6 +81,8 @@ class PlanRow:
     launch: str = ""
     #: The KV cache dtype of the row's configuration ("auto": the model's 16-bit dtype; "fp8").
     kv_cache_dtype: str = "auto"
+    #: The batch caps the KV cache cannot hold, pruned with the reason ("" when none was).
+    batch_caps_pruned: str = ""
 
 
 #: What an FP8 KV cache adds to a row's quality prior: unmeasured until its `+kv-fp8` scheme is evaluated.
@@ -196,7 +198,7 @@ def plan_one(
     within_sla = [r for r in fitting if r.serving is not None and r.serving.requests_per_s > 0]
     if within_sla:
         best = min(within_sla, key=lambda r: _gpu_rank(r, traffic.requests_per_second))
-        return _row(performance, accel, precision, method, pruned, best, unpriced)
+        return replace(_row(performance, accel, precision, method, "", best, unpriced), batch_caps_pruned=pruned)
     if fitting:
         closest = min(fitting, key=lambda r: _sla_overshoot(r, sla))
         note = "SLA not met even by a lone request (its P99s shown)"

@@ -78,7 +78,8 @@ def test_the_plan_climbs_past_256_and_fp8_kv_holds_more() -> None:
     rows = {kv: plan_one(llama70, h100, "fp8", traffic=busy, sla=SLA, catalog=catalog, engines=("trtllm",),
                          scope=PlanScope(tensor_parallel=(2,), kv_cache_dtypes=(kv,)))  # fmt: skip
             for kv in ("auto", "fp8")}
-    assert "batch caps 1024, 2048 pruned" in rows["fp8"].note and "prompts of 512 tokens" in rows["fp8"].note
-    assert rows["auto"].note.startswith("batch caps 512, 1024, 2048 pruned")
+    fp8_pruned, auto_pruned = rows["fp8"].batch_caps_pruned, rows["auto"].batch_caps_pruned
+    assert "batch caps 1024, 2048 pruned" in fp8_pruned and "prompts of 512 tokens" in fp8_pruned
+    assert auto_pruned.startswith("batch caps 512, 1024, 2048 pruned") and rows["fp8"].note == ""
     assert rows["fp8"].max_rps_per_replica is not None and rows["auto"].max_rps_per_replica is not None
     assert rows["fp8"].max_rps_per_replica > rows["auto"].max_rps_per_replica

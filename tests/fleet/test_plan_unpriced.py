@@ -22,6 +22,9 @@ from recommender.perf.step.calibrated import CalibratedModel, load_fit
 from recommender.quantize import get_method
 from recommender.quantize.precisions import PLANNED_PRECISIONS
 
+#: The batch caps 64, 256 with the 16-bit KV cache: the plan as it was before the ladder.
+CAPS_64_256 = PlanScope(batch_sizes=(64, 256,), kv_cache_dtypes=("auto",))
+
 TRAFFIC = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5)
 SLA = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100)
 _, LLAMA8 = load_architecture("llama-3.1-8b")
@@ -68,9 +71,10 @@ def test_an_unpriced_row_is_the_configuration_a_price_would_pick(tmp_path: Path)
     contract.write_text("accelerators:\n  l4: {price_per_hour_usd: 0.80, price_source: our contract}\n")
     for precision in ("bf16", "fp8"):
         unpriced = plan_one(LLAMA8, load_catalog(price_set=NO_L4).get("l4"), precision, traffic=TRAFFIC, sla=SLA,
-                            scope=PlanScope(batch_sizes=(64, 256,), kv_cache_dtypes=("auto",)), catalog=load_catalog(price_set=NO_L4))  # fmt: skip
-        priced = plan_one(LLAMA8, load_catalog(contract, price_set=NO_L4).get("l4"), precision, traffic=TRAFFIC, sla=SLA,
-                          scope=PlanScope(batch_sizes=(64, 256,), kv_cache_dtypes=("auto",)), catalog=load_catalog(contract, price_set=NO_L4))  # fmt: skip
+                            scope=CAPS_64_256, catalog=load_catalog(price_set=NO_L4))  # fmt: skip
+        contracted = load_catalog(contract, price_set=NO_L4)
+        priced = plan_one(LLAMA8, contracted.get("l4"), precision, traffic=TRAFFIC, sla=SLA, scope=CAPS_64_256,
+                          catalog=contracted)  # fmt: skip
         assert priced.usd_per_month is not None and priced.unpriced == ""
         assert unpriced.usd_per_month is None and unpriced.unpriced.startswith(NO_L4_PRICE)
         assert (unpriced.tensor_parallel, unpriced.batch_size, unpriced.replicas) == (
@@ -82,7 +86,8 @@ def test_the_search_still_prunes_an_unpriced_gpu_and_plan_evaluates_it() -> None
     candidate = Candidate("fp8", "fp8-dynamic", "l4", 64)
     searched = PerformanceEvaluator(load_catalog(price_set=NO_L4), LLAMA8, TRAFFIC, SLA).evaluate(candidate)
     assert searched.status == "pruned" and searched.cost is None and NO_L4_PRICE in searched.broken[0]
-    planned = PerformanceEvaluator(load_catalog(price_set=NO_L4), LLAMA8, TRAFFIC, SLA, require_price=False).evaluate(candidate)
+    no_l4 = load_catalog(price_set=NO_L4)
+    planned = PerformanceEvaluator(no_l4, LLAMA8, TRAFFIC, SLA, require_price=False).evaluate(candidate)
     assert planned.status == "evaluated" and planned.cost is None and not planned.feasible
     assert planned.serving is not None and planned.serving.requests_per_s > 0
 
