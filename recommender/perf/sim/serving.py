@@ -18,14 +18,12 @@ from recommender.perf.sim.conversation import Conversation
 from recommender.perf.sim.physics_capacity import ALARM_FACTOR
 from recommender.perf.sim.results import Percentiles
 from recommender.perf.sim.scheduler import SchedulerConfig
-from recommender.perf.sim.settle import Settled, settle
 from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.speculative import SpeculativeStepCost
 from recommender.perf.sim.workload import Lengths, SharedPrefix, make_workload
 from recommender.provenance import Provenance
 
 if TYPE_CHECKING:
-    from recommender.perf.sim.results import SimulationResult
     from recommender.perf.sim.speculative import SpeculativeDecoding
     from recommender.perf.step.cost import StepCostModel
 
@@ -67,8 +65,7 @@ class LatencyLimits(Protocol):
     def tpot_p99_ms(self) -> float: ...
 
 
-#: Requests per simulation of the capacity search, and the first run at the load (which then grows to steady state,
-#: ``settle.py``; the first 10 % are warm-up).
+#: Requests per simulation: enough for stable P99s (the first 10 % are warm-up).
 SIMULATED_REQUESTS = 600
 
 
@@ -97,9 +94,6 @@ class ServingEstimate:
     physics_rps_per_replica: float | None = None
     #: The fraction of prompt tokens the replica's prefix cache served at its load (None: no prompt shares a prefix).
     prefix_hit_rate: float | None = None
-    #: How many simulated requests the P99s at the load rest on, after the warm-up (``settle.py``; None: not
-    #: simulated at a load, e.g. not even a lone request meets the SLA).
-    requests_measured: int | None = None
 
     @property
     def physics_alarm(self) -> bool:
@@ -159,32 +153,17 @@ def simulate_serving(
         return ServingEstimate(lone.ttft_ms, lone.tpot_ms, 0.0, 0.0, 1e-3, label)
     replicas = replicas_needed(traffic.requests_per_second, search.rate_per_s)
     load = traffic.requests_per_second / replicas
-    settled = settled_at(cost, config, traffic, load, speculation)
-    at_load = settled.result
+    at_load = simulate(cost, make_workload(prompt=prompt, output=output, n_requests=SIMULATED_REQUESTS, rate=load,
+                                           **traffic.sharing), config, speculation=speculation)  # fmt: skip
     return ServingEstimate(
         ttft_ms=at_load.ttft_ms,
         tpot_ms=at_load.tpot_ms,
         requests_per_s=search.rate_per_s,
         tokens_per_s=search.rate_per_s * (traffic.prompt_tokens + traffic.output_tokens),
         load_per_replica_rps=load,
-        provenance=label.extended(f"at the load: {settled.describe()}"),
+        provenance=label,
         prefix_hit_rate=at_load.prefix_hit_rate if traffic.shares_prompts else None,
-        requests_measured=settled.measured,
     )
-
-
-def settled_at(
-    cost: StepCostModel, config: SchedulerConfig, traffic: TrafficLoad, rate: float,
-    speculation: SpeculativeDecoding | None,
-) -> Settled:  # fmt: skip
-    """The traffic simulated at `rate` until its P99s settle (``settle.py``): the same requests, more of them."""
-
-    def run(n: int) -> SimulationResult:
-        workload = make_workload(prompt=traffic.prompt, output=traffic.output, n_requests=n, rate=rate,
-                                 **traffic.sharing)  # fmt: skip
-        return simulate(cost, workload, config, speculation=speculation)
-
-    return settle(run, rate, first=SIMULATED_REQUESTS)
 
 
 def simulate_serving_interval(
@@ -198,13 +177,14 @@ def simulate_serving_interval(
     engine); `sla`'s TTFT is the user's less that offset, and the reported TTFTs include it.
     """
     high = simulate_serving(upper, config, traffic=traffic, sla=sla, speculation=speculation)
-    settled = settled_at(point, config, traffic, high.load_per_replica_rps, speculation)
-    at_load = settled.result
+    workload = make_workload(prompt=traffic.prompt, output=traffic.output, n_requests=SIMULATED_REQUESTS,
+                             rate=high.load_per_replica_rps, **traffic.sharing)  # fmt: skip
+    at_load = simulate(point, workload, config, speculation=speculation)
     t = at_load.ttft_ms
     return replace(
         high, ttft_ms=Percentiles(t.p50 + ttft_offset_ms, t.p95 + ttft_offset_ms, t.p99 + ttft_offset_ms),
         tpot_ms=at_load.tpot_ms, engine=engine, ttft_p99_high_ms=high.ttft_ms.p99 + ttft_offset_ms,
-        tpot_p99_high_ms=high.tpot_ms.p99, confidence=confidence, requests_measured=settled.measured,
+        tpot_p99_high_ms=high.tpot_ms.p99, confidence=confidence,
         prefix_hit_rate=at_load.prefix_hit_rate if traffic.shares_prompts else None,
     )  # fmt: skip
 
