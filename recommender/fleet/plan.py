@@ -153,10 +153,11 @@ def _sla_overshoot(result: CandidateResult, sla: LatencySLA) -> float:
 
 def _fitting(
     performance: PerformanceEvaluator, accel: Accelerator, precision: str, method: QuantMethod, scope: PlanScope,
-) -> tuple[list[CandidateResult], str, str]:  # fmt: skip
+) -> tuple[list[CandidateResult], str, dict[tuple[int, KVCacheDtype], str]]:  # fmt: skip
     """Every evaluated (degree, KV dtype, batch cap) that holds one request, why the widest degree that does not
-    fit, and which batch caps the KV cache pruned (at the degree and KV dtype shown last)."""
-    fitting, refusal, pruned = [], "", ""
+    fit, and which batch caps the KV cache pruned at each (degree, KV dtype)."""
+    fitting: list[CandidateResult] = []
+    refusal, pruned = "", dict[tuple[int, KVCacheDtype], str]()
     for tp in scope.degrees(accel.max_tensor_parallel):
         for kv in scope.kv_cache_dtypes:
             def make(b: int, tp: int = tp, kv: KVCacheDtype = kv) -> Candidate:
@@ -167,7 +168,7 @@ def _fitting(
             if not fits and results and kv == scope.kv_cache_dtypes[0]:
                 refusal = "; ".join(results[0].broken).removeprefix("memory: ")
             fitting += fits
-            pruned = caps_pruned or pruned
+            pruned[tp, kv] = caps_pruned
     return fitting, refusal, pruned
 
 
@@ -198,7 +199,8 @@ def plan_one(
     within_sla = [r for r in fitting if r.serving is not None and r.serving.requests_per_s > 0]
     if within_sla:
         best = min(within_sla, key=lambda r: _gpu_rank(r, traffic.requests_per_second))
-        return replace(_row(performance, accel, precision, method, "", best, unpriced), batch_caps_pruned=pruned)
+        shown = pruned.get((best.candidate.tensor_parallel, best.candidate.kv_cache_dtype), "")
+        return replace(_row(performance, accel, precision, method, "", best, unpriced), batch_caps_pruned=shown)
     if fitting:
         closest = min(fitting, key=lambda r: _sla_overshoot(r, sla))
         note = "SLA not met even by a lone request (its P99s shown)"
