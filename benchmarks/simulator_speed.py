@@ -9,6 +9,11 @@ First the highest Poisson rate whose P99 TTFT and TPOT meet the SLA (bisection, 
 probe simulating all the requests), then the best-of-N wall time of one simulation at a
 light load, at that rate, and at twice it (overload: the queue grows without bound).
 Target: every simulation of 10,000 requests in <= 1 s on 2 CPU cores.
+
+Then the cost at high load: 100, 500 and 1,500 requests running at once (max_num_seqs that many, arrivals
+at 1.2x what that batch decodes, so it stays full), each simulating the Little's-law count a settled run
+takes (``perf/sim/settle.py``: the requests in flight as warm-up, then 4x them measured), and one doubled
+run, as the convergence check does.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.model.memory import kv_cache_tokens
 from recommender.perf.sim.capacity import max_rate_within_sla
 from recommender.perf.sim.scheduler import SchedulerConfig
+from recommender.perf.sim.settle import requests_for
 from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.workload import LengthDist, make_workload
 from recommender.perf.step.cost import RooflineStepCost
@@ -73,6 +79,24 @@ def main() -> None:
             f"{label:>22}: {min(times):.3f} s wall (best of {args.repeats}) for {args.requests} requests, "
             f"{result.steps} steps, {result.preemptions} preemptions, P99 TTFT {result.ttft_ms.p99:.0f} ms"
         )
+
+    _in_flight(cost, prompt, output, args.repeats)
+
+
+def _in_flight(cost: RooflineStepCost, prompt: LengthDist, output: LengthDist, repeats: int) -> None:
+    """Wall time of a settled run's simulations with 100, 500 and 1,500 requests running at once."""
+    for seats in (100, 500, 1500):
+        config = SchedulerConfig(kv_cache_tokens=seats * 4096, max_num_seqs=seats, max_num_batched_tokens=8192)
+        rate = 1.2 * seats / (output.mean * cost.step_seconds(0, seats, int(seats * (prompt.mean + output.mean / 2))))
+        for n in (requests_for(seats), 2 * requests_for(seats)):
+            workload = make_workload(prompt=prompt, output=output, n_requests=n, rate=rate, seed=0)
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                result = simulate(cost, workload, config)
+                times.append(time.perf_counter() - start)
+            print(f"{seats:>5} in flight: {min(times):.3f} s wall (best of {repeats}) for {n} requests at "
+                  f"{rate:.1f} req/s, {result.steps} steps")
 
 
 if __name__ == "__main__":

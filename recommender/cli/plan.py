@@ -7,12 +7,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from recommender.engines import ENGINE_NAMES
 from recommender.errors import BadInputError
 from recommender.perf.catalog.architectures import read_architecture
 from recommender.quantize.precisions import PLANNED_PRECISIONS
 from recommender.report.console import make_console, step_progress
 
 if TYPE_CHECKING:
+    from recommender.cli.plan_inputs import Pointed
     from recommender.config.spec import LatencySLA, Traffic
     from recommender.fleet.plan import PlanRow
     from recommender.perf.catalog.gpus import Catalog
@@ -23,22 +25,41 @@ EPILOG = ("Latencies and capacities are calibrated (step costs fitted on measure
 
 
 
-HARDWARE_HELP = ("Catalog GPUs (repeat the flag); default: every catalog GPU (an unpriced one with the price set "
-                 "that lacks it named).")
+HARDWARE_HELP = ("Catalog GPUs (repeat the flag); default: the GPUs --price-set prices, or without it every catalog "
+                 "GPU (an unpriced one with the price set that lacks it named).")
+
+
+PriceSetName = Annotated[str | None, typer.Option(
+    help="Named, dated prices of one provider (recommender/perf/catalog/price_sets.yaml); without --hardware, the "
+    "GPUs it prices are planned.")]
+# The flags that point the plan (``plan_inputs.pointed_plan`` validates them), each repeatable.
+BatchSizes = Annotated[list[int] | None, typer.Option(
+    min=1, help="max_num_seqs values to try (repeat); default: powers of two from 64 to each engine's maximum, the "
+    "caps the KV cache cannot hold pruned.")]  # fmt: skip
+Engines = Annotated[list[str] | None, typer.Option(
+    help=f"Serving engines to try (repeat): {', '.join(ENGINE_NAMES)}; default: vllm and sglang.")]
+Precisions = Annotated[list[str] | None, typer.Option(
+    help=f"Precisions to plan (repeat): {', '.join(PLANNED_PRECISIONS)}; default: all.")]
+Schemes = Annotated[list[str] | None, typer.Option(
+    help="Serving schemes to plan by name (repeat), e.g. w4a16-awq-g128; instead of --precision.")]
+Degrees = Annotated[list[int] | None, typer.Option(
+    help="Tensor-parallel degrees to try (repeat); default: every power of two of the GPU's node.")]
+KVDtypes = Annotated[list[str] | None, typer.Option(
+    help="KV cache dtypes to try (repeat): auto (16-bit), fp8; default: both (fp8 where the engine and GPU run it).")]
 
 
 def _plan_with_progress(
-    shape: ModelShape, catalog: Catalog, hardware: list[str], traffic: Traffic, sla: LatencySLA, batch_sizes: list[int],
+    shape: ModelShape, catalog: Catalog, hardware: list[str], traffic: Traffic, sla: LatencySLA, pointed: Pointed,
     model: str,
 ) -> list[PlanRow]:
-    """Every GPU x precision row, with a progress bar on a terminal (each pair simulates up to four TP degrees)."""
+    """Every GPU x precision row, with a progress bar on a terminal (each pair simulates its degrees x KV dtypes x
+    batch caps)."""
     from recommender.fleet.plan import plan
 
-    precisions = list(PLANNED_PRECISIONS)
-    pairs = len(hardware) * len(precisions)
+    pairs = len(hardware) * len(pointed.precisions)
     with step_progress(make_console(stderr=True), total=pairs, description="planning") as done:
-        return plan(shape, catalog, hardware=hardware, precisions=precisions, traffic=traffic, sla=sla,
-                    batch_sizes=batch_sizes, on_row=done, model=model)  # fmt: skip
+        return plan(shape, catalog, hardware=hardware, precisions=pointed.precisions, traffic=traffic, sla=sla,
+                    scope=pointed.scope, on_row=done, model=model, engines=pointed.engines)  # fmt: skip
 
 
 def plan_command(
@@ -58,14 +79,17 @@ def plan_command(
     ttft_ms: Annotated[float, typer.Option(min=0.001, help="P99 TTFT SLA, ms.")] = 1000.0,
     tpot_ms: Annotated[float, typer.Option(min=0.001, help="P99 TPOT SLA, ms.")] = 50.0,
     hardware: Annotated[list[str] | None, typer.Option(help=HARDWARE_HELP)] = None,
-    batch_size: Annotated[list[int] | None, typer.Option(min=1, help="max_num_seqs values to try (repeat).")] = None,
-    price_set: Annotated[
-        str | None, typer.Option(help="Named, dated prices of one provider (recommender/perf/catalog/price_sets.yaml).")
-    ] = None,
+    batch_size: BatchSizes = None,
+    engine: Engines = None,
+    precision: Precisions = None,
+    scheme: Schemes = None,
+    tensor_parallel: Degrees = None,
+    kv_cache_dtype: KVDtypes = None,
+    price_set: PriceSetName = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
 ) -> None:
     """Project cost and latency for an architecture without its weights, across GPUs and precisions."""
-    from recommender.cli.plan_inputs import check_batch_sizes, distinct, traffic_and_sla
+    from recommender.cli.plan_inputs import pointed_plan, traffic_and_sla
     from recommender.fleet.plan import rows_to_json
     from recommender.perf.catalog.architecture_check import check_request_fits
     from recommender.perf.catalog.gpus import load_catalog
@@ -82,18 +106,16 @@ def plan_command(
         raise BadInputError("--model", "no architecture to plan", "pass --model llama-3.1-8b (or --spec SPACE.yaml)")
     traffic, sla = traffic_and_sla(prompt_tokens=prompt_tokens, output_tokens=output_tokens, rps=rps, ttft_ms=ttft_ms,
                                    tpot_ms=tpot_ms)  # fmt: skip
-    distinct(hardware or [], flag="--hardware")
-    check_batch_sizes(batch_size or [])
+    pointed = pointed_plan(hardware=hardware, engines=engine, precisions=precision, schemes=scheme,
+                           tensor_parallel=tensor_parallel, kv_cache_dtypes=kv_cache_dtype, batch_sizes=batch_size)
     name, config = read_architecture(model)
     shape = ModelShape.from_config(config)
     catalog = load_catalog(price_set=get_price_set(price_set, field="--price-set").name)
+    hardware = pointed.hardware(catalog, shape, priced_only=price_set is not None)
     check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                        field="--prompt-tokens")  # fmt: skip
-    # Without --hardware, every catalog GPU: one the price set does not price still gets its fit, latencies and
-    # capacity (its dollar columns empty, the reason under the table).
-    hardware = hardware if hardware is not None else list(catalog.accelerators)
     served = next(iter(getattr(config, "_hub_ids", None) or []), model)  # a shipped name launches its hub id
-    rows = _plan_with_progress(shape, catalog, hardware, traffic, sla, batch_size or [64, 256], str(served))
+    rows = _plan_with_progress(shape, catalog, hardware, traffic, sla, pointed, str(served))
     if json_output:
         print(rows_to_json(rows))
         return

@@ -1,4 +1,5 @@
-"""`recommender plan`'s flags turned into the spec's own typed traffic and SLA, every refusal naming its flag.
+"""`recommender plan`'s flags turned into the spec's own typed traffic, SLA and plan scope, every refusal naming
+its flag.
 
 The command line's number parsing accepts ``inf`` and ``nan`` and has no upper bounds; the
 spec's models refuse both and bound every size, so the flags go through those models and
@@ -7,11 +8,22 @@ a refusal names the flag the user typed, not the model's field.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, get_args
+
 from pydantic import ValidationError
 
-from recommender.config.candidate import MAX_BATCH
+from recommender.config.candidate import MAX_BATCH, MAX_TENSOR_PARALLEL, KVCacheDtype
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.errors import BadInputError, pydantic_message
+from recommender.fleet.plan_scope import PlanScope
+
+if TYPE_CHECKING:
+    from recommender.perf.catalog.gpus import Accelerator, Catalog
+    from recommender.perf.model.shape import ModelShape
+
+#: The KV cache dtypes a plan tries, in the order it shows them.
+KV_CACHE_DTYPES: tuple[KVCacheDtype, ...] = get_args(KVCacheDtype)
 
 FLAG_OF = {
     "prompt_tokens": "--prompt-tokens",
@@ -49,3 +61,96 @@ def check_batch_sizes(values: list[int], *, flag: str = "--batch-size") -> None:
     for value in values:
         if value > MAX_BATCH:
             raise BadInputError(flag, f"{value} is over {MAX_BATCH} concurrent sequences", "give a realistic batch")
+
+
+@dataclass(frozen=True, slots=True)
+class Pointed:
+    """What `plan --engine/--precision/--scheme/--tensor-parallel/--kv-cache-dtype/--batch-size` narrow it to."""
+
+    engines: tuple[str, ...]
+    precisions: list[str]
+    scope: PlanScope
+    given_hardware: list[str] | None = None
+
+    def hardware(self, catalog: Catalog, shape: ModelShape, *, priced_only: bool) -> list[str]:
+        """--hardware (each degree checked on it); without it, with --price-set, the GPUs that set prices; else every
+        catalog GPU (one the default set does not price still gets its fit, latencies and capacity, its dollar
+        columns empty and the reason below the table)."""
+        if self.given_hardware is not None:
+            for accel in [catalog.get(h, field="--hardware") for h in self.given_hardware]:
+                self.check_degrees(shape, accel)
+            return self.given_hardware
+        return [k for k in catalog.accelerators if not priced_only or catalog.price_refusal(k) is None]
+
+    def check_degrees(self, shape: ModelShape, accel: Accelerator) -> None:
+        """Each --tensor-parallel degree fits a node of `accel` and splits the model's heads (as `estimate` checks)."""
+        from recommender.perf.catalog.architecture_check import tensor_parallel_refusal
+
+        for tp in self.scope.tensor_parallel:
+            if tp > accel.max_tensor_parallel:
+                raise BadInputError("--tensor-parallel", f"{tp} > {accel.max_tensor_parallel} GPUs per node on "
+                                    f"{accel.key}", "pick a smaller degree")  # fmt: skip
+            if (split := tensor_parallel_refusal(shape, tp)) is not None:
+                fits = [d for d in range(1, accel.max_tensor_parallel + 1) if tensor_parallel_refusal(shape, d) is None]
+                raise BadInputError("--tensor-parallel", f"{tp}: {split}",
+                                    f"pick a degree that splits them: {', '.join(map(str, fits))}")  # fmt: skip
+
+
+def _engines(engines: list[str] | None) -> tuple[str, ...]:
+    from recommender.engines import DEFAULT_ENGINES, get_emitter
+
+    distinct(engines or [], flag="--engine")
+    return tuple(get_emitter(e, field="--engine").name for e in engines) if engines else DEFAULT_ENGINES
+
+
+def _schemes(schemes: list[str]) -> dict[str, str]:
+    """Each --scheme by its precision family (one per family: `plan` shows one row per GPU and precision)."""
+    from recommender.engines import evaluation_only
+    from recommender.quantize import get_method
+
+    distinct(schemes, flag="--scheme")
+    by_family: dict[str, str] = {}
+    for name in schemes:
+        method = get_method(name, field="--scheme")
+        if evaluation_only(method):
+            raise BadInputError("--scheme", f"{name} is evaluation only: no serving engine launches it",
+                                "pick a scheme an engine serves")  # fmt: skip
+        if method.precision in by_family:
+            raise BadInputError("--scheme", f"{by_family[method.precision]} and {name} are both {method.precision}",
+                                "give one scheme per precision (plan one, then the other)")  # fmt: skip
+        by_family[method.precision] = name
+    return by_family
+
+
+def pointed_plan(
+    *, hardware: list[str] | None, engines: list[str] | None, precisions: list[str] | None, schemes: list[str] | None,
+    tensor_parallel: list[int] | None, kv_cache_dtypes: list[str] | None, batch_sizes: list[int] | None,
+) -> Pointed:  # fmt: skip
+    """The flags validated like the spec's fields: one refusal line naming the flag, the value and the fix."""
+    from recommender.quantize.precisions import PLANNED_PRECISIONS
+
+    distinct(hardware or [], flag="--hardware")
+    check_batch_sizes(batch_sizes or [])
+    if precisions and schemes:
+        raise BadInputError("--precision/--scheme", "both given", "give --precision (plan's scheme for each) or "
+                            "--scheme (that scheme), not both")  # fmt: skip
+    distinct(precisions or [], flag="--precision")
+    for p in precisions or []:
+        if p not in PLANNED_PRECISIONS:
+            raise BadInputError("--precision", f"unknown precision {p!r}", f"one of {', '.join(PLANNED_PRECISIONS)}")
+    distinct(tensor_parallel or [], flag="--tensor-parallel")
+    for tp in tensor_parallel or []:
+        if not 1 <= tp <= MAX_TENSOR_PARALLEL:
+            raise BadInputError("--tensor-parallel", f"{tp} is outside 1..{MAX_TENSOR_PARALLEL}", "give a GPU count")
+    distinct(kv_cache_dtypes or [], flag="--kv-cache-dtype")
+    for kv in kv_cache_dtypes or []:
+        if kv not in KV_CACHE_DTYPES:
+            raise BadInputError("--kv-cache-dtype", f"unknown KV cache dtype {kv!r}",
+                                f"one of {', '.join(KV_CACHE_DTYPES)}")  # fmt: skip
+    by_family = _schemes(schemes or [])
+    scope = PlanScope(
+        batch_sizes=tuple(batch_sizes or ()), tensor_parallel=tuple(tensor_parallel or ()),
+        kv_cache_dtypes=tuple(kv for kv in KV_CACHE_DTYPES if kv in (kv_cache_dtypes or KV_CACHE_DTYPES)),
+        schemes=by_family,
+    )  # fmt: skip
+    return Pointed(_engines(engines), list(by_family) or list(precisions or PLANNED_PRECISIONS), scope, hardware)

@@ -29,8 +29,10 @@ class Space(BaseModel):
 
     methods: dict[Precision, list[str]] = Field(description="Precision -> quantization methods to try.")
     hardware: list[str] = Field(min_length=1, description="Catalog accelerator names, or 'local'.")
-    batch_sizes: list[Annotated[int, Field(gt=0, le=MAX_BATCH)]] = Field(
-        min_length=1, description="max_num_seqs values (concurrent sequences)."
+    batch_sizes: list[Annotated[int, Field(gt=0, le=MAX_BATCH)]] | None = Field(
+        default=None, min_length=1,
+        description="max_num_seqs values (concurrent sequences); left out: powers of two from 64 up to each "
+        "engine's own maximum (recommender/engines/batch_limits.py), the caps the KV cache cannot hold pruned.",
     )
     tensor_parallel: list[Annotated[int, Field(gt=0, le=MAX_TENSOR_PARALLEL)]] = Field(default=[1], min_length=1)
     max_num_batched_tokens: list[TokenCount] = Field(
@@ -55,8 +57,8 @@ class Space(BaseModel):
     @field_validator("hardware", "batch_sizes", "tensor_parallel", "max_num_batched_tokens", "kv_cache_dtypes",
                      "speculative")
     @classmethod
-    def _distinct(cls, value: list[Any]) -> list[Any]:
-        return _refuse_repeats(value)
+    def _distinct(cls, value: list[Any] | None) -> list[Any] | None:
+        return None if value is None else _refuse_repeats(value)
 
 
 def _refuse_repeats(value: list[Any]) -> list[Any]:

@@ -26,6 +26,7 @@ from recommender.device import DeviceInfo, local_memory_gb
 from recommender.engines import DEFAULT_ENGINES, PROFILES, evaluation_only
 from recommender.engines.eligibility import Eligibility, eligibility
 from recommender.errors import MethodUnavailableError
+from recommender.evaluation.batch_caps import engines_for, unheld_cap
 from recommender.evaluation.candidate import CONSTRAINT_KEYS, CandidateResult
 from recommender.evaluation.speculation import SpeculationSource, speculation_for
 from recommender.perf.catalog.architecture_check import tensor_parallel_refusal
@@ -289,6 +290,14 @@ class PerformanceEvaluator:
         shortfall = memory.shortfall(must_fit, context)
         if shortfall is not None:
             return pruned(c, "memory", shortfall, fit)
+        if accel is not None:  # the engines that run this cap and KV dtype; a cap the KV cache never fills
+            kept, why = engines_for(c, served.engines, accel.device)
+            if not kept:
+                return pruned(c, "runnable", f"no engine runs it on {accel.key}: {why}")
+            served = replace(served, engines=kept)
+            if not self.load.shares_prompts and (unheld := unheld_cap(c.batch_size, memory.kv_cache_tokens,
+                                                                      self.traffic.prompt_tokens)):  # fmt: skip
+                return pruned(c, "memory", unheld, fit)
         scheduler = SchedulerConfig(
             kv_cache_tokens=memory.kv_cache_tokens,
             max_num_seqs=c.batch_size,

@@ -28,6 +28,7 @@ from recommender.engines.eligibility import eligibility
 from recommender.engines.launch import launch_commands
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.performance import PerformanceEvaluator
+from recommender.fleet.plan_scope import PlanScope, caps_evaluated
 from recommender.perf.catalog.gpus import Accelerator, Catalog
 from recommender.perf.model.memory import plan_memory
 from recommender.perf.model.shape import ModelShape
@@ -78,6 +79,15 @@ class PlanRow:
     #: The command that launches the row's configuration on its engine ("" where nothing is served); for a
     #: checkpoint scheme it serves ``<model name>-<scheme>``, the directory `recommender quantize --out` writes.
     launch: str = ""
+    #: The KV cache dtype of the row's configuration ("auto": the model's 16-bit dtype; "fp8").
+    kv_cache_dtype: str = "auto"
+    #: The batch caps the KV cache cannot hold, pruned with the reason ("" when none was).
+    batch_caps_pruned: str = ""
+
+
+#: What an FP8 KV cache adds to a row's quality prior: unmeasured until its `+kv-fp8` scheme is evaluated.
+FP8_KV_PRIOR = ("; FP8 KV cache: a prior (E4M3, per-tensor scale 1.0), unmeasured — `recommender eval` its "
+                "{method}+kv-fp8 scheme to measure it")  # fmt: skip
 
 
 def method_for(precision: str, device: DeviceInfo, engines: tuple[str, ...]) -> QuantMethod:
@@ -85,14 +95,6 @@ def method_for(precision: str, device: DeviceInfo, engines: tuple[str, ...]) -> 
     its reason) where none does."""
     methods = [get_method(name) for name in PLAN_METHODS[precision]]
     return next((m for m in methods if eligibility(m, device, engines).launchable), methods[0])
-
-
-def _tensor_parallel_degrees(accel: Accelerator) -> list[int]:
-    degrees, tp = [], 1
-    while tp <= accel.max_tensor_parallel:
-        degrees.append(tp)
-        tp *= 2
-    return degrees
 
 
 def _row(
@@ -104,6 +106,7 @@ def _row(
     cost = None if result is None else result.cost
     capacity = 0.0 if serving is None else serving.requests_per_s
     target = performance.traffic.requests_per_second
+    kv = "auto" if result is None else result.candidate.kv_cache_dtype
     return PlanRow(
         hardware=accel.key, precision=precision, method=method.name,
         tensor_parallel=None if result is None else result.candidate.tensor_parallel,
@@ -116,7 +119,8 @@ def _row(
         max_rps_per_replica=capacity if serving else None,
         weights_gb_per_gpu=None if result is None else weights_gb(performance.shape, method,
                                                                   result.candidate.tensor_parallel),
-        quality=QUALITY_PRIORS[precision], quality_verdict="reference" if precision == "bf16" else "unverified",
+        quality=QUALITY_PRIORS[precision] + (FP8_KV_PRIOR.format(method=method.name) if kv == "fp8" else ""),
+        quality_verdict="reference" if precision == "bf16" and kv == "auto" else "unverified", kv_cache_dtype=kv,
         note=note, provenance=serving.provenance if serving else None,
         price_set=cost.price_set if cost else "",
         engine=serving.engine if serving else "",
@@ -148,30 +152,31 @@ def _sla_overshoot(result: CandidateResult, sla: LatencySLA) -> float:
 
 
 def _fitting(
-    performance: PerformanceEvaluator, accel: Accelerator, precision: str, method: QuantMethod,
-    batch_sizes: list[int], kv_cache_dtype: KVCacheDtype,
-) -> tuple[list[CandidateResult], str]:  # fmt: skip
-    """Every evaluated (degree, batch size) that holds one request, and why the widest degree that does not fit."""
-    fitting, refusal = [], ""
-    for tp in _tensor_parallel_degrees(accel):
-        results = [
-            performance.evaluate(Candidate(precision, method.name, accel.key, b, tp, DEFAULT_MAX_BATCHED_TOKENS,
-                                           kv_cache_dtype))  # fmt: skip
-            for b in batch_sizes
-        ]
-        fits = [r for r in results if r.status == "evaluated"]
-        if not fits and results:
-            refusal = "; ".join(results[0].broken).removeprefix("memory: ")
-        fitting += fits
-    return fitting, refusal
+    performance: PerformanceEvaluator, accel: Accelerator, precision: str, method: QuantMethod, scope: PlanScope,
+) -> tuple[list[CandidateResult], str, dict[tuple[int, KVCacheDtype], str]]:  # fmt: skip
+    """Every evaluated (degree, KV dtype, batch cap) that holds one request, why the widest degree that does not
+    fit, and which batch caps the KV cache pruned at each (degree, KV dtype)."""
+    fitting: list[CandidateResult] = []
+    refusal, pruned = "", dict[tuple[int, KVCacheDtype], str]()
+    for tp in scope.degrees(accel.max_tensor_parallel):
+        for kv in scope.kv_cache_dtypes:
+            def make(b: int, tp: int = tp, kv: KVCacheDtype = kv) -> Candidate:
+                return Candidate(precision, method.name, accel.key, b, tp, DEFAULT_MAX_BATCHED_TOKENS, kv)
+
+            results, caps_pruned = caps_evaluated(performance, scope, make)
+            fits = [r for r in results if r.status == "evaluated"]
+            if not fits and results and kv == scope.kv_cache_dtypes[0]:
+                refusal = "; ".join(results[0].broken).removeprefix("memory: ")
+            fitting += fits
+            pruned[tp, kv] = caps_pruned
+    return fitting, refusal, pruned
 
 
 def plan_one(
     shape: ModelShape, accel: Accelerator, precision: str, *, traffic: Traffic, sla: LatencySLA,
-    batch_sizes: list[int], kv_cache_dtype: KVCacheDtype = "auto", catalog: Catalog | None = None,
-    engines: tuple[str, ...] = DEFAULT_ENGINES,
+    scope: PlanScope | None = None, catalog: Catalog | None = None, engines: tuple[str, ...] = DEFAULT_ENGINES,
 ) -> PlanRow:  # fmt: skip
-    """The cheapest (tensor-parallel degree, batch size) among the degrees that hold one request.
+    """The cheapest (tensor-parallel degree, KV cache dtype, batch cap) among those that hold one request.
 
     Every degree that fits is ranked, not only the smallest: a model that barely fits one GPU leaves it
     a sliver of KV cache, and two GPUs with room for a full batch can cost less per month (Llama-3.1-70B
@@ -179,25 +184,32 @@ def plan_one(
     comes from the search's own `PerformanceEvaluator` (memory plan, step cost, simulation, price), so
     `plan` and `search` agree on any catalog candidate; a GPU without a price gets every figure but the
     dollars. Where not even a lone request meets the SLA, the row shows the configuration closest to it
-    with a lone request's P99s (how far off it is) and capacity 0.
+    with a lone request's P99s (how far off it is) and capacity 0. `scope` narrows what is tried (``plan_scope``).
     """
+    scope = scope or PlanScope()
     catalog = catalog or Catalog(accelerators={accel.key: accel}, source="plan")
     performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines, require_price=False)
-    method = method_for(precision, accel.device, performance.engines)
+    method = get_method(scope.schemes[precision]) if precision in scope.schemes else (
+        method_for(precision, accel.device, performance.engines))  # fmt: skip
     served = eligibility(method, accel.device, performance.engines)
     if not served.launchable:
         return _row(performance, accel, precision, method, f"refused: {served.reason(accel.key)}")
     unpriced = (catalog.price_refusal(accel.key) if accel.key in catalog.accelerators else None) or ""
-    fitting, refusal = _fitting(performance, accel, precision, method, batch_sizes, kv_cache_dtype)
+    fitting, refusal, pruned = _fitting(performance, accel, precision, method, scope)
     within_sla = [r for r in fitting if r.serving is not None and r.serving.requests_per_s > 0]
     if within_sla:
         best = min(within_sla, key=lambda r: _gpu_rank(r, traffic.requests_per_second))
-        return _row(performance, accel, precision, method, "", best, unpriced)
+        shown = pruned.get((best.candidate.tensor_parallel, best.candidate.kv_cache_dtype), "")
+        return replace(_row(performance, accel, precision, method, "", best, unpriced), batch_caps_pruned=shown)
     if fitting:
         closest = min(fitting, key=lambda r: _sla_overshoot(r, sla))
         note = "SLA not met even by a lone request (its P99s shown)"
         return _row(performance, accel, precision, method, note, closest, unpriced)
-    return _row(performance, accel, precision, method, f"does not fit on {accel.max_tensor_parallel} GPUs: {refusal}")
+    if not scope.degrees(accel.max_tensor_parallel):
+        return _row(performance, accel, precision, method, f"no degree of {list(scope.tensor_parallel)} fits "
+                    f"a node of {accel.max_tensor_parallel} {accel.key}")  # fmt: skip
+    degrees = scope.degrees(accel.max_tensor_parallel)
+    return _row(performance, accel, precision, method, f"does not fit on {degrees[-1]} GPUs: {refusal}")
 
 
 def weights_gb(shape: ModelShape, method: QuantMethod, tensor_parallel: int) -> float:
@@ -206,20 +218,20 @@ def weights_gb(shape: ModelShape, method: QuantMethod, tensor_parallel: int) -> 
 
 def plan(
     shape: ModelShape, catalog: Catalog, *, hardware: list[str], precisions: list[str], traffic: Traffic,
-    sla: LatencySLA, batch_sizes: list[int], kv_cache_dtype: KVCacheDtype = "auto",
-    on_row: Callable[[str], None] | None = None, engines: tuple[str, ...] = DEFAULT_ENGINES, model: str = "",
+    sla: LatencySLA, scope: PlanScope | None = None, on_row: Callable[[str], None] | None = None,
+    engines: tuple[str, ...] = DEFAULT_ENGINES, model: str = "",
 ) -> list[PlanRow]:  # fmt: skip
     """Every (GPU, precision) pair, cheapest per month at the traffic first (then per token, as the search
     ranks); rows without a price (none fits, none meets the SLA, or the price set does not price the GPU) last.
     `on_row` hears each pair's "gpu/precision" once it is planned (a progress bar: each pair is up to four
-    tensor-parallel degrees x the batch sizes of simulations). `engines`: those a row may be served by (a spec's
+    tensor-parallel degrees x KV dtypes x batch caps of simulations). `engines`: those a row may be served by (a spec's
     `engines`; the search and the GPU mix use the same)."""
     rows = []
     for hw in hardware:
         accel = catalog.get(hw, field="--hardware")
         for p in precisions:
-            rows.append(plan_one(shape, accel, p, traffic=traffic, sla=sla, batch_sizes=batch_sizes,
-                                 kv_cache_dtype=kv_cache_dtype, catalog=catalog, engines=engines))  # fmt: skip
+            rows.append(plan_one(shape, accel, p, traffic=traffic, sla=sla, scope=scope, catalog=catalog,
+                                 engines=engines))  # fmt: skip
             if on_row is not None:
                 on_row(f"{hw}/{p}")
     if model:
@@ -231,7 +243,8 @@ def launch_of(row: PlanRow, model: str, catalog: Catalog, traffic: Traffic) -> s
     """The row's engine command for its configuration serving `model` ("" where the row serves nothing)."""
     if not row.engine or row.batch_size is None or row.tensor_parallel is None:
         return ""
-    candidate = Candidate(row.precision, row.method, row.hardware, row.batch_size, row.tensor_parallel)
+    candidate = Candidate(row.precision, row.method, row.hardware, row.batch_size, row.tensor_parallel,
+                          kv_cache_dtype="fp8" if row.kv_cache_dtype == "fp8" else "auto")  # fmt: skip
     checkpoint = f"{model.rstrip('/').rsplit('/', 1)[-1]}-{row.method}"  # where `recommender quantize --out` puts it
     commands = launch_commands(
         candidate, model=model, max_model_len=traffic.prompt_tokens + traffic.output_tokens, checkpoint=checkpoint,

@@ -45,7 +45,7 @@ def _cells(r: PlanRow) -> tuple[str, ...]:
         f"{r.precision}/{r.method}",
         r.engine or "-",
         _or_dash(r.tensor_parallel),
-        _or_dash(r.batch_size),
+        _or_dash(r.batch_size) + (" kv fp8" if r.kv_cache_dtype == "fp8" and r.batch_size else ""),
         "-" if r.usd_per_1m_tokens is None else f"${r.usd_per_1m_tokens:.3f}",
         _or_dash(r.replicas),
         "-" if r.usd_per_month is None else f"${r.usd_per_month:,.0f}",

@@ -56,7 +56,7 @@ class Prepared:
         )
         local = None
         if self.spec.local_device is not None:
-            local = LocalMeasurement(models, list(self.spec.space.batch_sizes), self.spec.local_device)
+            local = LocalMeasurement(models, list(self.spec.space.batch_sizes or []), self.spec.local_device)
         speculation = None
         if searches_speculation(self.spec):
             speculation = AcceptanceEvaluator(self.use_case, models, self.spec.speculation, self.manager,

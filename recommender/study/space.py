@@ -12,6 +12,7 @@ from typing import Any
 
 from recommender.config.candidate import Candidate
 from recommender.config.spec import SearchSpec
+from recommender.engines.batch_limits import batch_ladder
 from recommender.speculation.methods import NONE
 
 
@@ -31,12 +32,18 @@ def space_choices(spec: SearchSpec) -> dict[str, list[Any]]:
             | {method_choice(current.precision, current.method)}
         ),
         "hardware": sorted(set(spec.space.hardware) | {current.hardware}),
-        "batch_size": sorted(set(spec.space.batch_sizes) | {current.batch_size}),
+        "batch_size": sorted(set(batch_caps(spec)) | {current.batch_size}),
         "tensor_parallel": sorted(set(spec.space.tensor_parallel) | {current.tensor_parallel}),
         "max_num_batched_tokens": sorted(set(spec.space.max_num_batched_tokens) | {current.max_num_batched_tokens}),
         "kv_cache_dtype": sorted(set(spec.space.kv_cache_dtypes) | {current.kv_cache_dtype}),
     }
     return choices | searched
+
+
+def batch_caps(spec: SearchSpec) -> list[int]:
+    """The spec's batch caps, or (none listed) each of its engines' ladder up to its own maximum at the largest
+    token budget searched (the evaluator prunes the caps a candidate's KV cache cannot hold)."""
+    return list(spec.space.batch_sizes or []) or batch_ladder(spec.engines, max(spec.space.max_num_batched_tokens))
 
 
 def candidate_of(params: dict[str, Any]) -> Candidate:

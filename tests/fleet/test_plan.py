@@ -10,8 +10,12 @@ import pytest
 
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.fleet.plan import plan_one
+from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.architectures import known_architectures, load_architecture
 from recommender.perf.catalog.gpus import load_catalog
+
+#: The batch caps 64 with the 16-bit KV cache: the plan as it was before the ladder.
+CAPS_64 = PlanScope(batch_sizes=(64,), kv_cache_dtypes=("auto",))
 
 TRAFFIC = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5)
 SLA = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100)
@@ -32,10 +36,10 @@ def test_shipped_architectures_have_their_published_sizes(name: str, billions: f
 
 def test_plan_rows_fit_price_and_label_quality(tmp_path: Path) -> None:
     catalog = load_catalog()
-    # The default price set (RunPod Secure Cloud) lists no T4: planned all the same, its dollars empty and why ...
-    t4_unpriced = plan_one(LLAMA8, catalog.get("t4"), "bf16", traffic=TRAFFIC, sla=SLA, batch_sizes=[64],
+    # The default price set (RunPod Secure Cloud, both dates) lists no T4: planned all the same, no dollars ...
+    t4_unpriced = plan_one(LLAMA8, catalog.get("t4"), "bf16", traffic=TRAFFIC, sla=SLA, scope=CAPS_64,
                            catalog=catalog)  # fmt: skip
-    assert t4_unpriced.unpriced.startswith("t4 has no price in price set runpod-secure-2026-09-25")
+    assert t4_unpriced.unpriced.startswith("t4 has no price in price set runpod-secure (")
     assert t4_unpriced.usd_per_month is None and t4_unpriced.ttft_p99_ms is not None
     # ... and a contract price (hardware_catalog) prices it.
     contract = tmp_path / "contract.yaml"
@@ -43,20 +47,20 @@ def test_plan_rows_fit_price_and_label_quality(tmp_path: Path) -> None:
     t4 = load_catalog(contract).get("t4")
     assert t4.price_set == "hardware_catalog" and t4.price_note == "contract price from hardware_catalog: our contract"
     _, llama70 = load_architecture("llama-3.1-70b")
-    too_big = plan_one(llama70, t4, "bf16", traffic=TRAFFIC, sla=SLA, batch_sizes=[64])
+    too_big = plan_one(llama70, t4, "bf16", traffic=TRAFFIC, sla=SLA, scope=CAPS_64)
     assert too_big.note.startswith("does not fit") and too_big.usd_per_1m_tokens is None
     assert too_big.method == "fp16"  # a T4 has no bf16: the 16-bit row is fp16
 
     _, llama8 = load_architecture("llama-3.1-8b")
     h100 = catalog.get("h100-sxm")
-    bf16 = plan_one(llama8, h100, "bf16", traffic=TRAFFIC, sla=SLA, batch_sizes=[64])
-    int4 = plan_one(llama8, h100, "int4", traffic=TRAFFIC, sla=SLA, batch_sizes=[64])
-    fp8 = plan_one(llama8, h100, "fp8", traffic=TRAFFIC, sla=SLA, batch_sizes=[64])
+    bf16 = plan_one(llama8, h100, "bf16", traffic=TRAFFIC, sla=SLA, scope=CAPS_64)
+    int4 = plan_one(llama8, h100, "int4", traffic=TRAFFIC, sla=SLA, scope=CAPS_64)
+    fp8 = plan_one(llama8, h100, "fp8", traffic=TRAFFIC, sla=SLA, scope=CAPS_64)
     assert bf16.tensor_parallel == 1 and bf16.usd_per_1m_tokens is not None and bf16.quality_verdict == "reference"
     assert int4.weights_gb_per_gpu < bf16.weights_gb_per_gpu / 2.5
     assert fp8.method == "fp8-dynamic" and fp8.usd_per_1m_tokens is not None  # FP8 tensor cores: W8A8
     # No FP8 W8A8 kernel on an A100: refused with the reason, not modeled as the weight-only Marlin fallback.
-    a100 = plan_one(llama8, catalog.get("a100-80gb"), "fp8", traffic=TRAFFIC, sla=SLA, batch_sizes=[64])
+    a100 = plan_one(llama8, catalog.get("a100-80gb"), "fp8", traffic=TRAFFIC, sla=SLA, scope=CAPS_64)
     assert a100.usd_per_1m_tokens is None and a100.note.startswith("refused: no engine in engines: [vllm, sglang]")
     assert "Marlin" in a100.note and "8.9" in a100.note
     assert int4.quality_verdict == "unverified" and int4.quality.startswith("prior:")
@@ -70,7 +74,7 @@ def test_plan_cli_unknown_model_lists_known_ones() -> None:
     assert "--model" in result.stderr and "llama-3.1-8b" in result.stderr
 
 
-# rtx-4090, not l4: the default price set (RunPod Secure Cloud) prices no L4.
+# rtx-4090: priced by the default price set (RunPod Secure Cloud).
 @pytest.mark.parametrize(("hardware", "batch"), [("rtx-4090", 8), ("h100-sxm", 32), ("l40s", 1)])
 def test_plan_and_search_model_a_catalog_candidate_identically(hardware: str, batch: int) -> None:
     """`plan` is the search's evaluator without quality: same memory plan, step cost, simulation and price."""
@@ -82,7 +86,7 @@ def test_plan_and_search_model_a_catalog_candidate_identically(hardware: str, ba
     prepared = prepare(spec)
     searched = prepared.evaluator().performance.evaluate(Candidate("bf16", "baseline", hardware, batch))
     planned = plan_one(prepared.shape, prepared.catalog.get(hardware), "bf16", traffic=spec.traffic, sla=spec.sla,
-                       batch_sizes=[batch])  # fmt: skip
+                       scope=PlanScope(batch_sizes=(batch,), kv_cache_dtypes=("auto",)))  # fmt: skip
     assert searched.serving is not None and searched.cost is not None
     assert planned.tensor_parallel == 1 and planned.batch_size == batch
     assert planned.ttft_p99_ms == searched.serving.ttft_ms.p99
@@ -99,9 +103,9 @@ def test_plan_prices_every_degree_that_fits_not_only_the_smallest() -> None:
     traffic = Traffic(prompt_tokens=512, output_tokens=256, requests_per_second=10)
     sla = LatencySLA(ttft_p99_ms=1000, tpot_p99_ms=50)
     h100 = catalog.get("h100-sxm")
-    row = plan_one(llama70, h100, "fp8", traffic=traffic, sla=sla, batch_sizes=[64], catalog=catalog)
+    row = plan_one(llama70, h100, "fp8", traffic=traffic, sla=sla, scope=CAPS_64, catalog=catalog)
     one_gpu = plan_one(llama70, h100.model_copy(update={"max_tensor_parallel": 1}), "fp8", traffic=traffic, sla=sla,
-                       batch_sizes=[64], catalog=catalog)  # fmt: skip
+                       scope=CAPS_64, catalog=catalog)  # fmt: skip
     assert one_gpu.tensor_parallel == 1 and one_gpu.usd_per_month is not None  # it does fit one GPU ...
     assert row.tensor_parallel == 2 and row.usd_per_month is not None  # ... and two cost less a month
     assert row.usd_per_month < one_gpu.usd_per_month / 2
@@ -154,7 +158,8 @@ def test_plan_rows_are_served_by_the_engines_given() -> None:
 
     catalog = load_catalog()
     args = {"traffic": Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5),
-            "sla": LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100), "batch_sizes": [64], "catalog": catalog}
+            "sla": LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100), "catalog": catalog,
+                "scope": PlanScope(batch_sizes=(64,), kv_cache_dtypes=("auto",))}
     shape, h100 = load_architecture("llama-3.1-8b")[1], catalog.get("h100-sxm")
     for engines in (("sglang",), ("vllm",)):
         row = plan_one(shape, h100, "fp8", engines=engines, **args)  # type: ignore[arg-type]

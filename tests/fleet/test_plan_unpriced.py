@@ -14,6 +14,7 @@ from recommender.config.spec import LatencySLA, Traffic
 from recommender.engines import PROFILES
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.plan import plan_one
+from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.sim.estimate import EstimateRequest, estimate
@@ -21,14 +22,19 @@ from recommender.perf.step.calibrated import CalibratedModel, load_fit
 from recommender.quantize import get_method
 from recommender.quantize.precisions import PLANNED_PRECISIONS
 
+#: The batch caps 64, 256 with the 16-bit KV cache: the plan as it was before the ladder.
+CAPS_64_256 = PlanScope(batch_sizes=(64, 256,), kv_cache_dtypes=("auto",))
+
 TRAFFIC = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5)
 SLA = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100)
 _, LLAMA8 = load_architecture("llama-3.1-8b")
-#: What the default price set (RunPod Secure Cloud, no L4) says of the L4.
-NO_L4_PRICE = "l4 has no price in price set runpod-secure-2026-09-25"
+#: A dated price set without the L4 (RunPod Secure Cloud of 2026-09-25; the default union prices it), and what
+#: it says of the L4.
+NO_L4 = "runpod-secure-2026-09-25"
+NO_L4_PRICE = f"l4 has no price in price set {NO_L4}"
 PLAN_L4 = [sys.executable, "-m", "recommender.cli.main", "plan", "--model", "llama-3.1-8b", "--prompt-tokens", "512",
            "--output-tokens", "128", "--rps", "5", "--ttft-ms", "2000", "--tpot-ms", "100", "--hardware", "l4",
-           "--batch-size", "64"]  # fmt: skip
+           "--batch-size", "64", "--price-set", NO_L4]  # fmt: skip
 
 
 def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
@@ -64,10 +70,11 @@ def test_an_unpriced_row_is_the_configuration_a_price_would_pick(tmp_path: Path)
     contract = tmp_path / "contract.yaml"
     contract.write_text("accelerators:\n  l4: {price_per_hour_usd: 0.80, price_source: our contract}\n")
     for precision in ("bf16", "fp8"):
-        unpriced = plan_one(LLAMA8, load_catalog().get("l4"), precision, traffic=TRAFFIC, sla=SLA,
-                            batch_sizes=[64, 256], catalog=load_catalog())  # fmt: skip
-        priced = plan_one(LLAMA8, load_catalog(contract).get("l4"), precision, traffic=TRAFFIC, sla=SLA,
-                          batch_sizes=[64, 256], catalog=load_catalog(contract))  # fmt: skip
+        unpriced = plan_one(LLAMA8, load_catalog(price_set=NO_L4).get("l4"), precision, traffic=TRAFFIC, sla=SLA,
+                            scope=CAPS_64_256, catalog=load_catalog(price_set=NO_L4))  # fmt: skip
+        contracted = load_catalog(contract, price_set=NO_L4)
+        priced = plan_one(LLAMA8, contracted.get("l4"), precision, traffic=TRAFFIC, sla=SLA, scope=CAPS_64_256,
+                          catalog=contracted)  # fmt: skip
         assert priced.usd_per_month is not None and priced.unpriced == ""
         assert unpriced.usd_per_month is None and unpriced.unpriced.startswith(NO_L4_PRICE)
         assert (unpriced.tensor_parallel, unpriced.batch_size, unpriced.replicas) == (
@@ -77,15 +84,16 @@ def test_an_unpriced_row_is_the_configuration_a_price_would_pick(tmp_path: Path)
 
 def test_the_search_still_prunes_an_unpriced_gpu_and_plan_evaluates_it() -> None:
     candidate = Candidate("fp8", "fp8-dynamic", "l4", 64)
-    searched = PerformanceEvaluator(load_catalog(), LLAMA8, TRAFFIC, SLA).evaluate(candidate)
+    searched = PerformanceEvaluator(load_catalog(price_set=NO_L4), LLAMA8, TRAFFIC, SLA).evaluate(candidate)
     assert searched.status == "pruned" and searched.cost is None and NO_L4_PRICE in searched.broken[0]
-    planned = PerformanceEvaluator(load_catalog(), LLAMA8, TRAFFIC, SLA, require_price=False).evaluate(candidate)
+    no_l4 = load_catalog(price_set=NO_L4)
+    planned = PerformanceEvaluator(no_l4, LLAMA8, TRAFFIC, SLA, require_price=False).evaluate(candidate)
     assert planned.status == "evaluated" and planned.cost is None and not planned.feasible
     assert planned.serving is not None and planned.serving.requests_per_s > 0
 
 
 def test_estimate_gives_an_unpriced_gpu_its_latencies() -> None:
-    accel = load_catalog().get("l4")
+    accel = load_catalog(price_set=NO_L4).get("l4")
     assert accel.price_per_hour_usd is None
     request = EstimateRequest(model="llama-3.1-8b", shape=LLAMA8, method=get_method("fp8-dynamic"), accel=accel,
                               profile=PROFILES["vllm"], tensor_parallel=1, concurrency=8, prompt_tokens=512,

@@ -10,10 +10,14 @@ import pytest
 
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.fleet.plan import PlanRow, plan_one
+from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.sim.physics_capacity import ALARM_FACTOR, physics_capacity
 from recommender.quantize import get_method
+
+#: The batch caps 256 with the 16-bit KV cache: the plan as it was before the ladder.
+CAPS_256 = PlanScope(batch_sizes=(256,), kv_cache_dtypes=("auto",))
 
 _, LLAMA70 = load_architecture("llama-3.1-70b")
 _, LLAMA8 = load_architecture("llama-3.1-8b")
@@ -53,7 +57,7 @@ def _lone_ttft_high_ms() -> float:
     """The upper end of a lone request's P99 TTFT for Llama-3.1-8B FP8 on an H100 (a trickle of traffic, loose SLA)."""
     trickle = plan_one(LLAMA8, CATALOG.get("h100-sxm"), "fp8", traffic=Traffic(prompt_tokens=512, output_tokens=128,
                        requests_per_second=0.01), sla=LatencySLA(ttft_p99_ms=10_000, tpot_p99_ms=1000),
-                       batch_sizes=[256], catalog=CATALOG)  # fmt: skip
+                       scope=CAPS_256, catalog=CATALOG)  # fmt: skip
     assert trickle.ttft_p99_high_ms is not None
     return trickle.ttft_p99_high_ms
 
@@ -62,12 +66,12 @@ def test_plan_flags_a_capacity_the_sla_holds_far_below_the_ceiling() -> None:
     """A TTFT SLA 10 % above a lone request's leaves no room to queue: the replica carries a sliver of what it could."""
     tight = LatencySLA(ttft_p99_ms=1.1 * _lone_ttft_high_ms(), tpot_p99_ms=1000)
     traffic = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5)
-    row = plan_one(LLAMA8, CATALOG.get("h100-sxm"), "fp8", traffic=traffic, sla=tight, batch_sizes=[256],
+    row = plan_one(LLAMA8, CATALOG.get("h100-sxm"), "fp8", traffic=traffic, sla=tight, scope=CAPS_256,
                    catalog=CATALOG)  # fmt: skip
     _flag_is_consistent(row)
     assert row.physics_alarm and "the P99 TTFT SLA binds" in row.physics_alarm
     loose = plan_one(LLAMA8, CATALOG.get("h100-sxm"), "fp8", traffic=traffic, sla=LatencySLA(ttft_p99_ms=2000,
-                     tpot_p99_ms=100), batch_sizes=[256], catalog=CATALOG)  # fmt: skip
+                     tpot_p99_ms=100), scope=CAPS_256, catalog=CATALOG)  # fmt: skip
     _flag_is_consistent(loose)
     assert loose.physics_alarm == "" and loose.physics_rps_per_replica == pytest.approx(
         physics_capacity(LLAMA8, get_method("fp8-dynamic"), CATALOG.get("h100-sxm"), tensor_parallel=1,

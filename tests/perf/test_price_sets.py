@@ -34,7 +34,8 @@ def test_every_figure_is_one_providers_with_source_and_date(name: str) -> None:
         assert price.date != "unknown" or "(unverified)" in price.source, (name, key)
         accel = catalog.get(key)
         assert accel.price_per_hour_usd == price.usd_per_hour and accel.price_set == name
-        assert accel.price_note.startswith(f"price set {name}: {prices.provider} ")
+        dated = f" (from {price.dated_set})" if price.dated_set else ""  # a union names the dated set
+        assert accel.price_note.startswith(f"price set {name}{dated}: {prices.provider} ")
     # Every other GPU is unpriced, never filled in from another provider.
     for key in set(catalog.accelerators) - set(prices.prices):
         assert catalog.get(key).price_per_hour_usd is None
@@ -75,8 +76,8 @@ def test_within_one_set_the_bigger_variant_is_never_cheaper() -> None:
 
 
 def test_the_default_set_and_the_named_ones() -> None:
-    assert SETS.default == "runpod-secure-2026-09-25"
-    assert load_catalog().prices == get_price_set("runpod-secure-2026-09-25")
+    assert SETS.default == "runpod-secure"
+    assert load_catalog().prices == get_price_set("runpod-secure")
     # H100 SXM: RunPod Secure Cloud 3.49, Lambda 1x on-demand 4.29 (both read 2026-09-25); the old catalog's
     # 2.00 was another provider (GMI Cloud) than its 2.89 H100 PCIe (RunPod).
     assert load_catalog().get("h100-sxm").price_per_hour_usd == 3.49
@@ -100,7 +101,7 @@ def test_a_contract_price_overrides_the_set(tmp_path: Path) -> None:
     assert h100.price_per_hour_usd == 1.85 and h100.price_set == "hardware_catalog"
     assert h100.price_note == "contract price from hardware_catalog: 3-year reservation (2026-11-01)"
     assert l4.price_per_hour_usd == 0.40 and catalog.price_refusal("l4") is None
-    assert catalog.get("h200").price_set == "runpod-secure-2026-09-25"  # the rest still from the set
+    assert catalog.get("h200").price_set == "runpod-secure"  # the rest still from the set
 
 
 def test_costs_name_their_price_set() -> None:
@@ -181,3 +182,18 @@ def test_a_spec_without_price_set_keeps_its_study_name() -> None:
     old_home = REPO / "search_spaces" / "demo.yaml"
     spec = spec_from_mapping(raw, spec_path=old_home, label="demo.yaml")
     assert spec.price_set is None and spec.fingerprint() == "ef2f76a1a4"
+
+
+def test_the_default_union_prices_every_gpu_its_provider_rents_each_from_its_newest_date() -> None:
+    """RunPod's 2026-09-25 set prices 7 GPUs and its 2026-08-27 set 12: the union prices all 12, each price
+    from the newest set that lists it, with that set's date and source."""
+    union, newest, older = (get_price_set(n) for n in ("runpod-secure", "runpod-secure-2026-09-25",
+                                                       "runpod-secure-2026-08-27"))  # fmt: skip
+    assert set(union.prices) == set(newest.prices) | set(older.prices) and len(union.prices) == 12
+    assert union.prices["h100-sxm"].usd_per_hour == newest.prices["h100-sxm"].usd_per_hour == 3.49
+    assert union.prices["h100-sxm"].date == "2026-09-25" and union.prices["h100-sxm"].dated_set == newest.name
+    assert union.prices["mi300x"].date == "2026-08-27" and union.prices["mi300x"].dated_set == older.name
+    catalog = load_catalog()
+    assert catalog.get("mi300x").price_per_hour_usd == 2.39 and catalog.get("rtx-pro-6000").price_per_hour_usd
+    assert "(from runpod-secure-2026-08-27)" in catalog.get("l4").price_source
+    assert catalog.price_refusal("t4") is not None  # RunPod rents no T4: still unpriced, never borrowed

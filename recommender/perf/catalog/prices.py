@@ -6,6 +6,11 @@ another's $2.89). A price set (``price_sets.yaml``) lists one provider's one tie
 and date of every figure; a GPU that provider does not price is absent, never filled in from
 another. The spec's ``price_set:`` picks the set (default: the file's ``default``); a
 ``hardware_catalog`` file's ``price_per_hour_usd`` is a contract price and overrides the set.
+
+A union (``unions:`` in the file) joins one provider's dated sets of one tier, newest first: a provider's
+transcription of one date can miss GPUs another date lists (RunPod's 2026-09-25 set prices 7 GPUs, its
+2026-08-27 set 12), so the union prices each GPU from the newest set that lists it, keeping that set's
+source and date and naming it (`GpuPrice.dated_set`). Never across providers or tiers.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ class GpuPrice(BaseModel):
     product: str
     source: str
     date: str
+    #: In a union of dated sets: the dated set this price comes from ("" in a dated set itself).
+    dated_set: str = ""
 
 
 class PriceSet(BaseModel):
@@ -50,13 +57,32 @@ class PriceSet(BaseModel):
     def source_of(self, key: str) -> str:
         """The price source line of GPU `key` (which the set must price)."""
         price = self.prices[key]
-        return f"price set {self.name}: {self.provider} {price.product}, {price.source}"
+        dated = f" (from {price.dated_set})" if price.dated_set else ""
+        return f"price set {self.name}{dated}: {self.provider} {price.product}, {price.source}"
 
 
 class PriceSets(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     default: str
+    #: Union name -> one provider's dated sets of one tier, newest first.
+    unions: dict[str, list[str]] = {}
     price_sets: dict[str, PriceSet]
+
+
+def union_of(name: str, dated: list[PriceSet]) -> PriceSet:
+    """One provider's dated sets as one: each GPU from the newest set (first listed) that prices it."""
+    first = dated[0]
+    mixed = {(s.provider, s.tier.split(" (")[0]) for s in dated}  # a tier's remark in brackets aside
+    if len(mixed) > 1:
+        raise ValueError(f"price set union {name} mixes providers or tiers: {sorted(mixed)}")
+    prices: dict[str, GpuPrice] = {}
+    for s in dated:
+        for key, price in s.prices.items():
+            prices.setdefault(key, price.model_copy(update={"dated_set": s.name}))
+    names = ", ".join(s.name for s in dated)
+    absent = "; ".join(f"{s.name}: {s.absent}" for s in dated)  # a GPU the union lacks, every member names
+    return PriceSet(name=name, provider=first.provider, tier=f"{first.tier}; newest of {names}", absent=absent,
+                    prices=prices)  # fmt: skip
 
 
 @cache
@@ -65,9 +91,14 @@ def load_price_sets() -> PriceSets:
     data = yaml.safe_load(PRICE_SETS_FILE.read_text(encoding="utf-8"))
     sets = PriceSets.model_validate(data)
     named = {name: s.model_copy(update={"name": name}) for name, s in sets.price_sets.items()}
+    for union, members in sets.unions.items():
+        missing = [m for m in members if m not in named]
+        if missing or not members or union in named:
+            raise ValueError(f"{PRICE_SETS_FILE.name}: union {union!r} needs dated sets of its own name, not {missing}")
+        named[union] = union_of(union, [named[m] for m in members])
     if sets.default not in named:
         raise ValueError(f"{PRICE_SETS_FILE.name}: default {sets.default!r} is not a price set")
-    return PriceSets(default=sets.default, price_sets=named)
+    return PriceSets(default=sets.default, unions=sets.unions, price_sets=named)
 
 
 def get_price_set(name: str | None = None, *, field: str = "price_set") -> PriceSet:
