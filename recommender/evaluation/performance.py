@@ -29,6 +29,7 @@ from recommender.errors import MethodUnavailableError
 from recommender.evaluation.batch_caps import engines_for, unheld_cap
 from recommender.evaluation.candidate import CONSTRAINT_KEYS, CandidateResult
 from recommender.evaluation.speculation import SpeculationSource, speculation_for
+from recommender.paths import cache_root
 from recommender.perf.catalog.architecture_check import tensor_parallel_refusal
 from recommender.perf.catalog.gpus import Accelerator, Catalog
 from recommender.perf.model.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryFit, plan_memory
@@ -150,7 +151,7 @@ class PerformanceEvaluator:
     speculation: SpeculationSource | None = None
     #: Whether replicas keep computed prefixes (every engine's default; False: the lever off, for comparison).
     cache_prefixes: bool = True
-    calibrated: CalibratedModel = field(default_factory=shipped_model)
+    calibrated: CalibratedModel = field(default_factory=lambda: shipped_model(cache_root() / "kernel_tables"))
     _probes: dict[tuple[str, int], ProbeResult] = field(default_factory=dict)
     _performances: dict[Candidate, CandidateResult | Performance] = field(default_factory=dict, init=False, repr=False)
 

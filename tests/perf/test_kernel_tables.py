@@ -147,3 +147,20 @@ def test_without_the_package_the_datasheet_answers_and_says_so() -> None:
     assert basis == "datasheet"
     assert "aiconfigurator-core is not installed" in detail
     assert 0 < float(seconds) < 1
+
+
+@needs_package
+@pytest.mark.parametrize(("engine", "scheme_word"), [("vllm", "fp8-dynamic"), ("trtllm", "modelopt-fp8")])
+def test_plan_of_a_70b_fp8_on_two_l40s_stands_on_measured_kernels(engine: str, scheme_word: str) -> None:
+    """The seeds' question: Llama-3.1-70B FP8 on L40S at TP2, vLLM (llm-compressor checkpoint) and TensorRT-LLM
+    (ModelOpt checkpoint), planned on the L40S's measured kernels."""
+    import json
+
+    plan = [sys.executable, "-m", "recommender.cli.main", "plan", "--model", "llama-3.1-70b", "--hardware", "l40s",
+            "--engine", engine, "--precision", "fp8", "--tensor-parallel", "2", "--rps", "2", "--json"]  # fmt: skip
+    out = subprocess.run(plan, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    (row,) = json.loads(out.stdout)
+    assert (row["engine"], row["method"], row["tensor_parallel"]) == (engine, scheme_word, 2)
+    assert row["provenance"]["basis"] == "measured kernels"
+    assert "aiconfigurator-core 0.12.0 kernel tables: l40s" in row["provenance"]["detail"]

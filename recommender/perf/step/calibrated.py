@@ -213,11 +213,10 @@ def _uncalibrated(accel: Accelerator) -> bool:
     return accel.vendor != "nvidia"
 
 
-def shipped_model() -> CalibratedModel:
-    """The shipped datasheet fit and, where shipped, the kernel fit, its tables cached under the cache root."""
-    from recommender.paths import cache_root
-
-    return CalibratedModel(load_fit(), load_kernel_calibration(cache_dir=cache_root() / "kernel_tables"))
+def shipped_model(kernel_cache: Path | None = None) -> CalibratedModel:
+    """The shipped datasheet fit and, where shipped, the kernel fit, its tables kept under `kernel_cache` (the
+    caller's cache root: perf reads no environment)."""
+    return CalibratedModel(load_fit(), load_kernel_calibration(cache_dir=kernel_cache))
 
 
 class CalibratedModel:
