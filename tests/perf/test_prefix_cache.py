@@ -8,6 +8,7 @@ import pytest
 
 from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA, Traffic
+from recommender.errors import BadInputError
 from recommender.evaluation.performance import Performance, PerformanceEvaluator
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
@@ -124,6 +125,6 @@ def test_a_conversation_s_next_turn_reads_its_history_from_the_cache(roofline: R
 
 
 def test_a_conversation_longer_than_any_request_may_be_is_refused() -> None:
-    with pytest.raises(ValueError, match="last turn"):
+    with pytest.raises(BadInputError, match="traffic.conversation: the longest request"):
         Traffic(prompt_tokens=1000, output_tokens=100, requests_per_second=1.0,
                 conversation={"turns": 1000, "think_time_s": 1, "message_tokens": 100_000})  # fmt: skip
