@@ -61,7 +61,7 @@ def _check_launch(
 
     if (heads := head_size_refusal(engine, shape.head_dim, accel.device)) is not None:
         others = [e for e in ENGINES if e != engine and engine_backends(e)
-                  and head_size_refusal(e, shape.head_dim, accel.device) is None]
+                  and head_size_refusal(e, shape.head_dim, accel.device) is None]  # fmt: skip
         fix = f"estimate it with --engine {' or '.join(others)}" if others else "serve a model with head_dim 64 or 128"
         raise BadInputError("--model", f"{engine} does not run it on {accel.key}: {heads}", fix)
     if tensor_parallel > accel.max_tensor_parallel:
