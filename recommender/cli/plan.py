@@ -90,7 +90,6 @@ def plan_command(
 ) -> None:
     """Project cost and latency for an architecture without its weights, across GPUs and precisions."""
     from recommender.cli.plan_inputs import pointed_plan, traffic_and_sla
-    from recommender.engines.head_sizes import check_runnable
     from recommender.fleet.plan import rows_to_json
     from recommender.perf.catalog.architecture_check import check_request_fits
     from recommender.perf.catalog.gpus import load_catalog
@@ -111,7 +110,6 @@ def plan_command(
                            tensor_parallel=tensor_parallel, kv_cache_dtypes=kv_cache_dtype, batch_sizes=batch_size)
     name, config = read_architecture(model)
     shape = ModelShape.from_config(config)
-    check_runnable(shape.head_dim, pointed.engines, field="--model")
     catalog = load_catalog(price_set=get_price_set(price_set, field="--price-set").name)
     hardware = pointed.hardware(catalog, shape, priced_only=price_set is not None)
     check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
