@@ -75,7 +75,11 @@ class Pointed:
     def hardware(self, catalog: Catalog, shape: ModelShape, *, priced_only: bool) -> list[str]:
         """--hardware (each degree checked on it); without it, with --price-set, the GPUs that set prices; else every
         catalog GPU (one the default set does not price still gets its fit, latencies and capacity, its dollar
-        columns empty and the reason below the table)."""
+        columns empty and the reason below the table). A model whose head size none of the engines runs is refused
+        first (``engines/head_sizes.py``)."""
+        from recommender.engines.head_sizes import check_runnable
+
+        check_runnable(shape.head_dim, self.engines, field="--model")
         if self.given_hardware is not None:
             for accel in [catalog.get(h, field="--hardware") for h in self.given_hardware]:
                 self.check_degrees(shape, accel)

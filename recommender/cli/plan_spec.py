@@ -25,6 +25,7 @@ def plan_spec(path: Path, model: str | None, json_output: bool) -> None:
         json_output: print the whole plan (`fleet.FleetPlan`) as JSON instead of tables.
     """
     from recommender.config.spec import load_spec
+    from recommender.engines.head_sizes import check_runnable
     from recommender.fleet.spec_plan import plan_fleet, plan_hardware, plan_precisions
     from recommender.perf.catalog.architecture_check import check_traffic_fits
     from recommender.perf.catalog.gpus import load_catalog
@@ -36,6 +37,7 @@ def plan_spec(path: Path, model: str | None, json_output: bool) -> None:
     loaded = load_spec(path)
     name, config = _architecture(path, model, loaded)
     shape, catalog = ModelShape.from_config(config), load_catalog(loaded.hardware_catalog, price_set=loaded.price_set)
+    check_runnable(shape.head_dim, loaded.engines, field=f"{path}: model.source")
     check_traffic_fits(config, shape, catalog, loaded.traffic, field_prefix=f"{path}: ")
     pairs = len(plan_hardware(loaded)) * len(plan_precisions(loaded))
     with step_progress(make_console(stderr=True), total=pairs, description="planning the peak hour") as done:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from recommender.engines import DEFAULT_ENGINES, EMITTERS, ENGINE_NAMES
+from recommender.engines.head_sizes import head_size_refusal
 from recommender.engines.kernels import BF16_MIN_CAPABILITY, Capability, compute_dtype, describe, version
 
 if TYPE_CHECKING:
@@ -18,9 +19,11 @@ if TYPE_CHECKING:
     from recommender.quantize import QuantMethod
 
 
-def refusal(engine: str, method: QuantMethod, device: DeviceInfo) -> str | None:
-    """Why `engine` does not serve `method` on `device` as it was measured, or None when it does."""
-    return EMITTERS[engine].refusal(method, device)
+def refusal(engine: str, method: QuantMethod, device: DeviceInfo, head_size: int | None = None) -> str | None:
+    """Why `engine` does not serve `method` on `device` as it was measured (or a model with attention heads of
+    `head_size`, when given: ``head_sizes``), or None when it does."""
+    why = None if head_size is None else head_size_refusal(engine, head_size, device)
+    return why or EMITTERS[engine].refusal(method, device)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,10 +92,13 @@ def _fix(method: QuantMethod, device: DeviceInfo, checked: Sequence[str], elsewh
     return ", ".join(options[:-1]) + " or " + options[-1] if len(options) > 1 else options[0]
 
 
-def eligibility(method: QuantMethod, device: DeviceInfo, engines: Sequence[str] = DEFAULT_ENGINES) -> Eligibility:
-    """Which of `engines` launch `method` on `device` with the numerics that were measured."""
+def eligibility(
+    method: QuantMethod, device: DeviceInfo, engines: Sequence[str] = DEFAULT_ENGINES, head_size: int | None = None
+) -> Eligibility:
+    """Which of `engines` launch `method` on `device` with the numerics that were measured (for a model with
+    attention heads of `head_size`, when given)."""
     checked = tuple(engines)
-    answers = {engine: refusal(engine, method, device) for engine in ENGINE_NAMES}
+    answers = {engine: refusal(engine, method, device, head_size) for engine in ENGINE_NAMES}
     launching = tuple(engine for engine in checked if answers[engine] is None)
     elsewhere = tuple(e for e in ENGINE_NAMES if e not in checked and answers[e] is None)
     rows = [EMITTERS[e].row(method.kernel_family) for e in launching]

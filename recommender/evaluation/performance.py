@@ -335,7 +335,7 @@ class PerformanceEvaluator:
             )
         if accel is None:
             return self._local_refusal(c, method)
-        served = eligibility(method, accel.device, self.engines)
+        served = eligibility(method, accel.device, self.engines, self.shape.head_dim)
         if not served.launchable:
             return served.reason(accel.key)
         if c.tensor_parallel > accel.max_tensor_parallel:
@@ -352,7 +352,7 @@ class PerformanceEvaluator:
         reason = method.unavailable_reason(device)
         if reason is not None:
             return reason
-        served = eligibility(method, device, self.engines)
+        served = eligibility(method, device, self.engines, self.shape.head_dim)
         if not served.launchable:
             return served.reason(f"{LOCAL_DEVICE} ({device.label})")
         if c.kv_cache_dtype != "auto":

@@ -191,7 +191,7 @@ def plan_one(
     performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines, require_price=False)
     method = get_method(scope.schemes[precision]) if precision in scope.schemes else (
         method_for(precision, accel.device, performance.engines))  # fmt: skip
-    served = eligibility(method, accel.device, performance.engines)
+    served = eligibility(method, accel.device, performance.engines, shape.head_dim)
     if not served.launchable:
         return _row(performance, accel, precision, method, f"refused: {served.reason(accel.key)}")
     unpriced = (catalog.price_refusal(accel.key) if accel.key in catalog.accelerators else None) or ""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from recommender.config.model_limits import check_lengths, searches_speculation
 from recommender.config.spec import LOCAL_DEVICE, LatencySLA, SearchSpec, Traffic, spec_from_mapping
 from recommender.device import local_device, quality_compute_dtype
+from recommender.engines.head_sizes import check_runnable
 from recommender.errors import BadInputError
 from recommender.evaluation.claims import ClaimStore
 from recommender.evaluation.evaluator import CandidateEvaluator
@@ -99,6 +100,7 @@ def _check_against_model(spec: SearchSpec, config: Any) -> tuple[Catalog, ModelS
     check_speculation_launchable(spec, field_prefix=f"{spec.spec_path}: ")
     check_architecture(config, field=f"{spec.spec_path}: model.source config")
     shape = ModelShape.from_config(config)
+    check_runnable(shape.head_dim, spec.engines, field=f"{spec.spec_path}: model.source")
     check_lengths(spec, config, shape, catalog)
     check_sla_reachable(
         shape,
