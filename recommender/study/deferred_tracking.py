@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from recommender.evaluation.candidate import CandidateResult
 from recommender.serialization import from_data
@@ -121,7 +121,7 @@ def catch_up(study: optuna.Study, deferred: DeferredTracking) -> int:
     summary if its end was deferred. The number of trial runs written now; raises what the store raises."""
     written = deferred.flush(pending_trials(study))
     deferred.waiting.clear()
-    parent: dict[str, Any] | None = study.user_attrs.get(PARENT_PENDING_ATTR)
+    parent = study.user_attrs.get(PARENT_PENDING_ATTR)  # paths, metrics and tags, as `finish_study_run` stored them
     if parent:
         tracker, run_id = deferred.tracker, deferred.parent_run_id
         tracker.log_artifacts(run_id, [Path(p) for p in parent["paths"] if Path(p).is_file()])  # overwrites: once
