@@ -168,7 +168,7 @@ def _open(
     finished = len(worker.refresh())
     if finished:  # a resume: what an earlier run could not log (its MLflow store did not answer) is written now
         try:
-            catch_up(study, worker.tracking)
+            catch_up(study, worker.tracking, parent=False)  # the study run's end: this run writes it
         except tracking_errors() as exc:
             worker.tracking.tell(exc)
     # The budget counts distinct candidates (a proposal answered from an earlier trial is free); it is

@@ -116,17 +116,18 @@ def pending_trials(study: optuna.Study) -> dict[int, CandidateResult]:
     }
 
 
-def catch_up(study: optuna.Study, deferred: DeferredTracking) -> int:
-    """Write what the study holds that MLflow lacks: waiting trials' runs, then the parent run's artifacts and
-    summary if its end was deferred. The number of trial runs written now; raises what the store raises."""
+def catch_up(study: optuna.Study, deferred: DeferredTracking, *, parent: bool = True) -> int:
+    """Write what the study holds that MLflow lacks: waiting trials' runs, then (with `parent`) the study run's
+    end if it was deferred and the run is not ended. The number of trial runs written now; raises what the
+    store raises."""
     written = deferred.flush(pending_trials(study))
     deferred.waiting.clear()
-    parent = study.user_attrs.get(PARENT_PENDING_ATTR)  # paths, metrics and tags, as `finish_study_run` stored them
-    if parent:
+    end = study.user_attrs.get(PARENT_PENDING_ATTR)  # paths, metrics and tags, as `finish_study_run` stored them
+    if parent and end:
         tracker, run_id = deferred.tracker, deferred.parent_run_id
-        tracker.log_artifacts(run_id, [Path(p) for p in parent["paths"] if Path(p).is_file()])  # overwrites: once
-        if tracker.run_status(run_id) == "RUNNING":
-            tracker.finish(run_id, metrics=parent["metrics"], tags=parent["tags"])
+        tracker.log_artifacts(run_id, [Path(p) for p in end["paths"] if Path(p).is_file()])  # overwrites: once
+        if tracker.run_status(run_id) == "RUNNING":  # ended already: its answer reached the store, not us
+            tracker.finish(run_id, metrics=end["metrics"], tags=end["tags"])
         study.set_user_attr(PARENT_PENDING_ATTR, None)
     return len(written)
 
@@ -139,17 +140,21 @@ def finish_study_run(
     store does not answer: `recommender report` or a resume writes it later."""
     from recommender.releases.tracking import tracking_errors
 
-    study.set_user_attr(PARENT_PENDING_ATTR, {"paths": [str(p.resolve()) for p in paths], "metrics": metrics,
-                                              "tags": tags})  # fmt: skip
+    tracker, run_id = deferred.tracker, deferred.parent_run_id
     try:
-        catch_up(study, deferred)
+        catch_up(study, deferred, parent=False)
+        tracker.log_artifacts(run_id, paths)
+        tracker.finish(run_id, metrics=metrics, tags=tags)  # also a resumed run that was KILLED or FINISHED
     except tracking_errors() as exc:
+        study.set_user_attr(PARENT_PENDING_ATTR, {"paths": [str(p.resolve()) for p in paths], "metrics": metrics,
+                                                  "tags": tags})  # fmt: skip
         deferred.tell(exc)
-        waiting = len(pending_trials(study))
-        note(f"{waiting} trial run(s) and the study's results are not in MLflow yet ({deferred.tracker.uri}): "
-             f"`recommender report {deferred.parent_run_id} --tracking-uri {deferred.tracker.uri}` writes them "
-             "once it answers (a resumed search does too)")  # fmt: skip
+        note(f"{len(pending_trials(study))} trial run(s) and the study's results are not in MLflow yet "
+             f"({tracker.uri}): `recommender report {run_id} --tracking-uri {tracker.uri}` writes them once it "
+             "answers (a resumed search does too)")  # fmt: skip
         return False
+    if study.user_attrs.get(PARENT_PENDING_ATTR):
+        study.set_user_attr(PARENT_PENDING_ATTR, None)  # an end an earlier run deferred: this one replaces it
     return True
 
 
