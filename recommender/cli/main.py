@@ -206,7 +206,11 @@ def report_command(
     check_name(run_id, field="run_id", what="run id")  # it names the default folder: no traversal
     target = output_dir or Path("mlruns/reports") / run_id
     check_output_dir(target, field="--output-dir" if output_dir else "run_id")
-    written = regenerate_from_run(_read_store(tracking_uri), run_id, target)
+    from recommender.study.deferred_tracking import catch_up_from_run
+
+    uri = _read_store(tracking_uri)
+    catch_up_from_run(uri, run_id)  # a search whose store stopped answering left runs to write: written first
+    written = regenerate_from_run(uri, run_id, target)
     console = make_console(stderr=False)
     for path in written:
         console.print(str(path), markup=False, highlight=False)

@@ -29,6 +29,17 @@ DEFAULT_TRACKING_URI = "sqlite:///mlruns/mlflow.db"
 #: where a study's runs are invisible until the user switches views; this value opens the runs table.
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
+#: A trial's child run carries its trial number from the moment it is created, so a log retried after the store
+#: came back finds the run an earlier, interrupted attempt left (see `Tracker.logged_trials`).
+TRIAL_TAG = "recommender.trial"
+
+
+def tracking_errors() -> tuple[type[BaseException], ...]:
+    """What a store that cannot be reached raises: MLflow's errors (a server's, a database's) and the OS's
+    (requests' connection errors are OSErrors)."""
+    from mlflow.exceptions import MlflowException
+
+    return (MlflowException, OSError)
 
 
 def resolve_tracking_uri(flag: str | None) -> str:
@@ -238,7 +249,7 @@ class Tracker:
         run = self.client.create_run(
             self.experiment_id,
             run_name=f"trial-{trial_number:03d} {c.key}",
-            tags={"mlflow.parentRunId": parent_run_id},
+            tags={"mlflow.parentRunId": parent_run_id, TRIAL_TAG: str(trial_number)},
         )
         run_id = run.info.run_id
         params = asdict(c) | {"trial_number": trial_number}
@@ -253,6 +264,28 @@ class Tracker:
         # A trial whose evaluation raised (out of memory, a kernel error) ends FAILED, its reason in `broken`.
         self.client.set_terminated(run_id, "FAILED" if result.status == "failed" else "FINISHED")
         return str(run_id)
+
+    def logged_trials(self, parent_run_id: str) -> dict[int, tuple[str, str]]:
+        """The study's child runs by trial number: (run id, status); RUNNING is a log cut off half-way."""
+        from mlflow.entities import ViewType
+
+        found: dict[int, tuple[str, str]] = {}
+        token: str | None = None
+        while True:
+            page = self.client.search_runs(
+                [self.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}'",
+                run_view_type=ViewType.ACTIVE_ONLY, max_results=1000, page_token=token,
+            )  # fmt: skip
+            for run in page:
+                number = run.data.tags.get(TRIAL_TAG)
+                if number is not None and number.isdigit():
+                    found[int(number)] = (str(run.info.run_id), str(run.info.status))
+            token = page.token
+            if not token:
+                return found
+
+    def run_status(self, run_id: str) -> str:
+        return str(self.client.get_run(run_id).info.status)
 
     def log_artifacts(self, run_id: str, paths: list[Path]) -> None:
         for path in paths:

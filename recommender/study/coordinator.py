@@ -31,7 +31,15 @@ from recommender.perf.step.calibrated import fit_digest
 from recommender.quality.calibration_docs import quantize_context
 from recommender.quantize import get_method, with_kv_cache
 from recommender.quantize.checkpoint import QuantizeContext
-from recommender.releases.tracking import Tracker, absolute_storage_uri, absolute_store_uri, git_sha, winner_tags
+from recommender.releases.tracking import (
+    Tracker,
+    absolute_storage_uri,
+    absolute_store_uri,
+    git_sha,
+    tracking_errors,
+    winner_tags,
+)
+from recommender.study.deferred_tracking import catch_up, finish_study_run
 from recommender.study.preflight import check_continuable, check_search
 from recommender.study.prepare import Prepared, portable_spec
 from recommender.study.space import grid_size, neighbourhood, references, space_choices, trial_params
@@ -158,6 +166,11 @@ def _open(
     worker = make_worker(study, prepared, tracker, parent_run_id, storage, on_trial=on_trial, on_status=status,
                          interrupted=interrupted)  # fmt: skip
     finished = len(worker.refresh())
+    if finished:  # a resume: what an earlier run could not log (its MLflow store did not answer) is written now
+        try:
+            catch_up(study, worker.tracking, parent=False)  # the study run's end: this run writes it
+        except tracking_errors() as exc:
+            worker.tracking.tell(exc)
     # The budget counts distinct candidates (a proposal answered from an earlier trial is free); it is
     # stored in the study, where every worker reads it. A larger --n-trials on a resume raises it.
     budget = max(min(planned, size), int(study.user_attrs.get(BUDGET_ATTR, 0)))
@@ -216,9 +229,9 @@ def _finish(
     paths = write_evidence(output_dir, evidence) + answer.placed
     if write_documents is not None:
         paths += write_documents(output_dir, evidence)
-    opened.tracker.log_artifacts(opened.parent_run_id, paths)
-    opened.tracker.finish(opened.parent_run_id, metrics=_study_metrics(recommendation),
-                          tags=winner_tags(recommendation))  # fmt: skip
+    # The study's waiting trial runs first, then its own; a store that does not answer keeps them for later.
+    finish_study_run(opened.study, worker.tracking, paths=paths, metrics=_study_metrics(recommendation),
+                     tags=winner_tags(recommendation))  # fmt: skip
     return SearchOutcome(
         recommendation=recommendation, results=results, output_dir=output_dir,
         recommendation_path=output_dir / RECOMMENDATION_JSON, study_name=spec.study_name, storage=storage,
@@ -260,7 +273,10 @@ def run_search(
     except KeyboardInterrupt:
         # Finished trials are in the storage and evaluated documents in the cache; Optuna has
         # marked the trial in flight FAIL, and a rerun resumes. The study's run says so too.
-        opened.tracker.finish(opened.parent_run_id, metrics={}, status="KILLED")
+        try:
+            opened.tracker.finish(opened.parent_run_id, metrics={}, status="KILLED")
+        except tracking_errors():
+            pass  # the study holds every finished trial; the run's status is the only thing not written
         raise
     return _finish(opened, prepared, storage=storage, tracking_uri=tracking_uri, output_root=output_root,
                    status=status, write_documents=write_documents)  # fmt: skip

@@ -115,6 +115,7 @@ def run_worker(
     worker = make_worker(study, prepared, tracker, study.user_attrs[PARENT_RUN_ATTR], storage,
                      on_trial=on_trial, on_status=on_status, interrupted=interrupted)  # fmt: skip
     worker.work()
+    worker.tracking.flush_waiting()
     worker.evaluator.quality.models.release()
     return WorkerOutcome(
         study_name=study_name,

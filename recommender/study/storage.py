@@ -33,6 +33,8 @@ PERF_MODEL_ATTR = "perf_model"
 #: The spec itself (paths made absolute), so `recommender worker --study NAME` needs nothing else.
 SPEC_JSON_ATTR = "spec"
 PARENT_RUN_ATTR = "mlflow_parent_run_id"
+#: On each trial: its candidate's answer (a serialised ``CandidateResult``), what every worker reads back.
+RESULT_ATTR = "result"
 #: The MLflow store the coordinator logs to; workers log there too unless told otherwise.
 TRACKING_URI_ATTR = "mlflow_tracking_uri"
 

@@ -8,7 +8,9 @@ quality is claimed in the same database (`claims.py`) so it is evaluated once. T
 budget (distinct candidates) lives in the study, so every worker stops at the same count.
 
 A trial whose evaluation fails (out of memory, a kernel error) is recorded as FAIL with
-its reason, in Optuna, MLflow and results.json, and the study goes on.
+its reason, in Optuna, MLflow and results.json, and the study goes on. A trial's result is
+stored in the study before it is logged to MLflow: a store that stops answering defers the
+log (`deferred_tracking.py`), never the result.
 """
 
 from __future__ import annotations
@@ -27,14 +29,15 @@ from recommender.evaluation.candidate import CONSTRAINT_KEYS, CandidateResult
 from recommender.evaluation.evaluator import CandidateEvaluator
 from recommender.quantize import get_method, with_kv_cache
 from recommender.serialization import from_data, to_data
+from recommender.study.deferred_tracking import DeferredTracking
 from recommender.study.space import candidate_of
+from recommender.study.storage import RESULT_ATTR as RESULT_ATTR  # read from here by tests and benchmarks
 
 if TYPE_CHECKING:
     import optuna
 
     from recommender.releases.tracking import Tracker
 
-RESULT_ATTR = "result"
 BUDGET_ATTR = "budget"
 WORKER_ATTR = "worker"
 #: Proposals allowed per distinct candidate still to evaluate (the rest are duplicates, answered for free).
@@ -108,6 +111,11 @@ class StudyWorker:
     known: dict[str, tuple[int, CandidateResult]] = field(default_factory=dict)
     evaluated_here: int = 0
     _parsed: dict[int, CandidateResult | None] = field(default_factory=dict, repr=False)
+    #: MLflow logging that waits for the store when it does not answer (the study holds the results meanwhile).
+    tracking: DeferredTracking = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.tracking = DeferredTracking(self.tracker, self.parent_run_id)
 
     def _status(self, line: str) -> None:
         if self.on_status is not None:
@@ -145,10 +153,12 @@ class StudyWorker:
             self._stop_if_interrupted()
             self.known[candidate.key] = (trial.number, result)
             self.evaluated_here += 1
-            self.tracker.log_trial(self.parent_run_id, trial.number, result)
+        # The study first: it is the record. MLflow's copy after, deferred if the store does not answer.
         trial.set_user_attr(RESULT_ATTR, to_data(result))
         for key in CONSTRAINT_KEYS:
             trial.set_constraint(key, result.constraints.get(key, 0.0))
+        if not cached:
+            self.tracking.log_trial(trial, result)
         if self.on_trial:
             self.on_trial(len(self.known), self.budget(), result, cached)
         if result.status == "failed":
