@@ -95,7 +95,8 @@ def test_head_size_only_flex_attention_takes_plans_on_vllm_not_on_trtllm(tmp_pat
                                 "--precision", "bf16", "--batch-size", "64", cwd=tmp_path), "head size 20")  # fmt: skip
     assert "trtllm" in line and "32, 48, 64" in line
     estimate = _run("estimate", "--model", config, "--hardware", "h100-sxm", "--engine", "trtllm", "--precision",
-                    "bf16", "--concurrency", "4", "--prompt-tokens", "128", "--output-tokens", "16", cwd=tmp_path)  # fmt: skip
+                    "bf16", "--concurrency", "4", "--prompt-tokens", "128", "--output-tokens", "16",
+                    cwd=tmp_path)  # fmt: skip
     assert "--engine vllm" in _one_error_line(estimate, "--model", "trtllm")  # fmt: skip
     planned = _run("plan", "--model", config, "--hardware", "h100-sxm", "--engine", "vllm", "--precision", "bf16",
                    "--batch-size", "64", "--json", cwd=REPO)  # fmt: skip
