@@ -50,7 +50,7 @@ def read_modelopt_config(path: Path, *, field: str = "--checkpoint") -> ModelOpt
     if str(quant.get("quant_method", "")).lower() == "modelopt":
         kv = quant.get("kv_cache_scheme") or {}
         kv_algo = "FP8" if kv.get("type") == "float" and kv.get("num_bits") == 8 else None
-        group = quant.get("group_size") or _group_size(quant)
+        group = quant.get("group_size") or _group_size(quant) or _hf_group_size(path)
         algo, excluded = str(quant.get("quant_algo", "")).upper(), quant.get("ignore", [])
     elif (path / "hf_quant_config.json").is_file():
         quant = json.loads((path / "hf_quant_config.json").read_text(encoding="utf-8")).get("quantization", {})
@@ -64,6 +64,15 @@ def read_modelopt_config(path: Path, *, field: str = "--checkpoint") -> ModelOpt
         raise BadInputError(field, f"ModelOpt quant_algo {algo!r} is not reproduced here",
                             f"known: {', '.join(KNOWN_ALGOS)}")  # fmt: skip
     return ModelOptConfig(algo, int(group) if group else None, kv_algo, tuple(excluded))
+
+
+def _hf_group_size(path: Path) -> int | None:
+    """The group size ModelOpt 0.47 writes only to hf_quant_config.json (its config.json for W4A16_AWQ has none)."""
+    hf = path / "hf_quant_config.json"
+    if not hf.is_file():
+        return None
+    size = json.loads(hf.read_text(encoding="utf-8")).get("quantization", {}).get("group_size")
+    return int(size) if size else None
 
 
 def _group_size(quant: dict[str, Any]) -> int | None:

@@ -231,6 +231,9 @@ class FeatureStepCost:
         return self.prefill_step_seconds(PrefillChunks.single(prefill_tokens), decode_seqs, context_tokens)
 
     def prefill_step_seconds(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> float:
+        fast = getattr(self.features, "step_seconds", None)  # a source that prices a step without a feature row
+        if fast is not None:
+            return float(fast(chunks, decode_seqs, context_tokens, self.coefficients)) + self.floor_s
         return float(self.features.of_step(chunks, decode_seqs, context_tokens) @ self.coefficients) + self.floor_s
 
     def decode_steps_seconds(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray:

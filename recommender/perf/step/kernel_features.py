@@ -88,6 +88,20 @@ class KernelStepFeatures:
             + table.decode_attention_one(decode_seqs, float(decode_kv))
         )
 
+    def step_seconds(
+        self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int, coefficients: np.ndarray
+    ) -> float:
+        """``of_step(...) @ coefficients`` in plain floats (the simulator's per-step path; equal to it)."""
+        c, topology = coefficients, self.topology
+        tokens = chunks.tokens + decode_seqs
+        return (
+            float(c[_STEP]) + (float(c[_PREFILL_STEP]) if chunks.seqs else 0.0)
+            + float(c[_LAYERS]) * topology.shape.n_layers
+            + float(c[_AR_BYTES]) * topology.allreduce_per_token_s * tokens
+            + float(c[_AR_CALLS]) * topology.allreduce_calls
+            + float(c[_KERNELS]) * self.kernel_seconds(chunks, decode_seqs, context_tokens)
+        )
+
     def of_step(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> np.ndarray:
         tokens, topology = chunks.tokens + decode_seqs, self.topology
         row = np.zeros(len(FEATURES))

@@ -98,6 +98,10 @@ class _ScalarGrid:
     contexts: list[float]
     decode_rows: list[list[float]]
     ends: tuple[float, float, float, float, float]
+    #: Memos: a step's linear time by token count, and the decode row interpolated to a batch size (both bounded
+    #: by the engine's token budget and seats; the simulator asks the same few thousand again and again).
+    _linear_memo: dict[int, float] = field(default_factory=dict, compare=False, repr=False)
+    _row_memo: dict[int, list[float]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, t: KernelTable) -> _ScalarGrid:
@@ -109,22 +113,31 @@ class _ScalarGrid:
                    (float(t.tokens[-1]), float(t.prompts[-1]), float(t.seqs[0]), float(t.seqs[-1]),
                     float(t.contexts[-1])))  # fmt: skip
 
-    def linear(self, tokens: float) -> float:
-        return _log_interp(tokens, self.tokens, self.linear_s, self.ends[0])
+    def linear(self, tokens: int) -> float:
+        found = self._linear_memo.get(tokens)
+        if found is None:
+            found = self._linear_memo[tokens] = _log_interp(tokens, self.tokens, self.linear_s, self.ends[0])
+        return found
 
     def attention(self, prompt: float) -> float:
         return _log_interp(prompt, self.prompts, self.attention_s, self.ends[1])
 
     def decode(self, seqs: int, kv_tokens: float) -> float:
         """As ``KernelTable.decode_attention`` for one step."""
-        first_seqs, last_seqs, last_context = self.ends[2], self.ends[3], self.ends[4]
+        last_seqs, last_context = self.ends[3], self.ends[4]
         per_seq = max(kv_tokens / seqs, math.exp(self.contexts[0]))
-        b = min(max(float(seqs), first_seqs), last_seqs)
-        lb = math.log(b)
-        i = min(max(bisect.bisect_right(self.seqs, lb) - 1, 0), len(self.seqs) - 2)
-        w = (lb - self.seqs[i]) / (self.seqs[i + 1] - self.seqs[i])
         c = min(per_seq, last_context)
-        low = _log_interp(c, self.contexts, self.decode_rows[i], last_context)
-        high = _log_interp(c, self.contexts, self.decode_rows[i + 1], last_context)
-        seconds = math.exp((1 - w) * math.log(low) + w * math.log(high))
+        seconds = _log_interp(c, self.contexts, self._row(seqs), last_context)
         return seconds * max(per_seq / last_context, 1.0) * max(seqs / last_seqs, 1.0)
+
+    def _row(self, seqs: int) -> list[float]:
+        """The log decode times along the contexts at `seqs` sequences: the two nearest batch rows mixed in log b
+        (log-linear in both, as the vectorised path)."""
+        row = self._row_memo.get(seqs)
+        if row is None:
+            lb = math.log(min(max(float(seqs), self.ends[2]), self.ends[3]))
+            i = min(max(bisect.bisect_right(self.seqs, lb) - 1, 0), len(self.seqs) - 2)
+            w = (lb - self.seqs[i]) / (self.seqs[i + 1] - self.seqs[i])
+            low, high = self.decode_rows[i], self.decode_rows[i + 1]
+            row = self._row_memo[seqs] = [(1 - w) * a + w * b for a, b in zip(low, high, strict=True)]
+        return row
