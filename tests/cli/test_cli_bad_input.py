@@ -78,6 +78,7 @@ def test_threshold_out_of_range_in_suite(tmp_path: Path) -> None:
     _assert_one_line_error(_run("search", str(spec)), "tasks[0].threshold.max_relative_drop", "less than or equal to 1")
 
 
+@pytest.mark.slow  # minutes of plan or search on 2 cores: make test-slow
 def test_unknown_lm_eval_task_suggests_names(tmp_path: Path) -> None:
     suite = yaml.safe_load((REPO / "recommender" / "demo" / "use_case.yaml").read_text())
     suite["include_path"] = str(REPO / "recommender" / "demo" / "tasks")

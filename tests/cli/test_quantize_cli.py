@@ -34,6 +34,7 @@ def test_quantize_fp8_dynamic_writes_a_compressed_tensors_checkpoint(tmp_path: P
     _quantize(demo_model_dir, "fp8-dynamic", tmp_path / "fp8")
 
 
+@pytest.mark.slow  # minutes of plan or search on 2 cores: make test-slow
 def test_quantize_gptq_through_the_quiet_command_line(tmp_path: Path, demo_model_dir: Path) -> None:
     """GPTQ logs its timings at llm-compressor's METRIC level: quieting the library must not remove that level."""
     out = tmp_path / "gptq"

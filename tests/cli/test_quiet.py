@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from recommender.quiet import _QUIET_ENV, VERBOSE_ENV
 from tests.conftest import REPO, write_suite
 
@@ -49,6 +51,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           cwd=cwd, env=env, timeout=300)  # fmt: skip
 
 
+@pytest.mark.slow  # minutes of plan or search on 2 cores: make test-slow
 def test_eval_prints_only_its_own_output(tmp_path: Path, demo_model_dir: Path) -> None:
     suite = write_suite(tmp_path / "suite.yaml", limit=2)
     result = _cli("eval", "--model", str(demo_model_dir), "--method", "torchao-int8-wo", "--use-case", str(suite),

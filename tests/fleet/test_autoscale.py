@@ -73,6 +73,7 @@ def test_headroom_and_the_floor() -> None:
         replicas_for(1.0, 0.0, headroom=1.0, min_replicas=1)
 
 
+@pytest.mark.slow  # minutes of plan or search on 2 cores: make test-slow
 def test_plan_spec_prints_both_answers(tmp_path: Path) -> None:
     """`plan --spec` on a small daily space: the schedule, autoscaled vs static, and the mix's verdict."""
     import json

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.engines import PROFILES
@@ -43,6 +45,7 @@ def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
     return result
 
 
+@pytest.mark.slow  # minutes of plan or search on 2 cores: make test-slow
 def test_plan_json_gives_an_unpriced_gpu_latency_and_capacity_but_no_dollars() -> None:
     rows = json.loads(_run([*PLAN_L4, "--json"]).stdout)
     assert {r["hardware"] for r in rows} == {"l4"} and len(rows) == len(PLANNED_PRECISIONS)
@@ -59,12 +62,14 @@ def test_plan_json_gives_an_unpriced_gpu_latency_and_capacity_but_no_dollars() -
     assert all(r["unpriced"].startswith(NO_L4_PRICE) for r in rows if r is not fp4)  # a refused row is not priced
 
 
+@pytest.mark.slow  # minutes of plan or search on 2 cores: make test-slow
 def test_plan_table_says_why_the_dollars_are_empty_once() -> None:
     out = _run(PLAN_L4).stdout
     assert "$" not in out.split("no $ figures")[0].split("$/month")[1]  # no dollar figure in any row
     assert out.count("no $ figures: l4 has no price") == 1 and "hardware_catalog" in out
 
 
+@pytest.mark.slow  # minutes of plan or search on 2 cores: make test-slow
 def test_an_unpriced_row_is_the_configuration_a_price_would_pick(tmp_path: Path) -> None:
     """Every dollar figure of one GPU is its hourly price times a price-free count: the choice needs no price."""
     contract = tmp_path / "contract.yaml"

@@ -78,6 +78,7 @@ def test_plan_flags_a_capacity_the_sla_holds_far_below_the_ceiling() -> None:
                          prompt_tokens=512, output_tokens=128, max_num_seqs=256).requests_per_s)  # fmt: skip
 
 
+@pytest.mark.slow  # minutes of plan or search on 2 cores: make test-slow
 def test_plan_cli_shows_the_physics_column_and_the_flag() -> None:
     command = [sys.executable, "-m", "recommender.cli.main", "plan", "--model", "llama-3.1-8b",
                "--prompt-tokens", "512", "--output-tokens", "128", "--rps", "5",

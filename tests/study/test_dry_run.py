@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
+
+@pytest.mark.slow  # minutes of plan or search on 2 cores: make test-slow
 def test_the_demo_dry_run_says_what_the_search_would_do_and_writes_nothing(tmp_path: Path) -> None:
     env = {**os.environ, "RECOMMENDER_CACHE_DIR": str(tmp_path / "cache")}
     done = subprocess.run([sys.executable, "-m", "recommender.cli.main", "search", "--dry-run", "--json"],

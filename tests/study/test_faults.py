@@ -279,6 +279,7 @@ def test_three_workers_on_sqlite_one_killed(tmp_path: Path, demo_model_dir: Path
     _three_workers_one_killed(tmp_path, demo_model_dir, f"sqlite:///{tmp_path}/optuna.db")
 
 
+@pytest.mark.slow  # minutes of plan or search on 2 cores: make test-slow
 def test_out_of_memory_trial_is_recorded_and_the_study_goes_on(tmp_path: Path, demo_model_dir: Path) -> None:
     """A real out-of-memory error: the local probe of a huge batch under an address-space limit.
 

@@ -8,11 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.conftest import DEMO_SPEC
 
 
+@pytest.mark.slow  # minutes of plan or search on 2 cores: make test-slow
 def test_the_demo_space_on_tensorrt_llm_chooses_the_modelopt_checkpoint_on_an_l40s(tmp_path: Path) -> None:
     spec = yaml.safe_load(DEMO_SPEC.read_text())
     spec["model"]["source"] = str(DEMO_SPEC.parent / spec["model"]["source"])

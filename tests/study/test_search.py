@@ -133,6 +133,7 @@ def test_interrupted_search_resumes(tmp_path: Path, demo_model_dir: Path) -> Non
     assert resumed.recommendation_path.is_file()
 
 
+@pytest.mark.slow  # minutes of plan or search on 2 cores: make test-slow
 def test_search_matches_exhaustive_grid_and_report_regenerates(tmp_path: Path, demo_model_dir: Path) -> None:
     """The study's winner is the exhaustive grid's winner (same real evaluations); its report, launch commands
     and evidence are written, and `recommender report <run id>` rebuilds the same report from MLflow alone."""
