@@ -20,9 +20,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow and not gpu"
 
-# The long real runs (fault injection with killed workers, hostile-input properties at 10x, every checkpoint
-# scheme quantized then scored, two releases gated, the ready spaces planned): 20 tests, 12 min 38 s on two
-# cores shared with another test run (7 min 22 s for the first 18 alone). CI runs them too.
+# The long real runs (fault injection with killed workers, a full disk, corrupted checkpoints, MLflow down mid-search,
+# hostile-input properties at 10x, every checkpoint scheme quantized then scored, two releases gated, the ready spaces
+# planned, and the plan- and search-heavy CLI tests): 41 tests, about 35-40 min on two cores (the ready spaces' plans
+# alone about 16 min). CI runs them too.
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m "slow and not gpu" --durations=10
 
