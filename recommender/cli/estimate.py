@@ -57,20 +57,14 @@ def _check_launch(
     """The degree fits the GPU's node and splits the model's heads, and the engine launches the scheme there."""
     from recommender.engines.eligibility import refusal
     from recommender.engines.head_sizes import engine_backends, head_size_refusal
-    from recommender.perf.catalog.architecture_check import tensor_parallel_refusal
+    from recommender.perf.catalog.architecture_check import check_tensor_parallel
 
     if (heads := head_size_refusal(engine, shape.head_dim, accel.device)) is not None:
         others = [e for e in ENGINES if e != engine and engine_backends(e)
                   and head_size_refusal(e, shape.head_dim, accel.device) is None]  # fmt: skip
         fix = f"estimate it with --engine {' or '.join(others)}" if others else "serve a model with head_dim 64 or 128"
         raise BadInputError("--model", f"{engine} does not run it on {accel.key}: {heads}", fix)
-    if tensor_parallel > accel.max_tensor_parallel:
-        raise BadInputError("--tensor-parallel", f"{tensor_parallel} > {accel.max_tensor_parallel} GPUs per node "
-                            f"on {accel.key}", "pick a smaller degree")  # fmt: skip
-    if (split := tensor_parallel_refusal(shape, tensor_parallel)) is not None:
-        fits = [d for d in range(1, accel.max_tensor_parallel + 1) if tensor_parallel_refusal(shape, d) is None]
-        raise BadInputError("--tensor-parallel", f"{tensor_parallel}: {split}",
-                            f"pick a degree that splits them: {', '.join(map(str, fits))}")  # fmt: skip
+    check_tensor_parallel(shape, accel, tensor_parallel)
     if (why := refusal(engine, method, accel.device)) is not None:
         raise BadInputError("--scheme", f"{engine} does not launch {method.name} on {accel.key}: {why}",
                             "pick another scheme, engine or GPU")  # fmt: skip

@@ -88,16 +88,10 @@ class Pointed:
 
     def check_degrees(self, shape: ModelShape, accel: Accelerator) -> None:
         """Each --tensor-parallel degree fits a node of `accel` and splits the model's heads (as `estimate` checks)."""
-        from recommender.perf.catalog.architecture_check import tensor_parallel_refusal
+        from recommender.perf.catalog.architecture_check import check_tensor_parallel
 
         for tp in self.scope.tensor_parallel:
-            if tp > accel.max_tensor_parallel:
-                raise BadInputError("--tensor-parallel", f"{tp} > {accel.max_tensor_parallel} GPUs per node on "
-                                    f"{accel.key}", "pick a smaller degree")  # fmt: skip
-            if (split := tensor_parallel_refusal(shape, tp)) is not None:
-                fits = [d for d in range(1, accel.max_tensor_parallel + 1) if tensor_parallel_refusal(shape, d) is None]
-                raise BadInputError("--tensor-parallel", f"{tp}: {split}",
-                                    f"pick a degree that splits them: {', '.join(map(str, fits))}")  # fmt: skip
+            check_tensor_parallel(shape, accel, tp)
 
 
 def _engines(engines: list[str] | None) -> tuple[str, ...]:

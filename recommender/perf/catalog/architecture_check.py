@@ -19,7 +19,7 @@ from recommender.errors import BadInputError
 from recommender.perf.catalog.config_fields import check_config_fields
 
 if TYPE_CHECKING:
-    from recommender.perf.catalog.gpus import Catalog
+    from recommender.perf.catalog.gpus import Accelerator, Catalog
     from recommender.perf.model.shape import ModelShape
 
 
@@ -123,3 +123,15 @@ def check_speculation_fits(config: Any, prompt_tokens: int, new_tokens: int, *, 
         raise BadInputError(f"{field_prefix}speculation", f"prompt_tokens + new_tokens ({prompt_tokens} + "
                             f"{new_tokens}) exceed the model's {positions} positions (max_position_embeddings)",
                             f"make prompt_tokens + new_tokens at most {positions}")  # fmt: skip
+
+
+def check_tensor_parallel(shape: ModelShape, accel: Accelerator, tp: int, *, field: str = "--tensor-parallel") -> None:
+    """BadInputError unless degree `tp` fits a node of `accel` and splits `shape`'s heads (the fix names the degrees
+    that do): what `plan` and `estimate` both check before simulating."""
+
+    if tp > accel.max_tensor_parallel:
+        raise BadInputError(field, f"{tp} > {accel.max_tensor_parallel} GPUs per node on {accel.key}",
+                            "pick a smaller degree")  # fmt: skip
+    if (split := tensor_parallel_refusal(shape, tp)) is not None:
+        fits = [d for d in range(1, accel.max_tensor_parallel + 1) if tensor_parallel_refusal(shape, d) is None]
+        raise BadInputError(field, f"{tp}: {split}", f"pick a degree that splits them: {', '.join(map(str, fits))}")
