@@ -60,7 +60,7 @@ from recommender.perf.fit.step_fit import (
     client_benchmark,
     replay_config,
 )  # fmt: skip
-from recommender.perf.fit.validation import bracket_rows, shipped_predictions, shipped_table
+from recommender.perf.fit.validation import USE_HOLDOUTS, bracket_rows, shipped_predictions, shipped_table
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.sim.closed_loop import replay
 from recommender.perf.step.calibrated import (
@@ -188,7 +188,7 @@ def _kernel_fit(args: argparse.Namespace) -> None:
           f"{time.perf_counter() - started:.1f} s")  # fmt: skip
     rows = bracket_rows(runs, shapes, catalog, kernels=tables)
     fit = build_fit(rows, data=KERNEL_RUNS_SOURCE, data_sha256=runs_digest(*files), protocol=BenchmarkProtocol(),
-                    settings=FitSettings(), profiles=PROFILES)  # fmt: skip
+                    settings=FitSettings(), profiles=PROFILES, interval_holdouts=USE_HOLDOUTS)  # fmt: skip
     print(f"design rows and fits in {time.perf_counter() - started:.1f} s; pooled coefficients: " + ", ".join(
         f"{n} {c:.3g}" for n, c in zip(fit.coefficient_names, fit.pooled, strict=True) if c))  # fmt: skip
     _report(fit, args.json, before=None)

@@ -10,7 +10,13 @@ from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.fit.serving_runs import load_runs
 from recommender.perf.fit.step_fit import FitSettings
-from recommender.perf.fit.validation import HOLDOUTS, bracket_rows, held_out_predictions, holdout_table
+from recommender.perf.fit.validation import (
+    HOLDOUTS,
+    bracket_rows,
+    held_out_predictions,
+    holdout_table,
+    interval_predictions,
+)
 from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.workload import make_workload
 from recommender.perf.step.calibrated import CalibratedModel, load_fit
@@ -57,6 +63,19 @@ def test_holding_out_a_campaign_or_a_model_predicts_it_from_the_others_only(rows
     # Leaving a whole model out is harder than leaving out one of its groups, on the same runs.
     groups = holdout_table(rows, FitSettings(), "group")
     assert models["overall"].tpot_median >= groups["overall"].tpot_median
+
+
+def test_interval_pools_mix_every_holdout_that_splits_the_runs(rows: list) -> None:  # type: ignore[type-arg]
+    """Each run is predicted once per kind of novelty the runs span: two campaigns here, one GPU (not split)."""
+    group = held_out_predictions(rows, FitSettings(), HOLDOUTS["group"])
+    mixed = interval_predictions(rows, FitSettings(), ("group", "campaign", "gpu"))
+    assert len(mixed) == 2 * len(rows)
+    assert sorted(p.run.group for p in mixed[: len(group)]) == sorted(p.run.group for p in group)
+    campaign_out = mixed[len(group):]
+    # The seven steady runs predicted from the sweep alone, not from a fit that saw the steady campaign.
+    steady = [p for p in campaign_out if p.run.campaign == "steady"]
+    assert steady and all(p.ttft_ms > 0 for p in steady)
+    assert interval_predictions(rows, FitSettings(), ("gpu",)) == []
 
 
 def test_shipped_fit_carries_the_held_out_tables_and_step_residuals() -> None:

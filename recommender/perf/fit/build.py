@@ -24,10 +24,9 @@ from recommender.perf.fit.step_fit import (
     residuals,
 )  # fmt: skip
 from recommender.perf.fit.validation import (
-    HOLDOUTS,
     BracketRows,
-    held_out_predictions,
     holdout_table,
+    interval_predictions,
     step_residuals,
     step_residuals_by_engine,
 )  # fmt: skip
@@ -45,7 +44,7 @@ def _holdouts(rows: Sequence[DesignRow]) -> list[str]:
 
 def build_fit(
     bracket: Sequence[BracketRows], *, data: str, data_sha256: str, protocol: BenchmarkProtocol, settings: FitSettings,
-    profiles: Mapping[str, EngineProfile],
+    profiles: Mapping[str, EngineProfile], interval_holdouts: Sequence[str] = ("group",),
 ) -> StepCostFit:
     """The shipped artifact from every run's design rows under each client protocol (see the module docstring)."""
     rows = [b.fitted for b in bracket]
@@ -53,7 +52,7 @@ def build_fit(
     fitted = {e: coefficients_for(e, rows, settings, pooled) for e in sorted({r.run.engine for r in rows})}
     coefs = {e: c for e, (c, own) in fitted.items() if own}
     cv = cross_validate(rows, settings)
-    steps = held_out_predictions(bracket, settings, HOLDOUTS["group"])
+    steps = interval_predictions(bracket, settings, interval_holdouts)
     return StepCostFit(
         data=data, data_sha256=data_sha256, protocol_rounds=protocol.rounds,
         protocol_warmup_rounds=protocol.warmup_rounds, tpot_weight=settings.tpot_weight,
@@ -68,5 +67,6 @@ def build_fit(
         step_residuals_engine_seen=step_residuals([p for p in steps if p.engine_fit]),
         step_residuals_engine_unseen=step_residuals([p for p in steps if not p.engine_fit]),
         step_residuals_by_engine=step_residuals_by_engine(steps),
-        validation={name: holdout_table(bracket, settings, name) for name in _holdouts(rows)},
+        validation={name: holdout_table(bracket, settings, name, interval_holdouts=interval_holdouts)
+                    for name in _holdouts(rows)},
     )  # fmt: skip
