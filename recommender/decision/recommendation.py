@@ -43,7 +43,8 @@ class Counts:
 
 @dataclass(frozen=True)
 class Recommendation:
-    """What `recommendation.json` holds; see README for the field guide."""
+    """What `recommendation.json` holds; docs/recommendation-json.md is the field guide (its tables generated
+    from this type)."""
 
     study: str
     model: str
