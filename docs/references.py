@@ -20,8 +20,8 @@ MARKER = "<!-- generated: {name} -->"
 
 
 def _cell(text: str) -> str:
-    """Text safe inside one Markdown table cell: one line, pipes escaped."""
-    return " ".join(text.split()).replace("|", "\\|")
+    """Text safe inside one Markdown table cell: one line, pipes escaped, `<name>` shown rather than read as HTML."""
+    return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;")
 
 
 def _ref_name(ref: str) -> str:
@@ -36,7 +36,7 @@ def type_text(schema: Schema, *, link_defs: bool = False) -> str:
     if "anyOf" in schema:
         return " or ".join(type_text(option, link_defs=link_defs) for option in schema["anyOf"])
     if "enum" in schema:
-        return " \\| ".join(json.dumps(value) for value in schema["enum"])
+        return " | ".join(json.dumps(value) for value in schema["enum"])
     if "const" in schema:
         return json.dumps(schema["const"])
     kind = schema.get("type", "any")
@@ -47,6 +47,20 @@ def type_text(schema: Schema, *, link_defs: bool = False) -> str:
         values = schema["additionalProperties"]
         return "map of " + (type_text(values, link_defs=link_defs) if isinstance(values, Mapping) else "any")
     return str(kind)
+
+
+_BOUNDS = (("exclusiveMinimum", ">"), ("minimum", "≥"), ("exclusiveMaximum", "<"), ("maximum", "≤"))
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() and abs(value) < 1e9 else f"{value:g}"
+
+
+def bounds_text(schema: Schema) -> str:
+    """The numeric bounds a key holds to (", > 0, ≤ 10,000,000"), from it or from the non-null option of an anyOf."""
+    options = [o for o in schema.get("anyOf", [schema]) if o.get("type") != "null"]
+    found = [f"{sign} {_number(options[0][key])}" for key, sign in _BOUNDS if options and key in options[0]]
+    return "".join(f", {bound}" for bound in found)
 
 
 def _object_ref(schema: Schema) -> str | None:
@@ -66,7 +80,8 @@ def _spec_rows(schema: Schema, defs: Schema, prefix: str, seen: frozenset[str]) 
         path = f"{prefix}{key}"
         default = f"`{json.dumps(prop['default'])}`" if "default" in prop and not _object_ref(prop) else ""
         need = "required" if key in required else default or "optional"
-        yield f"| `{path}` | {_cell(type_text(prop))} | {_cell(need)} | {_cell(prop.get('description', ''))} |"
+        kind = type_text(prop) + bounds_text(prop)
+        yield f"| `{path}` | {_cell(kind)} | {_cell(need)} | {_cell(prop.get('description', ''))} |"
         nested = _object_ref(prop)
         if nested is not None and nested not in seen:
             is_list = prop.get("type") == "array" or any(o.get("type") == "array" for o in prop.get("anyOf", []))
