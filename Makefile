@@ -39,6 +39,7 @@ test-all: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check recommender tests evals benchmarks docs
 	$(BIN)/mypy
+	$(BIN)/mypy --strict docs/references.py docs/hooks.py  # the site's generators (mypy takes packages or files)
 
 # The documentation site (mkdocs.yml; docs/hooks.py generates the reference tables from the package) into site/,
 # which git ignores; --strict fails on a broken link, a missing anchor or a page left out of the nav (never add -q:
