@@ -95,6 +95,23 @@ def missing_paths(root: Path) -> list[str]:
     ]
 
 
+_CODE_PATH = re.compile(r"(?<![\w/.<>-])([A-Za-z0-9_.<>-]+/[A-Za-z0-9_./<>-]*[A-Za-z0-9_>/])(?![\w/])(\s*@)?")
+
+
+def missing_code_paths(root: Path) -> list[str]:
+    """One line per repository path a docstring or comment in the package names that does not exist (`docs/...`
+    in the package is always another project's documentation, cited beside the engine facts it supports)."""
+    package_dirs = _package_dirs(root)
+    problems = []
+    for module in sorted((root / "recommender").rglob("*.py")):
+        for match in _CODE_PATH.finditer(module.read_text(encoding="utf-8")):
+            path = match.group(1)
+            cited = match.group(2) is not None or path.startswith("docs/")
+            if not cited and _is_repo_path(path, package_dirs) and not _exists(root, path):
+                problems.append(f"{module.relative_to(root)}: `{path}` does not exist")
+    return problems
+
+
 @dataclass(frozen=True)
 class CommandLine:
     """A `recommender ...` line a page shows: its arguments, and whether it is whole (a code block's line, which

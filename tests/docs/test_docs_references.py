@@ -14,7 +14,14 @@ import typer
 
 from recommender.cli.main import app
 from tests.conftest import REPO
-from tests.docs.claims import CommandLine, command_problem, command_problems, missing_paths, path_claims
+from tests.docs.claims import (
+    CommandLine,
+    command_problem,
+    command_problems,
+    missing_code_paths,
+    missing_paths,
+    path_claims,
+)
 
 #: What a copy of the checkout leaves out: not the repository's files, or too large to copy for a file name.
 _NOT_COPIED = shutil.ignore_patterns(
@@ -48,6 +55,10 @@ def test_every_path_the_docs_name_exists() -> None:
     assert missing_paths(REPO) == []
 
 
+def test_every_path_the_package_docstrings_and_comments_name_exists() -> None:
+    assert missing_code_paths(REPO) == []
+
+
 def test_every_command_line_the_docs_show_parses() -> None:
     assert command_problems(REPO, typer.main.get_command(app)) == []
 
@@ -60,6 +71,8 @@ def test_a_renamed_path_is_caught_on_a_copy(tmp_path: Path) -> None:
     assert named in set(path_claims(copy, copy / "docs" / "support-matrix.md"))
     (copy / named).rename(copy / "recommender/engines/who_launches.py")
     assert f"docs/support-matrix.md: `{named}` does not exist" in missing_paths(copy)
+    (copy / "recommender/perf/model/memory.py").rename(copy / "recommender/perf/model/bytes.py")
+    assert "recommender/config/candidate.py: `perf/model/memory.py` does not exist" in missing_code_paths(copy)
 
 
 def test_a_missing_symbol_and_a_moved_module_are_caught(tmp_path: Path) -> None:
