@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow test-all wheel-check lint clean train-demo train-demo-v2 releases-demo
+.PHONY: demo test test-slow test-all wheel-check lint docs clean train-demo train-demo-v2 releases-demo
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,8 +37,15 @@ test-all: $(STAMP)
 # ruff (rules and the complexity limit in pyproject.toml) and mypy --strict on recommender/ ([tool.mypy] names
 # the package).
 lint: $(STAMP)
-	$(BIN)/ruff check recommender tests evals benchmarks
+	$(BIN)/ruff check recommender tests evals benchmarks docs
 	$(BIN)/mypy
+	$(BIN)/mypy --strict docs/references.py docs/hooks.py  # the site's generators (mypy takes packages or files)
+
+# The documentation site (mkdocs.yml; docs/hooks.py generates the reference tables from the package) into site/,
+# which git ignores; --strict fails on a broken link, a missing anchor or a page left out of the nav (never add -q:
+# it hides the warnings --strict counts, and the build passes).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 train-demo: $(STAMP)
 	$(BIN)/python -m recommender.demo.train --output recommender/demo/model
@@ -55,4 +62,4 @@ releases-demo: $(STAMP)
 	-$(BIN)/recommender gate --model demo-code-llama --candidate v2 --against v1
 
 clean:
-	rm -rf $(VENV) mlruns
+	rm -rf $(VENV) mlruns site

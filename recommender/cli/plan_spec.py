@@ -1,4 +1,4 @@
-"""`recommender plan --spec` and the daily-profile answers `search` prints: kept out of cli.py to keep it thin."""
+"""`recommender plan --spec` and the daily-profile answers `search` prints: kept out of main.py to keep it thin."""
 
 from __future__ import annotations
 

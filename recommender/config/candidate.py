@@ -29,7 +29,7 @@ Precision = Annotated[
     str, AfterValidator(lambda name: precision_family(name).name),
     WithJsonSchema({"type": "string", "enum": list(PRECISION_NAMES)}),
 ]  # fmt: skip
-#: KV-cache storage dtypes, named as vLLM names them (`--kv-cache-dtype`); see perf/memory.py.
+#: KV-cache storage dtypes, named as vLLM names them (`--kv-cache-dtype`); see perf/model/memory.py.
 KVCacheDtype = Literal["auto", "fp8"]
 #: Speculative decoding: "none", "ngram" or "ngram:K" (``speculation/methods.py``).
 Speculative = Annotated[str, AfterValidator(_speculative),

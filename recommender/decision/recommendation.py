@@ -1,7 +1,7 @@
 """The recommendation: the winner, what runs today, the saving, the rejected cheaper options, the ties,
 and whether quantizing paid at all at this traffic.
 
-Assembled from the table of candidate results by the pure functions of `decision.py`; it
+Assembled from the table of candidate results by the pure functions of `decision/rules.py`; it
 holds the candidates' own typed results (not summaries of them), so the report, MLflow and
 the release gate read the same figures the search computed. recommendation.json is its
 serialisation (`serialization.to_data`), schema_version 2.
@@ -43,7 +43,8 @@ class Counts:
 
 @dataclass(frozen=True)
 class Recommendation:
-    """What `recommendation.json` holds; see README for the field guide."""
+    """What `recommendation.json` holds; docs/recommendation-json.md is the field guide (its tables generated
+    from this type)."""
 
     study: str
     model: str

@@ -68,3 +68,26 @@ def test_each_scheme_quantized_then_scored_from_its_directory(
     assert result.returncode in (0, 1, 3), result.stderr
     scored = json.loads(result.stdout)
     assert scored["method"] == scheme and scored["fidelity"]["mean_kl"] > 0
+
+
+def test_quantize_help_lists_every_scheme_it_accepts() -> None:
+    """The --scheme help is generated from the registry: every scheme that writes a checkpoint is listed, and
+    every scheme the help leaves out is one `quantize` refuses (the help and the command agree)."""
+    import re
+
+    from typer.testing import CliRunner
+
+    from recommender.cli.main import app
+    from recommender.errors import BadInputError
+    from recommender.quantize import all_methods
+    from recommender.quantize.export import checkpoint_scheme
+
+    result = CliRunner().invoke(app, ["quantize", "--help"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    listed = set(re.findall(r"[a-z0-9][a-z0-9+-]*", result.output))
+    writers = {name for name, method in all_methods().items() if method.checkpoint_format is not None}
+    assert len(writers) >= 13 and writers <= listed, writers - listed
+    for name, method in all_methods().items():
+        if name not in writers:
+            with pytest.raises(BadInputError):
+                checkpoint_scheme(method)

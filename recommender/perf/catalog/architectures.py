@@ -1,6 +1,6 @@
 """Model architectures without weights: a shipped name, a Hugging Face hub id, a config.json or a directory.
 
-The shipped ones live in ``perf/architectures/<name>.json``: the numbers of the model's
+The shipped ones live in ``perf/catalog/architectures/<name>.json``: the numbers of the model's
 config.json (``_source`` says where they were read) and ``_hub_ids``, the hub ids that share
 them, so ``--model Qwen/Qwen3-32B`` resolves offline to the shipped shape. Add a model by adding
 one file there.

@@ -11,7 +11,7 @@ Client protocol apart from step cost: each run is predicted under every plausibl
 coefficients, and a run whose measured TTFT (TPOT) lies between the two is explained by the step
 costs whatever its client did. What lies outside the bracket is the step costs' error: those
 residuals, from held-out fits only, give the prefill (TTFT) and decode (TPOT) intervals that the SLA
-check propagates through the simulation of the user's traffic (``upper_step_cost.py``). Each fold's
+check propagates through the simulation of the user's traffic (``perf/step/upper.py``). Each fold's
 intervals come from a leave-one-group-out inside its own training runs (nested), so the coverage
 reported for a left-out campaign or model is what a user would see.
 """

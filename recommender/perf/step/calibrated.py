@@ -10,7 +10,7 @@ residuals' quantiles — from the groups whose engine the fit had seen, or, for 
 has no runs of, the wider of those and the groups whose engine was left out entirely.
 
 Moving to another GPU keeps the coefficients and swaps the datasheet figures the features
-are computed from (``step_features.py``); nothing measured supports that step, and the
+are computed from (``features.py``); nothing measured supports that step, and the
 provenance says so.
 """
 
@@ -152,7 +152,7 @@ class StepCostFit(BaseModel):
     cross_validation: dict[str, ErrorSummary]
     in_sample: dict[str, ErrorSummary]
     #: Each engine's batching as the replays simulated it (``EngineProfile.describe``): the coefficients hold
-    #: only with it, and a changed profile changes the fit's digest once refitted (tests/test_step_fit.py).
+    #: only with it, and a changed profile changes the fit's digest once refitted (tests/perf/test_gpu_calibration.py).
     engine_batching: dict[str, str] = Field(default_factory=dict)
     #: Step-cost residuals (prefill, decode) of the leave-one-group-out fits: the intervals the SLA check
     #: simulates the user's traffic at (``CalibratedModel.step_factors``).

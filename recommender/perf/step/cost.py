@@ -2,7 +2,7 @@
 
 The continuous-batching scheduler (``scheduler.py``) asks a step-cost model for the duration
 of every step it takes. On the search's path two models answer: the calibrated step cost of
-``step_features.py`` (coefficients fitted on measured runs, ``calibrated.py``) for catalog GPUs, and
+``features.py`` (coefficients fitted on measured runs, ``calibrated.py``) for catalog GPUs, and
 step times measured on the local device (``probe.py`` figures), interpolated between the measured
 points (``TableStepCost``, here). The assumed-efficiency roofline of ``roofline.py``
 (``RooflineStepCost``, here) is the uncalibrated baseline the fidelity benchmark compares against.

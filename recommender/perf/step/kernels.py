@@ -1,6 +1,6 @@
 """How a scheme's linear layers run: the tensor-core dtype that bounds them and the bytes they move.
 
-The roofline (``roofline.py``), the step cost (``step_cost.py``) and any calibrated model price
+The roofline (``roofline.py``), the step cost (``cost.py``) and any calibrated model price
 a linear layer by its weight traffic and its FLOPs; this module says what those are per scheme,
 from the kernels the libraries really run, not from the weights' bit width alone:
 

@@ -1,0 +1,167 @@
+"""The reference tables the docs would otherwise copy by hand, generated from the code at doc-build time.
+
+Three tables that drifted while they were written by hand: the spec's keys (from the JSON Schema
+`recommender schema` prints), recommendation.json's fields (from the `Recommendation` type through the
+same pydantic adapter `serialization.to_data` writes it with), and which engine launches which scheme on
+which GPU generation (from the engines' `KERNELS` rows, asked through `engines.eligibility.refusal`, the
+function the search itself asks). `docs/hooks.py` puts them into the pages; `tests/docs/` checks them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+Schema = Mapping[str, Any]
+
+#: The marker a page writes where a generated table goes, e.g. ``<!-- generated: spec-keys -->``.
+MARKER = "<!-- generated: {name} -->"
+
+
+def _cell(text: str) -> str:
+    """Text safe inside one Markdown table cell: one line, pipes escaped, `<name>` shown rather than read as HTML."""
+    return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;")
+
+
+def _ref_name(ref: str) -> str:
+    return ref.rsplit("/", 1)[-1]
+
+
+def type_text(schema: Schema, *, link_defs: bool = False) -> str:
+    """A JSON Schema's type in a few words: ``string``, ``array of number``, ``Candidate or null``."""
+    if "$ref" in schema:
+        name = _ref_name(schema["$ref"])
+        return f"[{name}](#{name.lower()})" if link_defs else name
+    if "anyOf" in schema:
+        return " or ".join(type_text(option, link_defs=link_defs) for option in schema["anyOf"])
+    if "enum" in schema:
+        return " | ".join(json.dumps(value) for value in schema["enum"])
+    if "const" in schema:
+        return json.dumps(schema["const"])
+    kind = schema.get("type", "any")
+    if kind == "array":
+        items = schema.get("prefixItems") or [schema.get("items", {})]
+        return "array of " + ", ".join(type_text(item, link_defs=link_defs) for item in items)
+    if kind == "object" and "additionalProperties" in schema:
+        values = schema["additionalProperties"]
+        return "map of " + (type_text(values, link_defs=link_defs) if isinstance(values, Mapping) else "any")
+    return str(kind)
+
+
+_BOUNDS = (("exclusiveMinimum", ">"), ("minimum", "≥"), ("exclusiveMaximum", "<"), ("maximum", "≤"))
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() and abs(value) < 1e9 else f"{value:g}"
+
+
+def bounds_text(schema: Schema) -> str:
+    """The numeric bounds a key holds to (", > 0, ≤ 10,000,000"), from it or from the non-null option of an anyOf."""
+    options = [o for o in schema.get("anyOf", [schema]) if o.get("type") != "null"]
+    found = [f"{sign} {_number(options[0][key])}" for key, sign in _BOUNDS if options and key in options[0]]
+    return "".join(f", {bound}" for bound in found)
+
+
+def _object_ref(schema: Schema) -> str | None:
+    """The $defs name of the object a key holds (directly, optionally, or as a list of them), else None."""
+    options = schema.get("anyOf", [schema])
+    for option in options:
+        if "$ref" in option:
+            return _ref_name(option["$ref"])
+        if option.get("type") == "array" and "$ref" in option.get("items", {}):
+            return _ref_name(option["items"]["$ref"])
+    return None
+
+
+def _spec_rows(schema: Schema, defs: Schema, prefix: str, seen: frozenset[str]) -> Iterator[str]:
+    required = set(schema.get("required", ()))
+    for key, prop in schema.get("properties", {}).items():
+        path = f"{prefix}{key}"
+        default = f"`{json.dumps(prop['default'])}`" if "default" in prop and not _object_ref(prop) else ""
+        need = "required" if key in required else default or "optional"
+        kind = type_text(prop) + bounds_text(prop)
+        yield f"| `{path}` | {_cell(kind)} | {_cell(need)} | {_cell(prop.get('description', ''))} |"
+        nested = _object_ref(prop)
+        if nested is not None and nested not in seen:
+            is_list = prop.get("type") == "array" or any(o.get("type") == "array" for o in prop.get("anyOf", []))
+            inner = f"{path}[]." if is_list else f"{path}."
+            yield from _spec_rows(defs[nested], defs, inner, seen | {nested})
+
+
+def spec_keys_table() -> str:
+    """Every key of a spec file, nested keys dotted, with its type, default and the schema's description."""
+    from recommender.config.spec import spec_json_schema
+
+    schema = spec_json_schema()
+    head = ["| key | type | required / default | what it is |", "|---|---|---|---|"]
+    return "\n".join(head + list(_spec_rows(schema, schema.get("$defs", {}), "", frozenset()))) + "\n"
+
+
+def _first_paragraph(text: str) -> str:
+    return _cell(text.strip().split("\n\n", 1)[0]) if text else ""
+
+
+def _fields_table(schema: Schema) -> list[str]:
+    """A type's fields: every one is written; those with a default may be left out of a file read back."""
+    rows = ["| field | type | when read back without it |", "|---|---|---|"]
+    for key, prop in schema.get("properties", {}).items():
+        absent = f"`{json.dumps(prop['default'])}`" if "default" in prop else "refused"
+        rows.append(f"| `{key}` | {_cell(type_text(prop, link_defs=True))} | {_cell(absent)} |")
+    return rows
+
+
+def recommendation_fields() -> str:
+    """recommendation.json's fields, one table per type it nests, from the schema pydantic serialises it with."""
+    from pydantic import TypeAdapter
+
+    from recommender.decision.recommendation import Recommendation
+
+    schema = TypeAdapter(Recommendation).json_schema(mode="serialization")
+    parts = ["### Recommendation", "", _first_paragraph(schema.get("description", "")), "", *_fields_table(schema)]
+    for name, definition in sorted(schema.get("$defs", {}).items()):
+        parts += ["", f"### {name}", "", _first_paragraph(definition.get("description", ""))]
+        parts += ["", *(_fields_table(definition) if "properties" in definition else [f"`{type_text(definition)}`"])]
+    return "\n".join(parts) + "\n"
+
+
+def support_matrix() -> str:
+    """Scheme x GPU generation: the engines that launch the scheme there as it was measured (— where none does)."""
+    from recommender.engines import ENGINE_NAMES
+    from recommender.engines.eligibility import refusal
+    from recommender.perf.catalog.gpus import load_catalog
+    from recommender.quantize import all_methods
+
+    catalog = load_catalog()
+    by_device: dict[str, list[str]] = {}
+    devices = {}
+    for key, gpu in catalog.accelerators.items():
+        by_device.setdefault(gpu.device.label, []).append(key)
+        devices[gpu.device.label] = gpu.device
+    labels = sorted(by_device, key=lambda label: (devices[label].kind, devices[label].compute_capability or (0, 0)))
+    head = "| scheme | " + " | ".join(f"{label}: {', '.join(by_device[label])}" for label in labels) + " |"
+    rows = [head, "|---|" + "---|" * len(labels)]
+    for method in all_methods().values():
+        cells = []
+        for label in labels:
+            engines = [e for e in ENGINE_NAMES if refusal(e, method, devices[label]) is None]
+            cells.append(", ".join(engines) or "—")
+        rows.append(f"| `{method.name}` | " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+#: Each marker's generator.
+GENERATORS = {
+    "spec-keys": spec_keys_table,
+    "recommendation-fields": recommendation_fields,
+    "support-matrix": support_matrix,
+}
+
+
+def fill(markdown: str) -> str:
+    """`markdown` with each generator's marker replaced by its table (a page without markers is returned as is)."""
+    for name, generate in GENERATORS.items():
+        marker = MARKER.format(name=name)
+        if marker in markdown:
+            markdown = markdown.replace(marker, generate())
+    return markdown
