@@ -118,9 +118,9 @@ def _window_layers(config: Any, n_layers: int) -> tuple[int, int]:
                             f"project a model whose layers are {' or '.join(LAYER_TYPES)}")  # fmt: skip
     windowed = sum(1 for t in types if t == "sliding_attention")
     window = getattr(config, "sliding_window", None)
-    if windowed and not window:
+    if not windowed or not window:
         return 0, 0  # sliding layers without a window attend to everything
-    return (int(window), windowed) if windowed else (0, 0)
+    return int(window), windowed
 
 
 def parse_attention(config: Any, *, n_layers: int) -> AttentionLayout | None:
