@@ -17,6 +17,7 @@ import pytest
 
 from recommender.errors import BadInputError
 from recommender.perf.catalog.architectures import load_architecture, read_architecture
+from recommender.perf.model.checkpoint_weights import checkpoint_weight_bytes
 from recommender.perf.model.memory import kv_bytes_per_token_per_device
 from recommender.perf.model.shape import ModelShape
 
@@ -110,3 +111,17 @@ def test_attention_layouts_not_modeled_are_refused_by_field(overrides: dict[str,
 def test_sliding_layers_without_a_window_are_priced_as_full_attention() -> None:
     shape = ModelShape.from_config(_config(sliding_window=None))
     assert shape.kv_bytes_per_token(2.0) == 4 * 8 * 64 * 2 * 2
+
+
+@pytest.mark.parametrize(("name", "gib"), [("gpt-oss-120b", 60.8), ("gpt-oss-20b", 12.8)])
+def test_gpt_oss_checkpoints_weigh_what_the_model_card_says(name: str, gib: float) -> None:
+    # MXFP4 routed experts (4.25 bits), BF16 attention, router, embeddings and lm_head: model card, Table 1.
+    _, config = read_architecture(name)
+    _, shape = load_architecture(name)
+    assert checkpoint_weight_bytes(shape, config.quantization_config) / 2**30 == pytest.approx(gib, rel=0.005)
+
+
+def test_a_published_format_not_sized_is_refused_by_field() -> None:
+    with pytest.raises(BadInputError) as info:
+        checkpoint_weight_bytes(GPT_OSS_20B, {"quant_method": "bitnet"})
+    assert info.value.field == "quantization_config.quant_method"
