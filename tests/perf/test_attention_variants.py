@@ -125,3 +125,9 @@ def test_a_published_format_not_sized_is_refused_by_field() -> None:
     with pytest.raises(BadInputError) as info:
         checkpoint_weight_bytes(GPT_OSS_20B, {"quant_method": "bitnet"})
     assert info.value.field == "quantization_config.quant_method"
+
+
+def test_mla_decodes_absorbed_over_the_latent() -> None:
+    # QK^T over latent + rotary key (576) and PV over the latent (512), per pair and head: 3.4x the expanded form.
+    assert DEEPSEEK_V3.decode_attention_flops(1, 1) == 2 * (576 + 512) * 61 * 128
+    assert GPT_OSS_20B.decode_attention_flops(1, 4096) == GPT_OSS_20B.attention_flops(1, 4096)

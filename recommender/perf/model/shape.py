@@ -175,3 +175,15 @@ class ModelShape:
         if window_layers and self.attention is not None:
             keys += window_layers * min(context, self.attention.window)
         return per_pair * query_tokens * keys * self.n_heads
+
+    def decode_attention_flops(self, query_tokens: int, context: int) -> float:
+        """As :meth:`attention_flops` for decode steps. MLA decodes absorbed (the up-projections folded into the
+        query and output, attention run over the cached latent as one shared KV head): per query-key pair and head
+        2 x (kv_lora_rank + qk_rope_head_dim) for QK^T and 2 x kv_lora_rank for PV (DeepSeek-V2, arXiv
+        2405.04434, section 2.1.2, "absorb"; deepseek-ai/DeepSeek-V3 inference/model.py attn_impl "absorb");
+        every other attention decodes as it prefills."""
+        if self.attention is None or self.attention.latent is None:
+            return self.attention_flops(query_tokens, context)
+        latent = self.attention.latent
+        per_pair = 2.0 * (latent.cached_width + latent.kv_lora_rank)
+        return per_pair * query_tokens * context * self.n_layers * self.n_heads
