@@ -64,9 +64,10 @@ def test_gpt_oss_window_layers_keep_only_the_window() -> None:
     # Below the window every layer keeps every token; past it the 18 sliding layers stop at 128.
     assert GPT_OSS_120B.kv_bytes_for_context(100) == 36 * 100 * per_layer_token
     assert GPT_OSS_120B.kv_bytes_for_context(8192) == (18 * 8192 + 18 * 128) * per_layer_token
-    # One more token of a long sequence costs the full-attention layers only.
-    assert GPT_OSS_120B.kv_bytes_per_token(2.0) == 18 * per_layer_token
+    # Per token: the exact mean at a context, or without one every layer's (never less than the truth).
     assert GPT_OSS_120B.kv_bytes_per_token(2.0, context=100) == 36 * per_layer_token
+    assert GPT_OSS_120B.kv_bytes_per_token(2.0, context=8192) == (18 + 18 * 128 / 8192) * per_layer_token
+    assert GPT_OSS_120B.kv_bytes_per_token(2.0) == 36 * per_layer_token
 
 
 def test_window_layers_see_at_most_the_window_in_attention_flops() -> None:
@@ -110,7 +111,7 @@ def test_attention_layouts_not_modeled_are_refused_by_field(overrides: dict[str,
 
 def test_sliding_layers_without_a_window_are_priced_as_full_attention() -> None:
     shape = ModelShape.from_config(_config(sliding_window=None))
-    assert shape.kv_bytes_per_token(2.0) == 4 * 8 * 64 * 2 * 2
+    assert shape.kv_bytes_for_context(1000) == 1000 * 4 * 8 * 64 * 2 * 2
 
 
 @pytest.mark.parametrize(("name", "gib"), [("gpt-oss-120b", 60.8), ("gpt-oss-20b", 12.8)])

@@ -156,11 +156,11 @@ class ModelShape:
     def kv_bytes_per_token(self, kv_dtype_bytes: float = 2.0, context: int | None = None) -> float:
         """KV cache per token. Grouped-query: layers x kv heads x head dim x (K and V) x dtype bytes; MLA: layers x
         (kv_lora_rank + qk_rope_head_dim) x dtype bytes. With window layers, the mean over a `context`-token
-        sequence, or without `context` the cost of one more token of a long one (the full-attention layers':
-        the window layers' bounded cache, ``kv_bytes_for_context``, is then left out)."""
+        sequence; without `context`, every layer's (exact up to the window, an over-reservation past it: the
+        memory and step models that call it without a context never count a window's saving they cannot see)."""
         if context is not None:
             return self.kv_bytes_for_context(context, kv_dtype_bytes) / max(1, context)
-        return (self.n_layers - self._window_layers()) * self._kv_layer_token_bytes(kv_dtype_bytes)
+        return self.n_layers * self._kv_layer_token_bytes(kv_dtype_bytes)
 
     def attention_flops(self, query_tokens: int, context: int) -> float:
         """QK^T and PV for `query_tokens` queries attending to `context` keys, all layers (a window layer's queries
