@@ -173,9 +173,9 @@ _MIXTRAL_CONFIG: dict[str, Any] = {
     ("extra", "field_named"),
     [
         ({"num_local_experts": 8}, "num_experts_per_tok"),  # experts but no routing width
-        ({"num_local_experts": 32, "experts_per_token": 4}, "experts_per_token"),  # gpt-oss spelling: unknown
+        ({"num_local_experts": 32, "experts_per_token": 4}, "num_experts_per_tok"),  # gpt-oss's copy alone: no k
         ({"ffn_config": {"moe_num_experts": 16, "moe_top_k": 4}}, "ffn_config.moe_num_experts"),  # DBRX
-        ({"n_routed_experts": 256, "num_experts_per_tok": 8, "kv_lora_rank": 512}, "kv_lora_rank"),  # DeepSeek-V3
+        ({"n_routed_experts": 256, "num_experts_per_tok": 8, "kv_lora_rank": 512}, "qk_rope_head_dim"),  # MLA, half
         ({"num_local_experts": 8, "num_experts_per_tok": 9}, "num_experts_per_tok"),
     ],
 )

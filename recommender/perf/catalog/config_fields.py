@@ -56,6 +56,14 @@ class ConfigFields(BaseModel):
     moe_layer_freq: Layers | None = None
     decoder_sparse_step: Layers | None = None
     mlp_only_layers: list[Annotated[StrictInt, Field(ge=0, le=10_000)]] | None = None
+    # Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2) and sliding-window layers (gpt-oss): perf/model/attention.py
+    kv_lora_rank: Width | None = None
+    q_lora_rank: Annotated[StrictInt, Field(ge=0, le=10_000_000)] | None = None
+    qk_rope_head_dim: Heads | None = None
+    qk_nope_head_dim: Heads | None = None
+    v_head_dim: Heads | None = None
+    sliding_window: Annotated[StrictInt, Field(gt=0, le=1_000_000_000)] | None = None
+    layer_types: list[str] | None = None
 
     @model_validator(mode="after")
     def _heads_fit(self) -> ConfigFields:
@@ -75,6 +83,8 @@ class ConfigFields(BaseModel):
         if experts is not None and per_token is not None and not 1 <= per_token <= experts:
             raise ValueError(f"num_experts_per_tok {per_token} is outside 1..{experts}, the experts of a layer")
         layers, dense = self.num_hidden_layers, self.mlp_only_layers or []
+        if layers is not None and self.layer_types is not None and len(self.layer_types) != layers:
+            raise ValueError(f"layer_types has {len(self.layer_types)} entries for {layers} layers (one per layer)")
         if layers is not None and any(i >= layers for i in dense):
             raise ValueError(f"mlp_only_layers names layer {max(dense)}, past the last of {layers} layers")
         return self

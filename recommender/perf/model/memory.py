@@ -126,7 +126,10 @@ class MemoryPlan:
 
 
 def kv_bytes_per_token_per_device(shape: ModelShape, kv_cache_dtype: str, tensor_parallel: int) -> float:
-    """KV heads are split across devices; with more devices than KV heads each keeps a replica of one."""
+    """KV heads are split across devices; with more devices than KV heads each keeps a replica of one. MLA's
+    latent is one per token, so every tensor-parallel rank keeps all of it (``attention.py``)."""
+    if shape.latent_kv:
+        return shape.kv_bytes_per_token(kv_dtype_bytes(kv_cache_dtype))
     heads_per_device = -(-shape.n_kv_heads // tensor_parallel)  # ceil
     return shape.kv_bytes_per_token(kv_dtype_bytes(kv_cache_dtype)) * heads_per_device / shape.n_kv_heads
 

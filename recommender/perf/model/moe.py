@@ -17,8 +17,8 @@ Three config families are read, by their Hugging Face field names:
   ``decoder_sparse_step`` and ``mlp_only_layers`` (layers that keep a dense MLP);
 - DeepSeek-MoE: ``n_routed_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``,
   ``n_shared_experts`` (each of ``moe_intermediate_size``), ``first_k_dense_replace`` and
-  ``moe_layer_freq``. DeepSeek-V2/V3's multi-head latent attention (``kv_lora_rank``) has other
-  attention shapes and a compressed KV cache: it is refused, not approximated.
+  ``moe_layer_freq`` (DeepSeek-V2/V3's multi-head latent attention is ``attention.py``'s);
+- gpt-oss: Mixtral's field names, plus ``experts_per_token`` (its copy of ``num_experts_per_tok``).
 
 Any other expert/MoE/router field is refused by name (:class:`BadInputError`): a layout this
 module does not understand is never silently treated as dense.
@@ -42,7 +42,7 @@ UNDERSTOOD_FIELDS = frozenset({
 #: arithmetic, not to what is stored, read or computed.
 IGNORED_FIELDS = frozenset({
     "router_aux_loss_coef", "output_router_logits", "router_jitter_noise", "norm_topk_prob", "router_z_loss_coef",
-    "moe_aux_loss_coef",
+    "moe_aux_loss_coef", "experts_per_token",
 })  # fmt: skip
 #: Substrings that mark a field as part of a MoE layout.
 _MOE_MARKERS = ("expert", "moe", "router")
@@ -108,12 +108,7 @@ def _fields(config: Any) -> dict[str, object]:
 
 
 def _check_understood(config: Any) -> None:
-    """Refuse, by name, a MoE field this module does not read (and multi-head latent attention)."""
-    if getattr(config, "kv_lora_rank", None):
-        raise BadInputError(
-            "kv_lora_rank", "multi-head latent attention (DeepSeek-V2/V3) is not modeled",
-            "project a model with standard or grouped-query attention",
-        )  # fmt: skip
+    """Refuse, by name, a MoE field this module does not read."""
     for key in _fields(config):
         leaf = key.rsplit(".", 1)[-1]
         if leaf in UNDERSTOOD_FIELDS | IGNORED_FIELDS and "." not in key:

@@ -145,6 +145,7 @@ class RooflineStepCost:
     _body_flops_per_token: float = field(init=False, repr=False)
     _head_flops_per_seq: float = field(init=False, repr=False)
     _attn_flops: float = field(init=False, repr=False)
+    _decode_attn_flops: float = field(init=False, repr=False)
     _kv_bytes_per_token: float = field(init=False, repr=False)
     _allreduce_fixed_s: float = field(init=False, repr=False)
     _allreduce_per_token_s: float = field(init=False, repr=False)
@@ -164,6 +165,7 @@ class RooflineStepCost:
             "_body_flops_per_token": 2.0 * shape.active_body_params / tp,
             "_head_flops_per_seq": 2.0 * shape.lm_head_params / tp,
             "_attn_flops": shape.attention_flops(1, 1) / tp,
+            "_decode_attn_flops": shape.decode_attention_flops(1, 1) / tp,  # MLA decodes absorbed
             "_kv_bytes_per_token": kv_bytes_per_token_per_device(shape, self.kv_cache_dtype, tp),
             # allreduce_seconds is affine in the token count: keep its intercept and slope.
             "_allreduce_fixed_s": fixed,
@@ -187,11 +189,11 @@ class RooflineStepCost:
 
     def prefill_step_seconds(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> float:
         tokens = chunks.tokens + decode_seqs
-        attention = chunks.sum_sq + chunks.sum_cross + (context_tokens - chunks.prior_tokens)
         flops = (
             tokens * self._body_flops_per_token
             + (chunks.seqs + decode_seqs) * self._head_flops_per_seq
-            + self._attn_flops * attention
+            + self._attn_flops * (chunks.sum_sq + chunks.sum_cross)
+            + self._decode_attn_flops * (context_tokens - chunks.prior_tokens)
         )
         moved = self._weight_bytes(tokens) + context_tokens * self._kv_bytes_per_token
         seconds = self._slower * max(flops / self._compute, moved / self._bandwidth) + self.efficiency.step_overhead_s
@@ -201,7 +203,7 @@ class RooflineStepCost:
 
     def decode_steps_seconds(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
         per_seq = self._body_flops_per_token + self._head_flops_per_seq
-        flops = decode_seqs * per_seq + self._attn_flops * context_tokens
+        flops = decode_seqs * per_seq + self._decode_attn_flops * context_tokens
         moved = self._weight_bytes(decode_seqs) + context_tokens * self._kv_bytes_per_token
         seconds: np.ndarray = (
             self._slower * np.maximum(flops / self._compute, moved / self._bandwidth) + self.efficiency.step_overhead_s

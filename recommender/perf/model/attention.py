@@ -1,0 +1,132 @@
+"""Attention variants beyond grouped-query attention: multi-head latent attention and sliding-window layers.
+
+Both change what the KV cache holds per token, which is what decides how many sequences a GPU
+serves and how many bytes a disaggregated deployment moves from prefill to decode:
+
+- Multi-head latent attention (MLA: DeepSeek-V2/V3/R1, Kimi-K2) caches one compressed latent of
+  ``kv_lora_rank`` plus one decoupled rotary key of ``qk_rope_head_dim`` per token and layer, shared
+  by every head: ``(kv_lora_rank + qk_rope_head_dim) x layers`` elements, with no factor 2 for K and V
+  (DeepSeek-V2, arXiv 2405.04434, section 2.1 and Table 1: "(d_c + d_h^R) l"). Its weights are
+  ``q_a`` (hidden x q_lora_rank), ``q_b`` (q_lora_rank x heads x (nope + rope)), ``kv_a``
+  (hidden x (kv_lora_rank + rope)), ``kv_b`` (kv_lora_rank x heads x (nope + v)) and ``o``
+  (heads x v x hidden): the projections of deepseek-ai/DeepSeek-V3 ``inference/model.py`` (class MLA,
+  commit 1ea5a1a7), where ``wkv_a`` is a plain (replicated) Linear: every tensor-parallel rank computes
+  and caches the whole latent, so tensor parallelism does not split an MLA cache (attention data
+  parallelism does, by splitting the sequences).
+- Sliding-window layers (gpt-oss: ``layer_types`` alternating ``sliding_attention`` / ``full_attention``,
+  ``sliding_window`` 128; transformers ``GptOssConfig``) attend to, and keep, only the last ``window``
+  tokens, so their cache is bounded per sequence; the full-attention layers grow with the context.
+
+Read from config.json by the field names transformers and the models' own configs use. A layer type
+this module does not know (linear attention, chunked attention) is refused by name, never priced as full.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from recommender.errors import BadInputError
+
+#: The layer types of ``layer_types`` this module models.
+LAYER_TYPES = ("full_attention", "sliding_attention")
+#: The fields that together define multi-head latent attention.
+MLA_FIELDS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+
+
+@dataclass(frozen=True, slots=True)
+class LatentAttention:
+    """Multi-head latent attention's widths (config names of DeepSeek-V2/V3)."""
+
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+    q_lora_rank: int = 0  # 0: queries projected directly from the hidden state (DeepSeek-V2-Lite)
+
+    @property
+    def cached_width(self) -> int:
+        """Elements cached per token and layer: the latent plus the shared rotary key."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Width of one head's query and key once the latent is expanded (the prefill attention's head size)."""
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+    def params_per_layer(self, hidden: int, heads: int) -> int:
+        """Linear weights of one MLA layer: q (through its low-rank bottleneck where there is one), kv_a, kv_b, o."""
+        q_out = heads * self.qk_head_dim
+        q = hidden * self.q_lora_rank + self.q_lora_rank * q_out if self.q_lora_rank else hidden * q_out
+        kv_a = hidden * self.cached_width
+        kv_b = self.kv_lora_rank * heads * (self.qk_nope_head_dim + self.v_head_dim)
+        return q + kv_a + kv_b + heads * self.v_head_dim * hidden
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionLayout:
+    """What differs from plain grouped-query attention in every layer: an MLA cache, and/or window layers.
+
+    Args:
+        latent: MLA's widths, or None for grouped-query attention.
+        window: tokens a sliding-window layer attends to and keeps (0: no window layers).
+        n_window_layers: layers that use the window; the others attend to the whole context.
+    """
+
+    latent: LatentAttention | None = None
+    window: int = 0
+    n_window_layers: int = 0
+
+    def kept_tokens(self, context: int, *, windowed: bool) -> int:
+        """Tokens of a `context`-token sequence a layer keeps: all, or the last `window` in a window layer."""
+        return min(context, self.window) if windowed and self.window else context
+
+
+def _int(config: Any, name: str, default: int | None = None) -> int:
+    value = getattr(config, name, None)
+    if value is None:
+        if default is None:
+            raise BadInputError(name, "missing from a multi-head latent attention config",
+                                f"add {name} to config.json (all of {', '.join(MLA_FIELDS)} define MLA)")  # fmt: skip
+        return default
+    return int(value)
+
+
+def parse_latent(config: Any) -> LatentAttention | None:
+    """MLA's widths when `config` has ``kv_lora_rank``, else None."""
+    if not getattr(config, "kv_lora_rank", None):
+        return None
+    return LatentAttention(
+        kv_lora_rank=_int(config, "kv_lora_rank"), qk_rope_head_dim=_int(config, "qk_rope_head_dim"),
+        qk_nope_head_dim=_int(config, "qk_nope_head_dim"), v_head_dim=_int(config, "v_head_dim"),
+        q_lora_rank=_int(config, "q_lora_rank", 0),
+    )  # fmt: skip
+
+
+def _window_layers(config: Any, n_layers: int) -> tuple[int, int]:
+    """(window, window layers) from ``layer_types``; a config without it is taken as full attention everywhere
+    (the larger cache: Qwen2's ``sliding_window`` comes with ``use_sliding_window: false``)."""
+    types = getattr(config, "layer_types", None)
+    if types is None:
+        return 0, 0
+    if len(types) != n_layers:
+        raise BadInputError("layer_types", f"{len(types)} entries for {n_layers} layers",
+                            "give one layer type per layer (num_hidden_layers of them)")  # fmt: skip
+    unknown = sorted({t for t in types if t not in LAYER_TYPES})
+    if unknown:
+        raise BadInputError("layer_types", f"layer type {unknown[0]!r} is not modeled",
+                            f"project a model whose layers are {' or '.join(LAYER_TYPES)}")  # fmt: skip
+    windowed = sum(1 for t in types if t == "sliding_attention")
+    window = getattr(config, "sliding_window", None)
+    if not windowed or not window:
+        return 0, 0  # sliding layers without a window attend to everything
+    return int(window), windowed
+
+
+def parse_attention(config: Any, *, n_layers: int) -> AttentionLayout | None:
+    """The attention layout of `config`, or None for grouped-query attention over the whole context everywhere."""
+    latent = parse_latent(config)
+    window, windowed = _window_layers(config, n_layers)
+    if latent is None and not windowed:
+        return None
+    return AttentionLayout(latent=latent, window=window, n_window_layers=windowed)
