@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from recommender.config.spec import load_spec
-from recommender.models.cache import ModelCache
+from recommender.quantize.model_cache import ModelCache
 from recommender.models.source import ModelSource
 from recommender.quality.cache import QualityCache
 from recommender.quality.evaluate import QualityEvaluator

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from recommender.device import CPU_COMPUTE_DTYPE_ENV, DeviceInfo, cpu_has_native_bf16
-from recommender.models.cache import ModelCache
+from recommender.quantize.model_cache import ModelCache
 from recommender.models.source import ModelSource
 from recommender.quality.cache import QualityCache
 from recommender.quality.calibration_docs import quantize_context

@@ -22,7 +22,7 @@ from rich.table import Table
 
 from recommender.device import DeviceInfo
 from recommender.engines import evaluation_only
-from recommender.models.cache import ModelCache
+from recommender.quantize.model_cache import ModelCache
 from recommender.models.source import ModelSource
 from recommender.quality.calibration_docs import quantize_context
 from recommender.quality.evaluate import QualityEvaluator

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from recommender.models.cache import ModelCache
+from recommender.quantize.model_cache import ModelCache
 from recommender.models.source import ModelSource
 from recommender.quality.cache import QualityCache
 from recommender.quality.evaluate import QualityEvaluator

@@ -11,7 +11,7 @@ from recommender.errors import BadInputError
 from recommender.report.console import make_console
 
 if TYPE_CHECKING:
-    from recommender.models.cache import ModelCache
+    from recommender.quantize.model_cache import ModelCache
     from recommender.quantize import QuantMethod
 
 EPILOG = (
@@ -83,7 +83,7 @@ def _models_here(model: str, quant: QuantMethod, *, fix: str, revision: str | No
                  trust_remote_code: bool = False) -> ModelCache:  # fmt: skip
     """What `eval` and `probe` check before loading anything (--model readable, the method runnable here)."""
     from recommender.device import local_device
-    from recommender.models.cache import ModelCache
+    from recommender.quantize.model_cache import ModelCache
     from recommender.models.source import ModelSource
 
     source = ModelSource.resolve(model, base_dir=Path.cwd(), field="--model", revision=revision,

@@ -50,7 +50,7 @@ from recommender.provenance import Provenance
 from recommender.quantize import QuantMethod, get_method
 
 if TYPE_CHECKING:
-    from recommender.models.cache import ModelCache
+    from recommender.quantize.model_cache import ModelCache
     from recommender.perf.sim.speculative import SpeculativeDecoding
 
 #: Fraction of accelerator memory the serving engine may use (vLLM's default gpu_memory_utilization).

@@ -34,7 +34,7 @@ import numpy as np
 
 from recommender.errors import MethodUnavailableError
 from recommender.evaluation.claims import ClaimStore
-from recommender.models.cache import ModelCache
+from recommender.quantize.model_cache import ModelCache
 from recommender.quality import fidelity as fid
 from recommender.quality.cache import QualityCache, cache_key
 from recommender.quality.exact import is_binary

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from lm_eval.tasks import TaskManager
 
     from recommender.config.speculation import SpeculationSettings
-    from recommender.models.cache import ModelCache
+    from recommender.quantize.model_cache import ModelCache
     from recommender.quality.suite import UseCase
     from recommender.quantize import QuantMethod
 

@@ -18,7 +18,7 @@ from recommender.errors import BadInputError
 from recommender.evaluation.claims import ClaimStore
 from recommender.evaluation.evaluator import CandidateEvaluator
 from recommender.evaluation.performance import LocalMeasurement, PerformanceEvaluator
-from recommender.models.cache import ModelCache
+from recommender.quantize.model_cache import ModelCache
 from recommender.models.source import ModelSource
 from recommender.perf.catalog.architecture_check import check_architecture
 from recommender.perf.catalog.gpus import Accelerator, Catalog, load_catalog

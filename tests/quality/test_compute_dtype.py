@@ -14,7 +14,7 @@ import torch
 
 from recommender.device import CPU_COMPUTE_DTYPE_ENV, DeviceInfo, quality_compute_dtype
 from recommender.errors import BadInputError
-from recommender.models.cache import ModelCache
+from recommender.quantize.model_cache import ModelCache
 from recommender.models.source import ModelSource
 from recommender.quality.cache import QualityCache
 from recommender.quality.evaluate import QualityEvaluator

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from recommender.device import DeviceInfo
-from recommender.models.cache import ModelCache
+from recommender.quantize.model_cache import ModelCache
 from recommender.models.source import ModelSource
 from recommender.quality.cache import QualityCache
 from recommender.quality.evaluate import QualityEvaluator

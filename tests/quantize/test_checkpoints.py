@@ -17,7 +17,7 @@ import torch
 from safetensors.torch import load_file
 
 from recommender.device import DeviceInfo
-from recommender.models.cache import ModelCache
+from recommender.quantize.model_cache import ModelCache
 from recommender.models.source import ModelSource
 from recommender.quantize import get_method
 from recommender.quantize.checkpoint import CalibrationSet, CheckpointStore, QuantizeContext

@@ -17,7 +17,7 @@ import torch
 
 from recommender.device import DeviceInfo
 from recommender.errors import BadInputError
-from recommender.models.cache import ModelCache
+from recommender.quantize.model_cache import ModelCache
 from recommender.models.source import ModelSource
 from recommender.quality.calibration_docs import quantize_context
 from recommender.quality.evaluate import QualityEvaluator
