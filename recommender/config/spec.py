@@ -25,7 +25,6 @@ from pydantic import (
 from recommender.config.candidate import MAX_TOKENS, Candidate, TokenCount
 from recommender.config.destinations import MAX_NAME_BYTES
 from recommender.config.space import Space
-from recommender.config.speculation import SpeculationSettings
 from recommender.config.traffic import (
     MAX_RPS,
     MIN_RPS,
@@ -41,6 +40,7 @@ from recommender.engines import ENGINE_NAMES
 from recommender.errors import BadInputError, pydantic_location, pydantic_message
 from recommender.input_files import expand_user, load_yaml_mapping
 from recommender.models.source import looks_like_hub_id
+from recommender.speculation.settings import SpeculationSettings
 
 #: The hardware name that means "this machine, measured"; everything else is a catalog entry.
 LOCAL_DEVICE = "local"
