@@ -15,7 +15,6 @@ import shlex
 from dataclasses import dataclass
 
 from recommender.config.candidate import Candidate
-from recommender.decision.cost import HOURS_PER_MONTH
 from recommender.decision.rules import COST_TOLERANCE, least_quantized
 from recommender.engines import EmittedConfig
 from recommender.engines.launch import launch_commands
@@ -30,6 +29,7 @@ from recommender.fleet.gpu_mix import (
     undominated,
 )
 from recommender.fleet.length_buckets import BucketLengths, LengthBucket
+from recommender.perf.pricing import HOURS_PER_MONTH
 from recommender.perf.sim.capacity import max_rate_within_sla
 from recommender.perf.sim.serving import SIMULATED_REQUESTS
 from recommender.provenance import Provenance

@@ -17,13 +17,13 @@ from rich.console import Console
 from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.decision import rules as decision
-from recommender.decision.cost import CostEstimate
 from recommender.decision.recommendation import build
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.evaluator import with_quality
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import Catalog
+from recommender.perf.pricing import CostEstimate
 from recommender.quality.result import QualityResult
 from recommender.quality.verdict import Check
 from recommender.report.table import render

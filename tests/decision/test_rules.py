@@ -10,8 +10,8 @@ import pytest
 
 from recommender.config.candidate import Candidate
 from recommender.decision import rules
-from recommender.decision.cost import CostEstimate
 from recommender.evaluation.candidate import CandidateResult
+from recommender.perf.pricing import CostEstimate
 from recommender.quality.result import QualityResult
 from recommender.quality.verdict import Check
 
