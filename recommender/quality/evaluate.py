@@ -33,8 +33,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from recommender.errors import MethodUnavailableError
-from recommender.evaluation.claims import ClaimStore
-from recommender.quantize.model_cache import ModelCache
 from recommender.quality import fidelity as fid
 from recommender.quality.cache import QualityCache, cache_key
 from recommender.quality.exact import is_binary
@@ -44,7 +42,9 @@ from recommender.quality.statistics import MIN_CONTINUOUS_DOCS, PairedResult, Po
 from recommender.quality.suite import TaskThreshold, UseCase
 from recommender.quality.verdict import fidelity_check, overall, task_check
 from recommender.quantize import QuantMethod, get_method
+from recommender.quantize.model_cache import ModelCache
 from recommender.serialization import from_data, to_data
+from recommender.study.claims import ClaimStore
 
 if TYPE_CHECKING:
     from lm_eval.tasks import TaskManager

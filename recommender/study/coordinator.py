@@ -24,7 +24,6 @@ from recommender.decision.recommendation import Recommendation, build
 from recommender.decision.rules import pick
 from recommender.engines.launch import launch_commands
 from recommender.evaluation.candidate import CandidateResult
-from recommender.evaluation.claims import ClaimStore, worker_id
 from recommender.evaluation.levers import LeverEffect, lever_effects
 from recommender.fleet.daily import daily_answers
 from recommender.perf.step.calibrated import fit_digest
@@ -39,6 +38,7 @@ from recommender.releases.tracking import (
     tracking_errors,
     winner_tags,
 )
+from recommender.study.claims import ClaimStore, worker_id
 from recommender.study.deferred_tracking import catch_up, finish_study_run
 from recommender.study.preflight import check_continuable, check_search
 from recommender.study.prepare import Prepared, portable_spec
