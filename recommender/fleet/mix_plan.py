@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from recommender.config.candidate import Candidate
 from recommender.decision.rules import COST_TOLERANCE, least_quantized
 from recommender.engines import EmittedConfig
-from recommender.engines.launch import launch_commands
 from recommender.evaluation.performance import PerformanceEvaluator, Setup
 from recommender.fleet.gpu_mix import (
     MixProblem,
@@ -28,6 +27,7 @@ from recommender.fleet.gpu_mix import (
     solve_mix,
     undominated,
 )
+from recommender.fleet.launch import launch_commands
 from recommender.fleet.length_buckets import BucketLengths, LengthBucket
 from recommender.perf.pricing import HOURS_PER_MONTH
 from recommender.perf.sim.capacity import max_rate_within_sla

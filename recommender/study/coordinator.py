@@ -22,10 +22,10 @@ from recommender.decision.assumptions import assumptions_of
 from recommender.decision.evidence import RECOMMENDATION_JSON, StudyEvidence, write_evidence
 from recommender.decision.recommendation import Recommendation, build
 from recommender.decision.rules import pick
-from recommender.engines.launch import launch_commands
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.levers import LeverEffect, lever_effects
 from recommender.fleet.daily import daily_answers
+from recommender.fleet.launch import launch_commands
 from recommender.perf.step.calibrated import fit_digest
 from recommender.quality.calibration_docs import quantize_context
 from recommender.quantize import get_method, with_kv_cache
