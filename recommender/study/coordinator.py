@@ -104,6 +104,7 @@ def make_worker(
         parent_run_id=parent_run_id,
         choices=space_choices(spec),
         worker_id=me,
+        claims=claims,
         timeout_s=spec.search.timeout_s,
         poll_s=min(1.0, spec.search.heartbeat_s),
         on_trial=on_trial,

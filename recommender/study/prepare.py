@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from recommender.config.model_limits import check_lengths, searches_speculation
 from recommender.config.spec import LOCAL_DEVICE, LatencySLA, SearchSpec, Traffic, spec_from_mapping
+from recommender.decision.rules import quality_skip
 from recommender.device import local_device, quality_compute_dtype
 from recommender.engines.head_sizes import check_runnable
 from recommender.errors import BadInputError
@@ -66,7 +67,7 @@ class Prepared:
             self.catalog, self.shape, self.spec.traffic, self.spec.sla, local, engines=tuple(self.spec.engines),
             speculation=speculation,
         )
-        return CandidateEvaluator(performance, quality)
+        return CandidateEvaluator(performance, quality, skip_quality=quality_skip)
 
 
 def prepare(spec: SearchSpec) -> Prepared:

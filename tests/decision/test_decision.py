@@ -164,7 +164,8 @@ def test_a_candidate_costing_the_same_per_month_is_not_a_rejected_saving() -> No
 
 def test_one_tie_band_and_one_least_quantized_order_on_plain_values() -> None:
     """The tie rule's parts as pure functions: candidates, plan rows and GPU-mix pools all use these."""
-    from recommender.decision.rules import COST_TOLERANCE, least_quantized, tie_band
+    from recommender.perf.pricing import COST_TOLERANCE, tie_band
+    from recommender.quantize.precisions import least_quantized
 
     months = {"a": 100.0, "b": 100.0 * (1 + COST_TOLERANCE), "c": 100.0 * (1 + 2 * COST_TOLERANCE), "d": 300.0}
     assert tie_band(months, months.__getitem__) == ["a", "b"]
