@@ -34,11 +34,12 @@ wheel-check: $(STAMP)
 test-all: $(STAMP)
 	$(BIN)/python -m pytest
 
-# ruff (rules and the complexity limit in pyproject.toml) and mypy --strict on recommender/ ([tool.mypy] names
-# the package).
+# ruff (rules and the complexity limit in pyproject.toml), mypy --strict on recommender/ ([tool.mypy] names
+# the package), and the layer order ([tool.importlinter] in pyproject.toml; docs/architecture.md).
 lint: $(STAMP)
 	$(BIN)/ruff check recommender tests evals benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 train-demo: $(STAMP)
 	$(BIN)/python -m recommender.demo.train --output recommender/demo/model
