@@ -25,7 +25,6 @@ from rich.console import Console
 from rich.table import Table
 
 from recommender.device import CPU_COMPUTE_DTYPE_ENV, DeviceInfo, cpu_has_native_bf16
-from recommender.models.cache import ModelCache
 from recommender.models.source import ModelSource
 from recommender.quality.cache import QualityCache
 from recommender.quality.calibration_docs import quantize_context
@@ -35,6 +34,7 @@ from recommender.quality.result import QualityResult
 from recommender.quality.suite import load_use_case
 from recommender.quality.verdict import Check
 from recommender.quantize import get_method
+from recommender.quantize.model_cache import ModelCache
 from recommender.serialization import to_data
 
 REPO = Path(__file__).resolve().parents[1]

@@ -22,13 +22,13 @@ from rich.table import Table
 
 from recommender.device import DeviceInfo
 from recommender.engines import evaluation_only
-from recommender.models.cache import ModelCache
 from recommender.models.source import ModelSource
 from recommender.quality.calibration_docs import quantize_context
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.lm_eval_runner import task_manager
 from recommender.quality.suite import load_use_case
 from recommender.quantize import all_methods
+from recommender.quantize.model_cache import ModelCache
 from recommender.serialization import to_data
 
 REPO = Path(__file__).resolve().parents[1]

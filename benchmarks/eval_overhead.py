@@ -16,13 +16,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from recommender.models.cache import ModelCache
 from recommender.models.source import ModelSource
 from recommender.quality.cache import QualityCache
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.lm_eval_runner import task_manager
 from recommender.quality.suite import load_use_case
 from recommender.quantize import DeviceInfo, get_method
+from recommender.quantize.model_cache import ModelCache
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,9 @@
-"""The tree shows the design: perf/ sits below everything, and a scheme or an engine is added in its own folder.
+"""The tree shows the design: packages import only the layers below them, and a scheme or an engine is added in its
+own folder.
+
+The layer order is written once, as import-linter contracts in pyproject.toml ([tool.importlinter]; read in
+docs/architecture.md). The tree keeps them, and an upward import planted in a copy of the package (at module level,
+inside a function, for a type only, in a shared leaf) or a package the order does not place is refused.
 
 The extension test copies the package, adds a toy scheme (a new file in `quantize/` and its line in
 `quantize/__init__.py`) and a toy engine (a new file in `engines/` and its line in `engines/__init__.py`),
@@ -8,7 +13,6 @@ and runs the copy: the spec, eligibility, the launch command, the search's perfo
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import shutil
@@ -16,37 +20,71 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import DEMO_SPEC
 
-PACKAGE = Path(__file__).parents[1] / "recommender"
-#: The shared leaf modules every package may import: they import nothing from the package but each other.
-LEAVES = {"errors", "provenance", "input_files", "device"}
+ROOT = Path(__file__).parents[1]
+PACKAGE = ROOT / "recommender"
+#: import-linter's command; `make lint` runs it on the contracts in pyproject.toml ([tool.importlinter]).
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+#: Imports that break the layer order, each planted in a copy of the package: the file it is added to (appended to
+#: an existing one), the text, and the edge the refusal names.
+PLANTED = (
+    ("perf/planted.py", "from recommender.quantize import get_method\n",
+     "recommender.perf.planted -> recommender.quantize"),
+    ("quality/planted.py", "def claims() -> object:\n    from recommender.study import claims\n\n    return claims\n",
+     "recommender.quality.planted -> recommender.study.claims"),
+    ("engines/planted.py",
+     "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from recommender.config.candidate import Candidate\n",
+     "recommender.engines.planted -> recommender.config.candidate"),
+    ("decision/rules.py", "\n\ndef _plant() -> None:\n    import recommender.report.render  # noqa: F401\n",
+     "recommender.decision.rules -> recommender.report.render"),
+    ("provenance.py", "\n\ndef _plant() -> None:\n    from recommender.paths import cache_root  # noqa: F401\n",
+     "recommender.provenance -> recommender.paths"),
+    ("planted/__init__.py", "", "recommender.planted"),  # a package the order does not place: refused (exhaustive)
+)  # fmt: skip
 
 
-def _imports(path: Path) -> set[str]:
-    """Every `recommender.*` module `path` imports, at any depth (type-checking imports included)."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("recommender"):
-            found.add(node.module)
-        elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith("recommender"))
-    return found
+def _copy_package(root: Path) -> Path:
+    """The package copied to `root/recommender` (caches and the demo's weights left out: nothing here reads them)."""
+    package = root / "recommender"
+
+    def skipped(folder: str, names: list[str]) -> set[str]:
+        demo = Path(folder).name == "demo"
+        return {n for n in names if n == "__pycache__" or (demo and n in ("model", "model-v2"))}
+
+    shutil.copytree(PACKAGE, package, ignore=skipped)
+    return package
 
 
-def test_perf_imports_nothing_above_it() -> None:
-    outside = {
-        f"{path.relative_to(PACKAGE)}: {module}"
-        for path in (PACKAGE / "perf").rglob("*.py")
-        for module in _imports(path)
-        if module.split(".")[1] not in {"perf", *LEAVES}
-    }
-    assert not outside, sorted(outside)
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """import-linter on the package under `root`, with the contracts of this checkout's pyproject.toml."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run([str(LINT_IMPORTS), "--no-cache", "--no-logo", str(ROOT / "pyproject.toml")],
+                          capture_output=True, text=True, env=env, cwd=root, timeout=300)  # fmt: skip
 
 
-def test_the_leaves_import_only_leaves() -> None:
-    for leaf in LEAVES:
-        assert {m.split(".")[1] for m in _imports(PACKAGE / f"{leaf}.py")} <= LEAVES, leaf
+def test_the_tree_keeps_its_layers() -> None:
+    run = _lint_imports(ROOT)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "0 broken" in run.stdout
+
+
+@pytest.mark.parametrize("path,text,edge", PLANTED, ids=[edge for _, _, edge in PLANTED])
+def test_an_upward_import_anywhere_is_refused(tmp_path: Path, path: str, text: str, edge: str) -> None:
+    """At module level, inside a function, for a type only, in a leaf, or a package the order leaves out: refused,
+    in a copy that passes before it is planted."""
+    package = _copy_package(tmp_path)
+    clean = _lint_imports(tmp_path)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    target = package / path
+    target.parent.mkdir(exist_ok=True)
+    with target.open("a") as f:
+        f.write(text)
+    run = _lint_imports(tmp_path)
+    assert run.returncode == 1 and edge in run.stdout, run.stdout + run.stderr
 
 
 TOY_SCHEME = '''"""A toy scheme: the model cast to fp16, served through its own kernel family."""
@@ -120,12 +158,7 @@ print(json.dumps({
 
 def _copy_with_toys(root: Path) -> Path:
     """The package copied under `root`, with the toy scheme and the toy engine added in their folders only."""
-    package = root / "recommender"
-    def skipped(folder: str, names: list[str]) -> set[str]:  # caches, and the demo's weights (not read here)
-        demo = Path(folder).name == "demo"
-        return {n for n in names if n == "__pycache__" or (demo and n in ("model", "model-v2"))}
-
-    shutil.copytree(PACKAGE, package, ignore=skipped)
+    package = _copy_package(root)
     (package / "quantize" / "toy.py").write_text(TOY_SCHEME)
     init = package / "quantize" / "__init__.py"
     text = init.read_text().replace("_BACKENDS = (", "_BACKENDS = (toy, ", 1)

@@ -11,8 +11,8 @@ from recommender.errors import BadInputError
 from recommender.report.console import make_console
 
 if TYPE_CHECKING:
-    from recommender.models.cache import ModelCache
     from recommender.quantize import QuantMethod
+    from recommender.quantize.model_cache import ModelCache
 
 EPILOG = (
     "Exit codes: 0 pass, 1 fail, 3 inconclusive (more documents needed: raise the suite's limit), 2 bad input "
@@ -83,8 +83,8 @@ def _models_here(model: str, quant: QuantMethod, *, fix: str, revision: str | No
                  trust_remote_code: bool = False) -> ModelCache:  # fmt: skip
     """What `eval` and `probe` check before loading anything (--model readable, the method runnable here)."""
     from recommender.device import local_device
-    from recommender.models.cache import ModelCache
     from recommender.models.source import ModelSource
+    from recommender.quantize.model_cache import ModelCache
 
     source = ModelSource.resolve(model, base_dir=Path.cwd(), field="--model", revision=revision,
                                  allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)  # fmt: skip

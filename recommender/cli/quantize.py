@@ -44,6 +44,7 @@ def quantize_command(
     trust_remote_code: Annotated[bool, typer.Option(help="Run code shipped with the model.")] = False,
 ) -> None:
     """Quantize a model (llm-compressor or ModelOpt) and save the checkpoint a serving engine loads."""
+    from recommender.cli.checkpoint_export import check_output_dir, checkpoint_scheme, export_checkpoint
     from recommender.config.destinations import check_cache_root
     from recommender.input_files import expand_user
     from recommender.models.source import ModelSource
@@ -51,7 +52,6 @@ def quantize_command(
     from recommender.quality.lm_eval_runner import task_manager
     from recommender.quality.suite import Calibration, load_use_case
     from recommender.quantize import get_method
-    from recommender.quantize.export import check_output_dir, checkpoint_scheme, export_checkpoint
 
     method = checkpoint_scheme(get_method(scheme, field="--scheme"))
     out = expand_user(out, field="--out").resolve()

@@ -25,7 +25,6 @@ from pydantic import (
 from recommender.config.candidate import MAX_TOKENS, Candidate, TokenCount
 from recommender.config.destinations import MAX_NAME_BYTES
 from recommender.config.space import Space
-from recommender.config.speculation import SpeculationSettings
 from recommender.config.traffic import (
     MAX_RPS,
     MIN_RPS,
@@ -41,6 +40,10 @@ from recommender.engines import ENGINE_NAMES
 from recommender.errors import BadInputError, pydantic_location, pydantic_message
 from recommender.input_files import expand_user, load_yaml_mapping
 from recommender.models.source import looks_like_hub_id
+from recommender.perf.catalog.gpus import load_catalog
+from recommender.quantize import get_method
+from recommender.quantize.kv_cache import FP8_KV_SUFFIX
+from recommender.speculation.settings import SpeculationSettings
 
 #: The hardware name that means "this machine, measured"; everything else is a catalog entry.
 LOCAL_DEVICE = "local"
@@ -350,8 +353,6 @@ def _absolute_source(source: str, base: Path) -> str:
 def _kv_dtype_apart(name: str, field: str, fix: str) -> None:
     """In a spec the KV cache dtype is its own setting (``kv_cache_dtypes``), so ``x+kv-fp8`` (the `--scheme`
     spelling) is refused: listed beside ``x`` with fp8 among the KV dtypes it would be the same candidate twice."""
-    from recommender.quantize.kv_cache import FP8_KV_SUFFIX
-
     if FP8_KV_SUFFIX in name:
         base = name.split(FP8_KV_SUFFIX, 1)[0]
         raise BadInputError(field, f"{name[:80]!r}: in a spec the KV cache dtype is its own setting",
@@ -360,10 +361,6 @@ def _kv_dtype_apart(name: str, field: str, fix: str) -> None:
 
 def _check_names(spec: SearchSpec) -> None:
     """Every method and accelerator the spec names exists (the catalog read from the resolved path)."""
-    # Imported here: the catalog imports the method registry, which imports nothing of the spec.
-    from recommender.perf.catalog.gpus import load_catalog
-    from recommender.quantize import get_method
-
     for precision, names in spec.space.methods.items():
         for name in names:
             _kv_dtype_apart(name, f"space.methods.{precision}", "add fp8 to space.kv_cache_dtypes")

@@ -1,3 +1,3 @@
-"""The decision over evaluated candidates: who wins and ties (pure functions in `rules`), what it costs, what it
-assumed, and the recommendation and evidence it writes.
+"""The decision over evaluated candidates: who wins and ties (pure functions in `rules`), what it assumed, and the
+recommendation and evidence it writes.
 """

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from recommender.config.traffic import hourly_rates
-from recommender.decision.cost import HOURS_PER_MONTH
+from recommender.perf.pricing import HOURS_PER_MONTH
 
 if TYPE_CHECKING:
     from recommender.config.spec import SearchSpec

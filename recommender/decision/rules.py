@@ -11,6 +11,9 @@ $/month at a stated traffic moves in whole replicas, so ties are common: at low 
 and an int8 replica on the same GPU cost the same, and bf16 wins — quantizing pays only when it
 saves a replica or a GPU class, and `quantization_does_not_pay` says so when it does not.
 
+The tie band (`perf.pricing.tie_band`) and the "least quantized" order
+(`quantize.precisions.least_quantized`) sit below, where `plan` and the GPU mix use them too.
+
 The same ordering decides where quality is worth measuring: above the tie window of the
 cheapest feasible $/month a candidate cannot win (`cost_bound`), and inside it a candidate that
 a feasible one beats before quality is compared (as cheap or cheaper per month, and less
@@ -21,41 +24,18 @@ every worker and the report call these functions — the rule is written once.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TypeVar
 
 from recommender.evaluation.candidate import CandidateResult
-from recommender.quantize.precisions import precision_bits
+from recommender.perf.pricing import COST_TOLERANCE, tie_band
+from recommender.quantize.precisions import least_quantized, precision_bits
 
-#: $/month within this fraction of the cheapest feasible one are ties.
-COST_TOLERANCE = 0.01
 TIE_POLICY = (
     f"cheapest $/month at the target traffic, then $/1M tokens; within {COST_TOLERANCE:.0%} of the cheapest "
     "$/month a tie goes to the least quantized scheme (bits per weight, then KV cache), then to the one more "
     "of the spec's engines launch, then to the best quality margin, then to the lower $/1M tokens"
 )
-
-#: Bits per KV-cache element of each kv_cache_dtype.
-KV_BITS = {"auto": 16, "fp8": 8}
-
-T = TypeVar("T")
-
-
-def least_quantized(precision: str, kv_cache_dtype: str = "auto") -> tuple[int, int]:
-    """The tie rule's "least quantized" order, smaller first: more bits per weight, then per KV-cache element."""
-    return -precision_bits(precision), -KV_BITS.get(kv_cache_dtype, 0)
-
-
-def tie_band(items: Iterable[T], month: Callable[[T], float]) -> list[T]:
-    """The items whose $/month is within ``COST_TOLERANCE`` of the cheapest one's (the decision's ties), in order:
-    the one tie band for candidates, `plan`'s rows and the GPU mix's pools."""
-    items = list(items)
-    if not items:
-        return []
-    ceiling = min(month(i) for i in items) * (1 + COST_TOLERANCE)
-    return [i for i in items if month(i) <= ceiling]
-
 
 def _month(result: CandidateResult) -> float:
     return math.inf if result.usd_per_month is None else result.usd_per_month
@@ -171,6 +151,12 @@ def quality_cannot_matter(result: CandidateResult, bound: CostBound | None) -> s
             "the tie before quality is compared (less quantized, or launched by more of the spec's engines)"
         )
     return None
+
+
+def quality_skip(result: CandidateResult, known: Iterable[CandidateResult]) -> str | None:
+    """The search's quality policy (`evaluation.evaluator.QualityPolicy`, injected there by the study):
+    `quality_cannot_matter` against the `cost_bound` of the results known so far."""
+    return quality_cannot_matter(result, cost_bound(known))
 
 
 def quantization_does_not_pay(results: Iterable[CandidateResult], winner: CandidateResult | None) -> str | None:

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from recommender.config.candidate import Candidate
+from recommender.perf.model.memory import MemoryFit
 
 # Imported at run time, not under TYPE_CHECKING: serialization reads these annotations.
-from recommender.decision.cost import CostEstimate
-from recommender.perf.model.memory import MemoryFit
+from recommender.perf.pricing import CostEstimate
 from recommender.perf.probe import ProbeResult
 from recommender.perf.sim.serving import ServingEstimate
 from recommender.quality.result import QualityResult

@@ -3,17 +3,19 @@
 Speed and cost come from the `PerformanceEvaluator` (the same pipeline `recommender plan`
 runs). Quality is measured last, and only where it can decide: a candidate that already
 breaks a latency limit, costs more per month than a feasible candidate found earlier (tie
-tolerance included), or loses the tie to one before quality is compared (`decision`), cannot
-be recommended, so its quality stays "unverified" with that reason — unless its method's
-quality is already known.
+tolerance included), or loses the tie to one before quality is compared, cannot be
+recommended, so its quality stays "unverified" with that reason — unless its method's
+quality is already known. That rule is the decision's (`decision.rules.quality_skip`), a layer
+above: the search injects it as the evaluator's `skip_quality` policy, the way optuna's study
+holds a pruner the objective never imports.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from recommender.config.candidate import Candidate
-from recommender.decision.rules import CostBound, quality_cannot_matter
 from recommender.evaluation.candidate import MARGIN_BOUND, CandidateResult, quality_margin
 from recommender.evaluation.load_curve import LoadCurve, load_curve
 from recommender.evaluation.performance import PerformanceEvaluator, pruned
@@ -22,6 +24,10 @@ from recommender.quality.result import QualityResult
 from recommender.quality.verdict import Check
 from recommender.quantize import get_method, with_kv_cache
 from recommender.speculation.methods import NONE
+
+#: Why a candidate cannot be recommended whatever its quality, given its speed-and-cost result and the results known
+#: so far (every worker's), or None when its quality decides.
+QualityPolicy = Callable[[CandidateResult, Sequence[CandidateResult]], str | None]
 
 
 def describe_broken_check(check: Check) -> str:
@@ -52,40 +58,47 @@ def with_quality(result: CandidateResult, quality: QualityResult) -> CandidateRe
 
 @dataclass
 class CandidateEvaluator:
-    """Evaluates candidates of one study: speed and cost per candidate, quality once per method."""
+    """Evaluates candidates of one study: speed and cost per candidate, quality once per method where it can decide.
+
+    Args:
+        performance: speed and cost.
+        quality: quality, once per method.
+        skip_quality: says when quality cannot decide (the search passes `decision.rules.quality_skip`).
+    """
 
     performance: PerformanceEvaluator
     quality: QualityEvaluator
+    skip_quality: QualityPolicy
 
     @property
     def probes_run(self) -> int:
         return self.performance.probes_run
 
-    def evaluate(self, c: Candidate, *, cost_bound: CostBound | None = None) -> CandidateResult:
-        """Everything about `c`, cheapest checks first; `cost_bound` is `decision.cost_bound` of what is known.
+    def evaluate(self, c: Candidate, *, known: Sequence[CandidateResult] = ()) -> CandidateResult:
+        """Everything about `c`, cheapest checks first; `known`: the results stored so far (`skip_quality` reads them).
 
         A speculative candidate is evaluated once its scheme's quality passed without speculation (its twin):
         greedy verification keeps the target's own tokens, so quality is the twin's, and measuring the
         acceptance (quantizing and generating) is spent only on schemes that can be recommended.
         """
         if c.speculative != NONE:
-            refused = self._unverified_for_speculation(c, cost_bound)
+            refused = self._unverified_for_speculation(c, known)
             if refused is not None:
                 return refused
         result = self.performance.evaluate(c)
         if result.status != "evaluated":
             return result
         method = with_kv_cache(get_method(c.method), c.kv_cache_dtype)
-        skip = None if self.quality.has(method.name) else quality_cannot_matter(result, cost_bound)
+        skip = None if self.quality.has(method.name) else self.skip_quality(result, known)
         quality = self.quality.evaluate(method) if skip is None else self.quality.not_evaluated(method, skip)
         return with_quality(result, quality)
 
-    def _unverified_for_speculation(self, c: Candidate, cost_bound: CostBound | None) -> CandidateResult | None:
+    def _unverified_for_speculation(self, c: Candidate, known: Sequence[CandidateResult]) -> CandidateResult | None:
         """None when `c`'s scheme passed its quality checks (evaluating its twin without speculation first, which
         measures the quality where it can matter); else `c` pruned, saying why."""
         method = with_kv_cache(get_method(c.method), c.kv_cache_dtype)
         if not self.quality.has(method.name):
-            self.evaluate(replace(c, speculative=NONE), cost_bound=cost_bound)
+            self.evaluate(replace(c, speculative=NONE), known=known)
         quality = self.quality.evaluate(method) if self.quality.has(method.name) else None
         if quality is not None and quality.verdict == "pass":
             return None

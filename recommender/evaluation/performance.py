@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 from recommender.config.candidate import Candidate
 from recommender.config.spec import LOCAL_DEVICE, LatencySLA, LocalDevice, Traffic
 from recommender.config.traffic import traffic_load
-from recommender.decision.cost import CostEstimate, estimate_cost
 from recommender.device import DeviceInfo, local_memory_gb
 from recommender.engines import DEFAULT_ENGINES, PROFILES, evaluation_only
 from recommender.engines.eligibility import Eligibility, eligibility
@@ -34,6 +33,7 @@ from recommender.perf.catalog.architecture_check import tensor_parallel_refusal
 from recommender.perf.catalog.gpus import Accelerator, Catalog
 from recommender.perf.model.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryFit, plan_memory
 from recommender.perf.model.shape import ModelShape
+from recommender.perf.pricing import CostEstimate, estimate_cost
 from recommender.perf.probe import ProbeResult, probe
 from recommender.perf.sim.physics_capacity import physics_capacity
 from recommender.perf.sim.scheduler import SchedulerConfig
@@ -50,8 +50,8 @@ from recommender.provenance import Provenance
 from recommender.quantize import QuantMethod, get_method
 
 if TYPE_CHECKING:
-    from recommender.models.cache import ModelCache
     from recommender.perf.sim.speculative import SpeculativeDecoding
+    from recommender.quantize.model_cache import ModelCache
 
 #: Fraction of accelerator memory the serving engine may use (vLLM's default gpu_memory_utilization).
 GPU_MEMORY_UTILIZATION = DEFAULT_GPU_MEMORY_UTILIZATION

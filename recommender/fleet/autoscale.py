@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from recommender.decision.cost import HOURS_PER_MONTH
+from recommender.perf.pricing import HOURS_PER_MONTH
 from recommender.provenance import Provenance
 
 __all__ = ["AutoscaleSchedule", "HourReplicas", "replicas_for", "schedule"]

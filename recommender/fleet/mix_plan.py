@@ -5,7 +5,7 @@ Every priced (GPU, scheme) configuration of the plan is a candidate pool, served
 simulator finds the rate one replica of the pool carries within the SLA on that bucket's own
 lengths (`perf.capacity.max_rate_within_sla`); `gpu_mix.solve_mix` picks the replica counts and
 routing. A mix is recommended only when it beats the best single pool by more than the
-decision's tie tolerance (`decision.COST_TOLERANCE`); the single pool is priced with the same
+decision's tie tolerance (`perf.pricing.COST_TOLERANCE`); the single pool is priced with the same
 bucket capacities, so the comparison is like for like.
 """
 
@@ -15,10 +15,7 @@ import shlex
 from dataclasses import dataclass
 
 from recommender.config.candidate import Candidate
-from recommender.decision.cost import HOURS_PER_MONTH
-from recommender.decision.rules import COST_TOLERANCE, least_quantized
 from recommender.engines import EmittedConfig
-from recommender.engines.launch import launch_commands
 from recommender.evaluation.performance import PerformanceEvaluator, Setup
 from recommender.fleet.gpu_mix import (
     MixProblem,
@@ -29,11 +26,14 @@ from recommender.fleet.gpu_mix import (
     solve_mix,
     undominated,
 )
+from recommender.fleet.launch import launch_commands
 from recommender.fleet.length_buckets import BucketLengths, LengthBucket
+from recommender.perf.pricing import COST_TOLERANCE, HOURS_PER_MONTH
 from recommender.perf.sim.capacity import max_rate_within_sla
 from recommender.perf.sim.serving import SIMULATED_REQUESTS
 from recommender.provenance import Provenance
 from recommender.quantize import get_method
+from recommender.quantize.precisions import least_quantized
 
 __all__ = ["GpuMix", "MixPool", "PoolOption", "Route", "plan_mix"]
 

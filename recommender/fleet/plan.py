@@ -25,9 +25,9 @@ from recommender.config.spec import LatencySLA, Traffic
 from recommender.device import DeviceInfo
 from recommender.engines import DEFAULT_ENGINES
 from recommender.engines.eligibility import eligibility
-from recommender.engines.launch import launch_commands
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.performance import PerformanceEvaluator
+from recommender.fleet.launch import launch_commands
 from recommender.fleet.plan_scope import PlanScope, caps_evaluated
 from recommender.perf.catalog.gpus import Accelerator, Catalog
 from recommender.perf.model.memory import plan_memory

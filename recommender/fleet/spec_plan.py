@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate
 from recommender.config.spec import LOCAL_DEVICE, SearchSpec
 from recommender.config.traffic import FleetPolicy
-from recommender.decision.rules import least_quantized, tie_band
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.autoscale import AutoscaleSchedule
 from recommender.fleet.daily import ScheduledWinner, schedule_and_mix
@@ -24,6 +23,8 @@ from recommender.fleet.plan import PLAN_METHODS, PlanRow, plan
 from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.gpus import Catalog
 from recommender.perf.model.shape import ModelShape
+from recommender.perf.pricing import tie_band
+from recommender.quantize.precisions import least_quantized
 
 __all__ = ["FleetPlan", "plan_fleet", "winner_row"]
 

@@ -1,1 +1,3 @@
-"""Where a model comes from (hub id, local directory, config.json) and the cache that loads each checkpoint once."""
+"""Where a model comes from: a hub id or a local directory, its config.json and files. The cache that loads each
+scheme's model once sits beside the schemes (`quantize/model_cache.py`).
+"""

@@ -28,13 +28,11 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from recommender.errors import MethodUnavailableError
-from recommender.evaluation.claims import ClaimStore
-from recommender.models.cache import ModelCache
 from recommender.quality import fidelity as fid
 from recommender.quality.cache import QualityCache, cache_key
 from recommender.quality.exact import is_binary
@@ -44,6 +42,7 @@ from recommender.quality.statistics import MIN_CONTINUOUS_DOCS, PairedResult, Po
 from recommender.quality.suite import TaskThreshold, UseCase
 from recommender.quality.verdict import fidelity_check, overall, task_check
 from recommender.quantize import QuantMethod, get_method
+from recommender.quantize.model_cache import ModelCache
 from recommender.serialization import from_data, to_data
 
 if TYPE_CHECKING:
@@ -115,6 +114,17 @@ def first_look(reference_pairs: np.ndarray) -> int:
     return MIN_CHUNK if is_binary(reference_pairs) else max(MIN_CHUNK, MIN_CONTINUOUS_DOCS)
 
 
+class RunsOnce(Protocol):
+    """Runs a computation once across workers and hands every caller its result (and whether it ran here).
+
+    The study injects its claim table (``recommender.study.claims.ClaimStore``) so quality never imports the
+    study: the table lives in the study's database, a layer above.
+    """
+
+    def run_once(self, key: str, label: str, compute: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+        ...
+
+
 @dataclass
 class QualityEvaluator:
     """Evaluates methods on the local device; results are cached per document on disk and per method in memory.
@@ -129,7 +139,7 @@ class QualityEvaluator:
     limit: int | None = None
     manager: TaskManager | None = None
     adaptive: bool | None = None
-    claims: ClaimStore | None = None
+    claims: RunsOnce | None = None
     docs_evaluated: int = 0
     #: Methods whose quality this process computed (not read from another worker's claim).
     computed_here: int = 0

@@ -67,3 +67,12 @@ def precision_bits(name: str) -> int:
     """Bits per weight of family `name` (0 for a name that is none: it sorts as most quantized)."""
     family = _BY_NAME.get(name)
     return 0 if family is None else family.bits
+
+
+#: Bits per KV-cache element of each kv_cache_dtype.
+KV_BITS = {"auto": 16, "fp8": 8}
+
+
+def least_quantized(precision: str, kv_cache_dtype: str = "auto") -> tuple[int, int]:
+    """The tie rule's "least quantized" order, smaller first: more bits per weight, then per KV-cache element."""
+    return -precision_bits(precision), -KV_BITS.get(kv_cache_dtype, 0)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from recommender.decision.cost import HOURS_PER_MONTH
+from recommender.perf.pricing import HOURS_PER_MONTH
 
 if TYPE_CHECKING:
     from recommender.decision.recommendation import Recommendation

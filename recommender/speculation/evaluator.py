@@ -25,10 +25,10 @@ from recommender.speculation.ngram import replay
 if TYPE_CHECKING:
     from lm_eval.tasks import TaskManager
 
-    from recommender.config.speculation import SpeculationSettings
-    from recommender.models.cache import ModelCache
     from recommender.quality.suite import UseCase
     from recommender.quantize import QuantMethod
+    from recommender.quantize.model_cache import ModelCache
+    from recommender.speculation.settings import SpeculationSettings
 
 __all__ = ["AcceptanceEvaluator"]
 

@@ -3,6 +3,7 @@ the objective.
 Each trial's candidate is evaluated by `recommender.evaluation`.
 
 - `storage.py`: Optuna's RDB storage (heartbeats, retries) and what the study stores;
+- `claims.py`: work done once across workers, claimed in the study's own database;
 - `prepare.py`: every check of the spec before the first trial, and the spec's round trip through the study;
 - `preflight.py`: `check_search` — every check `search` makes before it writes (`--dry-run` runs it too);
 - `space.py`: the categorical space, candidates from trial parameters and back, the neighbourhood;

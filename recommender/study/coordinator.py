@@ -22,11 +22,10 @@ from recommender.decision.assumptions import assumptions_of
 from recommender.decision.evidence import RECOMMENDATION_JSON, StudyEvidence, write_evidence
 from recommender.decision.recommendation import Recommendation, build
 from recommender.decision.rules import pick
-from recommender.engines.launch import launch_commands
 from recommender.evaluation.candidate import CandidateResult
-from recommender.evaluation.claims import ClaimStore, worker_id
 from recommender.evaluation.levers import LeverEffect, lever_effects
 from recommender.fleet.daily import daily_answers
+from recommender.fleet.launch import launch_commands
 from recommender.perf.step.calibrated import fit_digest
 from recommender.quality.calibration_docs import quantize_context
 from recommender.quantize import get_method, with_kv_cache
@@ -39,6 +38,7 @@ from recommender.releases.tracking import (
     tracking_errors,
     winner_tags,
 )
+from recommender.study.claims import ClaimStore, worker_id
 from recommender.study.deferred_tracking import catch_up, finish_study_run
 from recommender.study.preflight import check_continuable, check_search
 from recommender.study.prepare import Prepared, portable_spec
@@ -104,6 +104,7 @@ def make_worker(
         parent_run_id=parent_run_id,
         choices=space_choices(spec),
         worker_id=me,
+        claims=claims,
         timeout_s=spec.search.timeout_s,
         poll_s=min(1.0, spec.search.heartbeat_s),
         on_trial=on_trial,

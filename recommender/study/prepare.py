@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from recommender.config.model_limits import check_lengths, searches_speculation
 from recommender.config.spec import LOCAL_DEVICE, LatencySLA, SearchSpec, Traffic, spec_from_mapping
+from recommender.decision.rules import quality_skip
 from recommender.device import local_device, quality_compute_dtype
 from recommender.engines.head_sizes import check_runnable
 from recommender.errors import BadInputError
-from recommender.evaluation.claims import ClaimStore
 from recommender.evaluation.evaluator import CandidateEvaluator
 from recommender.evaluation.performance import LocalMeasurement, PerformanceEvaluator
-from recommender.models.cache import ModelCache
 from recommender.models.source import ModelSource
 from recommender.perf.catalog.architecture_check import check_architecture
 from recommender.perf.catalog.gpus import Accelerator, Catalog, load_catalog
@@ -30,7 +29,9 @@ from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
 from recommender.quality.suite import UseCase, load_use_case
 from recommender.quantize import QuantMethod, get_method
+from recommender.quantize.model_cache import ModelCache
 from recommender.speculation.evaluator import AcceptanceEvaluator
+from recommender.study.claims import ClaimStore
 from recommender.study.searchable import check_something_to_search, check_speculation_launchable
 from recommender.study.storage import SPEC_JSON_ATTR
 
@@ -66,7 +67,7 @@ class Prepared:
             self.catalog, self.shape, self.spec.traffic, self.spec.sla, local, engines=tuple(self.spec.engines),
             speculation=speculation,
         )
-        return CandidateEvaluator(performance, quality)
+        return CandidateEvaluator(performance, quality, skip_quality=quality_skip)
 
 
 def prepare(spec: SearchSpec) -> Prepared:

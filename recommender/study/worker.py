@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from recommender.config.candidate import Candidate
-from recommender.decision.rules import cost_bound
 from recommender.evaluation.candidate import CONSTRAINT_KEYS, CandidateResult
 from recommender.evaluation.evaluator import CandidateEvaluator
 from recommender.quantize import get_method, with_kv_cache
 from recommender.serialization import from_data, to_data
+from recommender.study.claims import ClaimStore
 from recommender.study.deferred_tracking import DeferredTracking
 from recommender.study.space import candidate_of
 from recommender.study.storage import RESULT_ATTR as RESULT_ATTR  # read from here by tests and benchmarks
@@ -101,6 +101,9 @@ class StudyWorker:
     parent_run_id: str
     choices: dict[str, list[object]]
     worker_id: str
+    #: The quality claims in the study's database (the same table the evaluator's quality runs through), cleared
+    #: of killed workers' claims when the study is done.
+    claims: ClaimStore | None = None
     timeout_s: float | None = None
     poll_s: float = 1.0
     on_trial: ProgressFn | None = None
@@ -147,7 +150,7 @@ class StudyWorker:
         else:
             self._status(self._describe(candidate))
             try:
-                result = self.evaluator.evaluate(candidate, cost_bound=cost_bound(r for _, r in known.values()))
+                result = self.evaluator.evaluate(candidate, known=[r for _, r in known.values()])
             except TRIAL_ERRORS as exc:
                 result = failed_result(candidate, exc)
             self._stop_if_interrupted()
@@ -230,10 +233,9 @@ class StudyWorker:
                 continue
             running = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
             if not running:
-                claims = self.evaluator.quality.claims
-                if claims is not None and claims.running():
+                if self.claims is not None and self.claims.running():
                     self._status("clearing quality claims left by killed workers")
-                    claims.reap_abandoned()
+                    self.claims.reap_abandoned()
                 return
             owners = sorted({str(t.user_attrs.get(WORKER_ATTR, "?")) for t in running})
             self._status(f"waiting for {len(running)} trial(s) running on {', '.join(owners)}")

@@ -151,7 +151,7 @@ def _hostile(name: str) -> bool:
 
 
 #: Where the commands below start their work, besides those `run_cli` replaces.
-MORE_WORK = ("recommender.quality.lm_eval_runner.task_manager", "recommender.quantize.export.export_checkpoint",
+MORE_WORK = ("recommender.quality.lm_eval_runner.task_manager", "recommender.cli.checkpoint_export.export_checkpoint",
              "recommender.report.artifacts.regenerate_from_run", "recommender.releases.history.load_releases")
 
 

@@ -62,7 +62,8 @@ def test_a_copy_failing_after_quantizing_says_where_the_checkpoint_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The work is kept: the store's checkpoint stays and the one line names it."""
-    from recommender.quantize import export, get_method
+    from recommender.cli import checkpoint_export as export
+    from recommender.quantize import get_method
     from recommender.quantize.llmcompressor import LlmCompressorScheme
 
     made = tmp_path / "store" / "key"

@@ -17,13 +17,13 @@ from rich.console import Console
 from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.decision import rules as decision
-from recommender.decision.cost import CostEstimate
 from recommender.decision.recommendation import build
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.evaluator import with_quality
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import Catalog
+from recommender.perf.pricing import CostEstimate
 from recommender.quality.result import QualityResult
 from recommender.quality.verdict import Check
 from recommender.report.table import render
@@ -164,7 +164,8 @@ def test_a_candidate_costing_the_same_per_month_is_not_a_rejected_saving() -> No
 
 def test_one_tie_band_and_one_least_quantized_order_on_plain_values() -> None:
     """The tie rule's parts as pure functions: candidates, plan rows and GPU-mix pools all use these."""
-    from recommender.decision.rules import COST_TOLERANCE, least_quantized, tie_band
+    from recommender.perf.pricing import COST_TOLERANCE, tie_band
+    from recommender.quantize.precisions import least_quantized
 
     months = {"a": 100.0, "b": 100.0 * (1 + COST_TOLERANCE), "c": 100.0 * (1 + 2 * COST_TOLERANCE), "d": 300.0}
     assert tie_band(months, months.__getitem__) == ["a", "b"]

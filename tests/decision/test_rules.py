@@ -10,10 +10,11 @@ import pytest
 
 from recommender.config.candidate import Candidate
 from recommender.decision import rules
-from recommender.decision.cost import CostEstimate
 from recommender.evaluation.candidate import CandidateResult
+from recommender.perf.pricing import COST_TOLERANCE, CostEstimate, tie_band
 from recommender.quality.result import QualityResult
 from recommender.quality.verdict import Check
+from recommender.quantize.precisions import least_quantized
 
 
 def result(
@@ -39,7 +40,7 @@ def test_the_cheapest_feasible_per_month_wins() -> None:
 
 def test_within_the_band_the_least_quantized_then_the_most_engines_then_the_margin_win() -> None:
     int4 = result("int4", "w4a16-gptq-g128", 1000.0)
-    fp8 = result("fp8", "fp8-dynamic", 1000.0 * (1 + rules.COST_TOLERANCE))  # on the band's edge: a tie
+    fp8 = result("fp8", "fp8-dynamic", 1000.0 * (1 + COST_TOLERANCE))  # on the band's edge: a tie
     assert rules.pick([int4, fp8]) is fp8
     one, two = result("fp8", "fp8-dynamic", 1000.0), result("fp8", "fp8-dynamic", 1005.0, engines=("vllm", "sglang"))
     assert rules.pick([one, two]) is two
@@ -52,7 +53,7 @@ def test_within_the_band_the_least_quantized_then_the_most_engines_then_the_marg
 
 def test_past_the_band_cost_decides_alone() -> None:
     int4 = result("int4", "w4a16-gptq-g128", 1000.0)
-    bf16 = result("bf16", "baseline", 1000.0 * (1 + rules.COST_TOLERANCE) + 0.5)
+    bf16 = result("bf16", "baseline", 1000.0 * (1 + COST_TOLERANCE) + 0.5)
     assert rules.pick([bf16, int4]) is int4 and rules.ties([bf16, int4], int4) == []
 
 
@@ -70,11 +71,11 @@ def test_unverified_or_broken_never_wins_and_cheaper_infeasible_ones_are_listed(
 def test_the_cost_bound_is_the_cheapest_feasible_plus_the_tolerance() -> None:
     a, b = result("bf16", "baseline", 800.0), result("int8", "int8-w8a8", 700.0, margin=None)
     bound = rules.cost_bound([a, b])
-    assert bound is not None and bound.usd_per_month == pytest.approx(800.0 * (1 + rules.COST_TOLERANCE))
+    assert bound is not None and bound.usd_per_month == pytest.approx(800.0 * (1 + COST_TOLERANCE))
     assert bound.feasible == (a,) and rules.cost_bound([b]) is None
 
 
 def test_tie_band_is_shared_by_any_priced_items() -> None:
-    assert rules.tie_band([100.9, 101.1, 100.0], lambda x: x) == [100.9, 100.0]  # within 1 % of 100, in order
-    assert rules.tie_band([], lambda x: x) == []
-    assert rules.least_quantized("bf16") < rules.least_quantized("fp8") < rules.least_quantized("int4")
+    assert tie_band([100.9, 101.1, 100.0], lambda x: x) == [100.9, 100.0]  # within 1 % of 100, in order
+    assert tie_band([], lambda x: x) == []
+    assert least_quantized("bf16") < least_quantized("fp8") < least_quantized("int4")

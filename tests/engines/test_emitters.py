@@ -20,8 +20,8 @@ from recommender.engines import (
     get_emitter,
     launch_flags,
 )
-from recommender.engines.launch import launch_commands
 from recommender.errors import BadInputError
+from recommender.fleet.launch import launch_commands
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.quantize import QuantMethod, all_methods
 from recommender.quantize.bitsandbytes import BitsAndBytesMethod

@@ -15,7 +15,7 @@ from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.device import DeviceInfo
 from recommender.engines.eligibility import eligibility
-from recommender.engines.launch import launch_commands
+from recommender.fleet.launch import launch_commands
 from recommender.fleet.plan import method_for, plan
 from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.architectures import read_architecture

@@ -7,10 +7,10 @@ import math
 import pytest
 
 from recommender.config.candidate import Candidate
-from recommender.decision.cost import CostEstimate
 from recommender.decision.rules import pick
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.evaluator import with_quality
+from recommender.perf.pricing import CostEstimate
 from recommender.quality.fidelity import FidelityResult
 from recommender.quality.result import QualityResult
 from recommender.quality.statistics import PairedResult

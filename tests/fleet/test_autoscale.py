@@ -15,11 +15,11 @@ import yaml
 from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA, SearchSpec
 from recommender.config.traffic import hourly_rates
-from recommender.decision.cost import HOURS_PER_MONTH
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.autoscale import replicas_for, schedule
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
+from recommender.perf.pricing import HOURS_PER_MONTH
 from recommender.provenance import Provenance
 from tests.conftest import DAILY_SPEC, REPO, build_spec
 

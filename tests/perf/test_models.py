@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from recommender.config.candidate import Candidate
-from recommender.decision.cost import CostEstimate, estimate_cost
 from recommender.decision.recommendation import build
 from recommender.decision.rules import pick
 from recommender.evaluation.candidate import CandidateResult
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.model.memory import plan_memory, weight_bytes
+from recommender.perf.pricing import CostEstimate, estimate_cost
 from recommender.perf.step.roofline import Efficiency, project_step_times
 from recommender.quality.evaluate import chunk_schedule
 from recommender.quality.result import QualityResult

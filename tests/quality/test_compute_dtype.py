@@ -14,12 +14,12 @@ import torch
 
 from recommender.device import CPU_COMPUTE_DTYPE_ENV, DeviceInfo, quality_compute_dtype
 from recommender.errors import BadInputError
-from recommender.models.cache import ModelCache
 from recommender.models.source import ModelSource
 from recommender.quality.cache import QualityCache
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.suite import load_use_case
 from recommender.quantize import get_method
+from recommender.quantize.model_cache import ModelCache
 from tests.conftest import write_suite
 
 CPU = DeviceInfo("cpu")

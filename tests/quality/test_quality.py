@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from recommender.device import DeviceInfo
-from recommender.models.cache import ModelCache
 from recommender.models.source import ModelSource
 from recommender.quality.cache import QualityCache
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.statistics import MIN_CONTINUOUS_DOCS
 from recommender.quality.suite import load_use_case
 from recommender.quantize import get_method
+from recommender.quantize.model_cache import ModelCache
 from tests.conftest import write_suite
 
 

@@ -17,11 +17,11 @@ import torch
 from safetensors.torch import load_file
 
 from recommender.device import DeviceInfo
-from recommender.models.cache import ModelCache
 from recommender.models.source import ModelSource
 from recommender.quantize import get_method
 from recommender.quantize.checkpoint import CalibrationSet, CheckpointStore, QuantizeContext
 from recommender.quantize.llmcompressor import LlmCompressorScheme
+from recommender.quantize.model_cache import ModelCache
 
 CPU = DeviceInfo("cpu")
 GROUP = 128

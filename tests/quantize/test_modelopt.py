@@ -17,7 +17,6 @@ import torch
 
 from recommender.device import DeviceInfo
 from recommender.errors import BadInputError
-from recommender.models.cache import ModelCache
 from recommender.models.source import ModelSource
 from recommender.quality.calibration_docs import quantize_context
 from recommender.quality.evaluate import QualityEvaluator
@@ -26,6 +25,7 @@ from recommender.quality.suite import load_use_case
 from recommender.quantize import get_method
 from recommender.quantize import modelopt_numerics as numerics
 from recommender.quantize.checkpoint import CalibrationSet
+from recommender.quantize.model_cache import ModelCache
 from recommender.quantize.modelopt import ModelOptScheme
 from recommender.quantize.modelopt_load import load_modelopt_checkpoint, read_modelopt_config
 from tests.conftest import write_suite

@@ -7,10 +7,10 @@ from dataclasses import replace
 import numpy as np
 
 from recommender.config.candidate import Candidate
-from recommender.decision.cost import CostEstimate
 from recommender.decision.recommendation import build
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.evaluator import with_quality
+from recommender.perf.pricing import CostEstimate
 from recommender.quality.result import QualityResult
 from recommender.quality.statistics import paired_bootstrap
 from recommender.quality.suite import TaskThreshold, Threshold

@@ -18,12 +18,12 @@ from rich.console import Console
 
 from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA
-from recommender.decision.cost import CostEstimate
 from recommender.decision.recommendation import Recommendation, build
 from recommender.engines import EmittedConfig
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.load_curve import LoadCurve, LoadPoint
 from recommender.perf.model.memory import MemoryFit
+from recommender.perf.pricing import CostEstimate
 from recommender.perf.sim.results import Percentiles
 from recommender.perf.sim.serving import ServingEstimate
 from recommender.provenance import Provenance

@@ -26,7 +26,7 @@ import yaml
 from mlflow import MlflowClient
 
 from recommender.config.candidate import Candidate
-from recommender.evaluation.claims import ClaimStore
+from recommender.study.claims import ClaimStore
 from tests.conftest import write_contract_prices, write_spec, write_suite
 
 COMPLETE, RUNNING, FAIL, WAITING, PRUNED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.RUNNING,

@@ -14,7 +14,8 @@ from mlflow import MlflowClient
 
 from recommender.config.candidate import Candidate
 from recommender.config.spec import load_spec
-from recommender.decision.rules import COST_TOLERANCE, pick
+from recommender.decision.rules import pick
+from recommender.perf.pricing import COST_TOLERANCE
 from recommender.report.artifacts import write_documents
 from recommender.study import grid, prepare, run_search
 from tests.conftest import write_contract_prices, write_spec, write_suite

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from recommender.evaluation.claims import CLAIMS, ClaimStore
+from recommender.study.claims import CLAIMS, ClaimStore
 
 
 def _store(tmp_path: Path, **kwargs: float) -> ClaimStore:

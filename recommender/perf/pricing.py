@@ -6,11 +6,17 @@ is ``tensor_parallel`` accelerators; the hourly price is per accelerator.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from recommender.perf.sim.capacity import replicas_needed
 
 HOURS_PER_MONTH = 730.0
+#: $/month within this fraction of the cheapest one are ties (the decision's tie band, `recommender.decision.rules`).
+COST_TOLERANCE = 0.01
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,3 +55,13 @@ def estimate_cost(
         price_source=price_source,
         price_set=price_set,
     )
+
+
+def tie_band(items: Iterable[T], month: Callable[[T], float]) -> list[T]:
+    """The items whose $/month is within ``COST_TOLERANCE`` of the cheapest one's (the decision's ties), in order:
+    the one tie band for candidates, `plan`'s rows and the GPU mix's pools."""
+    items = list(items)
+    if not items:
+        return []
+    ceiling = min(month(i) for i in items) * (1 + COST_TOLERANCE)
+    return [i for i in items if month(i) <= ceiling]

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recommender.config.destinations import check_output_dir as check_writable_dir
 from recommender.engines import EMITTERS, evaluation_only
 from recommender.errors import BadInputError
 from recommender.input_files import usable_path
@@ -41,8 +42,6 @@ def checkpoint_scheme(method: QuantMethod, *, field: str = "--scheme") -> Checkp
 def check_output_dir(out: Path, *, field: str = "--out") -> None:
     """Refuse, before any quantizing, an output that exists and is not an empty directory (nothing is
     overwritten), a name the filesystem cannot hold, or a parent that is missing, a file or not writable."""
-    from recommender.config.destinations import check_output_dir as check_writable_dir
-
     if usable_path(out, field=field).exists() and (not out.is_dir() or any(out.iterdir())):
         raise BadInputError(field, f"{out} exists and is not an empty directory", "give a new directory")
     if not out.parent.exists():
