@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from recommender.cli.registry_help import gpu_names, precision_names
 from recommender.engines import ENGINE_NAMES, PROFILES
 from recommender.errors import BadInputError
 from recommender.perf.catalog.architectures import read_architecture
@@ -79,11 +80,11 @@ def _warmup_rounds(warmup_rounds: int, rounds: int) -> int:
 
 def estimate_command(
     model: Annotated[str, typer.Option(help="Shipped architecture (e.g. qwen3-32b), a config.json, or a model dir.")],
-    hardware: Annotated[str, typer.Option(help="Catalog GPU, e.g. h100-sxm, h200, l40s.")],
+    hardware: Annotated[str, typer.Option(help=f"Catalog GPU: {gpu_names()}.")],
     concurrency: Annotated[int, typer.Option(min=1, max=4096, help="Requests in flight (the client's C).")],
     prompt_tokens: Annotated[int, typer.Option(min=1, max=1_000_000, help="Input length of every request.")],
     output_tokens: Annotated[int, typer.Option(min=1, max=1_000_000, help="Output length of every request.")],
-    precision: Annotated[str | None, typer.Option(help="bf16, fp16, fp8, int8 or int4 (its usual scheme).")] = None,
+    precision: Annotated[str | None, typer.Option(help=f"{precision_names()} (each its usual scheme).")] = None,
     scheme: Annotated[str | None, typer.Option(help="A serving scheme by name (e.g. w4a16-awq-g128).")] = None,
     tensor_parallel: Annotated[int, typer.Option(min=1, max=64, help="Tensor-parallel degree.")] = 1,
     engine: Annotated[str, typer.Option(help=f"Serving engine: {', '.join(ENGINES)}.")] = "vllm",

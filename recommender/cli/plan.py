@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from recommender.cli.registry_help import gpu_names, price_set_names
 from recommender.engines import ENGINE_NAMES
 from recommender.errors import BadInputError
 from recommender.perf.catalog.architectures import read_architecture
@@ -25,13 +26,13 @@ EPILOG = ("Latencies and capacities are calibrated (step costs fitted on measure
 
 
 
-HARDWARE_HELP = ("Catalog GPUs (repeat the flag); default: the GPUs --price-set prices, or without it every catalog "
-                 "GPU (an unpriced one with the price set that lacks it named).")
+HARDWARE_HELP = (f"Catalog GPUs (repeat the flag): {gpu_names()}; default: the GPUs --price-set prices, or without it "
+                 "every catalog GPU (an unpriced one with the price set that lacks it named).")
 
 
 PriceSetName = Annotated[str | None, typer.Option(
-    help="Named, dated prices of one provider (recommender/perf/catalog/price_sets.yaml); without --hardware, the "
-    "GPUs it prices are planned.")]
+    help=f"Named, dated prices of one provider (recommender/perf/catalog/price_sets.yaml): {price_set_names()}; "
+    "without --hardware, the GPUs it prices are planned.")]
 # The flags that point the plan (``plan_inputs.pointed_plan`` validates them), each repeatable.
 BatchSizes = Annotated[list[int] | None, typer.Option(
     min=1, help="max_num_seqs values to try (repeat); default: powers of two from 64 to each engine's maximum, the "

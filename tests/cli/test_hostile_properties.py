@@ -40,7 +40,7 @@ from tests.schema_strategy import from_schema
 DAILY_SPEC = REPO / "search_spaces" / "daily-mix.yaml"
 SUITE = REPO / "recommender" / "demo" / "use_case.yaml"
 #: Where each command's work starts; reaching one means every check before it passed.
-WORK = ("recommender.cli.main._run_with_progress", "recommender.fleet.spec_plan.plan_fleet",
+WORK = ("recommender.cli.search.run_with_progress", "recommender.fleet.spec_plan.plan_fleet",
         "recommender.fleet.plan.plan", "recommender.quality.evaluate.QualityEvaluator.evaluate",
         "recommender.quantize.model_cache.ModelCache.get")  # fmt: skip
 FAST = 1  # the multiplier of `make test`; the slow copies use SLOW

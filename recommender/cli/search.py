@@ -1,0 +1,125 @@
+"""`recommender search`: run (or resume) the Optuna search on a spec and print the recommendation."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from recommender.cli.common import TRACKING_URI_HELP
+from recommender.cli.interrupt import ctrl_c_event
+from recommender.report.console import make_console, trial_progress
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from recommender.study import Prepared, SearchOutcome
+
+__all__ = ["DEMO_SPEC", "EPILOG", "run_with_progress", "search_command"]
+
+EPILOG = (
+    "Exit codes: 0 recommendation found, 1 no candidate met every threshold, 2 bad input.\n\n"
+    "See the study in MLflow: mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db\n\n"
+    "Several machines: run this with --storage postgresql://... (and an MLflow server as --tracking-uri), "
+    "then `recommender worker --study NAME --storage postgresql://...` on the others."
+)
+DRY_RUN_HELP = ("Check everything and print what the search would do (candidates, pruned and why, schemes to "
+                "quantize and score, documents, a time estimate); load no weights, write nothing.")
+DEMO_SPEC = Path(str(resources.files("recommender.demo") / "search_space.yaml"))
+
+
+def search_command(
+    spec: Annotated[
+        Path | None,
+        typer.Argument(help="Search-space YAML; default: the demo shipped in the package "
+                            "(recommender/demo/search_space.yaml)."),
+    ] = None,
+    n_trials: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=100_000,
+            help="Distinct candidates to evaluate in total (default: the spec's search.n_trials); a proposal "
+            "the study already answered is free, and a resumed study evaluates only the missing ones.",
+        ),
+    ] = None,
+    storage: Annotated[
+        str, typer.Option(help="Optuna storage URL; the study resumes from it when it exists.")
+    ] = "sqlite:///mlruns/optuna.db",
+    tracking_uri: Annotated[str | None, typer.Option(help=TRACKING_URI_HELP)] = None,
+    output_dir: Annotated[Path, typer.Option(help="recommendation.json goes to OUTPUT_DIR/<study name>/.")] = Path(
+        "mlruns/studies"
+    ),
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print recommendation.json to stdout instead of tables.")
+    ] = False,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            help="Continue the spec's existing study and refuse to start a new one (a plain run "
+            "continues an existing study too)."
+        ),  # fmt: skip
+    ] = False,
+    timeout_s: Annotated[
+        float | None, typer.Option(min=1, help="Stop sampling after this many seconds (default: the spec's).")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help=DRY_RUN_HELP)] = False,
+) -> None:
+    """Run (or resume) a search and print the cheapest configuration that meets every threshold."""
+    from recommender.config.model_limits import check_local_lengths
+    from recommender.config.spec import load_spec
+    from recommender.releases.tracking import resolve_tracking_uri
+
+    console = make_console(stderr=json_output)
+    loaded = load_spec(spec or DEMO_SPEC, timeout_s=timeout_s)
+    check_local_lengths(loaded)  # before the search's libraries load: a spec too long for its model goes in a second
+    uri = resolve_tracking_uri(tracking_uri)
+    from recommender.study import check_search
+
+    # The same checks with --dry-run or without, every refusal before the progress display.
+    prepared = check_search(loaded, storage=storage, tracking_uri=uri, output_root=output_dir, resume=resume)
+    if dry_run:
+        _dry_run(prepared, json_output, console)
+        return
+    outcome = run_with_progress(prepared, storage, uri, output_dir, n_trials, resume, console)
+    _print_outcome(outcome, json_output, console)
+    raise typer.Exit(0 if outcome.recommendation.winner else 1)
+
+
+def _print_outcome(outcome: SearchOutcome, json_output: bool, console: Console) -> None:
+    if json_output:
+        print(outcome.recommendation_path.read_text(encoding="utf-8"), end="")
+        return
+    from recommender.cli.plan_spec import render_daily
+    from recommender.report.study_summary import render_search
+
+    render_search(outcome, console)
+    render_daily(outcome.recommendation, console)
+
+
+
+def _dry_run(prepared: Prepared, json_output: bool, console: Console) -> None:
+    from recommender.report.dry_run import render_dry_run
+    from recommender.serialization import dumps, to_data
+    from recommender.study.dry_run import dry_run
+
+    answer = dry_run(prepared)
+    if json_output:
+        print(dumps(to_data(answer)), end="")
+    else:
+        render_dry_run(answer, console)
+
+
+def run_with_progress(
+    prepared: Prepared, storage: str, uri: str, output_dir: Path, n_trials: int | None, resume: bool, console: Console
+) -> SearchOutcome:
+    """The search behind a progress bar; Ctrl-C stops it between trials."""
+    from recommender.report.artifacts import write_documents
+    from recommender.study import run_search
+
+    with trial_progress(console, total=n_trials or prepared.spec.search.n_trials) as (on_trial, on_status):
+        return run_search(prepared.spec, storage=storage, tracking_uri=uri, output_root=output_dir, n_trials=n_trials,
+                          resume=resume, prepared=prepared, on_trial=on_trial, on_status=on_status,
+                          interrupted=ctrl_c_event(), write_documents=write_documents)  # fmt: skip
