@@ -77,10 +77,10 @@ def test_quantize_help_lists_every_scheme_it_accepts() -> None:
 
     from typer.testing import CliRunner
 
+    from recommender.cli.checkpoint_export import checkpoint_scheme
     from recommender.cli.main import app
     from recommender.errors import BadInputError
     from recommender.quantize import all_methods
-    from recommender.cli.checkpoint_export import checkpoint_scheme
 
     result = CliRunner().invoke(app, ["quantize", "--help"], env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
