@@ -44,6 +44,13 @@ Schemes = Annotated[list[str] | None, typer.Option(
     help="Serving schemes to plan by name (repeat), e.g. w4a16-awq-g128; instead of --precision.")]
 Degrees = Annotated[list[int] | None, typer.Option(
     help="Tensor-parallel degrees to try (repeat); default: every power of two of the GPU's node.")]
+Layouts = Annotated[list[str] | None, typer.Option(
+    "--layout", help="Layouts to compare (repeat): aggregated, disaggregated (a prefill pool and a decode pool, the "
+    "KV moved over --link); default: aggregated only. With disaggregated, each GPU and precision shows both side "
+    "by side with the reason the winner wins.")]  # fmt: skip
+LinkName = Annotated[str, typer.Option(
+    "--link", help="The link the KV cache crosses between prefill and decode pools (recommender/perf/catalog/"
+    "links.yaml): nvlink, pcie, infiniband-ndr, roce-400g.")]  # fmt: skip
 KVDtypes = Annotated[list[str] | None, typer.Option(
     help="KV cache dtypes to try (repeat): auto (16-bit), fp8; default: both (fp8 where the engine and GPU run it).")]
 
@@ -60,6 +67,39 @@ def _plan_with_progress(
     with step_progress(make_console(stderr=True), total=pairs, description="planning") as done:
         return plan(shape, catalog, hardware=hardware, precisions=pointed.precisions, traffic=traffic, sla=sla,
                     scope=pointed.scope, on_row=done, model=model, engines=pointed.engines)  # fmt: skip
+
+
+LAYOUTS = ("aggregated", "disaggregated")
+
+
+def _layouts(given: list[str] | None) -> list[str]:
+    """--layout values checked (each known, none twice); default: aggregated."""
+    from recommender.cli.plan_inputs import distinct
+
+    distinct(given or [], flag="--layout")
+    for value in given or []:
+        if value not in LAYOUTS:
+            raise BadInputError("--layout", f"unknown layout {value!r}", f"use {' or '.join(LAYOUTS)}")
+    return given or ["aggregated"]
+
+
+def _plan_layouts(
+    shape: ModelShape, catalog: Catalog, hardware: list[str], traffic: Traffic, sla: LatencySLA, pointed: Pointed,
+    link: str, *, name: str, json_output: bool,
+) -> None:  # fmt: skip
+    """Aggregated against disaggregated for every GPU and precision, printed as a table or JSON."""
+    from recommender.fleet.layout_compare import plan_layouts
+    from recommender.report.layout_table import render_layouts
+    from recommender.serialization import dumps, list_to_data
+
+    pairs = len(hardware) * len(pointed.precisions)
+    with step_progress(make_console(stderr=True), total=pairs, description="planning layouts") as done:
+        found = plan_layouts(shape, catalog, hardware=hardware, precisions=pointed.precisions, traffic=traffic,
+                             sla=sla, link=link, scope=pointed.scope, engines=pointed.engines, on_row=done)  # fmt: skip
+    if json_output:
+        print(dumps(list_to_data(found)))
+        return
+    render_layouts(found, name=name, traffic=traffic, sla=sla, console=make_console(stderr=False))
 
 
 def plan_command(
@@ -86,16 +126,16 @@ def plan_command(
     tensor_parallel: Degrees = None,
     kv_cache_dtype: KVDtypes = None,
     price_set: PriceSetName = None,
+    layout: Layouts = None,
+    link: LinkName = "infiniband-ndr",
     json_output: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
 ) -> None:
     """Project cost and latency for an architecture without its weights, across GPUs and precisions."""
     from recommender.cli.plan_inputs import pointed_plan, traffic_and_sla
-    from recommender.fleet.plan import rows_to_json
     from recommender.perf.catalog.architecture_check import check_request_fits
     from recommender.perf.catalog.gpus import load_catalog
     from recommender.perf.catalog.prices import get_price_set
     from recommender.perf.model.shape import ModelShape
-    from recommender.report.plan_table import render_cheapest_launch, render_plan
 
     if spec is not None:
         from recommender.cli.plan_spec import plan_spec
@@ -115,10 +155,21 @@ def plan_command(
     check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                        field="--prompt-tokens")  # fmt: skip
     served = next(iter(getattr(config, "_hub_ids", None) or []), model)  # a shipped name launches its hub id
+    if "disaggregated" in _layouts(layout):
+        _plan_layouts(shape, catalog, hardware, traffic, sla, pointed, link, name=name, json_output=json_output)
+        return
     rows = _plan_with_progress(shape, catalog, hardware, traffic, sla, pointed, str(served))
+    _print_rows(rows, name=name, traffic=traffic, sla=sla, served=str(served), json_output=json_output)
+
+
+def _print_rows(rows: list[PlanRow], *, name: str, traffic: Traffic, sla: LatencySLA, served: str,
+                json_output: bool) -> None:  # fmt: skip
+    from recommender.fleet.plan import rows_to_json
+    from recommender.report.plan_table import render_cheapest_launch, render_plan
+
     if json_output:
         print(rows_to_json(rows))
         return
     console = make_console(stderr=False)
     render_plan(rows, name=name, traffic=traffic, sla=sla, console=console)
-    render_cheapest_launch(rows, str(served), console)
+    render_cheapest_launch(rows, served, console)

@@ -1,0 +1,59 @@
+"""The printed answer of `recommender plan --layout disaggregated`: aggregated against disaggregated per GPU and
+precision, the winner and the reason it wins."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from recommender.config.spec import LatencySLA, Traffic
+    from recommender.fleet.layout_compare import LayoutComparison
+
+_COLUMNS = (
+    "GPU", "precision", "winner", "agg GPUs", "agg $/month", "agg P99 TTFT/TPOT ms", "prefill pool", "decode pool",
+    "KV move ms", "P+D GPUs", "P+D $/month", "P+D P99 TTFT/TPOT ms",
+)  # fmt: skip
+
+
+def _money(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _p99s(ttft: float | None, tpot: float | None) -> str:
+    return "-" if ttft is None or tpot is None else f"{ttft:.0f} / {tpot:.1f}"
+
+
+def _cells(c: LayoutComparison) -> tuple[str, ...]:
+    a, d = c.aggregated, c.disaggregated
+    agg_gpus = "-" if a.replicas is None or a.tensor_parallel is None else f"{a.replicas * a.tensor_parallel}"
+    pools = [
+        "-" if p is None else f"{p.estimate.workers} x TP{p.tensor_parallel}, batch {p.batch_size}"
+        for p in (d.prefill, d.decode)
+    ]
+    return (
+        c.hardware, c.precision, c.winner or "-", agg_gpus, _money(a.usd_per_month),
+        _p99s(a.ttft_p99_high_ms or a.ttft_p99_ms, a.tpot_p99_high_ms or a.tpot_p99_ms), pools[0], pools[1],
+        "-" if d.transfer_ms is None else f"{d.transfer_ms:.2f} ({d.link})", str(d.gpus or "-"),
+        _money(d.usd_per_month), _p99s(d.ttft_p99_high_ms, d.tpot_p99_high_ms),
+    )  # fmt: skip
+
+
+def render_layouts(
+    found: Sequence[LayoutComparison], *, name: str, traffic: Traffic, sla: LatencySLA, console: Console
+) -> None:
+    """The side-by-side table, then one line per GPU and precision saying why its winner wins."""
+    table = Table(title=f"{name}: aggregated vs disaggregated at {traffic.requests_per_second:g} req/s, "
+                  f"{traffic.prompt_tokens} + {traffic.output_tokens} tokens, P99 TTFT <= {sla.ttft_p99_ms:g} ms, "
+                  f"P99 TPOT <= {sla.tpot_p99_ms:g} ms (P99s at the upper ends of their intervals)")  # fmt: skip
+    for column in _COLUMNS:
+        table.add_column(column)
+    for c in found:
+        table.add_row(*_cells(c))
+    console.print(table)
+    for c in found:
+        console.print(f"{c.hardware}/{c.precision}: {c.reason}", soft_wrap=True, highlight=False)
