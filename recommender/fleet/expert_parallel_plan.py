@@ -1,0 +1,159 @@
+"""`plan --expert-parallel`: a MoE model served with attention data parallelism and expert parallelism on one node.
+
+A replica of ``ep`` GPUs holds the routed experts ``(E + redundant) / ep`` per GPU and runs ``attention_dp``
+attention ranks (``perf/model/expert_parallel.py``); its memory per GPU leaves each rank its KV cache
+(``ep_memory``), its steps are the rank's calibrated features with the busiest GPU's experts and the modeled
+all-to-all over the node's link (``perf/step/expert_parallel.py``). Each rank is simulated on the user's traffic
+like an aggregated replica (capacity within the SLA with every step at its interval's upper end), a replica
+carries ``attention_dp`` ranks' worth, and the target rate sets the replicas. Expert popularity is the caller's
+``skew`` (Zipf exponent; 0 uniform), placed statically, or by EPLB when redundant experts are given. Expert
+parallelism across nodes (a network link) is not planned yet: ``ep`` stops at the node.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS
+from recommender.decision.cost import HOURS_PER_MONTH
+from recommender.engines import PROFILES
+from recommender.engines.batch_limits import batch_ladder
+from recommender.engines.eligibility import eligibility
+from recommender.errors import BadInputError
+from recommender.evaluation.performance import GPU_MEMORY_UTILIZATION
+from recommender.fleet.plan_scope import PlanScope
+from recommender.perf.catalog.links import resolve_link
+from recommender.perf.model.expert_load import eplb_load, static_load, zipf_popularity
+from recommender.perf.model.expert_parallel import ExpertParallelLayout, ep_memory
+from recommender.perf.sim.capacity import replicas_needed
+from recommender.perf.sim.scheduler_config import SchedulerConfig
+from recommender.perf.sim.serving import simulate_serving_interval
+from recommender.perf.step.expert_parallel import AllToAllLinks, ExpertParallelStepFeatures, expert_parallel_step_costs
+from recommender.provenance import Provenance  # at run time: the rows' types are resolved when serialized
+
+if TYPE_CHECKING:
+    from recommender.evaluation.performance import PerformanceEvaluator
+    from recommender.perf.catalog.gpus import Accelerator
+    from recommender.quantize import QuantMethod
+
+__all__ = ["ExpertParallelRow", "expert_imbalance", "plan_expert_parallel"]
+
+
+@dataclass(frozen=True, slots=True)
+class ExpertParallelRow:
+    """The cheapest expert-parallel replica of one GPU at one precision, or why there is none (`note`)."""
+
+    hardware: str
+    precision: str
+    method: str
+    engine: str = ""
+    ep: int | None = None
+    attention_dp: int | None = None
+    redundant_experts: int = 0
+    imbalance: float | None = None
+    batch_size_per_rank: int | None = None
+    kv_cache_dtype: str = "auto"
+    requests_per_s_per_replica: float | None = None
+    replicas: int | None = None
+    gpus: int | None = None
+    usd_per_month: float | None = None
+    ttft_p99_ms: float | None = None
+    ttft_p99_high_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    tpot_p99_high_ms: float | None = None
+    note: str = ""
+    provenance: Provenance | None = None
+
+
+def expert_imbalance(n_experts: int, ep: int, *, skew: float, redundant: int) -> float:
+    """The busiest GPU's expert load over the mean: 1 when uniform, static placement, or EPLB with redundant slots."""
+    if skew == 0:
+        return 1.0
+    popularity = zipf_popularity(n_experts, skew)
+    return (eplb_load(popularity, ep, redundant) if redundant else static_load(popularity, ep)).imbalance
+
+
+def _degrees(accel: Accelerator, slots: int, scope: PlanScope) -> list[int]:
+    """EP degrees on one node that split the expert slots (the scope's tensor-parallel degrees, if given)."""
+    return [d for d in scope.degrees(accel.max_tensor_parallel) if d > 1 and slots % d == 0]
+
+
+@dataclass(frozen=True, slots=True)
+class _Try:
+    engine: str
+    layout: ExpertParallelLayout
+    cap: int
+    kv: str
+
+
+def _evaluate(performance: PerformanceEvaluator, accel: Accelerator, method: QuantMethod, t: _Try,
+              skew: float) -> ExpertParallelRow | None:  # fmt: skip
+    """One replica configuration simulated on the traffic (None: its KV cache cannot hold one request)."""
+    shape, traffic, sla = performance.shape, performance.traffic, performance.sla
+    memory = ep_memory(shape, t.layout, bits_per_weight=method.bits_per_weight, device_gb=accel.device_memory_gb,
+                       memory_utilization=GPU_MEMORY_UTILIZATION, max_num_seqs=t.cap, kv_cache_dtype=t.kv)  # fmt: skip
+    if memory.kv_tokens_per_rank < traffic.longest_prompt_tokens + traffic.output_tokens:
+        return None
+    assert shape.moe is not None
+    imbalance = expert_imbalance(shape.moe.n_experts, t.layout.ep, skew=skew, redundant=t.layout.redundant_experts)
+    node = resolve_link("nvlink" if accel.interconnect.kind.startswith("nvlink") else "pcie", accel)
+    features = ExpertParallelStepFeatures(shape, method, accel, t.layout, imbalance, t.kv)
+    point, upper = expert_parallel_step_costs(performance.calibrated, features, t.engine,
+                                              AllToAllLinks(node, None, accel.max_tensor_parallel),
+                                              confidence=sla.confidence)  # fmt: skip
+    config = PROFILES[t.engine].batching(SchedulerConfig(
+        kv_cache_tokens=memory.kv_tokens_per_rank, max_num_seqs=t.cap,
+        max_num_batched_tokens=max(DEFAULT_MAX_BATCHED_TOKENS, t.cap)))  # fmt: skip
+    rank = simulate_serving_interval(
+        point, upper, config, traffic=performance.load, sla=performance.simulated_sla(t.engine, point.rank),
+        engine=t.engine, confidence=sla.confidence,
+        ttft_offset_ms=performance.request_overhead_ms(t.engine, point.rank),
+    )  # fmt: skip
+    per_replica = rank.requests_per_s * t.layout.attention_dp
+    replicas = replicas_needed(traffic.requests_per_second, per_replica) if per_replica > 0 else None
+    gpus = None if replicas is None else replicas * t.layout.ep
+    hourly = accel.price_per_hour_usd
+    return ExpertParallelRow(
+        hardware=accel.key, precision=method.precision, method=method.name, engine=t.engine, ep=t.layout.ep,
+        attention_dp=t.layout.attention_dp, redundant_experts=t.layout.redundant_experts, imbalance=imbalance,
+        batch_size_per_rank=t.cap, kv_cache_dtype=t.kv, requests_per_s_per_replica=per_replica, replicas=replicas,
+        gpus=gpus, usd_per_month=None if gpus is None or hourly is None else gpus * hourly * HOURS_PER_MONTH,
+        ttft_p99_ms=rank.ttft_ms.p99, ttft_p99_high_ms=rank.ttft_p99_high_ms, tpot_p99_ms=rank.tpot_ms.p99,
+        tpot_p99_high_ms=rank.tpot_p99_high_ms, provenance=rank.provenance,
+    )  # fmt: skip
+
+
+def plan_expert_parallel(
+    performance: PerformanceEvaluator, accel: Accelerator, method: QuantMethod, *, skew: float = 0.0,
+    redundant_experts: int = 0, scope: PlanScope | None = None,
+) -> ExpertParallelRow:  # fmt: skip
+    """The cheapest (engine, EP degree, attention ranks 1 or all, KV dtype, batch cap per rank) on one node of
+    `accel`: fewest GPUs at the target traffic, then the most capacity per GPU."""
+    shape, scope = performance.shape, scope or PlanScope()
+    if shape.moe is None:
+        raise BadInputError("--expert-parallel", "expert parallelism needs a mixture-of-experts model",
+                            "serve a dense model with tensor parallelism (drop --expert-parallel)")  # fmt: skip
+    degrees = _degrees(accel, shape.moe.n_experts + redundant_experts, scope)
+    caps = list(scope.batch_sizes) or batch_ladder(performance.engines, DEFAULT_MAX_BATCHED_TOKENS)
+    engines = eligibility(method, accel.device, performance.engines, shape.head_dim).engines
+    best: ExpertParallelRow | None = None
+    for engine in engines:
+        for ep in degrees:
+            for dp in sorted({1, ep}):
+                layout = ExpertParallelLayout(ep, dp, redundant_experts)
+                for kv in scope.kv_cache_dtypes:
+                    for cap in caps:
+                        row = _evaluate(performance, accel, method, _Try(engine, layout, cap, kv), skew)
+                        if row is None or row.gpus is None:
+                            continue
+                        key = (row.gpus, -(row.requests_per_s_per_replica or 0) / (row.ep or 1))
+                        if best is None or key < (best.gpus or math.inf, -(best.requests_per_s_per_replica or 0) /
+                                                  (best.ep or 1)):  # fmt: skip
+                            best = row
+    if best is None:
+        why = (f"no expert-parallel replica of {degrees} {accel.key} GPUs holds a request and meets the SLA"
+               if degrees else f"no degree of a {accel.max_tensor_parallel}-GPU node splits the experts")  # fmt: skip
+        return ExpertParallelRow(accel.key, method.precision, method.name, note=why)
+    return best
