@@ -13,32 +13,37 @@ parallelism across nodes (a network link) is not planned yet: ``ep`` stops at th
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS
 from recommender.decision.cost import HOURS_PER_MONTH
-from recommender.engines import PROFILES
+from recommender.engines import DEFAULT_ENGINES, PROFILES
 from recommender.engines.batch_limits import batch_ladder
 from recommender.engines.eligibility import eligibility
 from recommender.errors import BadInputError
-from recommender.evaluation.performance import GPU_MEMORY_UTILIZATION
+from recommender.evaluation.performance import GPU_MEMORY_UTILIZATION, PerformanceEvaluator
+from recommender.fleet.plan import PlanRow, plan_one
 from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.links import resolve_link
-from recommender.perf.model.expert_load import eplb_load, static_load, zipf_popularity
+from recommender.perf.model.expert_load import check_expert_split, eplb_load, static_load, zipf_popularity
 from recommender.perf.model.expert_parallel import ExpertParallelLayout, ep_memory
 from recommender.perf.sim.capacity import replicas_needed
 from recommender.perf.sim.scheduler_config import SchedulerConfig
 from recommender.perf.sim.serving import simulate_serving_interval
 from recommender.perf.step.expert_parallel import AllToAllLinks, ExpertParallelStepFeatures, expert_parallel_step_costs
 from recommender.provenance import Provenance  # at run time: the rows' types are resolved when serialized
+from recommender.quantize import get_method
 
 if TYPE_CHECKING:
-    from recommender.evaluation.performance import PerformanceEvaluator
-    from recommender.perf.catalog.gpus import Accelerator
+    from recommender.config.spec import LatencySLA, Traffic
+    from recommender.perf.catalog.gpus import Accelerator, Catalog
+    from recommender.perf.model.shape import ModelShape
     from recommender.quantize import QuantMethod
 
-__all__ = ["ExpertParallelRow", "expert_imbalance", "plan_expert_parallel"]
+__all__ = ["ExpertParallelRow", "ParallelismComparison", "compare_parallelism", "expert_imbalance",
+           "plan_expert_parallel", "plan_parallelism"]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,3 +162,66 @@ def plan_expert_parallel(
                if degrees else f"no degree of a {accel.max_tensor_parallel}-GPU node splits the experts")  # fmt: skip
         return ExpertParallelRow(accel.key, method.precision, method.name, note=why)
     return best
+
+
+@dataclass(frozen=True, slots=True)
+class ParallelismComparison:
+    """One GPU and precision: the tensor-parallel plan row against the expert-parallel one, the winner and why."""
+
+    hardware: str
+    precision: str
+    tensor_parallel: PlanRow
+    expert_parallel: ExpertParallelRow
+    #: "tensor-parallel", "expert-parallel", or "" when neither meets the SLA.
+    winner: str
+    reason: str
+
+
+def compare_parallelism(tp: PlanRow, ep: ExpertParallelRow, *, latent_kv: bool) -> ParallelismComparison:
+    """Fewer GPUs of the same type wins (ties to tensor parallelism: one engine process group, no all-to-all)."""
+    a = None if tp.replicas is None or tp.tensor_parallel is None else tp.replicas * tp.tensor_parallel
+    n = ep.gpus
+    if a is None and n is None:
+        return ParallelismComparison(tp.hardware, tp.precision, tp, ep, "", "neither layout meets the SLA")
+    tp_text = "no tensor-parallel replica meets the SLA" if a is None else (
+        f"tensor parallelism needs {a} ({tp.replicas} x TP{tp.tensor_parallel}, batch {tp.batch_size})")  # fmt: skip
+    if n is None:
+        return ParallelismComparison(tp.hardware, tp.precision, tp, ep, "tensor-parallel",
+                                     f"tensor-parallel only: {ep.note}")  # fmt: skip
+    ep_text = (f"{ep.replicas} x EP{ep.ep} with {ep.attention_dp} attention rank(s), batch {ep.batch_size_per_rank} "
+               f"per rank, busiest GPU at {ep.imbalance:.2f}x the mean expert load = {n} GPUs")  # fmt: skip
+    if a is None or n < a:
+        why = "" if a is None else f"expert parallelism saves {1 - n / a:.0%}: "
+        mla = ("; MLA's latent is whole on every GPU of a tensor-parallel group, so attention ranks of one GPU hold "
+               "that many times the sequences" if latent_kv and (ep.attention_dp or 1) > 1 else "")  # fmt: skip
+        return ParallelismComparison(tp.hardware, tp.precision, tp, ep, "expert-parallel",
+                                     f"{why}{ep_text}; {tp_text}{mla}")  # fmt: skip
+    return ParallelismComparison(tp.hardware, tp.precision, tp, ep, "tensor-parallel",
+                                 f"tensor parallelism wins: {tp_text} against {ep_text}")  # fmt: skip
+
+
+def plan_parallelism(
+    shape: ModelShape, catalog: Catalog, *, hardware: list[str], precisions: list[str], traffic: Traffic,
+    sla: LatencySLA, scope: PlanScope | None = None, engines: tuple[str, ...] = DEFAULT_ENGINES, skew: float = 0.0,
+    redundant_experts: int = 0, on_row: Callable[[str], None] | None = None,
+) -> list[ParallelismComparison]:  # fmt: skip
+    """Every (GPU, precision): the tensor-parallel plan row, the expert-parallel replica, the winner and why."""
+    if shape.moe is None:
+        raise BadInputError("--expert-parallel", "expert parallelism needs a mixture-of-experts model",
+                            "serve a dense model with tensor parallelism (drop --expert-parallel)")  # fmt: skip
+    for degree in (scope or PlanScope()).tensor_parallel:
+        check_expert_split(shape.moe.n_experts, degree, redundant_experts, field="--tensor-parallel")
+    found = []
+    for hw in hardware:
+        accel = catalog.get(hw, field="--hardware")
+        performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines, require_price=False)
+        for precision in precisions:
+            tp = plan_one(shape, accel, precision, traffic=traffic, sla=sla, scope=scope, catalog=catalog,
+                          engines=engines)  # fmt: skip
+            ep = (ExpertParallelRow(accel.key, precision, tp.method, note=tp.note) if tp.note.startswith("refused")
+                  else plan_expert_parallel(performance, accel, get_method(tp.method), skew=skew,
+                                            redundant_experts=redundant_experts, scope=scope))  # fmt: skip
+            found.append(compare_parallelism(tp, ep, latent_kv=shape.latent_kv))
+            if on_row is not None:
+                on_row(f"{hw}/{precision}")
+    return found

@@ -1,5 +1,5 @@
-"""The printed answer of `recommender plan --layout disaggregated`: aggregated against disaggregated per GPU and
-precision, the winner and the reason it wins."""
+"""The printed answers of `recommender plan --layout disaggregated` (aggregated against disaggregated) and
+`--expert-parallel` (tensor against expert parallelism) per GPU and precision: the winner and the reason it wins."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from recommender.config.spec import LatencySLA, Traffic
+    from recommender.fleet.expert_parallel_plan import ParallelismComparison
     from recommender.fleet.layout_compare import LayoutComparison
 
 _COLUMNS = (
@@ -54,6 +55,41 @@ def render_layouts(
         table.add_column(column)
     for c in found:
         table.add_row(*_cells(c))
+    console.print(table)
+    for c in found:
+        console.print(f"{c.hardware}/{c.precision}: {c.reason}", soft_wrap=True, highlight=False)
+
+
+_EP_COLUMNS = (
+    "GPU", "precision", "winner", "TP GPUs", "TP $/month", "TP P99 TTFT/TPOT ms", "EP replica", "expert load",
+    "EP GPUs", "EP $/month", "EP P99 TTFT/TPOT ms",
+)  # fmt: skip
+
+
+def _ep_cells(c: ParallelismComparison) -> tuple[str, ...]:
+    t, e = c.tensor_parallel, c.expert_parallel
+    tp_gpus = "-" if t.replicas is None or t.tensor_parallel is None else f"{t.replicas * t.tensor_parallel}"
+    replica = "-" if e.ep is None else (f"{e.replicas or '-'} x EP{e.ep}, {e.attention_dp} attention rank(s), "
+                                        f"batch {e.batch_size_per_rank}/rank")  # fmt: skip
+    load = "-" if e.imbalance is None else f"{e.imbalance:.2f}x mean, {e.redundant_experts} redundant"
+    return (
+        c.hardware, c.precision, c.winner or "-", tp_gpus, _money(t.usd_per_month),
+        _p99s(t.ttft_p99_high_ms or t.ttft_p99_ms, t.tpot_p99_high_ms or t.tpot_p99_ms), replica, load,
+        str(e.gpus or "-"), _money(e.usd_per_month), _p99s(e.ttft_p99_high_ms, e.tpot_p99_high_ms),
+    )  # fmt: skip
+
+
+def render_parallelism(
+    found: Sequence[ParallelismComparison], *, name: str, traffic: Traffic, sla: LatencySLA, console: Console
+) -> None:
+    """Tensor against expert parallelism per GPU and precision, then why each winner wins."""
+    table = Table(title=f"{name}: tensor vs expert parallelism at {traffic.requests_per_second:g} req/s, "
+                  f"{traffic.prompt_tokens} + {traffic.output_tokens} tokens, P99 TTFT <= {sla.ttft_p99_ms:g} ms, "
+                  f"P99 TPOT <= {sla.tpot_p99_ms:g} ms (P99s at the upper ends of their intervals)")  # fmt: skip
+    for column in _EP_COLUMNS:
+        table.add_column(column)
+    for c in found:
+        table.add_row(*_ep_cells(c))
     console.print(table)
     for c in found:
         console.print(f"{c.hardware}/{c.precision}: {c.reason}", soft_wrap=True, highlight=False)

@@ -42,3 +42,18 @@ def test_an_unknown_layout_or_link_is_one_line_and_exit_2(flags: tuple[str, ...]
     assert "Traceback" not in result.stderr and result.stdout == ""
     [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert all(n in line for n in needles), line
+
+
+@pytest.mark.parametrize(("flags", "needles"), [
+    (("--model", "llama-3.1-8b", "--expert-parallel"), ("--expert-parallel", "mixture-of-experts")),
+    (("--model", "deepseek-v3", "--expert-parallel", "--tensor-parallel", "8", "--redundant-experts", "3"),
+     ("--tensor-parallel", "do not split 259 experts")),
+])  # fmt: skip
+def test_expert_parallelism_for_a_dense_model_or_an_uneven_expert_split_is_one_line_and_exit_2(
+    flags: tuple[str, ...], needles: tuple[str, ...]
+) -> None:
+    result = _run("plan", "--hardware", "h200", "--precision", "fp8", *flags)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert all(n in line for n in needles), line
