@@ -105,6 +105,7 @@ class _Views:
     redundant_experts: int
     name: str
     json_output: bool
+    served: str
 
     def shown(self, shape: ModelShape, catalog: Catalog, hardware: list[str], traffic: Traffic, sla: LatencySLA,
               pointed: Pointed) -> bool:  # fmt: skip
@@ -124,7 +125,8 @@ class _Views:
                                       redundant_experts=self.redundant_experts, on_row=done)  # fmt: skip
             else:
                 layouts = plan_layouts(shape, catalog, hardware=hardware, precisions=p.precisions, traffic=traffic,
-                                       sla=sla, link=self.link, scope=p.scope, engines=p.engines, on_row=done)
+                                       sla=sla, link=self.link, scope=p.scope, engines=p.engines, on_row=done,
+                                       model=self.served)  # fmt: skip
         console = make_console(stderr=False)
         if self.json_output:
             print(dumps(list_to_data(ep if self.expert_parallel else layouts)))
@@ -188,10 +190,10 @@ def plan_command(
     hardware = pointed.hardware(catalog, shape, priced_only=price_set is not None)
     check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                        field="--prompt-tokens")  # fmt: skip
-    if _Views(_layouts(layout), link, expert_parallel, expert_skew, redundant_experts, name, json_output).shown(
-            shape, catalog, hardware, traffic, sla, pointed):  # fmt: skip
-        return
     served = str(next(iter(getattr(config, "_hub_ids", None) or []), model))  # a shipped name launches its hub id
+    if _Views(_layouts(layout), link, expert_parallel, expert_skew, redundant_experts, name, json_output,
+              served).shown(shape, catalog, hardware, traffic, sla, pointed):  # fmt: skip
+        return
     _print_rows(_plan_with_progress(shape, catalog, hardware, traffic, sla, pointed, served), name=name,
                 traffic=traffic, sla=sla, served=served, json_output=json_output)  # fmt: skip
 

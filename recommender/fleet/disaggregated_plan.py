@@ -21,6 +21,8 @@ from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, 
 from recommender.decision.cost import HOURS_PER_MONTH
 from recommender.engines import PROFILES
 from recommender.engines.batch_limits import batch_ladder
+from recommender.engines.disaggregated_launch import DisaggregatedLaunch, disaggregated_launch
+from recommender.engines.launch import launch_commands
 from recommender.evaluation.performance import Setup
 from recommender.fleet.plan_scope import LADDER_GAIN, PlanScope
 from recommender.perf.model.kv_transfer import kv_transfer
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     from recommender.perf.model.link import Link
     from recommender.quantize import QuantMethod
 
-__all__ = ["DECODE_TTFT_SHARE", "DisaggregatedRow", "PoolChoice", "plan_disaggregated"]
+__all__ = ["DECODE_TTFT_SHARE", "DisaggregatedRow", "PoolChoice", "plan_disaggregated", "with_launch"]
 
 #: Share of the TTFT left after the KV transfer given to the decode side (its wait for KV room, then one step).
 DECODE_TTFT_SHARE = 0.2
@@ -69,6 +71,27 @@ class DisaggregatedRow:
     tpot_p99_high_ms: float | None = None
     note: str = ""
     provenance: Provenance | None = None
+    #: Each pool's worker command with its role, and the router ("" engine: not emitted; None: nothing to launch).
+    launch: DisaggregatedLaunch | None = None
+
+
+def with_launch(row: DisaggregatedRow, *, model: str, accel: Accelerator, max_model_len: int) -> DisaggregatedRow:
+    """`row` with its pools' commands serving `model` (a checkpoint scheme serves ``<model name>-<scheme>``)."""
+    if row.prefill is None or row.decode is None or not row.engine:
+        return row
+    checkpoint = f"{model.rstrip('/').rsplit('/', 1)[-1]}-{row.method}"  # where `recommender quantize --out` puts it
+    commands = []
+    for pool in (row.prefill, row.decode):
+        candidate = Candidate(row.precision, row.method, row.hardware, pool.batch_size, pool.tensor_parallel,
+                              kv_cache_dtype="fp8" if row.kv_cache_dtype == "fp8" else "auto")  # fmt: skip
+        emitted = launch_commands(candidate, model=model, max_model_len=max_model_len, checkpoint=checkpoint,
+                                  device=accel.device, engine=row.engine)  # fmt: skip
+        if not emitted or emitted[0].engine != row.engine or not emitted[0].command:
+            return row
+        commands.append(emitted[0].command)
+    return replace(row, launch=disaggregated_launch(
+        row.engine, prefill_command=commands[0], decode_command=commands[1],
+        prefill_workers=row.prefill.estimate.workers, decode_workers=row.decode.estimate.workers))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from recommender.engines import DEFAULT_ENGINES
 from recommender.evaluation.performance import PerformanceEvaluator
-from recommender.fleet.disaggregated_plan import DisaggregatedRow, plan_disaggregated
+from recommender.fleet.disaggregated_plan import DisaggregatedRow, plan_disaggregated, with_launch
 from recommender.fleet.plan import PlanRow, plan_one
 from recommender.perf.catalog.links import resolve_link
 from recommender.quantize import get_method
@@ -108,10 +108,11 @@ def compare_layouts(aggregated: PlanRow, disaggregated: DisaggregatedRow, *, tar
 def plan_layouts(
     shape: ModelShape, catalog: Catalog, *, hardware: list[str], precisions: list[str], traffic: Traffic,
     sla: LatencySLA, link: str, scope: PlanScope | None = None, engines: tuple[str, ...] = DEFAULT_ENGINES,
-    on_row: Callable[[str], None] | None = None,
+    on_row: Callable[[str], None] | None = None, model: str = "",
 ) -> list[LayoutComparison]:  # fmt: skip
     """Every (GPU, precision): the aggregated plan row, the disaggregated pools over `link`, the winner and why.
 
+    With `model`, each disaggregated row carries its pools' commands serving it (``with_launch``).
     The link is resolved on every GPU first: a name the catalog does not know, or NVLink on a PCIe card, is bad
     input naming ``--link`` before anything is simulated."""
     accels = [catalog.get(hw, field="--hardware") for hw in hardware]
@@ -127,6 +128,9 @@ def plan_layouts(
             else:
                 dis = plan_disaggregated(performance, accel, precision, get_method(agg.method), link=links[accel.key],
                                          scope=scope)  # fmt: skip
+                if model:
+                    dis = with_launch(dis, model=model, accel=accel,
+                                      max_model_len=traffic.prompt_tokens + traffic.output_tokens)  # fmt: skip
             found.append(compare_layouts(agg, dis, target_rps=traffic.requests_per_second,
                                          tpot_limit_ms=sla.tpot_p99_ms))  # fmt: skip
             if on_row is not None:

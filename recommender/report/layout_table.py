@@ -58,6 +58,23 @@ def render_layouts(
     console.print(table)
     for c in found:
         console.print(f"{c.hardware}/{c.precision}: {c.reason}", soft_wrap=True, highlight=False)
+    _render_cheapest_launch(found, console)
+
+
+def _render_cheapest_launch(found: Sequence[LayoutComparison], console: Console) -> None:
+    """The pools' commands of the cheapest disaggregated row that wins (nothing when none does)."""
+    wins = [c for c in found if c.winner == "disaggregated" and c.disaggregated.launch is not None]
+    if not wins:
+        return
+    best = min(wins, key=lambda c: c.disaggregated.usd_per_month or float("inf"))
+    launch = best.disaggregated.launch
+    assert launch is not None
+    console.print(f"\nLaunch ({best.hardware}/{best.precision}, {launch.engine}):", highlight=False)
+    for label, command in ((f"prefill x {launch.prefill_workers}", launch.prefill),
+                           (f"decode x {launch.decode_workers}", launch.decode), ("router", launch.router)):
+        console.print(f"  {label}: {command}", soft_wrap=True, highlight=False, markup=False)
+    for note in launch.notes:
+        console.print(f"  note: {note}", soft_wrap=True, highlight=False, markup=False)
 
 
 _EP_COLUMNS = (

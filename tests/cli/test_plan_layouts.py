@@ -29,6 +29,9 @@ def test_plan_prints_both_layouts_with_the_winner_and_its_reason_as_json() -> No
     assert row["disaggregated"]["link"] == "infiniband-ndr" and row["disaggregated"]["gpus"] == 2
     assert row["disaggregated"]["prefill"]["estimate"]["workers"] == 1
     assert row["aggregated"]["replicas"] == 1
+    launch = row["disaggregated"]["launch"]  # the pools' commands serving the shipped model's hub id
+    assert launch["engine"] == "vllm" and "kv_producer" in launch["prefill"] and "kv_consumer" in launch["decode"]
+    assert "meta-llama/Llama-3.1-8B" in launch["prefill"] or "Llama-3.1-8B" in launch["prefill"]
 
 
 @pytest.mark.parametrize(("flags", "needles"), [
