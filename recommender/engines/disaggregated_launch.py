@@ -13,15 +13,23 @@ flags that give it its role, cited from the engines' sources:
   prefill|decode`` with ``--disaggregation-transfer-backend nixl`` (Mooncake is the other backend), and
   ``python -m sglang_router.launch_router --pd-disaggregation --prefill URL --decode URL``.
 
-TensorRT-LLM's disaggregated serving (``trtllm-serve disaggregated`` with its YAML) and the Dynamo / llm-d
-deployment files are not emitted yet: the launch says so instead of guessing them.
+For vLLM the Dynamo deployment file is emitted too, as ai-dynamo/dynamo ``examples/backends/vllm/deploy/disagg.yaml``
+@ 7893f268 lays it out: a ``DynamoGraphDeployment`` with a ``Frontend``, a ``VllmPrefillWorker``
+(``subComponentType: prefill``) and a ``VllmDecodeWorker`` (``decode``), each ``python3 -m dynamo.vllm`` with
+``--disaggregation-mode``, ``replicas`` the pool's workers and ``gpu`` its tensor-parallel degree; ``dynamo.vllm``
+takes every vLLM engine flag (``components/src/dynamo/vllm/args.py`` @ b6d5e487 adds
+``AsyncEngineArgs.add_cli_args``) but not the server's ``--port``, which is dropped. TensorRT-LLM's
+disaggregated serving (``trtllm-serve disaggregated``), SGLang's Dynamo file and llm-d's are not emitted yet:
+the launch says so instead of guessing them.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import yaml
 
 __all__ = ["DISAGGREGATED_ENGINES", "DisaggregatedLaunch", "disaggregated_launch"]
 
@@ -40,6 +48,8 @@ class DisaggregatedLaunch:
     prefill_workers: int
     decode_workers: int
     notes: tuple[str, ...]
+    #: The Dynamo deployment file (a DynamoGraphDeployment; "" where not emitted).
+    dynamo: str = ""
 
 
 def _vllm_role(command: str, role: str) -> str:
@@ -62,9 +72,11 @@ def disaggregated_launch(
                   f"{' '.join(d_hosts)} --decoder-ports {' '.join(['8000'] * decode_workers)}")  # fmt: skip
         notes = ("set VLLM_NIXL_SIDE_CHANNEL_HOST to each instance's address and VLLM_NIXL_SIDE_CHANNEL_PORT (default "
                  "5600) on every instance; the proxy is vLLM's test proxy: deploy behind llm-d or Dynamo's router",)
-        return DisaggregatedLaunch(engine, _vllm_role(prefill_command, "kv_producer"),
-                                   _vllm_role(decode_command, "kv_consumer"), router, prefill_workers, decode_workers,
-                                   notes)  # fmt: skip
+        launch = DisaggregatedLaunch(engine, _vllm_role(prefill_command, "kv_producer"),
+                                     _vllm_role(decode_command, "kv_consumer"), router, prefill_workers, decode_workers,
+                                     notes)  # fmt: skip
+        return replace(launch, dynamo=dynamo_vllm_deployment(prefill_command, decode_command, prefill_workers,
+                                                             decode_workers))  # fmt: skip
     if engine == "sglang":
         role = "--disaggregation-transfer-backend nixl --disaggregation-mode"
         urls = [f"--prefill http://{h}:8000" for h in _hosts("prefill", prefill_workers)]
@@ -75,3 +87,46 @@ def disaggregated_launch(
         return DisaggregatedLaunch(engine, f"{prefill_command} {role} prefill", f"{decode_command} {role} decode",
                                    router, prefill_workers, decode_workers, (note,))  # fmt: skip
     return None
+
+
+#: The Dynamo vLLM runtime image; its tag is the user's (the example's "my-tag").
+DYNAMO_VLLM_IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:${DYNAMO_VERSION}"
+
+
+def _dynamo_args(vllm_command: str, role: str) -> tuple[list[str], int]:
+    """`vllm serve MODEL flags...` as dynamo.vllm's arguments (``--model MODEL``, no ``--port``) with its role, and
+    the tensor-parallel degree (its GPUs)."""
+    argv = shlex.split(vllm_command)
+    model, flags = argv[2], argv[3:]
+    if "--port" in flags:
+        at = flags.index("--port")
+        flags = flags[:at] + flags[at + 2:]
+    tp = int(flags[flags.index("--tensor-parallel-size") + 1]) if "--tensor-parallel-size" in flags else 1
+    return ["--model", model, *flags, "--disaggregation-mode", role], tp
+
+
+def _worker(args: list[str], gpus: int, replicas: int, role: str) -> dict[str, object]:
+    return {
+        "envFromSecret": "hf-token-secret", "componentType": "worker", "subComponentType": role,
+        "replicas": replicas, "resources": {"limits": {"gpu": str(gpus)}},
+        "extraPodSpec": {"mainContainer": {
+            "image": DYNAMO_VLLM_IMAGE, "workingDir": "/workspace/examples/backends/vllm",
+            "command": ["python3", "-m", "dynamo.vllm"], "args": args}},
+    }  # fmt: skip
+
+
+def dynamo_vllm_deployment(prefill_command: str, decode_command: str, prefill_workers: int,
+                           decode_workers: int) -> str:  # fmt: skip
+    """The DynamoGraphDeployment of vLLM prefill and decode pools (layout of Dynamo's ``deploy/disagg.yaml``)."""
+    prefill_args, prefill_gpus = _dynamo_args(prefill_command, "prefill")
+    decode_args, decode_gpus = _dynamo_args(decode_command, "decode")
+    document = {
+        "apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment", "metadata": {"name": "vllm-disagg"},
+        "spec": {"services": {
+            "Frontend": {"componentType": "frontend", "replicas": 1,
+                         "extraPodSpec": {"mainContainer": {"image": DYNAMO_VLLM_IMAGE}}},
+            "VllmDecodeWorker": _worker(decode_args, decode_gpus, decode_workers, "decode"),
+            "VllmPrefillWorker": _worker(prefill_args, prefill_gpus, prefill_workers, "prefill"),
+        }},
+    }  # fmt: skip
+    return yaml.safe_dump(document, sort_keys=False)

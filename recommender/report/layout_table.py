@@ -75,6 +75,9 @@ def _render_cheapest_launch(found: Sequence[LayoutComparison], console: Console)
         console.print(f"  {label}: {command}", soft_wrap=True, highlight=False, markup=False)
     for note in launch.notes:
         console.print(f"  note: {note}", soft_wrap=True, highlight=False, markup=False)
+    if launch.dynamo:
+        console.print("\nDynamo deployment (kubectl apply -f):", highlight=False)
+        console.print(launch.dynamo, soft_wrap=True, highlight=False, markup=False)
 
 
 _EP_COLUMNS = (

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import shlex
 
+import yaml
+
 from recommender.engines.disaggregated_launch import disaggregated_launch
 
 VLLM = "vllm serve m --tensor-parallel-size 2 --port 8000"
@@ -38,3 +40,17 @@ def test_sglang_pools_get_disaggregation_modes_and_the_router_lists_every_worker
 def test_an_engine_without_emitted_roles_gets_no_command() -> None:
     assert disaggregated_launch("trtllm", prefill_command="x", decode_command="y", prefill_workers=1,
                                 decode_workers=1) is None  # fmt: skip
+
+
+def test_the_dynamo_deployment_runs_each_pool_as_dynamo_vllm_with_its_role_replicas_and_gpus() -> None:
+    launch = disaggregated_launch("vllm", prefill_command=VLLM, decode_command=VLLM.replace("2", "4"),
+                                  prefill_workers=3, decode_workers=2)  # fmt: skip
+    assert launch is not None
+    services = yaml.safe_load(launch.dynamo)["spec"]["services"]
+    prefill, decode = services["VllmPrefillWorker"], services["VllmDecodeWorker"]
+    for service, expected in ((prefill, (3, "2", "prefill")), (decode, (2, "4", "decode"))):
+        assert (service["replicas"], service["resources"]["limits"]["gpu"], service["subComponentType"]) == expected
+    args = prefill["extraPodSpec"]["mainContainer"]["args"]
+    assert args[:2] == ["--model", "m"] and args[-2:] == ["--disaggregation-mode", "prefill"]
+    assert "--port" not in args
+    assert prefill["extraPodSpec"]["mainContainer"]["command"] == ["python3", "-m", "dynamo.vllm"]
