@@ -7,8 +7,9 @@ flags that give it its role, cited from the engines' sources:
   ``{"kv_connector":"NixlConnector","kv_role":"kv_producer"}`` on prefillers and ``"kv_consumer"`` on decoders,
   ``"kv_load_failure_policy":"fail"`` ("recommended": ``recompute``, the default, runs prefill work on the decode
   instance), ``VLLM_NIXL_SIDE_CHANNEL_PORT``/``VLLM_NIXL_SIDE_CHANNEL_HOST`` per instance; the roles are set by
-  the proxy in front (the guide's ``tests/v1/kv_connector/nixl_integration/toy_proxy_server.py --prefiller-hosts
-  ... --decoder-hosts ...``, a test proxy: production deployments put llm-d or Dynamo's router there).
+  the proxy in front (the guide's ``toy_proxy_server.py --prefiller-hosts ... --decoder-hosts ...``,
+  vLLM's tests/v1/kv_connector/nixl_integration/toy_proxy_server.py @ 029e67cd, a test proxy: production
+  deployments put llm-d or Dynamo's router there).
 - SGLang (sgl-project/sglang docs/advanced_features/pd_disaggregation.md @ cccb6546): ``--disaggregation-mode
   prefill|decode`` with ``--disaggregation-transfer-backend nixl`` (Mooncake is the other backend), and
   ``python -m sglang_router.launch_router --pd-disaggregation --prefill URL --decode URL``.
@@ -67,11 +68,13 @@ def disaggregated_launch(
     """The pools' commands for `engine`, from each pool's aggregated command (None: roles not emitted for it)."""
     if engine == "vllm":
         p_hosts, d_hosts = _hosts("prefill", prefill_workers), _hosts("decode", decode_workers)
-        router = ("python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py --port 8192 --prefiller-hosts "
+        router = ("python toy_proxy_server.py --port 8192 --prefiller-hosts "
                   f"{' '.join(p_hosts)} --prefiller-ports {' '.join(['8000'] * prefill_workers)} --decoder-hosts "
                   f"{' '.join(d_hosts)} --decoder-ports {' '.join(['8000'] * decode_workers)}")  # fmt: skip
+        proxy = "tests/v1/kv_connector/nixl_integration/toy_proxy_server.py @ 029e67cd"
         notes = ("set VLLM_NIXL_SIDE_CHANNEL_HOST to each instance's address and VLLM_NIXL_SIDE_CHANNEL_PORT (default "
-                 "5600) on every instance; the proxy is vLLM's test proxy: deploy behind llm-d or Dynamo's router",)
+                 f"5600) on every instance; the proxy is vLLM's test proxy ({proxy}): deploy behind llm-d or Dynamo's "
+                 "router",)  # fmt: skip
         launch = DisaggregatedLaunch(engine, _vllm_role(prefill_command, "kv_producer"),
                                      _vllm_role(decode_command, "kv_consumer"), router, prefill_workers, decode_workers,
                                      notes)  # fmt: skip
