@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 
 import yaml
 
-__all__ = ["DISAGGREGATED_ENGINES", "DisaggregatedLaunch", "disaggregated_launch"]
+__all__ = ["DISAGGREGATED_ENGINES", "DisaggregatedLaunch", "disaggregated_launch", "equal_pool_tp_reason"]
 
 #: The engines whose pool roles are emitted here.
 DISAGGREGATED_ENGINES = ("vllm", "sglang")
@@ -51,6 +51,18 @@ class DisaggregatedLaunch:
     notes: tuple[str, ...]
     #: The Dynamo deployment file (a DynamoGraphDeployment; "" where not emitted).
     dynamo: str = ""
+
+
+def equal_pool_tp_reason(engine: str, *, window_layers: bool, latent_kv: bool) -> str | None:
+    """Why `engine` needs the prefill and decode pools at one tensor-parallel degree for this model (None: it does
+    not). SGLang refuses a KV transfer between different TP sizes for a non-MLA model with sliding-window layers:
+    "PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models yet" (SGLang v0.5.16
+    python/sglang/srt/disaggregation/nixl/conn.py ``maybe_send_extra``, as raised in llm-d/llm-d issue 2433;
+    the same check guards the Mooncake backend). Different TP sizes are supported otherwise (sgl-project/sglang
+    PR 5922: MLA; PR 15675's maintainers: non-MLA)."""
+    if engine == "sglang" and window_layers and not latent_kv:
+        return "SGLang transfers the KV of a sliding-window hybrid model only between equal TP sizes"
+    return None
 
 
 def _vllm_role(command: str, role: str) -> str:

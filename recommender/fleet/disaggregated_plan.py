@@ -21,7 +21,7 @@ from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, 
 from recommender.decision.cost import HOURS_PER_MONTH
 from recommender.engines import PROFILES
 from recommender.engines.batch_limits import batch_ladder
-from recommender.engines.disaggregated_launch import DisaggregatedLaunch, disaggregated_launch
+from recommender.engines.disaggregated_launch import DisaggregatedLaunch, disaggregated_launch, equal_pool_tp_reason
 from recommender.engines.launch import launch_commands
 from recommender.evaluation.performance import Setup
 from recommender.fleet.plan_scope import LADDER_GAIN, PlanScope
@@ -195,6 +195,16 @@ def _row(pools: _Pools, link: Link, prefill: PoolChoice, decode: PoolChoice) -> 
     )  # fmt: skip
 
 
+def _degree_groups(engine: str, performance: PerformanceEvaluator, degrees: list[int]) -> list[list[int]]:
+    """The degrees the two pools choose from together: all of them, or one at a time where `engine` transfers KV
+    only between equal TP sizes (``equal_pool_tp_reason``)."""
+    shape = performance.shape
+    window = shape.attention is not None and bool(shape.attention.window) and shape.attention.n_window_layers > 0
+    if equal_pool_tp_reason(engine, window_layers=window, latent_kv=shape.latent_kv) is None:
+        return [degrees]
+    return [[d] for d in degrees]
+
+
 def plan_disaggregated(
     performance: PerformanceEvaluator, accel: Accelerator, precision: str, method: QuantMethod, *, link: Link,
     scope: PlanScope | None = None,
@@ -211,13 +221,14 @@ def plan_disaggregated(
             if budgets.prefill_ttft_ms <= 0:
                 continue
             pools = _Pools(performance, accel, method, precision, engine, kv, budgets)
-            prefill = pools.prefill(degrees, caps)
-            decode = pools.decode(degrees, caps) if prefill is not None else None
-            if prefill is None or decode is None:
-                continue
-            row = _row(pools, link, prefill, decode)
-            if best is None or (row.gpus or math.inf) < (best.gpus or math.inf):
-                best = row
+            for together in _degree_groups(engine, performance, degrees):  # equal degrees where the engine needs it
+                prefill = pools.prefill(together, caps)
+                decode = pools.decode(together, caps) if prefill is not None else None
+                if prefill is None or decode is None:
+                    continue
+                row = _row(pools, link, prefill, decode)
+                if best is None or (row.gpus or math.inf) < (best.gpus or math.inf):
+                    best = row
     if best is None:
         return DisaggregatedRow(accel.key, precision, method.name, link.name,
                                 note="no prefill and decode pools meet the SLA (or fit) on this GPU")  # fmt: skip

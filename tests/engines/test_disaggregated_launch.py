@@ -8,7 +8,7 @@ import shlex
 
 import yaml
 
-from recommender.engines.disaggregated_launch import disaggregated_launch
+from recommender.engines.disaggregated_launch import disaggregated_launch, equal_pool_tp_reason
 
 VLLM = "vllm serve m --tensor-parallel-size 2 --port 8000"
 SGLANG = "python -m sglang.launch_server --model-path m --tp-size 2 --port 8000"
@@ -54,3 +54,10 @@ def test_the_dynamo_deployment_runs_each_pool_as_dynamo_vllm_with_its_role_repli
     assert args[:2] == ["--model", "m"] and args[-2:] == ["--disaggregation-mode", "prefill"]
     assert "--port" not in args
     assert prefill["extraPodSpec"]["mainContainer"]["command"] == ["python3", "-m", "dynamo.vllm"]
+
+
+def test_sglang_needs_equal_pool_degrees_only_for_a_non_mla_model_with_window_layers() -> None:
+    assert equal_pool_tp_reason("sglang", window_layers=True, latent_kv=False) is not None  # gpt-oss
+    assert equal_pool_tp_reason("sglang", window_layers=False, latent_kv=True) is None  # DeepSeek-V3
+    assert equal_pool_tp_reason("sglang", window_layers=False, latent_kv=False) is None  # Llama
+    assert equal_pool_tp_reason("vllm", window_layers=True, latent_kv=False) is None

@@ -70,3 +70,16 @@ def test_an_unknown_link_or_nvlink_on_a_pcie_card_is_refused_naming_the_flag(lin
         plan_layouts(LLAMA_8B, CATALOG, hardware=[hardware], precisions=["fp8"], traffic=traffic,
                      sla=LatencySLA(ttft_p99_ms=300, tpot_p99_ms=30), link=link)  # fmt: skip
     assert info.value.field == "--link" and "\n" not in str(info.value)
+
+
+def test_sglang_pools_of_a_sliding_window_model_choose_one_degree_together() -> None:
+    from recommender.evaluation.performance import PerformanceEvaluator
+    from recommender.fleet.disaggregated_plan import _degree_groups
+
+    traffic = Traffic(prompt_tokens=128, output_tokens=16, requests_per_second=1)
+    sla = LatencySLA(ttft_p99_ms=300, tpot_p99_ms=30)
+    gpt_oss = PerformanceEvaluator(CATALOG, load_architecture("gpt-oss-20b")[1], traffic, sla, require_price=False)
+    assert _degree_groups("sglang", gpt_oss, [1, 2, 4]) == [[1], [2], [4]]
+    assert _degree_groups("vllm", gpt_oss, [1, 2, 4]) == [[1, 2, 4]]
+    llama = PerformanceEvaluator(CATALOG, LLAMA_8B, traffic, sla, require_price=False)
+    assert _degree_groups("sglang", llama, [1, 2]) == [[1, 2]]
