@@ -50,8 +50,9 @@ Layouts = Annotated[list[str] | None, typer.Option(
     "KV moved over --link); default: aggregated only. With disaggregated, each GPU and precision shows both side "
     "by side with the reason the winner wins.")]  # fmt: skip
 LinkName = Annotated[str, typer.Option(
-    "--link", help="The link the KV cache crosses between prefill and decode pools (recommender/perf/catalog/"
-    "links.yaml): nvlink, pcie, infiniband-ndr, roce-400g.")]  # fmt: skip
+    "--link", help="The link the KV cache crosses between prefill and decode pools, and (a network link) between "
+    "the nodes of an expert-parallel replica (recommender/perf/catalog/links.yaml): nvlink, pcie, infiniband-ndr, "
+    "roce-400g.")]  # fmt: skip
 ExpertParallel = Annotated[bool, typer.Option(
     "--expert-parallel", help="For a mixture-of-experts model: also plan attention data parallelism with expert "
     "parallelism on one node, side by side with tensor parallelism and the reason the winner wins.")]  # fmt: skip
@@ -122,7 +123,8 @@ class _Views:
             if self.expert_parallel:
                 ep = plan_parallelism(shape, catalog, hardware=hardware, precisions=p.precisions, traffic=traffic,
                                       sla=sla, scope=p.scope, engines=p.engines, skew=self.expert_skew,
-                                      redundant_experts=self.redundant_experts, on_row=done)  # fmt: skip
+                                      redundant_experts=self.redundant_experts, on_row=done,
+                                      link=self.link)  # fmt: skip
             else:
                 layouts = plan_layouts(shape, catalog, hardware=hardware, precisions=p.precisions, traffic=traffic,
                                        sla=sla, link=self.link, scope=p.scope, engines=p.engines, on_row=done,

@@ -6,8 +6,9 @@ attention ranks (``perf/model/expert_parallel.py``); its memory per GPU leaves e
 all-to-all over the node's link (``perf/step/expert_parallel.py``). Each rank is simulated on the user's traffic
 like an aggregated replica (capacity within the SLA with every step at its interval's upper end), a replica
 carries ``attention_dp`` ranks' worth, and the target rate sets the replicas. Expert popularity is the caller's
-``skew`` (Zipf exponent; 0 uniform), placed statically, or by EPLB when redundant experts are given. Expert
-parallelism across nodes (a network link) is not planned yet: ``ep`` stops at the node.
+``skew`` (Zipf exponent; 0 uniform), placed statically, or by EPLB when redundant experts are given. A replica
+may span up to ``MAX_EP_NODES`` nodes, its all-to-all then crossing the named network link between them
+(DeepSeek-V3 in FP8 does not fit one node of 80 GB GPUs).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from recommender.quantize import get_method
 if TYPE_CHECKING:
     from recommender.config.spec import LatencySLA, Traffic
     from recommender.perf.catalog.gpus import Accelerator, Catalog
+    from recommender.perf.model.link import Link
     from recommender.perf.model.shape import ModelShape
     from recommender.quantize import QuantMethod
 
@@ -80,9 +82,15 @@ def expert_imbalance(n_experts: int, ep: int, *, skew: float, redundant: int) ->
     return (eplb_load(popularity, ep, redundant) if redundant else static_load(popularity, ep)).imbalance
 
 
-def _degrees(accel: Accelerator, slots: int, scope: PlanScope) -> list[int]:
-    """EP degrees on one node that split the expert slots (the scope's tensor-parallel degrees, if given)."""
-    return [d for d in scope.degrees(accel.max_tensor_parallel) if d > 1 and slots % d == 0]
+#: The most nodes one expert-parallel replica spans.
+MAX_EP_NODES = 4
+
+
+def _degrees(accel: Accelerator, slots: int, scope: PlanScope, *, network: bool) -> list[int]:
+    """EP degrees that split the expert slots: the scope's tensor-parallel degrees if given, else powers of two up
+    to one node (up to ``MAX_EP_NODES`` nodes with a network link)."""
+    most = accel.max_tensor_parallel * (MAX_EP_NODES if network else 1)
+    return [d for d in scope.degrees(most) if d > 1 and slots % d == 0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +99,7 @@ class _Try:
     layout: ExpertParallelLayout
     cap: int
     kv: str
+    network: Link | None = None
 
 
 def _evaluate(performance: PerformanceEvaluator, accel: Accelerator, method: QuantMethod, t: _Try,
@@ -105,8 +114,9 @@ def _evaluate(performance: PerformanceEvaluator, accel: Accelerator, method: Qua
     imbalance = expert_imbalance(shape.moe.n_experts, t.layout.ep, skew=skew, redundant=t.layout.redundant_experts)
     node = resolve_link("nvlink" if accel.interconnect.kind.startswith("nvlink") else "pcie", accel)
     features = ExpertParallelStepFeatures(shape, method, accel, t.layout, imbalance, t.kv)
+    network = t.network if t.layout.ep > accel.max_tensor_parallel else None
     point, upper = expert_parallel_step_costs(performance.calibrated, features, t.engine,
-                                              AllToAllLinks(node, None, accel.max_tensor_parallel),
+                                              AllToAllLinks(node, network, accel.max_tensor_parallel),
                                               confidence=sla.confidence)  # fmt: skip
     config = PROFILES[t.engine].batching(SchedulerConfig(
         kv_cache_tokens=memory.kv_tokens_per_rank, max_num_seqs=t.cap,
@@ -132,15 +142,16 @@ def _evaluate(performance: PerformanceEvaluator, accel: Accelerator, method: Qua
 
 def plan_expert_parallel(
     performance: PerformanceEvaluator, accel: Accelerator, method: QuantMethod, *, skew: float = 0.0,
-    redundant_experts: int = 0, scope: PlanScope | None = None,
+    redundant_experts: int = 0, scope: PlanScope | None = None, network: Link | None = None,
 ) -> ExpertParallelRow:  # fmt: skip
-    """The cheapest (engine, EP degree, attention ranks 1 or all, KV dtype, batch cap per rank) on one node of
-    `accel`: fewest GPUs at the target traffic, then the most capacity per GPU."""
+    """The cheapest (engine, EP degree, attention ranks 1 or all, KV dtype, batch cap per rank) of `accel`, on one
+    node or, with a `network` link, up to ``MAX_EP_NODES``: fewest GPUs at the target traffic, then the most
+    capacity per GPU."""
     shape, scope = performance.shape, scope or PlanScope()
     if shape.moe is None:
         raise BadInputError("--expert-parallel", "expert parallelism needs a mixture-of-experts model",
                             "serve a dense model with tensor parallelism (drop --expert-parallel)")  # fmt: skip
-    degrees = _degrees(accel, shape.moe.n_experts + redundant_experts, scope)
+    degrees = _degrees(accel, shape.moe.n_experts + redundant_experts, scope, network=network is not None)
     caps = list(scope.batch_sizes) or batch_ladder(performance.engines, DEFAULT_MAX_BATCHED_TOKENS)
     engines = eligibility(method, accel.device, performance.engines, shape.head_dim).engines
     best: ExpertParallelRow | None = None
@@ -150,7 +161,7 @@ def plan_expert_parallel(
                 layout = ExpertParallelLayout(ep, dp, redundant_experts)
                 for kv in scope.kv_cache_dtypes:
                     for cap in caps:
-                        row = _evaluate(performance, accel, method, _Try(engine, layout, cap, kv), skew)
+                        row = _evaluate(performance, accel, method, _Try(engine, layout, cap, kv, network), skew)
                         if row is None or row.gpus is None:
                             continue
                         key = (row.gpus, -(row.requests_per_s_per_replica or 0) / (row.ep or 1))
@@ -203,9 +214,10 @@ def compare_parallelism(tp: PlanRow, ep: ExpertParallelRow, *, latent_kv: bool) 
 def plan_parallelism(
     shape: ModelShape, catalog: Catalog, *, hardware: list[str], precisions: list[str], traffic: Traffic,
     sla: LatencySLA, scope: PlanScope | None = None, engines: tuple[str, ...] = DEFAULT_ENGINES, skew: float = 0.0,
-    redundant_experts: int = 0, on_row: Callable[[str], None] | None = None,
+    redundant_experts: int = 0, on_row: Callable[[str], None] | None = None, link: str = "infiniband-ndr",
 ) -> list[ParallelismComparison]:  # fmt: skip
-    """Every (GPU, precision): the tensor-parallel plan row, the expert-parallel replica, the winner and why."""
+    """Every (GPU, precision): the tensor-parallel plan row, the expert-parallel replica (over `link` between
+    nodes), the winner and why."""
     if shape.moe is None:
         raise BadInputError("--expert-parallel", "expert parallelism needs a mixture-of-experts model",
                             "serve a dense model with tensor parallelism (drop --expert-parallel)")  # fmt: skip
@@ -214,13 +226,18 @@ def plan_parallelism(
     found = []
     for hw in hardware:
         accel = catalog.get(hw, field="--hardware")
+        network = resolve_link(link, accel, field="--link")
+        if network.scope != "cluster":
+            raise BadInputError("--link", f"{link} is a link within a node, not between the nodes an expert-parallel "
+                                "replica spans", "use infiniband-ndr or roce-400g")  # fmt: skip
         performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines, require_price=False)
         for precision in precisions:
             tp = plan_one(shape, accel, precision, traffic=traffic, sla=sla, scope=scope, catalog=catalog,
                           engines=engines)  # fmt: skip
             ep = (ExpertParallelRow(accel.key, precision, tp.method, note=tp.note) if tp.note.startswith("refused")
                   else plan_expert_parallel(performance, accel, get_method(tp.method), skew=skew,
-                                            redundant_experts=redundant_experts, scope=scope))  # fmt: skip
+                                            redundant_experts=redundant_experts, scope=scope,
+                                            network=network))  # fmt: skip
             found.append(compare_parallelism(tp, ep, latent_kv=shape.latent_kv))
             if on_row is not None:
                 on_row(f"{hw}/{precision}")

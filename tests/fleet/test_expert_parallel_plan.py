@@ -12,11 +12,12 @@ import pytest
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.errors import BadInputError
 from recommender.evaluation.performance import PerformanceEvaluator
-from recommender.fleet.expert_parallel_plan import plan_expert_parallel
+from recommender.fleet.expert_parallel_plan import plan_expert_parallel, plan_parallelism
 from recommender.fleet.plan import plan_one
 from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
+from recommender.perf.catalog.links import resolve_link
 from recommender.quantize import get_method
 
 CATALOG = load_catalog()
@@ -56,3 +57,23 @@ def test_expert_parallelism_for_a_dense_model_is_refused_naming_the_flag() -> No
     with pytest.raises(BadInputError) as info:
         plan_expert_parallel(performance, H200, FP8)
     assert info.value.field == "--expert-parallel"
+
+
+def test_a_replica_too_large_for_one_node_spans_two_over_the_network_link() -> None:
+    # 671B parameters in FP8 do not fit eight 80 GB H100s; EP 16 over two nodes does, its all-to-all on InfiniBand.
+    h100 = CATALOG.get("h100-sxm")
+    network = resolve_link("infiniband-ndr", h100)
+    scope = PlanScope(tensor_parallel=(16,), batch_sizes=(64,), kv_cache_dtypes=("auto",))
+    row = plan_expert_parallel(PERFORMANCE, h100, FP8, scope=scope, network=network)
+    assert row.ep == 16 and row.gpus is not None and row.provenance is not None
+    assert "over nvlink and infiniband-ndr" in row.provenance.detail
+    one_node = plan_expert_parallel(PERFORMANCE, h100, FP8, scope=PlanScope(batch_sizes=(64,),
+                                                                            kv_cache_dtypes=("auto",)))
+    assert one_node.gpus is None and "holds a request" in one_node.note
+
+
+def test_a_link_within_a_node_between_the_nodes_of_a_replica_is_refused_naming_the_flag() -> None:
+    with pytest.raises(BadInputError) as info:
+        plan_parallelism(DEEPSEEK_V3, CATALOG, hardware=["h200"], precisions=["fp8"], traffic=TRAFFIC, sla=SLA,
+                         link="nvlink")  # fmt: skip
+    assert info.value.field == "--link"
