@@ -26,7 +26,7 @@ from recommender.engines.eligibility import eligibility
 from recommender.errors import BadInputError
 from recommender.evaluation.performance import GPU_MEMORY_UTILIZATION, PerformanceEvaluator
 from recommender.fleet.plan import PlanRow, plan_one
-from recommender.fleet.plan_scope import PlanScope
+from recommender.fleet.plan_scope import LADDER_GAIN, PlanScope
 from recommender.perf.catalog.links import resolve_link
 from recommender.perf.model.expert_load import check_expert_split, eplb_load, static_load, zipf_popularity
 from recommender.perf.model.expert_parallel import ExpertParallelLayout, ep_memory
@@ -121,6 +121,8 @@ def _evaluate(performance: PerformanceEvaluator, accel: Accelerator, method: Qua
     config = PROFILES[t.engine].batching(SchedulerConfig(
         kv_cache_tokens=memory.kv_tokens_per_rank, max_num_seqs=t.cap,
         max_num_batched_tokens=max(DEFAULT_MAX_BATCHED_TOKENS, t.cap)))  # fmt: skip
+    # The rank simulated as if it were a replica: its P99s at the target over the ranks it needs alone, at least
+    # the load each rank carries once replicas round up (conservative).
     rank = simulate_serving_interval(
         point, upper, config, traffic=performance.load, sla=performance.simulated_sla(t.engine, point.rank),
         engine=t.engine, confidence=sla.confidence,
@@ -138,6 +140,30 @@ def _evaluate(performance: PerformanceEvaluator, accel: Accelerator, method: Qua
         ttft_p99_ms=rank.ttft_ms.p99, ttft_p99_high_ms=rank.ttft_p99_high_ms, tpot_p99_ms=rank.tpot_ms.p99,
         tpot_p99_high_ms=rank.tpot_p99_high_ms, provenance=rank.provenance,
     )  # fmt: skip
+
+
+def _rank(row: ExpertParallelRow) -> tuple[float, float]:
+    """Fewest GPUs at the target traffic, then the most capacity per GPU."""
+    return (row.gpus or math.inf, -(row.requests_per_s_per_replica or 0.0) / (row.ep or 1))
+
+
+def _ladder(performance: PerformanceEvaluator, accel: Accelerator, method: QuantMethod, tries: list[_Try],
+            skew: float) -> list[ExpertParallelRow]:  # fmt: skip
+    """The batch caps of one layout climbed in order, stopped where a cap no longer fits its KV cache or carries
+    under ``LADDER_GAIN`` more than the best so far (``plan_scope``'s rule for aggregated replicas)."""
+    rows: list[ExpertParallelRow] = []
+    best = 0.0
+    for t in tries:
+        row = _evaluate(performance, accel, method, t, skew)
+        if row is None:  # a larger cap leaves less room still
+            break
+        rate = row.requests_per_s_per_replica or 0.0
+        if row.gpus is not None:
+            rows.append(row)
+        if best > 0 and rate < best * LADDER_GAIN:
+            break
+        best = max(best, rate)
+    return rows
 
 
 def plan_expert_parallel(
@@ -160,13 +186,9 @@ def plan_expert_parallel(
             for dp in sorted({1, ep}):
                 layout = ExpertParallelLayout(ep, dp, redundant_experts)
                 for kv in scope.kv_cache_dtypes:
-                    for cap in caps:
-                        row = _evaluate(performance, accel, method, _Try(engine, layout, cap, kv, network), skew)
-                        if row is None or row.gpus is None:
-                            continue
-                        key = (row.gpus, -(row.requests_per_s_per_replica or 0) / (row.ep or 1))
-                        if best is None or key < (best.gpus or math.inf, -(best.requests_per_s_per_replica or 0) /
-                                                  (best.ep or 1)):  # fmt: skip
+                    for row in _ladder(performance, accel, method, [_Try(engine, layout, c, kv, network) for c in caps],
+                                       skew):  # fmt: skip
+                        if best is None or _rank(row) < _rank(best):
                             best = row
     if best is None:
         why = (f"no expert-parallel replica of {degrees} {accel.key} GPUs holds a request and meets the SLA"
