@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -45,6 +46,23 @@ Schemes = Annotated[list[str] | None, typer.Option(
     help="Serving schemes to plan by name (repeat), e.g. w4a16-awq-g128; instead of --precision.")]
 Degrees = Annotated[list[int] | None, typer.Option(
     help="Tensor-parallel degrees to try (repeat); default: every power of two of the GPU's node.")]
+Layouts = Annotated[list[str] | None, typer.Option(
+    "--layout", help="Layouts to compare (repeat): aggregated, disaggregated (a prefill pool and a decode pool, the "
+    "KV moved over --link); default: aggregated only. With disaggregated, each GPU and precision shows both side "
+    "by side with the reason the winner wins.")]  # fmt: skip
+LinkName = Annotated[str, typer.Option(
+    "--link", help="The link the KV cache crosses between prefill and decode pools, and (a network link) between "
+    "the nodes of an expert-parallel replica (recommender/perf/catalog/links.yaml): nvlink, pcie, infiniband-ndr, "
+    "roce-400g.")]  # fmt: skip
+ExpertParallel = Annotated[bool, typer.Option(
+    "--expert-parallel", help="For a mixture-of-experts model: also plan attention data parallelism with expert "
+    "parallelism on one node, side by side with tensor parallelism and the reason the winner wins.")]  # fmt: skip
+ExpertSkew = Annotated[float, typer.Option(
+    "--expert-skew", min=0.0, max=10.0, help="Expert popularity as a Zipf exponent (0: uniform routing; 1: the "
+    "most popular expert draws ~16%% of DeepSeek-V3's token-expert pairs).")]  # fmt: skip
+RedundantExperts = Annotated[int, typer.Option(
+    "--redundant-experts", min=0, max=1024, help="Extra expert replicas per MoE layer placed by EPLB (0: static "
+    "placement).")]  # fmt: skip
 KVDtypes = Annotated[list[str] | None, typer.Option(
     help="KV cache dtypes to try (repeat): auto (16-bit), fp8; default: both (fp8 where the engine and GPU run it).")]
 
@@ -61,6 +79,65 @@ def _plan_with_progress(
     with step_progress(make_console(stderr=True), total=pairs, description="planning") as done:
         return plan(shape, catalog, hardware=hardware, precisions=pointed.precisions, traffic=traffic, sla=sla,
                     scope=pointed.scope, on_row=done, model=model, engines=pointed.engines)  # fmt: skip
+
+
+LAYOUTS = ("aggregated", "disaggregated")
+
+
+def _layouts(given: list[str] | None) -> list[str]:
+    """--layout values checked (each known, none twice); default: aggregated."""
+    from recommender.cli.plan_inputs import distinct
+
+    distinct(given or [], flag="--layout")
+    for value in given or []:
+        if value not in LAYOUTS:
+            raise BadInputError("--layout", f"unknown layout {value!r}", f"use {' or '.join(LAYOUTS)}")
+    return given or ["aggregated"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Views:
+    """The comparisons `plan` prints instead of its plain table: layouts (--layout disaggregated) or tensor against
+    expert parallelism (--expert-parallel)."""
+
+    layouts: list[str]
+    link: str
+    expert_parallel: bool
+    expert_skew: float
+    redundant_experts: int
+    name: str
+    json_output: bool
+    served: str
+
+    def shown(self, shape: ModelShape, catalog: Catalog, hardware: list[str], traffic: Traffic, sla: LatencySLA,
+              pointed: Pointed) -> bool:  # fmt: skip
+        """Print the comparison asked for, if any (False: the plain plan table answers)."""
+        from recommender.fleet.expert_parallel_plan import plan_parallelism
+        from recommender.fleet.layout_compare import plan_layouts
+        from recommender.report.layout_table import render_layouts, render_parallelism
+        from recommender.serialization import dumps, list_to_data
+
+        if "disaggregated" not in self.layouts and not self.expert_parallel:
+            return False
+        pairs, p = len(hardware) * len(pointed.precisions), pointed
+        with step_progress(make_console(stderr=True), total=pairs, description="planning") as done:
+            if self.expert_parallel:
+                ep = plan_parallelism(shape, catalog, hardware=hardware, precisions=p.precisions, traffic=traffic,
+                                      sla=sla, scope=p.scope, engines=p.engines, skew=self.expert_skew,
+                                      redundant_experts=self.redundant_experts, on_row=done,
+                                      link=self.link)  # fmt: skip
+            else:
+                layouts = plan_layouts(shape, catalog, hardware=hardware, precisions=p.precisions, traffic=traffic,
+                                       sla=sla, link=self.link, scope=p.scope, engines=p.engines, on_row=done,
+                                       model=self.served)  # fmt: skip
+        console = make_console(stderr=False)
+        if self.json_output:
+            print(dumps(list_to_data(ep if self.expert_parallel else layouts)))
+        elif self.expert_parallel:
+            render_parallelism(ep, name=self.name, traffic=traffic, sla=sla, console=console)
+        else:
+            render_layouts(layouts, name=self.name, traffic=traffic, sla=sla, console=console)
+        return True
 
 
 def plan_command(
@@ -87,21 +164,22 @@ def plan_command(
     tensor_parallel: Degrees = None,
     kv_cache_dtype: KVDtypes = None,
     price_set: PriceSetName = None,
+    layout: Layouts = None,
+    link: LinkName = "infiniband-ndr",
+    expert_parallel: ExpertParallel = False,
+    expert_skew: ExpertSkew = 0.0,
+    redundant_experts: RedundantExperts = 0,
     json_output: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
 ) -> None:
     """Project cost and latency for an architecture without its weights, across GPUs and precisions."""
     from recommender.cli.plan_inputs import pointed_plan, traffic_and_sla
-    from recommender.fleet.plan import rows_to_json
     from recommender.perf.catalog.architecture_check import check_request_fits
     from recommender.perf.catalog.gpus import load_catalog
     from recommender.perf.catalog.prices import get_price_set
     from recommender.perf.model.shape import ModelShape
-    from recommender.report.plan_table import render_cheapest_launch, render_plan
 
     if spec is not None:
-        from recommender.cli.plan_spec import plan_spec
-
-        plan_spec(spec, model, json_output)
+        _plan_from_spec(spec, model, json_output)
         return
     if model is None:
         raise BadInputError("--model", "no architecture to plan", "pass --model llama-3.1-8b (or --spec SPACE.yaml)")
@@ -115,11 +193,28 @@ def plan_command(
     hardware = pointed.hardware(catalog, shape, priced_only=price_set is not None)
     check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                        field="--prompt-tokens")  # fmt: skip
-    served = next(iter(getattr(config, "_hub_ids", None) or []), model)  # a shipped name launches its hub id
-    rows = _plan_with_progress(shape, catalog, hardware, traffic, sla, pointed, str(served))
+    served = str(next(iter(getattr(config, "_hub_ids", None) or []), model))  # a shipped name launches its hub id
+    if _Views(_layouts(layout), link, expert_parallel, expert_skew, redundant_experts, name, json_output,
+              served).shown(shape, catalog, hardware, traffic, sla, pointed):  # fmt: skip
+        return
+    _print_rows(_plan_with_progress(shape, catalog, hardware, traffic, sla, pointed, served), name=name,
+                traffic=traffic, sla=sla, served=served, json_output=json_output)  # fmt: skip
+
+
+def _plan_from_spec(spec: Path, model: str | None, json_output: bool) -> None:
+    from recommender.cli.plan_spec import plan_spec
+
+    plan_spec(spec, model, json_output)
+
+
+def _print_rows(rows: list[PlanRow], *, name: str, traffic: Traffic, sla: LatencySLA, served: str,
+                json_output: bool) -> None:  # fmt: skip
+    from recommender.fleet.plan import rows_to_json
+    from recommender.report.plan_table import render_cheapest_launch, render_plan
+
     if json_output:
         print(rows_to_json(rows))
         return
     console = make_console(stderr=False)
     render_plan(rows, name=name, traffic=traffic, sla=sla, console=console)
-    render_cheapest_launch(rows, str(served), console)
+    render_cheapest_launch(rows, served, console)

@@ -1,0 +1,235 @@
+"""`plan --layout disaggregated`: a prefill pool and a decode pool of one GPU type, sized for the user's traffic.
+
+Each pool's worker is a configuration the aggregated plan would also try (tensor-parallel degree, KV cache dtype,
+batch cap, engine; the same memory plan and calibrated step costs from ``PerformanceEvaluator``), simulated on
+the pool's own job (``perf/sim/disaggregated.py``). Given how the TTFT is split between the legs, the pools do
+not depend on each other, so each takes its cheapest worker on its own: the prefill pool the fewest GPUs whose
+P99 TTFT meets the prefill share, the decode pool the fewest whose P99 TPOT meets the limit. The TTFT split:
+the KV transfer of the longest prompt first (over the named link, at one rank per side: the most bytes per
+link), then ``DECODE_TTFT_SHARE`` of the rest to the decode side's wait for room and its first step, the rest to
+prefill. Both pools run one engine and one KV cache dtype (the KV moves as it is cached). The pools' GPUs,
+prefill plus decode, are what the layout costs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, KVCacheDtype
+from recommender.decision.cost import HOURS_PER_MONTH
+from recommender.engines import PROFILES
+from recommender.engines.batch_limits import batch_ladder
+from recommender.engines.disaggregated_launch import DisaggregatedLaunch, disaggregated_launch, equal_pool_tp_reason
+from recommender.engines.launch import launch_commands
+from recommender.evaluation.performance import Setup
+from recommender.fleet.plan_scope import LADDER_GAIN, PlanScope
+from recommender.perf.model.kv_transfer import kv_transfer
+from recommender.perf.sim.disaggregated import PoolEstimate, PoolSetup, decode_pool, prefill_pool
+from recommender.provenance import Provenance  # at run time: the rows' types are resolved when serialized
+
+if TYPE_CHECKING:
+    from recommender.evaluation.performance import PerformanceEvaluator
+    from recommender.perf.catalog.gpus import Accelerator
+    from recommender.perf.model.link import Link
+    from recommender.quantize import QuantMethod
+
+__all__ = ["DECODE_TTFT_SHARE", "DisaggregatedRow", "PoolChoice", "plan_disaggregated", "with_launch"]
+
+#: Share of the TTFT left after the KV transfer given to the decode side (its wait for KV room, then one step).
+DECODE_TTFT_SHARE = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class PoolChoice:
+    """One pool's worker configuration and how it does at the target traffic."""
+
+    tensor_parallel: int
+    batch_size: int
+    estimate: PoolEstimate
+
+
+@dataclass(frozen=True, slots=True)
+class DisaggregatedRow:
+    """The cheapest prefill + decode pools of one GPU at one precision, or why there are none (`note`)."""
+
+    hardware: str
+    precision: str
+    method: str
+    link: str
+    engine: str = ""
+    kv_cache_dtype: str = "auto"
+    prefill: PoolChoice | None = None
+    decode: PoolChoice | None = None
+    transfer_ms: float | None = None
+    gpus: int | None = None
+    usd_per_month: float | None = None
+    ttft_p99_ms: float | None = None
+    ttft_p99_high_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    tpot_p99_high_ms: float | None = None
+    note: str = ""
+    provenance: Provenance | None = None
+    #: Each pool's worker command with its role, and the router ("" engine: not emitted; None: nothing to launch).
+    launch: DisaggregatedLaunch | None = None
+
+
+def with_launch(row: DisaggregatedRow, *, model: str, accel: Accelerator, max_model_len: int) -> DisaggregatedRow:
+    """`row` with its pools' commands serving `model` (a checkpoint scheme serves ``<model name>-<scheme>``)."""
+    if row.prefill is None or row.decode is None or not row.engine:
+        return row
+    checkpoint = f"{model.rstrip('/').rsplit('/', 1)[-1]}-{row.method}"  # where `recommender quantize --out` puts it
+    commands = []
+    for pool in (row.prefill, row.decode):
+        candidate = Candidate(row.precision, row.method, row.hardware, pool.batch_size, pool.tensor_parallel,
+                              kv_cache_dtype="fp8" if row.kv_cache_dtype == "fp8" else "auto")  # fmt: skip
+        emitted = launch_commands(candidate, model=model, max_model_len=max_model_len, checkpoint=checkpoint,
+                                  device=accel.device, engine=row.engine)  # fmt: skip
+        if not emitted or emitted[0].engine != row.engine or not emitted[0].command:
+            return row
+        commands.append(emitted[0].command)
+    return replace(row, launch=disaggregated_launch(
+        row.engine, prefill_command=commands[0], decode_command=commands[1],
+        prefill_workers=row.prefill.estimate.workers, decode_workers=row.decode.estimate.workers))  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _Budgets:
+    transfer_ms: float
+    prefill_ttft_ms: float
+    decode_ttft_ms: float
+
+
+def _budgets(performance: PerformanceEvaluator, link: Link, kv: str) -> _Budgets:
+    """The TTFT split: the longest prompt's KV transfer, then the decode side's share, the rest to prefill."""
+    longest = performance.traffic.longest_prompt_tokens
+    moved = kv_transfer(performance.shape, prompt_tokens=longest, link=link, kv_cache_dtype=kv)
+    left = performance.sla.ttft_p99_ms - moved.seconds * 1e3
+    return _Budgets(moved.seconds * 1e3, left * (1 - DECODE_TTFT_SHARE), left * DECODE_TTFT_SHARE)
+
+
+def _pool_setup(
+    performance: PerformanceEvaluator, accel: Accelerator, method: QuantMethod, c: Candidate, engine: str
+) -> PoolSetup | None:
+    """`c` served by `engine` as one pool's worker (None: it does not run or fit, or `engine` does not serve it)."""
+    setup = performance.setup(c)
+    if not isinstance(setup, Setup) or engine not in setup.engines:
+        return None
+    point = performance.calibrated.step_cost(performance.shape, method, accel, engine,
+                                             tensor_parallel=c.tensor_parallel, kv_cache_dtype=c.kv_cache_dtype)
+    launched = replace(setup.scheduler, max_num_batched_tokens=max(c.max_num_batched_tokens, c.batch_size))
+    return PoolSetup(point, performance.checked_step_cost(point, engine), PROFILES[engine].batching(launched),
+                     c.tensor_parallel, performance.request_overhead_ms(engine, point))  # fmt: skip
+
+
+def _cheaper(a: PoolChoice | None, b: PoolChoice) -> PoolChoice:
+    """The pool with fewer GPUs at the target traffic (then more capacity per GPU)."""
+    if a is None:
+        return b
+    key = lambda p: (p.estimate.gpus, -p.estimate.requests_per_s / p.tensor_parallel)  # noqa: E731
+    return min(a, b, key=key)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pools:
+    """What each pool tries: the candidate maker, the engine, and the budgets."""
+
+    performance: PerformanceEvaluator
+    accel: Accelerator
+    method: QuantMethod
+    precision: str
+    engine: str
+    kv: KVCacheDtype
+    budgets: _Budgets
+
+    def make(self, cap: int, tp: int) -> Candidate:
+        return Candidate(self.precision, self.method.name, self.accel.key, cap, tp, DEFAULT_MAX_BATCHED_TOKENS, self.kv)
+
+    def prefill(self, degrees: list[int], caps: list[int]) -> PoolChoice | None:
+        best = None
+        for tp in degrees:
+            pool = _pool_setup(self.performance, self.accel, self.method, self.make(caps[0], tp), self.engine)
+            if pool is not None:
+                got = prefill_pool(pool, self.performance.load, ttft_budget_ms=self.budgets.prefill_ttft_ms)
+                best = _cheaper(best, PoolChoice(tp, caps[0], got)) if got.serves else best
+        return best
+
+    def decode(self, degrees: list[int], caps: list[int]) -> PoolChoice | None:
+        best, sla = None, self.performance.sla
+        for tp in degrees:
+            rate = 0.0
+            for cap in caps:  # the ladder, stopped once a doubled cap carries under LADDER_GAIN more
+                pool = _pool_setup(self.performance, self.accel, self.method, self.make(cap, tp), self.engine)
+                if pool is None:
+                    break
+                got = decode_pool(pool, self.performance.load, ttft_budget_ms=self.budgets.decode_ttft_ms,
+                                  tpot_limit_ms=sla.tpot_p99_ms,
+                                  longest_prompt=self.performance.traffic.longest_prompt_tokens)  # fmt: skip
+                if got.serves:
+                    best = _cheaper(best, PoolChoice(tp, cap, got))
+                if rate > 0 and got.requests_per_s < rate * LADDER_GAIN:
+                    break
+                rate = max(rate, got.requests_per_s)
+        return best
+
+
+def _row(pools: _Pools, link: Link, prefill: PoolChoice, decode: PoolChoice) -> DisaggregatedRow:
+    performance, accel = pools.performance, pools.accel
+    moved = kv_transfer(performance.shape, prompt_tokens=performance.traffic.longest_prompt_tokens, link=link,
+                        kv_cache_dtype=pools.kv, prefill_tp=prefill.tensor_parallel,
+                        decode_tp=decode.tensor_parallel)  # fmt: skip
+    transfer_ms = moved.seconds * 1e3
+    gpus = prefill.estimate.gpus + decode.estimate.gpus
+    hourly = accel.price_per_hour_usd
+    p, d = prefill.estimate, decode.estimate
+    return DisaggregatedRow(
+        hardware=accel.key, precision=pools.precision, method=pools.method.name, link=link.name, engine=pools.engine,
+        kv_cache_dtype=pools.kv, prefill=prefill, decode=decode, transfer_ms=transfer_ms, gpus=gpus,
+        usd_per_month=None if hourly is None else hourly * gpus * HOURS_PER_MONTH,
+        ttft_p99_ms=p.ttft_p99_ms + transfer_ms + d.ttft_p99_ms,
+        ttft_p99_high_ms=p.ttft_p99_high_ms + transfer_ms + d.ttft_p99_high_ms,
+        tpot_p99_ms=d.tpot_p99_ms, tpot_p99_high_ms=d.tpot_p99_high_ms,
+        provenance=d.provenance.extended(f"with {p.provenance.detail}; KV transfer {transfer_ms:.2f} ms over "
+                                         f"{link.name} ({link.source[:80]})"),
+    )  # fmt: skip
+
+
+def _degree_groups(engine: str, performance: PerformanceEvaluator, degrees: list[int]) -> list[list[int]]:
+    """The degrees the two pools choose from together: all of them, or one at a time where `engine` transfers KV
+    only between equal TP sizes (``equal_pool_tp_reason``)."""
+    shape = performance.shape
+    window = shape.attention is not None and bool(shape.attention.window) and shape.attention.n_window_layers > 0
+    if equal_pool_tp_reason(engine, window_layers=window, latent_kv=shape.latent_kv) is None:
+        return [degrees]
+    return [[d] for d in degrees]
+
+
+def plan_disaggregated(
+    performance: PerformanceEvaluator, accel: Accelerator, precision: str, method: QuantMethod, *, link: Link,
+    scope: PlanScope | None = None,
+) -> DisaggregatedRow:  # fmt: skip
+    """The cheapest prefill + decode pools of `accel` at `precision` for the evaluator's traffic and SLA, over
+    every engine and KV cache dtype in scope (one of each for both pools)."""
+    scope = scope or PlanScope()
+    degrees = scope.degrees(accel.max_tensor_parallel)
+    caps = list(scope.batch_sizes) or batch_ladder(performance.engines, DEFAULT_MAX_BATCHED_TOKENS)
+    best: DisaggregatedRow | None = None
+    for engine in performance.engines:
+        for kv in scope.kv_cache_dtypes:
+            budgets = _budgets(performance, link, kv)
+            if budgets.prefill_ttft_ms <= 0:
+                continue
+            pools = _Pools(performance, accel, method, precision, engine, kv, budgets)
+            for together in _degree_groups(engine, performance, degrees):  # equal degrees where the engine needs it
+                prefill = pools.prefill(together, caps)
+                decode = pools.decode(together, caps) if prefill is not None else None
+                if prefill is None or decode is None:
+                    continue
+                row = _row(pools, link, prefill, decode)
+                if best is None or (row.gpus or math.inf) < (best.gpus or math.inf):
+                    best = row
+    if best is None:
+        return DisaggregatedRow(accel.key, precision, method.name, link.name,
+                                note="no prefill and decode pools meet the SLA (or fit) on this GPU")  # fmt: skip
+    return best

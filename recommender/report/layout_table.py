@@ -1,0 +1,115 @@
+"""The printed answers of `recommender plan --layout disaggregated` (aggregated against disaggregated) and
+`--expert-parallel` (tensor against expert parallelism) per GPU and precision: the winner and the reason it wins."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from recommender.config.spec import LatencySLA, Traffic
+    from recommender.fleet.expert_parallel_plan import ParallelismComparison
+    from recommender.fleet.layout_compare import LayoutComparison
+
+_COLUMNS = (
+    "GPU", "precision", "winner", "agg GPUs", "agg $/month", "agg P99 TTFT/TPOT ms", "prefill pool", "decode pool",
+    "KV move ms", "P+D GPUs", "P+D $/month", "P+D P99 TTFT/TPOT ms",
+)  # fmt: skip
+
+
+def _money(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _p99s(ttft: float | None, tpot: float | None) -> str:
+    return "-" if ttft is None or tpot is None else f"{ttft:.0f} / {tpot:.1f}"
+
+
+def _cells(c: LayoutComparison) -> tuple[str, ...]:
+    a, d = c.aggregated, c.disaggregated
+    agg_gpus = "-" if a.replicas is None or a.tensor_parallel is None else f"{a.replicas * a.tensor_parallel}"
+    pools = [
+        "-" if p is None else f"{p.estimate.workers} x TP{p.tensor_parallel}, batch {p.batch_size}"
+        for p in (d.prefill, d.decode)
+    ]
+    return (
+        c.hardware, c.precision, c.winner or "-", agg_gpus, _money(a.usd_per_month),
+        _p99s(a.ttft_p99_high_ms or a.ttft_p99_ms, a.tpot_p99_high_ms or a.tpot_p99_ms), pools[0], pools[1],
+        "-" if d.transfer_ms is None else f"{d.transfer_ms:.2f} ({d.link})", str(d.gpus or "-"),
+        _money(d.usd_per_month), _p99s(d.ttft_p99_high_ms, d.tpot_p99_high_ms),
+    )  # fmt: skip
+
+
+def render_layouts(
+    found: Sequence[LayoutComparison], *, name: str, traffic: Traffic, sla: LatencySLA, console: Console
+) -> None:
+    """The side-by-side table, then one line per GPU and precision saying why its winner wins."""
+    table = Table(title=f"{name}: aggregated vs disaggregated at {traffic.requests_per_second:g} req/s, "
+                  f"{traffic.prompt_tokens} + {traffic.output_tokens} tokens, P99 TTFT <= {sla.ttft_p99_ms:g} ms, "
+                  f"P99 TPOT <= {sla.tpot_p99_ms:g} ms (P99s at the upper ends of their intervals)")  # fmt: skip
+    for column in _COLUMNS:
+        table.add_column(column)
+    for c in found:
+        table.add_row(*_cells(c))
+    console.print(table)
+    for c in found:
+        console.print(f"{c.hardware}/{c.precision}: {c.reason}", soft_wrap=True, highlight=False)
+    _render_cheapest_launch(found, console)
+
+
+def _render_cheapest_launch(found: Sequence[LayoutComparison], console: Console) -> None:
+    """The pools' commands of the cheapest disaggregated row that wins (nothing when none does)."""
+    wins = [c for c in found if c.winner == "disaggregated" and c.disaggregated.launch is not None]
+    if not wins:
+        return
+    best = min(wins, key=lambda c: c.disaggregated.usd_per_month or float("inf"))
+    launch = best.disaggregated.launch
+    assert launch is not None
+    console.print(f"\nLaunch ({best.hardware}/{best.precision}, {launch.engine}):", highlight=False)
+    for label, command in ((f"prefill x {launch.prefill_workers}", launch.prefill),
+                           (f"decode x {launch.decode_workers}", launch.decode), ("router", launch.router)):
+        console.print(f"  {label}: {command}", soft_wrap=True, highlight=False, markup=False)
+    for note in launch.notes:
+        console.print(f"  note: {note}", soft_wrap=True, highlight=False, markup=False)
+    if launch.dynamo:
+        console.print("\nDynamo deployment (kubectl apply -f):", highlight=False)
+        console.print(launch.dynamo, soft_wrap=True, highlight=False, markup=False)
+
+
+_EP_COLUMNS = (
+    "GPU", "precision", "winner", "TP GPUs", "TP $/month", "TP P99 TTFT/TPOT ms", "EP replica", "expert load",
+    "EP GPUs", "EP $/month", "EP P99 TTFT/TPOT ms",
+)  # fmt: skip
+
+
+def _ep_cells(c: ParallelismComparison) -> tuple[str, ...]:
+    t, e = c.tensor_parallel, c.expert_parallel
+    tp_gpus = "-" if t.replicas is None or t.tensor_parallel is None else f"{t.replicas * t.tensor_parallel}"
+    replica = "-" if e.ep is None else (f"{e.replicas or '-'} x EP{e.ep}, {e.attention_dp} attention rank(s), "
+                                        f"batch {e.batch_size_per_rank}/rank")  # fmt: skip
+    load = "-" if e.imbalance is None else f"{e.imbalance:.2f}x mean, {e.redundant_experts} redundant"
+    return (
+        c.hardware, c.precision, c.winner or "-", tp_gpus, _money(t.usd_per_month),
+        _p99s(t.ttft_p99_high_ms or t.ttft_p99_ms, t.tpot_p99_high_ms or t.tpot_p99_ms), replica, load,
+        str(e.gpus or "-"), _money(e.usd_per_month), _p99s(e.ttft_p99_high_ms, e.tpot_p99_high_ms),
+    )  # fmt: skip
+
+
+def render_parallelism(
+    found: Sequence[ParallelismComparison], *, name: str, traffic: Traffic, sla: LatencySLA, console: Console
+) -> None:
+    """Tensor against expert parallelism per GPU and precision, then why each winner wins."""
+    table = Table(title=f"{name}: tensor vs expert parallelism at {traffic.requests_per_second:g} req/s, "
+                  f"{traffic.prompt_tokens} + {traffic.output_tokens} tokens, P99 TTFT <= {sla.ttft_p99_ms:g} ms, "
+                  f"P99 TPOT <= {sla.tpot_p99_ms:g} ms (P99s at the upper ends of their intervals)")  # fmt: skip
+    for column in _EP_COLUMNS:
+        table.add_column(column)
+    for c in found:
+        table.add_row(*_ep_cells(c))
+    console.print(table)
+    for c in found:
+        console.print(f"{c.hardware}/{c.precision}: {c.reason}", soft_wrap=True, highlight=False)

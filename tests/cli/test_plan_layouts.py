@@ -1,0 +1,62 @@
+"""`recommender plan --layout aggregated --layout disaggregated` through the real CLI: both layouts side by side with
+the winner and its reason; a layout or link it does not know is one line, exit 2, nothing printed on stdout."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+NARROW = ("plan", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--precision", "fp8", "--engine", "vllm",
+          "--tensor-parallel", "1", "--batch-size", "256", "--kv-cache-dtype", "auto", "--prompt-tokens", "128",
+          "--output-tokens", "256", "--rps", "5", "--ttft-ms", "300", "--tpot-ms", "30")  # fmt: skip
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "recommender.cli.main", *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=300)  # fmt: skip
+
+
+def test_plan_prints_both_layouts_with_the_winner_and_its_reason_as_json() -> None:
+    result = _run(*NARROW, "--layout", "aggregated", "--layout", "disaggregated", "--link", "infiniband-ndr", "--json")
+    assert result.returncode == 0, result.stderr
+    [row] = json.loads(result.stdout)
+    assert row["winner"] == "aggregated" and row["reason"].startswith("aggregated wins")
+    assert row["disaggregated"]["link"] == "infiniband-ndr" and row["disaggregated"]["gpus"] == 2
+    assert row["disaggregated"]["prefill"]["estimate"]["workers"] == 1
+    assert row["aggregated"]["replicas"] == 1
+    launch = row["disaggregated"]["launch"]  # the pools' commands serving the shipped model's hub id
+    assert launch["engine"] == "vllm" and "kv_producer" in launch["prefill"] and "kv_consumer" in launch["decode"]
+    assert "meta-llama/Llama-3.1-8B" in launch["prefill"] or "Llama-3.1-8B" in launch["prefill"]
+
+
+@pytest.mark.parametrize(("flags", "needles"), [
+    (("--layout", "disaggregated", "--link", "carrier-pigeon"), ("--link", "unknown link", "infiniband-ndr")),
+    (("--layout", "sideways"), ("--layout", "unknown layout", "disaggregated")),
+    (("--layout", "disaggregated", "--layout", "disaggregated"), ("--layout", "given twice")),
+])  # fmt: skip
+def test_an_unknown_layout_or_link_is_one_line_and_exit_2(flags: tuple[str, ...], needles: tuple[str, ...]) -> None:
+    result = _run(*NARROW, *flags)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert all(n in line for n in needles), line
+
+
+@pytest.mark.parametrize(("flags", "needles"), [
+    (("--model", "llama-3.1-8b", "--expert-parallel"), ("--expert-parallel", "mixture-of-experts")),
+    (("--model", "deepseek-v3", "--expert-parallel", "--tensor-parallel", "8", "--redundant-experts", "3"),
+     ("--tensor-parallel", "do not split 259 experts")),
+])  # fmt: skip
+def test_expert_parallelism_for_a_dense_model_or_an_uneven_expert_split_is_one_line_and_exit_2(
+    flags: tuple[str, ...], needles: tuple[str, ...]
+) -> None:
+    result = _run("plan", "--hardware", "h200", "--precision", "fp8", *flags)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert all(n in line for n in needles), line
