@@ -18,14 +18,14 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, KVCacheDtype
-from recommender.decision.cost import HOURS_PER_MONTH
 from recommender.engines import PROFILES
 from recommender.engines.batch_limits import batch_ladder
 from recommender.engines.disaggregated_launch import DisaggregatedLaunch, disaggregated_launch, equal_pool_tp_reason
-from recommender.engines.launch import launch_commands
 from recommender.evaluation.performance import Setup
+from recommender.fleet.launch import launch_commands
 from recommender.fleet.plan_scope import LADDER_GAIN, PlanScope
 from recommender.perf.model.kv_transfer import kv_transfer
+from recommender.perf.pricing import HOURS_PER_MONTH
 from recommender.perf.sim.disaggregated import PoolEstimate, PoolSetup, decode_pool, prefill_pool
 from recommender.provenance import Provenance  # at run time: the rows' types are resolved when serialized
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS
-from recommender.decision.cost import HOURS_PER_MONTH
 from recommender.engines import DEFAULT_ENGINES, PROFILES
 from recommender.engines.batch_limits import batch_ladder
 from recommender.engines.eligibility import eligibility
@@ -30,6 +29,7 @@ from recommender.fleet.plan_scope import LADDER_GAIN, PlanScope
 from recommender.perf.catalog.links import resolve_link
 from recommender.perf.model.expert_load import check_expert_split, eplb_load, static_load, zipf_popularity
 from recommender.perf.model.expert_parallel import ExpertParallelLayout, ep_memory
+from recommender.perf.pricing import HOURS_PER_MONTH
 from recommender.perf.sim.capacity import replicas_needed
 from recommender.perf.sim.scheduler_config import SchedulerConfig
 from recommender.perf.sim.serving import simulate_serving_interval
