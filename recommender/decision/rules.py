@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from recommender.evaluation.candidate import CandidateResult
+from recommender.money import usd
 from recommender.perf.pricing import COST_TOLERANCE, tie_band
 from recommender.quantize.precisions import least_quantized, precision_bits
 
@@ -134,8 +135,8 @@ def quality_cannot_matter(result: CandidateResult, bound: CostBound | None) -> s
     month = result.cost.usd_per_month
     if month > bound.usd_per_month:
         return (
-            f"not evaluated: ${month:,.2f}/month at the target traffic is above ${bound.usd_per_month:,.2f}/month, "
-            "a feasible candidate's (tie tolerance included)"
+            f"not evaluated: {usd(month, cents=True)}/month at the target traffic is above "
+            f"{usd(bound.usd_per_month, cents=True)}/month, a feasible candidate's (tie tolerance included)"
         )
     winner = next(
         (
@@ -147,8 +148,8 @@ def quality_cannot_matter(result: CandidateResult, bound: CostBound | None) -> s
     )
     if winner is not None:
         return (
-            f"not evaluated: {winner.key} is feasible at ${_month(winner):,.2f}/month, no more than this, and wins "
-            "the tie before quality is compared (less quantized, or launched by more of the spec's engines)"
+            f"not evaluated: {winner.key} is feasible at {usd(_month(winner), cents=True)}/month, no more than this, "
+            "and wins the tie before quality is compared (less quantized, or launched by more of the spec's engines)"
         )
     return None
 
@@ -184,5 +185,5 @@ def quantization_does_not_pay(results: Iterable[CandidateResult], winner: Candid
     month, theirs = _month(winner), _month(cheapest)
     head = f"quantization does not pay at this traffic: {w.precision} on {w.hardware} costs"
     if theirs == month:
-        return f"{head} the same ${month:,.0f}/month as {cheapest.key}"
-    return f"{head} ${month:,.0f}/month, within {COST_TOLERANCE:.0%} of {cheapest.key}'s ${theirs:,.0f}/month"
+        return f"{head} the same {usd(month)}/month as {cheapest.key}"
+    return f"{head} {usd(month)}/month, within {COST_TOLERANCE:.0%} of {cheapest.key}'s {usd(theirs)}/month"

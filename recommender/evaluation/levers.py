@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from recommender.evaluation.performance import Performance, PerformanceEvaluator
+from recommender.money import usd
 from recommender.speculation.methods import NONE
 
 if TYPE_CHECKING:
@@ -60,10 +61,10 @@ def _verdict(with_cost: float | None, without_cost: float | None, why_not: str, 
         return f"not compared: {why_not or 'one side has no price'}"
     change = (with_cost - without_cost) / without_cost
     if change < -SAME_COST:
-        return f"pays: ${with_cost:,.0f}/month with it, ${without_cost:,.0f} without ({change:+.1%})"
+        return f"pays: {usd(with_cost)}/month with it, {usd(without_cost)} without ({change:+.1%})"
     if change > SAME_COST:
-        return f"does not pay: ${with_cost:,.0f}/month with it, ${without_cost:,.0f} without ({change:+.1%}): {binding}"
-    return f"same ${with_cost:,.0f}/month with and without: the replica count is set by {binding}"
+        return f"does not pay: {usd(with_cost)}/month with it, {usd(without_cost)} without ({change:+.1%}): {binding}"
+    return f"same {usd(with_cost)}/month with and without: the replica count is set by {binding}"
 
 
 def _speculation(evaluator: PerformanceEvaluator, spec: SearchSpec, winner: CandidateResult) -> list[LeverEffect]:
@@ -107,7 +108,7 @@ def _cheaper_elsewhere(best_without: Performance | CandidateResult, with_cost: f
     _, cost, _ = _figures(best_without)
     if not isinstance(best_without, Performance) or cost is None or with_cost is None or cost >= with_cost:
         return ""
-    return f"; without it {best_without.setup.engine} serves it for ${cost:,.0f}/month"
+    return f"; without it {best_without.setup.engine} serves it for {usd(cost)}/month"
 
 
 def _acceptance(performance: Performance) -> str:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from recommender.errors import BadInputError
+from recommender.money import usd
 from recommender.quality.result import QualityResult
 from recommender.quality.statistics import MIN_CONTINUOUS_DOCS, DocPairs, paired_bootstrap
 from recommender.quality.suite import TaskThreshold, Threshold
@@ -116,7 +117,7 @@ def _cost_regressions(candidate: ReleaseStudy, against: ReleaseStudy, limits: Ga
         increase = 100.0 * (new_price / old_price - 1.0)
         if increase > limits.max_cost_increase_pct:
             broken.append(
-                f"cost: ${new_price:.4g}/1M tokens ({new.key}) vs ${old_price:.4g} "
+                f"cost: {usd(new_price, significant=3)}/1M tokens ({new.key}) vs {usd(old_price, significant=3)} "
                 f"({old.key}): {increase:+.1f} % > +{limits.max_cost_increase_pct:g} %"
             )
     return broken

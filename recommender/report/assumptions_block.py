@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from recommender.report.blocks import Block, Cell, Heading, Span, Table, bold, code, link, para, usd, usd_1m
+from recommender.money import usd
+from recommender.report.blocks import Block, Cell, Heading, Span, Table, bold, code, link, para
 
 if TYPE_CHECKING:
     from recommender.decision.assumptions import Assumptions, Fleet, GpuPrice
@@ -36,7 +37,7 @@ def price_cell(price: GpuPrice | None) -> Cell:
         return f"not priced: {price.source}"
     dated = f", {price.date}" if price.date else ""
     source: Span = link(price.url.split("://", 1)[1], price.url) if price.url else Span(price.source)
-    return (Span(f"${price.usd_per_hour:,.4g} per GPU-hour ("), source, Span(f"{dated})"))
+    return (Span(f"{usd(price.usd_per_hour)} per GPU-hour ("), source, Span(f"{dated})"))
 
 
 def traffic_text(a: Assumptions) -> str:
@@ -88,9 +89,9 @@ def _saving(rec: Recommendation, a: Assumptions, fleet: Fleet) -> list[Block]:
             f" ({abs(share):.1%} of the bill) against the current ",
             code(current.key),
             f" at {usd(now.usd_per_month)}/month ({now.accelerators} GPU(s), each replica {now.utilisation:.0%} busy). "
-            f"Per 1M tokens actually served (at the mean rate): {usd_1m(fleet.usd_per_1m_tokens_served)} against "
-            f"{usd_1m(now.usd_per_1m_tokens_served)}; per 1M tokens at capacity (a replica running flat out): "
-            f"{usd_1m(fleet.usd_per_1m_tokens_at_capacity)} against {usd_1m(now.usd_per_1m_tokens_at_capacity)}. "
+            f"Per 1M tokens actually served (at the mean rate): {usd(fleet.usd_per_1m_tokens_served)} against "
+            f"{usd(now.usd_per_1m_tokens_served)}; per 1M tokens at capacity (a replica running flat out): "
+            f"{usd(fleet.usd_per_1m_tokens_at_capacity)} against {usd(now.usd_per_1m_tokens_at_capacity)}. "
             f"Ranking: {a.ranking}.",
         )
     ]
@@ -133,8 +134,8 @@ def assumptions(rec: Recommendation) -> list[Block]:
             f"{f.load_rps_per_replica:,.4g} req/s",
             f"{f.utilisation:.1%}",
             usd(f.usd_per_month),
-            usd_1m(f.usd_per_1m_tokens_served),
-            usd_1m(f.usd_per_1m_tokens_at_capacity),
+            usd(f.usd_per_1m_tokens_served),
+            usd(f.usd_per_1m_tokens_at_capacity),
         )
         for f in a.fleets
     )

@@ -7,7 +7,6 @@ say different things.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
@@ -110,22 +109,6 @@ def inline(text: str) -> tuple[Span, ...]:
 
 
 # -- number formats ------------------------------------------------------------------------
-
-
-def usd_1m(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value >= 100:
-        return f"${value:,.0f}"
-    if value >= 1:
-        return f"${value:,.2f}"
-    if 0 < value < 1e-3:  # plain decimals, 4 significant digits: "$0.00007090", never "$7.090e-05"
-        return f"${value:.{3 - math.floor(math.log10(value))}f}"
-    return f"${value:#.4g}"
-
-
-def usd(value: float | None) -> str:
-    return "-" if value is None else f"${value:,.0f}"
 
 
 def num(value: float | None, spec: str = ".4g") -> str:

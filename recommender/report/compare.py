@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from recommender.money import usd
 from recommender.releases.history import ReleaseStudy
 
 
@@ -84,10 +85,6 @@ def compare_data(model: str, studies: list[ReleaseStudy]) -> Comparison:
     return Comparison(model, studies[0].use_case if studies else None, releases)
 
 
-def _money(value: float | None) -> str:
-    return "-" if value is None else f"${value:.4g}"
-
-
 def render_compare(data: Comparison, console: Console) -> None:
     releases = data.releases
     summary = Table(title=f"{data.model} across releases, use case {data.use_case}")
@@ -96,7 +93,7 @@ def render_compare(data: Comparison, console: Console) -> None:
     for r in releases:
         saving = r.saving_percent_per_1m_tokens
         summary.add_row(
-            r.release, r.recommended or "nothing feasible", _money(r.usd_per_1m_tokens),
+            r.release, r.recommended or "nothing feasible", usd(r.usd_per_1m_tokens, significant=3),
             "-" if r.ttft_p99_ms is None else f"{r.ttft_p99_ms:.1f}",
             "-" if r.tpot_p99_ms is None else f"{r.tpot_p99_ms:.2f}",
             "-" if saving is None else f"{saving:.1f} %",

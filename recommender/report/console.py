@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from recommender.errors import one_line
+from recommender.money import usd
 
 if TYPE_CHECKING:
     from recommender.evaluation.candidate import CandidateResult
@@ -83,7 +84,7 @@ def step_progress(console: Console, *, total: int, description: str) -> Iterator
 
 def _line(result: CandidateResult) -> str:
     """An evaluated candidate in one line: its key, its monthly cost at the traffic, feasible or what it broke."""
-    price = "-" if result.usd_per_month is None else f"${result.usd_per_month:,.0f}/month"
+    price = "-" if result.usd_per_month is None else f"{usd(result.usd_per_month)}/month"
     verdict = "feasible" if result.feasible else ("; ".join(result.broken) or result.quality_verdict)
     alarm = " (!) capacity far under its physics ceiling" if result.serving and result.serving.physics_alarm else ""
     return f"{result.candidate.key:<44} {price:>14}  {verdict}{alarm}"

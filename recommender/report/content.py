@@ -16,6 +16,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from recommender.money import usd
 from recommender.perf.model.memory import RUNTIME_OVERHEAD_GB
 from recommender.report.assumptions_block import assumptions, headline
 from recommender.report.blocks import (
@@ -33,8 +34,6 @@ from recommender.report.blocks import (
     inline,
     num,
     para,
-    usd,
-    usd_1m,
 )
 from recommender.report.figure_data import describe_figures, speed_kind
 from recommender.report.levers_block import levers
@@ -75,7 +74,7 @@ def _misses(rec: Recommendation) -> list[Block]:
     if not misses:
         return [para("No candidate could be priced: every one was pruned or met no rate within the SLA.")]
     items = tuple(
-        (code(r.key), Span(f" at {usd_1m(r.usd_per_1m_tokens)} per 1M tokens: " + "; ".join(r.broken))) for r in misses
+        (code(r.key), Span(f" at {usd(r.usd_per_1m_tokens)} per 1M tokens: " + "; ".join(r.broken))) for r in misses
     )
     return [para("Closest misses (fewest thresholds broken, then cheapest):"), Bullets(items)]
 
@@ -115,7 +114,7 @@ def answer(rec: Recommendation) -> list[Block]:
     head: list[str | Span] = [
         bold("Recommended: "),
         code(winner.key),
-        f" at {usd_1m(winner.usd_per_1m_tokens)} per 1M tokens "
+        f" at {usd(winner.usd_per_1m_tokens)} per 1M tokens "
         f"({replicas} replica(s), {usd(winner.usd_per_month)}/month at the target traffic)",
     ]
     return [para(*head, *_against_current(rec, winner)), *note]
@@ -168,7 +167,7 @@ def _latency(result: CandidateResult, which: str, digits: str) -> str:
 
 _COMPARISON_ROWS: tuple[_Row, ...] = (
     ("config", lambda r: r.key),
-    ("$/1M tokens at capacity", lambda r: usd_1m(r.usd_per_1m_tokens)),
+    ("$/1M tokens at capacity", lambda r: usd(r.usd_per_1m_tokens)),
     ("replicas at target traffic", lambda r: "-" if r.cost is None else str(r.cost.replicas)),
     ("$/month", lambda r: usd(r.usd_per_month)),
     ("P99 TTFT", lambda r: _latency(r, "ttft", ",.1f")),
@@ -177,7 +176,7 @@ _COMPARISON_ROWS: tuple[_Row, ...] = (
     ("memory per device", lambda r: _memory(r)),
     ("quality verdict", lambda r: r.quality_verdict),
     ("thresholds broken", lambda r: "; ".join(r.broken) or "none"),
-    ("price per GPU-hour", lambda r: "-" if r.cost is None else f"${r.cost.price_per_hour_usd:,.4g}"),
+    ("price per GPU-hour", lambda r: usd(None if r.cost is None else r.cost.price_per_hour_usd)),
     ("price source", lambda r: inline(r.cost.price_source) if r.cost is not None and r.cost.price_source
      else "not recorded"),
     ("speed and latency source", lambda r: "not recorded" if r.serving is None else str(r.serving.provenance)),
@@ -254,7 +253,7 @@ def rejected(rec: Recommendation) -> list[Block]:
     if not rec.rejected_cheaper:
         return [title, para("None: nothing cheaper was evaluated.")]
     rows = tuple(
-        (r.key, usd(r.usd_per_month), usd_1m(r.usd_per_1m_tokens), r.quality_verdict, speed_kind(r),
+        (r.key, usd(r.usd_per_month), usd(r.usd_per_1m_tokens), r.quality_verdict, speed_kind(r),
          "; ".join(r.broken))  # fmt: skip
         for r in rec.rejected_cheaper[:MAX_REJECTED_ROWS]
     )
@@ -275,7 +274,7 @@ def ties(rec: Recommendation) -> list[Block]:
     if not rec.ties:
         return []
     rows = tuple(
-        (r.key, usd(r.usd_per_month), usd_1m(r.usd_per_1m_tokens), num(_mean_kl(r), ".2g"))
+        (r.key, usd(r.usd_per_month), usd(r.usd_per_1m_tokens), num(_mean_kl(r), ".2g"))
         for r in rec.ties[:MAX_REJECTED_ROWS]
     )
     return [

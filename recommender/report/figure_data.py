@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from recommender.money import usd
 from recommender.perf.pricing import HOURS_PER_MONTH
 
 if TYPE_CHECKING:
@@ -231,7 +232,7 @@ def daily_caption(a: AutoscaleSchedule) -> str:
     return (
         f"Requests/s of the spec's daily profile and replicas of {a.candidate_key} each hour (capacity "
         f"{a.capacity_rps:.2f} req/s per replica, headroom {a.headroom:g}, {a.provenance.kind}): "
-        f"${a.usd_per_month_autoscaled:,.0f}/month autoscaled against ${a.usd_per_month_static:,.0f}/month for "
+        f"{usd(a.usd_per_month_autoscaled)}/month autoscaled against {usd(a.usd_per_month_static)}/month for "
         f"{a.static_replicas} replicas all day ({a.saving_percent:.1f} % saved)."
     )
 

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
+from recommender.money import usd
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -13,17 +15,13 @@ if TYPE_CHECKING:
     from recommender.fleet.mix_plan import GpuMix
 
 
-def _money(value: float) -> str:
-    return f"${value:,.0f}"
-
-
 def autoscale_lines(a: AutoscaleSchedule) -> list[str]:
     """The schedule in a few lines: the bill both ways, then rate and replicas hour by hour."""
     lines = [
-        f"autoscaled {_money(a.usd_per_month_autoscaled)}/month vs static {_money(a.usd_per_month_static)}/month "
+        f"autoscaled {usd(a.usd_per_month_autoscaled)}/month vs static {usd(a.usd_per_month_static)}/month "
         f"({a.static_replicas} replicas sized for the {a.peak_rps:g} req/s peak): saves {a.saving_percent:.1f} %",
         f"  {a.candidate_key}: {a.capacity_rps:.2f} req/s per replica within the SLA, headroom {a.headroom:g}, "
-        f"at least {a.min_replicas} replica(s), ${a.usd_per_replica_hour:.2f}/replica-hour",
+        f"at least {a.min_replicas} replica(s), {usd(a.usd_per_replica_hour)}/replica-hour",
         "  hour     " + " ".join(f"{h.hour:>3}" for h in a.hours),
         "  req/s    " + " ".join(f"{h.rate_rps:>3.0f}" for h in a.hours),
         "  replicas " + " ".join(f"{h.replicas:>3}" for h in a.hours),
@@ -47,14 +45,14 @@ def mix_table(mix: GpuMix) -> Table:
 def mix_lines(mix: GpuMix) -> list[str]:
     """Pools, their bill against the best single type, and one launch command per pool."""
     lines = [
-        f"mix {_money(mix.usd_per_month)}/month vs best single type {mix.single_key} x{mix.single_replicas} "
-        f"{_money(mix.usd_per_month_single)}/month (MILP solved in {mix.solve_seconds * 1e3:.0f} ms)"
+        f"mix {usd(mix.usd_per_month)}/month vs best single type {mix.single_key} x{mix.single_replicas} "
+        f"{usd(mix.usd_per_month_single)}/month (MILP solved in {mix.solve_seconds * 1e3:.0f} ms)"
     ]
     if mix.usd_per_month_autoscaled is not None and mix.usd_per_month_single_autoscaled is not None:
-        lines.append(f"  over the day, every pool autoscaled: mix {_money(mix.usd_per_month_autoscaled)}/month vs "
-                     f"{mix.single_key} alone {_money(mix.usd_per_month_single_autoscaled)}/month")  # fmt: skip
+        lines.append(f"  over the day, every pool autoscaled: mix {usd(mix.usd_per_month_autoscaled)}/month vs "
+                     f"{mix.single_key} alone {usd(mix.usd_per_month_single_autoscaled)}/month")  # fmt: skip
     for pool in mix.pools:
-        lines.append(f"  pool {pool.key}: {pool.replicas} replica(s), {_money(pool.usd_per_month)}/month; "
+        lines.append(f"  pool {pool.key}: {pool.replicas} replica(s), {usd(pool.usd_per_month)}/month; "
                      f"quality {pool.quality}")  # fmt: skip
         command = next((e for e in pool.launch if e.supported and e.command), None)
         if pool.prepare is not None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from recommender.money import usd
+
 if TYPE_CHECKING:
     from recommender.releases.history import ReleaseStudy
 
@@ -16,7 +18,7 @@ def gate_lines(*, model: str, candidate: str, against: str, new: ReleaseStudy, b
     if not broken:
         winner = new.winner.key if new.winner else "nothing feasible"
         price = new.winner.usd_per_1m_tokens if new.winner else None
-        cost = "-" if price is None else f"${price:.4g}/1M tokens"
+        cost = "-" if price is None else f"{usd(price, significant=3)}/1M tokens"
         return [f"gate passed: {model} {candidate} vs {against}: {winner} at {cost}"]
     return [f"gate FAILED: {model} {candidate} vs {against}: {len(broken)} regression(s)"] + [
         f"  - {line}" for line in broken

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from recommender.report.blocks import Block, Heading, Table, num, para, usd
+from recommender.money import usd
+from recommender.report.blocks import Block, Heading, Table, num, para
 
 if TYPE_CHECKING:
     from recommender.decision.recommendation import Recommendation

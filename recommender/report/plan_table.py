@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
+from recommender.money import usd
 from recommender.perf.sim.physics_capacity import ALARM_FACTOR
 
 if TYPE_CHECKING:
@@ -46,9 +47,9 @@ def _cells(r: PlanRow) -> tuple[str, ...]:
         r.engine or "-",
         _or_dash(r.tensor_parallel),
         _or_dash(r.batch_size) + (" kv fp8" if r.kv_cache_dtype == "fp8" and r.batch_size else ""),
-        "-" if r.usd_per_1m_tokens is None else f"${r.usd_per_1m_tokens:.3f}",
+        usd(r.usd_per_1m_tokens),
         _or_dash(r.replicas),
-        "-" if r.usd_per_month is None else f"${r.usd_per_month:,.0f}",
+        usd(r.usd_per_month),
         _latency(r.ttft_p99_ms, r.ttft_p99_high_ms, 0),
         _latency(r.tpot_p99_ms, r.tpot_p99_high_ms, 1),
         _rate(r.max_rps_per_replica) + (f" {ALARM_MARK}" if r.physics_alarm else ""),

@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
+from recommender.money import usd
 from recommender.report.figure_data import (
     COST,
     DAILY,
@@ -161,7 +162,7 @@ def cost_png(data: CostData, *, winner_key: str | None, current_key: str | None)
                 hatch=None if bar.feasible else "///", edgecolor=color if bar.feasible else "0.3")  # fmt: skip
         mark = " (recommended)" if bar.key == winner_key else " (current)" if bar.key == current_key else ""
         gpus = f"{bar.accelerators} GPU{'s' if bar.accelerators != 1 else ''}"
-        ax.annotate(f" ${bar.usd_per_month:,.0f}, {gpus}{mark}", (bar.usd_per_month, y), va="center", fontsize=8.5)
+        ax.annotate(f" {usd(bar.usd_per_month)}, {gpus}{mark}", (bar.usd_per_month, y), va="center", fontsize=8.5)
     ax.set_yticks(range(len(data.bars)), [f"{b.scheme} @ {b.hardware}" for b in data.bars], fontsize=8.5)
     ax.invert_yaxis()
     months = [b.usd_per_month for b in data.bars]

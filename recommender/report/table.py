@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from recommender.money import usd
 from recommender.report.figure_data import speed_kind
 from recommender.report.levers_block import lever_lines
 
@@ -16,12 +17,6 @@ if TYPE_CHECKING:
     from recommender.quality.verdict import Check
 
 _MAX_REJECTED_ROWS = 12
-
-
-def _money(value: float | None, digits: int = 4) -> str:
-    if value is not None and 0 < abs(value) < 10**-digits * 100:  # a tiny model's $/1M: significant digits
-        return f"${value:.2g}"
-    return "-" if value is None else f"${value:,.{digits}f}"
 
 
 def _ms(value: float | None) -> str:
@@ -59,9 +54,9 @@ def _config_table(title: str, rows: list[tuple[str, CandidateResult]]) -> Table:
             label,
             r.key,
             (serving.engine if serving is not None else "") or "-",
-            _money(r.usd_per_1m_tokens),
+            usd(r.usd_per_1m_tokens),
             "-" if r.cost is None else str(r.cost.replicas),
-            _money(r.usd_per_month, 0),
+            usd(r.usd_per_month),
             _p99(ttft, ttft_high),
             _p99(tpot, tpot_high),
             speed_kind(r),
@@ -89,7 +84,7 @@ def _rejected_and_ties(rec: Recommendation, console: Console) -> None:
         for column in ("config", "$/1M tok", "threshold broken"):
             table.add_column(column, overflow="fold")
         for r in rec.rejected_cheaper[:_MAX_REJECTED_ROWS]:
-            table.add_row(r.key, _money(r.usd_per_1m_tokens), "; ".join(r.broken))
+            table.add_row(r.key, usd(r.usd_per_1m_tokens), "; ".join(r.broken))
         console.print(table)
         hidden = len(rec.rejected_cheaper) - _MAX_REJECTED_ROWS
         if hidden > 0:
@@ -100,7 +95,7 @@ def _rejected_and_ties(rec: Recommendation, console: Console) -> None:
         for column in ("config", "$/month", "$/1M tok", "mean KL"):
             table.add_column(column, overflow="fold")
         for r in rec.ties[:_MAX_REJECTED_ROWS]:
-            table.add_row(r.key, _money(r.usd_per_month, 0), _money(r.usd_per_1m_tokens), _mean_kl(r))
+            table.add_row(r.key, usd(r.usd_per_month), usd(r.usd_per_1m_tokens), _mean_kl(r))
         console.print(table)
 
 
@@ -125,7 +120,7 @@ def render(rec: Recommendation, console: Console) -> None:
     if rec.saving is not None:
         console.print(
             f"Saving against the current deployment: {rec.saving.percent_per_1m_tokens:.1f} % per token, "
-            f"{_money(rec.saving.usd_per_month, 0)}/month at the target traffic "
+            f"{usd(rec.saving.usd_per_month)}/month at the target traffic "
             f"({rec.saving.percent_per_month:.1f} %)."
         )
     _rejected_and_ties(rec, console)

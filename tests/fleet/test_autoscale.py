@@ -17,6 +17,7 @@ from recommender.config.spec import LatencySLA, SearchSpec
 from recommender.config.traffic import hourly_rates
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.autoscale import replicas_for, schedule
+from recommender.money import usd
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.pricing import HOURS_PER_MONTH
@@ -107,7 +108,7 @@ def test_the_report_plots_rate_and_replicas_over_the_day() -> None:
                                     autoscale=plan)  # fmt: skip
     plots = [p for p in draw_figures(recommendation, []) if p.info.name == DAILY]
     assert len(plots) == 1 and plots[0].png.startswith(b"\x89PNG")
-    assert f"${plan.usd_per_month_static:,.0f}/month" in plots[0].info.caption
+    assert f"{usd(plan.usd_per_month_static)}/month" in plots[0].info.caption
 
 
 def test_a_search_with_a_profile_schedules_its_winner_and_mixes_only_passed_schemes() -> None:
