@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
+from recommender.money import usd
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -19,10 +21,6 @@ _COLUMNS = (
     "GPU", "precision", "winner", "agg GPUs", "agg $/month", "agg P99 TTFT/TPOT ms", "prefill pool", "decode pool",
     "KV move ms", "P+D GPUs", "P+D $/month", "P+D P99 TTFT/TPOT ms",
 )  # fmt: skip
-
-
-def _money(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f}"
 
 
 def _p99s(ttft: float | None, tpot: float | None) -> str:
@@ -37,10 +35,10 @@ def _cells(c: LayoutComparison) -> tuple[str, ...]:
         for p in (d.prefill, d.decode)
     ]
     return (
-        c.hardware, c.precision, c.winner or "-", agg_gpus, _money(a.usd_per_month),
+        c.hardware, c.precision, c.winner or "-", agg_gpus, usd(a.usd_per_month),
         _p99s(a.ttft_p99_high_ms or a.ttft_p99_ms, a.tpot_p99_high_ms or a.tpot_p99_ms), pools[0], pools[1],
         "-" if d.transfer_ms is None else f"{d.transfer_ms:.2f} ({d.link})", str(d.gpus or "-"),
-        _money(d.usd_per_month), _p99s(d.ttft_p99_high_ms, d.tpot_p99_high_ms),
+        usd(d.usd_per_month), _p99s(d.ttft_p99_high_ms, d.tpot_p99_high_ms),
     )  # fmt: skip
 
 
@@ -93,9 +91,9 @@ def _ep_cells(c: ParallelismComparison) -> tuple[str, ...]:
                                         f"batch {e.batch_size_per_rank}/rank")  # fmt: skip
     load = "-" if e.imbalance is None else f"{e.imbalance:.2f}x mean, {e.redundant_experts} redundant"
     return (
-        c.hardware, c.precision, c.winner or "-", tp_gpus, _money(t.usd_per_month),
+        c.hardware, c.precision, c.winner or "-", tp_gpus, usd(t.usd_per_month),
         _p99s(t.ttft_p99_high_ms or t.ttft_p99_ms, t.tpot_p99_high_ms or t.tpot_p99_ms), replica, load,
-        str(e.gpus or "-"), _money(e.usd_per_month), _p99s(e.ttft_p99_high_ms, e.tpot_p99_high_ms),
+        str(e.gpus or "-"), usd(e.usd_per_month), _p99s(e.ttft_p99_high_ms, e.tpot_p99_high_ms),
     )  # fmt: skip
 
 
