@@ -112,14 +112,24 @@ def test_export_reloads_to_quarks_in_process_logits(tmp_path: Path, demo_model_d
         assert torch.equal(layer.weight.data, stored[f"{prefix}.weight"].float() * stored[f"{prefix}.weight_scale"])
         assert layer.input_scale is not None  # static activation scales, calibrated
 
+    # Quark's frozen in-process model holds each weight as fp8 x scale rounded to bf16 (86 % of one demo layer's
+    # weights move by that rounding); the export keeps the fp8 codes and the scale, which vLLM multiplies in float32.
+    # So the in-process weights are the reload's rounded to bf16, and the in-process model is then given the exact
+    # weights (on the fp8 grid, which its own weight quantizer keeps) to compare the rest in float32: its static
+    # input quantization, attention and norms against the reload's.
+    in_process = in_process.float()
+    for prefix, layer in linears.items():
+        mine = in_process.get_submodule(prefix)
+        assert torch.equal(mine.weight.data, layer.weight.data.bfloat16().float()), prefix
+        mine.weight.data = layer.weight.data.clone()
     ids = _probe(source)
     original = source.load_model(dtype=torch.bfloat16, device=CPU).float()
     got, expected, unquantized = _logits(served, ids), _logits(in_process, ids), _logits(original, ids)
     reload_error = (got - expected).abs().mean().item()
     quantization_effect = (expected - unquantized).abs().mean().item()
     assert quantization_effect > 0  # quantized, not the bf16 model
-    assert reload_error < 0.1 * quantization_effect, (reload_error, quantization_effect)
-    assert (got.argmax(-1) == expected.argmax(-1)).float().mean().item() > 0.98
+    assert reload_error < 0.05 * quantization_effect, (reload_error, quantization_effect)
+    assert (got.argmax(-1) == expected.argmax(-1)).float().mean().item() > 0.99
 
 
 @pytest.mark.slow
