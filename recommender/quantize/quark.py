@@ -28,7 +28,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from recommender.device import DeviceInfo
 from recommender.errors import BadInputError
@@ -38,6 +38,7 @@ from recommender.quantize.checkpoint_scheme import CheckpointScheme
 
 if TYPE_CHECKING:
     from torch import nn
+    from torch.utils.data import Dataset
 
     from recommender.models.source import ModelSource
 
@@ -95,8 +96,9 @@ class QuarkScheme(CheckpointScheme):
             config = LLMTemplate.get(model_type).get_config(scheme=self.template_scheme)
             rows = [torch.tensor([list(r)]) for r in (calibration.rows if calibration is not None else ())]
             quantizer = ModelQuantizer(config)
+            batches = torch.utils.data.DataLoader(cast("Dataset[torch.Tensor]", rows), batch_size=None)
             with torch.no_grad():
-                model = quantizer.quantize_model(model, torch.utils.data.DataLoader(rows, batch_size=None))
+                model = quantizer.quantize_model(model, batches)
                 frozen: nn.Module = quantizer.freeze(model)
         return frozen
 
