@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 def checkpoint_scheme(method: QuantMethod, *, field: str = "--scheme") -> CheckpointScheme:
     """`method` if it writes a checkpoint an engine loads, else one line saying what launches it."""
     if isinstance(method, CheckpointScheme) and method.checkpoint_format is not None:
+        missing = method.missing_library()
+        if missing is not None:
+            raise BadInputError(field, f"{method.name} needs {missing[0]}, which is not installed", missing[1])
         return method
     flag = EMITTERS["vllm"].flag_for(method)
     if evaluation_only(method):

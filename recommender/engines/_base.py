@@ -232,6 +232,8 @@ def checkpoint_note(method: QuantMethod, engine: str, flag: str = "") -> str | N
     where = "config.json (quantization_config)"
     if method.checkpoint_format == "modelopt":
         where = "config.json (quantization_config, quant_method modelopt) and hf_quant_config.json"
+    elif method.checkpoint_format == "quark":
+        where = "config.json (quantization_config, quant_method quark)"
     how = f"--quantization {flag} names its loader" if flag else "so no quantization flag is passed"
     return (
         f"the model argument is the {method.checkpoint_format} checkpoint directory written for {method.name} "

@@ -120,6 +120,16 @@ ModelOpt checkpoints (``recommender/quantize/modelopt.py``), verified against vl
   activations quantized at run time; ``override_quantization_method`` picks "modelopt" / "modelopt_fp4" from the
   checkpoint's quant_algo, the names the flags below give.
 
+AMD Quark FP8 checkpoints (``recommender/quantize/quark.py``), verified against vllm-project/vllm:
+- vllm/model_executor/layers/quantization/quark/quark.py @ 006bce4 — ``QuarkConfig`` ("quark", min 70) reads
+  config.json's ``quantization_config``; ``_is_fp8_w8a8``: static fp8_e4m3 weights per tensor or channel, static
+  per-tensor or dynamic activations -> ``QuarkW8A8Fp8`` where capability >= its minimum, else no Quark scheme
+  matches (NotImplementedError: no weight-only fallback). .../quark/schemes/quark_w8a8_fp8.py @ 037cffe — min
+  89; on gfx94x (``is_fp8_fnuz``) e4m3fn weights become e4m3fnuz with doubled scales (the same values; the
+  activation clamp moves from 448 to 480 scales); a fused module's per-tensor weight scales are requantized to
+  their maximum, its input scales reduced to their maximum. vllm/platforms/rocm.py @ 001eda3 —
+  ``supported_quantization`` holds "quark"; gfx942 (MI300X) reports capability 9.4.
+
 How it batches (``PROFILE``, for the scheduler simulation; defaults of the releases the measured runs used, read
 in the released sources):
 
@@ -211,6 +221,8 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("mo-fp8", "vLLM's ModelOptFp8LinearMethod (per-tensor, static activation scale)", (8, 9), flag="modelopt"),
     Kernel("mo-nvfp4", "vLLM's ModelOptNvFp4LinearMethod (NVFP4 W4A4)", (10, 0), fallback=NVFP4_FALLBACK,
            flag="modelopt_fp4"),
+    Kernel("quark-fp8", "vLLM's QuarkW8A8Fp8 (per-tensor, static activation scale)", (8, 9), amd=True,
+           flag="quark"),
 )  # fmt: skip
 
 
@@ -237,6 +249,11 @@ class VllmEmitter(Emitter):
         "https://github.com/vllm-project/vllm/pull/23014",
         "https://github.com/vllm-project/vllm/blob/00155cdecca722d98e34234c3d172725b7720b7d/"
         "vllm/model_executor/layers/quantization/modelopt.py",
+        "https://github.com/vllm-project/vllm/blob/006bce4ebff558210f0d2e0b6da1582268144d4f/"
+        "vllm/model_executor/layers/quantization/quark/quark.py",
+        "https://github.com/vllm-project/vllm/blob/037cffecfe40b0486a9506f86bd7d36f2035f0ff/"
+        "vllm/model_executor/layers/quantization/quark/schemes/quark_w8a8_fp8.py",
+        "https://github.com/vllm-project/vllm/blob/001eda31e3d032e9dc864e97f3630358b2ff8b5a/vllm/platforms/rocm.py",
         "https://github.com/vllm-project/vllm/blob/main/docs/features/spec_decode/n_gram.md",
         "https://github.com/vllm-project/vllm/blob/main/vllm/v1/spec_decode/ngram_proposer.py",
     )

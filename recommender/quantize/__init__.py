@@ -10,13 +10,13 @@ from __future__ import annotations
 import difflib
 
 from recommender.errors import BadInputError
-from recommender.quantize import baseline, bitsandbytes, llmcompressor, modelopt, torchao
+from recommender.quantize import baseline, bitsandbytes, llmcompressor, modelopt, quark, torchao
 from recommender.quantize._base import QuantMethod
 from recommender.quantize.kv_cache import FP8_KV_SUFFIX, with_kv_cache
 
 __all__ = ["QuantMethod", "all_methods", "get_method", "with_kv_cache"]
 
-_BACKENDS = (baseline, llmcompressor, modelopt, bitsandbytes, torchao)
+_BACKENDS = (baseline, llmcompressor, modelopt, quark, bitsandbytes, torchao)
 
 
 def all_methods() -> dict[str, QuantMethod]:

@@ -43,6 +43,17 @@ class CheckpointScheme(QuantMethod):
     #: ``quantization_config.quant_method`` in the config.json the library writes (how a saved one is recognised).
     quant_method: ClassVar[str]
 
+    def missing_library(self) -> tuple[str, str] | None:
+        """The library this scheme needs that is not installed and the command that installs it, or None (its
+        libraries are dependencies). An optional extra's scheme is refused with that line, never half-run."""
+        return None
+
+    def unavailable_reason(self, device: DeviceInfo) -> str | None:
+        missing = self.missing_library()
+        if missing is not None:
+            return f"{self.name} needs {missing[0]}, which is not installed: {missing[1]}"
+        return super().unavailable_reason(device)
+
     @abstractmethod
     def library_versions(self) -> dict[str, str]:
         """The versions of the libraries that decide the checkpoint's bytes."""

@@ -200,10 +200,15 @@ def _install_served_layers(
 
 def load_modelopt_checkpoint(path: Path, device: DeviceInfo) -> nn.Module:
     """The ModelOpt checkpoint at `path` as its engines serve it (module docstring), on `device`."""
+    return load_served_checkpoint(path, device, read_modelopt_config(path))
+
+
+def load_served_checkpoint(path: Path, device: DeviceInfo, described: ModelOptConfig) -> nn.Module:
+    """The checkpoint at `path`, whose quantized layers hold ``weight``/``weight_scale``/``input_scale`` as
+    `described` says, with every such layer a `ServedLinear` (also Quark's FP8 export: the same tensor names)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    described = read_modelopt_config(path)
     config = AutoConfig.from_pretrained(str(path))
     if hasattr(config, "quantization_config"):
         del config.quantization_config  # built plain; the quantized layers are put in below

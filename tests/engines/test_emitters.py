@@ -119,6 +119,8 @@ SUPPORT = {
     "modelopt-fp8": (True, True, False, True),
     "modelopt-nvfp4": (True, True, False, True),
     "modelopt-w4a16-awq": (False, False, False, True),
+    # AMD Quark FP8 (tests/engines/test_quark_rows.py): vLLM's QuarkConfig only
+    "quark-fp8": (True, False, False, False),
 }
 CHECKPOINT = "/ckpt/w8a8 int8 (sha 1a2b)"
 
