@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from recommender.models.cache import ModelCache
+from recommender.quantize.export import checkpoint_scheme
 
 from recommender.device import DeviceInfo
 from recommender.errors import BadInputError
-from recommender.models.cache import ModelCache
 from recommender.models.source import ModelSource
 from recommender.quality.calibration_docs import quantize_context
 from recommender.quality.evaluate import QualityEvaluator
@@ -27,7 +28,6 @@ from recommender.quality.lm_eval_runner import task_manager
 from recommender.quality.suite import load_use_case
 from recommender.quantize import get_method
 from recommender.quantize.checkpoint import CalibrationSet
-from recommender.quantize.export import checkpoint_scheme
 from recommender.quantize.quark import QuarkScheme, load_quark_checkpoint, quark_missing, read_quark_fp8
 from tests.conftest import write_suite
 
