@@ -92,8 +92,10 @@ class ClaimStore:
 
     @classmethod
     def open(
-        cls, url: str, *, owner: str | None = None, heartbeat_s: float = 10.0, on_wait: WaitFn | None = None
+        cls, url: str, *, owner: str | None = None, heartbeat_s: float = 10.0, on_wait: WaitFn | None = None,
+        reconnect: Reconnect | None = None,
     ) -> ClaimStore:
+        """The claims in `url`'s database (tables created if absent); `reconnect`: the study storage's, if any."""
         connect_args = {"check_same_thread": False} if url.startswith("sqlite") else {}
         engine = sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args)
         for attempt in range(5):
@@ -104,7 +106,7 @@ class ClaimStore:
                 if attempt == 4:
                     raise
                 time.sleep(0.2 * (attempt + 1))
-        reconnect = Reconnect(url) if is_server_url(url) else None
+        reconnect = reconnect or (Reconnect(url) if is_server_url(url) else None)
         return cls(engine, owner=owner or worker_id(), heartbeat_s=heartbeat_s, on_wait=on_wait, reconnect=reconnect)
 
     # -- reading -----------------------------------------------------------------------

@@ -35,9 +35,9 @@ OPERATIONS = (
 class ReconnectingRDBStorage(optuna.storages.RDBStorage):
     """`RDBStorage` whose operations wait out a restarting server (`Reconnect`), made with `pool_pre_ping`."""
 
-    def __init__(self, url: str, **kwargs: Any) -> None:
+    def __init__(self, url: str, *, reconnect: Reconnect | None = None, **kwargs: Any) -> None:
         engine_kwargs = {"pool_pre_ping": True, **kwargs.pop("engine_kwargs", {})}
-        self.reconnect = Reconnect(url)
+        self.reconnect = reconnect or Reconnect(url)
         super().__init__(url, engine_kwargs=engine_kwargs, **kwargs)
 
     def __getstate__(self) -> dict[Any, Any]:  # the lock is not picklable; a copy starts with no outage
@@ -64,6 +64,13 @@ class ReconnectingRDBStorage(optuna.storages.RDBStorage):
         if self.reconnect.just_recovered(grace + 2 * (self.heartbeat_interval or 0)):
             return []
         return self.reconnect.call(lambda: optuna.storages.RDBStorage._get_stale_trial_ids(self, study_id))
+
+
+def reconnect_of(study: optuna.Study) -> Reconnect | None:
+    """The study storage's `Reconnect` (None: SQLite), for the other stores of the same database (the quality
+    claims) to share, so an outage is told once per process. Optuna keeps the storage it wraps as `_backend`."""
+    storage = getattr(study._storage, "_backend", study._storage)
+    return storage.reconnect if isinstance(storage, ReconnectingRDBStorage) else None
 
 
 def _retried(name: str) -> Callable[..., Any]:
