@@ -109,8 +109,9 @@ class Reconnect:
             return value
 
     def just_recovered(self, within_s: float) -> bool:
-        """The server answered again less than `within_s` ago: heartbeats stored before the outage are not news."""
-        return time.monotonic() - self.recovered_at < within_s
+        """The server is down or answered again less than `within_s` ago: heartbeats stored before the outage
+        are not news. Ask after the read that judges them, which may itself be the one that saw the outage end."""
+        return self._down_since is not None or time.monotonic() - self.recovered_at < within_s
 
     def _waited(self, exc: BaseException) -> float:
         """Seconds since this outage began (the first failure prints the note)."""

@@ -61,9 +61,12 @@ class ReconnectingRDBStorage(optuna.storages.RDBStorage):
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:
         """Optuna's stale trials, none while the heartbeats stored before an outage may be its only trace."""
         grace = self.grace_period if self.grace_period is not None else 2 * (self.heartbeat_interval or 0)
-        if self.reconnect.just_recovered(grace + 2 * (self.heartbeat_interval or 0)):
-            return []
-        return self.reconnect.call(lambda: optuna.storages.RDBStorage._get_stale_trial_ids(self, study_id))
+        stale = self.reconnect.call(lambda: optuna.storages.RDBStorage._get_stale_trial_ids(self, study_id))
+        # Judged after the read: when the server comes back, the first query answered is often this one, and every
+        # heartbeat it reads is as old as the outage.
+        # Twice the grace period: every live worker's heartbeat has been stored again by then, even on a busy machine.
+        settle = max(2 * grace, grace + 2 * (self.heartbeat_interval or 0))
+        return [] if self.reconnect.just_recovered(settle) else stale
 
 
 def reconnect_of(study: optuna.Study) -> Reconnect | None:
