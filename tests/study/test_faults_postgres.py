@@ -44,14 +44,15 @@ def _recommended(out: Path) -> dict[str, Any]:
 
 @pytest.mark.slow  # about 2 min on two cores, most of it three processes importing torch and two lm-eval runs
 def test_postgresql_restart_while_three_workers_search(tmp_path: Path, demo_model_dir: Path, own_postgres: Any) -> None:
-    """The server stops (fast: every connection closed) while three processes are inside trials and comes back 4 s
-    later, longer than the 3 s grace period after which a trial's heartbeat says its worker died. Each process
+    """The server stops (fast: every connection closed) while three processes are inside trials and comes back 8 s
+    later, longer than the 6 s grace period after which a trial's heartbeat says its worker died. Each process
     says so in one line, waits, and goes on: no trial lost, failed or retried, each quality evaluation once, and
     the recommendation is the one an undisturbed run makes of the same search."""
     methods = {"bf16": ["baseline"], "fp16": ["fp16"]}
     spec = _spec(tmp_path, demo_model_dir, methods, n_trials=8, documents=150)  # 2 schemes x 2 GPUs x 2 batches
     data = yaml.safe_load(spec.read_text())
     data["space"]["batch_sizes"] = [4, 8]
+    data["search"]["heartbeat_s"] = 2  # a trial is taken for dead after 6 s without a heartbeat (a loaded machine)
     spec.write_text(yaml.safe_dump(data))
     storage, tracking = own_postgres.database("restart"), f"sqlite:///{tmp_path}/mlflow.db"
     env, observer = _env(tmp_path, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"), Observer(storage)
@@ -75,7 +76,8 @@ def test_postgresql_restart_while_three_workers_search(tmp_path: Path, demo_mode
 
         wait_for(three_inside_trials, everyone, "three trials running, a quality claim held", timeout=300)
         before = {t.number: (t.state, t.params) for t in observer.study().get_trials(deepcopy=False)}  # type: ignore[union-attr]
-        down = own_postgres.restart(down_s=4.0)
+        restarted_at = time.time()
+        down = own_postgres.restart(down_s=8.0)
         codes = [p.wait(timeout=600) for p in everyone]
     finally:
         for p in everyone:
@@ -84,15 +86,19 @@ def test_postgresql_restart_while_three_workers_search(tmp_path: Path, demo_mode
         for log in logs.values():
             log.close()
     output = {name: (tmp_path / f"{name}.log").read_text() for name in names}
-    assert codes[0] in (0, 1) and codes[1:] == [0, 0], {n: o[-2000:] for n, o in output.items()}
+    failed = [(t.number, t.datetime_complete.timestamp() - restarted_at) for t in Observer(storage).study().trials  # type: ignore[union-attr]
+              if t.state == FAIL and t.datetime_complete is not None]  # fmt: skip
+    assert codes[0] in (0, 1) and codes[1:] == [0, 0], ({n: o[-2000:] for n, o in output.items()}, failed, down)
     assert all("stopped answering" in o and "answers again" in o for o in output.values()), output
     assert not any("Traceback" in o for o in output.values())
 
+    observer = Observer(storage)  # the test's own reader: plain Optuna, whose pooled connections the restart closed
     study = _assert_nothing_left_running(observer, tracking)
     trials = study.get_trials(deepcopy=False)
     assert [t.number for t in trials if t.state == FAIL or "failed_trial" in t.system_attrs] == []  # none retried
     after = {t.number: t for t in trials}
-    assert all(after[n].params == params for n, (_, params) in before.items())  # the trials in flight finished
+    # The trials in flight finished with the parameters they had drawn (a trial draws them one by one).
+    assert all(params.items() <= after[n].params.items() for n, (_, params) in before.items())
     assert all(after[n].state in (COMPLETE, PRUNED) for n in before)
     evaluated = Counter(json.dumps(t.params, sort_keys=True) for t in trials if "duplicate_of" not in t.user_attrs)
     assert len(evaluated) == 8 and max(evaluated.values()) == 1, evaluated  # the whole grid, each candidate once
