@@ -11,8 +11,9 @@ reads the study and the quality claims back:
 
 - lost: a trial left RUNNING or WAITING, a candidate of the grid the study does not hold, or a trial that
   failed without a finished retry;
-- run twice: a candidate evaluated by two trials (neither answered from the other), a quality evaluation
-  computed twice (the claims' completion log), a trial retried because its worker looked dead;
+- run twice: a candidate evaluated by two trials (neither answered from the other), a quality evaluation or a
+  candidate's evaluation computed twice (the claims' completion log), a trial retried because its worker
+  looked dead;
 - the time per trial: the wall time from the search's start to the last process's end, divided by the
   trials, and each trial's own duration (Optuna's start and completion times).
 
@@ -183,14 +184,15 @@ def tally(storage: str, study_name: str) -> dict[str, Any]:
     unretried = [t.number for t in trials if t.state.name == "FAIL"
                  and not any(r.system_attrs.get("failed_trial") == t.number for r in trials)]  # fmt: skip
     claims = ClaimStore(sa.create_engine(storage))
-    quality = Counter(label for _, label, _ in claims.completions())
+    completed = Counter(label for _, label, _ in claims.completions())  # quality and candidate claims
+    quality = Counter({label: n for label, n in completed.items() if label.startswith("quality of")})
     claims.engine.dispose()
     durations = [(t.datetime_complete - t.datetime_start).total_seconds() for t in trials
                  if t.datetime_complete is not None and t.datetime_start is not None]  # fmt: skip
     return {
         "trials": len(trials), "states": dict(states), "grid": grid, "candidates_answered": len(answered),
         "lost": states["RUNNING"] + states["WAITING"] + max(0, grid - len(answered)) + len(unretried),
-        "run_twice": sum(n - 1 for n in evaluated.values()) + sum(n - 1 for n in quality.values()) + len(retried),
+        "run_twice": sum(n - 1 for n in evaluated.values()) + sum(n - 1 for n in completed.values()) + len(retried),
         "quality_evaluations": dict(quality), "retried_trials": retried,
         "trial_s_median": round(statistics.median(durations), 2) if durations else None,
         "trial_s_max": round(max(durations), 2) if durations else None,
