@@ -11,10 +11,14 @@ it works. A waiter that sees the counter unchanged for `grace_s` by its own cloc
 clock is compared across machines) takes the claim over with a compare-and-swap on
 (owner, beat), so exactly one waiter inherits it. Every completed computation appends a
 row to a log table: that log is how "evaluated once" is checked, not assumed.
+
+On a database server, every operation waits out a restart (`recommender.reconnect`), and a waiter starts
+its silence count again once the server answers: every owner's counter stood still while it was down.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -26,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
+
+from recommender.reconnect import Reconnect, is_server_url
 
 _METADATA = sa.MetaData()
 CLAIMS = sa.Table(
@@ -76,6 +82,8 @@ class ClaimStore:
     owner: str = field(default_factory=worker_id)
     heartbeat_s: float = 10.0
     on_wait: WaitFn | None = None
+    #: Retries while a database server restarts (None: SQLite, or an engine given as is).
+    reconnect: Reconnect | None = None
 
     @property
     def grace_s(self) -> float:
@@ -84,8 +92,10 @@ class ClaimStore:
 
     @classmethod
     def open(
-        cls, url: str, *, owner: str | None = None, heartbeat_s: float = 10.0, on_wait: WaitFn | None = None
+        cls, url: str, *, owner: str | None = None, heartbeat_s: float = 10.0, on_wait: WaitFn | None = None,
+        reconnect: Reconnect | None = None,
     ) -> ClaimStore:
+        """The claims in `url`'s database (tables created if absent); `reconnect`: the study storage's, if any."""
         connect_args = {"check_same_thread": False} if url.startswith("sqlite") else {}
         engine = sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args)
         for attempt in range(5):
@@ -96,7 +106,8 @@ class ClaimStore:
                 if attempt == 4:
                     raise
                 time.sleep(0.2 * (attempt + 1))
-        return cls(engine, owner=owner or worker_id(), heartbeat_s=heartbeat_s, on_wait=on_wait)
+        reconnect = reconnect or (Reconnect(url) if is_server_url(url) else None)
+        return cls(engine, owner=owner or worker_id(), heartbeat_s=heartbeat_s, on_wait=on_wait, reconnect=reconnect)
 
     # -- reading -----------------------------------------------------------------------
     def get(self, key: str) -> tuple[Claim, dict[str, Any] | None] | None:
@@ -196,7 +207,8 @@ class ClaimStore:
                 mine = self._try_insert(key, label) if found is None else False
                 if found is not None:
                     claim = found[0]
-                    if seen != (claim.owner, claim.beat):
+                    restarted = self.reconnect is not None and self.reconnect.just_recovered(self.grace_s)
+                    if seen != (claim.owner, claim.beat) or restarted:
                         seen, seen_since = (claim.owner, claim.beat), time.monotonic()
                     elif time.monotonic() - seen_since > self.grace_s:
                         mine = self._try_take_over(claim)
@@ -235,3 +247,20 @@ class ClaimStore:
         thread.join()
         self._finish(key, label, result, time.perf_counter() - started)
         return result
+
+
+def _riding_out_restarts(name: str) -> Callable[..., Any]:
+    method = getattr(ClaimStore, name)
+
+    @functools.wraps(method)
+    def call(self: ClaimStore, *args: Any, **kwargs: Any) -> Any:
+        if self.reconnect is None:
+            return method(self, *args, **kwargs)
+        return self.reconnect.call(lambda: method(self, *args, **kwargs))
+
+    return call
+
+
+for _name in ("get", "running", "completions", "reap_abandoned", "_try_insert", "_try_take_over", "_beat", "_release",
+              "_finish"):  # fmt: skip
+    setattr(ClaimStore, _name, _riding_out_restarts(_name))

@@ -96,7 +96,11 @@ def make_worker(
 ) -> StudyWorker:
     spec = prepared.spec
     me = worker_id()
-    claims = ClaimStore.open(storage, owner=me, heartbeat_s=spec.search.heartbeat_s, on_wait=on_status)
+    from recommender.study.reconnecting import reconnect_of  # imports optuna, as the study already has
+
+    # The study's retries shared with the claims (same database): one note per outage.
+    claims = ClaimStore.open(storage, owner=me, heartbeat_s=spec.search.heartbeat_s, on_wait=on_status,
+                             reconnect=reconnect_of(study))  # fmt: skip
     return StudyWorker(
         study=study,
         evaluator=prepared.evaluator(claims),

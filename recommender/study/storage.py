@@ -42,9 +42,13 @@ TRACKING_URI_ATTR = "mlflow_tracking_uri"
 def rdb_storage(url: str, heartbeat_s: float) -> optuna.storages.BaseStorage | str:
     """An RDB storage with heartbeats: a trial whose process was killed (SIGKILL, preemption)
     is failed once its heartbeat is older than 3 heartbeats, and re-enqueued with the same
-    parameters by RetryHeartbeatStaleTrialCallback, so the next run (or another worker) evaluates it."""
+    parameters by RetryHeartbeatStaleTrialCallback, so the next run (or another worker) evaluates it. On a
+    database server, each operation waits out a restart of the server (`reconnecting.py`)."""
     import optuna
     import sqlalchemy as sa
+
+    from recommender.reconnect import is_server_url
+    from recommender.study.reconnecting import ReconnectingRDBStorage
 
     if not url.startswith(("sqlite:", "postgresql", "mysql")):
         return url
@@ -52,7 +56,9 @@ def rdb_storage(url: str, heartbeat_s: float) -> optuna.storages.BaseStorage | s
         try:
             with warnings.catch_warnings():  # heartbeats are marked experimental in Optuna; the kill test covers them
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                return optuna.storages.RDBStorage(
+                # A server's storage waits out a restart (reconnecting.py); a SQLite file has no server.
+                kind = ReconnectingRDBStorage if is_server_url(url) else optuna.storages.RDBStorage
+                return kind(
                     url,
                     heartbeat_interval=max(1, round(heartbeat_s)),
                     grace_period=max(3, round(3 * heartbeat_s)),

@@ -15,6 +15,7 @@ log (`deferred_tracking.py`), never the result.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import threading
 import time
@@ -149,13 +150,13 @@ class StudyWorker:
             result = known[candidate.key][1]
         else:
             self._status(self._describe(candidate))
-            try:
-                result = self.evaluator.evaluate(candidate, known=[r for _, r in known.values()])
-            except TRIAL_ERRORS as exc:
-                result = failed_result(candidate, exc)
+            result, cached = self._evaluate_once(candidate, known)
             self._stop_if_interrupted()
-            self.known[candidate.key] = (trial.number, result)
-            self.evaluated_here += 1
+            if cached:  # another worker drew the same candidate at the same moment and evaluated it
+                trial.set_user_attr("duplicate_of", self.refresh().get(candidate.key, (-1,))[0])
+            else:
+                self.known[candidate.key] = (trial.number, result)
+                self.evaluated_here += 1
         # The study first: it is the record. MLflow's copy after, deferred if the store does not answer.
         trial.set_user_attr(RESULT_ATTR, to_data(result))
         for key in CONSTRAINT_KEYS:
@@ -170,6 +171,30 @@ class StudyWorker:
             raise optuna.TrialPruned("; ".join(result.broken))
         cost = result.usd_per_month  # what the decision ranks by (``storage.OBJECTIVES``)
         return (cost if cost is not None and math.isfinite(cost) else math.inf), result.quality_loss
+
+    def _evaluate_once(
+        self, candidate: Candidate, known: dict[str, tuple[int, CandidateResult]]
+    ) -> tuple[CandidateResult, bool]:
+        """The candidate's result, and whether another worker computed it (claimed in the study's database).
+
+        Workers asking at the same moment can draw the same candidate (Optuna's samplers do not lock): the claim
+        lets one evaluate it; the other waits and answers from its result, as from a stored trial.
+        """
+
+        def evaluate() -> dict[str, object]:
+            try:
+                result = self.evaluator.evaluate(candidate, known=[r for _, r in known.values()])
+            except TRIAL_ERRORS as exc:
+                result = failed_result(candidate, exc)
+            data: dict[str, object] = to_data(result)
+            return data
+
+        claims = self.evaluator.quality.claims
+        if claims is None:
+            return from_data(CandidateResult, evaluate()), False
+        key = hashlib.sha256(f"{self.study.study_name}\n{candidate.key}".encode()).hexdigest()[:40]
+        data, here = claims.run_once(f"candidate-{key}", f"candidate {candidate.key}", evaluate)
+        return from_data(CandidateResult, data), not here
 
     def _stop_if_interrupted(self) -> None:
         if self.interrupted is not None and self.interrupted.is_set():

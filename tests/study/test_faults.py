@@ -178,7 +178,7 @@ def test_ctrl_c_then_sigkill_then_resume_loses_nothing(tmp_path: Path, demo_mode
     evaluated = _assert_evaluated_once(observer)
     assert (tmp_path / "out" / study.study_name / "recommendation.json").is_file()
     print(f"\nfaults/sqlite: 1 worker, 1 Ctrl-C, 1 SIGKILL, {len(trials)} trials, "
-          f"{len(evaluated)} quality evaluations, duplicates 0, lost 0")  # fmt: skip
+          f"{len(evaluated)} claimed evaluations (quality, candidates), duplicates 0, lost 0")  # fmt: skip
 
 
 def _three_workers_one_killed(tmp_path: Path, demo_model_dir: Path, storage: str) -> None:
@@ -260,7 +260,7 @@ def _three_workers_one_killed(tmp_path: Path, demo_model_dir: Path, storage: str
     artifacts = [a.path for a in client.list_artifacts(study.user_attrs["mlflow_parent_run_id"])]
     assert artifacts.count("recommendation.json") == 1
     print(f"\nfaults/{storage.split(':')[0]}: 3 workers, 1 SIGKILL, {len(trials)} trials "
-          f"({sum(t.state == COMPLETE for t in trials.values())} complete), {len(evaluated)} quality evaluations, "
+          f"({sum(t.state == COMPLETE for t in trials.values())} complete), {len(evaluated)} claimed evaluations, "
           f"duplicates 0, lost 0")  # fmt: skip
 
 
