@@ -215,12 +215,12 @@ def test_alias_expansion_is_bounded_before_construction(fan: int, depth: int, tm
     for _ in range(depth):
         lists.append(1 + fan * lists[-1])
     expanded = 1 + sum(1 + size for size in lists)  # the mapping, and each level's key and list
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a loaded machine does not fail it, a billion-node expansion would
     try:
         load_yaml(path, field="doc")
     except BadInputError as exc:
         assert "expands to over" in str(exc) and expanded > MAX_YAML_NODES, (expanded, str(exc))
-        assert time.perf_counter() - started < 0.5
+        assert time.process_time() - started < 0.5
         return
     assert expanded <= MAX_YAML_NODES
 
