@@ -9,11 +9,11 @@ from __future__ import annotations
 import shlex
 
 import pytest
-from recommender.engines.launch import launch_commands
 
 from recommender.config.candidate import Candidate
 from recommender.device import DeviceInfo
 from recommender.engines.eligibility import eligibility
+from recommender.fleet.launch import launch_commands
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.quantize import get_method
 

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from recommender.models.cache import ModelCache
-from recommender.quantize.export import checkpoint_scheme
 
+from recommender.cli.checkpoint_export import checkpoint_scheme
 from recommender.device import DeviceInfo
 from recommender.errors import BadInputError
 from recommender.models.source import ModelSource
@@ -28,6 +27,7 @@ from recommender.quality.lm_eval_runner import task_manager
 from recommender.quality.suite import load_use_case
 from recommender.quantize import get_method
 from recommender.quantize.checkpoint import CalibrationSet
+from recommender.quantize.model_cache import ModelCache
 from recommender.quantize.quark import QuarkScheme, load_quark_checkpoint, quark_missing, read_quark_fp8
 from tests.conftest import write_suite
 
