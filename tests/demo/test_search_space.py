@@ -7,16 +7,8 @@ the demo search itself, as `make demo` does, and checks that it shows the whole 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-import pytest
-
 from recommender.config.candidate import Candidate
 from recommender.config.spec import load_spec
-from recommender.decision.evidence import read_evidence
 from recommender.decision.rules import COST_TOLERANCE
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.study.prepare import prepare
@@ -44,23 +36,6 @@ def test_at_the_demo_traffic_only_8_bit_tensor_cores_fit_one_rtx_4090() -> None:
     assert four_bit > min(eight_bit.values()) * (1 + COST_TOLERANCE)
 
 
-@pytest.mark.slow
-def test_the_demo_search_makes_scores_and_recommends_a_quantized_checkpoint(tmp_path: Path) -> None:
-    """`recommender search` with no argument, from an empty directory and cache: what a newcomer's `make demo` shows."""
-    env = {**os.environ, "RECOMMENDER_CACHE_DIR": str(tmp_path / "cache")}
-    done = subprocess.run([sys.executable, "-m", "recommender.cli.main", "search"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=1800)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    (folder,) = (tmp_path / "mlruns" / "studies").iterdir()
-    evidence = read_evidence(folder)
-    rec = evidence.recommendation
-    measured = {r.quality.method: r.quality for r in evidence.results
-                if r.quality is not None and r.quality.verdict != "unverified"}  # fmt: skip
-    assert {"baseline", "fp8-dynamic", "int8-w8a8"} <= set(measured), sorted(measured)
-    for method in ("fp8-dynamic", "int8-w8a8"):  # a real checkpoint scored with lm-eval and KL against bf16
-        names = {c.name for c in measured[method].checks if c.value is not None}
-        assert {"demo_code_ppl", "demo_code_next_line", "fidelity"} <= names
-    assert rec.winner is not None and rec.winner.candidate.precision in ("fp8", "int8")
-    assert rec.winner.quality is not None and rec.winner.quality.verdict == "pass"
-    assert rec.quantization_note is None and "does not pay" not in done.stdout
-    assert "e-0" not in done.stdout.split("launch the recommendation")[0]  # money as money
+# The demo search itself, from an empty directory and cache, is run and checked by .ci/wheel_check (twice: the
+# development install and the wheel): a quantized winner, three schemes scored, no "does not pay",
+# money as money. Not repeated here, to keep CI's slow step inside its time.
