@@ -27,7 +27,7 @@ from unittest import mock
 import optuna
 import pytest
 import yaml
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from recommender.config.spec import load_spec
@@ -85,6 +85,7 @@ ROWS = st.lists(st.tuples(st.integers(1, 1100), st.integers(1, 200)), min_size=2
 
 @fast(40)
 @given(rows=ROWS, prefix=st.integers(1, 1000), header=st.booleans())
+@example(rows=[(946, 1), (1100, 2)], prefix=1, header=False)  # the rows' mean (1025) past the positions
 def test_each_trace_row_is_checked_against_the_shared_prefix(rows: list[tuple[int, int]], prefix: int,
                                                              header: bool) -> None:  # fmt: skip
     """A, 40 cases: a row no longer than the prefix is refused naming its line, though the trace's mean (the

@@ -70,7 +70,19 @@ def check_positions(
 def check_traffic_fits(config: Any, shape: ModelShape, catalog: Catalog, traffic: Any, *, field_prefix: str) -> None:
     """The spec's traffic against the model, each value where it is used: the constant request (a conversation's
     last turn, named as ``traffic.conversation``), then every trace row (and, in a conversation, the last turn it
-    starts). `traffic` is the spec's ``Traffic`` (config sits above perf, so it is not imported here)."""
+    starts). `traffic` is the spec's ``Traffic`` (config sits above perf, so it is not imported here). With a
+    trace the rows are what is served: each is checked by its line, and the means (the constant fields' defaults)
+    are not, since a refusal must name what the user wrote, and the mean of the rows is not a request."""
+    profile = getattr(traffic, "profile", None)
+    if profile is not None and profile.requests is not None:
+        check_trace_fits(config, traffic, field_prefix=field_prefix)
+        if traffic.conversation is None:  # the longest row's KV cache against the largest node
+            longest = max(p + o for p, o in zip(profile.requests.prompt_tokens, profile.requests.output_tokens,
+                                                strict=True))  # fmt: skip
+            check_request_fits(config, shape, catalog, prompt_tokens=longest, output_tokens=0,
+                               field=f"{field_prefix}traffic.profile.trace", what="the trace's longest request",
+                               fix="drop or shorten the longest requests")  # fmt: skip
+        return
     if traffic.conversation is None:
         check_request_fits(config, shape, catalog, prompt_tokens=traffic.prompt_tokens,
                            output_tokens=traffic.output_tokens, field=f"{field_prefix}traffic.prompt_tokens")
@@ -80,7 +92,6 @@ def check_traffic_fits(config: Any, shape: ModelShape, catalog: Catalog, traffic
                            output_tokens=traffic.output_tokens, field=f"{field_prefix}traffic.conversation",
                            what=f"turn {turns}'s prompt (its history) + output tokens",
                            fix="fewer turns, shorter messages or a shorter first prompt")  # fmt: skip
-    check_trace_fits(config, traffic, field_prefix=field_prefix)
 
 
 def check_trace_fits(config: Any, traffic: Any, *, field_prefix: str) -> None:

@@ -8,8 +8,9 @@ a ``price_per_hour_usd`` there wins over the set's.
 
 from __future__ import annotations
 
+import copy
 import difflib
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -154,6 +155,13 @@ def _read(path: Path) -> dict[str, dict[str, object]]:
     return entries
 
 
+@cache
+def _builtin_entries() -> dict[str, dict[str, object]]:
+    """The shipped catalog parsed once per process (callers get a deep copy): a file of the package, read by
+    every command and by each `--help` that lists its GPUs, where parsing it each time cost most of a refusal."""
+    return _read(BUILTIN_CATALOG)
+
+
 def _priced(entries: dict[str, dict[str, object]], prices: PriceSet) -> None:
     """Put `prices`' figures on the built-in entries (each of its GPUs must be one)."""
     for key in prices.prices:
@@ -172,7 +180,7 @@ def load_catalog(override: Path | None = None, *, price_set: str | None = None) 
     A user's ``price_per_hour_usd`` is a contract price: it replaces the set's, labelled ``hardware_catalog``.
     """
     prices = get_price_set(price_set)
-    entries = {k: dict(v) for k, v in _read(BUILTIN_CATALOG).items()}
+    entries = {k: dict(v) for k, v in copy.deepcopy(_builtin_entries()).items()}
     _priced(entries, prices)
     source = f"{BUILTIN_CATALOG.name}, prices: {prices.name}"
     if override is not None:
