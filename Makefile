@@ -23,8 +23,8 @@ test: $(STAMP)
 # The long real runs (fault injection with killed workers, a PostgreSQL restart mid-search, many workers on one study,
 # a full disk, corrupted checkpoints, MLflow down mid-search, hostile-input properties at 10x, every checkpoint scheme
 # quantized then scored, two releases gated, the ready spaces planned, and the plan- and search-heavy CLI tests):
-# 45 tests (the 2 Quark ones skip without the amd extra), about 40-45 min on two cores (the ready spaces' plans alone
-# about 16 min). CI runs them too.
+# 46 tests (the 2 Quark ones skip without the amd extra, the browser one without Chromium), 41 min on two cores with
+# other work beside them (the ready spaces' plans alone 16 min: chat-70b 9, rag-8b 7). CI runs them too.
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m "slow and not gpu" --durations=10
 
