@@ -6,12 +6,14 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-slow test-all wheel-check lint docs clean train-demo train-demo-v2 releases-demo
 
+# pip at -qq: errors only. A machine whose pip.conf lists absent find-links folders prints one warning per package
+# at -q, hundreds of lines that bury the tests' own output in CI's log.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet --quiet --upgrade pip
 	# CPU torch first: a bare `torch` requirement would pull a multi-GB CUDA build.
-	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --quiet torch==2.13.0
+	$(BIN)/pip install --quiet --quiet -e '.[dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)
