@@ -103,8 +103,9 @@ def _raw(path: Path) -> dict[str, Any]:
     """A shipped spec with its relative paths made absolute (it is written elsewhere)."""
     raw: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
     raw["use_case"] = str((path.parent / raw["use_case"]).resolve())
-    if (path.parent / raw["model"]["source"]).is_dir():  # a folder beside the spec ("model", "../...")
-        raw["model"]["source"] = str((path.parent / raw["model"]["source"]).resolve())
+    beside = path.parent / raw["model"]["source"]
+    if beside.is_dir():  # a folder beside the spec ("model", "../..."), not a hub id
+        raw["model"]["source"] = str(beside.resolve())
     return raw
 
 

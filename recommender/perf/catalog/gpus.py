@@ -180,7 +180,7 @@ def load_catalog(override: Path | None = None, *, price_set: str | None = None) 
     A user's ``price_per_hour_usd`` is a contract price: it replaces the set's, labelled ``hardware_catalog``.
     """
     prices = get_price_set(price_set)
-    entries = {k: dict(v) for k, v in copy.deepcopy(_builtin_entries()).items()}
+    entries = copy.deepcopy(_builtin_entries())
     _priced(entries, prices)
     source = f"{BUILTIN_CATALOG.name}, prices: {prices.name}"
     if override is not None:
