@@ -1,12 +1,13 @@
 """Parameter counts and the memory plan with known answers: Llama-3-8B's shape, its weights and KV cache on one
-device, fp8 KV, tensor parallelism, and a refusal that gives the numbers."""
+device, fp8 KV, tensor parallelism, a refusal that gives the numbers, and the memory the device reports."""
 
 from __future__ import annotations
 
 import pytest
 
 from recommender.perf.catalog.architectures import load_architecture
-from recommender.perf.model.memory import plan_memory
+from recommender.perf.catalog.gpus import load_catalog
+from recommender.perf.model.memory import kv_cache_tokens, plan_memory
 from recommender.quantize import get_method
 
 _, LLAMA3_8B = load_architecture("llama-3.1-8b")  # the shipped config.json numbers
@@ -43,3 +44,16 @@ def test_memory_refusal_gives_the_numbers() -> None:
     assert plan.kv_cache_tokens == 0 and plan.max_concurrent_seqs(2048) == 0
     nf4 = plan_memory(LLAMA3_8B, get_method("bnb-nf4"), device_gb=16.0)
     assert nf4.shortfall(1, 2048) is None and nf4.max_concurrent_seqs(2048) > 1
+
+
+def test_kv_capacity_comes_from_the_memory_the_device_reports() -> None:
+    catalog = load_catalog()
+    h100 = catalog.get("h100-sxm")
+    assert h100.memory_gb == 80 and h100.device_memory_gb == pytest.approx(81559 * 2**20 / 1e9)  # 85.5 GB
+    shape, method = load_architecture("qwen3-32b")[1], get_method("baseline")
+    more = kv_cache_tokens(shape, method, h100, tensor_parallel=2)
+    less = kv_cache_tokens(shape, method, h100.model_copy(update={"memory_mib": None}), tensor_parallel=2)
+    assert more > less * 1.08  # 5.5 GB more per GPU, all of it KV cache
+    assert catalog.get("b200").device_memory_gb == pytest.approx(192.3, abs=0.05)  # "180 GB" = 179 GiB to CUDA
+    a10g = catalog.get("a10g")
+    assert a10g.memory_mib is None and a10g.device_memory_gb == a10g.memory_gb  # unknown: the datasheet figure
