@@ -32,8 +32,8 @@ from hypothesis import strategies as st
 
 from recommender.config.spec import load_spec
 from recommender.speculation.methods import parse_speculative
-from tests.cli.test_hostile_properties import Outcome, Reached, assert_clean, run_cli
 from tests.cli.test_hostile_files_and_names import fast
+from tests.cli.test_hostile_properties import Outcome, Reached, assert_clean, run_cli
 from tests.conftest import build_spec, spec_mapping
 
 #: The demo model's max_position_embeddings.
