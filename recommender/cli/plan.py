@@ -112,8 +112,8 @@ class _Views:
     def shown(self, shape: ModelShape, catalog: Catalog, hardware: list[str], traffic: Traffic, sla: LatencySLA,
               pointed: Pointed) -> bool:  # fmt: skip
         """Print the comparison asked for, if any (False: the plain plan table answers)."""
-        from recommender.fleet.expert_parallel_plan import plan_parallelism
         from recommender.fleet.layout_compare import plan_layouts
+        from recommender.fleet.parallelism import plan_parallelism
         from recommender.report.layout_table import render_layouts, render_parallelism
         from recommender.serialization import dumps, list_to_data
 
