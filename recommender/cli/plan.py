@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
@@ -18,6 +18,8 @@ from recommender.report.console import make_console, step_progress
 if TYPE_CHECKING:
     from recommender.cli.plan_inputs import Pointed
     from recommender.config.spec import LatencySLA, Traffic
+    from recommender.fleet.layout_compare import LayoutComparison
+    from recommender.fleet.parallelism import ParallelismComparison
     from recommender.fleet.plan import PlanRow
     from recommender.perf.catalog.gpus import Catalog
     from recommender.perf.model.shape import ModelShape
@@ -96,6 +98,36 @@ def _layouts(given: list[str] | None) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
+class _Target:
+    """The architecture planned and the GPUs it is planned on, read and checked."""
+
+    name: str
+    shape: ModelShape
+    catalog: Catalog
+    hardware: list[str]
+    #: What the launch commands serve: a shipped name's hub id, else the model as given.
+    served: str
+
+
+def _target(model: str, pointed: Pointed, price_set: str | None, prompt_tokens: int, output_tokens: int) -> _Target:
+    """The architecture from --model, the catalog with --price-set's prices, the GPUs planned (priced ones only
+    with a price set), and the request checked against the model's positions."""
+    from recommender.perf.catalog.architecture_check import check_request_fits
+    from recommender.perf.catalog.gpus import load_catalog
+    from recommender.perf.catalog.prices import get_price_set
+    from recommender.perf.model.shape import ModelShape
+
+    name, config = read_architecture(model)
+    shape = ModelShape.from_config(config)
+    catalog = load_catalog(price_set=get_price_set(price_set, field="--price-set").name)
+    hardware = pointed.hardware(catalog, shape, priced_only=price_set is not None)
+    check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                       field="--prompt-tokens")  # fmt: skip
+    served = str(next(iter(getattr(config, "_hub_ids", None) or []), model))  # a shipped name launches its hub id
+    return _Target(name, shape, catalog, hardware, served)
+
+
+@dataclass(frozen=True, slots=True)
 class _Views:
     """The comparisons `plan` prints instead of its plain table: layouts (--layout disaggregated) or tensor against
     expert parallelism (--expert-parallel)."""
@@ -105,22 +137,18 @@ class _Views:
     expert_parallel: bool
     expert_skew: float
     redundant_experts: int
-    name: str
     json_output: bool
-    served: str
 
-    def shown(self, shape: ModelShape, catalog: Catalog, hardware: list[str], traffic: Traffic, sla: LatencySLA,
-              pointed: Pointed) -> bool:  # fmt: skip
+    def shown(self, target: _Target, traffic: Traffic, sla: LatencySLA, pointed: Pointed) -> bool:
         """Print the comparison asked for, if any (False: the plain plan table answers)."""
         from recommender.fleet.layout_compare import plan_layouts
         from recommender.fleet.parallelism import plan_parallelism
-        from recommender.report.layout_table import render_layouts, render_parallelism
-        from recommender.serialization import dumps, list_to_data
 
         if "disaggregated" not in self.layouts and not self.expert_parallel:
             return False
-        pairs, p = len(hardware) * len(pointed.precisions), pointed
-        with step_progress(make_console(stderr=True), total=pairs, description="planning") as done:
+        shape, catalog, hardware, p = target.shape, target.catalog, target.hardware, pointed
+        with step_progress(make_console(stderr=True), total=len(hardware) * len(p.precisions),
+                           description="planning") as done:  # fmt: skip
             if self.expert_parallel:
                 ep = plan_parallelism(shape, catalog, hardware=hardware, precisions=p.precisions, traffic=traffic,
                                       sla=sla, scope=p.scope, engines=p.engines, skew=self.expert_skew,
@@ -129,34 +157,51 @@ class _Views:
             else:
                 layouts = plan_layouts(shape, catalog, hardware=hardware, precisions=p.precisions, traffic=traffic,
                                        sla=sla, link=self.link, scope=p.scope, engines=p.engines, on_row=done,
-                                       model=self.served)  # fmt: skip
+                                       model=target.served)  # fmt: skip
+        self._print(ep if self.expert_parallel else layouts, name=target.name, traffic=traffic, sla=sla)
+        return True
+
+    def _print(self, found: list[ParallelismComparison] | list[LayoutComparison], *, name: str, traffic: Traffic,
+               sla: LatencySLA) -> None:  # fmt: skip
+        """The comparison as JSON or as its table."""
+        from recommender.report.layout_table import render_layouts, render_parallelism
+        from recommender.serialization import dumps, list_to_data
+
         console = make_console(stderr=False)
         if self.json_output:
-            print(dumps(list_to_data(ep if self.expert_parallel else layouts)))
+            print(dumps(list_to_data(found)))
         elif self.expert_parallel:
-            render_parallelism(ep, name=self.name, traffic=traffic, sla=sla, console=console)
+            render_parallelism(cast("list[ParallelismComparison]", found), name=name, traffic=traffic, sla=sla,
+                               console=console)  # fmt: skip
         else:
-            render_layouts(layouts, name=self.name, traffic=traffic, sla=sla, console=console)
-        return True
+            render_layouts(cast("list[LayoutComparison]", found), name=name, traffic=traffic, sla=sla, console=console)
+
+
+# The command's own options (the pointing flags above are shared with their validation in ``plan_inputs``).
+Model = Annotated[str | None, typer.Option(
+    help="Shipped architecture (e.g. llama-3.1-8b), a config.json, or a model directory "
+    "(default with --spec: the architecture of the spec's model.source).")]  # fmt: skip
+SpecPath = Annotated[Path | None, typer.Option(
+    help="A search space: plan its GPUs, precisions, batch sizes, traffic and SLA; with a daily "
+    "profile, also autoscaled vs static $/month and the GPU mix (the flags below are ignored).")]  # fmt: skip
+PromptTokens = Annotated[int, typer.Option(min=1, max=10_000_000)]
+OutputTokens = Annotated[int, typer.Option(min=1)]
+Rps = Annotated[float, typer.Option(min=0.001, help="Target requests per second.")]
+TtftMs = Annotated[float, typer.Option(min=0.001, help="P99 TTFT SLA, ms.")]
+TpotMs = Annotated[float, typer.Option(min=0.001, help="P99 TPOT SLA, ms.")]
+Hardware = Annotated[list[str] | None, typer.Option(help=HARDWARE_HELP)]
+JsonOutput = Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")]
 
 
 def plan_command(
-    model: Annotated[
-        str | None,
-        typer.Option(help="Shipped architecture (e.g. llama-3.1-8b), a config.json, or a model directory "
-                     "(default with --spec: the architecture of the spec's model.source)."),
-    ] = None,
-    spec: Annotated[
-        Path | None,
-        typer.Option(help="A search space: plan its GPUs, precisions, batch sizes, traffic and SLA; with a daily "
-                     "profile, also autoscaled vs static $/month and the GPU mix (the flags below are ignored)."),
-    ] = None,
-    prompt_tokens: Annotated[int, typer.Option(min=1, max=10_000_000)] = 512,
-    output_tokens: Annotated[int, typer.Option(min=1)] = 256,
-    rps: Annotated[float, typer.Option(min=0.001, help="Target requests per second.")] = 10.0,
-    ttft_ms: Annotated[float, typer.Option(min=0.001, help="P99 TTFT SLA, ms.")] = 1000.0,
-    tpot_ms: Annotated[float, typer.Option(min=0.001, help="P99 TPOT SLA, ms.")] = 50.0,
-    hardware: Annotated[list[str] | None, typer.Option(help=HARDWARE_HELP)] = None,
+    model: Model = None,
+    spec: SpecPath = None,
+    prompt_tokens: PromptTokens = 512,
+    output_tokens: OutputTokens = 256,
+    rps: Rps = 10.0,
+    ttft_ms: TtftMs = 1000.0,
+    tpot_ms: TpotMs = 50.0,
+    hardware: Hardware = None,
     batch_size: BatchSizes = None,
     engine: Engines = None,
     precision: Precisions = None,
@@ -169,14 +214,10 @@ def plan_command(
     expert_parallel: ExpertParallel = False,
     expert_skew: ExpertSkew = 0.0,
     redundant_experts: RedundantExperts = 0,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
+    json_output: JsonOutput = False,
 ) -> None:
     """Project cost and latency for an architecture without its weights, across GPUs and precisions."""
     from recommender.cli.plan_inputs import pointed_plan, traffic_and_sla
-    from recommender.perf.catalog.architecture_check import check_request_fits
-    from recommender.perf.catalog.gpus import load_catalog
-    from recommender.perf.catalog.prices import get_price_set
-    from recommender.perf.model.shape import ModelShape
 
     if spec is not None:
         _plan_from_spec(spec, model, json_output)
@@ -187,18 +228,13 @@ def plan_command(
                                    tpot_ms=tpot_ms)  # fmt: skip
     pointed = pointed_plan(hardware=hardware, engines=engine, precisions=precision, schemes=scheme,
                            tensor_parallel=tensor_parallel, kv_cache_dtypes=kv_cache_dtype, batch_sizes=batch_size)
-    name, config = read_architecture(model)
-    shape = ModelShape.from_config(config)
-    catalog = load_catalog(price_set=get_price_set(price_set, field="--price-set").name)
-    hardware = pointed.hardware(catalog, shape, priced_only=price_set is not None)
-    check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-                       field="--prompt-tokens")  # fmt: skip
-    served = str(next(iter(getattr(config, "_hub_ids", None) or []), model))  # a shipped name launches its hub id
-    if _Views(_layouts(layout), link, expert_parallel, expert_skew, redundant_experts, name, json_output,
-              served).shown(shape, catalog, hardware, traffic, sla, pointed):  # fmt: skip
+    target = _target(model, pointed, price_set, prompt_tokens, output_tokens)
+    views = _Views(_layouts(layout), link, expert_parallel, expert_skew, redundant_experts, json_output)
+    if views.shown(target, traffic, sla, pointed):
         return
-    _print_rows(_plan_with_progress(shape, catalog, hardware, traffic, sla, pointed, served), name=name,
-                traffic=traffic, sla=sla, served=served, json_output=json_output)  # fmt: skip
+    _print_rows(_plan_with_progress(target.shape, target.catalog, target.hardware, traffic, sla, pointed,
+                                    target.served), name=target.name, traffic=traffic, sla=sla, served=target.served,
+                json_output=json_output)  # fmt: skip
 
 
 def _plan_from_spec(spec: Path, model: str | None, json_output: bool) -> None:
