@@ -11,18 +11,15 @@ import typer
 from recommender.cli.registry_help import gpu_names, price_set_names
 from recommender.engines import ENGINE_NAMES
 from recommender.errors import BadInputError
-from recommender.perf.catalog.architectures import read_architecture
 from recommender.quantize.precisions import PLANNED_PRECISIONS
 from recommender.report.console import make_console, step_progress
 
 if TYPE_CHECKING:
-    from recommender.cli.plan_inputs import Pointed
+    from recommender.cli.plan_inputs import PlanTarget, Pointed
     from recommender.config.spec import LatencySLA, Traffic
     from recommender.fleet.layout_compare import LayoutComparison
     from recommender.fleet.parallelism import ParallelismComparison
     from recommender.fleet.plan import PlanRow
-    from recommender.perf.catalog.gpus import Catalog
-    from recommender.perf.model.shape import ModelShape
 
 EPILOG = ("Latencies and capacities are calibrated (step costs fitted on measured serving runs, their uncertainty from "
           "held-out step residuals, simulated through the traffic); quality is a labelled prior, verdict 'unverified'.")
@@ -69,62 +66,16 @@ KVDtypes = Annotated[list[str] | None, typer.Option(
     help="KV cache dtypes to try (repeat): auto (16-bit), fp8; default: both (fp8 where the engine and GPU run it).")]
 
 
-def _plan_with_progress(
-    shape: ModelShape, catalog: Catalog, hardware: list[str], traffic: Traffic, sla: LatencySLA, pointed: Pointed,
-    model: str,
-) -> list[PlanRow]:
+def _plan_with_progress(target: PlanTarget, traffic: Traffic, sla: LatencySLA, pointed: Pointed) -> list[PlanRow]:
     """Every GPU x precision row, with a progress bar on a terminal (each pair simulates its degrees x KV dtypes x
     batch caps)."""
     from recommender.fleet.plan import plan
 
-    pairs = len(hardware) * len(pointed.precisions)
+    pairs = len(target.hardware) * len(pointed.precisions)
     with step_progress(make_console(stderr=True), total=pairs, description="planning") as done:
-        return plan(shape, catalog, hardware=hardware, precisions=pointed.precisions, traffic=traffic, sla=sla,
-                    scope=pointed.scope, on_row=done, model=model, engines=pointed.engines)  # fmt: skip
-
-
-LAYOUTS = ("aggregated", "disaggregated")
-
-
-def _layouts(given: list[str] | None) -> list[str]:
-    """--layout values checked (each known, none twice); default: aggregated."""
-    from recommender.cli.plan_inputs import distinct
-
-    distinct(given or [], flag="--layout")
-    for value in given or []:
-        if value not in LAYOUTS:
-            raise BadInputError("--layout", f"unknown layout {value!r}", f"use {' or '.join(LAYOUTS)}")
-    return given or ["aggregated"]
-
-
-@dataclass(frozen=True, slots=True)
-class _Target:
-    """The architecture planned and the GPUs it is planned on, read and checked."""
-
-    name: str
-    shape: ModelShape
-    catalog: Catalog
-    hardware: list[str]
-    #: What the launch commands serve: a shipped name's hub id, else the model as given.
-    served: str
-
-
-def _target(model: str, pointed: Pointed, price_set: str | None, prompt_tokens: int, output_tokens: int) -> _Target:
-    """The architecture from --model, the catalog with --price-set's prices, the GPUs planned (priced ones only
-    with a price set), and the request checked against the model's positions."""
-    from recommender.perf.catalog.architecture_check import check_request_fits
-    from recommender.perf.catalog.gpus import load_catalog
-    from recommender.perf.catalog.prices import get_price_set
-    from recommender.perf.model.shape import ModelShape
-
-    name, config = read_architecture(model)
-    shape = ModelShape.from_config(config)
-    catalog = load_catalog(price_set=get_price_set(price_set, field="--price-set").name)
-    hardware = pointed.hardware(catalog, shape, priced_only=price_set is not None)
-    check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-                       field="--prompt-tokens")  # fmt: skip
-    served = str(next(iter(getattr(config, "_hub_ids", None) or []), model))  # a shipped name launches its hub id
-    return _Target(name, shape, catalog, hardware, served)
+        return plan(target.shape, target.catalog, hardware=target.hardware, precisions=pointed.precisions,
+                    traffic=traffic, sla=sla, scope=pointed.scope, on_row=done, model=target.served,
+                    engines=pointed.engines)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +90,7 @@ class _Views:
     redundant_experts: int
     json_output: bool
 
-    def shown(self, target: _Target, traffic: Traffic, sla: LatencySLA, pointed: Pointed) -> bool:
+    def shown(self, target: PlanTarget, traffic: Traffic, sla: LatencySLA, pointed: Pointed) -> bool:
         """Print the comparison asked for, if any (False: the plain plan table answers)."""
         from recommender.fleet.layout_compare import plan_layouts
         from recommender.fleet.parallelism import plan_parallelism
@@ -217,7 +168,7 @@ def plan_command(
     json_output: JsonOutput = False,
 ) -> None:
     """Project cost and latency for an architecture without its weights, across GPUs and precisions."""
-    from recommender.cli.plan_inputs import pointed_plan, traffic_and_sla
+    from recommender.cli.plan_inputs import layouts, plan_target, pointed_plan, traffic_and_sla
 
     if spec is not None:
         _plan_from_spec(spec, model, json_output)
@@ -228,12 +179,11 @@ def plan_command(
                                    tpot_ms=tpot_ms)  # fmt: skip
     pointed = pointed_plan(hardware=hardware, engines=engine, precisions=precision, schemes=scheme,
                            tensor_parallel=tensor_parallel, kv_cache_dtypes=kv_cache_dtype, batch_sizes=batch_size)
-    target = _target(model, pointed, price_set, prompt_tokens, output_tokens)
-    views = _Views(_layouts(layout), link, expert_parallel, expert_skew, redundant_experts, json_output)
+    target = plan_target(model, pointed, price_set, prompt_tokens, output_tokens)
+    views = _Views(layouts(layout), link, expert_parallel, expert_skew, redundant_experts, json_output)
     if views.shown(target, traffic, sla, pointed):
         return
-    _print_rows(_plan_with_progress(target.shape, target.catalog, target.hardware, traffic, sla, pointed,
-                                    target.served), name=target.name, traffic=traffic, sla=sla, served=target.served,
+    _print_rows(_plan_with_progress(target, traffic, sla, pointed), target, traffic=traffic, sla=sla,
                 json_output=json_output)  # fmt: skip
 
 
@@ -243,7 +193,7 @@ def _plan_from_spec(spec: Path, model: str | None, json_output: bool) -> None:
     plan_spec(spec, model, json_output)
 
 
-def _print_rows(rows: list[PlanRow], *, name: str, traffic: Traffic, sla: LatencySLA, served: str,
+def _print_rows(rows: list[PlanRow], target: PlanTarget, *, traffic: Traffic, sla: LatencySLA,
                 json_output: bool) -> None:  # fmt: skip
     from recommender.fleet.plan import rows_to_json
     from recommender.report.plan_table import render_cheapest_launch, render_plan
@@ -252,5 +202,5 @@ def _print_rows(rows: list[PlanRow], *, name: str, traffic: Traffic, sla: Latenc
         print(rows_to_json(rows))
         return
     console = make_console(stderr=False)
-    render_plan(rows, name=name, traffic=traffic, sla=sla, console=console)
-    render_cheapest_launch(rows, served, console)
+    render_plan(rows, name=target.name, traffic=traffic, sla=sla, console=console)
+    render_cheapest_launch(rows, target.served, console)
