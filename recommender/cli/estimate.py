@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -13,8 +14,12 @@ from recommender.perf.catalog.architectures import read_architecture
 from recommender.report.console import make_console
 
 if TYPE_CHECKING:
-    from recommender.perf.catalog.gpus import Accelerator
+    from types import SimpleNamespace
+
+    from recommender.perf.catalog.gpus import Accelerator, Catalog
     from recommender.perf.model.shape import ModelShape
+    from recommender.perf.sim.estimate import BenchmarkEstimate, EstimateRequest
+    from recommender.perf.step.calibrated import StepCostFit
     from recommender.quantize import QuantMethod
 
 EPILOG = (
@@ -78,34 +83,43 @@ def _warmup_rounds(warmup_rounds: int, rounds: int) -> int:
     return warmup_rounds
 
 
-def estimate_command(
-    model: Annotated[str, typer.Option(help="Shipped architecture (e.g. qwen3-32b), a config.json, or a model dir.")],
-    hardware: Annotated[str, typer.Option(help=f"Catalog GPU: {gpu_names()}.")],
-    concurrency: Annotated[int, typer.Option(min=1, max=4096, help="Requests in flight (the client's C).")],
-    prompt_tokens: Annotated[int, typer.Option(min=1, max=1_000_000, help="Input length of every request.")],
-    output_tokens: Annotated[int, typer.Option(min=1, max=1_000_000, help="Output length of every request.")],
-    precision: Annotated[str | None, typer.Option(help=f"{precision_names()} (each its usual scheme).")] = None,
-    scheme: Annotated[str | None, typer.Option(help="A serving scheme by name (e.g. w4a16-awq-g128).")] = None,
-    tensor_parallel: Annotated[int, typer.Option(min=1, max=64, help="Tensor-parallel degree.")] = 1,
-    engine: Annotated[str, typer.Option(help=f"Serving engine: {', '.join(ENGINES)}.")] = "vllm",
-    kv_cache_dtype: Annotated[str, typer.Option(help="KV cache dtype (vLLM's names): auto (16-bit) or fp8.")] = "auto",
-    rounds: Annotated[int | None, typer.Option(
-        min=1, max=1000, help="Requests sent: rounds x concurrency (default: the calibration's, 8).")] = None,
-    warmup_rounds: Annotated[int, typer.Option(
-        min=0, max=999, help="Leave the first warmup-rounds x concurrency requests out (a client's warm-up).")] = 0,
-    confidence: Annotated[float, typer.Option(min=0.5, max=0.99, help="Level of the intervals.")] = 0.9,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the estimate as JSON.")] = False,
-) -> None:
-    """Predict a closed-loop benchmark's TTFT, TPOT and throughput on a GPU, with prediction intervals."""
-    from recommender.paths import cache_root
-    from recommender.perf.catalog.architecture_check import check_request_fits
+# The command's options, declared once with their bounds and help (the signature below names them).
+Model = Annotated[str, typer.Option(help="Shipped architecture (e.g. qwen3-32b), a config.json, or a model dir.")]
+Hardware = Annotated[str, typer.Option(help=f"Catalog GPU: {gpu_names()}.")]
+Concurrency = Annotated[int, typer.Option(min=1, max=4096, help="Requests in flight (the client's C).")]
+PromptTokens = Annotated[int, typer.Option(min=1, max=1_000_000, help="Input length of every request.")]
+OutputTokens = Annotated[int, typer.Option(min=1, max=1_000_000, help="Output length of every request.")]
+Precision = Annotated[str | None, typer.Option(help=f"{precision_names()} (each its usual scheme).")]
+Scheme = Annotated[str | None, typer.Option(help="A serving scheme by name (e.g. w4a16-awq-g128).")]
+TensorParallel = Annotated[int, typer.Option(min=1, max=64, help="Tensor-parallel degree.")]
+Engine = Annotated[str, typer.Option(help=f"Serving engine: {', '.join(ENGINES)}.")]
+KvCacheDtype = Annotated[str, typer.Option(help="KV cache dtype (vLLM's names): auto (16-bit) or fp8.")]
+Rounds = Annotated[int | None, typer.Option(
+    min=1, max=1000, help="Requests sent: rounds x concurrency (default: the calibration's, 8).")]  # fmt: skip
+WarmupRounds = Annotated[int, typer.Option(
+    min=0, max=999, help="Leave the first warmup-rounds x concurrency requests out (a client's warm-up).")]  # fmt: skip
+Confidence = Annotated[float, typer.Option(min=0.5, max=0.99, help="Level of the intervals.")]
+JsonOutput = Annotated[bool, typer.Option("--json", help="Print the estimate as JSON.")]
+
+
+@dataclass(frozen=True, slots=True)
+class _Launch:
+    """What is launched where, read and checked: the model, its scheme, the GPU and the engine."""
+
+    name: str
+    config: SimpleNamespace
+    shape: ModelShape
+    method: QuantMethod
+    accel: Accelerator
+    catalog: Catalog
+
+
+def _launch(model: str, hardware: str, precision: str | None, scheme: str | None, engine: str,
+            tensor_parallel: int, kv_cache_dtype: str) -> _Launch:  # fmt: skip
+    """The options that name the launch, each checked: a bad one is refused before anything is simulated."""
     from recommender.perf.catalog.gpus import load_catalog
     from recommender.perf.model.shape import ModelShape
-    from recommender.perf.sim.estimate import EstimateRequest, estimate
-    from recommender.perf.step.calibrated import CalibratedModel, load_fit, load_kernel_calibration
     from recommender.quantize import get_method
-    from recommender.report.estimate_table import render_estimate
-    from recommender.serialization import dumps, to_data
 
     _check_kv_cache_dtype(kv_cache_dtype)
     if engine not in ENGINES:
@@ -116,23 +130,52 @@ def estimate_command(
     name, config = read_architecture(model)
     shape = ModelShape.from_config(config)
     _check_launch(engine, method, accel, tensor_parallel, shape)
-    check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-                       field="--prompt-tokens/--output-tokens")  # fmt: skip
-    fit, kernel_cache = load_fit(), cache_root() / "kernel_tables"
+    return _Launch(name, config, shape, method, accel, catalog)
+
+
+def _estimate(request: EstimateRequest, fit: StepCostFit) -> BenchmarkEstimate:
+    """The estimate with the shipped fit and any cached kernel tables; a replica whose weights leave too little KV
+    cache at this degree is refused as bad input."""
+    from recommender.paths import cache_root
+    from recommender.perf.sim.estimate import estimate
+    from recommender.perf.step.calibrated import CalibratedModel, load_kernel_calibration
+
+    kernel_cache = cache_root() / "kernel_tables"
+    try:
+        return estimate(request, CalibratedModel(fit, load_kernel_calibration(cache_dir=kernel_cache)))
+    except ValueError as exc:  # the weights leave too little KV cache on the GPU at this degree
+        raise BadInputError(
+            "--tensor-parallel", f"{request.model} {request.method.name} on {request.accel.key} "
+            f"x{request.tensor_parallel}: {exc}", "a larger degree, a smaller scheme or a bigger GPU",
+        ) from None  # fmt: skip
+
+
+def estimate_command(
+    model: Model, hardware: Hardware, concurrency: Concurrency, prompt_tokens: PromptTokens,
+    output_tokens: OutputTokens, precision: Precision = None, scheme: Scheme = None,
+    tensor_parallel: TensorParallel = 1, engine: Engine = "vllm", kv_cache_dtype: KvCacheDtype = "auto",
+    rounds: Rounds = None, warmup_rounds: WarmupRounds = 0, confidence: Confidence = 0.9,
+    json_output: JsonOutput = False,
+) -> None:  # fmt: skip
+    """Predict a closed-loop benchmark's TTFT, TPOT and throughput on a GPU, with prediction intervals."""
+    from recommender.perf.catalog.architecture_check import check_request_fits
+    from recommender.perf.sim.estimate import EstimateRequest
+    from recommender.perf.step.calibrated import load_fit
+    from recommender.report.estimate_table import render_estimate
+    from recommender.serialization import dumps, to_data
+
+    launch = _launch(model, hardware, precision, scheme, engine, tensor_parallel, kv_cache_dtype)
+    check_request_fits(launch.config, launch.shape, launch.catalog, prompt_tokens=prompt_tokens,
+                       output_tokens=output_tokens, field="--prompt-tokens/--output-tokens")  # fmt: skip
+    fit = load_fit()
     sent = rounds or fit.protocol_rounds
     request = EstimateRequest(
-        model=name, shape=shape, method=method, accel=accel, profile=PROFILES[engine],
+        model=launch.name, shape=launch.shape, method=launch.method, accel=launch.accel, profile=PROFILES[engine],
         tensor_parallel=tensor_parallel,
         concurrency=concurrency, prompt_tokens=prompt_tokens, output_tokens=output_tokens, confidence=confidence,
         kv_cache_dtype=kv_cache_dtype, rounds=sent, warmup_rounds=_warmup_rounds(warmup_rounds, sent),
     )  # fmt: skip
-    try:
-        result = estimate(request, CalibratedModel(fit, load_kernel_calibration(cache_dir=kernel_cache)))
-    except ValueError as exc:  # the weights leave too little KV cache on the GPU at this degree
-        raise BadInputError(
-            "--tensor-parallel", f"{name} {method.name} on {accel.key} x{tensor_parallel}: {exc}",
-            "a larger degree, a smaller scheme or a bigger GPU",
-        ) from None
+    result = _estimate(request, fit)
     if json_output:
         typer.echo(dumps(to_data(result)))
         return

@@ -23,17 +23,34 @@ EPILOG = (
 )
 
 
+Checkpoint = Annotated[
+    Path | None, typer.Option(help="Score this saved checkpoint of --scheme (from `recommender quantize`).")
+]
+Limit = Annotated[int | None, typer.Option(min=1, max=10_000_000, help="Documents per task (default: the suite's).")]
+
+
+def _scheme(method: str, checkpoint: Path | None, precision: str | None) -> QuantMethod:
+    """The scheme to score from --scheme, its saved --checkpoint if given, and --precision as a check."""
+    from recommender.input_files import expand_user
+    from recommender.quantize import get_method
+    from recommender.quantize.saved import saved_checkpoint
+
+    quant = get_method(method, field="--scheme")
+    if checkpoint is not None:
+        quant = saved_checkpoint(quant, expand_user(checkpoint, field="--checkpoint").resolve())
+    if precision is not None and precision != quant.precision:
+        raise BadInputError("--precision", f"{method} is a {quant.precision} method, not {precision}",
+                            f"pass --precision {quant.precision} or a {precision} method")  # fmt: skip
+    return quant
+
+
 def eval_command(
     model: Annotated[str, typer.Option(help="Local model directory or hub id (org/name).")],
     method: Annotated[str, typer.Option("--scheme", "--method", help="Scheme, e.g. fp8-dynamic, w4a16-gptq-g128.")],
     use_case: Annotated[Path, typer.Option(help="Use-case suite YAML, e.g. recommender/demo/use_case.yaml.")],
-    checkpoint: Annotated[
-        Path | None, typer.Option(help="Score this saved checkpoint of --scheme (from `recommender quantize`).")
-    ] = None,
+    checkpoint: Checkpoint = None,
     precision: Annotated[str | None, typer.Option(help="Precision the method must belong to (a check).")] = None,
-    limit: Annotated[
-        int | None, typer.Option(min=1, max=10_000_000, help="Documents per task (default: the suite's).")
-    ] = None,
+    limit: Limit = None,
     adaptive: Annotated[bool, typer.Option(help="Stop early once every verdict is clear.")] = True,
     revision: Annotated[str | None, typer.Option(help="Hub revision for hub ids.")] = None,
     allow_pickle: Annotated[bool, typer.Option(help="Allow pickle (.bin) weights.")] = False,
@@ -42,24 +59,16 @@ def eval_command(
 ) -> None:
     """Is this quantization good enough for this use case? Paired lm-eval deltas with intervals, KL, a verdict."""
     from recommender.config.destinations import check_cache_root
-    from recommender.input_files import expand_user
     from recommender.quality.cache import QualityCache
     from recommender.quality.calibration_docs import quantize_context
     from recommender.quality.evaluate import QualityEvaluator
     from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
     from recommender.quality.suite import load_use_case
-    from recommender.quantize import get_method
-    from recommender.quantize.saved import saved_checkpoint
     from recommender.report.eval_table import render_eval
     from recommender.serialization import dumps, to_data
 
     check_cache_root()  # where per-document results go: refused up front, not at the first cached document
-    quant = get_method(method, field="--scheme")
-    if checkpoint is not None:
-        quant = saved_checkpoint(quant, expand_user(checkpoint, field="--checkpoint").resolve())
-    if precision is not None and precision != quant.precision:
-        raise BadInputError("--precision", f"{method} is a {quant.precision} method, not {precision}",
-                            f"pass --precision {quant.precision} or a {precision} method")  # fmt: skip
+    quant = _scheme(method, checkpoint, precision)
     suite = load_use_case(use_case, field="--use-case")
     models = _models_here(model, quant, fix="pick a method that runs here, or run on a device that has its kernels",
                           revision=revision, allow_pickle=allow_pickle,

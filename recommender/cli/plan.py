@@ -4,23 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
 from recommender.cli.registry_help import gpu_names, price_set_names
 from recommender.engines import ENGINE_NAMES
 from recommender.errors import BadInputError
-from recommender.perf.catalog.architectures import read_architecture
 from recommender.quantize.precisions import PLANNED_PRECISIONS
 from recommender.report.console import make_console, step_progress
 
 if TYPE_CHECKING:
-    from recommender.cli.plan_inputs import Pointed
+    from recommender.cli.plan_inputs import PlanTarget, Pointed
     from recommender.config.spec import LatencySLA, Traffic
+    from recommender.fleet.layout_compare import LayoutComparison
+    from recommender.fleet.parallelism import ParallelismComparison
     from recommender.fleet.plan import PlanRow
-    from recommender.perf.catalog.gpus import Catalog
-    from recommender.perf.model.shape import ModelShape
 
 EPILOG = ("Latencies and capacities are calibrated (step costs fitted on measured serving runs, their uncertainty from "
           "held-out step residuals, simulated through the traffic); quality is a labelled prior, verdict 'unverified'.")
@@ -67,32 +66,16 @@ KVDtypes = Annotated[list[str] | None, typer.Option(
     help="KV cache dtypes to try (repeat): auto (16-bit), fp8; default: both (fp8 where the engine and GPU run it).")]
 
 
-def _plan_with_progress(
-    shape: ModelShape, catalog: Catalog, hardware: list[str], traffic: Traffic, sla: LatencySLA, pointed: Pointed,
-    model: str,
-) -> list[PlanRow]:
+def _plan_with_progress(target: PlanTarget, traffic: Traffic, sla: LatencySLA, pointed: Pointed) -> list[PlanRow]:
     """Every GPU x precision row, with a progress bar on a terminal (each pair simulates its degrees x KV dtypes x
     batch caps)."""
     from recommender.fleet.plan import plan
 
-    pairs = len(hardware) * len(pointed.precisions)
+    pairs = len(target.hardware) * len(pointed.precisions)
     with step_progress(make_console(stderr=True), total=pairs, description="planning") as done:
-        return plan(shape, catalog, hardware=hardware, precisions=pointed.precisions, traffic=traffic, sla=sla,
-                    scope=pointed.scope, on_row=done, model=model, engines=pointed.engines)  # fmt: skip
-
-
-LAYOUTS = ("aggregated", "disaggregated")
-
-
-def _layouts(given: list[str] | None) -> list[str]:
-    """--layout values checked (each known, none twice); default: aggregated."""
-    from recommender.cli.plan_inputs import distinct
-
-    distinct(given or [], flag="--layout")
-    for value in given or []:
-        if value not in LAYOUTS:
-            raise BadInputError("--layout", f"unknown layout {value!r}", f"use {' or '.join(LAYOUTS)}")
-    return given or ["aggregated"]
+        return plan(target.shape, target.catalog, hardware=target.hardware, precisions=pointed.precisions,
+                    traffic=traffic, sla=sla, scope=pointed.scope, on_row=done, model=target.served,
+                    engines=pointed.engines)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,22 +88,18 @@ class _Views:
     expert_parallel: bool
     expert_skew: float
     redundant_experts: int
-    name: str
     json_output: bool
-    served: str
 
-    def shown(self, shape: ModelShape, catalog: Catalog, hardware: list[str], traffic: Traffic, sla: LatencySLA,
-              pointed: Pointed) -> bool:  # fmt: skip
+    def shown(self, target: PlanTarget, traffic: Traffic, sla: LatencySLA, pointed: Pointed) -> bool:
         """Print the comparison asked for, if any (False: the plain plan table answers)."""
-        from recommender.fleet.expert_parallel_plan import plan_parallelism
         from recommender.fleet.layout_compare import plan_layouts
-        from recommender.report.layout_table import render_layouts, render_parallelism
-        from recommender.serialization import dumps, list_to_data
+        from recommender.fleet.parallelism import plan_parallelism
 
         if "disaggregated" not in self.layouts and not self.expert_parallel:
             return False
-        pairs, p = len(hardware) * len(pointed.precisions), pointed
-        with step_progress(make_console(stderr=True), total=pairs, description="planning") as done:
+        shape, catalog, hardware, p = target.shape, target.catalog, target.hardware, pointed
+        with step_progress(make_console(stderr=True), total=len(hardware) * len(p.precisions),
+                           description="planning") as done:  # fmt: skip
             if self.expert_parallel:
                 ep = plan_parallelism(shape, catalog, hardware=hardware, precisions=p.precisions, traffic=traffic,
                                       sla=sla, scope=p.scope, engines=p.engines, skew=self.expert_skew,
@@ -129,34 +108,51 @@ class _Views:
             else:
                 layouts = plan_layouts(shape, catalog, hardware=hardware, precisions=p.precisions, traffic=traffic,
                                        sla=sla, link=self.link, scope=p.scope, engines=p.engines, on_row=done,
-                                       model=self.served)  # fmt: skip
+                                       model=target.served)  # fmt: skip
+        self._print(ep if self.expert_parallel else layouts, name=target.name, traffic=traffic, sla=sla)
+        return True
+
+    def _print(self, found: list[ParallelismComparison] | list[LayoutComparison], *, name: str, traffic: Traffic,
+               sla: LatencySLA) -> None:  # fmt: skip
+        """The comparison as JSON or as its table."""
+        from recommender.report.layout_table import render_layouts, render_parallelism
+        from recommender.serialization import dumps, list_to_data
+
         console = make_console(stderr=False)
         if self.json_output:
-            print(dumps(list_to_data(ep if self.expert_parallel else layouts)))
+            print(dumps(list_to_data(found)))
         elif self.expert_parallel:
-            render_parallelism(ep, name=self.name, traffic=traffic, sla=sla, console=console)
+            render_parallelism(cast("list[ParallelismComparison]", found), name=name, traffic=traffic, sla=sla,
+                               console=console)  # fmt: skip
         else:
-            render_layouts(layouts, name=self.name, traffic=traffic, sla=sla, console=console)
-        return True
+            render_layouts(cast("list[LayoutComparison]", found), name=name, traffic=traffic, sla=sla, console=console)
+
+
+# The command's own options (the pointing flags above are shared with their validation in ``plan_inputs``).
+Model = Annotated[str | None, typer.Option(
+    help="Shipped architecture (e.g. llama-3.1-8b), a config.json, or a model directory "
+    "(default with --spec: the architecture of the spec's model.source).")]  # fmt: skip
+SpecPath = Annotated[Path | None, typer.Option(
+    help="A search space: plan its GPUs, precisions, batch sizes, traffic and SLA; with a daily "
+    "profile, also autoscaled vs static $/month and the GPU mix (the flags below are ignored).")]  # fmt: skip
+PromptTokens = Annotated[int, typer.Option(min=1, max=10_000_000)]
+OutputTokens = Annotated[int, typer.Option(min=1)]
+Rps = Annotated[float, typer.Option(min=0.001, help="Target requests per second.")]
+TtftMs = Annotated[float, typer.Option(min=0.001, help="P99 TTFT SLA, ms.")]
+TpotMs = Annotated[float, typer.Option(min=0.001, help="P99 TPOT SLA, ms.")]
+Hardware = Annotated[list[str] | None, typer.Option(help=HARDWARE_HELP)]
+JsonOutput = Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")]
 
 
 def plan_command(
-    model: Annotated[
-        str | None,
-        typer.Option(help="Shipped architecture (e.g. llama-3.1-8b), a config.json, or a model directory "
-                     "(default with --spec: the architecture of the spec's model.source)."),
-    ] = None,
-    spec: Annotated[
-        Path | None,
-        typer.Option(help="A search space: plan its GPUs, precisions, batch sizes, traffic and SLA; with a daily "
-                     "profile, also autoscaled vs static $/month and the GPU mix (the flags below are ignored)."),
-    ] = None,
-    prompt_tokens: Annotated[int, typer.Option(min=1, max=10_000_000)] = 512,
-    output_tokens: Annotated[int, typer.Option(min=1)] = 256,
-    rps: Annotated[float, typer.Option(min=0.001, help="Target requests per second.")] = 10.0,
-    ttft_ms: Annotated[float, typer.Option(min=0.001, help="P99 TTFT SLA, ms.")] = 1000.0,
-    tpot_ms: Annotated[float, typer.Option(min=0.001, help="P99 TPOT SLA, ms.")] = 50.0,
-    hardware: Annotated[list[str] | None, typer.Option(help=HARDWARE_HELP)] = None,
+    model: Model = None,
+    spec: SpecPath = None,
+    prompt_tokens: PromptTokens = 512,
+    output_tokens: OutputTokens = 256,
+    rps: Rps = 10.0,
+    ttft_ms: TtftMs = 1000.0,
+    tpot_ms: TpotMs = 50.0,
+    hardware: Hardware = None,
     batch_size: BatchSizes = None,
     engine: Engines = None,
     precision: Precisions = None,
@@ -169,14 +165,10 @@ def plan_command(
     expert_parallel: ExpertParallel = False,
     expert_skew: ExpertSkew = 0.0,
     redundant_experts: RedundantExperts = 0,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
+    json_output: JsonOutput = False,
 ) -> None:
     """Project cost and latency for an architecture without its weights, across GPUs and precisions."""
-    from recommender.cli.plan_inputs import pointed_plan, traffic_and_sla
-    from recommender.perf.catalog.architecture_check import check_request_fits
-    from recommender.perf.catalog.gpus import load_catalog
-    from recommender.perf.catalog.prices import get_price_set
-    from recommender.perf.model.shape import ModelShape
+    from recommender.cli.plan_inputs import layouts, plan_target, pointed_plan, traffic_and_sla
 
     if spec is not None:
         _plan_from_spec(spec, model, json_output)
@@ -187,18 +179,12 @@ def plan_command(
                                    tpot_ms=tpot_ms)  # fmt: skip
     pointed = pointed_plan(hardware=hardware, engines=engine, precisions=precision, schemes=scheme,
                            tensor_parallel=tensor_parallel, kv_cache_dtypes=kv_cache_dtype, batch_sizes=batch_size)
-    name, config = read_architecture(model)
-    shape = ModelShape.from_config(config)
-    catalog = load_catalog(price_set=get_price_set(price_set, field="--price-set").name)
-    hardware = pointed.hardware(catalog, shape, priced_only=price_set is not None)
-    check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-                       field="--prompt-tokens")  # fmt: skip
-    served = str(next(iter(getattr(config, "_hub_ids", None) or []), model))  # a shipped name launches its hub id
-    if _Views(_layouts(layout), link, expert_parallel, expert_skew, redundant_experts, name, json_output,
-              served).shown(shape, catalog, hardware, traffic, sla, pointed):  # fmt: skip
+    target = plan_target(model, pointed, price_set, prompt_tokens, output_tokens)
+    views = _Views(layouts(layout), link, expert_parallel, expert_skew, redundant_experts, json_output)
+    if views.shown(target, traffic, sla, pointed):
         return
-    _print_rows(_plan_with_progress(shape, catalog, hardware, traffic, sla, pointed, served), name=name,
-                traffic=traffic, sla=sla, served=served, json_output=json_output)  # fmt: skip
+    _print_rows(_plan_with_progress(target, traffic, sla, pointed), target, traffic=traffic, sla=sla,
+                json_output=json_output)  # fmt: skip
 
 
 def _plan_from_spec(spec: Path, model: str | None, json_output: bool) -> None:
@@ -207,7 +193,7 @@ def _plan_from_spec(spec: Path, model: str | None, json_output: bool) -> None:
     plan_spec(spec, model, json_output)
 
 
-def _print_rows(rows: list[PlanRow], *, name: str, traffic: Traffic, sla: LatencySLA, served: str,
+def _print_rows(rows: list[PlanRow], target: PlanTarget, *, traffic: Traffic, sla: LatencySLA,
                 json_output: bool) -> None:  # fmt: skip
     from recommender.fleet.plan import rows_to_json
     from recommender.report.plan_table import render_cheapest_launch, render_plan
@@ -216,5 +202,5 @@ def _print_rows(rows: list[PlanRow], *, name: str, traffic: Traffic, sla: Latenc
         print(rows_to_json(rows))
         return
     console = make_console(stderr=False)
-    render_plan(rows, name=name, traffic=traffic, sla=sla, console=console)
-    render_cheapest_launch(rows, served, console)
+    render_plan(rows, name=target.name, traffic=traffic, sla=sla, console=console)
+    render_cheapest_launch(rows, target.served, console)

@@ -3,7 +3,8 @@ its flag.
 
 The command line's number parsing accepts ``inf`` and ``nan`` and has no upper bounds; the
 spec's models refuse both and bound every size, so the flags go through those models and
-a refusal names the flag the user typed, not the model's field.
+a refusal names the flag the user typed, not the model's field. The same holds for the
+layouts asked for and the architecture and GPUs planned (``plan_target``).
 """
 
 from __future__ import annotations
@@ -152,3 +153,48 @@ def pointed_plan(
         schemes=by_family,
     )  # fmt: skip
     return Pointed(_engines(engines), list(by_family) or list(precisions or PLANNED_PRECISIONS), scope, hardware)
+
+
+LAYOUTS = ("aggregated", "disaggregated")
+
+
+def layouts(given: list[str] | None) -> list[str]:
+    """--layout values checked (each known, none twice); default: aggregated."""
+    distinct(given or [], flag="--layout")
+    for value in given or []:
+        if value not in LAYOUTS:
+            raise BadInputError("--layout", f"unknown layout {value!r}", f"use {' or '.join(LAYOUTS)}")
+    return given or ["aggregated"]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanTarget:
+    """The architecture planned and the GPUs it is planned on, read and checked."""
+
+    name: str
+    shape: ModelShape
+    catalog: Catalog
+    hardware: list[str]
+    #: What the launch commands serve: a shipped name's hub id, else the model as given.
+    served: str
+
+
+def plan_target(
+    model: str, pointed: Pointed, price_set: str | None, prompt_tokens: int, output_tokens: int
+) -> PlanTarget:
+    """The architecture from --model, the catalog with --price-set's prices, the GPUs planned (priced ones only
+    with a price set), and the request checked against the model's positions."""
+    from recommender.perf.catalog.architecture_check import check_request_fits
+    from recommender.perf.catalog.architectures import read_architecture
+    from recommender.perf.catalog.gpus import load_catalog
+    from recommender.perf.catalog.prices import get_price_set
+    from recommender.perf.model.shape import ModelShape
+
+    name, config = read_architecture(model)
+    shape = ModelShape.from_config(config)
+    catalog = load_catalog(price_set=get_price_set(price_set, field="--price-set").name)
+    hardware = pointed.hardware(catalog, shape, priced_only=price_set is not None)
+    check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                       field="--prompt-tokens")  # fmt: skip
+    served = str(next(iter(getattr(config, "_hub_ids", None) or []), model))  # a shipped name launches its hub id
+    return PlanTarget(name, shape, catalog, hardware, served)

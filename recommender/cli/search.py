@@ -30,42 +30,34 @@ DRY_RUN_HELP = ("Check everything and print what the search would do (candidates
 DEMO_SPEC = Path(str(resources.files("recommender.demo") / "search_space.yaml"))
 
 
+# The command's arguments, declared once with their bounds and help (the signature below names them).
+SpecArgument = Annotated[Path | None, typer.Argument(
+    help="Search-space YAML; default: the demo shipped in the package (recommender/demo/search_space.yaml).")]
+Trials = Annotated[int | None, typer.Option(
+    min=1, max=100_000, help="Distinct candidates to evaluate in total (default: the spec's search.n_trials); a "
+    "proposal the study already answered is free, and a resumed study evaluates only the missing ones.")]
+Storage = Annotated[str, typer.Option(help="Optuna storage URL; the study resumes from it when it exists.")]
+TrackingUri = Annotated[str | None, typer.Option(help=TRACKING_URI_HELP)]
+OutputDir = Annotated[Path, typer.Option(help="recommendation.json goes to OUTPUT_DIR/<study name>/.")]
+JsonOutput = Annotated[bool, typer.Option("--json", help="Print recommendation.json to stdout instead of tables.")]
+Resume = Annotated[bool, typer.Option(
+    help="Continue the spec's existing study and refuse to start a new one (a plain run continues an existing "
+    "study too).")]
+TimeoutS = Annotated[float | None, typer.Option(
+    min=1, help="Stop sampling after this many seconds (default: the spec's).")]
+DryRun = Annotated[bool, typer.Option("--dry-run", help=DRY_RUN_HELP)]
+
+
 def search_command(
-    spec: Annotated[
-        Path | None,
-        typer.Argument(help="Search-space YAML; default: the demo shipped in the package "
-                            "(recommender/demo/search_space.yaml)."),
-    ] = None,
-    n_trials: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            max=100_000,
-            help="Distinct candidates to evaluate in total (default: the spec's search.n_trials); a proposal "
-            "the study already answered is free, and a resumed study evaluates only the missing ones.",
-        ),
-    ] = None,
-    storage: Annotated[
-        str, typer.Option(help="Optuna storage URL; the study resumes from it when it exists.")
-    ] = "sqlite:///mlruns/optuna.db",
-    tracking_uri: Annotated[str | None, typer.Option(help=TRACKING_URI_HELP)] = None,
-    output_dir: Annotated[Path, typer.Option(help="recommendation.json goes to OUTPUT_DIR/<study name>/.")] = Path(
-        "mlruns/studies"
-    ),
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print recommendation.json to stdout instead of tables.")
-    ] = False,
-    resume: Annotated[
-        bool,
-        typer.Option(
-            help="Continue the spec's existing study and refuse to start a new one (a plain run "
-            "continues an existing study too)."
-        ),  # fmt: skip
-    ] = False,
-    timeout_s: Annotated[
-        float | None, typer.Option(min=1, help="Stop sampling after this many seconds (default: the spec's).")
-    ] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help=DRY_RUN_HELP)] = False,
+    spec: SpecArgument = None,
+    n_trials: Trials = None,
+    storage: Storage = "sqlite:///mlruns/optuna.db",
+    tracking_uri: TrackingUri = None,
+    output_dir: OutputDir = Path("mlruns/studies"),
+    json_output: JsonOutput = False,
+    resume: Resume = False,
+    timeout_s: TimeoutS = None,
+    dry_run: DryRun = False,
 ) -> None:
     """Run (or resume) a search and print the cheapest configuration that meets every threshold."""
     from recommender.config.model_limits import check_local_lengths

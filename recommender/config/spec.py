@@ -13,29 +13,14 @@ import os
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, ValidationError, field_validator
 
-from recommender.config.candidate import MAX_TOKENS, Candidate, TokenCount
+from recommender.config.candidate import Candidate
 from recommender.config.destinations import MAX_NAME_BYTES
 from recommender.config.space import Space
-from recommender.config.traffic import (
-    MAX_RPS,
-    MIN_RPS,
-    ConversationTurns,
-    FleetPolicy,
-    PromptPrefix,
-    TrafficProfile,
-    check_prefix_inside_rows,
-    traffic_defaults,
-    with_absolute_trace,
-)
+from recommender.config.strict import StrictModel
+from recommender.config.traffic import FleetPolicy, with_absolute_trace
+from recommender.config.workload import DEFAULT_SLA_CONFIDENCE, LatencySLA, Traffic
 from recommender.engines import ENGINE_NAMES
 from recommender.errors import BadInputError, pydantic_location, pydantic_message
 from recommender.input_files import expand_user, load_yaml_mapping
@@ -45,32 +30,32 @@ from recommender.quantize import get_method
 from recommender.quantize.kv_cache import FP8_KV_SUFFIX
 from recommender.speculation.settings import SpeculationSettings
 
+# Traffic and LatencySLA are the spec's `traffic` and `sla` sections; importers may name them from here.
+__all__ = [
+    "LOCAL_DEVICE",
+    "LatencySLA",
+    "LocalDevice",
+    "ModelRef",
+    "SearchSettings",
+    "SearchSpec",
+    "Traffic",
+    "load_spec",
+    "spec_from_mapping",
+    "spec_json_schema",
+]
+
 #: The hardware name that means "this machine, measured"; everything else is a catalog entry.
 LOCAL_DEVICE = "local"
 
-PositiveInt = Annotated[int, Field(gt=0)]
-PositiveFloat = Annotated[float, Field(gt=0)]
-
 # Upper bounds: far beyond anything served today, low enough that arithmetic on them stays exact and
 # a typo (an extra three zeros, 1e12) is refused before a model loads rather than found out after.
-#: A latency SLA in milliseconds: one day.
-MAX_SLA_MS = 86_400_000.0
 #: Trials one study may evaluate.
 MAX_TRIALS = 100_000
 #: Seconds any search timeout or heartbeat may be: 30 days.
 MAX_SECONDS = 30 * 86_400.0
 
-Millis = Annotated[float, Field(gt=0, le=MAX_SLA_MS)]
 
-
-class _Strict(BaseModel):
-    """Unknown keys are errors: a typo in a spec must not silently fall back to a default. NaN and
-    infinities are refused everywhere (a price of .inf would run a whole search)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class ModelRef(_Strict):
+class ModelRef(StrictModel):
     """The model to serve: a local directory or a hub id, with its release label."""
 
     source: str = Field(min_length=1, max_length=4096,
@@ -84,78 +69,14 @@ class ModelRef(_Strict):
     trust_remote_code: bool = Field(default=False, description="Run the model repo's own code; off by default.")
 
 
-class Traffic(_Strict):
-    """The load to serve: request shape and rate; with a `profile` (recommender/config/traffic.py), its peak hour
-    and mean lengths unless given."""
-
-    prompt_tokens: TokenCount
-    output_tokens: TokenCount
-    requests_per_second: Annotated[float, Field(ge=MIN_RPS, le=MAX_RPS)]
-    profile: TrafficProfile | None = Field(default=None, description="Hourly rates or a trace over a day.")
-    shared_prefix: PromptPrefix | None = Field(
-        default=None, description="A prompt prefix requests share (system prompt, templates): prefix caching."
-    )
-    conversation: ConversationTurns | None = Field(
-        default=None, description="Multi-turn sessions whose turns carry their history (prefix caching serves it)."
-    )
-
-    _profile_defaults = model_validator(mode="before")(traffic_defaults)
-
-    @model_validator(mode="after")
-    def _prefix_inside_prompt(self) -> Traffic:
-        prefix, profile = self.shared_prefix, self.profile
-        if prefix is not None and profile is not None and profile.requests is not None:  # each row, not their mean
-            check_prefix_inside_rows(prefix, profile.requests, profile.trace)
-        if prefix is not None and prefix.tokens >= self.prompt_tokens:
-            raise ValueError(
-                f"shared_prefix.tokens ({prefix.tokens}) must be shorter than prompt_tokens ({self.prompt_tokens}), "
-                "which counts the prefix: give the whole prompt's length"
-            )
-        if self.longest_prompt_tokens + self.output_tokens > MAX_TOKENS:
-            field = "traffic.conversation" if self.conversation else "traffic.prompt_tokens"
-            raise BadInputError(field, f"the longest request's {self.longest_prompt_tokens:,} prompt tokens + "
-                                f"{self.output_tokens:,} output tokens exceed {MAX_TOKENS:,}",
-                                "fewer turns or shorter messages" if self.conversation else "shorten the request")
-        return self
-
-    @property
-    def longest_prompt_tokens(self) -> int:
-        """The longest prompt a request carries: a conversation's last turn, else `prompt_tokens`."""
-        c = self.conversation
-        return c.as_sessions().longest_prompt(self.prompt_tokens, self.output_tokens) if c else self.prompt_tokens
-
-    @property
-    def mean_prompt_tokens(self) -> int:
-        """The mean prompt over requests: a conversation's mean turn, else `prompt_tokens`."""
-        c = self.conversation
-        return c.as_sessions().mean_prompt(self.prompt_tokens, self.output_tokens) if c else self.prompt_tokens
-
-
-#: The default confidence of SLA checks on calibrated figures.
-DEFAULT_SLA_CONFIDENCE = 0.9
-
-
-class LatencySLA(_Strict):
-    """P99 latency limits, in milliseconds."""
-
-    ttft_p99_ms: Millis = Field(description="Time to first token, 99th percentile.")
-    tpot_p99_ms: Millis = Field(description="Time per output token after the first, 99th percentile.")
-    confidence: float = Field(
-        default=DEFAULT_SLA_CONFIDENCE, ge=0.5, le=0.99,
-        description="Confidence of SLA checks on calibrated GPU figures: the traffic is simulated with every step "
-        "at the one-sided upper bound of its held-out error at this level (prefill and decode apart), and that "
-        "simulation's P99s must meet the SLA.",
-    )  # fmt: skip
-
-
-class LocalDevice(_Strict):
+class LocalDevice(StrictModel):
     """What this machine costs, so its measured candidates can be priced like catalog GPUs."""
 
     price_per_hour_usd: Annotated[float, Field(ge=0, le=10_000)]
     price_source: str
 
 
-class SearchSettings(_Strict):
+class SearchSettings(StrictModel):
     n_trials: Annotated[int, Field(gt=0, le=MAX_TRIALS)] = Field(
         default=30, description="Distinct candidates to evaluate (duplicates are free)."
     )
@@ -169,7 +90,7 @@ class SearchSettings(_Strict):
     )
 
 
-class SearchSpec(_Strict):
+class SearchSpec(StrictModel):
     """Everything one search needs, built by `spec_from_mapping` (through `load_spec`): its paths are
     absolute and its names known, so nothing downstream resolves or re-checks them."""
 

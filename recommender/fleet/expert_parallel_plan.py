@@ -14,20 +14,18 @@ may span up to ``MAX_EP_NODES`` nodes, its all-to-all then crossing the named ne
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS
-from recommender.engines import DEFAULT_ENGINES, PROFILES
+from recommender.engines import PROFILES
 from recommender.engines.batch_limits import batch_ladder
 from recommender.engines.eligibility import eligibility
 from recommender.errors import BadInputError
 from recommender.evaluation.performance import GPU_MEMORY_UTILIZATION, PerformanceEvaluator
-from recommender.fleet.plan import PlanRow, plan_one
 from recommender.fleet.plan_scope import LADDER_GAIN, PlanScope
 from recommender.perf.catalog.links import resolve_link
-from recommender.perf.model.expert_load import check_expert_split, eplb_load, static_load, zipf_popularity
+from recommender.perf.model.expert_load import eplb_load, static_load, zipf_popularity
 from recommender.perf.model.expert_parallel import ExpertParallelLayout, ep_memory
 from recommender.perf.pricing import HOURS_PER_MONTH
 from recommender.perf.sim.capacity import replicas_needed
@@ -35,17 +33,17 @@ from recommender.perf.sim.scheduler_config import SchedulerConfig
 from recommender.perf.sim.serving import simulate_serving_interval
 from recommender.perf.step.expert_parallel import AllToAllLinks, ExpertParallelStepFeatures, expert_parallel_step_costs
 from recommender.provenance import Provenance  # at run time: the rows' types are resolved when serialized
-from recommender.quantize import get_method
 
 if TYPE_CHECKING:
-    from recommender.config.spec import LatencySLA, Traffic
-    from recommender.perf.catalog.gpus import Accelerator, Catalog
+    from recommender.perf.catalog.gpus import Accelerator
     from recommender.perf.model.link import Link
+    from recommender.perf.model.moe import MoeLayout
     from recommender.perf.model.shape import ModelShape
+    from recommender.perf.sim.serving import ServingEstimate
+    from recommender.perf.step.expert_parallel import ExpertParallelStepCost
     from recommender.quantize import QuantMethod
 
-__all__ = ["ExpertParallelRow", "ParallelismComparison", "compare_parallelism", "expert_imbalance",
-           "plan_expert_parallel", "plan_parallelism"]  # fmt: skip
+__all__ = ["ExpertParallelRow", "expert_imbalance", "plan_expert_parallel", "require_moe"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,14 +108,7 @@ def _evaluate(performance: PerformanceEvaluator, accel: Accelerator, method: Qua
                        memory_utilization=GPU_MEMORY_UTILIZATION, max_num_seqs=t.cap, kv_cache_dtype=t.kv)  # fmt: skip
     if memory.kv_tokens_per_rank < traffic.longest_prompt_tokens + traffic.output_tokens:
         return None
-    assert shape.moe is not None
-    imbalance = expert_imbalance(shape.moe.n_experts, t.layout.ep, skew=skew, redundant=t.layout.redundant_experts)
-    node = resolve_link("nvlink" if accel.interconnect.kind.startswith("nvlink") else "pcie", accel)
-    features = ExpertParallelStepFeatures(shape, method, accel, t.layout, imbalance, t.kv)
-    network = t.network if t.layout.ep > accel.max_tensor_parallel else None
-    point, upper = expert_parallel_step_costs(performance.calibrated, features, t.engine,
-                                              AllToAllLinks(node, network, accel.max_tensor_parallel),
-                                              confidence=sla.confidence)  # fmt: skip
+    imbalance, point, upper = _rank_step_costs(performance, accel, method, t, skew)
     config = PROFILES[t.engine].batching(SchedulerConfig(
         kv_cache_tokens=memory.kv_tokens_per_rank, max_num_seqs=t.cap,
         max_num_batched_tokens=max(DEFAULT_MAX_BATCHED_TOKENS, t.cap)))  # fmt: skip
@@ -128,8 +119,32 @@ def _evaluate(performance: PerformanceEvaluator, accel: Accelerator, method: Qua
         engine=t.engine, confidence=sla.confidence,
         ttft_offset_ms=performance.request_overhead_ms(t.engine, point.rank),
     )  # fmt: skip
+    return _row(accel, method, t, imbalance, rank, traffic.requests_per_second)
+
+
+def _rank_step_costs(
+    performance: PerformanceEvaluator, accel: Accelerator, method: QuantMethod, t: _Try, skew: float
+) -> tuple[float, ExpertParallelStepCost, ExpertParallelStepCost]:
+    """One attention rank's busiest-GPU expert imbalance and its step cost at the point and at the interval's upper
+    end, the all-to-all over the node's link (and `t.network` between nodes when the replica spans several)."""
+    shape = performance.shape
+    assert shape.moe is not None
+    imbalance = expert_imbalance(shape.moe.n_experts, t.layout.ep, skew=skew, redundant=t.layout.redundant_experts)
+    node = resolve_link("nvlink" if accel.interconnect.kind.startswith("nvlink") else "pcie", accel)
+    features = ExpertParallelStepFeatures(shape, method, accel, t.layout, imbalance, t.kv)
+    network = t.network if t.layout.ep > accel.max_tensor_parallel else None
+    point, upper = expert_parallel_step_costs(performance.calibrated, features, t.engine,
+                                              AllToAllLinks(node, network, accel.max_tensor_parallel),
+                                              confidence=performance.sla.confidence)  # fmt: skip
+    return imbalance, point, upper
+
+
+def _row(accel: Accelerator, method: QuantMethod, t: _Try, imbalance: float, rank: ServingEstimate,
+         target_rps: float) -> ExpertParallelRow:  # fmt: skip
+    """The plan row of a simulated rank: a replica carries `attention_dp` ranks' worth; replicas, GPUs and price
+    at the target rate."""
     per_replica = rank.requests_per_s * t.layout.attention_dp
-    replicas = replicas_needed(traffic.requests_per_second, per_replica) if per_replica > 0 else None
+    replicas = replicas_needed(target_rps, per_replica) if per_replica > 0 else None
     gpus = None if replicas is None else replicas * t.layout.ep
     hourly = accel.price_per_hour_usd
     return ExpertParallelRow(
@@ -174,10 +189,8 @@ def plan_expert_parallel(
     node or, with a `network` link, up to ``MAX_EP_NODES``: fewest GPUs at the target traffic, then the most
     capacity per GPU."""
     shape, scope = performance.shape, scope or PlanScope()
-    if shape.moe is None:
-        raise BadInputError("--expert-parallel", "expert parallelism needs a mixture-of-experts model",
-                            "serve a dense model with tensor parallelism (drop --expert-parallel)")  # fmt: skip
-    degrees = _degrees(accel, shape.moe.n_experts + redundant_experts, scope, network=network is not None)
+    moe = require_moe(shape)
+    degrees = _degrees(accel, moe.n_experts + redundant_experts, scope, network=network is not None)
     caps = list(scope.batch_sizes) or batch_ladder(performance.engines, DEFAULT_MAX_BATCHED_TOKENS)
     engines = eligibility(method, accel.device, performance.engines, shape.head_dim).engines
     best: ExpertParallelRow | None = None
@@ -197,70 +210,9 @@ def plan_expert_parallel(
     return best
 
 
-@dataclass(frozen=True, slots=True)
-class ParallelismComparison:
-    """One GPU and precision: the tensor-parallel plan row against the expert-parallel one, the winner and why."""
-
-    hardware: str
-    precision: str
-    tensor_parallel: PlanRow
-    expert_parallel: ExpertParallelRow
-    #: "tensor-parallel", "expert-parallel", or "" when neither meets the SLA.
-    winner: str
-    reason: str
-
-
-def compare_parallelism(tp: PlanRow, ep: ExpertParallelRow, *, latent_kv: bool) -> ParallelismComparison:
-    """Fewer GPUs of the same type wins (ties to tensor parallelism: one engine process group, no all-to-all)."""
-    a = None if tp.replicas is None or tp.tensor_parallel is None else tp.replicas * tp.tensor_parallel
-    n = ep.gpus
-    if a is None and n is None:
-        return ParallelismComparison(tp.hardware, tp.precision, tp, ep, "", "neither layout meets the SLA")
-    tp_text = "no tensor-parallel replica meets the SLA" if a is None else (
-        f"tensor parallelism needs {a} ({tp.replicas} x TP{tp.tensor_parallel}, batch {tp.batch_size})")  # fmt: skip
-    if n is None:
-        return ParallelismComparison(tp.hardware, tp.precision, tp, ep, "tensor-parallel",
-                                     f"tensor-parallel only: {ep.note}")  # fmt: skip
-    ep_text = (f"{ep.replicas} x EP{ep.ep} with {ep.attention_dp} attention rank(s), batch {ep.batch_size_per_rank} "
-               f"per rank, busiest GPU at {ep.imbalance:.2f}x the mean expert load = {n} GPUs")  # fmt: skip
-    if a is None or n < a:
-        why = "" if a is None else f"expert parallelism saves {1 - n / a:.0%}: "
-        mla = ("; MLA's latent is whole on every GPU of a tensor-parallel group, so attention ranks of one GPU hold "
-               "that many times the sequences" if latent_kv and (ep.attention_dp or 1) > 1 else "")  # fmt: skip
-        return ParallelismComparison(tp.hardware, tp.precision, tp, ep, "expert-parallel",
-                                     f"{why}{ep_text}; {tp_text}{mla}")  # fmt: skip
-    return ParallelismComparison(tp.hardware, tp.precision, tp, ep, "tensor-parallel",
-                                 f"tensor parallelism wins: {tp_text} against {ep_text}")  # fmt: skip
-
-
-def plan_parallelism(
-    shape: ModelShape, catalog: Catalog, *, hardware: list[str], precisions: list[str], traffic: Traffic,
-    sla: LatencySLA, scope: PlanScope | None = None, engines: tuple[str, ...] = DEFAULT_ENGINES, skew: float = 0.0,
-    redundant_experts: int = 0, on_row: Callable[[str], None] | None = None, link: str = "infiniband-ndr",
-) -> list[ParallelismComparison]:  # fmt: skip
-    """Every (GPU, precision): the tensor-parallel plan row, the expert-parallel replica (over `link` between
-    nodes), the winner and why."""
+def require_moe(shape: ModelShape) -> MoeLayout:
+    """The model's experts, or the one-line refusal for a dense model."""
     if shape.moe is None:
         raise BadInputError("--expert-parallel", "expert parallelism needs a mixture-of-experts model",
                             "serve a dense model with tensor parallelism (drop --expert-parallel)")  # fmt: skip
-    for degree in (scope or PlanScope()).tensor_parallel:
-        check_expert_split(shape.moe.n_experts, degree, redundant_experts, field="--tensor-parallel")
-    found = []
-    for hw in hardware:
-        accel = catalog.get(hw, field="--hardware")
-        network = resolve_link(link, accel, field="--link")
-        if network.scope != "cluster":
-            raise BadInputError("--link", f"{link} is a link within a node, not between the nodes an expert-parallel "
-                                "replica spans", "use infiniband-ndr or roce-400g")  # fmt: skip
-        performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines, require_price=False)
-        for precision in precisions:
-            tp = plan_one(shape, accel, precision, traffic=traffic, sla=sla, scope=scope, catalog=catalog,
-                          engines=engines)  # fmt: skip
-            ep = (ExpertParallelRow(accel.key, precision, tp.method, note=tp.note) if tp.note.startswith("refused")
-                  else plan_expert_parallel(performance, accel, get_method(tp.method), skew=skew,
-                                            redundant_experts=redundant_experts, scope=scope,
-                                            network=network))  # fmt: skip
-            found.append(compare_parallelism(tp, ep, latent_kv=shape.latent_kv))
-            if on_row is not None:
-                on_row(f"{hw}/{precision}")
-    return found
+    return shape.moe

@@ -134,22 +134,8 @@ def probe(
     _reset_peak_rss()
     with torch.inference_mode():
         prefill = timed(lambda: model(one_prompt, use_cache=True), warmup=warmup, repeats=repeats, sync=sync)
-
-        # Each repeat builds a fresh KV cache for the batch, then times the decode steps alone.
-        step_times: list[float] = []
-        for i in range(warmup + repeats):
-            out = model(batch_prompt, use_cache=True)
-            cache = out.past_key_values
-            token = out.logits[:, -1:].argmax(-1)
-            sync()
-            start = time.perf_counter()
-            for _ in range(decode_steps):
-                out = model(token, past_key_values=cache, use_cache=True)
-                cache = out.past_key_values
-                token = out.logits[:, -1:].argmax(-1)
-            sync()
-            if i >= warmup:
-                step_times.append((time.perf_counter() - start) / decode_steps)
+        step_times, cache = _decode_step_times(model, batch_prompt, decode_steps, warmup=warmup, repeats=repeats,
+                                               sync=sync)  # fmt: skip
         kv_mb = _cache_mb(cache)
     peak = _rss_mb("VmHWM")
     peak_delta = peak - rss_before if peak is not None and rss_before is not None else None
@@ -168,6 +154,27 @@ def probe(
         device=local_device_label(),
         repeats=repeats,
     )
+
+
+def _decode_step_times(model: nn.Module, batch_prompt: Any, decode_steps: int, *, warmup: int, repeats: int,
+                       sync: Callable[[], None]) -> tuple[list[float], Any]:  # fmt: skip
+    """Seconds per decode step of the full batch, one figure per repeat, and the last repeat's KV cache: each repeat
+    builds a fresh KV cache for the batch, then times the decode steps alone (call under inference mode)."""
+    step_times: list[float] = []
+    for i in range(warmup + repeats):
+        out = model(batch_prompt, use_cache=True)
+        cache = out.past_key_values
+        token = out.logits[:, -1:].argmax(-1)
+        sync()
+        start = time.perf_counter()
+        for _ in range(decode_steps):
+            out = model(token, past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            token = out.logits[:, -1:].argmax(-1)
+        sync()
+        if i >= warmup:
+            step_times.append((time.perf_counter() - start) / decode_steps)
+    return step_times, cache
 
 
 def _cache_mb(cache: Any) -> float:

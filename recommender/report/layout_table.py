@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from recommender.config.spec import LatencySLA, Traffic
-    from recommender.fleet.expert_parallel_plan import ParallelismComparison
     from recommender.fleet.layout_compare import LayoutComparison
+    from recommender.fleet.parallelism import ParallelismComparison
 
 _COLUMNS = (
     "GPU", "precision", "winner", "agg GPUs", "agg $/month", "agg P99 TTFT/TPOT ms", "prefill pool", "decode pool",

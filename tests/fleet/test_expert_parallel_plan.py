@@ -12,7 +12,8 @@ import pytest
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.errors import BadInputError
 from recommender.evaluation.performance import PerformanceEvaluator
-from recommender.fleet.expert_parallel_plan import plan_expert_parallel, plan_parallelism
+from recommender.fleet.expert_parallel_plan import plan_expert_parallel
+from recommender.fleet.parallelism import plan_parallelism
 from recommender.fleet.plan import plan_one
 from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.architectures import load_architecture

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from recommender.perf.fit.design_rows import COEFFICIENTS, BenchmarkProtocol, DesignRow
 from recommender.perf.fit.step_fit import (
-    COEFFICIENTS,
-    BenchmarkProtocol,
-    DesignRow,
     FitSettings,
     by_group,
     coefficients_for,

@@ -104,7 +104,7 @@ class MeasuredRun:
     kv_cache_dtype: str = "auto"
     #: True for a static batch (a ``client`` column "static"): `concurrency` identical requests present at t = 0,
     #: prefilled in one step and decoded together, no arrivals (TensorRT-LLM's session benchmark); its TTFT is the
-    #: batch's context phase and its TPOT the mean decode step (``step_fit.static_rows``).
+    #: batch's context phase and its TPOT the mean decode step (``design_rows.static_row``).
     static_batch: bool = False
 
     @property

@@ -7,7 +7,7 @@ shipped file is on H100 SXM, so leaving out a GPU needs another GPU's runs (``gp
 --predict``).
 
 Client protocol apart from step cost: each run is predicted under every plausible client protocol
-(``step_fit.CLIENT_PROTOCOLS``: the opening burst counted, or dropped as warm-up) with the same
+(``design_rows.CLIENT_PROTOCOLS``: the opening burst counted, or dropped as warm-up) with the same
 coefficients, and a run whose measured TTFT (TPOT) lies between the two is explained by the step
 costs whatever its client did. What lies outside the bracket is the step costs' error: those
 residuals, from held-out fits only, give the prefill (TTFT) and decode (TPOT) intervals that the SLA
@@ -25,18 +25,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from recommender.perf.catalog.gpus import Catalog
-from recommender.perf.fit.serving_runs import MeasuredRun
-from recommender.perf.fit.step_fit import (
+from recommender.perf.fit.design_rows import (
     CAMPAIGN_PROTOCOLS,
     CLIENT_PROTOCOLS,
     N_COEFFICIENTS,
     DesignRow,
-    FitSettings,
     design_rows,
-    error_summary,
-    held_out_coefficients,
     step_features,
-)  # fmt: skip
+)
+from recommender.perf.fit.serving_runs import MeasuredRun
+from recommender.perf.fit.step_fit import FitSettings, error_summary, held_out_coefficients
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.step.calibrated import (
     CalibratedModel,

@@ -116,8 +116,12 @@ def max_rate_within_sla(
         # Drawn lengths (a long tail, a trace) can hold a request no KV cache of this replica holds: it would
         # never be scheduled, so no arrival rate meets the SLA.
         return RateSearch(0.0, None, 0)
-    guess = trials.decode_only_rate()
+    return _bisect(trials, rel_tol)
 
+
+def _bisect(trials: _RateTrials, rel_tol: float) -> RateSearch:
+    """The bracket between a trickle and the decode-only throughput, narrowed to `rel_tol` of its upper end."""
+    guess = trials.decode_only_rate()
     probe = trials.run(guess / 1000)
     if not trials.ok(probe):
         return RateSearch(0.0, None, trials.evaluations)

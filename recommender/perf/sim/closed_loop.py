@@ -10,7 +10,7 @@ The replay is the continuous-batching simulation of ``scheduler.py`` with arriva
 the run goes: the first C at time 0, every later one at the moment an earlier one finished.
 Because every arrival sits on a step boundary, which requests share a step does not depend
 on how long steps take, so a benchmark's mean latencies are linear in the step durations:
-the calibration (``step_fit.py``) relies on that.
+the calibration (``design_rows.py``) relies on that.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from recommender.perf.fit.step_fit import replay_config
+from recommender.perf.fit.design_rows import replay_config
 from recommender.perf.sim.closed_loop import BenchmarkLatencies, ClosedLoopBenchmark, LatencySummary, replay
 from recommender.perf.sim.engine_profiles import EngineProfile
 from recommender.perf.step.calibrated import CalibratedModel, Interval, Metric

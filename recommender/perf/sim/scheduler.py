@@ -8,7 +8,7 @@ Per scheduler step (one forward pass):
 
 * running sequences first: every decoding sequence gets one token; partially prefilled ones the next
   chunk of their prompt; then, if nothing was preempted, waiting requests are admitted first come, first
-  served while ``max_num_seqs`` and the token budget ``max_num_batched_tokens`` allow;
+  served while ``max_num_seqs`` and the token budget ``max_num_batched_tokens`` allow (``admission.py``);
 * the KV cache is paged in blocks of 16 tokens; a sequence holds ``ceil((prompt + generated) / 16)``
   blocks, less the full blocks of a shared prefix it reads from the replica's prefix cache
   (``prefix_cache.py``); when a step's sequences do not fit, the newest running sequence is preempted
@@ -25,11 +25,9 @@ vectorised jump: 10,000 requests take well under a second.
 from __future__ import annotations
 
 import math
-from collections import deque
 from typing import TYPE_CHECKING
 
-from recommender.perf.sim.decoding import DecodingSequences
-from recommender.perf.sim.prefix_cache import PrefixSharing
+from recommender.perf.sim.admission import DECODE, DONE, Admission
 from recommender.perf.sim.results import SimulationResult
 from recommender.perf.sim.scheduler_config import BLOCK_SIZE, SchedulerConfig, fits_kv_cache
 from recommender.perf.step.cost import PrefillAwareStepCostModel, PrefillChunks, VectorStepCostModel
@@ -55,16 +53,12 @@ def _validate(workload: Workload, config: SchedulerConfig) -> None:
         )
 
 
-_WAITING, _PREFILL, _DECODE, _DONE = 0, 1, 2, 3
-
-
-class ContinuousBatchingSimulation:
+class ContinuousBatchingSimulation(Admission):
     """One replay of a workload through the scheduler; the state of the run lives here.
 
     Requests move from waiting to running (prefilling, then decoding) to done, or back to
-    the front of the queue when preempted. ``running`` keeps admission order (its last key
-    is the newest, the first to be preempted). Decoders are held as aggregates in
-    :class:`DecodingSequences`; prefilling requests hold their KV blocks one by one.
+    the front of the queue when preempted; :class:`Admission` decides which, step by step.
+    This class keeps time, prices each step with the cost model and records when tokens came.
 
     Args:
         fast_decode: advance stretches of pure decode in one jump. Off, every step is taken
@@ -72,55 +66,31 @@ class ContinuousBatchingSimulation:
     """
 
     __slots__ = (
-        "_arrivals", "_budget_max", "_cap", "_chunked", "_cost", "_d", "_decoding", "_fast_decode", "_finish",
-        "_first_token", "_generated", "_computed", "_held", "_held_prefill", "_max_seqs", "_max_step_tokens",
-        "_next", "_outputs", "_prefill_cost", "_preempted", "_preemptions", "_prefilling", "_prompts", "_running",
-        "_state", "_steps", "_t", "_vector_cost", "_waiting", "_workload", "_bs", "_mixed", "_reserve", "_reserved",
-        "_prefix", "_prefilled_tokens",
+        "_arrivals", "_budget_max", "_cost", "_fast_decode", "_finish", "_first_token", "_max_step_tokens", "_mixed",
+        "_next", "_prefill_cost", "_prefilled_tokens", "_steps", "_t", "_vector_cost", "_workload",
     )  # fmt: skip
 
     def __init__(
         self, cost: StepCostModel, workload: Workload, config: SchedulerConfig, *, fast_decode: bool = True
     ) -> None:
         _validate(workload, config)
+        super().__init__(workload, config)
         self._cost = cost
         self._vector_cost = cost if isinstance(cost, VectorStepCostModel) else None
         self._prefill_cost = cost if isinstance(cost, PrefillAwareStepCostModel) else None
         self._workload = workload
         self._fast_decode = fast_decode
-        self._bs = config.block_size
-        self._cap = config.kv_blocks
-        self._max_seqs = config.max_num_seqs
         self._budget_max = config.max_num_batched_tokens
-        self._chunked = config.chunked_prefill
         self._mixed = config.mixed_prefill
-        self._reserve = config.reserve_whole_request
-        self._reserved = 0  # blocks reserved for the running requests' whole lengths (reserve_whole_request)
 
         self._arrivals: list[float] = workload.arrivals_s.tolist()
-        self._prompts: list[int] = workload.prompt_tokens.tolist()
-        self._outputs: list[int] = workload.output_tokens.tolist()
         n_req = len(self._arrivals)
         self._first_token = [math.nan] * n_req
         self._finish = [math.nan] * n_req
-        self._state = [_WAITING] * n_req
-        self._generated = [0] * n_req  # tokens sampled so far (valid while not decoding)
-        self._computed = [0] * n_req  # prefill progress (prefilling only)
-        self._held = [0] * n_req  # blocks held (prefilling only; decoders are in the aggregate)
-
-        self._running: dict[int, None] = {}  # admission order: the last key is the newest
-        self._prefilling: dict[int, None] = {}
-        self._waiting: deque[int] = deque()
-        self._decoding = DecodingSequences(n_req, self._bs)
-        self._held_prefill = 0  # blocks held by prefilling requests
-        self._d = 0  # step counter
         self._t = 0.0  # simulated time, seconds
         self._next = 0  # next request to arrive
-        self._preempted = False  # whether the step being scheduled preempted anything
-        self._preemptions = 0
         self._steps = 0
         self._max_step_tokens = 0
-        self._prefix = PrefixSharing.of(workload, self._bs)  # shared prompt prefixes; inert when nothing is shared
         self._prefilled_tokens = 0  # prompt tokens computed
 
     def run(self, *, ttft_sla_ms: float | None = None, tpot_sla_ms: float | None = None) -> SimulationResult:
@@ -235,107 +205,11 @@ class ContinuousBatchingSimulation:
         self._finish_chunks(chunks)
         self._evict_overflow()
 
-    def _free_blocks(self, step: int | None = None) -> int:
-        """Blocks a request may still take at step counter `step` (default: now): the prefix cache's unreferenced
-        blocks count as free (they are evicted on need)."""
-        blocks = self._decoding.blocks_at(self._d if step is None else step)
-        return self._cap - blocks + self._prefix.decoding_shared - self._held_prefill - self._prefix.pinned
-
     def _evict_overflow(self, step: int | None = None) -> None:
         """Evict unreferenced cached prefixes until the running requests' blocks and the cache's fit the capacity."""
         over = self._prefix.evictable - self._free_blocks(step)
         if over > 0:
             self._prefix.evict(over)
-
-    def _preempt_until_decoders_fit(self, budget: int) -> int:
-        """Preempt the newest requests until every decoder's next token fits; the token budget left."""
-        while self._free_blocks() < 0:
-            victim_was_decoding = self._state[next(reversed(self._running))] == _DECODE
-            self._preempt_newest()
-            if victim_was_decoding:
-                budget += 1
-        return budget
-
-    def _schedule_prefilling(self, budget: int, chunks: list[tuple[int, int]]) -> tuple[int, int]:
-        """The next chunk of each partially prefilled request, oldest first, while budget and blocks last.
-
-        Appends the (request, chunk) pairs to `chunks`; returns the token budget left and the
-        KV tokens earlier chunks left for these chunks to read.
-        """
-        prompts, generated, computed, held = self._prompts, self._generated, self._computed, self._held
-        prior_context = 0
-        for rid in list(self._prefilling):
-            if budget <= 0:
-                break
-            if rid not in self._prefilling:
-                continue  # preempted to make room for an older one
-            remaining = prompts[rid] + generated[rid] - computed[rid]
-            chunk = min(remaining, budget)
-            if not self._chunked and chunk < remaining:
-                continue
-            need = -(-(computed[rid] + chunk) // self._bs) - held[rid] - self._prefix.shared[rid]
-            room = self._make_room(rid, need, budget)
-            if room is None:
-                break  # as in vLLM, a request preempting itself ends this step's scheduling
-            held[rid] += need
-            self._held_prefill += need
-            budget = room - chunk
-            chunks.append((rid, chunk))
-            prior_context += computed[rid]
-        return budget, prior_context
-
-    def _make_room(self, rid: int, need: int, budget: int) -> int | None:
-        """Preempt the newest requests until `need` more blocks fit for `rid`; the budget then, None if `rid` went."""
-        while need > self._free_blocks():
-            victim_was_decoding = self._state[next(reversed(self._running))] == _DECODE
-            if self._preempt_newest() == rid:
-                return None
-            if victim_was_decoding:
-                budget += 1
-        return budget
-
-    def _admit_waiting(self, budget: int, chunks: list[tuple[int, int]]) -> int:
-        """Admit waiting requests first come, first served, while seats, budget and blocks allow; the KV tokens
-        their chunks read from the prefix cache (part of the step's context)."""
-        waiting, running, prefilling = self._waiting, self._running, self._prefilling
-        prompts, generated, state, computed, held = (
-            self._prompts, self._generated, self._state, self._computed, self._held
-        )  # fmt: skip
-        chunked, bs, max_seqs = self._chunked, self._bs, self._max_seqs
-        prior_context = 0
-        while waiting and budget > 0 and len(running) < max_seqs:
-            rid = waiting[0]
-            hit = self._prefix.hit_blocks(rid, prompts[rid] + generated[rid])
-            need_tokens = prompts[rid] + generated[rid] - hit * bs
-            chunk = min(need_tokens, budget)
-            if not chunked and chunk < need_tokens:
-                break
-            blocks = -(-(hit * bs + chunk) // bs) - hit
-            if blocks + self._prefix.pin_cost(rid, hit) > self._free_blocks() or (
-                self._reserve and self._reserved + self._whole(rid) > self._cap
-            ):
-                break
-            if self._reserve:
-                self._reserved += self._whole(rid)
-            if hit:
-                self._prefix.read(rid, hit)
-                prior_context += hit * bs
-            waiting.popleft()
-            state[rid] = _PREFILL
-            running[rid] = None
-            prefilling[rid] = None
-            computed[rid] = hit * bs
-            held[rid] = blocks
-            self._held_prefill += blocks
-            budget -= chunk
-            chunks.append((rid, chunk))
-            if not chunked:
-                break
-        return prior_context
-
-    def _whole(self, rid: int) -> int:
-        """KV blocks of request `rid` at its full length (its last token is never stored)."""
-        return -(-(self._prompts[rid] + self._outputs[rid] - 1) // self._bs)
 
     def _finish_chunks(self, chunks: list[tuple[int, int]]) -> None:
         """Prefills that reached the end of their tokens sample one, then decode from the next step or finish."""
@@ -356,7 +230,7 @@ class ContinuousBatchingSimulation:
             held[rid] = 0
             self._prefix.publish(rid)
             if generated[rid] == outputs[rid]:
-                state[rid] = _DONE
+                state[rid] = DONE
                 self._finish[rid] = t
                 self._reserved -= self._whole(rid) if self._reserve else 0
                 self._prefix.finish(rid, length + 1)
@@ -364,35 +238,16 @@ class ContinuousBatchingSimulation:
                 del self._running[rid]
                 continue
             offset = length + 1 - d  # the next step (counter d) reads length + 1 tokens
-            state[rid] = _DECODE
+            state[rid] = DECODE
             self._prefix.start_decoding(rid)
             self._decoding.add(rid, offset, outputs[rid] + prompts[rid] - 1 - offset)
 
     def _finish_decoders(self, step: int) -> None:
         """Retire the decoders whose last token was sampled by the step with counter `step`, at the current time."""
         for rid in self._decoding.pop_finished(step):
-            self._state[rid] = _DONE
+            self._state[rid] = DONE
             self._finish[rid] = self._t
             self._reserved -= self._whole(rid) if self._reserve else 0
             self._prefix.finish(rid, self._prompts[rid] + self._outputs[rid])
             self._prefix.stop_reading(rid, decoding=True)
             del self._running[rid]
-
-    def _preempt_newest(self) -> int:
-        """Recompute preemption of the newest running request; returns its id."""
-        rid = next(reversed(self._running))
-        del self._running[rid]
-        self._prefix.stop_reading(rid, decoding=self._state[rid] == _DECODE)
-        if self._state[rid] == _DECODE:
-            self._generated[rid] = self._decoding.remove(rid) + self._d - self._prompts[rid]
-        else:
-            del self._prefilling[rid]
-            self._held_prefill -= self._held[rid]
-            self._held[rid] = 0
-            self._computed[rid] = 0
-        self._state[rid] = _WAITING
-        self._reserved -= self._whole(rid) if self._reserve else 0
-        self._waiting.appendleft(rid)
-        self._preemptions += 1
-        self._preempted = True
-        return rid

@@ -242,7 +242,7 @@ class CalibratedModel:
         return np.array(fit.engines.get(engine, fit.pooled))
 
     def request_overhead_ms(self, engine: str, point: FeatureStepCost | None = None) -> float:
-        """The fixed time every TTFT carries beyond the steps (see ``step_fit.COEFFICIENTS``)."""
+        """The fixed time every TTFT carries beyond the steps (see ``design_rows.COEFFICIENTS``)."""
         return float(self.coefficients(engine, self._fit_of(point))[N_FEATURES]) * 1e3
 
     def step_cost(

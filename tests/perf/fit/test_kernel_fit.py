@@ -8,10 +8,10 @@ import pytest
 from recommender.engines import PROFILES
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
+from recommender.perf.fit.design_rows import static_row, step_features
 from recommender.perf.fit.serving_runs import DLI_STATIC_RUNS, KERNEL_RUNS, NIM_RUNS, load_runs, runs_digest
-from recommender.perf.fit.step_fit import N_FEATURES, static_row, step_features
 from recommender.perf.step.calibrated import KERNEL_FIT_PATH, load_fit
-from recommender.perf.step.features import FEATURES
+from recommender.perf.step.features import FEATURES, N_FEATURES
 from recommender.quantize import get_method
 
 

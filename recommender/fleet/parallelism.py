@@ -1,0 +1,104 @@
+"""Tensor or expert parallelism: `plan --expert-parallel`'s answer for each GPU and precision of a MoE model.
+
+For every (GPU, precision) the tensor-parallel plan row (``plan.py``) is set against the cheapest expert-parallel
+replica (``expert_parallel_plan.py``); fewer GPUs of the same type wins, ties go to tensor parallelism, and the
+reason says by how much. Apart from the expert-parallel planner because it composes the two planners and states
+the verdict, which neither of them decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from recommender.engines import DEFAULT_ENGINES
+from recommender.errors import BadInputError
+from recommender.evaluation.performance import PerformanceEvaluator
+from recommender.fleet.expert_parallel_plan import ExpertParallelRow, plan_expert_parallel, require_moe
+from recommender.fleet.plan import PlanRow, plan_one
+from recommender.fleet.plan_scope import PlanScope
+from recommender.perf.catalog.links import resolve_link
+from recommender.perf.model.expert_load import check_expert_split
+from recommender.quantize import get_method
+
+if TYPE_CHECKING:
+    from recommender.config.spec import LatencySLA, Traffic
+    from recommender.perf.catalog.gpus import Accelerator, Catalog
+    from recommender.perf.model.link import Link
+    from recommender.perf.model.shape import ModelShape
+
+__all__ = ["ParallelismComparison", "compare_parallelism", "plan_parallelism"]
+
+
+@dataclass(frozen=True, slots=True)
+class ParallelismComparison:
+    """One GPU and precision: the tensor-parallel plan row against the expert-parallel one, the winner and why."""
+
+    hardware: str
+    precision: str
+    tensor_parallel: PlanRow
+    expert_parallel: ExpertParallelRow
+    #: "tensor-parallel", "expert-parallel", or "" when neither meets the SLA.
+    winner: str
+    reason: str
+
+
+def compare_parallelism(tp: PlanRow, ep: ExpertParallelRow, *, latent_kv: bool) -> ParallelismComparison:
+    """Fewer GPUs of the same type wins (ties to tensor parallelism: one engine process group, no all-to-all)."""
+    a = None if tp.replicas is None or tp.tensor_parallel is None else tp.replicas * tp.tensor_parallel
+    n = ep.gpus
+    if a is None and n is None:
+        return ParallelismComparison(tp.hardware, tp.precision, tp, ep, "", "neither layout meets the SLA")
+    tp_text = "no tensor-parallel replica meets the SLA" if a is None else (
+        f"tensor parallelism needs {a} ({tp.replicas} x TP{tp.tensor_parallel}, batch {tp.batch_size})")  # fmt: skip
+    if n is None:
+        return ParallelismComparison(tp.hardware, tp.precision, tp, ep, "tensor-parallel",
+                                     f"tensor-parallel only: {ep.note}")  # fmt: skip
+    ep_text = (f"{ep.replicas} x EP{ep.ep} with {ep.attention_dp} attention rank(s), batch {ep.batch_size_per_rank} "
+               f"per rank, busiest GPU at {ep.imbalance:.2f}x the mean expert load = {n} GPUs")  # fmt: skip
+    if a is None or n < a:
+        why = "" if a is None else f"expert parallelism saves {1 - n / a:.0%}: "
+        mla = ("; MLA's latent is whole on every GPU of a tensor-parallel group, so attention ranks of one GPU hold "
+               "that many times the sequences" if latent_kv and (ep.attention_dp or 1) > 1 else "")  # fmt: skip
+        return ParallelismComparison(tp.hardware, tp.precision, tp, ep, "expert-parallel",
+                                     f"{why}{ep_text}; {tp_text}{mla}")  # fmt: skip
+    return ParallelismComparison(tp.hardware, tp.precision, tp, ep, "tensor-parallel",
+                                 f"tensor parallelism wins: {tp_text} against {ep_text}")  # fmt: skip
+
+
+def _network_link(link: str, accel: Accelerator) -> Link:
+    """The link between the nodes a replica spans: a cluster network, not a link within a node."""
+    network = resolve_link(link, accel, field="--link")
+    if network.scope != "cluster":
+        raise BadInputError("--link", f"{link} is a link within a node, not between the nodes an expert-parallel "
+                            "replica spans", "use infiniband-ndr or roce-400g")  # fmt: skip
+    return network
+
+
+def plan_parallelism(
+    shape: ModelShape, catalog: Catalog, *, hardware: list[str], precisions: list[str], traffic: Traffic,
+    sla: LatencySLA, scope: PlanScope | None = None, engines: tuple[str, ...] = DEFAULT_ENGINES, skew: float = 0.0,
+    redundant_experts: int = 0, on_row: Callable[[str], None] | None = None, link: str = "infiniband-ndr",
+) -> list[ParallelismComparison]:  # fmt: skip
+    """Every (GPU, precision): the tensor-parallel plan row, the expert-parallel replica (over `link` between
+    nodes), the winner and why."""
+    moe = require_moe(shape)
+    for degree in (scope or PlanScope()).tensor_parallel:
+        check_expert_split(moe.n_experts, degree, redundant_experts, field="--tensor-parallel")
+    found = []
+    for hw in hardware:
+        accel = catalog.get(hw, field="--hardware")
+        network = _network_link(link, accel)
+        performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines, require_price=False)
+        for precision in precisions:
+            tp = plan_one(shape, accel, precision, traffic=traffic, sla=sla, scope=scope, catalog=catalog,
+                          engines=engines)  # fmt: skip
+            ep = (ExpertParallelRow(accel.key, precision, tp.method, note=tp.note) if tp.note.startswith("refused")
+                  else plan_expert_parallel(performance, accel, get_method(tp.method), skew=skew,
+                                            redundant_experts=redundant_experts, scope=scope,
+                                            network=network))  # fmt: skip
+            found.append(compare_parallelism(tp, ep, latent_kv=shape.latent_kv))
+            if on_row is not None:
+                on_row(f"{hw}/{precision}")
+    return found
