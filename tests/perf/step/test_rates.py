@@ -80,9 +80,12 @@ def test_each_model_prices_a_step_from_the_rates_it_holds() -> None:
     roofline, features = RooflineStepCost(LLAMA, method, H100, efficiency=eff), StepFeatures(LLAMA, method, H100)
     r, chunks, decode, context = roofline.rates, PrefillChunks.of([(300, 100), (17, 0)]), 5, 4000
     tokens = chunks.tokens + decode
-    flops = (tokens * r.body_flops_per_token + (chunks.seqs + decode) * r.head_flops_per_seq
-             + r.attention_flops * (chunks.sum_sq + chunks.sum_cross)
-             + r.decode_attention_flops * (context - chunks.prior_tokens))  # fmt: skip
+    flops = (
+        tokens * r.body_flops_per_token
+        + (chunks.seqs + decode) * r.head_flops_per_seq
+        + r.attention_flops * (chunks.sum_sq + chunks.sum_cross)
+        + r.decode_attention_flops * (context - chunks.prior_tokens)
+    )
     moved = r.weight_bytes + context * r.kv_bytes_per_token
     expected = max(flops / (r.peak * eff.compute), moved / (r.bandwidth * eff.bandwidth)) + eff.step_overhead_s
     assert roofline.prefill_step_seconds(chunks, decode, context) == pytest.approx(expected, rel=1e-12)
