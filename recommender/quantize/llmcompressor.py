@@ -6,7 +6,9 @@ what `vllm serve DIR` loads (its config.json carries `quantization_config` with
 `quant_method: compressed-tensors` and the config groups) and what quality is scored on,
 loaded back with transformers. The recipe text is the scheme's identity: it decides the
 weights, it is written beside a study for a model too large to quantize here, and
-`llmcompressor.oneshot(recipe=...)` takes it as is.
+`llmcompressor.oneshot(recipe=...)` takes it as is. Most recipes are one modifier applying one of
+compressed-tensors' preset schemes to the Linear layers but the lm_head: those schemes are rows of data
+(``PresetRow``) whose text one function writes (``preset_recipe``); the others are written out whole.
 
 Effective bits per weight (the memory model): per-channel schemes store one scale per
 output row (~0 at real widths); group-128 INT4 stores one bf16 scale per 128 weights
@@ -139,25 +141,70 @@ def _recipe(modifiers: str) -> str:
     return "quant_stage:\n  quant_modifiers:\n" + textwrap.indent(textwrap.dedent(modifiers).strip() + "\n", "    ")
 
 
+def preset_recipe(
+    preset: str, *, modifier: str = "QuantizationModifier", targets: tuple[str, ...] = ("Linear",),
+    ignore: tuple[str, ...] = ("lm_head",),
+) -> str:
+    """The recipe that applies compressed-tensors' preset scheme `preset` to `targets` with `modifier`.
+
+    llm-compressor resolves a preset name with the modifier's targets into the preset's weight and activation
+    arguments (``QuantizationMixin.resolve_quantization_config``, llmcompressor 0.14.0,
+    ``llmcompressor/modifiers/quantization/quantization/mixin.py``, via ``preset_name_to_scheme``); the names
+    are the keys of ``PRESET_SCHEMES`` (compressed-tensors 0.19.0, vllm-project/compressed-tensors,
+    ``compressed_tensors/quantization/quant_scheme.py``: W4A16, W4A16_ASYM, W8A8, FP8, FP8_DYNAMIC, FP8_BLOCK,
+    NVFP4, NVFP4A16, MXFP4, ...). The text is byte for byte what these schemes' recipes have always been:
+    it keys their checkpoints.
+    """
+    return _recipe(
+        f"{modifier}:\n  targets: [{', '.join(targets)}]\n  scheme: {preset}\n  ignore: [{', '.join(ignore)}]\n"
+    )
+
+
 _ANY = frozenset({"cpu", "cuda"})
 
-METHODS: tuple[QuantMethod, ...] = (
-    LlmCompressorScheme(
-        name="fp8-dynamic",
-        precision="fp8",
-        library="llmcompressor",
-        bits_per_weight=8.0,
-        weight_only=False,
-        devices=_ANY,
-        kernel_family="ct-fp8-w8a8",
-        checkpoint_format=COMPRESSED_TENSORS,
-        calibrates=False,
-        recipe=_recipe("""
-            QuantizationModifier:
-              targets: [Linear]
-              scheme: FP8_DYNAMIC
-              ignore: [lm_head]
-        """),
+
+@dataclass(frozen=True, kw_only=True)
+class PresetRow:
+    """A scheme whose recipe is one modifier applying a compressed-tensors preset (``preset_recipe``), as data.
+
+    Args:
+        name, precision, bits_per_weight, weight_only, kernel_family, calibrates, description: the scheme's
+            (``QuantMethod``); it runs anywhere llm-compressor does and writes compressed-tensors.
+        preset: the ``PRESET_SCHEMES`` name.
+        modifier: the llm-compressor modifier that applies it (``GPTQModifier`` calibrates the rounding;
+            ``QuantizationModifier`` rounds to nearest, calibrating only static activation scales).
+        targets: the layers it quantizes; ignore: the layers it leaves in 16-bit.
+    """
+
+    name: str
+    preset: str
+    precision: str
+    bits_per_weight: float
+    weight_only: bool
+    kernel_family: str
+    calibrates: bool
+    description: str
+    modifier: str = "QuantizationModifier"
+    targets: tuple[str, ...] = ("Linear",)
+    ignore: tuple[str, ...] = ("lm_head",)
+
+    def recipe(self) -> str:
+        return preset_recipe(self.preset, modifier=self.modifier, targets=self.targets, ignore=self.ignore)
+
+    def scheme(self) -> LlmCompressorScheme:
+        return LlmCompressorScheme(
+            name=self.name, precision=self.precision, library="llmcompressor", bits_per_weight=self.bits_per_weight,
+            weight_only=self.weight_only, devices=_ANY, kernel_family=self.kernel_family,
+            checkpoint_format=COMPRESSED_TENSORS, calibrates=self.calibrates, recipe=self.recipe(),
+            description=self.description,
+        )
+
+
+#: The schemes in registry order: preset ones as rows, the others (two modifiers, or explicit config groups) whole.
+_TABLE: tuple[PresetRow | LlmCompressorScheme, ...] = (
+    PresetRow(
+        name="fp8-dynamic", preset="FP8_DYNAMIC", precision="fp8", bits_per_weight=8.0, weight_only=False,
+        kernel_family="ct-fp8-w8a8", calibrates=False,
         description="FP8 W8A8: per-channel fp8 weights, dynamic per-token fp8 activations (llm-compressor)",
     ),
     LlmCompressorScheme(
@@ -180,22 +227,9 @@ METHODS: tuple[QuantMethod, ...] = (
         """),
         description="INT8 W8A8: SmoothQuant + GPTQ per-channel int8 weights, dynamic per-token int8 activations",
     ),
-    LlmCompressorScheme(
-        name="w4a16-gptq-g128",
-        precision="int4",
-        library="llmcompressor",
-        bits_per_weight=4.0 + 16.0 / 128,
-        weight_only=True,
-        devices=_ANY,
-        kernel_family="ct-w4a16",
-        checkpoint_format=COMPRESSED_TENSORS,
-        calibrates=True,
-        recipe=_recipe("""
-            GPTQModifier:
-              targets: [Linear]
-              scheme: W4A16
-              ignore: [lm_head]
-        """),
+    PresetRow(
+        name="w4a16-gptq-g128", preset="W4A16", modifier="GPTQModifier", precision="int4",
+        bits_per_weight=4.0 + 16.0 / 128, weight_only=True, kernel_family="ct-w4a16", calibrates=True,
         description="INT4 W4A16: GPTQ, symmetric, one bf16 scale per 128 weights",
     ),
     LlmCompressorScheme(
@@ -217,112 +251,34 @@ METHODS: tuple[QuantMethod, ...] = (
         """),
         description="INT4 W4A16: AWQ, asymmetric, one bf16 scale and int4 zero point per 128 weights",
     ),
-    LlmCompressorScheme(
-        name="w4a16-rtn-g128",
-        precision="int4",
-        library="llmcompressor",
-        bits_per_weight=4.0 + 16.0 / 128,
-        weight_only=True,
-        devices=_ANY,
-        kernel_family="ct-w4a16",
-        checkpoint_format=COMPRESSED_TENSORS,
-        calibrates=False,
-        recipe=_recipe("""
-            QuantizationModifier:
-              targets: [Linear]
-              scheme: W4A16
-              ignore: [lm_head]
-        """),
+    PresetRow(
+        name="w4a16-rtn-g128", preset="W4A16", precision="int4", bits_per_weight=4.0 + 16.0 / 128, weight_only=True,
+        kernel_family="ct-w4a16", calibrates=False,
         description="INT4 W4A16: round-to-nearest, symmetric, group 128 (the cheap baseline of GPTQ and AWQ)",
     ),
-    LlmCompressorScheme(
-        name="fp8-tensor",
-        precision="fp8",
-        library="llmcompressor",
-        bits_per_weight=8.0,
-        weight_only=False,
-        devices=_ANY,
-        kernel_family="ct-fp8-tensor",
-        checkpoint_format=COMPRESSED_TENSORS,
-        calibrates=True,
-        recipe=_recipe("""
-            QuantizationModifier:
-              targets: [Linear]
-              scheme: FP8
-              ignore: [lm_head]
-        """),
+    PresetRow(
+        name="fp8-tensor", preset="FP8", precision="fp8", bits_per_weight=8.0, weight_only=False,
+        kernel_family="ct-fp8-tensor", calibrates=True,
         description="FP8 W8A8 per-tensor: one fp8 weight scale and one static activation scale per layer (calibrated)",
     ),
-    LlmCompressorScheme(
-        name="fp8-block",
-        precision="fp8",
-        library="llmcompressor",
-        bits_per_weight=8.0 + 32.0 / (128 * 128),
-        weight_only=False,
-        devices=_ANY,
-        kernel_family="ct-fp8-block",
-        checkpoint_format=COMPRESSED_TENSORS,
-        calibrates=False,
-        recipe=_recipe("""
-            QuantizationModifier:
-              targets: [Linear]
-              scheme: FP8_BLOCK
-              ignore: [lm_head]
-        """),
+    PresetRow(
+        name="fp8-block", preset="FP8_BLOCK", precision="fp8", bits_per_weight=8.0 + 32.0 / (128 * 128),
+        weight_only=False, kernel_family="ct-fp8-block", calibrates=False,
         description="FP8 block-scaled: fp8 weights in 128x128 blocks, dynamic fp8 activations per 128-value group",
     ),
-    LlmCompressorScheme(
-        name="nvfp4",
-        precision="fp4",
-        library="llmcompressor",
-        bits_per_weight=4.0 + 8.0 / 16,
-        weight_only=False,
-        devices=_ANY,
-        kernel_family="ct-nvfp4",
-        checkpoint_format=COMPRESSED_TENSORS,
-        calibrates=True,
-        recipe=_recipe("""
-            QuantizationModifier:
-              targets: [Linear]
-              scheme: NVFP4
-              ignore: [lm_head]
-        """),
+    PresetRow(
+        name="nvfp4", preset="NVFP4", precision="fp4", bits_per_weight=4.0 + 8.0 / 16, weight_only=False,
+        kernel_family="ct-nvfp4", calibrates=True,
         description="NVFP4 W4A4: fp4 (e2m1) weights and activations, an fp8 scale per 16 values (calibrated)",
     ),
-    LlmCompressorScheme(
-        name="nvfp4a16",
-        precision="fp4",
-        library="llmcompressor",
-        bits_per_weight=4.0 + 8.0 / 16,
-        weight_only=True,
-        devices=_ANY,
-        kernel_family="ct-nvfp4a16",
-        checkpoint_format=COMPRESSED_TENSORS,
-        calibrates=False,
-        recipe=_recipe("""
-            QuantizationModifier:
-              targets: [Linear]
-              scheme: NVFP4A16
-              ignore: [lm_head]
-        """),
+    PresetRow(
+        name="nvfp4a16", preset="NVFP4A16", precision="fp4", bits_per_weight=4.0 + 8.0 / 16, weight_only=True,
+        kernel_family="ct-nvfp4a16", calibrates=False,
         description="NVFP4 weight-only: fp4 (e2m1) weights with an fp8 scale per 16 values, 16-bit activations",
     ),
-    LlmCompressorScheme(
-        name="mxfp4",
-        precision="fp4",
-        library="llmcompressor",
-        bits_per_weight=4.0 + 8.0 / 32,
-        weight_only=False,
-        devices=_ANY,
-        kernel_family="ct-mxfp4",
-        checkpoint_format=COMPRESSED_TENSORS,
-        calibrates=False,
-        recipe=_recipe("""
-            QuantizationModifier:
-              targets: [Linear]
-              scheme: MXFP4
-              ignore: [lm_head]
-        """),
+    PresetRow(
+        name="mxfp4", preset="MXFP4", precision="fp4", bits_per_weight=4.0 + 8.0 / 32, weight_only=False,
+        kernel_family="ct-mxfp4", calibrates=False,
         description="MXFP4 W4A4 (OCP microscaling): fp4 weights and activations, an e8m0 scale per 32 values",
     ),
     LlmCompressorScheme(
@@ -347,3 +303,8 @@ METHODS: tuple[QuantMethod, ...] = (
         description="vLLM's online --quantization fp8: per-tensor fp8 weights, dynamic per-tensor fp8 activations",
     ),
 )
+
+#: The schemes whose recipe is a compressed-tensors preset (``tests/quantize`` checks each against the preset).
+PRESETS: tuple[PresetRow, ...] = tuple(row for row in _TABLE if isinstance(row, PresetRow))
+
+METHODS: tuple[QuantMethod, ...] = tuple(row.scheme() if isinstance(row, PresetRow) else row for row in _TABLE)

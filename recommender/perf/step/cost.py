@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from recommender.perf.model.memory import kv_bytes_per_token_per_device, weight_bytes
-from recommender.perf.step.kernels import dequantizes_to_16bit, linear_time_factor
-from recommender.perf.step.roofline import Efficiency, allreduce_seconds, compute_dtype, roofline_provenance
+from recommender.perf.step.kernels import linear_time_factor
+from recommender.perf.step.rates import StepRates
+from recommender.perf.step.roofline import Efficiency, allreduce_seconds, roofline_provenance
 from recommender.provenance import Provenance
 
 if TYPE_CHECKING:
@@ -137,37 +137,24 @@ class RooflineStepCost:
     tensor_parallel: int = 1
     kv_cache_dtype: str = "auto"
     efficiency: Efficiency = field(default_factory=Efficiency)
+    rates: StepRates = field(init=False, repr=False)
+    # The rates' bandwidth and peak at the assumed efficiencies, and allreduce_seconds' intercept and slope
+    # (it is affine in the token count).
     _bandwidth: float = field(init=False, repr=False)
     _compute: float = field(init=False, repr=False)
-    _weights: float = field(init=False, repr=False)
-    _weights_vary: bool = field(init=False, repr=False)
     _slower: float = field(init=False, repr=False)
-    _body_flops_per_token: float = field(init=False, repr=False)
-    _head_flops_per_seq: float = field(init=False, repr=False)
-    _attn_flops: float = field(init=False, repr=False)
-    _decode_attn_flops: float = field(init=False, repr=False)
-    _kv_bytes_per_token: float = field(init=False, repr=False)
     _allreduce_fixed_s: float = field(init=False, repr=False)
     _allreduce_per_token_s: float = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         tp, eff, shape = self.tensor_parallel, self.efficiency, self.shape
-        if tp < 1:
-            raise ValueError(f"tensor_parallel must be >= 1, got {tp}")
+        rates = StepRates(shape, self.method, self.accel, tp, self.kv_cache_dtype)
         fixed = allreduce_seconds(shape, self.accel, 0, tp, eff)
         values = {
-            "_bandwidth": self.accel.memory_bandwidth_gbps * 1e9 * eff.bandwidth,
-            "_compute": self.accel.peak_flops(compute_dtype(self.method, self.accel)) * eff.compute,
-            "_weights": weight_bytes(shape, self.method) / tp,
-            # MoE experts touched and bnb 4-bit dequantization depend on the step's tokens.
-            "_weights_vary": shape.moe is not None or dequantizes_to_16bit(self.method, 2),
+            "rates": rates,
+            "_bandwidth": rates.bandwidth * eff.bandwidth,
+            "_compute": rates.peak * eff.compute,
             "_slower": linear_time_factor(self.method),
-            "_body_flops_per_token": 2.0 * shape.active_body_params / tp,
-            "_head_flops_per_seq": 2.0 * shape.lm_head_params / tp,
-            "_attn_flops": shape.attention_flops(1, 1) / tp,
-            "_decode_attn_flops": shape.decode_attention_flops(1, 1) / tp,  # MLA decodes absorbed
-            "_kv_bytes_per_token": kv_bytes_per_token_per_device(shape, self.kv_cache_dtype, tp),
-            # allreduce_seconds is affine in the token count: keep its intercept and slope.
             "_allreduce_fixed_s": fixed,
             "_allreduce_per_token_s": allreduce_seconds(shape, self.accel, 1, tp, eff) - fixed,
         }
@@ -178,33 +165,29 @@ class RooflineStepCost:
     def provenance(self) -> Provenance:
         return roofline_provenance(self.accel, self.efficiency, self.method)
 
-    def _weight_bytes(self, tokens: int) -> float:
-        if not self._weights_vary:
-            return self._weights
-        return weight_bytes(self.shape, self.method, tokens) / self.tensor_parallel
-
     def step_seconds(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
         chunks = PrefillChunks(prefill_tokens, 1, prefill_tokens * prefill_tokens) if prefill_tokens else _NO_PREFILL
         return self.prefill_step_seconds(chunks, decode_seqs, context_tokens)
 
     def prefill_step_seconds(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> float:
-        tokens = chunks.tokens + decode_seqs
+        r, tokens = self.rates, chunks.tokens + decode_seqs
         flops = (
-            tokens * self._body_flops_per_token
-            + (chunks.seqs + decode_seqs) * self._head_flops_per_seq
-            + self._attn_flops * (chunks.sum_sq + chunks.sum_cross)
-            + self._decode_attn_flops * (context_tokens - chunks.prior_tokens)
+            tokens * r.body_flops_per_token
+            + (chunks.seqs + decode_seqs) * r.head_flops_per_seq
+            + r.attention_flops * (chunks.sum_sq + chunks.sum_cross)
+            + r.decode_attention_flops * (context_tokens - chunks.prior_tokens)
         )
-        moved = self._weight_bytes(tokens) + context_tokens * self._kv_bytes_per_token
+        moved = r.weight_bytes_at(tokens) + context_tokens * r.kv_bytes_per_token
         seconds = self._slower * max(flops / self._compute, moved / self._bandwidth) + self.efficiency.step_overhead_s
         if self.tensor_parallel > 1:
             seconds += self._allreduce_fixed_s + self._allreduce_per_token_s * tokens
         return seconds
 
     def decode_steps_seconds(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
-        per_seq = self._body_flops_per_token + self._head_flops_per_seq
-        flops = decode_seqs * per_seq + self._decode_attn_flops * context_tokens
-        moved = self._weight_bytes(decode_seqs) + context_tokens * self._kv_bytes_per_token
+        r = self.rates
+        per_seq = r.body_flops_per_token + r.head_flops_per_seq
+        flops = decode_seqs * per_seq + r.decode_attention_flops * context_tokens
+        moved = r.weight_bytes_at(decode_seqs) + context_tokens * r.kv_bytes_per_token
         seconds: np.ndarray = (
             self._slower * np.maximum(flops / self._compute, moved / self._bandwidth) + self.efficiency.step_overhead_s
         )

@@ -30,7 +30,7 @@ from recommender.perf.model.all_to_all import all_to_all_cost, dispatch_bytes_pe
 from recommender.perf.model.expert_parallel import ep_kv_bytes_per_token_per_gpu
 from recommender.perf.step.cost import PrefillAwareStepCostModel, PrefillChunks, VectorStepCostModel
 from recommender.perf.step.features import FEATURES, N_FEATURES, FeatureStepCost, StepFeatures
-from recommender.perf.step.kernels import compute_dtype, weight_traffic_bytes_per_param
+from recommender.perf.step.kernels import weight_traffic_bytes_per_param
 
 if TYPE_CHECKING:
     from recommender.perf.catalog.gpus import Accelerator
@@ -75,11 +75,9 @@ class ExpertParallelStepFeatures:
     _rank: StepFeatures = field(init=False, repr=False)
     _dense_bytes_s: float = field(init=False, repr=False)
     _dense_flops_token: float = field(init=False, repr=False)
-    _flops_seq: float = field(init=False, repr=False)
     _expert_flops_pair: float = field(init=False, repr=False)
     _expert_bytes_s: float = field(init=False, repr=False)
     _kv_s: float = field(init=False, repr=False)
-    _peak: float = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.layout.check(self.shape)
@@ -87,18 +85,16 @@ class ExpertParallelStepFeatures:
             raise ValueError(f"the busiest GPU carries at least the mean load, got imbalance {self.imbalance}")
         shape, tp = self.shape, self.layout.attention_tp
         rank = StepFeatures(shape, self.method, self.accel, tp, self.kv_cache_dtype, self.kv_read_at_cache_width)
-        bw = self.accel.memory_bandwidth_gbps * 1e9
+        bw = rank.rates.bandwidth
         per_param = weight_traffic_bytes_per_param(self.method, 1)
         values = {
             "_rank": rank,
             "_dense_bytes_s": (shape.dense_body_params * per_param + shape.lm_head_params * 2.0) / tp / bw,
             "_dense_flops_token": 2.0 * shape.dense_body_params / tp,
-            "_flops_seq": 2.0 * shape.lm_head_params / tp,
             # One token-expert pair through one expert of every MoE layer; the busiest GPU does imbalance/ep of them.
             "_expert_flops_pair": 2.0 * shape.expert_params * self._moe_layers * self.imbalance / self.layout.ep,
             "_expert_bytes_s": self._moe_layers * shape.expert_params * per_param / bw,
             "_kv_s": ep_kv_bytes_per_token_per_gpu(shape, self._rank_kv_dtype(), self.layout) / bw,
-            "_peak": self.accel.peak_flops(compute_dtype(self.method, self.accel)),
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -136,8 +132,9 @@ class ExpertParallelStepFeatures:
         assert moe is not None
         pairs = tokens * self.layout.attention_dp * moe.experts_per_token
         weights = self._dense_bytes_s + self._expert_bytes_s * self.local_experts_touched(tokens)
-        flops = tokens * self._dense_flops_token + seqs * self._flops_seq + pairs * self._expert_flops_pair
-        return weights, flops / self._peak
+        rates = self._rank.rates  # the lm_head's FLOPs and the peak are the rank's
+        flops = tokens * self._dense_flops_token + seqs * rates.head_flops_per_seq + pairs * self._expert_flops_pair
+        return weights, flops / rates.peak
 
     def of_step(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> np.ndarray:
         row = self._rank.of_step(chunks, decode_seqs, context_tokens)

@@ -56,9 +56,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from recommender.perf.model.memory import kv_bytes_per_token_per_device, weight_bytes
 from recommender.perf.step.cost import PrefillChunks
-from recommender.perf.step.kernels import compute_dtype, dequantizes_to_16bit
+from recommender.perf.step.rates import StepRates
 from recommender.provenance import Provenance
 
 if TYPE_CHECKING:
@@ -99,52 +98,26 @@ class StepFeatures:
     tensor_parallel: int = 1
     kv_cache_dtype: str = "auto"
     kv_read_at_cache_width: bool = True
-    _bw: float = field(init=False, repr=False)
-    _peak: float = field(init=False, repr=False)
-    _peak16: float = field(init=False, repr=False)
-    _weights_s: float = field(init=False, repr=False)
-    _varies: bool = field(init=False, repr=False)
-    _flops_token: float = field(init=False, repr=False)
-    _flops_seq: float = field(init=False, repr=False)
-    _attn: float = field(init=False, repr=False)
-    _kv_s: float = field(init=False, repr=False)
+    rates: StepRates = field(init=False, repr=False)
+    # The per-token work that scales with the width, and the all-reduces' link bytes and calls (module docstring).
     _token_s: float = field(init=False, repr=False)
-    _ar_token_s: float = field(init=False, repr=False)
-    _ar_calls: float = field(init=False, repr=False)
+    allreduce_per_token_s: float = field(init=False, repr=False)
+    allreduce_calls: float = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        tp, shape, accel = self.tensor_parallel, self.shape, self.accel
-        if tp < 1:
-            raise ValueError(f"tensor_parallel must be >= 1, got {tp}")
-        bw = accel.memory_bandwidth_gbps * 1e9
-        peak16 = accel.peak_flops("bf16" if "bf16" in accel.peak_tflops else "fp16")
-        ring = 2.0 * (tp - 1) / tp
+        tp, shape = self.tensor_parallel, self.shape
+        rates = StepRates(shape, self.method, self.accel, tp, self._kv_read_dtype())
+        ring, link = 2.0 * (tp - 1) / tp, link_bandwidth_one_direction(self.accel)
         values = {
-            "_bw": bw,
-            "_peak": accel.peak_flops(compute_dtype(self.method, accel)),
-            "_peak16": peak16,
-            "_weights_s": weight_bytes(shape, self.method) / tp / bw,
-            "_varies": shape.moe is not None or dequantizes_to_16bit(self.method, 2),
-            "_flops_token": 2.0 * shape.active_body_params / tp,
-            "_flops_seq": 2.0 * shape.lm_head_params / tp,
-            "_attn": shape.attention_flops(1, 1) / tp / peak16,
-            "_kv_s": kv_bytes_per_token_per_device(shape, self._kv_read_dtype(), tp) / bw,
-            "_token_s": shape.n_layers * shape.hidden * 2.0 / tp / peak16,
-            "_ar_token_s": 2 * shape.n_layers * shape.hidden * 2.0 * ring / link_bandwidth_one_direction(accel),
-            "_ar_calls": 2.0 * shape.n_layers if tp > 1 else 0.0,
+            "rates": rates,
+            "_token_s": shape.n_layers * shape.hidden * 2.0 / tp / rates.peak16,
+            # ring bytes over the link's one-direction rate, s per token of a step
+            "allreduce_per_token_s": 2 * shape.n_layers * shape.hidden * 2.0 * ring / link,
+            # 2 per layer with tensor parallelism, else 0
+            "allreduce_calls": 2.0 * shape.n_layers if tp > 1 else 0.0,
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)
-
-    @property
-    def allreduce_per_token_s(self) -> float:
-        """The all-reduce bytes feature per token of a step (ring bytes over the link's one-direction rate), s."""
-        return self._ar_token_s
-
-    @property
-    def allreduce_calls(self) -> float:
-        """All-reduces a step makes (2 per layer with tensor parallelism, else 0)."""
-        return self._ar_calls
 
     @property
     def always_zero(self) -> frozenset[int]:
@@ -154,34 +127,28 @@ class StepFeatures:
         """The width decode attention pays per KV element read (module docstring)."""
         return self.kv_cache_dtype if self.kv_read_at_cache_width else "auto"
 
-    def _weights(self, tokens: int) -> float:
-        if not self._varies:
-            return self._weights_s
-        return weight_bytes(self.shape, self.method, tokens) / self.tensor_parallel / self._bw
-
     def of_step(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> np.ndarray:
         """The features of one step (see the module docstring), seconds at datasheet rates."""
-        tokens = chunks.tokens + decode_seqs
-        weights = self._weights(tokens)
-        linear = (tokens * self._flops_token + (chunks.seqs + decode_seqs) * self._flops_seq) / self._peak
+        r, tokens = self.rates, chunks.tokens + decode_seqs
+        linear = (tokens * r.body_flops_per_token + (chunks.seqs + decode_seqs) * r.head_flops_per_seq) / r.peak
         return np.array([
             1.0,
             1.0 if chunks.seqs else 0.0,
             float(self.shape.n_layers),
-            weights,
+            r.weight_bytes_at(tokens) / r.bandwidth,
             linear,
-            self._attn * (chunks.sum_sq + chunks.sum_cross),
-            self._kv_s * context_tokens,
+            r.attention_flops / r.peak16 * (chunks.sum_sq + chunks.sum_cross),
+            r.kv_bytes_per_token / r.bandwidth * context_tokens,
             self._token_s * tokens,
-            self._ar_token_s * tokens,
-            self._ar_calls,
+            self.allreduce_per_token_s * tokens,
+            self.allreduce_calls,
             0.0,  # measured kernel seconds: ``kernel_features.KernelStepFeatures`` fills it, the datasheet does not
         ])  # fmt: skip
 
     def of_decode_steps(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
         """Features of many pure-decode steps (one row each)."""
         rows = np.tile(self.of_step(PrefillChunks(), decode_seqs, 0), (len(context_tokens), 1))
-        rows[:, _KV] = self._kv_s * context_tokens
+        rows[:, _KV] = self.rates.kv_bytes_per_token / self.rates.bandwidth * context_tokens
         return rows
 
 

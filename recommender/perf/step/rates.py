@@ -1,0 +1,98 @@
+"""The datasheet rates of one serving configuration, worked out once for every step-cost model that reads them.
+
+A step's time, in either step-cost model, comes from the same few figures of its configuration (model shape,
+scheme, GPU, tensor-parallel degree, KV-cache dtype): the GPU's memory bandwidth and tensor-core peaks, and
+what one GPU streams and multiplies per token, per sequence and per KV token. The roofline
+(``cost.RooflineStepCost``) divides them by its assumed efficiencies; the calibrated features
+(``features.StepFeatures``) turn them into datasheet seconds for the fitted coefficients. Both read them from
+one :class:`StepRates`, so the two models cannot disagree on what a configuration is, and a rate changes in
+one place.
+
+The simulator prices millions of steps per search, so the rates are plain float attributes computed at
+construction: a step reads them without calling anything. Only a step whose touched weights depend on its
+tokens (a MoE model's experts, bitsandbytes 4-bit dequantizing above one token) calls
+:meth:`StepRates.weight_bytes_at`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from recommender.perf.model.memory import kv_bytes_per_token_per_device, weight_bytes
+from recommender.perf.step.kernels import compute_dtype, dequantizes_to_16bit
+
+if TYPE_CHECKING:
+    from recommender.perf.catalog.gpus import Accelerator
+    from recommender.perf.model.shape import ModelShape
+    from recommender.perf.scheme import Scheme
+
+__all__ = ["StepRates"]
+
+
+@dataclass(frozen=True, slots=True)
+class StepRates:
+    """One configuration's rates at the GPU's datasheet figures, every per-GPU figure divided by `tensor_parallel`.
+
+    Args:
+        shape: the model.
+        scheme: the quantization scheme (its weight bytes and the dtype it computes in).
+        accel: the catalog GPU.
+        tensor_parallel: GPUs a layer is split over.
+        kv_cache_dtype: the KV width a step reads (the cache's, or 16-bit where an engine release's decode
+            attention reads it so: ``features.StepFeatures.kv_read_at_cache_width``).
+
+    Attributes (computed):
+        bandwidth: memory bandwidth, bytes/s.
+        peak: tensor-core peak of the dtype the scheme computes in on this GPU (``kernels.compute_dtype``), FLOP/s.
+        peak16: the 16-bit tensor-core peak (bf16 where the GPU has it, else fp16), FLOP/s.
+        weight_bytes: the weights one GPU streams in a step, bytes (all of them; see ``weights_vary``).
+        weights_vary: whether the weights a step touches depend on its tokens (``weight_bytes_at``).
+        body_flops_per_token: linear-layer FLOPs per token (a MoE model's active experts), lm_head excluded.
+        head_flops_per_seq: lm_head FLOPs per sequence in the step (it samples one token each).
+        attention_flops: prefill attention FLOPs per (query token x key token).
+        decode_attention_flops: decode attention FLOPs per KV token read (MLA decodes absorbed).
+        kv_bytes_per_token: KV-cache bytes per token one GPU reads at ``kv_cache_dtype``.
+    """
+
+    shape: ModelShape = field(repr=False)
+    scheme: Scheme = field(repr=False)
+    accel: Accelerator = field(repr=False)
+    tensor_parallel: int = 1
+    kv_cache_dtype: str = "auto"
+    bandwidth: float = field(init=False)
+    peak: float = field(init=False)
+    peak16: float = field(init=False)
+    weight_bytes: float = field(init=False)
+    weights_vary: bool = field(init=False)
+    body_flops_per_token: float = field(init=False)
+    head_flops_per_seq: float = field(init=False)
+    attention_flops: float = field(init=False)
+    decode_attention_flops: float = field(init=False)
+    kv_bytes_per_token: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        tp, shape, scheme, accel = self.tensor_parallel, self.shape, self.scheme, self.accel
+        if tp < 1:
+            raise ValueError(f"tensor_parallel must be >= 1, got {tp}")
+        values = {
+            "bandwidth": accel.memory_bandwidth_gbps * 1e9,
+            "peak": accel.peak_flops(compute_dtype(scheme, accel)),
+            "peak16": accel.peak_flops("bf16" if "bf16" in accel.peak_tflops else "fp16"),
+            "weight_bytes": weight_bytes(shape, scheme) / tp,
+            # MoE experts touched and bnb 4-bit dequantization depend on the step's tokens.
+            "weights_vary": shape.moe is not None or dequantizes_to_16bit(scheme, 2),
+            "body_flops_per_token": 2.0 * shape.active_body_params / tp,
+            "head_flops_per_seq": 2.0 * shape.lm_head_params / tp,
+            "attention_flops": shape.attention_flops(1, 1) / tp,
+            "decode_attention_flops": shape.decode_attention_flops(1, 1) / tp,
+            "kv_bytes_per_token": kv_bytes_per_token_per_device(shape, self.kv_cache_dtype, tp),
+        }
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def weight_bytes_at(self, tokens: int) -> float:
+        """The weights one GPU streams in a step of `tokens` tokens, bytes."""
+        if not self.weights_vary:
+            return self.weight_bytes
+        return weight_bytes(self.shape, self.scheme, tokens) / self.tensor_parallel
