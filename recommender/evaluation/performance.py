@@ -26,7 +26,8 @@ from recommender.engines import DEFAULT_ENGINES, PROFILES, evaluation_only
 from recommender.engines.eligibility import Eligibility, eligibility
 from recommender.errors import MethodUnavailableError
 from recommender.evaluation.batch_caps import engines_for, unheld_cap
-from recommender.evaluation.candidate import CONSTRAINT_KEYS, CandidateResult
+from recommender.evaluation.candidate import CandidateResult
+from recommender.evaluation.constraints import ConstraintKey, Constraints
 from recommender.evaluation.speculation import SpeculationSource, speculation_for
 from recommender.paths import cache_root
 from recommender.perf.catalog.architecture_check import tensor_parallel_refusal
@@ -57,10 +58,9 @@ if TYPE_CHECKING:
 GPU_MEMORY_UTILIZATION = DEFAULT_GPU_MEMORY_UTILIZATION
 
 
-def pruned(c: Candidate, key: str, why: str, memory: MemoryFit | None = None) -> CandidateResult:
+def pruned(c: Candidate, key: ConstraintKey, why: str, memory: MemoryFit | None = None) -> CandidateResult:
     """A candidate refused before anything ran: `key` is the constraint it breaks."""
-    constraints = {k: 0.0 for k in CONSTRAINT_KEYS} | {key: 1.0}
-    return CandidateResult(c, "pruned", constraints, [f"{key}: {why}"], memory=memory)
+    return CandidateResult(c, "pruned", Constraints.refused(key), [f"{key}: {why}"], memory=memory)
 
 
 @dataclass(frozen=True)
@@ -104,18 +104,18 @@ class Performance:
 def speed_result(c: Candidate, perf: Performance, sla: LatencySLA) -> CandidateResult:
     """The candidate judged on speed, memory and cost alone; its quality still unknown (constraint 1)."""
     serving = perf.serving
-    constraints = {
-        "runnable": 0.0,
-        "memory": perf.setup.memory.constraint,
-        "quality": 1.0,
-        "ttft": serving.ttft_p99_checked_ms / sla.ttft_p99_ms - 1.0,
-        "tpot": serving.tpot_p99_checked_ms / sla.tpot_p99_ms - 1.0,
-    }
+    constraints = Constraints(
+        runnable=0.0,
+        memory=perf.setup.memory.constraint,
+        quality=1.0,
+        ttft=serving.ttft_p99_checked_ms / sla.ttft_p99_ms - 1.0,
+        tpot=serving.tpot_p99_checked_ms / sla.tpot_p99_ms - 1.0,
+    )
     at = "" if serving.confidence is None else f" (upper end at {serving.confidence:.0%} confidence)"
     broken = []
-    if constraints["ttft"] > 0:
+    if constraints.ttft > 0:
         broken.append(f"ttft: P99 {serving.ttft_p99_checked_ms:.1f} ms{at} > SLA {sla.ttft_p99_ms:g} ms")
-    if constraints["tpot"] > 0:
+    if constraints.tpot > 0:
         broken.append(f"tpot: P99 {serving.tpot_p99_checked_ms:.2f} ms{at} > SLA {sla.tpot_p99_ms:g} ms")
     return CandidateResult(
         candidate=c,

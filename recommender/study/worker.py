@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from recommender.config.candidate import Candidate
-from recommender.evaluation.candidate import CONSTRAINT_KEYS, CandidateResult
+from recommender.evaluation.candidate import CandidateResult
+from recommender.evaluation.constraints import Constraints
 from recommender.evaluation.evaluator import CandidateEvaluator
 from recommender.quantize import get_method, with_kv_cache
 from recommender.serialization import from_data, to_data
@@ -88,8 +89,7 @@ def load_known(
 def failed_result(candidate: Candidate, exc: BaseException) -> CandidateResult:
     first = (str(exc).strip().splitlines() or [""])[0][:300]
     reason = f"error: {type(exc).__name__}: {first}" if first else f"error: {type(exc).__name__}"
-    constraints = {k: 0.0 for k in CONSTRAINT_KEYS} | {"runnable": 1.0}
-    return CandidateResult(candidate, "failed", constraints, [reason])
+    return CandidateResult(candidate, "failed", Constraints.refused("runnable"), [reason])
 
 
 @dataclass
@@ -159,8 +159,8 @@ class StudyWorker:
                 self.evaluated_here += 1
         # The study first: it is the record. MLflow's copy after, deferred if the store does not answer.
         trial.set_user_attr(RESULT_ATTR, to_data(result))
-        for key in CONSTRAINT_KEYS:
-            trial.set_constraint(key, result.constraints.get(key, 0.0))
+        for key, value in result.constraints.items():
+            trial.set_constraint(key, value)
         if not cached:
             self.tracking.log_trial(trial, result)
         if self.on_trial:

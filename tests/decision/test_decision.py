@@ -19,6 +19,7 @@ from recommender.config.spec import LatencySLA, Traffic
 from recommender.decision import rules as decision
 from recommender.decision.recommendation import build
 from recommender.evaluation.candidate import CandidateResult
+from recommender.evaluation.constraints import Constraints
 from recommender.evaluation.evaluator import with_quality
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.perf.catalog.architectures import load_architecture
@@ -110,8 +111,9 @@ def _priced(key: str, month: float, *, engines: tuple[str, ...] = ("vllm", "sgla
     precision, method, hardware = key.replace("@", "/").split("/")
     cost = CostEstimate(usd_per_1m_tokens=month / 1000, replicas=1, accelerators=1, usd_per_month=month,
                         price_per_hour_usd=month / 730, price_source="t")  # fmt: skip
-    result = CandidateResult(Candidate(precision, method, hardware, 8), "evaluated", {"quality": 1.0, "ttft": -0.5,
-                             "tpot": -0.5}, [], cost=cost, engines=engines)  # fmt: skip
+    constraints = Constraints(quality=1.0, ttft=-0.5, tpot=-0.5)
+    result = CandidateResult(Candidate(precision, method, hardware, 8), "evaluated", constraints, [], cost=cost,
+                             engines=engines)  # fmt: skip
     return passed(result, margin) if feasible else result
 
 

@@ -11,6 +11,7 @@ import pytest
 from recommender.config.candidate import Candidate
 from recommender.decision import rules
 from recommender.evaluation.candidate import CandidateResult
+from recommender.evaluation.constraints import Constraints
 from recommender.perf.pricing import COST_TOLERANCE, CostEstimate, tie_band
 from recommender.quality.result import QualityResult
 from recommender.quality.verdict import Check
@@ -29,7 +30,7 @@ def result(
     else:
         check = Check("task", "acc", 0.5, 0.5, 0.0, margin, "max_absolute_drop 0.02", "pass", threshold_scale=0.02)
         quality = QualityResult(method, precision, "pass", [check], None, "cpu", 0.0)
-    return CandidateResult(c, "evaluated", {"quality": margin or 1.0}, list(broken), quality=quality, cost=cost,
+    return CandidateResult(c, "evaluated", Constraints(quality=margin or 1.0), list(broken), quality=quality, cost=cost,
                            engines=engines)  # fmt: skip
 
 

@@ -11,6 +11,7 @@ from recommender.config.candidate import Candidate
 from recommender.decision.recommendation import build
 from recommender.decision.rules import pick
 from recommender.evaluation.candidate import CandidateResult
+from recommender.evaluation.constraints import Constraints
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.model.memory import plan_memory, weight_bytes
@@ -167,7 +168,7 @@ def _result(key: str, cost: float, *, broken: list[str] | None = None, quality: 
     return CandidateResult(
         candidate=Candidate(precision, rest, "l4", 8),
         status="evaluated",
-        constraints={"quality": quality},
+        constraints=Constraints(quality=quality),
         broken=broken or [],
         quality=QualityResult(rest, precision, "pass", [], None, "cpu", 0.0),
         cost=CostEstimate(usd_per_1m_tokens=cost, replicas=1, accelerators=1, usd_per_month=cost * 1000,

@@ -9,6 +9,7 @@ import numpy as np
 from recommender.config.candidate import Candidate
 from recommender.decision.recommendation import build
 from recommender.evaluation.candidate import CandidateResult
+from recommender.evaluation.constraints import Constraints
 from recommender.evaluation.evaluator import with_quality
 from recommender.perf.pricing import CostEstimate
 from recommender.quality.result import QualityResult
@@ -42,7 +43,7 @@ def _candidate(precision: str, method: str, usd: float, reference: list[int], va
     checks = [task_check(ACC, paired)]
     cost = CostEstimate(usd_per_1m_tokens=usd, replicas=1, accelerators=1, usd_per_month=1000 * usd,
                         price_per_hour_usd=1.0, price_source="t")  # fmt: skip
-    bare = CandidateResult(Candidate(precision, method, "l4", 8), "evaluated", {"quality": 1.0}, [], cost=cost)
+    bare = CandidateResult(Candidate(precision, method, "l4", 8), "evaluated", Constraints(quality=1.0), [], cost=cost)
     return with_quality(bare, QualityResult(method, precision, overall(checks), checks, None, "cpu", 0.0))
 
 
