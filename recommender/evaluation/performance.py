@@ -285,7 +285,7 @@ class PerformanceEvaluator:
         )
         # A catalog GPU needs room for one request; the scheduler caps concurrency at the KV
         # cache. The local probe really runs the whole batch, so there all of it must fit.
-        context = self.traffic.longest_prompt_tokens + self.traffic.output_tokens
+        context = self.traffic.max_model_len
         must_fit = c.batch_size if accel is None else 1
         fit = MemoryFit(memory.needed_gb(must_fit, context), memory.usable_gb)
         shortfall = memory.shortfall(must_fit, context)

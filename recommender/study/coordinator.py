@@ -309,9 +309,8 @@ def _winner_answers(
     spec, evaluator = prepared.spec, worker.evaluator
     checkpoint = _place_checkpoint(prepared, evaluator.quality.models.context, winner.candidate, output_dir)
     status(checkpoint.note)
-    context = spec.traffic.longest_prompt_tokens + spec.traffic.output_tokens
     launch = launch_commands(
-        winner.candidate, model=checkpoint.model, max_model_len=context,
+        winner.candidate, model=checkpoint.model, max_model_len=spec.traffic.max_model_len,
         device=evaluator.performance.device_of(winner.candidate),
         engine=winner.serving.engine if winner.serving is not None else "",
     )  # fmt: skip
