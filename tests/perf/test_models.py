@@ -183,12 +183,13 @@ def test_pick_cheapest_feasible_and_list_cheaper_rejects() -> None:
         _result("int4/bnb-nf4", 0.40, broken=["quality: fidelity mean_kl 0.05 breaks mean KL <= 0.02"]),
     ]
     assert pick(results).candidate.method == "bnb-llm-int8"
-    rec = build(results, current_key=results[0].candidate.key, study="s", model="m", release="r", use_case="u")
+    rec = build(results, winner=pick(results), current=results[0], study="s", model="m", release="r", use_case="u")
     assert [r.candidate.method for r in rec.rejected_cheaper] == ["bnb-nf4"]
     assert rec.saving is not None and rec.saving.percent_per_1m_tokens == pytest.approx(40.0)
     # Within 1 % of the cheapest price, the better quality margin wins.
     tie = [_result("int8/a", 0.600, quality=-0.001), _result("bf16/b", 0.605, quality=-0.05)]
     assert pick(tie).candidate.method == "b"
     # The candidate it won the tie against is listed as a tie, a 2 % dearer one is not.
-    tied = build([*tie, _result("bf16/c", 0.612)], current_key="x", study="s", model="m", release="r", use_case="u")
+    tied_results = [*tie, _result("bf16/c", 0.612)]
+    tied = build(tied_results, winner=pick(tied_results), current=None, study="s", model="m", release="r", use_case="u")
     assert [t.candidate.method for t in tied.ties] == ["a"]

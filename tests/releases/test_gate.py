@@ -8,6 +8,7 @@ import numpy as np
 
 from recommender.config.candidate import Candidate
 from recommender.decision.recommendation import build
+from recommender.decision.rules import pick
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.constraints import Constraints
 from recommender.evaluation.evaluator import with_quality
@@ -51,7 +52,7 @@ def _release(name: str, bf16: list[int], int8: list[int] | None = None) -> Relea
     results = [_candidate("bf16", "baseline", 1.0, bf16, bf16)]
     if int8 is not None:
         results.append(_candidate("int8", "torchao-int8-wo", 0.5, bf16, int8))
-    rec = build(results, current_key=results[0].key, study=name, model="m", release=name, use_case="u")
+    rec = build(results, winner=pick(results), current=results[0], study=name, model="m", release=name, use_case="u")
     return ReleaseStudy(name, f"run-{name}", name, "u", f"sha256:{name}", 0, rec, results)
 
 

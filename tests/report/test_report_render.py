@@ -18,7 +18,8 @@ from rich.console import Console
 
 from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA
-from recommender.decision.recommendation import Recommendation, build
+from recommender.decision.recommendation import Recommendation, build, result_of
+from recommender.decision.rules import pick
 from recommender.engines import EmittedConfig
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.constraints import Constraints
@@ -162,7 +163,8 @@ def study() -> Study:
     ]
     rec = build(
         results,
-        current_key="bf16/baseline@h100x1/bs32",
+        winner=pick(results),
+        current=result_of(results, "bf16/baseline@h100x1/bs32"),
         study="chat-test",
         model=MODEL,
         release="r1",
