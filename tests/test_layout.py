@@ -9,6 +9,9 @@ The extension test copies the package, adds a toy scheme (a new file in `quantiz
 `quantize/__init__.py`) and a toy engine (a new file in `engines/` and its line in `engines/__init__.py`),
 and runs the copy: the spec, eligibility, the launch command, the search's performance evaluation and
 `recommender estimate` all take them, with no other file touched.
+
+The tests mirror the package: every folder of tests/ that holds tests is the folder of a package of recommender/
+(tests/perf/sim/ tests recommender/perf/sim/), or one of the few named in `TESTS_WITHOUT_A_PACKAGE`.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -195,3 +199,50 @@ def test_a_toy_scheme_and_a_toy_engine_are_added_in_their_folders(tmp_path: Path
     )  # fmt: skip
     assert estimate.returncode == 0, estimate.stderr
     assert json.loads(estimate.stdout)["engine"] == "toy"
+
+
+#: Folders of tests/ that test something other than a package of recommender/, each with why.
+TESTS_WITHOUT_A_PACKAGE = {
+    "docs": "README.md and docs/: the paths and command lines they quote, the references generated from the code",
+}
+
+
+def unmirrored(tests: Path, package: Path, allowed: Collection[str] = TESTS_WITHOUT_A_PACKAGE) -> list[str]:
+    """The folders under `tests` (as paths relative to it) that hold tests but are no package under `package`.
+
+    A folder holds tests when it is a Python package or has a test file; a data folder beside the tests (the
+    bad-input corpus in tests/cli/bad_inputs/) is not one. A folder allowed keeps its whole subtree.
+    """
+    found = []
+    for folder in sorted(p for p in tests.rglob("*") if p.is_dir() and p.name != "__pycache__"):
+        relative = folder.relative_to(tests)
+        if relative.parts[0] in allowed:
+            continue
+        holds_tests = (folder / "__init__.py").is_file() or any(folder.glob("test_*.py"))
+        if holds_tests and not (package / relative / "__init__.py").is_file():
+            found.append(relative.as_posix())
+    return found
+
+
+def test_every_tests_folder_is_a_package_of_the_tree() -> None:
+    assert unmirrored(ROOT / "tests", PACKAGE) == [], "move the tests to the folder of the package they specify"
+
+
+def test_a_tests_folder_without_its_package_is_named(tmp_path: Path) -> None:
+    """A copy of tests/'s folders plus a folder for no package, one for a module rather than a package, and a data
+    folder: the first two are named, nothing else."""
+    tests = tmp_path / "tests"
+    for folder in sorted(p for p in (ROOT / "tests").rglob("*") if p.is_dir() and p.name != "__pycache__"):
+        copy = tests / folder.relative_to(ROOT / "tests")
+        copy.mkdir(parents=True)
+        for name in ("__init__.py", *(f.name for f in folder.glob("test_*.py"))):
+            if (folder / name).is_file():
+                (copy / name).touch()
+    assert unmirrored(tests, PACKAGE) == []
+    (tests / "foo").mkdir()
+    (tests / "foo" / "test_foo.py").touch()
+    (tests / "perf" / "pricing").mkdir()  # recommender/perf/pricing.py is a module: its tests sit in tests/perf/
+    (tests / "perf" / "pricing" / "__init__.py").touch()
+    (tests / "perf" / "sim" / "traces").mkdir()  # data beside the tests, no test in it
+    (tests / "perf" / "sim" / "traces" / "rows.csv").touch()
+    assert unmirrored(tests, PACKAGE) == ["foo", "perf/pricing"]

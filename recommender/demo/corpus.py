@@ -9,6 +9,7 @@ path, so the training script and the evaluation tasks agree on it without sharin
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sysconfig
 from collections.abc import Iterator
@@ -44,22 +45,35 @@ def split_of(relpath: str) -> Split:
     return "eval" if digest[0] % _EVAL_EVERY == 0 else "train"
 
 
+@functools.cache
+def _listing(root: Path) -> tuple[tuple[str, Split], ...]:
+    """Every eligible file under `root` in sorted path order, with its split.
+
+    Walking and sorting the standard library is what a corpus read costs (about a second on two cores),
+    and one search reads the corpus for each task and calibration set it builds, so the walk is kept for
+    the process. The library does not change under a running interpreter.
+    """
+    listed: list[tuple[str, Split]] = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if not _EXCLUDED_PARTS.intersection(rel.parts):
+            relpath = rel.as_posix()
+            listed.append((relpath, split_of(relpath)))
+    return tuple(listed)
+
+
 def iter_source_files(split: Split, *, max_bytes: int = 60_000) -> Iterator[SourceFile]:
     """Yield the split's files in sorted path order; files above `max_bytes` are skipped.
 
     Sorting makes every consumer (tokenizer training, model training, task data) see
-    the same order, which is what makes their outputs reproducible.
+    the same order, which is what makes their outputs reproducible. Files are read as they are yielded.
     """
     root = stdlib_root()
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root)
-        if _EXCLUDED_PARTS.intersection(rel.parts):
-            continue
-        relpath = rel.as_posix()
-        if split_of(relpath) != split:
+    for relpath, of_split in _listing(root):
+        if of_split != split:
             continue
         try:
-            raw = path.read_bytes()
+            raw = (root / relpath).read_bytes()
         except OSError:
             continue
         if len(raw) > max_bytes:

@@ -91,7 +91,7 @@ class DeferredTracking:
         """
         if not pending:
             return []
-        logged = self.tracker.logged_trials(self.parent_run_id)
+        logged = self.tracker.logged_trials(self.parent_run_id, pending.keys())
         written = []
         for number, result in sorted(pending.items()):
             run = logged.get(number)

@@ -10,6 +10,7 @@ import pytest
 
 from recommender.config.candidate import Candidate
 from recommender.decision import rules
+from recommender.decision.recommendation import build
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.constraints import Constraints
 from recommender.perf.pricing import COST_TOLERANCE, CostEstimate, tie_band
@@ -80,3 +81,37 @@ def test_tie_band_is_shared_by_any_priced_items() -> None:
     assert tie_band([100.9, 101.1, 100.0], lambda x: x) == [100.9, 100.0]  # within 1 % of 100, in order
     assert tie_band([], lambda x: x) == []
     assert least_quantized("bf16") < least_quantized("fp8") < least_quantized("int4")
+
+
+def _keyed(key: str, cost: float, *, broken: list[str] | None = None, quality: float = -0.01) -> CandidateResult:
+    precision, rest = key.split("/")
+    return CandidateResult(
+        candidate=Candidate(precision, rest, "l4", 8),
+        status="evaluated",
+        constraints=Constraints(quality=quality),
+        broken=broken or [],
+        quality=QualityResult(rest, precision, "pass", [], None, "cpu", 0.0),
+        cost=CostEstimate(usd_per_1m_tokens=cost, replicas=1, accelerators=1, usd_per_month=cost * 1000,
+                          price_per_hour_usd=1.0, price_source="t"),  # fmt: skip
+    )
+
+
+def test_pick_cheapest_feasible_and_list_cheaper_rejects() -> None:
+    results = [
+        _keyed("bf16/baseline", 1.00, quality=-0.05),
+        _keyed("int8/bnb-llm-int8", 0.60, quality=-0.02),
+        _keyed("int4/bnb-nf4", 0.40, broken=["quality: fidelity mean_kl 0.05 breaks mean KL <= 0.02"]),
+    ]
+    assert rules.pick(results).candidate.method == "bnb-llm-int8"
+    rec = build(results, winner=rules.pick(results), current=results[0], study="s", model="m", release="r",
+                use_case="u")
+    assert [r.candidate.method for r in rec.rejected_cheaper] == ["bnb-nf4"]
+    assert rec.saving is not None and rec.saving.percent_per_1m_tokens == pytest.approx(40.0)
+    # Within 1 % of the cheapest price, the better quality margin wins.
+    tie = [_keyed("int8/a", 0.600, quality=-0.001), _keyed("bf16/b", 0.605, quality=-0.05)]
+    assert rules.pick(tie).candidate.method == "b"
+    # The candidate it won the tie against is listed as a tie, a 2 % dearer one is not.
+    tied_results = [*tie, _keyed("bf16/c", 0.612)]
+    tied = build(tied_results, winner=rules.pick(tied_results), current=None, study="s", model="m", release="r",
+                 use_case="u")
+    assert [t.candidate.method for t in tied.ties] == ["a"]

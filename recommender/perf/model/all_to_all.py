@@ -14,7 +14,7 @@ Bytes per element: DeepEP dispatches in FP8 with one fp32 scale per 128 values a
 dispatches 16-bit activations. Tokens that share a node for several of their experts are sent as many
 times here (DeepEP's node-limited routing sends them once over RDMA): the network term is an upper bound
 for DeepSeek-V3's group-limited router. Checked against DeepEP V1's published low-latency table
-(tests/perf/test_expert_parallel.py).
+(tests/perf/model/test_expert_parallel.py).
 """
 
 from __future__ import annotations

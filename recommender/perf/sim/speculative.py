@@ -28,7 +28,7 @@ not drawn per step, so P99 TPOT carries no acceptance variance.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -78,6 +78,13 @@ class SpeculativeStepCost:
 
     base: StepCostModel
     speculation: SpeculativeDecoding
+    #: `base` where it prices chunked prefills, else None: checked once, since a runtime-Protocol isinstance
+    #: in the simulator's per-step path cost seconds per search (profiled on `make demo`).
+    _prefill_base: PrefillAwareStepCostModel | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        aware = self.base if isinstance(self.base, PrefillAwareStepCostModel) else None
+        object.__setattr__(self, "_prefill_base", aware)
 
     @property
     def provenance(self) -> Provenance:
@@ -97,8 +104,8 @@ class SpeculativeStepCost:
 
     def prefill_step_seconds(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> float:
         with_drafts = self._with_drafts(chunks, decode_seqs, context_tokens)
-        if isinstance(self.base, PrefillAwareStepCostModel):
-            return self.base.prefill_step_seconds(with_drafts, decode_seqs, context_tokens)
+        if self._prefill_base is not None:
+            return self._prefill_base.prefill_step_seconds(with_drafts, decode_seqs, context_tokens)
         return self.base.step_seconds(with_drafts.tokens, decode_seqs, context_tokens)
 
     def step_seconds(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:

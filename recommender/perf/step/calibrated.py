@@ -152,7 +152,7 @@ class StepCostFit(BaseModel):
     cross_validation: dict[str, ErrorSummary]
     in_sample: dict[str, ErrorSummary]
     #: Each engine's batching as the replays simulated it (``EngineProfile.describe``): the coefficients hold
-    #: only with it, and a changed profile changes the fit's digest once refitted (tests/perf/test_gpu_calibration.py).
+    #: only with it, and a changed profile changes the fit's digest once refitted (tests/perf/step/test_calibrated.py).
     engine_batching: dict[str, str] = Field(default_factory=dict)
     #: Step-cost residuals (prefill, decode) of the leave-one-group-out fits: the intervals the SLA check
     #: simulates the user's traffic at (``CalibratedModel.step_factors``).

@@ -1,4 +1,4 @@
-"""Hostile input, round four (issue 44), property-based: one generator per class, each in `make test`.
+"""Hostile values checked against each other (first filed in issue 44), property-based: one generator per class.
 
 - A. Values checked where they are used, against everything they depend on: each trace row against the shared
   prefix and the model's positions, each conversation's last turn (constant or started by a trace row), the
@@ -32,8 +32,8 @@ from hypothesis import strategies as st
 
 from recommender.config.spec import load_spec
 from recommender.speculation.methods import parse_speculative
+from tests.cli.test_hostile_files_and_names import fast
 from tests.cli.test_hostile_properties import Outcome, Reached, assert_clean, run_cli
-from tests.cli.test_hostile_round_three import fast
 from tests.conftest import build_spec, spec_mapping
 
 #: The demo model's max_position_embeddings.

@@ -289,3 +289,19 @@ def test_step_cost_agrees_with_the_roofline_for_every_kernel_path(scheme: str, a
     assert cost.step_seconds(512, 0, 0) == pytest.approx(ref.prefill_s, rel=1e-12)
     assert cost.step_seconds(0, 64, 64 * 700) == pytest.approx(ref.decode_step_s, rel=1e-12)
     assert cost.decode_steps_seconds(64, np.array([64 * 700]))[0] == pytest.approx(ref.decode_step_s, rel=1e-12)
+
+
+def test_decode_is_bandwidth_bound_at_batch_one() -> None:
+    h100 = load_catalog().get("h100-sxm")
+    eff = Efficiency(bandwidth=1.0, compute=1.0, step_overhead_s=0.0)
+    bf16 = get_method("baseline")
+    steps = project_step_times(LLAMA3_8B, bf16, h100, prompt_tokens=1, batch_size=1, context_tokens=1, efficiency=eff)
+    expected = weight_bytes(LLAMA3_8B, bf16) / 3.35e12
+    assert steps.decode_step_s == pytest.approx(expected, rel=0.01)
+    # int4 weights stream ~3x fewer bytes (lm_head stays bf16).
+    nf4 = project_step_times(
+        LLAMA3_8B, get_method("bnb-nf4"), h100, prompt_tokens=1, batch_size=1, context_tokens=1, efficiency=eff
+    )
+    assert 2.5 < steps.decode_step_s / nf4.decode_step_s < 3.6
+    assert steps.provenance.kind == "modeled"
+    assert steps.provenance.detail.startswith("roofline on catalog entry h100-sxm")

@@ -1,4 +1,4 @@
-"""Hostile input, round three (issue 32), property-based: one generator per class, each in `make test`.
+"""Hostile files and names, property-based (first filed in issue 32): one generator per class, each in `make test`.
 
 - config.json fields (every field `ConfigFields` declares, on a dense and a MoE base): either refused in one
   line naming the field, or a shape whose every figure is a finite positive number; through `plan` too.
