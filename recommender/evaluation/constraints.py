@@ -15,7 +15,8 @@ from typing import Literal
 #: The name of one limit: the field of `Constraints`, the key Optuna stores it under.
 ConstraintKey = Literal["runnable", "memory", "quality", "ttft", "tpot"]
 
-#: The limits in the order the search sets them on a trial (Optuna keeps a trial's constraints in that order).
+#: The limits in the order the search sets them on a trial (Optuna's in-memory storage keeps that order; its RDB
+#: storage reads them back by name).
 CONSTRAINT_KEYS: tuple[ConstraintKey, ...] = ("runnable", "memory", "quality", "ttft", "tpot")
 
 

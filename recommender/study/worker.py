@@ -92,6 +92,15 @@ def failed_result(candidate: Candidate, exc: BaseException) -> CandidateResult:
     return CandidateResult(candidate, "failed", Constraints.refused("runnable"), [reason])
 
 
+def record_on_trial(trial: optuna.Trial, result: CandidateResult) -> None:
+    """`result` on its trial: whole as a user attribute (what every worker reads back, `load_known`), and each
+    limit as Optuna's constraint by its name (> 0: broken), so the study's feasible trials are those the
+    decision could recommend on speed and quality."""
+    trial.set_user_attr(RESULT_ATTR, to_data(result))
+    for key, value in result.constraints.items():
+        trial.set_constraint(key, value)
+
+
 @dataclass
 class StudyWorker:
     """One process's share of a study: pull trials, evaluate, store, until the study's budget is met."""
@@ -158,9 +167,7 @@ class StudyWorker:
                 self.known[candidate.key] = (trial.number, result)
                 self.evaluated_here += 1
         # The study first: it is the record. MLflow's copy after, deferred if the store does not answer.
-        trial.set_user_attr(RESULT_ATTR, to_data(result))
-        for key, value in result.constraints.items():
-            trial.set_constraint(key, value)
+        record_on_trial(trial, result)
         if not cached:
             self.tracking.log_trial(trial, result)
         if self.on_trial:

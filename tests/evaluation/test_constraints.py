@@ -58,7 +58,7 @@ def test_the_fields_are_the_constraint_keys_in_their_order() -> None:
     assert tuple(f.name for f in fields(Constraints)) == CONSTRAINT_KEYS
 
 
-def test_optuna_stores_the_constraints_in_the_keys_order_and_judges_feasibility_by_them() -> None:
+def test_every_limit_is_set_on_the_trial_by_name_in_the_keys_order() -> None:
     study = optuna.create_study(directions=["minimize", "minimize"])
     for constraints in (Constraints(quality=-0.2, ttft=-0.1, tpot=-0.3, memory=-0.5), Constraints(tpot=0.25)):
         trial = study.ask()
