@@ -20,7 +20,8 @@ from pathlib import Path
 import optuna
 
 from recommender.config.candidate import Candidate
-from recommender.evaluation.candidate import CONSTRAINT_KEYS, CandidateResult
+from recommender.evaluation.candidate import CandidateResult
+from recommender.evaluation.constraints import CONSTRAINT_KEYS, Constraints
 from recommender.perf.sim.results import Percentiles
 from recommender.perf.sim.serving import ServingEstimate
 from recommender.provenance import Provenance
@@ -44,7 +45,7 @@ def _result(i: int, docs: int) -> CandidateResult:
     serving = ServingEstimate(Percentiles(40, 55, 60), Percentiles(2, 2.5, 2.7), 4000.0, 4e6, 3900.0,
                               Provenance("calibrated", "benchmark"), "sglang", 180.0, 4.0, 0.9, 9000.0)  # fmt: skip
     c = Candidate(precision="int8", method="int8-w8a8", hardware="l40s", batch_size=8 + i)
-    return CandidateResult(c, "evaluated", dict.fromkeys(CONSTRAINT_KEYS, -0.5), [], quality, serving)
+    return CandidateResult(c, "evaluated", Constraints(**dict.fromkeys(CONSTRAINT_KEYS, -0.5)), [], quality, serving)
 
 
 def main() -> None:

@@ -56,7 +56,7 @@ class Traffic(StrictModel):
                 f"shared_prefix.tokens ({prefix.tokens}) must be shorter than prompt_tokens ({self.prompt_tokens}), "
                 "which counts the prefix: give the whole prompt's length"
             )
-        if self.longest_prompt_tokens + self.output_tokens > MAX_TOKENS:
+        if self.max_model_len > MAX_TOKENS:
             field = "traffic.conversation" if self.conversation else "traffic.prompt_tokens"
             raise BadInputError(field, f"the longest request's {self.longest_prompt_tokens:,} prompt tokens + "
                                 f"{self.output_tokens:,} output tokens exceed {MAX_TOKENS:,}",
@@ -68,6 +68,12 @@ class Traffic(StrictModel):
         """The longest prompt a request carries: a conversation's last turn, else `prompt_tokens`."""
         c = self.conversation
         return c.as_sessions().longest_prompt(self.prompt_tokens, self.output_tokens) if c else self.prompt_tokens
+
+    @property
+    def max_model_len(self) -> int:
+        """The longest request, prompt and output, in tokens: what one request needs of the KV cache (the memory
+        check) and what an engine's launch must accept (vLLM's ``--max-model-len``)."""
+        return self.longest_prompt_tokens + self.output_tokens
 
     @property
     def mean_prompt_tokens(self) -> int:

@@ -31,8 +31,13 @@ _URL = re.compile(r"https?://[^\s,;)]+")
 
 
 @dataclass(frozen=True, slots=True)
-class GpuPrice:
-    """One GPU's hourly price as the search used it, with the link and date of its source."""
+class PriceAssumption:
+    """One GPU's hourly price as the search used it, with the link and date of its source.
+
+    The recommendation's record of a price, not the catalog's (`perf.catalog.prices.GpuPrice`, one entry of a
+    price set): it names the GPU and the set it came from, and a GPU the spec searched but nothing prices
+    (`usd_per_hour` None: the local device without a price, a GPU outside the price set) is listed all the same.
+    """
 
     hardware: str
     name: str
@@ -78,7 +83,7 @@ class Assumptions:
     sla_confidence: float | None
     sla_check: str
     price_set: str
-    prices: tuple[GpuPrice, ...]
+    prices: tuple[PriceAssumption, ...]
     fleets: tuple[Fleet, ...]
     #: The day's mean rate (the constant rate without a profile): what the tokens served per month count.
     mean_requests_per_second: float = 0.0
@@ -118,22 +123,22 @@ def fleet_of(role: str, result: CandidateResult, spec: SearchSpec) -> Fleet | No
     )
 
 
-def _prices(spec: SearchSpec, catalog: Catalog) -> tuple[GpuPrice, ...]:
+def _prices(spec: SearchSpec, catalog: Catalog) -> tuple[PriceAssumption, ...]:
     """The price of every GPU the space searched and the current deployment runs on, in the space's order."""
     keys = list(dict.fromkeys([*spec.space.hardware, spec.current.hardware]))
-    prices: list[GpuPrice] = []
+    prices: list[PriceAssumption] = []
     for key in keys:
         if key == "local":
             local = spec.local_device
             source = local.price_source if local is not None else "not priced (no local_device in the spec)"
             usd = local.price_per_hour_usd if local is not None else None
-            prices.append(GpuPrice("local", "this machine", usd, "local_device", source, first_url(source), ""))
+            prices.append(PriceAssumption("local", "this machine", usd, "local_device", source, first_url(source), ""))
             continue
         accel = catalog.accelerators.get(key)
         if accel is None:
             continue
         source = accel.price_source or (catalog.price_refusal(key) or "not recorded")
-        prices.append(GpuPrice(key, accel.name, accel.price_per_hour_usd, accel.price_set, source,
+        prices.append(PriceAssumption(key, accel.name, accel.price_per_hour_usd, accel.price_set, source,
                                first_url(source), accel.price_date))  # fmt: skip
     return tuple(prices)
 

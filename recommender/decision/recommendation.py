@@ -84,6 +84,11 @@ def saving_of(winner: CandidateResult | None, current: CandidateResult | None) -
     )
 
 
+def result_of(results: list[CandidateResult], key: str) -> CandidateResult | None:
+    """The result of the candidate `key` names (the current deployment's), or None when it was not evaluated."""
+    return next((r for r in results if r.key == key), None)
+
+
 def counts_of(results: list[CandidateResult]) -> Counts:
     return Counts(
         candidates=len(results),
@@ -97,7 +102,8 @@ def counts_of(results: list[CandidateResult]) -> Counts:
 def build(
     results: list[CandidateResult],
     *,
-    current_key: str,
+    winner: CandidateResult | None,
+    current: CandidateResult | None,
     study: str,
     model: str,
     release: str,
@@ -110,10 +116,12 @@ def build(
     levers: list[LeverEffect] | None = None,
 ) -> Recommendation:
     """Assemble the recommendation, whole, from every distinct evaluated candidate and what was worked out for
-    its winner (`decision.pick` of the same results): the assumptions, the launch commands, and with a daily
-    profile the autoscaling schedule and the GPU mix. Nothing is added after: `Recommendation` is frozen."""
-    winner = decision.pick(results)
-    current = next((r for r in results if r.key == current_key), None)
+    its winner: the assumptions, the launch commands, and with a daily profile the autoscaling schedule and the
+    GPU mix. Nothing is added after: `Recommendation` is frozen.
+
+    `winner` is `decision.pick(results)` and `current` the current deployment's result (`result_of`), picked
+    once by the caller, which worked out the winner's answers from the same pick.
+    """
     notes = [
         "quality is measured on the local device with the same method and assumed to carry over to other hardware",
         "catalog GPUs: P99 latency and capacity from a continuous-batching simulation on step costs calibrated per "

@@ -115,10 +115,6 @@ def rejected_cheaper(results: Iterable[CandidateResult], winner: CandidateResult
     )
 
 
-def _latency_broken(result: CandidateResult) -> bool:
-    return result.constraints.get("ttft", 0.0) > 0 or result.constraints.get("tpot", 0.0) > 0
-
-
 def quality_cannot_matter(result: CandidateResult, bound: CostBound | None) -> str | None:
     """Why a candidate cannot be recommended whatever its quality, or None when its quality decides.
 
@@ -128,7 +124,7 @@ def quality_cannot_matter(result: CandidateResult, bound: CostBound | None) -> s
     """
     if result.cost is None:
         return "not evaluated: no arrival rate meets the latency SLA"
-    if _latency_broken(result):
+    if result.constraints.latency_broken:
         return "not evaluated: the latency SLA is already broken"
     if bound is None:
         return None
@@ -174,7 +170,7 @@ def quantization_does_not_pay(results: Iterable[CandidateResult], winner: Candid
         for r in results
         if r.status == "evaluated"
         and r.cost is not None
-        and not _latency_broken(r)
+        and not r.constraints.latency_broken
         and (r.candidate.hardware, r.candidate.tensor_parallel) == (w.hardware, w.tensor_parallel)
         and precision_bits(r.candidate.precision) < 16
         and _month(r) <= _month(winner) * (1 + COST_TOLERANCE)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from recommender.config.candidate import Candidate
+from recommender.evaluation.constraints import Constraints
 from recommender.perf.model.memory import MemoryFit
 
 # Imported at run time, not under TYPE_CHECKING: serialization reads these annotations.
@@ -26,8 +27,6 @@ from recommender.quality.verdict import Verdict
 #: a kernel error), the reason in `broken`.
 Status = Literal["evaluated", "pruned", "failed"]
 
-#: The limits a candidate is checked against; a constraint value > 0 means that limit is broken.
-CONSTRAINT_KEYS = ("runnable", "memory", "quality", "ttft", "tpot")
 #: Largest quality constraint stored: a margin past a zero allowance is ±inf, which Optuna's constraints cannot sum.
 MARGIN_BOUND = 1e6
 
@@ -61,7 +60,7 @@ class CandidateResult:
 
     candidate: Candidate
     status: Status
-    constraints: dict[str, float]
+    constraints: Constraints
     broken: list[str]
     quality: QualityResult | None = None
     serving: ServingEstimate | None = None
@@ -87,7 +86,7 @@ class CandidateResult:
         """`quality_margin(self.quality)`; results logged before checks carried their threshold's size fall back
         to their stored quality constraint."""
         margin = quality_margin(self.quality)
-        return self.constraints.get("quality", 1.0) if margin is None else margin
+        return self.constraints.quality if margin is None else margin
 
     @property
     def quality_loss(self) -> float:

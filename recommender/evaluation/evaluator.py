@@ -50,7 +50,7 @@ def with_quality(result: CandidateResult, quality: QualityResult) -> CandidateRe
         quality_broken = [describe_broken_check(ch) for ch in quality.checks if ch.verdict != "pass"]
     return replace(
         result,
-        constraints=result.constraints | {"quality": margin},
+        constraints=replace(result.constraints, quality=margin),
         broken=quality_broken + result.broken,
         quality=quality,
     )

@@ -13,20 +13,21 @@ and the least load peak among them sizes the memory check.
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 from recommender.config.candidate import Candidate
-from recommender.config.spec import LOCAL_DEVICE, LatencySLA, LocalDevice, Traffic
+from recommender.config.spec import LOCAL_DEVICE, LatencySLA, Traffic
 from recommender.config.traffic import traffic_load
 from recommender.device import DeviceInfo, local_memory_gb
 from recommender.engines import DEFAULT_ENGINES, PROFILES, evaluation_only
 from recommender.engines.eligibility import Eligibility, eligibility
 from recommender.errors import MethodUnavailableError
 from recommender.evaluation.batch_caps import engines_for, unheld_cap
-from recommender.evaluation.candidate import CONSTRAINT_KEYS, CandidateResult
+from recommender.evaluation.candidate import CandidateResult
+from recommender.evaluation.constraints import ConstraintKey, Constraints
+from recommender.evaluation.local_device import LocalMeasurement, Probes, local_refusal, measured_step_cost
 from recommender.evaluation.speculation import SpeculationSource, speculation_for
 from recommender.paths import cache_root
 from recommender.perf.catalog.architecture_check import tensor_parallel_refusal
@@ -34,7 +35,7 @@ from recommender.perf.catalog.gpus import Accelerator, Catalog
 from recommender.perf.model.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryFit, plan_memory
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.pricing import CostEstimate, estimate_cost
-from recommender.perf.probe import ProbeResult, probe
+from recommender.perf.probe import ProbeResult
 from recommender.perf.sim.physics_capacity import physics_capacity
 from recommender.perf.sim.scheduler import SchedulerConfig
 from recommender.perf.sim.serving import (
@@ -44,32 +45,20 @@ from recommender.perf.sim.serving import (
     simulate_serving_interval,
 )
 from recommender.perf.step.calibrated import CalibratedModel, shipped_model
-from recommender.perf.step.cost import StepCostModel, TableStepCost
+from recommender.perf.step.cost import StepCostModel
 from recommender.perf.step.features import FeatureStepCost
-from recommender.provenance import Provenance
 from recommender.quantize import QuantMethod, get_method
 
 if TYPE_CHECKING:
     from recommender.perf.sim.speculative import SpeculativeDecoding
-    from recommender.quantize.model_cache import ModelCache
 
 #: Fraction of accelerator memory the serving engine may use (vLLM's default gpu_memory_utilization).
 GPU_MEMORY_UTILIZATION = DEFAULT_GPU_MEMORY_UTILIZATION
 
 
-def pruned(c: Candidate, key: str, why: str, memory: MemoryFit | None = None) -> CandidateResult:
+def pruned(c: Candidate, key: ConstraintKey, why: str, memory: MemoryFit | None = None) -> CandidateResult:
     """A candidate refused before anything ran: `key` is the constraint it breaks."""
-    constraints = {k: 0.0 for k in CONSTRAINT_KEYS} | {key: 1.0}
-    return CandidateResult(c, "pruned", constraints, [f"{key}: {why}"], memory=memory)
-
-
-@dataclass(frozen=True)
-class LocalMeasurement:
-    """What measuring the local device needs: its models, the batch sizes probed, its price."""
-
-    models: ModelCache
-    batch_sizes: list[int]
-    price: LocalDevice
+    return CandidateResult(c, "pruned", Constraints.refused(key), [f"{key}: {why}"], memory=memory)
 
 
 @dataclass(frozen=True)
@@ -104,18 +93,18 @@ class Performance:
 def speed_result(c: Candidate, perf: Performance, sla: LatencySLA) -> CandidateResult:
     """The candidate judged on speed, memory and cost alone; its quality still unknown (constraint 1)."""
     serving = perf.serving
-    constraints = {
-        "runnable": 0.0,
-        "memory": perf.setup.memory.constraint,
-        "quality": 1.0,
-        "ttft": serving.ttft_p99_checked_ms / sla.ttft_p99_ms - 1.0,
-        "tpot": serving.tpot_p99_checked_ms / sla.tpot_p99_ms - 1.0,
-    }
+    constraints = Constraints(
+        runnable=0.0,
+        memory=perf.setup.memory.constraint,
+        quality=1.0,
+        ttft=serving.ttft_p99_checked_ms / sla.ttft_p99_ms - 1.0,
+        tpot=serving.tpot_p99_checked_ms / sla.tpot_p99_ms - 1.0,
+    )
     at = "" if serving.confidence is None else f" (upper end at {serving.confidence:.0%} confidence)"
     broken = []
-    if constraints["ttft"] > 0:
+    if constraints.ttft > 0:
         broken.append(f"ttft: P99 {serving.ttft_p99_checked_ms:.1f} ms{at} > SLA {sla.ttft_p99_ms:g} ms")
-    if constraints["tpot"] > 0:
+    if constraints.tpot > 0:
         broken.append(f"tpot: P99 {serving.tpot_p99_checked_ms:.2f} ms{at} > SLA {sla.tpot_p99_ms:g} ms")
     return CandidateResult(
         candidate=c,
@@ -129,6 +118,17 @@ def speed_result(c: Candidate, perf: Performance, sla: LatencySLA) -> CandidateR
         # The engine the figures are for comes first: the recommendation names it.
         engines=tuple(sorted(perf.setup.engines, key=lambda e: e != perf.setup.engine)),
     )
+
+
+@dataclass(frozen=True)
+class _Fitted:
+    """A candidate past the runnable and memory checks: who serves it, its memory fit and its scheduler."""
+
+    method: QuantMethod
+    served: Eligibility
+    fit: MemoryFit
+    scheduler: SchedulerConfig
+    speculation: SpeculativeDecoding | None
 
 
 @dataclass
@@ -152,7 +152,7 @@ class PerformanceEvaluator:
     #: Whether replicas keep computed prefixes (every engine's default; False: the lever off, for comparison).
     cache_prefixes: bool = True
     calibrated: CalibratedModel = field(default_factory=lambda: shipped_model(cache_root() / "kernel_tables"))
-    _probes: dict[tuple[str, int], ProbeResult] = field(default_factory=dict)
+    _probes: Probes = field(default_factory=dict)
     _performances: dict[Candidate, CandidateResult | Performance] = field(default_factory=dict, init=False, repr=False)
 
     @cached_property
@@ -285,40 +285,48 @@ class PerformanceEvaluator:
         )
         # A catalog GPU needs room for one request; the scheduler caps concurrency at the KV
         # cache. The local probe really runs the whole batch, so there all of it must fit.
-        context = self.traffic.longest_prompt_tokens + self.traffic.output_tokens
+        context = self.traffic.max_model_len
         must_fit = c.batch_size if accel is None else 1
         fit = MemoryFit(memory.needed_gb(must_fit, context), memory.usable_gb)
         shortfall = memory.shortfall(must_fit, context)
         if shortfall is not None:
             return pruned(c, "memory", shortfall, fit)
-        if accel is not None:  # the engines that run this cap and KV dtype; a cap the KV cache never fills
-            kept, why = engines_for(c, served.engines, accel.device)
-            if not kept:
-                return pruned(c, "runnable", f"no engine runs it on {accel.key}: {why}")
-            served = replace(served, engines=kept)
-            if not self.load.shares_prompts and (unheld := unheld_cap(c.batch_size, memory.kv_cache_tokens,
-                                                                      self.traffic.prompt_tokens)):  # fmt: skip
-                return pruned(c, "memory", unheld, fit)
         scheduler = SchedulerConfig(
             kv_cache_tokens=memory.kv_cache_tokens,
             max_num_seqs=c.batch_size,
             max_num_batched_tokens=max(c.max_num_batched_tokens, c.batch_size),
         )
-        if accel is not None:
-            hourly = accel.price_per_hour_usd  # None only when `require_price` is off (_refusal prunes it otherwise)
-            # The first launching engine's calibrated cost and batching; `performance` tries every launching engine.
-            engine = (served.engines or self.engines)[0]
-            cost, batching = self._engine_cost(c, method, accel, engine), PROFILES[engine].batching(scheduler)
-            return Setup(method, cost, batching, hourly, accel.price_note, fit, None, served.engines,
-                         price_set=accel.price_set, engine=engine, speculation=speculation)  # fmt: skip
+        fitted = _Fitted(method, served, fit, scheduler, speculation)
+        return self._local_setup(c, fitted) if accel is None else self._catalog_setup(c, accel, fitted)
+
+    def _catalog_setup(self, c: Candidate, accel: Accelerator, fitted: _Fitted) -> CandidateResult | Setup:
+        """`c` on a catalog GPU: the engines that run its cap and KV dtype (a cap its KV cache never fills is
+        pruned), the first launching engine's calibrated cost and batching (`performance` tries every one)."""
+        kept, why = engines_for(c, fitted.served.engines, accel.device)
+        if not kept:
+            return pruned(c, "runnable", f"no engine runs it on {accel.key}: {why}")
+        kv_cache_tokens = fitted.scheduler.kv_cache_tokens
+        if not self.load.shares_prompts and (unheld := unheld_cap(c.batch_size, kv_cache_tokens,
+                                                                  self.traffic.prompt_tokens)):  # fmt: skip
+            return pruned(c, "memory", unheld, fitted.fit)
+        hourly = accel.price_per_hour_usd  # None only when `require_price` is off (_refusal prunes it otherwise)
+        engine = kept[0]
+        cost = self._engine_cost(c, fitted.method, accel, engine)
+        return Setup(fitted.method, cost, PROFILES[engine].batching(fitted.scheduler), hourly, accel.price_note,
+                     fitted.fit, None, kept, price_set=accel.price_set, engine=engine,
+                     speculation=fitted.speculation)  # fmt: skip
+
+    def _local_setup(self, c: Candidate, fitted: _Fitted) -> CandidateResult | Setup:
+        """`c` on this machine: its step times measured here (probes cached per scheme and batch size)."""
         assert self.local is not None  # _refusal prunes local candidates without a local measurement
         try:
-            table, own = self._measured_step_cost(c, self.local)
+            table, own = measured_step_cost(c, self.local, self._probes, prompt_tokens=self.traffic.prompt_tokens)
         except MethodUnavailableError as exc:
             return pruned(c, "runnable", str(exc))
         local = self.local.price
-        return Setup(method, table, scheduler, local.price_per_hour_usd, local.price_source, fit, own, served.engines,
-                     price_set="local_device", speculation=speculation)  # fmt: skip
+        return Setup(fitted.method, table, fitted.scheduler, local.price_per_hour_usd, local.price_source,
+                     fitted.fit, own, fitted.served.engines, price_set="local_device",
+                     speculation=fitted.speculation)  # fmt: skip
 
     def device_of(self, c: Candidate) -> DeviceInfo | None:
         """The device `c` would be served on: its catalog GPU, or this machine's device (None if not measured)."""
@@ -334,7 +342,7 @@ class PerformanceEvaluator:
                 "(`recommender eval` scores it; pick a scheme an engine serves to get a recommendation)"
             )
         if accel is None:
-            return self._local_refusal(c, method)
+            return local_refusal(c, method, self.local, engines=self.engines, head_dim=self.shape.head_dim)
         served = eligibility(method, accel.device, self.engines, self.shape.head_dim)
         if not served.launchable:
             return served.reason(accel.key)
@@ -343,47 +351,3 @@ class PerformanceEvaluator:
         if (split := tensor_parallel_refusal(self.shape, c.tensor_parallel)) is not None:
             return f"tensor_parallel {c.tensor_parallel}: {split}"
         return (self.catalog.price_refusal(accel.key) if self.require_price else None) or served
-
-    def _local_refusal(self, c: Candidate, method: QuantMethod) -> str | Eligibility:
-        """Why `c` cannot be measured and served on this machine, or who serves it here."""
-        if self.local is None:
-            return "the local device is not measured in this command (architecture-only projection)"
-        device = self.local.models.device
-        reason = method.unavailable_reason(device)
-        if reason is not None:
-            return reason
-        served = eligibility(method, device, self.engines, self.shape.head_dim)
-        if not served.launchable:
-            return served.reason(f"{LOCAL_DEVICE} ({device.label})")
-        if c.kv_cache_dtype != "auto":
-            return (
-                f"kv_cache_dtype {c.kv_cache_dtype}: the local probe (transformers) has no fp8 KV "
-                "storage to time; its quality is measured, its speed only modeled on catalog GPUs"
-            )
-        if c.tensor_parallel > 1:
-            return f"tensor_parallel {c.tensor_parallel} > 1 devices per node"
-        return served
-
-    def _probe(self, local: LocalMeasurement, method: str, batch_size: int) -> ProbeResult:
-        key = (method, batch_size)
-        if key not in self._probes:
-            model = local.models.get(get_method(method))
-            self._probes[key] = probe(model, prompt_tokens=self.traffic.prompt_tokens, batch_size=batch_size)
-        return self._probes[key]
-
-    def _measured_step_cost(self, c: Candidate, local: LocalMeasurement) -> tuple[TableStepCost, ProbeResult]:
-        """Step times measured here at batch 1, every searched batch size up to the candidate's, and its own: the
-        simulator's decode steps run at every batch size up to ``max_num_seqs``, interpolated between them."""
-        sizes = sorted({1, c.batch_size} | {b for b in local.batch_sizes if b <= c.batch_size})
-        probes = [self._probe(local, c.method, b) for b in sizes]
-        own = probes[-1]
-        table = TableStepCost(
-            prefill={self.traffic.prompt_tokens: statistics.median(p.prefill_s for p in probes)},
-            decode={p.batch_size: p.decode_step_s for p in probes},
-            provenance=Provenance(
-                "calibrated",
-                f"step times measured on {own.provenance.detail}; decode measured at batch sizes {sizes}, "
-                "interpolated between them; latency simulated",
-            ),
-        )
-        return table, own

@@ -106,7 +106,7 @@ def _evaluate(performance: PerformanceEvaluator, accel: Accelerator, method: Qua
     shape, traffic, sla = performance.shape, performance.traffic, performance.sla
     memory = ep_memory(shape, t.layout, bits_per_weight=method.bits_per_weight, device_gb=accel.device_memory_gb,
                        memory_utilization=GPU_MEMORY_UTILIZATION, max_num_seqs=t.cap, kv_cache_dtype=t.kv)  # fmt: skip
-    if memory.kv_tokens_per_rank < traffic.longest_prompt_tokens + traffic.output_tokens:
+    if memory.kv_tokens_per_rank < traffic.max_model_len:
         return None
     imbalance, point, upper = _rank_step_costs(performance, accel, method, t, skew)
     config = PROFILES[t.engine].batching(SchedulerConfig(

@@ -29,8 +29,8 @@ def launch_commands(
     Args:
         candidate: the recommended configuration.
         model: the original model (hub id or directory).
-        max_model_len: the traffic profile's prompt + output tokens — what the memory model sized
-            the KV cache for; a note says to raise it for longer requests.
+        max_model_len: the traffic's longest request, prompt + output tokens (`Traffic.max_model_len`) — what
+            the memory model sized the KV cache for; a note says to raise it for longer requests.
         checkpoint: the checkpoint directory of a checkpoint scheme; it replaces `model` as the
             served model (engines read the scheme from its config.json).
         device: the GPU it runs on; an engine that does not serve the scheme there as measured refuses.

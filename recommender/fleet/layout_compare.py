@@ -129,8 +129,7 @@ def plan_layouts(
                 dis = plan_disaggregated(performance, accel, precision, get_method(agg.method), link=links[accel.key],
                                          scope=scope)  # fmt: skip
                 if model:
-                    dis = with_launch(dis, model=model, accel=accel,
-                                      max_model_len=traffic.prompt_tokens + traffic.output_tokens)  # fmt: skip
+                    dis = with_launch(dis, model=model, accel=accel, max_model_len=traffic.max_model_len)
             found.append(compare_layouts(agg, dis, target_rps=traffic.requests_per_second,
                                          tpot_limit_ms=sla.tpot_p99_ms))  # fmt: skip
             if on_row is not None:

@@ -247,7 +247,7 @@ def launch_of(row: PlanRow, model: str, catalog: Catalog, traffic: Traffic) -> s
                           kv_cache_dtype="fp8" if row.kv_cache_dtype == "fp8" else "auto")  # fmt: skip
     checkpoint = f"{model.rstrip('/').rsplit('/', 1)[-1]}-{row.method}"  # where `recommender quantize --out` puts it
     commands = launch_commands(
-        candidate, model=model, max_model_len=traffic.prompt_tokens + traffic.output_tokens, checkpoint=checkpoint,
+        candidate, model=model, max_model_len=traffic.max_model_len, checkpoint=checkpoint,
         device=catalog.get(row.hardware).device, engine=row.engine,
     )  # fmt: skip
     return commands[0].command or "" if commands and commands[0].engine == row.engine else ""

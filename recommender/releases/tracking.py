@@ -193,8 +193,7 @@ def _metrics_of(result: CandidateResult) -> dict[str, float]:
         metrics["usd_per_1m_tokens"] = result.cost.usd_per_1m_tokens
         metrics["replicas"] = float(result.cost.replicas)
         metrics["usd_per_month"] = result.cost.usd_per_month
-    for key, value in result.constraints.items():
-        metrics[f"constraint_{key}"] = float(value)
+    metrics |= {f"constraint_{name}": value for name, value in result.constraints.items()}
     if result.quality is not None:
         for check in result.quality.checks:
             if check.value is not None:

@@ -16,7 +16,7 @@ from recommender.money import usd
 from recommender.report.blocks import Block, Cell, Heading, Span, Table, bold, code, link, para
 
 if TYPE_CHECKING:
-    from recommender.decision.assumptions import Assumptions, Fleet, GpuPrice
+    from recommender.decision.assumptions import Assumptions, Fleet, PriceAssumption
     from recommender.decision.recommendation import Recommendation
     from recommender.evaluation.candidate import CandidateResult
 
@@ -25,11 +25,11 @@ def _fleet(a: Assumptions, role: str) -> Fleet | None:
     return next((f for f in a.fleets if f.role == role), None)
 
 
-def _price(a: Assumptions, hardware: str) -> GpuPrice | None:
+def _price(a: Assumptions, hardware: str) -> PriceAssumption | None:
     return next((p for p in a.prices if p.hardware == hardware), None)
 
 
-def price_cell(price: GpuPrice | None) -> Cell:
+def price_cell(price: PriceAssumption | None) -> Cell:
     """'$1.09 per GPU-hour (RunPod pricing, 2026-09-25)' with the source as a link when it has one."""
     if price is None:
         return "not priced"
@@ -49,7 +49,7 @@ def traffic_text(a: Assumptions) -> str:
     )
 
 
-def _gpus(result: CandidateResult, fleet: Fleet, price: GpuPrice | None) -> str:
+def _gpus(result: CandidateResult, fleet: Fleet, price: PriceAssumption | None) -> str:
     name = price.name if price is not None else result.candidate.hardware
     tp = result.candidate.tensor_parallel
     per = f" ({tp} per replica)" if tp > 1 else ""

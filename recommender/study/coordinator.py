@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,16 +20,10 @@ from recommender.config.candidate import Candidate
 from recommender.config.spec import SearchSpec
 from recommender.decision.assumptions import assumptions_of
 from recommender.decision.evidence import RECOMMENDATION_JSON, StudyEvidence, write_evidence
-from recommender.decision.recommendation import Recommendation, build
+from recommender.decision.recommendation import Recommendation, build, result_of
 from recommender.decision.rules import pick
 from recommender.evaluation.candidate import CandidateResult
-from recommender.evaluation.levers import LeverEffect, lever_effects
-from recommender.fleet.daily import daily_answers
-from recommender.fleet.launch import launch_commands
 from recommender.perf.step.calibrated import fit_digest
-from recommender.quality.calibration_docs import quantize_context
-from recommender.quantize import get_method, with_kv_cache
-from recommender.quantize.checkpoint import QuantizeContext
 from recommender.releases.tracking import (
     Tracker,
     absolute_storage_uri,
@@ -52,16 +46,11 @@ from recommender.study.storage import (
     TRACKING_URI_ATTR,
     open_study,
 )
-from recommender.study.winner_checkpoint import WinnerCheckpoint, place_checkpoint
+from recommender.study.winner_answers import winner_answers
 from recommender.study.worker import BUDGET_ATTR, ProgressFn, StatusFn, StudyWorker
 
 if TYPE_CHECKING:
     import optuna
-
-    from recommender.engines import EmittedConfig
-    from recommender.evaluation.load_curve import LoadCurve
-    from recommender.fleet.autoscale import AutoscaleSchedule
-    from recommender.fleet.mix_plan import GpuMix
 
 #: Rounds of neighbourhood refinement after the sampler's budget (each usually adds a few trials).
 MAX_REFINEMENT_ROUNDS = 3
@@ -217,16 +206,16 @@ def _finish(
     write_documents: Callable[[Path, StudyEvidence], list[Path]] | None,
 ) -> SearchOutcome:  # fmt: skip
     """The one recommendation, its launch commands and load curve, written and logged; the study's run finished."""
-    spec, worker = prepared.spec, opened.worker
+    spec, worker, evaluator = prepared.spec, opened.worker, opened.worker.evaluator
     results = worker.results()
     output_dir = output_root / spec.study_name
-    answer = _winner_answers(prepared, worker, results, output_dir, status)
-    evaluator = worker.evaluator
-    current = next((r for r in results if r.key == opened.current.key), None)
+    # Picked once: the winner's answers, the assumptions and the recommendation all speak of these two.
+    winner, current = pick(results), result_of(results, opened.current.key)
+    answer = winner_answers(prepared, evaluator, results, winner, output_dir, status)
     recommendation = build(
-        results, current_key=opened.current.key, study=spec.study_name, model=prepared.source.name,
+        results, winner=winner, current=current, study=spec.study_name, model=prepared.source.name,
         release=spec.model.release, use_case=prepared.use_case.name, sla=spec.sla,
-        assumptions=assumptions_of(spec, evaluator.performance.catalog, winner=pick(results), current=current),
+        assumptions=assumptions_of(spec, evaluator.performance.catalog, winner=winner, current=current),
         launch=answer.launch, autoscale=answer.autoscale, gpu_mix=answer.gpu_mix, levers=answer.levers,
     )  # fmt: skip
     evaluator.quality.models.release()
@@ -285,57 +274,6 @@ def run_search(
         raise
     return _finish(opened, prepared, storage=storage, tracking_uri=tracking_uri, output_root=output_root,
                    status=status, write_documents=write_documents)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class _WinnerAnswers:
-    """What is worked out for the winner before the recommendation is built: its checkpoint's files, launch
-    commands and load curve, and with a daily profile the autoscaling schedule and the GPU mix."""
-
-    placed: list[Path] = field(default_factory=list)
-    launch: list[EmittedConfig] = field(default_factory=list)
-    load_curve: LoadCurve | None = None
-    autoscale: AutoscaleSchedule | None = None
-    gpu_mix: GpuMix | None = None
-    levers: list[LeverEffect] = field(default_factory=list)
-
-
-def _winner_answers(
-    prepared: Prepared, worker: StudyWorker, results: list[CandidateResult], output_dir: Path, status: StatusFn
-) -> _WinnerAnswers:
-    winner = pick(results)
-    if winner is None:
-        return _WinnerAnswers()
-    spec, evaluator = prepared.spec, worker.evaluator
-    checkpoint = _place_checkpoint(prepared, evaluator.quality.models.context, winner.candidate, output_dir)
-    status(checkpoint.note)
-    context = spec.traffic.longest_prompt_tokens + spec.traffic.output_tokens
-    launch = launch_commands(
-        winner.candidate, model=checkpoint.model, max_model_len=context,
-        device=evaluator.performance.device_of(winner.candidate),
-        engine=winner.serving.engine if winner.serving is not None else "",
-    )  # fmt: skip
-    status("latency against load of the winner")
-    load_curve = evaluator.load_curve(winner.candidate)
-    autoscale, gpu_mix = None, None
-    if spec.traffic.profile is not None:
-        status("the daily profile: autoscaling and the GPU mix")
-        autoscale, gpu_mix = daily_answers(spec, evaluator.performance, results, winner)
-    levers = lever_effects(evaluator.performance, spec, winner)
-    return _WinnerAnswers([p for p in checkpoint.written if p.is_file()], launch, load_curve, autoscale, gpu_mix,
-                          levers)  # fmt: skip
-
-
-def _place_checkpoint(
-    prepared: Prepared, context: QuantizeContext | None, candidate: Candidate, output_dir: Path
-) -> WinnerCheckpoint:
-    """The winner's checkpoint under the study (or the recipe and command that make it)."""
-    source = prepared.source
-    context = context or quantize_context(prepared.use_case, prepared.manager, source)
-    # The scheme as scored: a ModelOpt scheme with an FP8 KV cache is its own checkpoint (it carries the KV scales).
-    scored = with_kv_cache(get_method(candidate.method), candidate.kv_cache_dtype).name
-    return place_checkpoint(scored, source, context, output_dir, use_case=prepared.spec.use_case,
-                            calibration_samples=prepared.use_case.calibration.samples)  # fmt: skip
 
 
 def _study_metrics(rec: Recommendation) -> dict[str, float]:

@@ -17,7 +17,8 @@ from recommender.device import local_device, quality_compute_dtype
 from recommender.engines.head_sizes import check_runnable
 from recommender.errors import BadInputError
 from recommender.evaluation.evaluator import CandidateEvaluator
-from recommender.evaluation.performance import LocalMeasurement, PerformanceEvaluator
+from recommender.evaluation.local_device import LocalMeasurement
+from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.models.source import ModelSource
 from recommender.perf.catalog.architecture_check import check_architecture
 from recommender.perf.catalog.gpus import Accelerator, Catalog, load_catalog

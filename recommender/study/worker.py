@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from recommender.config.candidate import Candidate
-from recommender.evaluation.candidate import CONSTRAINT_KEYS, CandidateResult
+from recommender.evaluation.candidate import CandidateResult
+from recommender.evaluation.constraints import Constraints
 from recommender.evaluation.evaluator import CandidateEvaluator
 from recommender.quantize import get_method, with_kv_cache
 from recommender.serialization import from_data, to_data
@@ -88,8 +89,16 @@ def load_known(
 def failed_result(candidate: Candidate, exc: BaseException) -> CandidateResult:
     first = (str(exc).strip().splitlines() or [""])[0][:300]
     reason = f"error: {type(exc).__name__}: {first}" if first else f"error: {type(exc).__name__}"
-    constraints = {k: 0.0 for k in CONSTRAINT_KEYS} | {"runnable": 1.0}
-    return CandidateResult(candidate, "failed", constraints, [reason])
+    return CandidateResult(candidate, "failed", Constraints.refused("runnable"), [reason])
+
+
+def record_on_trial(trial: optuna.Trial, result: CandidateResult) -> None:
+    """`result` on its trial: whole as a user attribute (what every worker reads back, `load_known`), and each
+    limit as Optuna's constraint by its name (> 0: broken), so the study's feasible trials are those the
+    decision could recommend on speed and quality."""
+    trial.set_user_attr(RESULT_ATTR, to_data(result))
+    for key, value in result.constraints.items():
+        trial.set_constraint(key, value)
 
 
 @dataclass
@@ -158,9 +167,7 @@ class StudyWorker:
                 self.known[candidate.key] = (trial.number, result)
                 self.evaluated_here += 1
         # The study first: it is the record. MLflow's copy after, deferred if the store does not answer.
-        trial.set_user_attr(RESULT_ATTR, to_data(result))
-        for key in CONSTRAINT_KEYS:
-            trial.set_constraint(key, result.constraints.get(key, 0.0))
+        record_on_trial(trial, result)
         if not cached:
             self.tracking.log_trial(trial, result)
         if self.on_trial:

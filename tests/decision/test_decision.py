@@ -19,6 +19,7 @@ from recommender.config.spec import LatencySLA, Traffic
 from recommender.decision import rules as decision
 from recommender.decision.recommendation import build
 from recommender.evaluation.candidate import CandidateResult
+from recommender.evaluation.constraints import Constraints
 from recommender.evaluation.evaluator import with_quality
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.perf.catalog.architectures import load_architecture
@@ -62,7 +63,7 @@ def test_int8_costing_the_same_per_month_as_bf16_on_the_same_gpu_loses_to_bf16(c
     winner = decision.pick(results)
     assert winner is not None and winner.key == "bf16/baseline@l4x1/bs8"  # the least quantized wins the tie
 
-    rec = build(results, current_key=winner.key, study="s", model="m", release="r", use_case="u")
+    rec = build(results, winner=winner, current=winner, study="s", model="m", release="r", use_case="u")
     assert rec.winner is winner and [t.key for t in rec.ties] == ["int8/int8-w8a8@l4x1/bs8"]
     assert rec.quantization_note == (
         "quantization does not pay at this traffic: bf16 on l4 costs the same $321/month as int8/int8-w8a8@l4x1/bs8"
@@ -79,7 +80,7 @@ def test_quantizing_pays_when_it_saves_a_gpu_and_then_no_note(catalog: Catalog) 
                           Candidate("int4", "w4a16-gptq-g128", "l4", 32), traffic=traffic)  # fmt: skip
     assert bf16.cost is not None and int4.cost is not None and int4.cost.replicas < bf16.cost.replicas
     results = [passed(bf16, -0.01), passed(int4, -0.005)]
-    rec = build(results, current_key=bf16.key, study="s", model="m", release="r", use_case="u")
+    rec = build(results, winner=decision.pick(results), current=bf16, study="s", model="m", release="r", use_case="u")
     assert rec.winner is not None and rec.winner.key == int4.key and rec.ties == []
     assert rec.quantization_note is None
 
@@ -110,8 +111,9 @@ def _priced(key: str, month: float, *, engines: tuple[str, ...] = ("vllm", "sgla
     precision, method, hardware = key.replace("@", "/").split("/")
     cost = CostEstimate(usd_per_1m_tokens=month / 1000, replicas=1, accelerators=1, usd_per_month=month,
                         price_per_hour_usd=month / 730, price_source="t")  # fmt: skip
-    result = CandidateResult(Candidate(precision, method, hardware, 8), "evaluated", {"quality": 1.0, "ttft": -0.5,
-                             "tpot": -0.5}, [], cost=cost, engines=engines)  # fmt: skip
+    constraints = Constraints(quality=1.0, ttft=-0.5, tpot=-0.5)
+    result = CandidateResult(Candidate(precision, method, hardware, 8), "evaluated", constraints, [], cost=cost,
+                             engines=engines)  # fmt: skip
     return passed(result, margin) if feasible else result
 
 
@@ -173,3 +175,18 @@ def test_one_tie_band_and_one_least_quantized_order_on_plain_values() -> None:
     order = sorted([("int4", "auto"), ("bf16", "fp8"), ("fp8", "auto"), ("bf16", "auto")],
                    key=lambda pk: least_quantized(*pk))  # fmt: skip
     assert order == [("bf16", "auto"), ("bf16", "fp8"), ("fp8", "auto"), ("int4", "auto")]
+
+
+def test_build_takes_the_winner_and_current_it_is_given_and_judges_the_rest_against_them() -> None:
+    """The search picks the winner once and hands it to `build` (the same result its launch commands, load curve
+    and assumptions were worked out for); `build` picks nothing itself, so what it says is about that result."""
+    results = [_priced("bf16/baseline@l40s", 795.0), _priced("int8/int8-w8a8@l4", 321.0),
+               _priced("int4/w4a16-awq-g128@l4", 300.0, feasible=False)]  # fmt: skip
+    bf16, int8, int4 = results
+    assert decision.pick(results) is int8
+    rec = build(results, winner=bf16, current=int8, study="s", model="m", release="r", use_case="u")
+    assert rec.winner is bf16 and rec.current is int8
+    assert rec.saving is not None and rec.saving.usd_per_month == pytest.approx(321.0 - 795.0)
+    assert [r.key for r in rec.rejected_cheaper] == [int4.key]
+    none = build(results, winner=None, current=None, study="s", model="m", release="r", use_case="u")
+    assert none.winner is None and none.saving is None

@@ -12,6 +12,7 @@ from recommender.config.candidate import Candidate
 from recommender.decision import rules
 from recommender.decision.recommendation import build
 from recommender.evaluation.candidate import CandidateResult
+from recommender.evaluation.constraints import Constraints
 from recommender.perf.pricing import COST_TOLERANCE, CostEstimate, tie_band
 from recommender.quality.result import QualityResult
 from recommender.quality.verdict import Check
@@ -30,7 +31,7 @@ def result(
     else:
         check = Check("task", "acc", 0.5, 0.5, 0.0, margin, "max_absolute_drop 0.02", "pass", threshold_scale=0.02)
         quality = QualityResult(method, precision, "pass", [check], None, "cpu", 0.0)
-    return CandidateResult(c, "evaluated", {"quality": margin or 1.0}, list(broken), quality=quality, cost=cost,
+    return CandidateResult(c, "evaluated", Constraints(quality=margin or 1.0), list(broken), quality=quality, cost=cost,
                            engines=engines)  # fmt: skip
 
 
@@ -87,7 +88,7 @@ def _keyed(key: str, cost: float, *, broken: list[str] | None = None, quality: f
     return CandidateResult(
         candidate=Candidate(precision, rest, "l4", 8),
         status="evaluated",
-        constraints={"quality": quality},
+        constraints=Constraints(quality=quality),
         broken=broken or [],
         quality=QualityResult(rest, precision, "pass", [], None, "cpu", 0.0),
         cost=CostEstimate(usd_per_1m_tokens=cost, replicas=1, accelerators=1, usd_per_month=cost * 1000,
@@ -102,12 +103,15 @@ def test_pick_cheapest_feasible_and_list_cheaper_rejects() -> None:
         _keyed("int4/bnb-nf4", 0.40, broken=["quality: fidelity mean_kl 0.05 breaks mean KL <= 0.02"]),
     ]
     assert rules.pick(results).candidate.method == "bnb-llm-int8"
-    rec = build(results, current_key=results[0].candidate.key, study="s", model="m", release="r", use_case="u")
+    rec = build(results, winner=rules.pick(results), current=results[0], study="s", model="m", release="r",
+                use_case="u")
     assert [r.candidate.method for r in rec.rejected_cheaper] == ["bnb-nf4"]
     assert rec.saving is not None and rec.saving.percent_per_1m_tokens == pytest.approx(40.0)
     # Within 1 % of the cheapest price, the better quality margin wins.
     tie = [_keyed("int8/a", 0.600, quality=-0.001), _keyed("bf16/b", 0.605, quality=-0.05)]
     assert rules.pick(tie).candidate.method == "b"
     # The candidate it won the tie against is listed as a tie, a 2 % dearer one is not.
-    tied = build([*tie, _keyed("bf16/c", 0.612)], current_key="x", study="s", model="m", release="r", use_case="u")
+    tied_results = [*tie, _keyed("bf16/c", 0.612)]
+    tied = build(tied_results, winner=rules.pick(tied_results), current=None, study="s", model="m", release="r",
+                 use_case="u")
     assert [t.candidate.method for t in tied.ties] == ["a"]

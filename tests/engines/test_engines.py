@@ -130,7 +130,7 @@ def _evaluator(
 def test_the_search_prunes_what_no_listed_engine_launches_before_loading_anything(contract_catalog: Catalog) -> None:
     evaluator = _evaluator(contract_catalog)  # L4 and T4 at contract prices: the default price set lists neither
     bf16_t4 = evaluator.evaluate(Candidate("bf16", "baseline", "t4", 8))
-    assert bf16_t4.status == "pruned" and bf16_t4.constraints["runnable"] == 1.0
+    assert bf16_t4.status == "pruned" and bf16_t4.constraints.runnable == 1.0
     (why,) = bf16_t4.broken
     assert why.startswith("runnable: no engine in engines: [vllm, sglang] launches baseline on t4")
     torchao = evaluator.evaluate(Candidate("int8", "torchao-int8-wo", "l4", 8))

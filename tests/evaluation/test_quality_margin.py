@@ -9,6 +9,7 @@ import pytest
 from recommender.config.candidate import Candidate
 from recommender.decision.rules import pick
 from recommender.evaluation.candidate import CandidateResult
+from recommender.evaluation.constraints import Constraints
 from recommender.evaluation.evaluator import with_quality
 from recommender.perf.pricing import CostEstimate
 from recommender.quality.fidelity import FidelityResult
@@ -32,7 +33,7 @@ def _checks(acc_margin: float, mean_kl: float) -> list[Check]:
 def _result(method: str, checks: list[Check]) -> CandidateResult:
     cost = CostEstimate(usd_per_1m_tokens=0.5, replicas=1, accelerators=1, usd_per_month=500.0,
                         price_per_hour_usd=1.0, price_source="t")  # fmt: skip
-    bare = CandidateResult(Candidate("int8", method, "l4", 8), "evaluated", {"quality": 1.0}, [], cost=cost)
+    bare = CandidateResult(Candidate("int8", method, "l4", 8), "evaluated", Constraints(quality=1.0), [], cost=cost)
     return with_quality(bare, QualityResult(method, "int8", overall(checks), checks, None, "cpu", 0.0))
 
 
@@ -44,7 +45,7 @@ def test_tie_goes_to_the_most_headroom_relative_to_each_threshold() -> None:
     assert a.quality_margin == pytest.approx(-0.05) and b.quality_margin == pytest.approx(-0.4)
     # One margin: the search's quality constraint is the same normalised figure (in raw units the KL's small
     # numbers would decide: a's worst -0.001 "beats" b's -0.0008, the wrong winner).
-    assert (a.constraints["quality"], b.constraints["quality"]) == (a.quality_margin, b.quality_margin)
+    assert (a.constraints.quality, b.constraints.quality) == (a.quality_margin, b.quality_margin)
     assert pick([a, b]) is b and pick([b, a]) is b
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -165,3 +166,20 @@ def test_plan_rows_are_served_by_the_engines_given() -> None:
     for engines in (("sglang",), ("vllm",)):
         row = plan_one(shape, h100, "fp8", engines=engines, **args)  # type: ignore[arg-type]
         assert row.engine == engines[0], row
+
+
+def test_a_plan_row_launches_with_room_for_the_longest_conversation_turn() -> None:
+    """The launch's --max-model-len is the traffic's longest request (a conversation's last turn carries its
+    history), the length the memory check sized the KV cache for; prompt_tokens + output_tokens would make the
+    engine refuse every later turn."""
+    from recommender.fleet.plan import launch_of
+
+    catalog = load_catalog()
+    traffic = Traffic(prompt_tokens=1500, output_tokens=150, requests_per_second=5,
+                      conversation={"turns": 4, "think_time_s": 30, "message_tokens": 200})  # fmt: skip
+    assert traffic.max_model_len == traffic.longest_prompt_tokens + 150 == 2700
+    row = plan_one(LLAMA8, catalog.get("h100-sxm"), "bf16", traffic=traffic, sla=SLA, scope=CAPS_64, catalog=catalog)
+    launch = launch_of(row, "meta-llama/Llama-3.1-8B-Instruct", catalog, traffic)
+    # vLLM's --max-model-len, SGLang's --context-length, TGI's --max-total-tokens, TensorRT-LLM's --max_seq_len
+    lengths = re.findall(r"--(?:max-model-len|context-length|max-total-tokens|max_seq_len)[ =](\d+)", launch)
+    assert row.engine and lengths == [str(traffic.max_model_len)]

@@ -8,7 +8,9 @@ import numpy as np
 
 from recommender.config.candidate import Candidate
 from recommender.decision.recommendation import build
+from recommender.decision.rules import pick
 from recommender.evaluation.candidate import CandidateResult
+from recommender.evaluation.constraints import Constraints
 from recommender.evaluation.evaluator import with_quality
 from recommender.perf.pricing import CostEstimate
 from recommender.quality.result import QualityResult
@@ -42,7 +44,7 @@ def _candidate(precision: str, method: str, usd: float, reference: list[int], va
     checks = [task_check(ACC, paired)]
     cost = CostEstimate(usd_per_1m_tokens=usd, replicas=1, accelerators=1, usd_per_month=1000 * usd,
                         price_per_hour_usd=1.0, price_source="t")  # fmt: skip
-    bare = CandidateResult(Candidate(precision, method, "l4", 8), "evaluated", {"quality": 1.0}, [], cost=cost)
+    bare = CandidateResult(Candidate(precision, method, "l4", 8), "evaluated", Constraints(quality=1.0), [], cost=cost)
     return with_quality(bare, QualityResult(method, precision, overall(checks), checks, None, "cpu", 0.0))
 
 
@@ -50,7 +52,7 @@ def _release(name: str, bf16: list[int], int8: list[int] | None = None) -> Relea
     results = [_candidate("bf16", "baseline", 1.0, bf16, bf16)]
     if int8 is not None:
         results.append(_candidate("int8", "torchao-int8-wo", 0.5, bf16, int8))
-    rec = build(results, current_key=results[0].key, study=name, model="m", release=name, use_case="u")
+    rec = build(results, winner=pick(results), current=results[0], study=name, model="m", release=name, use_case="u")
     return ReleaseStudy(name, f"run-{name}", name, "u", f"sha256:{name}", 0, rec, results)
 
 

@@ -18,9 +18,11 @@ from rich.console import Console
 
 from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA
-from recommender.decision.recommendation import Recommendation, build
+from recommender.decision.recommendation import Recommendation, build, result_of
+from recommender.decision.rules import pick
 from recommender.engines import EmittedConfig
 from recommender.evaluation.candidate import CandidateResult
+from recommender.evaluation.constraints import Constraints
 from recommender.evaluation.load_curve import LoadCurve, LoadPoint
 from recommender.perf.model.memory import MemoryFit
 from recommender.perf.pricing import CostEstimate
@@ -118,7 +120,7 @@ def _result(
 ) -> CandidateResult:
     c = Candidate(precision, method, hardware, batch_size=32)
     if pruned:
-        return CandidateResult(c, "pruned", {"memory": 1.0}, list(broken), memory=MemoryFit(90.0, 72.0))
+        return CandidateResult(c, "pruned", Constraints(memory=1.0), list(broken), memory=MemoryFit(90.0, 72.0))
     cost = None
     if usd is not None:
         cost = CostEstimate(
@@ -132,7 +134,7 @@ def _result(
     return CandidateResult(
         candidate=c,
         status="evaluated",
-        constraints={"quality": -0.01, "ttft": -0.5, "tpot": -0.5},
+        constraints=Constraints(quality=-0.01, ttft=-0.5, tpot=-0.5),
         broken=list(broken),
         quality=_quality(method, precision, verdict, mean_kl),
         serving=_serving(hardware),
@@ -161,7 +163,8 @@ def study() -> Study:
     ]
     rec = build(
         results,
-        current_key="bf16/baseline@h100x1/bs32",
+        winner=pick(results),
+        current=result_of(results, "bf16/baseline@h100x1/bs32"),
         study="chat-test",
         model=MODEL,
         release="r1",
@@ -371,7 +374,7 @@ def test_a_candidates_line_keeps_its_whole_reason_on_a_pipe() -> None:
     from recommender.report.console import trial_progress
 
     reason = "quality: unverified (not evaluated: " + "a long reason that goes on " * 8 + "to its end)"
-    result = CandidateResult(Candidate("int8", "int8-w8a8", "l40s", 256), "evaluated", {}, [reason])
+    result = CandidateResult(Candidate("int8", "int8-w8a8", "l40s", 256), "evaluated", Constraints(), [reason])
     out = io.StringIO()
     console = Console(file=out, width=80, force_terminal=False)
     with trial_progress(console, total=1) as (on_trial, _status):

@@ -200,13 +200,14 @@ def test_a_worker_parses_each_stored_result_once() -> None:
     the trial overhead does not grow with the stored trials' count (it was quadratic over a study)."""
     import optuna
 
-    from recommender.evaluation.candidate import CONSTRAINT_KEYS, CandidateResult
+    from recommender.evaluation.candidate import CandidateResult
+    from recommender.evaluation.constraints import Constraints
     from recommender.serialization import to_data
     from recommender.study.worker import RESULT_ATTR, load_known
 
     def stored(batch: int) -> optuna.trial.FrozenTrial:
         c = Candidate(precision="bf16", method="baseline", hardware="l4", batch_size=batch)
-        result = CandidateResult(c, "pruned", dict.fromkeys(CONSTRAINT_KEYS, 0.0), ["memory: test"])
+        result = CandidateResult(c, "pruned", Constraints.refused("memory"), ["memory: test"])
         attrs = {RESULT_ATTR: to_data(result)}
         return optuna.trial.create_trial(state=optuna.trial.TrialState.PRUNED, user_attrs=attrs)
 

@@ -100,7 +100,9 @@ def test_the_search_flags_a_far_off_capacity_in_its_line_and_the_recommendations
 
     from recommender.config.candidate import Candidate
     from recommender.decision.recommendation import build
+    from recommender.decision.rules import pick
     from recommender.evaluation.candidate import CandidateResult
+    from recommender.evaluation.constraints import Constraints
     from recommender.perf.sim.results import Percentiles
     from recommender.perf.sim.serving import ServingEstimate
     from recommender.provenance import Provenance
@@ -116,8 +118,9 @@ def test_the_search_flags_a_far_off_capacity_in_its_line_and_the_recommendations
     assert not replace(serving, requests_per_s=0.0).physics_alarm  # no capacity at all is said elsewhere
 
     c = Candidate(precision="fp8", method="fp8-dynamic", hardware="l40s", batch_size=64, tensor_parallel=2)
-    result = CandidateResult(c, "evaluated", {}, [], serving=serving)
+    result = CandidateResult(c, "evaluated", Constraints(), [], serving=serving)
     assert "(!)" in _line(result)
-    rec = build([result], current_key=c.key, study="s", model="m", release="r", use_case="u", sla=sla)
+    rec = build([result], winner=pick([result]), current=result, study="s", model="m", release="r", use_case="u",
+                sla=sla)
     assert any(n.startswith("physics alarm, current") and "throughput ceiling" in n for n in rec.notes)
 

@@ -1,0 +1,88 @@
+"""The local device as a serving target: whether a candidate can be measured here, and its measured step times.
+
+A measurement on the machine at hand beats the model for that machine: a local candidate's step cost is
+the probe's prefill and decode times measured here (batch 1, every searched batch size up to the candidate's,
+and its own), interpolated between them by the simulator. Probes run once per (scheme, batch size) and are
+shared by every candidate of a study (`PerformanceEvaluator` holds the cache).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from recommender.config.spec import LOCAL_DEVICE, LocalDevice
+from recommender.engines.eligibility import Eligibility, eligibility
+from recommender.perf.probe import ProbeResult, probe
+from recommender.perf.step.cost import TableStepCost
+from recommender.provenance import Provenance
+from recommender.quantize import QuantMethod, get_method
+
+if TYPE_CHECKING:
+    from recommender.config.candidate import Candidate
+    from recommender.quantize.model_cache import ModelCache
+
+#: Probes measured here, by (scheme, batch size).
+Probes = dict[tuple[str, int], ProbeResult]
+
+
+@dataclass(frozen=True)
+class LocalMeasurement:
+    """What measuring the local device needs: its models, the batch sizes probed, its price."""
+
+    models: ModelCache
+    batch_sizes: list[int]
+    price: LocalDevice
+
+
+def local_refusal(
+    c: Candidate, method: QuantMethod, local: LocalMeasurement | None, *, engines: tuple[str, ...], head_dim: int
+) -> str | Eligibility:
+    """Why `c` cannot be measured and served on this machine, or who serves it here."""
+    if local is None:
+        return "the local device is not measured in this command (architecture-only projection)"
+    device = local.models.device
+    reason = method.unavailable_reason(device)
+    if reason is not None:
+        return reason
+    served = eligibility(method, device, engines, head_dim)
+    if not served.launchable:
+        return served.reason(f"{LOCAL_DEVICE} ({device.label})")
+    if c.kv_cache_dtype != "auto":
+        return (
+            f"kv_cache_dtype {c.kv_cache_dtype}: the local probe (transformers) has no fp8 KV "
+            "storage to time; its quality is measured, its speed only modeled on catalog GPUs"
+        )
+    if c.tensor_parallel > 1:
+        return f"tensor_parallel {c.tensor_parallel} > 1 devices per node"
+    return served
+
+
+def _probe(local: LocalMeasurement, probes: Probes, method: str, batch_size: int, prompt_tokens: int) -> ProbeResult:
+    key = (method, batch_size)
+    if key not in probes:
+        model = local.models.get(get_method(method))
+        probes[key] = probe(model, prompt_tokens=prompt_tokens, batch_size=batch_size)
+    return probes[key]
+
+
+def measured_step_cost(
+    c: Candidate, local: LocalMeasurement, probes: Probes, *, prompt_tokens: int
+) -> tuple[TableStepCost, ProbeResult]:
+    """Step times measured here at batch 1, every searched batch size up to the candidate's, and its own: the
+    simulator's decode steps run at every batch size up to ``max_num_seqs``, interpolated between them.
+    `probes` caches each (scheme, batch size) measured."""
+    sizes = sorted({1, c.batch_size} | {b for b in local.batch_sizes if b <= c.batch_size})
+    measured = [_probe(local, probes, c.method, b, prompt_tokens) for b in sizes]
+    own = measured[-1]
+    table = TableStepCost(
+        prefill={prompt_tokens: statistics.median(p.prefill_s for p in measured)},
+        decode={p.batch_size: p.decode_step_s for p in measured},
+        provenance=Provenance(
+            "calibrated",
+            f"step times measured on {own.provenance.detail}; decode measured at batch sizes {sizes}, "
+            "interpolated between them; latency simulated",
+        ),
+    )
+    return table, own

@@ -1,0 +1,87 @@
+"""What a finished search works out for its winner before the recommendation is built.
+
+The winner's checkpoint placed under the study (or the recipe and command that make it), its launch commands,
+its latency against load, the levers on it, and with a daily traffic profile the autoscaling schedule and the
+GPU mix. The coordinator picks the winner once (`decision.pick`) and hands the same result here and to
+`decision.recommendation.build`, so the answers and the recommendation cannot speak of different winners.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from recommender.config.candidate import Candidate
+from recommender.evaluation.levers import LeverEffect, lever_effects
+from recommender.fleet.daily import daily_answers
+from recommender.fleet.launch import launch_commands
+from recommender.quality.calibration_docs import quantize_context
+from recommender.quantize import get_method, with_kv_cache
+from recommender.study.winner_checkpoint import WinnerCheckpoint, place_checkpoint
+
+if TYPE_CHECKING:
+    from recommender.engines import EmittedConfig
+    from recommender.evaluation.candidate import CandidateResult
+    from recommender.evaluation.evaluator import CandidateEvaluator
+    from recommender.evaluation.load_curve import LoadCurve
+    from recommender.fleet.autoscale import AutoscaleSchedule
+    from recommender.fleet.mix_plan import GpuMix
+    from recommender.quantize.checkpoint import QuantizeContext
+    from recommender.study.prepare import Prepared
+
+
+@dataclass(frozen=True)
+class WinnerAnswers:
+    """What is worked out for the winner before the recommendation is built: its checkpoint's files, launch
+    commands and load curve, and with a daily profile the autoscaling schedule and the GPU mix."""
+
+    placed: list[Path] = field(default_factory=list)
+    launch: list[EmittedConfig] = field(default_factory=list)
+    load_curve: LoadCurve | None = None
+    autoscale: AutoscaleSchedule | None = None
+    gpu_mix: GpuMix | None = None
+    levers: list[LeverEffect] = field(default_factory=list)
+
+
+def winner_answers(
+    prepared: Prepared,
+    evaluator: CandidateEvaluator,
+    results: list[CandidateResult],
+    winner: CandidateResult | None,
+    output_dir: Path,
+    status: Callable[[str], None],
+) -> WinnerAnswers:
+    """The answers for `winner` (`decision.pick(results)`); none when nothing won."""
+    if winner is None:
+        return WinnerAnswers()
+    spec = prepared.spec
+    checkpoint = _place_checkpoint(prepared, evaluator.quality.models.context, winner.candidate, output_dir)
+    status(checkpoint.note)
+    launch = launch_commands(
+        winner.candidate, model=checkpoint.model, max_model_len=spec.traffic.max_model_len,
+        device=evaluator.performance.device_of(winner.candidate),
+        engine=winner.serving.engine if winner.serving is not None else "",
+    )  # fmt: skip
+    status("latency against load of the winner")
+    load_curve = evaluator.load_curve(winner.candidate)
+    autoscale, gpu_mix = None, None
+    if spec.traffic.profile is not None:
+        status("the daily profile: autoscaling and the GPU mix")
+        autoscale, gpu_mix = daily_answers(spec, evaluator.performance, results, winner)
+    levers = lever_effects(evaluator.performance, spec, winner)
+    return WinnerAnswers([p for p in checkpoint.written if p.is_file()], launch, load_curve, autoscale, gpu_mix,
+                         levers)  # fmt: skip
+
+
+def _place_checkpoint(
+    prepared: Prepared, context: QuantizeContext | None, candidate: Candidate, output_dir: Path
+) -> WinnerCheckpoint:
+    """The winner's checkpoint under the study (or the recipe and command that make it)."""
+    source = prepared.source
+    context = context or quantize_context(prepared.use_case, prepared.manager, source)
+    # The scheme as scored: a ModelOpt scheme with an FP8 KV cache is its own checkpoint (it carries the KV scales).
+    scored = with_kv_cache(get_method(candidate.method), candidate.kv_cache_dtype).name
+    return place_checkpoint(scored, source, context, output_dir, use_case=prepared.spec.use_case,
+                            calibration_samples=prepared.use_case.calibration.samples)  # fmt: skip
