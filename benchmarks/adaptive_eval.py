@@ -22,7 +22,7 @@ from recommender.quality.cache import QualityCache
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.lm_eval_runner import task_manager
 from recommender.quality.suite import load_use_case
-from recommender.quantize import DeviceInfo, get_method
+from recommender.quantize import DeviceInfo, get_scheme
 from recommender.quantize.model_cache import ModelCache
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,14 +37,14 @@ def main() -> None:
     use_case = load_use_case(spec.use_case)  # load_spec made the spec's paths absolute
     source = ModelSource.resolve(spec.model.source, base_dir=args.spec.resolve().parent)
     manager = task_manager(use_case)
-    methods = [get_method(m) for ms in spec.space.methods.values() for m in ms if m != "baseline"]
+    methods = [get_scheme(m) for ms in spec.space.methods.values() for m in ms if m != "baseline"]
 
     runs = {}
     for adaptive in (False, True):
         with tempfile.TemporaryDirectory() as tmp:
             evaluator = QualityEvaluator(use_case, ModelCache(source, DeviceInfo("cpu")), cache=QualityCache(Path(tmp)),
                                          limit=args.limit, manager=manager, adaptive=adaptive)  # fmt: skip
-            evaluator.evaluate(get_method("baseline"))
+            evaluator.evaluate(get_scheme("baseline"))
             started, docs_before = time.perf_counter(), evaluator.docs_evaluated
             verdicts = {m.name: {c.name: c.verdict for c in evaluator.evaluate(m).checks} for m in methods}
             runs[adaptive] = (evaluator.docs_evaluated - docs_before, time.perf_counter() - started, verdicts)

@@ -26,7 +26,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from recommender.models.source import ModelSource
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.probe import local_device_label, probe
-from recommender.quantize import DeviceInfo, get_method
+from recommender.quantize import DeviceInfo, get_scheme
 
 SIZES = {
     "small": dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=4),
@@ -55,7 +55,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         paths = {size: _save_random_model(Path(tmp), size) for size in SIZES}
         for name in args.methods:
-            method = get_method(name)
+            method = get_scheme(name)
             measured = {}
             for size, path in paths.items():
                 source = ModelSource.resolve(str(path), base_dir=path)

@@ -33,7 +33,7 @@ from recommender.quality.lm_eval_runner import task_manager
 from recommender.quality.result import QualityResult
 from recommender.quality.suite import load_use_case
 from recommender.quality.verdict import Check
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 from recommender.quantize.model_cache import ModelCache
 from recommender.serialization import to_data
 
@@ -54,7 +54,7 @@ def _score(
     out = {}
     for name in methods:
         started = time.perf_counter()
-        out[name] = (evaluator.evaluate(get_method(name)), time.perf_counter() - started)
+        out[name] = (evaluator.evaluate(get_scheme(name)), time.perf_counter() - started)
     return out
 
 

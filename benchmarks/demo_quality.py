@@ -27,7 +27,7 @@ from recommender.quality.calibration_docs import quantize_context
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.lm_eval_runner import task_manager
 from recommender.quality.suite import load_use_case
-from recommender.quantize import all_methods
+from recommender.quantize import all_schemes
 from recommender.quantize.model_cache import ModelCache
 from recommender.serialization import to_data
 
@@ -66,7 +66,7 @@ def main() -> None:
     ):
         table.add_column(col)
     rows = []
-    for name, method in all_methods().items():
+    for name, method in all_schemes().items():
         if method.unavailable_reason(cpu) or (evaluation_only(method) and not args.all):
             continue
         if args.methods and name not in args.methods:

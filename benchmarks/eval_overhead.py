@@ -21,7 +21,7 @@ from recommender.quality.cache import QualityCache
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.lm_eval_runner import task_manager
 from recommender.quality.suite import load_use_case
-from recommender.quantize import DeviceInfo, get_method
+from recommender.quantize import DeviceInfo, get_scheme
 from recommender.quantize.model_cache import ModelCache
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,7 +44,7 @@ def main() -> None:
     manager = task_manager(use_case)
     models = ModelCache(ModelSource.resolve(str(REPO / "recommender" / "demo" / "model"), base_dir=REPO),
                         DeviceInfo("cpu"))  # fmt: skip
-    method = get_method(args.method)
+    method = get_scheme(args.method)
     model = models.get(method)
 
     plain, ours = [], []

@@ -74,14 +74,14 @@ from recommender.perf.step.calibrated import (
 from recommender.perf.step.cost import RooflineStepCost
 from recommender.perf.step.features import StepFeatures
 from recommender.perf.step.kernel_tables import KernelTables, KernelTablesUnavailable, kernel_package_version
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 
 def _roofline(runs: list[MeasuredRun], shapes: dict[str, ModelShape], protocol: BenchmarkProtocol) -> list[Prediction]:
     """The same replays with the assumed-efficiency roofline: the error before calibration."""
     catalog, out = load_catalog(), []
     for run in runs:
-        shape, method, accel = shapes[run.model], get_method(run.scheme), catalog.get(run.hardware)
+        shape, method, accel = shapes[run.model], get_scheme(run.scheme), catalog.get(run.hardware)
         cost = RooflineStepCost(shape, method, accel, tensor_parallel=run.tensor_parallel,
                                 kv_cache_dtype=run.kv_cache_dtype)  # fmt: skip
         features = StepFeatures(shape, method, accel, run.tensor_parallel, run.kv_cache_dtype)
@@ -137,7 +137,7 @@ def _predict(path: Path, json_out: Path | None) -> None:
         _refuse(f"--predict: no file {path}",
                 "pass a CSV with the columns of recommender/perf/fit/measured_runs/serving_runs_h100.csv")  # fmt: skip
     try:
-        loaded = read_runs(path, schemes=get_method, profiles=PROFILES)
+        loaded = read_runs(path, schemes=get_scheme, profiles=PROFILES)
     except (UnicodeDecodeError, csv.Error) as exc:
         _refuse(f"--predict: {path} is not a readable CSV ({exc})", "pass a UTF-8 CSV with the shared file's columns")
     if not loaded.runs:
@@ -179,7 +179,7 @@ def _kernel_fit(args: argparse.Namespace) -> None:
     if kernel_package_version() is None:
         _refuse("--kernels: aiconfigurator-core is not installed", "pip install 'aiconfigurator-core==0.12.0'")
     files = list(args.runs_files or KERNEL_RUNS)
-    runs = [run for path in files for run in load_runs(path, schemes=get_method, profiles=PROFILES)]
+    runs = [run for path in files for run in load_runs(path, schemes=get_scheme, profiles=PROFILES)]
     shapes = {m: load_architecture(m)[1] for m in sorted({r.model for r in runs})}
     started, tables = time.perf_counter(), KernelTables()
     runs = _covered(runs, shapes, tables)
@@ -237,7 +237,7 @@ def main() -> None:
     if args.kernels:
         _kernel_fit(args)
         return
-    runs = load_runs(args.runs, schemes=get_method, profiles=PROFILES)
+    runs = load_runs(args.runs, schemes=get_scheme, profiles=PROFILES)
     shapes = {m: load_architecture(m)[1] for m in sorted({r.model for r in runs})}
     protocol, settings = BenchmarkProtocol(), FitSettings()
     started = time.perf_counter()

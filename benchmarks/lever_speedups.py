@@ -30,7 +30,7 @@ from recommender.perf.sim.speculative import SpeculativeDecoding
 from recommender.perf.sim.workload import SharedPrefix, make_workload
 from recommender.perf.step.calibrated import CalibratedModel, load_fit
 from recommender.perf.step.cost import StepCostModel
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 PROMPT, OUTPUT = 1024, 128
 #: Tokens per step spanning vLLM issue #19254's mean acceptance lengths (2.16-2.83) and beyond.
@@ -41,7 +41,7 @@ K = 4
 def _setup(gpu: str, tp: int, context: int) -> tuple[StepCostModel, SchedulerConfig]:
     _, shape = load_architecture("llama-3.1-70b")
     accel = load_catalog().get(gpu)
-    method = get_method("baseline")
+    method = get_scheme("baseline")
     cost = CalibratedModel(load_fit()).step_cost(shape, method, accel, "vllm", tensor_parallel=tp)
     memory = plan_memory(shape, method, device_gb=accel.device_memory_gb, memory_utilization=0.9,
                          tensor_parallel=tp, max_num_batched_tokens=8192, max_num_seqs=256)  # fmt: skip

@@ -32,7 +32,7 @@ from recommender.device import DeviceInfo
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.probe import timed
 from recommender.provenance import Provenance
-from recommender.quantize import QuantMethod, get_method
+from recommender.quantize import QuantScheme, get_scheme
 
 if TYPE_CHECKING:
     from recommender.perf.probe import ProbeResult
@@ -84,7 +84,7 @@ def fit_kernel_rates(method: str, points: Sequence[tuple[int, float, float, floa
 
 
 def kernel_probe(
-    method: QuantMethod,
+    method: QuantScheme,
     device: DeviceInfo,
     *,
     widths: Sequence[int] = KERNEL_WIDTHS,
@@ -138,7 +138,7 @@ class StepWork:
 
     @classmethod
     def of(
-        cls, shape: ModelShape, method: QuantMethod, *, query_tokens: int, context_tokens: int, kv_bytes: float
+        cls, shape: ModelShape, method: QuantScheme, *, query_tokens: int, context_tokens: int, kv_bytes: float
     ) -> StepWork:
         """A step computing `query_tokens` new tokens against `context_tokens` of context, touching `kv_bytes`."""
         return cls(
@@ -156,13 +156,13 @@ class StepWork:
         return [self.layers + 1.0, self.attention_flops, float(self.tokens * self.layers), self.kv_bytes]
 
 
-def prefill_work(shape: ModelShape, method: QuantMethod, prompt_tokens: int) -> StepWork:
+def prefill_work(shape: ModelShape, method: QuantScheme, prompt_tokens: int) -> StepWork:
     """One prompt: attention over itself; its KV is written once."""
     kv = prompt_tokens * shape.kv_bytes_per_token()
     return StepWork.of(shape, method, query_tokens=prompt_tokens, context_tokens=prompt_tokens, kv_bytes=kv)
 
 
-def decode_work(shape: ModelShape, method: QuantMethod, batch_size: int, context_tokens: int) -> StepWork:
+def decode_work(shape: ModelShape, method: QuantScheme, batch_size: int, context_tokens: int) -> StepWork:
     """One token per sequence: every sequence reads its whole KV cache."""
     kv = batch_size * context_tokens * shape.kv_bytes_per_token()
     return StepWork.of(shape, method, query_tokens=batch_size, context_tokens=context_tokens, kv_bytes=kv)
@@ -204,7 +204,7 @@ class CalibratedStepTime:
         )
 
 
-def probe_points(shape: ModelShape, method: QuantMethod, probes: Sequence[ProbeResult]) -> list[tuple[StepWork, float]]:
+def probe_points(shape: ModelShape, method: QuantScheme, probes: Sequence[ProbeResult]) -> list[tuple[StepWork, float]]:
     """Each probe gives two points: one prompt's prefill, and one decode step of its batch."""
     points: list[tuple[StepWork, float]] = []
     for p in probes:
@@ -242,9 +242,9 @@ def fit(
     )
 
 
-def calibrate_kernels(method: QuantMethod, device: DeviceInfo) -> tuple[KernelRates, KernelRates]:
+def calibrate_kernels(method: QuantScheme, device: DeviceInfo) -> tuple[KernelRates, KernelRates]:
     """Kernel rates of `method` and of the 16-bit baseline (for the lm_head every method keeps)."""
     kernels = kernel_probe(method, device)
-    baseline = get_method("baseline")
+    baseline = get_scheme("baseline")
     lm_head = kernels if method.name == baseline.name else kernel_probe(baseline, device)
     return kernels, lm_head

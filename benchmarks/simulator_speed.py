@@ -30,7 +30,7 @@ from recommender.perf.sim.settle import requests_for
 from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.workload import LengthDist, make_workload
 from recommender.perf.step.cost import RooflineStepCost
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 _, LLAMA3_8B = load_architecture("llama-3.1-8b")  # the shipped config.json numbers
 
@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--tpot-ms", type=float, default=50.0)
     args = parser.parse_args()
 
-    method, accel = get_method("baseline"), load_catalog().get("h100-sxm")
+    method, accel = get_scheme("baseline"), load_catalog().get("h100-sxm")
     cost = RooflineStepCost(LLAMA3_8B, method, accel)
     config = SchedulerConfig(kv_cache_tokens=kv_cache_tokens(LLAMA3_8B, method, accel))
     prompt, output = LengthDist(512, 0.5), LengthDist(256, 0.5)

@@ -130,7 +130,7 @@ def support_matrix() -> str:
     from recommender.engines import ENGINE_NAMES
     from recommender.engines.eligibility import refusal
     from recommender.perf.catalog.gpus import load_catalog
-    from recommender.quantize import all_methods
+    from recommender.quantize import all_schemes
 
     catalog = load_catalog()
     by_device: dict[str, list[str]] = {}
@@ -141,7 +141,7 @@ def support_matrix() -> str:
     labels = sorted(by_device, key=lambda label: (devices[label].kind, devices[label].compute_capability or (0, 0)))
     head = "| scheme | " + " | ".join(f"{label}: {', '.join(by_device[label])}" for label in labels) + " |"
     rows = [head, "|---|" + "---|" * len(labels)]
-    for method in all_methods().values():
+    for method in all_schemes().values():
         cells = []
         for label in labels:
             engines = [e for e in ENGINE_NAMES if refusal(e, method, devices[label]) is None]

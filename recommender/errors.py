@@ -44,7 +44,7 @@ class BadInputError(RecommenderError):
         super().__init__(one_line(message))
 
 
-class MethodUnavailableError(RecommenderError):
+class SchemeUnavailableError(RecommenderError):
     """A quantization method cannot run here (device, kernel, library); the search records it."""
 
 

@@ -36,7 +36,7 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 #: Imports that break the layer order, each planted in a copy of the package: the file it is added to (appended to
 #: an existing one), the text, and the edge the refusal names.
 PLANTED = (
-    ("perf/planted.py", "from recommender.quantize import get_method\n",
+    ("perf/planted.py", "from recommender.quantize import get_scheme\n",
      "recommender.perf.planted -> recommender.quantize"),
     ("quality/planted.py", "def claims() -> object:\n    from recommender.study import claims\n\n    return claims\n",
      "recommender.quality.planted -> recommender.study.claims"),
@@ -93,10 +93,10 @@ def test_an_upward_import_anywhere_is_refused(tmp_path: Path, path: str, text: s
 
 TOY_SCHEME = '''"""A toy scheme: the model cast to fp16, served through its own kernel family."""
 
-from recommender.quantize.baseline import CastMethod
+from recommender.quantize.baseline import CastScheme
 
 METHODS = (
-    CastMethod(
+    CastScheme(
         name="toy-fp16", precision="fp16", library="torch", bits_per_weight=16.0, weight_only=False,
         devices=frozenset({"cpu", "cuda"}), kernel_family="toy-16", dtype_name="float16",
         description="fp16 through the toy kernel family",
@@ -106,19 +106,19 @@ METHODS = (
 
 TOY_ENGINE = '''"""A toy engine: its launch command, where it runs each family, and how it batches, in one module."""
 
-from recommender.engines._base import EmittedConfig, Emitter, LaunchSettings
+from recommender.engines._base import EngineLaunch, Engine, LaunchSettings
 from recommender.engines.kernels import Kernel
 from recommender.perf.sim.engine_profiles import EngineProfile
 
 
-class ToyEmitter(Emitter):
+class ToyEmitter(Engine):
     name = "toy"
     label = "Toy"
     sources = ("https://example.invalid/toy-serve",)
     kernels = (Kernel("bf16", "Toy bf16", (8, 0)), Kernel("toy-16", "Toy fp16", (7, 0), flag="toy16"))
     profile = EngineProfile("toy", max_num_batched_tokens=2048, mixed_prefill=True, max_num_seqs=128)
 
-    def _emit(self, settings: LaunchSettings, flag: str) -> EmittedConfig:
+    def _emit(self, settings: LaunchSettings, flag: str) -> EngineLaunch:
         command = ["toy-serve", settings.model, "--max-seqs", str(settings.max_num_seqs)]
         return self._config(command=[*command, *(["--quant", flag] if flag else [])], notes=[])
 '''
@@ -128,15 +128,15 @@ import json
 import yaml
 from pathlib import Path
 from recommender.config.spec import LatencySLA, Traffic, spec_from_mapping
-from recommender.engines import ENGINE_NAMES, PROFILES, get_emitter
+from recommender.engines import ENGINE_NAMES, PROFILES, get_engine
 from recommender.engines.eligibility import eligibility
 from recommender.config.candidate import Candidate
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
-toy = get_method("toy-fp16")
+toy = get_scheme("toy-fp16")
 h100 = load_catalog().get("h100-sxm")
 demo = Path(DEMO_SPEC)
 raw = yaml.safe_load(demo.read_text())
@@ -151,7 +151,7 @@ result = evaluator.evaluate(Candidate("fp16", "toy-fp16", "h100-sxm", 8))
 print(json.dumps({
     "engines": list(ENGINE_NAMES), "spec_engines": spec.engines, "profile": PROFILES["toy"].max_num_batched_tokens,
     "launching": list(answer.engines), "refusals": dict(answer.refusals),
-    "command": get_emitter("toy").emit(__import__("recommender.engines", fromlist=["x"]).LaunchSettings(
+    "command": get_engine("toy").emit(__import__("recommender.engines", fromlist=["x"]).LaunchSettings(
         model="/m", method=toy, dtype="float16", tensor_parallel=1, max_num_seqs=8, max_num_batched_tokens=2048,
         kv_cache_dtype="auto", gpu_memory_utilization=0.9, max_model_len=640, device=h100.device)).command,
     "status": result.status, "result_engines": list(result.engines), "rps": result.serving.requests_per_s,
@@ -169,7 +169,7 @@ def _copy_with_toys(root: Path) -> Path:
     init.write_text(text.replace("from recommender.quantize import ", "from recommender.quantize import toy, ", 1))
     (package / "engines" / "toy.py").write_text(TOY_ENGINE)
     init = package / "engines" / "__init__.py"
-    text = init.read_text().replace("    TrtllmEmitter(),\n", "    TrtllmEmitter(),\n    ToyEmitter(),\n", 1)
+    text = init.read_text().replace("    TrtllmEngine(),\n", "    TrtllmEngine(),\n    ToyEmitter(),\n", 1)
     init.write_text(text.replace("from recommender.engines.tgi", "from recommender.engines.toy import ToyEmitter\n"
                                  "from recommender.engines.tgi", 1))
     changed = {p.relative_to(package).parts[0] for p in package.rglob("*.py")

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recommender.config.destinations import check_output_dir as check_writable_dir
-from recommender.engines import EMITTERS, evaluation_only
+from recommender.engines import ENGINES_BY_NAME, evaluation_only
 from recommender.errors import BadInputError
 from recommender.input_files import usable_path
-from recommender.quantize._base import QuantMethod
+from recommender.quantize._base import QuantScheme
 from recommender.quantize.checkpoint_scheme import CheckpointScheme
 from recommender.quantize.file_modes import apply_umask_modes
 
@@ -25,14 +25,14 @@ if TYPE_CHECKING:
     from recommender.quantize.checkpoint import QuantizeContext
 
 
-def checkpoint_scheme(method: QuantMethod, *, field: str = "--scheme") -> CheckpointScheme:
+def checkpoint_scheme(method: QuantScheme, *, field: str = "--scheme") -> CheckpointScheme:
     """`method` if it writes a checkpoint an engine loads, else one line saying what launches it."""
     if isinstance(method, CheckpointScheme) and method.checkpoint_format is not None:
         missing = method.missing_library()
         if missing is not None:
             raise BadInputError(field, f"{method.name} needs {missing[0]}, which is not installed", missing[1])
         return method
-    flag = EMITTERS["vllm"].flag_for(method)
+    flag = ENGINES_BY_NAME["vllm"].flag_for(method)
     if evaluation_only(method):
         fix = "it is evaluation-only (no serving engine launches it); pick a compressed-tensors or ModelOpt scheme"
     elif flag:

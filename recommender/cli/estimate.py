@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from recommender.perf.model.shape import ModelShape
     from recommender.perf.sim.estimate import BenchmarkEstimate, EstimateRequest
     from recommender.perf.step.calibrated import StepCostFit
-    from recommender.quantize import QuantMethod
+    from recommender.quantize import QuantScheme
 
 EPILOG = (
     "Replays `vllm bench serve --max-concurrency C`-style traffic (C requests in flight, fixed lengths) through "
@@ -58,7 +58,7 @@ def _check_kv_cache_dtype(kv_cache_dtype: str) -> None:
 
 
 def _check_launch(
-    engine: str, method: QuantMethod, accel: Accelerator, tensor_parallel: int, shape: ModelShape
+    engine: str, method: QuantScheme, accel: Accelerator, tensor_parallel: int, shape: ModelShape
 ) -> None:
     """The degree fits the GPU's node and splits the model's heads, and the engine launches the scheme there."""
     from recommender.engines.eligibility import refusal
@@ -109,7 +109,7 @@ class _Launch:
     name: str
     config: SimpleNamespace
     shape: ModelShape
-    method: QuantMethod
+    method: QuantScheme
     accel: Accelerator
     catalog: Catalog
 
@@ -119,14 +119,14 @@ def _launch(model: str, hardware: str, precision: str | None, scheme: str | None
     """The options that name the launch, each checked: a bad one is refused before anything is simulated."""
     from recommender.perf.catalog.gpus import load_catalog
     from recommender.perf.model.shape import ModelShape
-    from recommender.quantize import get_method
+    from recommender.quantize import get_scheme
 
     _check_kv_cache_dtype(kv_cache_dtype)
     if engine not in ENGINES:
         raise BadInputError("--engine", f"unknown engine {engine!r}", f"one of {', '.join(ENGINES)}")
     catalog = load_catalog()
     accel = catalog.get(hardware, field="--hardware")
-    method = get_method(_scheme(precision, scheme, engine, accel), field="--scheme")
+    method = get_scheme(_scheme(precision, scheme, engine, accel), field="--scheme")
     name, config = read_architecture(model)
     shape = ModelShape.from_config(config)
     _check_launch(engine, method, accel, tensor_parallel, shape)

@@ -11,7 +11,7 @@ from recommender.errors import BadInputError
 from recommender.report.console import make_console
 
 if TYPE_CHECKING:
-    from recommender.quantize import QuantMethod
+    from recommender.quantize import QuantScheme
     from recommender.quantize.model_cache import ModelCache
 
 EPILOG = (
@@ -29,13 +29,13 @@ Checkpoint = Annotated[
 Limit = Annotated[int | None, typer.Option(min=1, max=10_000_000, help="Documents per task (default: the suite's).")]
 
 
-def _scheme(method: str, checkpoint: Path | None, precision: str | None) -> QuantMethod:
+def _scheme(method: str, checkpoint: Path | None, precision: str | None) -> QuantScheme:
     """The scheme to score from --scheme, its saved --checkpoint if given, and --precision as a check."""
     from recommender.input_files import expand_user
-    from recommender.quantize import get_method
+    from recommender.quantize import get_scheme
     from recommender.quantize.saved import saved_checkpoint
 
-    quant = get_method(method, field="--scheme")
+    quant = get_scheme(method, field="--scheme")
     if checkpoint is not None:
         quant = saved_checkpoint(quant, expand_user(checkpoint, field="--checkpoint").resolve())
     if precision is not None and precision != quant.precision:
@@ -88,7 +88,7 @@ def eval_command(
     raise typer.Exit({"pass": 0, "fail": 1, "inconclusive": 3}.get(result.verdict, 2))
 
 
-def _models_here(model: str, quant: QuantMethod, *, fix: str, revision: str | None = None, allow_pickle: bool = False,
+def _models_here(model: str, quant: QuantScheme, *, fix: str, revision: str | None = None, allow_pickle: bool = False,
                  trust_remote_code: bool = False) -> ModelCache:  # fmt: skip
     """What `eval` and `probe` check before loading anything (--model readable, the method runnable here)."""
     from recommender.device import local_device

@@ -96,21 +96,21 @@ class Pointed:
 
 
 def _engines(engines: list[str] | None) -> tuple[str, ...]:
-    from recommender.engines import DEFAULT_ENGINES, get_emitter
+    from recommender.engines import DEFAULT_ENGINES, get_engine
 
     distinct(engines or [], flag="--engine")
-    return tuple(get_emitter(e, field="--engine").name for e in engines) if engines else DEFAULT_ENGINES
+    return tuple(get_engine(e, field="--engine").name for e in engines) if engines else DEFAULT_ENGINES
 
 
 def _schemes(schemes: list[str]) -> dict[str, str]:
     """Each --scheme by its precision family (one per family: `plan` shows one row per GPU and precision)."""
     from recommender.engines import evaluation_only
-    from recommender.quantize import get_method
+    from recommender.quantize import get_scheme
 
     distinct(schemes, flag="--scheme")
     by_family: dict[str, str] = {}
     for name in schemes:
-        method = get_method(name, field="--scheme")
+        method = get_scheme(name, field="--scheme")
         if evaluation_only(method):
             raise BadInputError("--scheme", f"{name} is evaluation only: no serving engine launches it",
                                 "pick a scheme an engine serves")  # fmt: skip

@@ -29,11 +29,11 @@ def probe_command(
     """Measure the really quantized model here: prefill time, decode step time, memory."""
     from recommender.perf.catalog.architecture_check import check_positions
     from recommender.perf.probe import probe as run_probe
-    from recommender.quantize import get_method
+    from recommender.quantize import get_scheme
     from recommender.report.probe_table import render_probe
     from recommender.serialization import dumps, list_to_data
 
-    quant = get_method(method, field="--method")
+    quant = get_scheme(method, field="--method")
     models = _models_here(model, quant, fix="pick a method that runs here")
     config = models.source.load_config(field="--model")
     for tokens in prompt_tokens or [128]:  # before the model loads: a prompt it has no positions for

@@ -20,10 +20,10 @@ EPILOG = (
 
 def scheme_help() -> str:
     """Every scheme in the registry that writes a checkpoint, by format (the registry is the one list)."""
-    from recommender.quantize import all_methods
+    from recommender.quantize import all_schemes
 
     by_format: dict[str, list[str]] = {}
-    for method in all_methods().values():
+    for method in all_schemes().values():
         if method.checkpoint_format is not None:
             by_format.setdefault(method.checkpoint_format, []).append(method.name)
     return "; ".join(f"{fmt}: {', '.join(names)}" for fmt, names in by_format.items()) + "."
@@ -51,9 +51,9 @@ def quantize_command(
     from recommender.quality.calibration_docs import quantize_context
     from recommender.quality.lm_eval_runner import task_manager
     from recommender.quality.suite import Calibration, load_use_case
-    from recommender.quantize import get_method
+    from recommender.quantize import get_scheme
 
-    method = checkpoint_scheme(get_method(scheme, field="--scheme"))
+    method = checkpoint_scheme(get_scheme(scheme, field="--scheme"))
     out = expand_user(out, field="--out").resolve()
     check_output_dir(out)
     check_cache_root()  # calibration documents are cached: refused up front, not after the model loads

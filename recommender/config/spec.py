@@ -26,7 +26,7 @@ from recommender.errors import BadInputError, pydantic_location, pydantic_messag
 from recommender.input_files import expand_user, load_yaml_mapping
 from recommender.models.source import looks_like_hub_id
 from recommender.perf.catalog.gpus import load_catalog
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 from recommender.quantize.kv_cache import FP8_KV_SUFFIX
 from recommender.speculation.settings import SpeculationSettings
 
@@ -285,7 +285,7 @@ def _check_names(spec: SearchSpec) -> None:
     for precision, names in spec.space.methods.items():
         for name in names:
             _kv_dtype_apart(name, f"space.methods.{precision}", "add fp8 to space.kv_cache_dtypes")
-            method = get_method(name, field=f"space.methods.{precision}")
+            method = get_scheme(name, field=f"space.methods.{precision}")
             if method.precision != precision:
                 raise BadInputError(
                     f"space.methods.{precision}",
@@ -293,7 +293,7 @@ def _check_names(spec: SearchSpec) -> None:
                     f"move it under {method.precision}",
                 )
     _kv_dtype_apart(spec.current.method, "current.method", "set current.kv_cache_dtype: fp8")
-    get_method(spec.current.method, field="current.method")
+    get_scheme(spec.current.method, field="current.method")
     catalog = load_catalog(spec.hardware_catalog, price_set=spec.price_set)
     for i, hw in enumerate([*spec.space.hardware, spec.current.hardware]):
         where = f"space.hardware[{i}]" if i < len(spec.space.hardware) else "current.hardware"

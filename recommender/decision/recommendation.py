@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from recommender.config.spec import LatencySLA
 from recommender.decision import rules as decision
 from recommender.decision.assumptions import Assumptions
-from recommender.engines import EmittedConfig
+from recommender.engines import EngineLaunch
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.levers import LeverEffect
 from recommender.fleet.autoscale import AutoscaleSchedule
@@ -58,7 +58,7 @@ class Recommendation:
     counts: Counts
     notes: list[str] = field(default_factory=list)
     sla: LatencySLA | None = None
-    launch: list[EmittedConfig] = field(default_factory=list)
+    launch: list[EngineLaunch] = field(default_factory=list)
     ties: list[CandidateResult] = field(default_factory=list)
     #: One line when a 16-bit winner costs no more per month than quantizing on the same hardware.
     quantization_note: str | None = None
@@ -110,7 +110,7 @@ def build(
     use_case: str,
     sla: LatencySLA | None = None,
     assumptions: Assumptions | None = None,
-    launch: list[EmittedConfig] | None = None,
+    launch: list[EngineLaunch] | None = None,
     autoscale: AutoscaleSchedule | None = None,
     gpu_mix: GpuMix | None = None,
     levers: list[LeverEffect] | None = None,

@@ -1,10 +1,10 @@
 """Serving engines: where each runs which scheme, how it is launched, and the engine list, declared once here.
 
-Each engine is one module (`vllm.py`, `sglang.py`, `tgi.py`, `trtllm.py`) holding an `Emitter` subclass:
+Each engine is one module (`vllm.py`, `sglang.py`, `tgi.py`, `trtllm.py`) holding an `Engine` subclass:
 its launch command, its `kernels` (the scheme families it runs, on which GPUs and with which flag) and its
 `profile` (how it batches, for the simulator), every figure sourced in its docstring. Add an engine by writing
-such a module and one line in `_EMITTERS` below; the spec's `engines`, eligibility, `plan`, `estimate`, the
-search and the emitters read this registry. An engine without measured runs is simulated with its own
+such a module and one line in `_ALL_ENGINES` below; the spec's `engines`, eligibility, `plan`, `estimate`, the
+search and the engines read this registry. An engine without measured runs is simulated with its own
 batching and the engine-agnostic step cost (a wider interval). Importing this package imports no engine
 library and no torch.
 """
@@ -16,63 +16,63 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from recommender.engines._base import EmittedConfig, Emitter, LaunchSettings
+from recommender.engines._base import Engine, EngineLaunch, LaunchSettings
 from recommender.engines.kernels import Kernel
-from recommender.engines.sglang import SglangEmitter
-from recommender.engines.tgi import TgiEmitter
-from recommender.engines.trtllm import TrtllmEmitter
-from recommender.engines.vllm import VllmEmitter
+from recommender.engines.sglang import SglangEngine
+from recommender.engines.tgi import TgiEngine
+from recommender.engines.trtllm import TrtllmEngine
+from recommender.engines.vllm import VllmEngine
 from recommender.errors import BadInputError
 from recommender.perf.sim.engine_profiles import EngineProfile
 
 if TYPE_CHECKING:
-    from recommender.quantize import QuantMethod
+    from recommender.quantize import QuantScheme
 
 __all__ = [
-    "DEFAULT_ENGINES", "EMITTERS", "ENGINE_NAMES", "PROFILES", "SUPPORT", "EmittedConfig", "Emitter", "LaunchSettings",
-    "emit_all", "evaluation_only", "get_emitter", "launch_flags",
+    "DEFAULT_ENGINES", "ENGINES_BY_NAME", "ENGINE_NAMES", "PROFILES", "SUPPORT", "EngineLaunch", "Engine", "LaunchSettings",
+    "emit_all", "evaluation_only", "get_engine", "launch_flags",
 ]  # fmt: skip
 
-_EMITTERS: tuple[Emitter, ...] = (
-    VllmEmitter(),
-    SglangEmitter(),
-    TgiEmitter(),
-    TrtllmEmitter(),
+_ALL_ENGINES: tuple[Engine, ...] = (
+    VllmEngine(),
+    SglangEngine(),
+    TgiEngine(),
+    TrtllmEngine(),
 )
 
-#: Every emitter by engine name, read-only.
-EMITTERS: Mapping[str, Emitter] = MappingProxyType({emitter.name: emitter for emitter in _EMITTERS})
+#: Every engine by name, read-only.
+ENGINES_BY_NAME: Mapping[str, Engine] = MappingProxyType({engine.name: engine for engine in _ALL_ENGINES})
 #: The engines, in registry order: the spec's `engines` names these.
-ENGINE_NAMES: tuple[str, ...] = tuple(EMITTERS)
+ENGINE_NAMES: tuple[str, ...] = tuple(ENGINES_BY_NAME)
 #: How each engine batches, by name (the simulator's `EngineProfile`s).
-PROFILES: Mapping[str, EngineProfile] = MappingProxyType({name: e.profile for name, e in EMITTERS.items()})
+PROFILES: Mapping[str, EngineProfile] = MappingProxyType({name: e.profile for name, e in ENGINES_BY_NAME.items()})
 #: The engines a spec checks when it names none: the two that load llm-compressor checkpoints best.
 DEFAULT_ENGINES: tuple[str, ...] = ("vllm", "sglang")
 #: Every (engine, family) row, read-only: the engines' `kernels` side by side.
 SUPPORT: Mapping[tuple[str, str], Kernel] = MappingProxyType(
-    {(emitter.name, row.family): row for emitter in _EMITTERS for row in emitter.kernels}
+    {(engine.name, row.family): row for engine in _ALL_ENGINES for row in engine.kernels}
 )
 
 
-def get_emitter(name: str, *, field: str = "engine") -> Emitter:
-    """The emitter called `name`, or a BadInputError naming the field and the closest names."""
-    if name in EMITTERS:
-        return EMITTERS[name]
-    close = difflib.get_close_matches(name, EMITTERS, n=3)
-    hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(sorted(EMITTERS))}"
+def get_engine(name: str, *, field: str = "engine") -> Engine:
+    """The engine called `name`, or a BadInputError naming the field and the closest names."""
+    if name in ENGINES_BY_NAME:
+        return ENGINES_BY_NAME[name]
+    close = difflib.get_close_matches(name, ENGINES_BY_NAME, n=3)
+    hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(sorted(ENGINES_BY_NAME))}"
     raise BadInputError(field, f"unknown serving engine {name!r}", hint)
 
 
-def emit_all(settings: LaunchSettings) -> list[EmittedConfig]:
+def emit_all(settings: LaunchSettings) -> list[EngineLaunch]:
     """Every engine's answer for one launch, supported or not, in registry order."""
-    return [emitter.emit(settings) for emitter in EMITTERS.values()]
+    return [engine.emit(settings) for engine in ENGINES_BY_NAME.values()]
 
 
-def launch_flags(method: QuantMethod) -> dict[str, str | None]:
+def launch_flags(method: QuantScheme) -> dict[str, str | None]:
     """Each engine's quantization flag for `method` by engine name (None: no such scheme, "": no flag needed)."""
-    return {name: emitter.flag_for(method) for name, emitter in EMITTERS.items()}
+    return {name: engine.flag_for(method) for name, engine in ENGINES_BY_NAME.items()}
 
 
-def evaluation_only(method: QuantMethod) -> bool:
+def evaluation_only(method: QuantScheme) -> bool:
     """No serving engine launches `method`: `recommender eval` scores it, the search never recommends it."""
-    return all(emitter.row(method.kernel_family) is None for emitter in _EMITTERS)
+    return all(engine.row(method.kernel_family) is None for engine in _ALL_ENGINES)

@@ -1,18 +1,18 @@
-"""What an emitter takes, what it returns, and the rule every emitter follows.
+"""What an engine takes, what it returns, and the rule every engine follows.
 
 A recommendation ends with "how to launch it". `LaunchSettings` is that launch in the
 engine-neutral terms the search uses (vLLM's vocabulary, since the simulator models a
-vLLM-like scheduler); each `Emitter` translates it into one engine's real flags.
+vLLM-like scheduler); each `Engine` translates it into one engine's real flags.
 
 The honesty rule lives here, once, so no engine can skip it: when an engine has no `Kernel`
-row for the method's family, the engine has no equivalent scheme and the emitter returns
+row for the method's family, the engine has no equivalent scheme and the engine returns
 `supported=False`, no command, and a note saying so — it never invents a flag. The same
 holds per device: when the launch names its device, an engine that does not run the scheme
 there with the measured numerics (its `kernels`) answers `supported=False` with the reason.
 Every command is built as an argument list and joined with `shlex.join`,
 so a model path with spaces or shell characters survives copy-paste.
 
-A checkpoint scheme (`QuantMethod.checkpoint_format`) is served from the checkpoint
+A checkpoint scheme (`QuantScheme.checkpoint_format`) is served from the checkpoint
 directory: `LaunchSettings.model` is that directory, and engines read the scheme from its
 config.json, so no quantization flag is passed (its row's `flag` is "").
 """
@@ -31,11 +31,11 @@ from recommender.perf.sim.engine_profiles import EngineProfile
 
 if TYPE_CHECKING:
     from recommender.device import DeviceInfo
-    from recommender.quantize import QuantMethod
+    from recommender.quantize import QuantScheme
 
 #: Activation/weight dtypes a launch may ask for (the 16-bit formats the methods compute in).
 DTYPES = ("bfloat16", "float16")
-#: KV-cache formats a launch may ask for; each emitter maps "fp8" to its engine's name for e4m3.
+#: KV-cache formats a launch may ask for; each engine maps "fp8" to its engine's name for e4m3.
 KV_CACHE_DTYPES = ("auto", "fp8")
 
 #: An engine option and its value, in command-line order.
@@ -64,7 +64,7 @@ class LaunchSettings:
     """
 
     model: str
-    method: QuantMethod
+    method: QuantScheme
     dtype: str
     tensor_parallel: int
     max_num_seqs: int
@@ -113,11 +113,11 @@ class LaunchSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
-class EmittedConfig:
+class EngineLaunch:
     """One engine's answer for one launch.
 
     Args:
-        engine: the emitter's name ("vllm", "sglang", "tgi").
+        engine: the engine's name ("vllm", "sglang", "tgi").
         supported: False when the engine has no scheme equivalent to the method.
         command: the launch command, every argument quoted with `shlex.join`; None when unsupported.
         config_yaml: the same settings as an engine config file, where the engine reads one.
@@ -138,7 +138,7 @@ class EmittedConfig:
         return None if self.command is None else shlex.split(self.command)
 
 
-class Emitter(ABC):
+class Engine(ABC):
     """Turns `LaunchSettings` into one engine's launch command.
 
     Subclasses set `name` (the registry key and the spec's name for the engine), `label` (the engine's
@@ -159,11 +159,11 @@ class Emitter(ABC):
         """This engine's row for a scheme family (None: it has no such scheme)."""
         return next((k for k in self.kernels if k.family == family), None)
 
-    def refusal(self, method: QuantMethod, device: DeviceInfo) -> str | None:
+    def refusal(self, method: QuantScheme, device: DeviceInfo) -> str | None:
         """Why this engine does not serve `method` on `device` as it was measured, or None when it does."""
         return kernel_refusal(self.row(method.kernel_family), method, device)
 
-    def emit(self, settings: LaunchSettings) -> EmittedConfig:
+    def emit(self, settings: LaunchSettings) -> EngineLaunch:
         flag = self.flag_for(settings.method)
         if flag is None:
             return self._unsupported(self._no_equivalent(settings.method))
@@ -178,26 +178,26 @@ class Emitter(ABC):
             )
         return self._emit(settings, flag)
 
-    def _unsupported(self, note: str) -> EmittedConfig:
-        return EmittedConfig(engine=self.name, supported=False, command=None, notes=[note], sources=list(self.sources))
+    def _unsupported(self, note: str) -> EngineLaunch:
+        return EngineLaunch(engine=self.name, supported=False, command=None, notes=[note], sources=list(self.sources))
 
-    def flag_for(self, method: QuantMethod) -> str | None:
+    def flag_for(self, method: QuantScheme) -> str | None:
         """This engine's flag for `method`: None = no such scheme, "" = no flag needed."""
         row = self.row(method.kernel_family)
         return None if row is None else row.flag
 
-    def no_equivalent_hint(self, method: QuantMethod) -> str:
+    def no_equivalent_hint(self, method: QuantScheme) -> str:
         """What to do instead when the engine has no equivalent; engines override with specifics."""
         return f"pick a method with a {self.label} equivalent"
 
-    def _no_equivalent(self, method: QuantMethod) -> str:
+    def _no_equivalent(self, method: QuantScheme) -> str:
         return (
             f"{self.label} has no scheme equivalent to {method.name} ({method.description}); "
             f"{self.no_equivalent_hint(method)}."
         )
 
-    def _config(self, *, command: Sequence[str], notes: Iterable[str], config_yaml: str | None = None) -> EmittedConfig:
-        return EmittedConfig(
+    def _config(self, *, command: Sequence[str], notes: Iterable[str], config_yaml: str | None = None) -> EngineLaunch:
+        return EngineLaunch(
             engine=self.name,
             supported=True,
             command=shlex.join(command),
@@ -207,7 +207,7 @@ class Emitter(ABC):
         )
 
     @abstractmethod
-    def _emit(self, settings: LaunchSettings, flag: str) -> EmittedConfig: ...
+    def _emit(self, settings: LaunchSettings, flag: str) -> EngineLaunch: ...
 
 
 def flatten(options: Iterable[Option]) -> list[str]:
@@ -225,7 +225,7 @@ def check_choice(engine: str, option: str, value: str, choices: Iterable[str]) -
         raise ValueError(f"{engine} {option} does not accept {value!r} (accepted: {', '.join(allowed)})")
 
 
-def checkpoint_note(method: QuantMethod, engine: str, flag: str = "") -> str | None:
+def checkpoint_note(method: QuantScheme, engine: str, flag: str = "") -> str | None:
     """What the model argument must be for a checkpoint scheme, or None for a scheme served from the model."""
     if method.checkpoint_format is None:
         return None
@@ -241,7 +241,7 @@ def checkpoint_note(method: QuantMethod, engine: str, flag: str = "") -> str | N
     )
 
 
-def double_quant_note(method: QuantMethod, engine: str) -> str | None:
+def double_quant_note(method: QuantScheme, engine: str) -> str | None:
     """bitsandbytes 4-bit in vLLM, SGLang and TGI quantizes the absmax statistics too.
 
     All three call bitsandbytes with ``compress_statistics=True`` (double quantization);

@@ -10,20 +10,20 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from recommender.engines import DEFAULT_ENGINES, EMITTERS, ENGINE_NAMES
+from recommender.engines import DEFAULT_ENGINES, ENGINE_NAMES, ENGINES_BY_NAME
 from recommender.engines.head_sizes import head_size_refusal
 from recommender.engines.kernels import BF16_MIN_CAPABILITY, Capability, compute_dtype, describe, version
 
 if TYPE_CHECKING:
     from recommender.device import DeviceInfo
-    from recommender.quantize import QuantMethod
+    from recommender.quantize import QuantScheme
 
 
-def refusal(engine: str, method: QuantMethod, device: DeviceInfo, head_size: int | None = None) -> str | None:
+def refusal(engine: str, method: QuantScheme, device: DeviceInfo, head_size: int | None = None) -> str | None:
     """Why `engine` does not serve `method` on `device` as it was measured (or a model with attention heads of
     `head_size`, when given: ``head_sizes``), or None when it does."""
     why = None if head_size is None else head_size_refusal(engine, head_size, device)
-    return why or EMITTERS[engine].refusal(method, device)
+    return why or ENGINES_BY_NAME[engine].refusal(method, device)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,12 +64,12 @@ class Eligibility:
         )
 
 
-def _lowest_capability(method: QuantMethod, engines: Iterable[str]) -> Capability | None:
+def _lowest_capability(method: QuantScheme, engines: Iterable[str]) -> Capability | None:
     """The lowest NVIDIA compute capability on which one of `engines` launches `method`."""
     floors = [
         row.nvidia
         for engine in engines
-        if (row := EMITTERS[engine].row(method.kernel_family)) is not None and row.nvidia is not None
+        if (row := ENGINES_BY_NAME[engine].row(method.kernel_family)) is not None and row.nvidia is not None
     ]
     if not floors:
         return None
@@ -77,7 +77,7 @@ def _lowest_capability(method: QuantMethod, engines: Iterable[str]) -> Capabilit
     return max(lowest, BF16_MIN_CAPABILITY) if compute_dtype(method) == "bfloat16" else lowest
 
 
-def _fix(method: QuantMethod, device: DeviceInfo, checked: Sequence[str], elsewhere: Sequence[str]) -> str:
+def _fix(method: QuantScheme, device: DeviceInfo, checked: Sequence[str], elsewhere: Sequence[str]) -> str:
     lowest = _lowest_capability(method, checked)
     if lowest is None:
         gpu = ""
@@ -93,7 +93,7 @@ def _fix(method: QuantMethod, device: DeviceInfo, checked: Sequence[str], elsewh
 
 
 def eligibility(
-    method: QuantMethod, device: DeviceInfo, engines: Sequence[str] = DEFAULT_ENGINES, head_size: int | None = None
+    method: QuantScheme, device: DeviceInfo, engines: Sequence[str] = DEFAULT_ENGINES, head_size: int | None = None
 ) -> Eligibility:
     """Which of `engines` launch `method` on `device` with the numerics that were measured (for a model with
     attention heads of `head_size`, when given)."""
@@ -101,7 +101,7 @@ def eligibility(
     answers = {engine: refusal(engine, method, device, head_size) for engine in ENGINE_NAMES}
     launching = tuple(engine for engine in checked if answers[engine] is None)
     elsewhere = tuple(e for e in ENGINE_NAMES if e not in checked and answers[e] is None)
-    rows = [EMITTERS[e].row(method.kernel_family) for e in launching]
+    rows = [ENGINES_BY_NAME[e].row(method.kernel_family) for e in launching]
     loads = [row.load_bits_per_weight for row in rows if row is not None]
     load_bits = None if not loads or None in loads else min(b for b in loads if b is not None)
     return Eligibility(

@@ -1,9 +1,9 @@
 """How an engine runs a scheme family on a device, with the numerics that were measured: one `Kernel` row each.
 
 Each engine's module lists its rows (``KERNELS``, every row sourced in that module's docstring); the
-search, `plan` and the emitters read them through `recommender.engines.eligibility`: a candidate is
+search, `plan` and the engines read them through `recommender.engines.eligibility`: a candidate is
 eligible only where one of the spec's engines runs its scheme as it was evaluated. A scheme names its
-family in `QuantMethod.kernel_family`, so adding a scheme of a known family edits its `METHODS` entry
+family in `QuantScheme.kernel_family`, so adding a scheme of a known family edits its `METHODS` entry
 only; a new family adds a row to each engine that runs it.
 
 Rules, and why:
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from recommender.device import DeviceInfo
-    from recommender.quantize import QuantMethod
+    from recommender.quantize import QuantScheme
 
 Capability = tuple[int, int]
 
@@ -45,7 +45,7 @@ class Kernel:
     """How one engine runs one scheme family, where, and with which launch flag.
 
     Args:
-        family: the `QuantMethod.kernel_family` it serves.
+        family: the `QuantScheme.kernel_family` it serves.
         kernel: the code path, as the refusal names it ("vLLM's Marlin W4A16").
         nvidia: lowest NVIDIA compute capability; None = no NVIDIA path.
         nvidia_below: first capability it no longer runs on (exclusive), if any.
@@ -68,7 +68,7 @@ class Kernel:
     flag: str = ""
 
 
-def compute_dtype(method: QuantMethod) -> str:
+def compute_dtype(method: QuantScheme) -> str:
     """The 16-bit dtype `method` was evaluated computing in, as engines name it."""
     return "float16" if method.precision == "fp16" else "bfloat16"
 
@@ -84,7 +84,7 @@ def describe(device: DeviceInfo) -> str:
     return {"rocm": "AMD ROCm", "cpu": "CPU"}.get(device.kind, device.kind)
 
 
-def _nvidia_refusal(row: Kernel, method: QuantMethod, capability: Capability) -> str | None:
+def _nvidia_refusal(row: Kernel, method: QuantScheme, capability: Capability) -> str | None:
     if compute_dtype(method) == "bfloat16" and capability < BF16_MIN_CAPABILITY:
         return f"{method.name} computes in bf16 as measured, which needs {version(BF16_MIN_CAPABILITY)}"
     if row.nvidia is None:
@@ -96,7 +96,7 @@ def _nvidia_refusal(row: Kernel, method: QuantMethod, capability: Capability) ->
     return None
 
 
-def kernel_refusal(row: Kernel | None, method: QuantMethod, device: DeviceInfo) -> str | None:
+def kernel_refusal(row: Kernel | None, method: QuantScheme, device: DeviceInfo) -> str | None:
     """Why the engine whose row for `method`'s family is `row` (None: it has none) does not serve `method` on
     `device` as it was measured, or None when it does."""
     if row is None:

@@ -83,8 +83,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from recommender.engines._base import (
-    EmittedConfig,
-    Emitter,
+    Engine,
+    EngineLaunch,
     LaunchSettings,
     Option,
     check_choice,
@@ -96,7 +96,7 @@ from recommender.engines.kernels import FP8_W8A16_FALLBACK, Kernel
 from recommender.perf.sim.engine_profiles import EngineProfile
 
 if TYPE_CHECKING:
-    from recommender.quantize import QuantMethod
+    from recommender.quantize import QuantScheme
 
 # python/sglang/srt/server_args.py @ 001067f, QUANTIZATION_CHOICES.
 QUANTIZATION_CHOICES = frozenset(
@@ -139,7 +139,7 @@ KERNELS: tuple[Kernel, ...] = (
 )  # fmt: skip
 
 
-class SglangEmitter(Emitter):
+class SglangEngine(Engine):
     """``python -m sglang.launch_server`` with SGLang's names for the launch settings."""
 
     name = "sglang"
@@ -168,7 +168,7 @@ class SglangEmitter(Emitter):
         "measured"
     )
 
-    def _emit(self, settings: LaunchSettings, flag: str) -> EmittedConfig:
+    def _emit(self, settings: LaunchSettings, flag: str) -> EngineLaunch:
         options: list[Option] = []
         if flag:
             check_choice(self.label, "--quantization", flag, QUANTIZATION_CHOICES)
@@ -200,7 +200,7 @@ class SglangEmitter(Emitter):
         command = ["python", "-m", "sglang.launch_server", "--model-path", settings.model, *flatten(options)]
         return self._config(command=command, notes=notes)
 
-    def no_equivalent_hint(self, method: QuantMethod) -> str:
+    def no_equivalent_hint(self, method: QuantScheme) -> str:
         if method.library == "bitsandbytes":
             return (
                 "SGLang's bitsandbytes loader quantizes 16-bit weights in flight to 4-bit NF4 only; "
@@ -220,7 +220,7 @@ class SglangEmitter(Emitter):
         return super().no_equivalent_hint(method)
 
 
-def _quantization_notes(method: QuantMethod, flag: str) -> list[str]:
+def _quantization_notes(method: QuantScheme, flag: str) -> list[str]:
     checkpoint = checkpoint_note(method, "SGLang", flag)
     if checkpoint is not None:
         return [checkpoint]

@@ -58,8 +58,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from recommender.engines._base import (
-    EmittedConfig,
-    Emitter,
+    Engine,
+    EngineLaunch,
     LaunchSettings,
     Option,
     check_choice,
@@ -71,7 +71,7 @@ from recommender.engines.kernels import Kernel
 from recommender.perf.sim.engine_profiles import EngineProfile
 
 if TYPE_CHECKING:
-    from recommender.quantize import QuantMethod
+    from recommender.quantize import QuantScheme
 
 # launcher/src/main.rs @ 009c4e0, enum Quantization (kebab-case values).
 QUANTIZE_CHOICES = frozenset(
@@ -99,7 +99,7 @@ KERNELS: tuple[Kernel, ...] = (
 )  # fmt: skip
 
 
-class TgiEmitter(Emitter):
+class TgiEngine(Engine):
     """``text-generation-launcher`` with TGI's names for the launch settings."""
 
     name = "tgi"
@@ -123,7 +123,7 @@ class TgiEmitter(Emitter):
         "heads where the model has them; vLLM's prompt lookup, which was measured, is not what it runs"
     )
 
-    def _emit(self, settings: LaunchSettings, flag: str) -> EmittedConfig:
+    def _emit(self, settings: LaunchSettings, flag: str) -> EngineLaunch:
         options: list[Option] = []
         notes: list[str] = []
         if flag:
@@ -165,7 +165,7 @@ class TgiEmitter(Emitter):
         command = ["text-generation-launcher", "--model-id", settings.model, *flatten(options)]
         return self._config(command=command, notes=notes)
 
-    def no_equivalent_hint(self, method: QuantMethod) -> str:
+    def no_equivalent_hint(self, method: QuantScheme) -> str:
         if method.library == "torchao":
             return (
                 "TGI's in-flight `--quantize eetq` casts weights to float16 and computes in fp16, and `--quantize fp8` "
@@ -185,7 +185,7 @@ class TgiEmitter(Emitter):
         return super().no_equivalent_hint(method)
 
 
-def _quantization_notes(method: QuantMethod, flag: str) -> list[str]:
+def _quantization_notes(method: QuantScheme, flag: str) -> list[str]:
     checkpoint = checkpoint_note(method, "TGI")
     if checkpoint is not None:
         return [checkpoint]

@@ -93,8 +93,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from recommender.engines._base import (
-    EmittedConfig,
-    Emitter,
+    Engine,
+    EngineLaunch,
     LaunchSettings,
     Option,
     check_choice,
@@ -105,14 +105,14 @@ from recommender.engines.kernels import Kernel
 from recommender.perf.sim.engine_profiles import EngineProfile
 
 if TYPE_CHECKING:
-    from recommender.quantize import QuantMethod
+    from recommender.quantize import QuantScheme
 
 # tensorrt_llm/commands/serve.py @ 4c05a74 / 00209af: trtllm-serve has no quantization option; a
 # scheme is read from the checkpoint, so the only valid `Kernel.flag` is "".
 QUANTIZATION_CHOICES: frozenset[str] = frozenset()
 # tensorrt_llm/_torch/pyexecutor/model_loader.py @ 004b733, _VALID_KV_CACHE_DTYPES; "auto" leaves it out.
 KV_CACHE_DTYPE = {"auto": None, "fp8": "fp8"}
-#: The file name the command gives ``--extra_llm_api_options``; `EmittedConfig.config_yaml` is its content.
+#: The file name the command gives ``--extra_llm_api_options``; `EngineLaunch.config_yaml` is its content.
 EXTRA_OPTIONS_FILE = "extra_llm_api_options.yaml"
 
 
@@ -134,7 +134,7 @@ KERNELS: tuple[Kernel, ...] = (
 )  # fmt: skip
 
 
-class TrtllmEmitter(Emitter):
+class TrtllmEngine(Engine):
     """``trtllm-serve`` (PyTorch backend) with TensorRT-LLM's names for the launch settings."""
 
     name = "trtllm"
@@ -169,7 +169,7 @@ class TrtllmEmitter(Emitter):
         "speculative-decoding.md: speed-ups only at low batch); vLLM's prompt lookup, which was measured, differs"
     )
 
-    def _emit(self, settings: LaunchSettings, flag: str) -> EmittedConfig:
+    def _emit(self, settings: LaunchSettings, flag: str) -> EngineLaunch:
         if flag:
             check_choice(self.label, "a quantization option", flag, QUANTIZATION_CHOICES)
         options: list[Option] = [
@@ -199,7 +199,7 @@ class TrtllmEmitter(Emitter):
         config_yaml = yaml.safe_dump(extra, sort_keys=False) if extra else None
         return self._config(command=command, notes=notes, config_yaml=config_yaml)
 
-    def no_equivalent_hint(self, method: QuantMethod) -> str:
+    def no_equivalent_hint(self, method: QuantScheme) -> str:
         if method.checkpoint_format == "compressed-tensors" and method.precision == "int8":
             return (
                 "TensorRT-LLM reads every 8-bit per-channel, per-token compressed-tensors group as FP8 "
@@ -264,7 +264,7 @@ def _extra_llm_api_options(settings: LaunchSettings) -> dict[str, Any]:
 _MODELOPT_ALGO = {"mo-fp8": "FP8", "mo-nvfp4": "NVFP4", "mo-w4a16-awq": "W4A16_AWQ"}
 
 
-def _quantization_notes(method: QuantMethod) -> list[str]:
+def _quantization_notes(method: QuantScheme) -> list[str]:
     checkpoint = checkpoint_note(method, "TensorRT-LLM")
     if checkpoint is None:
         return []

@@ -159,8 +159,8 @@ from typing import TYPE_CHECKING
 import yaml
 
 from recommender.engines._base import (
-    EmittedConfig,
-    Emitter,
+    Engine,
+    EngineLaunch,
     LaunchSettings,
     Option,
     check_choice,
@@ -172,7 +172,7 @@ from recommender.perf.sim.engine_profiles import EngineProfile
 from recommender.speculation.methods import parse_speculative
 
 if TYPE_CHECKING:
-    from recommender.quantize import QuantMethod
+    from recommender.quantize import QuantScheme
 
 # vllm/model_executor/layers/quantization/__init__.py @ 05d9095, QuantizationMethods.
 QUANTIZATION_CHOICES = frozenset(
@@ -225,7 +225,7 @@ KERNELS: tuple[Kernel, ...] = (
 )  # fmt: skip
 
 
-class VllmEmitter(Emitter):
+class VllmEngine(Engine):
     """``vllm serve`` with the settings as flags, plus the same settings as a ``--config`` YAML."""
 
     name = "vllm"
@@ -260,7 +260,7 @@ class VllmEmitter(Emitter):
     profile = PROFILE
     speculation_refusal = ""  # n-gram prompt lookup is vLLM's own proposer, replayed in recommender/speculation
 
-    def _emit(self, settings: LaunchSettings, flag: str) -> EmittedConfig:
+    def _emit(self, settings: LaunchSettings, flag: str) -> EngineLaunch:
         options: list[Option] = []
         if flag:
             check_choice(self.label, "--quantization", flag, QUANTIZATION_CHOICES)
@@ -290,7 +290,7 @@ class VllmEmitter(Emitter):
             notes=notes,
         )
 
-    def no_equivalent_hint(self, method: QuantMethod) -> str:
+    def no_equivalent_hint(self, method: QuantScheme) -> str:
         if method.library == "bitsandbytes":
             return (
                 "vLLM's in-flight `--quantization bitsandbytes` always quantizes to 4-bit NF4; it serves "

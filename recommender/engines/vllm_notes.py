@@ -2,9 +2,9 @@
 
 A quantization flag or a checkpoint does not carry everything that decides whether vLLM runs the numerics that
 were measured: the GPUs where it falls back to a weight-only kernel, an optional package that rounds scales, the
-full-precision load before online quantization, the FP8 KV cache's default scales. The emitter (``vllm.py``)
+full-precision load before online quantization, the FP8 KV cache's default scales. The engine (``vllm.py``)
 appends these sentences to its command; their sources are cited in that module's docstring. Kept apart so the
-emitter reads as the command it builds.
+engine reads as the command it builds.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 from recommender.engines._base import LaunchSettings, checkpoint_note, double_quant_note
 
 if TYPE_CHECKING:
-    from recommender.quantize import QuantMethod
+    from recommender.quantize import QuantScheme
 
 __all__ = ["kv_cache_notes", "quantization_notes", "token_budget_notes"]
 
 
-def quantization_notes(method: QuantMethod, flag: str) -> list[str]:
+def quantization_notes(method: QuantScheme, flag: str) -> list[str]:
     """What `method` served with `flag` needs beyond the command (none where nothing is lost)."""
     checkpoint = checkpoint_note(method, "vLLM", flag)
     if checkpoint is not None:
@@ -36,7 +36,7 @@ def quantization_notes(method: QuantMethod, flag: str) -> list[str]:
     return []
 
 
-def _checkpoint_kernel_notes(method: QuantMethod) -> list[str]:
+def _checkpoint_kernel_notes(method: QuantScheme) -> list[str]:
     """What a compressed-tensors checkpoint needs beyond the command to run as it was measured."""
     if method.kernel_family == "ct-fp8-block":
         return [
@@ -53,7 +53,7 @@ def _checkpoint_kernel_notes(method: QuantMethod) -> list[str]:
     return []
 
 
-def _fp8_notes(method: QuantMethod) -> list[str]:
+def _fp8_notes(method: QuantScheme) -> list[str]:
     """Online fp8: where it runs W8A8, its load peak, its activation scales."""
     return [
         "vLLM's online `--quantization fp8` runs W8A8 only on compute capability >= 8.9 (Ada, Hopper) and on "

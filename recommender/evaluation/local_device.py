@@ -17,7 +17,7 @@ from recommender.engines.eligibility import Eligibility, eligibility
 from recommender.perf.probe import ProbeResult, probe
 from recommender.perf.step.cost import TableStepCost
 from recommender.provenance import Provenance
-from recommender.quantize import QuantMethod, get_method
+from recommender.quantize import QuantScheme, get_scheme
 
 if TYPE_CHECKING:
     from recommender.config.candidate import Candidate
@@ -37,7 +37,7 @@ class LocalMeasurement:
 
 
 def local_refusal(
-    c: Candidate, method: QuantMethod, local: LocalMeasurement | None, *, engines: tuple[str, ...], head_dim: int
+    c: Candidate, method: QuantScheme, local: LocalMeasurement | None, *, engines: tuple[str, ...], head_dim: int
 ) -> str | Eligibility:
     """Why `c` cannot be measured and served on this machine, or who serves it here."""
     if local is None:
@@ -62,7 +62,7 @@ def local_refusal(
 def _probe(local: LocalMeasurement, probes: Probes, method: str, batch_size: int, prompt_tokens: int) -> ProbeResult:
     key = (method, batch_size)
     if key not in probes:
-        model = local.models.get(get_method(method))
+        model = local.models.get(get_scheme(method))
         probes[key] = probe(model, prompt_tokens=prompt_tokens, batch_size=batch_size)
     return probes[key]
 

@@ -23,7 +23,7 @@ from recommender.config.traffic import traffic_load
 from recommender.device import DeviceInfo, local_memory_gb
 from recommender.engines import DEFAULT_ENGINES, PROFILES, evaluation_only
 from recommender.engines.eligibility import Eligibility, eligibility
-from recommender.errors import MethodUnavailableError
+from recommender.errors import SchemeUnavailableError
 from recommender.evaluation.batch_caps import engines_for, unheld_cap
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.constraints import ConstraintKey, Constraints
@@ -47,7 +47,7 @@ from recommender.perf.sim.serving import (
 from recommender.perf.step.calibrated import CalibratedModel, shipped_model
 from recommender.perf.step.cost import StepCostModel
 from recommender.perf.step.features import FeatureStepCost
-from recommender.quantize import QuantMethod, get_method
+from recommender.quantize import QuantScheme, get_scheme
 
 if TYPE_CHECKING:
     from recommender.perf.sim.speculative import SpeculativeDecoding
@@ -65,7 +65,7 @@ def pruned(c: Candidate, key: ConstraintKey, why: str, memory: MemoryFit | None 
 class Setup:
     """A candidate that passed the runnable and memory checks, ready to simulate."""
 
-    method: QuantMethod
+    method: QuantScheme
     step_cost: StepCostModel
     scheduler: SchedulerConfig
     price_per_hour_usd: float | None  # None: a GPU the price set does not price (`require_price` off: `plan`)
@@ -124,7 +124,7 @@ def speed_result(c: Candidate, perf: Performance, sla: LatencySLA) -> CandidateR
 class _Fitted:
     """A candidate past the runnable and memory checks: who serves it, its memory fit and its scheduler."""
 
-    method: QuantMethod
+    method: QuantScheme
     served: Eligibility
     fit: MemoryFit
     scheduler: SchedulerConfig
@@ -223,7 +223,7 @@ class PerformanceEvaluator:
         return replace(setup, step_cost=self._engine_cost(c, setup.method, accel, engine),
                        scheduler=PROFILES[engine].batching(launched), engine=engine)  # fmt: skip
 
-    def _engine_cost(self, c: Candidate, method: QuantMethod, accel: Accelerator, engine: str) -> StepCostModel:
+    def _engine_cost(self, c: Candidate, method: QuantScheme, accel: Accelerator, engine: str) -> StepCostModel:
         return self.calibrated.step_cost(
             self.shape, method, accel, engine, tensor_parallel=c.tensor_parallel, kv_cache_dtype=c.kv_cache_dtype
         )
@@ -265,7 +265,7 @@ class PerformanceEvaluator:
 
     def setup(self, c: Candidate) -> CandidateResult | Setup:
         """The pruned result, or what evaluating `c` needs: its step-cost model, scheduler, price, memory."""
-        method = get_method(c.method)
+        method = get_scheme(c.method)
         accel = None if c.hardware == LOCAL_DEVICE else self.catalog.get(c.hardware)
         refused = self._refusal(c, method, accel)
         speculating = refused if isinstance(refused, str) else speculation_for(c, method, refused, self.speculation)
@@ -321,7 +321,7 @@ class PerformanceEvaluator:
         assert self.local is not None  # _refusal prunes local candidates without a local measurement
         try:
             table, own = measured_step_cost(c, self.local, self._probes, prompt_tokens=self.traffic.prompt_tokens)
-        except MethodUnavailableError as exc:
+        except SchemeUnavailableError as exc:
             return pruned(c, "runnable", str(exc))
         local = self.local.price
         return Setup(fitted.method, table, fitted.scheduler, local.price_per_hour_usd, local.price_source,
@@ -334,7 +334,7 @@ class PerformanceEvaluator:
             return self.catalog.get(c.hardware).device
         return None if self.local is None else self.local.models.device
 
-    def _refusal(self, c: Candidate, method: QuantMethod, accel: Accelerator | None) -> str | Eligibility:
+    def _refusal(self, c: Candidate, method: QuantScheme, accel: Accelerator | None) -> str | Eligibility:
         """Why `c` cannot run at all (serving engines, device, KV dtype, tensor-parallel degree), or who serves it."""
         if evaluation_only(method):
             return (

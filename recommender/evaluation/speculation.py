@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
-from recommender.engines import EMITTERS
-from recommender.errors import MethodUnavailableError
+from recommender.engines import ENGINES_BY_NAME
+from recommender.errors import SchemeUnavailableError
 from recommender.quantize import with_kv_cache
 from recommender.speculation.methods import NONE
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from recommender.config.candidate import Candidate
     from recommender.engines.eligibility import Eligibility
     from recommender.perf.sim.speculative import SpeculativeDecoding
-    from recommender.quantize import QuantMethod
+    from recommender.quantize import QuantScheme
 
 __all__ = ["SpeculationSource", "speculation_for"]
 
@@ -27,13 +27,13 @@ __all__ = ["SpeculationSource", "speculation_for"]
 class SpeculationSource(Protocol):
     """Measures (or reads back) what a speculative method accepts on the model quantized with a scheme."""
 
-    def decoding(self, method: QuantMethod, speculative: str) -> SpeculativeDecoding:
-        """The method at its acceptance; MethodUnavailableError when it cannot be measured here."""
+    def decoding(self, method: QuantScheme, speculative: str) -> SpeculativeDecoding:
+        """The method at its acceptance; SchemeUnavailableError when it cannot be measured here."""
         ...
 
 
 def speculation_for(
-    c: Candidate, method: QuantMethod, served: Eligibility, source: SpeculationSource | None
+    c: Candidate, method: QuantScheme, served: Eligibility, source: SpeculationSource | None
 ) -> str | tuple[Eligibility, SpeculativeDecoding | None]:
     """Why `c`'s speculation cannot run, or the engines that launch it and its measured acceptance (None: none)."""
     if c.speculative == NONE:
@@ -41,12 +41,12 @@ def speculation_for(
     if source is None:
         return (f"speculative {c.speculative}: its acceptance is measured on the model by `recommender search`; "
                 "this command loads no model")  # fmt: skip
-    engines = tuple(e for e in served.engines if not EMITTERS[e].speculation_refusal)
+    engines = tuple(e for e in served.engines if not ENGINES_BY_NAME[e].speculation_refusal)
     if not engines:
-        why = "; ".join(f"{e}: {EMITTERS[e].speculation_refusal}" for e in served.engines)
+        why = "; ".join(f"{e}: {ENGINES_BY_NAME[e].speculation_refusal}" for e in served.engines)
         return f"speculative {c.speculative}: no engine that launches {method.name} runs it as measured — {why}"
     try:
         decoding = source.decoding(with_kv_cache(method, c.kv_cache_dtype), c.speculative)
-    except MethodUnavailableError as exc:
+    except SchemeUnavailableError as exc:
         return f"speculative {c.speculative}: acceptance not measured ({exc})"
     return replace(served, engines=engines), decoding

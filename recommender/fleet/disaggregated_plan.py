@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from recommender.evaluation.performance import PerformanceEvaluator
     from recommender.perf.catalog.gpus import Accelerator
     from recommender.perf.model.link import Link
-    from recommender.quantize import QuantMethod
+    from recommender.quantize import QuantScheme
 
 __all__ = ["DECODE_TTFT_SHARE", "DisaggregatedRow", "PoolChoice", "plan_disaggregated", "with_launch"]
 
@@ -110,7 +110,7 @@ def _budgets(performance: PerformanceEvaluator, link: Link, kv: str) -> _Budgets
 
 
 def _pool_setup(
-    performance: PerformanceEvaluator, accel: Accelerator, method: QuantMethod, c: Candidate, engine: str
+    performance: PerformanceEvaluator, accel: Accelerator, method: QuantScheme, c: Candidate, engine: str
 ) -> PoolSetup | None:
     """`c` served by `engine` as one pool's worker (None: it does not run or fit, or `engine` does not serve it)."""
     setup = performance.setup(c)
@@ -137,7 +137,7 @@ class _Pools:
 
     performance: PerformanceEvaluator
     accel: Accelerator
-    method: QuantMethod
+    method: QuantScheme
     precision: str
     engine: str
     kv: KVCacheDtype
@@ -206,7 +206,7 @@ def _degree_groups(engine: str, performance: PerformanceEvaluator, degrees: list
 
 
 def plan_disaggregated(
-    performance: PerformanceEvaluator, accel: Accelerator, precision: str, method: QuantMethod, *, link: Link,
+    performance: PerformanceEvaluator, accel: Accelerator, precision: str, method: QuantScheme, *, link: Link,
     scope: PlanScope | None = None,
 ) -> DisaggregatedRow:  # fmt: skip
     """The cheapest prefill + decode pools of `accel` at `precision` for the evaluator's traffic and SLA, over

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from recommender.perf.model.shape import ModelShape
     from recommender.perf.sim.serving import ServingEstimate
     from recommender.perf.step.expert_parallel import ExpertParallelStepCost
-    from recommender.quantize import QuantMethod
+    from recommender.quantize import QuantScheme
 
 __all__ = ["ExpertParallelRow", "expert_imbalance", "plan_expert_parallel", "require_moe"]
 
@@ -100,7 +100,7 @@ class _Try:
     network: Link | None = None
 
 
-def _evaluate(performance: PerformanceEvaluator, accel: Accelerator, method: QuantMethod, t: _Try,
+def _evaluate(performance: PerformanceEvaluator, accel: Accelerator, method: QuantScheme, t: _Try,
               skew: float) -> ExpertParallelRow | None:  # fmt: skip
     """One replica configuration simulated on the traffic (None: its KV cache cannot hold one request)."""
     shape, traffic, sla = performance.shape, performance.traffic, performance.sla
@@ -123,7 +123,7 @@ def _evaluate(performance: PerformanceEvaluator, accel: Accelerator, method: Qua
 
 
 def _rank_step_costs(
-    performance: PerformanceEvaluator, accel: Accelerator, method: QuantMethod, t: _Try, skew: float
+    performance: PerformanceEvaluator, accel: Accelerator, method: QuantScheme, t: _Try, skew: float
 ) -> tuple[float, ExpertParallelStepCost, ExpertParallelStepCost]:
     """One attention rank's busiest-GPU expert imbalance and its step cost at the point and at the interval's upper
     end, the all-to-all over the node's link (and `t.network` between nodes when the replica spans several)."""
@@ -139,7 +139,7 @@ def _rank_step_costs(
     return imbalance, point, upper
 
 
-def _row(accel: Accelerator, method: QuantMethod, t: _Try, imbalance: float, rank: ServingEstimate,
+def _row(accel: Accelerator, method: QuantScheme, t: _Try, imbalance: float, rank: ServingEstimate,
          target_rps: float) -> ExpertParallelRow:  # fmt: skip
     """The plan row of a simulated rank: a replica carries `attention_dp` ranks' worth; replicas, GPUs and price
     at the target rate."""
@@ -162,7 +162,7 @@ def _rank(row: ExpertParallelRow) -> tuple[float, float]:
     return (row.gpus or math.inf, -(row.requests_per_s_per_replica or 0.0) / (row.ep or 1))
 
 
-def _ladder(performance: PerformanceEvaluator, accel: Accelerator, method: QuantMethod, tries: list[_Try],
+def _ladder(performance: PerformanceEvaluator, accel: Accelerator, method: QuantScheme, tries: list[_Try],
             skew: float) -> list[ExpertParallelRow]:  # fmt: skip
     """The batch caps of one layout climbed in order, stopped where a cap no longer fits its KV cache or carries
     under ``LADDER_GAIN`` more than the best so far (``plan_scope``'s rule for aggregated replicas)."""
@@ -182,7 +182,7 @@ def _ladder(performance: PerformanceEvaluator, accel: Accelerator, method: Quant
 
 
 def plan_expert_parallel(
-    performance: PerformanceEvaluator, accel: Accelerator, method: QuantMethod, *, skew: float = 0.0,
+    performance: PerformanceEvaluator, accel: Accelerator, method: QuantScheme, *, skew: float = 0.0,
     redundant_experts: int = 0, scope: PlanScope | None = None, network: Link | None = None,
 ) -> ExpertParallelRow:  # fmt: skip
     """The cheapest (engine, EP degree, attention ranks 1 or all, KV dtype, batch cap per rank) of `accel`, on one

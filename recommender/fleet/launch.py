@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from recommender.engines import EmittedConfig, LaunchSettings, emit_all
+from recommender.engines import EngineLaunch, LaunchSettings, emit_all
 from recommender.engines.kernels import compute_dtype
 from recommender.perf.model.memory import DEFAULT_GPU_MEMORY_UTILIZATION
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 if TYPE_CHECKING:
     from recommender.config.candidate import Candidate
@@ -23,7 +23,7 @@ def launch_commands(
     checkpoint: str | None = None,
     device: DeviceInfo | None = None,
     engine: str = "",
-) -> list[EmittedConfig]:
+) -> list[EngineLaunch]:
     """Each engine's command (or its plain refusal) for `candidate`, `engine`'s first (the one its estimate is for).
 
     Args:
@@ -34,9 +34,9 @@ def launch_commands(
         checkpoint: the checkpoint directory of a checkpoint scheme; it replaces `model` as the
             served model (engines read the scheme from its config.json).
         device: the GPU it runs on; an engine that does not serve the scheme there as measured refuses.
-        engine: the engine the latencies and price were estimated for ('' keeps the emitters' order).
+        engine: the engine the latencies and price were estimated for ('' keeps the engines' order).
     """
-    method = get_method(candidate.method)
+    method = get_scheme(candidate.method)
     served = checkpoint if checkpoint is not None and method.checkpoint_format is not None else model
     settings = LaunchSettings(
         model=served,

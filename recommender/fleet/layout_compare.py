@@ -22,7 +22,7 @@ from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.disaggregated_plan import DisaggregatedRow, plan_disaggregated, with_launch
 from recommender.fleet.plan import PlanRow, plan_one
 from recommender.perf.catalog.links import resolve_link
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 if TYPE_CHECKING:
     from recommender.config.spec import LatencySLA, Traffic
@@ -126,7 +126,7 @@ def plan_layouts(
             if agg.note.startswith("refused"):
                 dis = DisaggregatedRow(accel.key, precision, agg.method, link, note=agg.note)
             else:
-                dis = plan_disaggregated(performance, accel, precision, get_method(agg.method), link=links[accel.key],
+                dis = plan_disaggregated(performance, accel, precision, get_scheme(agg.method), link=links[accel.key],
                                          scope=scope)  # fmt: skip
                 if model:
                     dis = with_launch(dis, model=model, accel=accel, max_model_len=traffic.max_model_len)

@@ -15,7 +15,7 @@ import shlex
 from dataclasses import dataclass
 
 from recommender.config.candidate import Candidate
-from recommender.engines import EmittedConfig
+from recommender.engines import EngineLaunch
 from recommender.evaluation.performance import PerformanceEvaluator, Setup
 from recommender.fleet.gpu_mix import (
     MixProblem,
@@ -32,7 +32,7 @@ from recommender.perf.pricing import COST_TOLERANCE, HOURS_PER_MONTH
 from recommender.perf.sim.capacity import max_rate_within_sla
 from recommender.perf.sim.serving import SIMULATED_REQUESTS
 from recommender.provenance import Provenance
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 from recommender.quantize.precisions import least_quantized
 
 __all__ = ["GpuMix", "MixPool", "PoolOption", "Route", "plan_mix"]
@@ -59,7 +59,7 @@ class MixPool:
     replicas: int
     usd_per_month: float
     quality: str
-    launch: list[EmittedConfig]
+    launch: list[EngineLaunch]
     #: For a checkpoint scheme, the command that writes the checkpoint the launch serves; None otherwise.
     prepare: str | None = None
 
@@ -148,7 +148,7 @@ def _verdict(mix_usd: float, single: SingleFleet, single_key: str) -> tuple[bool
 
 def _checkpoint(c: Candidate, model: str) -> tuple[str | None, str | None]:
     """A checkpoint scheme's directory and the command that writes it (engines serve it from there), or Nones."""
-    if get_method(c.method).checkpoint_format is None:
+    if get_scheme(c.method).checkpoint_format is None:
         return None, None
     directory = f"checkpoints/{model.rsplit('/', 1)[-1]}-{c.method}"
     command = ["recommender", "quantize", "--model", model, "--scheme", c.method, "--out", directory]

@@ -20,7 +20,7 @@ from recommender.fleet.plan import PlanRow, plan_one
 from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.links import resolve_link
 from recommender.perf.model.expert_load import check_expert_split
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 if TYPE_CHECKING:
     from recommender.config.spec import LatencySLA, Traffic
@@ -95,7 +95,7 @@ def plan_parallelism(
             tp = plan_one(shape, accel, precision, traffic=traffic, sla=sla, scope=scope, catalog=catalog,
                           engines=engines)  # fmt: skip
             ep = (ExpertParallelRow(accel.key, precision, tp.method, note=tp.note) if tp.note.startswith("refused")
-                  else plan_expert_parallel(performance, accel, get_method(tp.method), skew=skew,
+                  else plan_expert_parallel(performance, accel, get_scheme(tp.method), skew=skew,
                                             redundant_experts=redundant_experts, scope=scope,
                                             network=network))  # fmt: skip
             found.append(compare_parallelism(tp, ep, latent_kv=shape.latent_kv))

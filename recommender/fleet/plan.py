@@ -34,7 +34,7 @@ from recommender.perf.model.memory import plan_memory
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.sim.capacity import replicas_needed
 from recommender.provenance import Provenance
-from recommender.quantize import QuantMethod, get_method
+from recommender.quantize import QuantScheme, get_scheme
 from recommender.quantize.precisions import PRECISIONS
 from recommender.serialization import dumps, list_to_data
 
@@ -90,15 +90,15 @@ FP8_KV_PRIOR = ("; FP8 KV cache: a prior (E4M3, per-tensor scale 1.0), unmeasure
                 "{method}+kv-fp8 scheme to measure it")  # fmt: skip
 
 
-def method_for(precision: str, device: DeviceInfo, engines: tuple[str, ...]) -> QuantMethod:
+def method_for(precision: str, device: DeviceInfo, engines: tuple[str, ...]) -> QuantScheme:
     """The first of `precision`'s plan schemes one of `engines` launches on `device`; the first one (refused, with
     its reason) where none does."""
-    methods = [get_method(name) for name in PLAN_METHODS[precision]]
+    methods = [get_scheme(name) for name in PLAN_METHODS[precision]]
     return next((m for m in methods if eligibility(m, device, engines).launchable), methods[0])
 
 
 def _row(
-    performance: PerformanceEvaluator, accel: Accelerator, precision: str, method: QuantMethod, note: str,
+    performance: PerformanceEvaluator, accel: Accelerator, precision: str, method: QuantScheme, note: str,
     result: CandidateResult | None = None, unpriced: str = "",
 ) -> PlanRow:  # fmt: skip
     """One row; `result` is the configuration shown (its capacity 0 when not even a lone request meets the SLA)."""
@@ -152,7 +152,7 @@ def _sla_overshoot(result: CandidateResult, sla: LatencySLA) -> float:
 
 
 def _fitting(
-    performance: PerformanceEvaluator, accel: Accelerator, precision: str, method: QuantMethod, scope: PlanScope,
+    performance: PerformanceEvaluator, accel: Accelerator, precision: str, method: QuantScheme, scope: PlanScope,
 ) -> tuple[list[CandidateResult], str, dict[tuple[int, KVCacheDtype], str]]:  # fmt: skip
     """Every evaluated (degree, KV dtype, batch cap) that holds one request, why the widest degree that does not
     fit, and which batch caps the KV cache pruned at each (degree, KV dtype)."""
@@ -189,7 +189,7 @@ def plan_one(
     scope = scope or PlanScope()
     catalog = catalog or Catalog(accelerators={accel.key: accel}, source="plan")
     performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines, require_price=False)
-    method = get_method(scope.schemes[precision]) if precision in scope.schemes else (
+    method = get_scheme(scope.schemes[precision]) if precision in scope.schemes else (
         method_for(precision, accel.device, performance.engines))  # fmt: skip
     served = eligibility(method, accel.device, performance.engines, shape.head_dim)
     if not served.launchable:
@@ -212,7 +212,7 @@ def plan_one(
     return _row(performance, accel, precision, method, f"does not fit on {degrees[-1]} GPUs: {refusal}")
 
 
-def weights_gb(shape: ModelShape, method: QuantMethod, tensor_parallel: int) -> float:
+def weights_gb(shape: ModelShape, method: QuantScheme, tensor_parallel: int) -> float:
     return plan_memory(shape, method, device_gb=0.0, tensor_parallel=tensor_parallel).weights_gb
 
 

@@ -1,8 +1,8 @@
 """What the performance model reads of a serving scheme: its bits, whether activations stay 16-bit, its kernel path.
 
-A structural type, so `perf/` stays below the quantization registry: `recommender.quantize.QuantMethod`
+A structural type, so `perf/` stays below the quantization registry: `recommender.quantize.QuantScheme`
 satisfies it, and so does any object with these five attributes (a test's toy scheme). Callers that start
-from a scheme's name pass a `SchemeLookup` (the registry's ``get_method``) instead of perf importing one.
+from a scheme's name pass a `SchemeLookup` (the registry's ``get_scheme``) instead of perf importing one.
 """
 
 from __future__ import annotations
@@ -38,5 +38,5 @@ class Scheme(Protocol):
         ...
 
 
-#: A scheme by name (``recommender.quantize.get_method``), for data that names schemes (measured runs).
+#: A scheme by name (``recommender.quantize.get_scheme``), for data that names schemes (measured runs).
 SchemeLookup = Callable[[str], Scheme]

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from recommender.errors import MethodUnavailableError
+from recommender.errors import SchemeUnavailableError
 from recommender.quality import fidelity as fid
 from recommender.quality.cache import QualityCache, cache_key
 from recommender.quality.exact import is_binary
@@ -41,7 +41,7 @@ from recommender.quality.result import QualityResult
 from recommender.quality.statistics import MIN_CONTINUOUS_DOCS, PairedResult, Policy, paired_bootstrap
 from recommender.quality.suite import TaskThreshold, UseCase
 from recommender.quality.verdict import fidelity_check, overall, task_check
-from recommender.quantize import QuantMethod, get_method
+from recommender.quantize import QuantScheme, get_scheme
 from recommender.quantize.model_cache import ModelCache
 from recommender.serialization import from_data, to_data
 
@@ -189,7 +189,7 @@ class QualityEvaluator:
         dtype = self.models.compute_dtype
         return self.models.device.label + ("" if dtype == "bfloat16" else f", {dtype} compute")
 
-    def _key(self, method: QuantMethod, spec: TaskThreshold) -> str:
+    def _key(self, method: QuantScheme, spec: TaskThreshold) -> str:
         return cache_key(
             model=self._fingerprint(), method=method.identity(), task=spec.task, metric=spec.metric,
             data=self._task(spec.task).fingerprint, lm_eval=lm_eval_version(), batch_size=self.use_case.batch_size,
@@ -201,7 +201,7 @@ class QualityEvaluator:
         """The ids of the first n documents of the task's seeded order."""
         return document_order(self._task(spec.task).n_docs)[:n]
 
-    def doc_pairs(self, method: QuantMethod, spec: TaskThreshold, n: int) -> np.ndarray:
+    def doc_pairs(self, method: QuantScheme, spec: TaskThreshold, n: int) -> np.ndarray:
         """Per-document (numerator, denominator) pairs of the first n documents in order; only missing ones are run."""
         key = self._key(method, spec)
         stored = self.cache.get(key) if self.cache else None
@@ -222,19 +222,19 @@ class QualityEvaluator:
                 self.cache.put(key, entry)
         return np.asarray([have[i] for i in ids], dtype=np.float64)
 
-    def _looks_taken(self, method: QuantMethod, spec: TaskThreshold) -> list[int]:
+    def _looks_taken(self, method: QuantScheme, spec: TaskThreshold) -> list[int]:
         stored = self.cache.get(self._key(method, spec)) if self.cache else None
         return [int(n) for n in (stored or {}).get("looks", [])]
 
-    def _record_look(self, method: QuantMethod, spec: TaskThreshold, n: int) -> None:
+    def _record_look(self, method: QuantScheme, spec: TaskThreshold, n: int) -> None:
         if self.cache:
             key = self._key(method, spec)
             entry = self.cache.get(key) or {}
             entry["looks"] = sorted({*entry.get("looks", []), n})
             self.cache.put(key, entry)
 
-    def _compare_task(self, method: QuantMethod, spec: TaskThreshold) -> PairedResult:
-        reference = get_method(REFERENCE_METHOD)
+    def _compare_task(self, method: QuantScheme, spec: TaskThreshold) -> PairedResult:
+        reference = get_scheme(REFERENCE_METHOD)
         budget = self.budget(spec)
         base = self.doc_pairs(reference, spec, budget)  # the whole budget, once for every method
         policy, confidence = self.use_case.verdict_policy, self.use_case.confidence
@@ -248,7 +248,7 @@ class QualityEvaluator:
         )  # fmt: skip
 
     # -- fidelity ------------------------------------------------------------------------
-    def _fidelity(self, method: QuantMethod) -> fid.FidelityResult:
+    def _fidelity(self, method: QuantScheme) -> fid.FidelityResult:
         settings = self.use_case.fidelity
         key = cache_key(
             model=self._fingerprint(), method=method.identity(), fidelity=settings.model_dump(),
@@ -260,7 +260,7 @@ class QualityEvaluator:
             return from_data(fid.FidelityResult, stored)
         if self._reference_log_probs is None:  # kept on disk for the process's later candidates (see fidelity.py)
             windows = fid.fidelity_windows(self.use_case, self._manager, self.models.tokenizer)
-            reference = self.models.get(get_method(REFERENCE_METHOD))
+            reference = self.models.get(get_scheme(REFERENCE_METHOD))
             self._reference_log_probs = fid.reference_log_probs(reference, windows)
         result = fid.compare(self.models.get(method), self._reference_log_probs)
         if self.cache:
@@ -268,7 +268,7 @@ class QualityEvaluator:
         return result
 
     # -- the verdict ---------------------------------------------------------------------
-    def not_evaluated(self, method: QuantMethod, reason: str) -> QualityResult:
+    def not_evaluated(self, method: QuantScheme, reason: str) -> QualityResult:
         """An "unverified" result saying why nothing was measured; not remembered, so a later call evaluates."""
         checks = [task_check(spec, None) for spec in self.use_case.tasks]
         kl = fidelity_check(self.use_case, None)
@@ -278,7 +278,7 @@ class QualityEvaluator:
             self.models.compute_dtype,
         )
 
-    def _claim_key(self, method: QuantMethod) -> str:
+    def _claim_key(self, method: QuantScheme) -> str:
         """What one evaluation computes: this model, method, suite (thresholds, budgets, task data) and lm-eval.
 
         Task data enter by fingerprint, not by the suite's include_path, so workers whose checkouts
@@ -291,7 +291,7 @@ class QualityEvaluator:
             data={name: self._task(name).fingerprint for name in self.use_case.task_names}, **self._compute(),
         )  # fmt: skip
 
-    def _measure(self, method: QuantMethod) -> QualityResult:
+    def _measure(self, method: QuantScheme) -> QualityResult:
         started = time.perf_counter()
         docs_before = self.docs_evaluated
         checks = [task_check(spec, self._compare_task(method, spec)) for spec in self.use_case.tasks]
@@ -304,7 +304,7 @@ class QualityEvaluator:
             time.perf_counter() - started, self.docs_evaluated - docs_before, "", self.models.compute_dtype,
         )  # fmt: skip
 
-    def evaluate(self, method: QuantMethod) -> QualityResult:
+    def evaluate(self, method: QuantScheme) -> QualityResult:
         if method.name in self._results:
             return self._results[method.name]
         reason = method.unavailable_reason(self.models.device)
@@ -319,7 +319,7 @@ class QualityEvaluator:
                         self._claim_key(method), label, lambda: to_data(self._measure(method))
                     )
                     result = from_data(QualityResult, data)
-            except MethodUnavailableError as exc:
+            except SchemeUnavailableError as exc:
                 reason = str(exc)
         if reason is not None:
             result = self.not_evaluated(method, reason)

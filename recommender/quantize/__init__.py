@@ -11,28 +11,28 @@ import difflib
 
 from recommender.errors import BadInputError
 from recommender.quantize import baseline, bitsandbytes, llmcompressor, modelopt, quark, torchao
-from recommender.quantize._base import QuantMethod
+from recommender.quantize._base import QuantScheme
 from recommender.quantize.kv_cache import FP8_KV_SUFFIX, with_kv_cache
 
-__all__ = ["QuantMethod", "all_methods", "get_method", "with_kv_cache"]
+__all__ = ["QuantScheme", "all_schemes", "get_scheme", "with_kv_cache"]
 
 _BACKENDS = (baseline, llmcompressor, modelopt, quark, bitsandbytes, torchao)
 
 
-def all_methods() -> dict[str, QuantMethod]:
+def all_schemes() -> dict[str, QuantScheme]:
     """Every registered method by name."""
     return {m.name: m for backend in _BACKENDS for m in backend.METHODS}
 
 
-def get_method(name: str, *, field: str = "method") -> QuantMethod:
+def get_scheme(name: str, *, field: str = "method") -> QuantScheme:
     """The method called `name`, or a BadInputError naming the field and the closest names."""
-    methods = all_methods()
+    methods = all_schemes()
     if name.endswith(FP8_KV_SUFFIX):
         base = name.removesuffix(FP8_KV_SUFFIX)
         if FP8_KV_SUFFIX in base:  # an fp8 KV cache is fp8 once: no nesting (1,200 of them used to recurse)
             raise BadInputError(field, f"{FP8_KV_SUFFIX} is given {name.count(FP8_KV_SUFFIX)} times",
                                 f"give it once, at the end: {base.split(FP8_KV_SUFFIX)[0][:40]}{FP8_KV_SUFFIX}")
-        return with_kv_cache(get_method(base, field=field), "fp8")
+        return with_kv_cache(get_scheme(base, field=field), "fp8")
     if name in methods:
         return methods[name]
     close = difflib.get_close_matches(name, methods, n=3)

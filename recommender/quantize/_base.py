@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from recommender.device import DeviceInfo
-from recommender.errors import MethodUnavailableError
+from recommender.errors import SchemeUnavailableError
 
 if TYPE_CHECKING:
     from torch import nn
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, kw_only=True)
-class QuantMethod(ABC):
+class QuantScheme(ABC):
     """One way to put a model at a precision.
 
     Args:
@@ -62,7 +62,7 @@ class QuantMethod(ABC):
         """
 
         def plain(value: Any) -> Any:
-            if isinstance(value, QuantMethod):
+            if isinstance(value, QuantScheme):
                 return value.identity()
             if isinstance(value, (set, frozenset)):
                 return sorted(value)
@@ -85,7 +85,7 @@ class QuantMethod(ABC):
             return f"{self.name} needs CUDA capability >= {need}, this GPU has {have}"
         return None
 
-    def fp8_kv_variant(self) -> QuantMethod | None:
+    def fp8_kv_variant(self) -> QuantScheme | None:
         """This scheme with an FP8 KV cache, where its checkpoint carries the KV scales (ModelOpt); None where the
         KV cache is quantized on top of the weights with the engine's default scale (`quantize.kv_cache`)."""
         return None
@@ -93,7 +93,7 @@ class QuantMethod(ABC):
     def check_device(self, device: DeviceInfo) -> None:
         reason = self.unavailable_reason(device)
         if reason is not None:
-            raise MethodUnavailableError(reason)
+            raise SchemeUnavailableError(reason)
 
     def load(self, source: ModelSource, device: DeviceInfo, context: QuantizeContext | None = None) -> nn.Module:
         """Load the model from `source` and quantize it with this method's real kernels.

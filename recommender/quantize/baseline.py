@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from recommender.device import DeviceInfo
-from recommender.quantize._base import QuantMethod
+from recommender.quantize._base import QuantScheme
 
 if TYPE_CHECKING:
     from torch import nn
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, kw_only=True)
-class CastMethod(QuantMethod):
+class CastScheme(QuantScheme):
     """Load in a 16-bit dtype; the reference every other method is compared with."""
 
     dtype_name: str
@@ -27,8 +27,8 @@ class CastMethod(QuantMethod):
         return source.load_model(dtype=getattr(torch, self.dtype_name), device=device)
 
 
-METHODS: tuple[QuantMethod, ...] = (
-    CastMethod(
+METHODS: tuple[QuantScheme, ...] = (
+    CastScheme(
         name="baseline",
         precision="bf16",
         library="torch",
@@ -39,7 +39,7 @@ METHODS: tuple[QuantMethod, ...] = (
         dtype_name="bfloat16",
         description="bf16 weights and activations (no quantization)",
     ),
-    CastMethod(
+    CastScheme(
         name="fp16",
         precision="fp16",
         library="torch",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from recommender.device import DeviceInfo
-from recommender.quantize._base import QuantMethod
+from recommender.quantize._base import QuantScheme
 
 if TYPE_CHECKING:
     from torch import nn
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, kw_only=True)
-class BitsAndBytesMethod(QuantMethod):
+class BitsAndBytesScheme(QuantScheme):
     """Quantize at load time with transformers' BitsAndBytesConfig."""
 
     config: tuple[tuple[str, Any], ...]
@@ -46,8 +46,8 @@ class BitsAndBytesMethod(QuantMethod):
         )
 
 
-METHODS: tuple[QuantMethod, ...] = (
-    BitsAndBytesMethod(
+METHODS: tuple[QuantScheme, ...] = (
+    BitsAndBytesScheme(
         name="bnb-llm-int8",
         precision="int8",
         library="bitsandbytes",
@@ -58,7 +58,7 @@ METHODS: tuple[QuantMethod, ...] = (
         config=(("load_in_8bit", True),),
         description="LLM.int8(): int8 weights, int8 matmul with fp16 outlier columns",
     ),
-    BitsAndBytesMethod(
+    BitsAndBytesScheme(
         name="bnb-nf4",
         precision="int4",
         library="bitsandbytes",
@@ -74,7 +74,7 @@ METHODS: tuple[QuantMethod, ...] = (
         ),
         description="4-bit NormalFloat weights, block 64, double-quantized absmax, bf16 compute (as vLLM serves it)",
     ),
-    BitsAndBytesMethod(
+    BitsAndBytesScheme(
         name="bnb-fp4",
         precision="int4",
         library="bitsandbytes",

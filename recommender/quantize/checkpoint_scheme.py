@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from recommender.device import DeviceInfo
-from recommender.errors import MethodUnavailableError
-from recommender.quantize._base import QuantMethod
+from recommender.errors import SchemeUnavailableError
+from recommender.quantize._base import QuantScheme
 from recommender.quantize.checkpoint import CalibrationSet, QuantizeContext, checkpoint_key
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, kw_only=True)
-class CheckpointScheme(QuantMethod):
+class CheckpointScheme(QuantScheme):
     """A recipe a library applies and saves; the saved directory is what is served and scored.
 
     Args:
@@ -79,7 +79,7 @@ class CheckpointScheme(QuantMethod):
             return None
         calibration = context.calibration_set()
         if calibration is None or not calibration.rows:
-            raise MethodUnavailableError(f"{self.name} calibrates on documents, and none were given")
+            raise SchemeUnavailableError(f"{self.name} calibrates on documents, and none were given")
         return calibration
 
     def checkpoint(self, source: ModelSource, context: QuantizeContext) -> Path:
@@ -103,5 +103,5 @@ class CheckpointScheme(QuantMethod):
 
     def _load(self, source: ModelSource, device: DeviceInfo, context: QuantizeContext | None) -> nn.Module:
         if context is None:
-            raise MethodUnavailableError(f"{self.name} is scored on its saved checkpoint: no checkpoint store given")
+            raise SchemeUnavailableError(f"{self.name} is scored on its saved checkpoint: no checkpoint store given")
         return self.load_saved(self.checkpoint(source, context), device)

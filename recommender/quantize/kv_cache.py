@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from recommender.device import DeviceInfo
-from recommender.quantize._base import QuantMethod
+from recommender.quantize._base import QuantScheme
 
 if TYPE_CHECKING:
     from torch import nn
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 #: The attention implementation name registered with transformers.
 FP8_KV_ATTENTION = "recommender_fp8_kv_sdpa"
-#: Appended to a method's name when its KV cache is fp8 (``get_method`` understands it).
+#: Appended to a method's name when its KV cache is fp8 (``get_scheme`` understands it).
 FP8_KV_SUFFIX = "+kv-fp8"
 #: Largest finite float8 e4m3fn value; vLLM's conversion saturates here.
 FP8_E4M3_MAX = 448.0
@@ -51,10 +51,10 @@ def _register() -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class FP8KVCache(QuantMethod):
+class FP8KVCache(QuantScheme):
     """`base`'s weights with keys and values rounded through fp8 e4m3 (see module docstring)."""
 
-    base: QuantMethod
+    base: QuantScheme
 
     def _load(self, source: ModelSource, device: DeviceInfo, context: QuantizeContext | None) -> nn.Module:
         model = self.base.load(source, device, context)
@@ -64,7 +64,7 @@ class FP8KVCache(QuantMethod):
         return model
 
 
-def with_kv_cache(method: QuantMethod, kv_cache_dtype: str) -> QuantMethod:
+def with_kv_cache(method: QuantScheme, kv_cache_dtype: str) -> QuantScheme:
     """`method` itself for the model's own KV dtype ("auto"); for "fp8", its own KV variant where it has one
     (a ModelOpt checkpoint with calibrated KV scales), else wrapped (scale 1.0)."""
     if kv_cache_dtype == "auto":

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from recommender.device import DeviceInfo
-from recommender.quantize._base import QuantMethod
+from recommender.quantize._base import QuantScheme
 from recommender.quantize.checkpoint import CalibrationSet
 from recommender.quantize.checkpoint_scheme import CheckpointScheme
 
@@ -169,7 +169,7 @@ class PresetRow:
 
     Args:
         name, precision, bits_per_weight, weight_only, kernel_family, calibrates, description: the scheme's
-            (``QuantMethod``); it runs anywhere llm-compressor does and writes compressed-tensors.
+            (``QuantScheme``); it runs anywhere llm-compressor does and writes compressed-tensors.
         preset: the ``PRESET_SCHEMES`` name.
         modifier: the llm-compressor modifier that applies it (``GPTQModifier`` calibrates the rounding;
             ``QuantizationModifier`` rounds to nearest, calibrating only static activation scales).
@@ -307,4 +307,4 @@ _TABLE: tuple[PresetRow | LlmCompressorScheme, ...] = (
 #: The schemes whose recipe is a compressed-tensors preset (``tests/quantize`` checks each against the preset).
 PRESETS: tuple[PresetRow, ...] = tuple(row for row in _TABLE if isinstance(row, PresetRow))
 
-METHODS: tuple[QuantMethod, ...] = tuple(row.scheme() if isinstance(row, PresetRow) else row for row in _TABLE)
+METHODS: tuple[QuantScheme, ...] = tuple(row.scheme() if isinstance(row, PresetRow) else row for row in _TABLE)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from recommender.device import DeviceInfo, quality_compute_dtype
 from recommender.models.source import ModelSource
-from recommender.quantize import QuantMethod
+from recommender.quantize import QuantScheme
 from recommender.quantize.checkpoint import QuantizeContext
 
 if TYPE_CHECKING:
@@ -42,8 +42,8 @@ class ModelCache:
             self._tokenizer = self.source.load_tokenizer()
         return self._tokenizer
 
-    def get(self, method: QuantMethod) -> nn.Module:
-        """The model quantized with `method` on this cache's device (MethodUnavailableError if it can't run)."""
+    def get(self, method: QuantScheme) -> nn.Module:
+        """The model quantized with `method` on this cache's device (SchemeUnavailableError if it can't run)."""
         if self._name == method.name and self._model is not None:
             return self._model
         self.release()

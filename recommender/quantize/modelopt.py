@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from recommender.device import DeviceInfo
-from recommender.quantize._base import QuantMethod
+from recommender.quantize._base import QuantScheme
 from recommender.quantize.checkpoint import CalibrationSet
 from recommender.quantize.checkpoint_scheme import CheckpointScheme
 from recommender.quantize.kv_cache import FP8_KV_SUFFIX
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     from recommender.models.source import ModelSource
 
-#: ``QuantMethod.checkpoint_format`` of these schemes.
+#: ``QuantScheme.checkpoint_format`` of these schemes.
 MODELOPT_FORMAT = "modelopt"
 #: ModelOpt's quantization config that adds calibrated FP8 KV-cache scales.
 FP8_KV_CONFIG = "FP8_KV_CFG"
@@ -64,7 +64,7 @@ class ModelOptScheme(CheckpointScheme):
 
         return {"modelopt": version("nvidia-modelopt"), "transformers": version("transformers")}
 
-    def fp8_kv_variant(self) -> QuantMethod | None:
+    def fp8_kv_variant(self) -> QuantScheme | None:
         """The same scheme whose checkpoint carries calibrated FP8 KV scales (``name+kv-fp8``)."""
         if self.kv_fp8:
             return self
@@ -132,7 +132,7 @@ def _recipe(config_name: str) -> str:
 
 _ANY = frozenset({"cpu", "cuda"})
 
-METHODS: tuple[QuantMethod, ...] = (
+METHODS: tuple[QuantScheme, ...] = (
     ModelOptScheme(
         name="modelopt-fp8", precision="fp8", library="modelopt", bits_per_weight=8.0, weight_only=False,
         devices=_ANY, kernel_family="mo-fp8", checkpoint_format=MODELOPT_FORMAT, calibrates=True,

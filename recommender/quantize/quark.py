@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from recommender.device import DeviceInfo
 from recommender.errors import BadInputError
-from recommender.quantize._base import QuantMethod
+from recommender.quantize._base import QuantScheme
 from recommender.quantize.checkpoint import CalibrationSet
 from recommender.quantize.checkpoint_scheme import CheckpointScheme
 
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
     from recommender.models.source import ModelSource
 
-#: ``QuantMethod.checkpoint_format`` and ``quantization_config.quant_method`` of Quark checkpoints.
+#: ``QuantScheme.checkpoint_format`` and ``quantization_config.quant_method`` of Quark checkpoints.
 QUARK_FORMAT = "quark"
 #: The distribution that provides ``quark`` (the ``amd`` extra pins it).
 QUARK_DISTRIBUTION = "amd-quark"
@@ -161,7 +161,7 @@ def _quiet_quark() -> Iterator[None]:
         yield
 
 
-METHODS: tuple[QuantMethod, ...] = (
+METHODS: tuple[QuantScheme, ...] = (
     QuarkScheme(
         name="quark-fp8", precision="fp8", library="quark", bits_per_weight=8.0, weight_only=False,
         devices=frozenset({"cpu", "cuda", "rocm"}), kernel_family="quark-fp8", checkpoint_format=QUARK_FORMAT,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from recommender.device import DeviceInfo
 from recommender.errors import BadInputError
 from recommender.input_files import load_json, read_text, usable_path
-from recommender.quantize._base import QuantMethod
+from recommender.quantize._base import QuantScheme
 from recommender.quantize.checkpoint_scheme import CheckpointScheme
 
 if TYPE_CHECKING:
@@ -27,10 +27,10 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SavedCheckpoint(QuantMethod):
+class SavedCheckpoint(QuantScheme):
     """`scheme` as saved in `path`; loads the directory, never quantizes."""
 
-    scheme: QuantMethod
+    scheme: QuantScheme
     path: Path
     weights_hash: str
 
@@ -42,7 +42,7 @@ class SavedCheckpoint(QuantMethod):
         return self.scheme.load_saved(self.path, device)
 
 
-def saved_checkpoint(scheme: QuantMethod, path: Path, *, field: str = "--checkpoint") -> SavedCheckpoint:
+def saved_checkpoint(scheme: QuantScheme, path: Path, *, field: str = "--checkpoint") -> SavedCheckpoint:
     """`path` checked to be `scheme`'s compressed-tensors checkpoint (one BadInputError line otherwise)."""
     from recommender.models.source import ModelSource
 

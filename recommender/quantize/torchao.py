@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from recommender.device import DeviceInfo, quality_compute_dtype
-from recommender.quantize._base import QuantMethod
+from recommender.quantize._base import QuantScheme
 
 if TYPE_CHECKING:
     from torch import nn
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, kw_only=True)
-class TorchAoMethod(QuantMethod):
+class TorchAoScheme(QuantScheme):
     """Load bf16, then quantize every linear layer but lm_head in place with a torchao config."""
 
     make_config: Callable[[], Any]
@@ -94,8 +94,8 @@ def _int4_weight_only(group_size: int) -> Callable[[], Any]:
 
 _ANY = frozenset({"cpu", "cuda"})
 
-METHODS: tuple[QuantMethod, ...] = (
-    TorchAoMethod(
+METHODS: tuple[QuantScheme, ...] = (
+    TorchAoScheme(
         name="torchao-float8-wo",
         precision="fp8",
         library="torchao",
@@ -105,7 +105,7 @@ METHODS: tuple[QuantMethod, ...] = (
         make_config=_float8_weight_only,
         description="float8 e4m3 weights, per-channel scale, bf16 compute",
     ),
-    TorchAoMethod(
+    TorchAoScheme(
         name="torchao-float8-dynamic",
         precision="fp8",
         library="torchao",
@@ -116,7 +116,7 @@ METHODS: tuple[QuantMethod, ...] = (
         make_config=_float8_dynamic,
         description="float8 W8A8: per-row weights, dynamic per-token activations, fp8 tensor cores",
     ),
-    TorchAoMethod(
+    TorchAoScheme(
         name="torchao-int8-wo",
         precision="int8",
         library="torchao",
@@ -126,7 +126,7 @@ METHODS: tuple[QuantMethod, ...] = (
         make_config=_int8_weight_only,
         description="int8 weights, per-channel scale, bf16 compute",
     ),
-    TorchAoMethod(
+    TorchAoScheme(
         name="torchao-int8-dynamic",
         precision="int8",
         library="torchao",
@@ -137,7 +137,7 @@ METHODS: tuple[QuantMethod, ...] = (
         description="int8 W8A8: per-channel weights, dynamic per-token int8 activations",
     ),
     *(
-        TorchAoMethod(
+        TorchAoScheme(
             name=f"torchao-int4-wo-g{group}",
             precision="int4",
             library="torchao",

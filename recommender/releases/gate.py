@@ -172,13 +172,13 @@ def _method_regressions(candidate: ReleaseStudy, against: ReleaseStudy, limits: 
 
 def check_required_methods(values: list[str]) -> None:
     """Each `--require-pass` value names a known precision/method: a typo would otherwise read as a regression."""
-    from recommender.quantize import get_method
+    from recommender.quantize import get_scheme
 
     for value in values:
         precision, slash, name = value.partition("/")
         if not slash:
             raise BadInputError("--require-pass", f"{value!r} is not precision/method", "e.g. int8/bnb-llm-int8")
-        method = get_method(name, field="--require-pass")
+        method = get_scheme(name, field="--require-pass")
         if method.precision != precision:
             raise BadInputError("--require-pass", f"method {name!r} is {method.precision}, not {precision!r}",
                                 f"use {method.precision}/{name}")  # fmt: skip

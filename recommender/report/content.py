@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from recommender.config.spec import LatencySLA
     from recommender.decision.recommendation import Recommendation
-    from recommender.engines import EmittedConfig
+    from recommender.engines import EngineLaunch
     from recommender.evaluation.candidate import CandidateResult
     from recommender.evaluation.load_curve import LoadCurve
 
@@ -128,7 +128,7 @@ def _sources(sources: Sequence[str]) -> Para:
     return Para(tuple(spans))
 
 
-def _engine(entry: EmittedConfig) -> list[Block]:
+def _engine(entry: EngineLaunch) -> list[Block]:
     blocks: list[Block] = [Heading(entry.engine, 3)]
     if entry.command:
         blocks.append(Code(entry.command, "bash"))

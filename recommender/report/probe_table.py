@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from recommender.perf.probe import ProbeResult
-    from recommender.quantize import QuantMethod
+    from recommender.quantize import QuantScheme
 
 _COLUMNS = ("prompt", "batch", "prefill ms", "decode step ms", "tok/s (decode)", "weights MB", "KV MB", "peak +MB")
 
@@ -22,7 +22,7 @@ def _ms(median_s: float, spread_s: tuple[float, float], digits: int) -> str:
     return f"{median_s * 1e3:.{digits}f} ({low * 1e3:.{digits}f}-{high * 1e3:.{digits}f})"
 
 
-def render_probe(results: Sequence[ProbeResult], *, model: str, method: QuantMethod, console: Console) -> None:
+def render_probe(results: Sequence[ProbeResult], *, model: str, method: QuantScheme, console: Console) -> None:
     """One row per (prompt length, batch size), titled with the model, the method and where it was measured."""
     table = Table(title=f"{model} {method.precision}/{method.name}: {results[0].provenance}")
     for column in _COLUMNS:

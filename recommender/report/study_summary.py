@@ -11,7 +11,7 @@ from recommender.report.table import render
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from recommender.engines import EmittedConfig
+    from recommender.engines import EngineLaunch
     from recommender.study import SearchOutcome, WorkerOutcome
 
 
@@ -28,7 +28,7 @@ def render_search(outcome: SearchOutcome, console: Console) -> None:
     )
 
 
-def render_launch(launch: Sequence[EmittedConfig], console: Console) -> None:
+def render_launch(launch: Sequence[EngineLaunch], console: Console) -> None:
     """Each engine's launch command for the winner, or its plain refusal."""
     if not launch:
         return

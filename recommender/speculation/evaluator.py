@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from lm_eval.tasks import TaskManager
 
     from recommender.quality.suite import UseCase
-    from recommender.quantize import QuantMethod
+    from recommender.quantize import QuantScheme
     from recommender.quantize.model_cache import ModelCache
     from recommender.speculation.settings import SpeculationSettings
 
@@ -80,7 +80,7 @@ class AcceptanceEvaluator:
             self._prompts = prompts
         return self._prompts
 
-    def _key(self, method: QuantMethod) -> str:
+    def _key(self, method: QuantScheme) -> str:
         if self._task_fingerprint is None:  # reads every document once: once per evaluator, not per scheme
             self._task_fingerprint = describe_task(self.manager, self.task).fingerprint
         dtype = self.models.compute_dtype
@@ -90,7 +90,7 @@ class AcceptanceEvaluator:
             **({} if dtype == "bfloat16" else {"compute_dtype": dtype}),
         )  # fmt: skip
 
-    def continuations(self, method: QuantMethod) -> list[np.ndarray]:
+    def continuations(self, method: QuantScheme) -> list[np.ndarray]:
         """The model's greedy continuations of every prompt, quantized with `method` (cached on disk)."""
         if method.name in self._generated:
             return self._generated[method.name]
@@ -107,7 +107,7 @@ class AcceptanceEvaluator:
         self._generated[method.name] = generated
         return generated
 
-    def rate(self, method: QuantMethod, speculative: str) -> AcceptanceRate:
+    def rate(self, method: QuantScheme, speculative: str) -> AcceptanceRate:
         """What `speculative` accepts over `method`'s continuations."""
         if (method.name, speculative) not in self.rates:
             ngram = parse_speculative(speculative)
@@ -121,7 +121,7 @@ class AcceptanceEvaluator:
             self.rates[method.name, speculative] = rate_of(replays, ngram, evidence)
         return self.rates[method.name, speculative]
 
-    def decoding(self, method: QuantMethod, speculative: str) -> SpeculativeDecoding:
+    def decoding(self, method: QuantScheme, speculative: str) -> SpeculativeDecoding:
         """The simulator's view of `speculative` on `method` (``perf/sim/speculative.py``)."""
         rate = self.rate(method, speculative)
         ngram = parse_speculative(speculative)

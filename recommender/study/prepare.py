@@ -29,7 +29,7 @@ from recommender.quality.calibration_docs import quantize_context
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
 from recommender.quality.suite import UseCase, load_use_case
-from recommender.quantize import QuantMethod, get_method
+from recommender.quantize import QuantScheme, get_scheme
 from recommender.quantize.model_cache import ModelCache
 from recommender.speculation.evaluator import AcceptanceEvaluator
 from recommender.study.claims import ClaimStore
@@ -107,7 +107,7 @@ def _check_against_model(spec: SearchSpec, config: Any) -> tuple[Catalog, ModelS
     check_sla_reachable(
         shape,
         [
-            (catalog.get(hw), get_method(m))
+            (catalog.get(hw), get_scheme(m))
             for hw in {*spec.space.hardware, spec.current.hardware} - {LOCAL_DEVICE}
             for ms in spec.space.methods.values()
             for m in ms
@@ -121,7 +121,7 @@ def _check_against_model(spec: SearchSpec, config: Any) -> tuple[Catalog, ModelS
 
 def check_sla_reachable(
     shape: ModelShape,
-    options: list[tuple[Accelerator, QuantMethod]],
+    options: list[tuple[Accelerator, QuantScheme]],
     *,
     traffic: Traffic,
     sla: LatencySLA,

@@ -14,10 +14,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from recommender.config.spec import LOCAL_DEVICE
-from recommender.engines import EMITTERS, evaluation_only
+from recommender.engines import ENGINES_BY_NAME, evaluation_only
 from recommender.engines.eligibility import eligibility
 from recommender.errors import BadInputError
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 from recommender.speculation.methods import NONE
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def check_something_to_search(spec: SearchSpec, catalog: Catalog, *, field_prefi
             f"{', '.join(hardware)}", "choose a price_set that lists them, add a GPU it prices, or give contract "
             "prices (price_per_hour_usd) in a hardware_catalog file",
         )  # fmt: skip
-    methods = [get_method(name) for names in spec.space.methods.values() for name in names]
+    methods = [get_scheme(name) for names in spec.space.methods.values() for name in names]
     served = [m for m in methods if not evaluation_only(m)]
     reasons = []
     for hw in priced:
@@ -59,9 +59,9 @@ def check_speculation_launchable(spec: SearchSpec, *, field_prefix: str) -> None
     """Refuse a speculative method none of the spec's engines launches as it is measured (only vLLM runs the
     n-gram proposer that is replayed): its candidates would all be pruned."""
     wanted = [m for m in dict.fromkeys([*spec.space.speculative, spec.current.speculative]) if m != NONE]
-    if not wanted or any(not EMITTERS[e].speculation_refusal for e in spec.engines):
+    if not wanted or any(not ENGINES_BY_NAME[e].speculation_refusal for e in spec.engines):
         return
-    why = "; ".join(f"{e}: {EMITTERS[e].speculation_refusal}" for e in spec.engines)
+    why = "; ".join(f"{e}: {ENGINES_BY_NAME[e].speculation_refusal}" for e in spec.engines)
     where = "space.speculative" if wanted[0] in spec.space.speculative else "current.speculative"
     raise BadInputError(
         f"{field_prefix}{where}", f"{wanted[0]}: no engine in engines: [{', '.join(spec.engines)}] "

@@ -18,11 +18,11 @@ from recommender.evaluation.levers import LeverEffect, lever_effects
 from recommender.fleet.daily import daily_answers
 from recommender.fleet.launch import launch_commands
 from recommender.quality.calibration_docs import quantize_context
-from recommender.quantize import get_method, with_kv_cache
+from recommender.quantize import get_scheme, with_kv_cache
 from recommender.study.winner_checkpoint import WinnerCheckpoint, place_checkpoint
 
 if TYPE_CHECKING:
-    from recommender.engines import EmittedConfig
+    from recommender.engines import EngineLaunch
     from recommender.evaluation.candidate import CandidateResult
     from recommender.evaluation.evaluator import CandidateEvaluator
     from recommender.evaluation.load_curve import LoadCurve
@@ -38,7 +38,7 @@ class WinnerAnswers:
     commands and load curve, and with a daily profile the autoscaling schedule and the GPU mix."""
 
     placed: list[Path] = field(default_factory=list)
-    launch: list[EmittedConfig] = field(default_factory=list)
+    launch: list[EngineLaunch] = field(default_factory=list)
     load_curve: LoadCurve | None = None
     autoscale: AutoscaleSchedule | None = None
     gpu_mix: GpuMix | None = None
@@ -82,6 +82,6 @@ def _place_checkpoint(
     source = prepared.source
     context = context or quantize_context(prepared.use_case, prepared.manager, source)
     # The scheme as scored: a ModelOpt scheme with an FP8 KV cache is its own checkpoint (it carries the KV scales).
-    scored = with_kv_cache(get_method(candidate.method), candidate.kv_cache_dtype).name
+    scored = with_kv_cache(get_scheme(candidate.method), candidate.kv_cache_dtype).name
     return place_checkpoint(scored, source, context, output_dir, use_case=prepared.spec.use_case,
                             calibration_samples=prepared.use_case.calibration.samples)  # fmt: skip

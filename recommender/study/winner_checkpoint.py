@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recommender.models.source import ModelSource
-from recommender.quantize import QuantMethod, get_method
+from recommender.quantize import QuantScheme, get_scheme
 from recommender.quantize.checkpoint import QuantizeContext
 from recommender.quantize.checkpoint_scheme import CheckpointScheme
 from recommender.quantize.kv_cache import FP8KVCache
@@ -39,7 +39,7 @@ class WinnerCheckpoint:
     note: str
 
 
-def weights_scheme(method: QuantMethod) -> QuantMethod:
+def weights_scheme(method: QuantScheme) -> QuantScheme:
     """The scheme that decides the weights (an fp8 KV cache changes none)."""
     return weights_scheme(method.base) if isinstance(method, FP8KVCache) else method
 
@@ -49,7 +49,7 @@ def place_checkpoint(
     calibration_samples: int,
 ) -> WinnerCheckpoint:  # fmt: skip
     """Copy the scored checkpoint under `output_dir`, or write the recipe and the command that makes it."""
-    scheme = weights_scheme(get_method(method_name))
+    scheme = weights_scheme(get_scheme(method_name))
     if not isinstance(scheme, CheckpointScheme) or scheme.checkpoint_format is None:
         return WinnerCheckpoint(source.location, [], f"{scheme.name} serves the original weights")
     target = output_dir / CHECKPOINT_DIR

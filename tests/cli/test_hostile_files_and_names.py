@@ -255,14 +255,14 @@ def test_a_trace_request_past_the_context_is_refused_naming_its_line(
 @given(times=st.integers(min_value=1, max_value=3000), base=st.sampled_from(["fp16", "baseline", "fp8-dynamic"]))
 def test_kv_fp8_is_taken_once_and_refused_when_repeated(times: int, base: str) -> None:
     """Class G, 40 cases: `+kv-fp8` once is a method; n > 1 times one line, never a RecursionError."""
-    from recommender.quantize import get_method
+    from recommender.quantize import get_scheme
 
     name = base + "+kv-fp8" * times
     if times == 1:
-        assert get_method(name).name == name
+        assert get_scheme(name).name == name
         return
     with pytest.raises(BadInputError, match=f"is given {times} times"):
-        get_method(name, field="--scheme")
+        get_scheme(name, field="--scheme")
 
 
 @fast(20)

@@ -80,14 +80,14 @@ def test_quantize_help_lists_every_scheme_it_accepts() -> None:
     from recommender.cli.checkpoint_export import checkpoint_scheme
     from recommender.cli.main import app
     from recommender.errors import BadInputError
-    from recommender.quantize import all_methods
+    from recommender.quantize import all_schemes
 
     result = CliRunner().invoke(app, ["quantize", "--help"], env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
     listed = set(re.findall(r"[a-z0-9][a-z0-9+-]*", result.output))
-    writers = {name for name, method in all_methods().items() if method.checkpoint_format is not None}
+    writers = {name for name, method in all_schemes().items() if method.checkpoint_format is not None}
     assert len(writers) >= 13 and writers <= listed, writers - listed
-    for name, method in all_methods().items():
+    for name, method in all_schemes().items():
         if name not in writers:
             with pytest.raises(BadInputError):
                 checkpoint_scheme(method)

@@ -63,7 +63,7 @@ def test_a_copy_failing_after_quantizing_says_where_the_checkpoint_is(
 ) -> None:
     """The work is kept: the store's checkpoint stays and the one line names it."""
     from recommender.cli import checkpoint_export as export
-    from recommender.quantize import get_method
+    from recommender.quantize import get_scheme
     from recommender.quantize.llmcompressor import LlmCompressorScheme
 
     made = tmp_path / "store" / "key"
@@ -75,7 +75,7 @@ def test_a_copy_failing_after_quantizing_says_where_the_checkpoint_is(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(export.shutil, "copytree", disk_full)
-    scheme = export.checkpoint_scheme(get_method("w4a16-rtn-g128"))
+    scheme = export.checkpoint_scheme(get_scheme("w4a16-rtn-g128"))
     with pytest.raises(BadInputError, match=f"No space left on device.*the checkpoint is kept at {made}"):
         export.export_checkpoint(scheme, None, None, tmp_path / "out")  # type: ignore[arg-type]
     assert (made / "config.json").is_file()

@@ -106,7 +106,7 @@ def test_a_command_the_cli_does_not_take_is_caught(args: tuple[str, ...], whole:
 def test_the_generated_references_come_from_the_code() -> None:
     from recommender.config.spec import spec_json_schema
     from recommender.engines import ENGINE_NAMES
-    from recommender.quantize import all_methods
+    from recommender.quantize import all_schemes
 
     references = _references()
     keys = references.spec_keys_table()
@@ -115,7 +115,7 @@ def test_the_generated_references_come_from_the_code() -> None:
     fields = references.recommendation_fields()
     assert "| `winner` | [CandidateResult](#candidateresult) or null |" in fields and "### CandidateResult" in fields
     matrix = references.support_matrix()
-    assert all(f"| `{name}` |" in matrix for name in all_methods())
+    assert all(f"| `{name}` |" in matrix for name in all_schemes())
     fp8 = next(line for line in matrix.splitlines() if line.startswith("| `fp8-dynamic` |"))
     cells = [cell.strip() for cell in fp8.strip("|").split("|")][1:]
     header = [cell.strip() for cell in matrix.splitlines()[0].strip("|").split("|")][1:]

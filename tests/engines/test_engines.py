@@ -20,10 +20,10 @@ from recommender.evaluation.performance import PerformanceEvaluator, Setup
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import Catalog, load_catalog
 from recommender.perf.model.memory import plan_memory
-from recommender.quantize import all_methods, get_method
+from recommender.quantize import all_schemes, get_scheme
 
 CATALOG = load_catalog()
-METHODS = all_methods()
+METHODS = all_schemes()
 _, LLAMA_8B = load_architecture("llama-3.1-8b")
 _, LLAMA_70B = load_architecture("llama-3.1-70b")
 TRAFFIC = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=0.5)
@@ -35,7 +35,7 @@ def device(gpu: str) -> DeviceInfo:
 
 
 def engines_on(method: str, gpu: str, engines: tuple[str, ...] = ENGINE_NAMES) -> tuple[str, ...]:
-    return eligibility(get_method(method), device(gpu), engines).engines
+    return eligibility(get_scheme(method), device(gpu), engines).engines
 
 
 def test_every_served_flag_has_a_kernel_row_and_every_row_a_scheme() -> None:
@@ -48,7 +48,7 @@ def test_every_served_flag_has_a_kernel_row_and_every_row_a_scheme() -> None:
 
 
 def test_bf16_needs_ampere_and_fp16_runs_on_a_t4() -> None:
-    t4 = eligibility(get_method("baseline"), device("t4"))
+    t4 = eligibility(get_scheme("baseline"), device("t4"))
     assert not t4.launchable
     why = t4.reason("t4")
     assert why.startswith("no engine in engines: [vllm, sglang] launches baseline on t4 (compute capability 7.5)")
@@ -64,7 +64,7 @@ def test_fp8_w8a8_only_where_the_engine_has_fp8_kernels() -> None:
     assert engines_on("fp8-dynamic", "h100-sxm") == ("vllm", "sglang", "tgi", "trtllm")
     # 8.6 and 8.0: the engines would run FP8 Marlin weight-only, which is not what was measured.
     for gpu in ("a10g", "a100-80gb"):
-        a10g = eligibility(get_method("fp8-dynamic"), device(gpu), ENGINE_NAMES)
+        a10g = eligibility(get_scheme("fp8-dynamic"), device(gpu), ENGINE_NAMES)
         assert not a10g.launchable, gpu
         assert "falls back to weight-only FP8 Marlin (W8A16)" in a10g.reason(gpu)
     assert engines_on("fp8-online", "l4") == ("vllm",)
@@ -73,11 +73,11 @@ def test_fp8_w8a8_only_where_the_engine_has_fp8_kernels() -> None:
 
 def test_w4a16_kernel_floors_and_zero_points() -> None:
     # The measured W4A16 schemes compute in bf16, so a T4 is refused for the dtype before any kernel.
-    t4 = eligibility(get_method("w4a16-awq-g128"), device("t4")).reason("t4")
+    t4 = eligibility(get_scheme("w4a16-awq-g128"), device("t4")).reason("t4")
     assert "w4a16-awq-g128 computes in bf16 as measured, which needs 8.0" in t4
     # The kernels' own floors, seen through an fp16-computing variant: vLLM's Marlin runs on Turing
     # (PR #29901), SGLang's and TGI's Marlin need Ampere.
-    fp16_gptq = dataclasses.replace(get_method("w4a16-gptq-g128"), name="gptq-fp16", precision="fp16")
+    fp16_gptq = dataclasses.replace(get_scheme("w4a16-gptq-g128"), name="gptq-fp16", precision="fp16")
     turing = DeviceInfo("cuda", (7, 5))
     assert refusal("vllm", fp16_gptq, turing) is None
     assert refusal("sglang", fp16_gptq, turing) == "SGLang's Marlin W4A16 needs 8.0"
@@ -91,7 +91,7 @@ def test_int8_w8a8_per_engine() -> None:
     assert engines_on("int8-w8a8", "t4") == ()  # bf16 compute; vLLM's INT8 itself runs on 7.5
     assert engines_on("int8-w8a8", "a10g") == ("vllm", "tgi")  # SGLang's sgl-kernel INT8 needs 8.9
     assert engines_on("int8-w8a8", "l4") == ("vllm", "sglang", "tgi")
-    assert "runs only below 10.0" in (refusal("vllm", get_method("int8-w8a8"), device("b200")) or "")
+    assert "runs only below 10.0" in (refusal("vllm", get_scheme("int8-w8a8"), device("b200")) or "")
 
 
 def test_amd_only_what_rocm_builds_run() -> None:
@@ -99,14 +99,14 @@ def test_amd_only_what_rocm_builds_run() -> None:
     assert engines_on("fp8-dynamic", "mi300x") == ("vllm", "sglang")
     assert engines_on("int8-w8a8", "mi300x") == ("vllm",)
     for method in ("w4a16-gptq-g128", "w4a16-awq-g128", "bnb-nf4"):
-        mi300x = eligibility(get_method(method), device("mi300x"))
+        mi300x = eligibility(get_scheme(method), device("mi300x"))
         assert not mi300x.launchable and "does not run on ROCm" in mi300x.reason("mi300x"), method
         assert "(AMD ROCm)" in mi300x.reason("mi300x")
 
 
 def test_the_spec_engines_decide() -> None:
     assert engines_on("w4a16-awq-g128", "l4", ("tgi",)) == ()
-    awq = eligibility(get_method("w4a16-awq-g128"), device("l4"), ("tgi",))
+    awq = eligibility(get_scheme("w4a16-awq-g128"), device("l4"), ("tgi",))
     assert awq.reason("l4").startswith("no engine in engines: [tgi] launches w4a16-awq-g128 on l4")
     assert awq.fix.endswith("add vllm or sglang to engines")
     assert engines_on("int8-w8a8", "a10g", ("sglang",)) == ()
@@ -146,12 +146,12 @@ def test_the_search_prunes_what_no_listed_engine_launches_before_loading_anythin
 
 
 def test_online_fp8_loads_16_bit_weights_first_and_is_refused_where_they_do_not_fit() -> None:
-    assert eligibility(get_method("fp8-online"), device("l40s")).load_bits_per_weight == 16.0
-    assert eligibility(get_method("fp8-dynamic"), device("l40s")).load_bits_per_weight is None
+    assert eligibility(get_scheme("fp8-online"), device("l40s")).load_bits_per_weight == 16.0
+    assert eligibility(get_scheme("fp8-dynamic"), device("l40s")).load_bits_per_weight is None
     l40s = CATALOG.get("l40s")  # 48 GB: 70B at fp8 over two GPUs is ~35 GB each, at 16 bits ~70 GB each
-    online = plan_memory(LLAMA_70B, get_method("fp8-online"), device_gb=l40s.memory_gb, tensor_parallel=2,
+    online = plan_memory(LLAMA_70B, get_scheme("fp8-online"), device_gb=l40s.memory_gb, tensor_parallel=2,
                          load_bits_per_weight=16.0)  # fmt: skip
-    checkpoint = plan_memory(LLAMA_70B, get_method("fp8-dynamic"), device_gb=l40s.memory_gb, tensor_parallel=2)
+    checkpoint = plan_memory(LLAMA_70B, get_scheme("fp8-dynamic"), device_gb=l40s.memory_gb, tensor_parallel=2)
     assert online.weights_gb == pytest.approx(checkpoint.weights_gb)  # served at the same bits
     assert online.load_peak_gb > online.usable_gb > checkpoint.load_peak_gb
     why = online.shortfall(1, 640)

@@ -19,7 +19,7 @@ from recommender.engines import ENGINE_NAMES, SUPPORT
 from recommender.engines.kernels import FP8_W8A16_FALLBACK, Kernel, kernel_refusal
 
 if TYPE_CHECKING:
-    from recommender.quantize import QuantMethod
+    from recommender.quantize import QuantScheme
 
 NEW_FAMILIES = ("ct-fp8-tensor", "ct-fp8-block", "ct-nvfp4", "ct-nvfp4a16", "ct-mxfp4")
 ROCM = DeviceInfo("rocm")
@@ -33,9 +33,9 @@ class _Method:
     kernel_family: str
 
 
-def method(family: str) -> QuantMethod:
+def method(family: str) -> QuantScheme:
     precision = "fp8" if family.startswith("ct-fp8") else "fp4"
-    return cast("QuantMethod", _Method(f"{family}-scheme", precision, family))
+    return cast("QuantScheme", _Method(f"{family}-scheme", precision, family))
 
 
 def cuda(major: int, minor: int) -> DeviceInfo:
@@ -150,11 +150,11 @@ def test_trtllm_fp8_rowwise_row_is_unchanged_by_the_new_families() -> None:
 
 def _launch(engine: str, family: str, gpu: DeviceInfo) -> list[str]:
     """The notes of `engine`'s launch for an FP8 checkpoint scheme re-labelled as `family` (no new scheme needed)."""
-    from recommender.engines import LaunchSettings, get_emitter
-    from recommender.quantize import get_method
+    from recommender.engines import LaunchSettings, get_engine
+    from recommender.quantize import get_scheme
 
-    stand_in = dataclasses.replace(get_method("fp8-dynamic"), name=f"{family}-standin", kernel_family=family)
-    config = get_emitter(engine).emit(
+    stand_in = dataclasses.replace(get_scheme("fp8-dynamic"), name=f"{family}-standin", kernel_family=family)
+    config = get_engine(engine).emit(
         LaunchSettings(
             model="/ckpt/standin", method=stand_in, dtype="bfloat16", tensor_parallel=1, max_num_seqs=8,
             max_num_batched_tokens=2048, kv_cache_dtype="auto", gpu_memory_utilization=0.9, max_model_len=4096,

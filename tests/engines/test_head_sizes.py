@@ -14,7 +14,7 @@ from recommender.engines.eligibility import eligibility
 from recommender.engines.head_sizes import check_runnable, head_size_refusal
 from recommender.errors import BadInputError
 from recommender.perf.catalog.gpus import load_catalog
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 from tests.conftest import REPO
 
 
@@ -72,10 +72,10 @@ def test_size_seven_is_refused_by_every_engine_with_the_sizes_named() -> None:
 
 def test_eligibility_refuses_only_the_engine_without_a_fallback() -> None:
     h100 = load_catalog().get("h100-sxm").device
-    served = eligibility(get_method("baseline"), h100, ("vllm", "trtllm"), head_size=20)
+    served = eligibility(get_scheme("baseline"), h100, ("vllm", "trtllm"), head_size=20)
     assert served.engines == ("vllm",)
     assert [e for e, _ in served.refusals] == ["trtllm"] and "head size 20" in served.refusals[0][1]
-    assert eligibility(get_method("baseline"), h100, ("vllm", "trtllm"), head_size=128).engines == ("vllm", "trtllm")
+    assert eligibility(get_scheme("baseline"), h100, ("vllm", "trtllm"), head_size=128).engines == ("vllm", "trtllm")
 
 
 def test_plan_and_estimate_refuse_head_size_seven(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Serving-command emitters: every method x engine, real flag names, exact values, honest refusals."""
+"""Serving commands of every engine: every method x engine, real flag names, exact values, honest refusals."""
 
 from __future__ import annotations
 
@@ -11,24 +11,24 @@ import yaml
 from recommender.config.candidate import Candidate
 from recommender.device import DeviceInfo
 from recommender.engines import (
-    EMITTERS,
     ENGINE_NAMES,
-    EmittedConfig,
+    ENGINES_BY_NAME,
+    EngineLaunch,
     LaunchSettings,
     emit_all,
     evaluation_only,
-    get_emitter,
+    get_engine,
     launch_flags,
 )
 from recommender.errors import BadInputError
 from recommender.fleet.launch import launch_commands
 from recommender.perf.catalog.gpus import load_catalog
-from recommender.quantize import QuantMethod, all_methods
-from recommender.quantize.bitsandbytes import BitsAndBytesMethod
+from recommender.quantize import QuantScheme, all_schemes
+from recommender.quantize.bitsandbytes import BitsAndBytesScheme
 
 MODEL = "/models/My Model v2"
-METHODS = all_methods()
-PAIRS = [(method, engine) for method in sorted(METHODS) for engine in EMITTERS]
+METHODS = all_schemes()
+PAIRS = [(method, engine) for method in sorted(METHODS) for engine in ENGINES_BY_NAME]
 SUPPORTED_PAIRS = [(m, e) for m, e in PAIRS if launch_flags(METHODS[m])[e] is not None]
 VLLM_METHODS = [m for m in sorted(METHODS) if launch_flags(METHODS[m])["vllm"] is not None]
 
@@ -125,7 +125,7 @@ SUPPORT = {
 CHECKPOINT = "/ckpt/w8a8 int8 (sha 1a2b)"
 
 
-def settings(method: QuantMethod, **overrides: object) -> LaunchSettings:
+def settings(method: QuantScheme, **overrides: object) -> LaunchSettings:
     values: dict[str, object] = dict(
         model=MODEL,
         method=method,
@@ -142,8 +142,8 @@ def settings(method: QuantMethod, **overrides: object) -> LaunchSettings:
     return LaunchSettings(**values)  # type: ignore[arg-type]
 
 
-def emit(method_name: str, engine: str, **overrides: object) -> EmittedConfig:
-    return get_emitter(engine).emit(settings(METHODS[method_name], **overrides))
+def emit(method_name: str, engine: str, **overrides: object) -> EngineLaunch:
+    return get_engine(engine).emit(settings(METHODS[method_name], **overrides))
 
 
 def options(argv: list[str], prefix: list[str]) -> dict[str, str]:
@@ -167,7 +167,7 @@ def test_supported_exactly_when_the_engine_has_a_flag(method_name: str, engine: 
     assert config.supported is (flag is not None)
     assert config.sources and all(source.startswith("https://") for source in config.sources)
     if flag is None:
-        label = EMITTERS[engine].label
+        label = ENGINES_BY_NAME[engine].label
         assert config.command is None and config.argv is None and config.config_yaml is None
         assert config.notes[0].startswith(f"{label} has no scheme equivalent to {method_name} ")
         assert method.description in config.notes[0]
@@ -191,7 +191,7 @@ def test_command_carries_every_setting_under_the_engines_flag_names(method_name:
     assert got == expected
 
 
-@pytest.mark.parametrize("engine", list(EMITTERS))
+@pytest.mark.parametrize("engine", list(ENGINES_BY_NAME))
 def test_model_path_with_spaces_is_one_quoted_argument(engine: str) -> None:
     config = emit("bnb-nf4" if launch_flags(METHODS["bnb-nf4"])[engine] is not None else "baseline", engine)
     assert config.command is not None
@@ -202,7 +202,7 @@ def test_model_path_with_spaces_is_one_quoted_argument(engine: str) -> None:
 
 def test_shell_metacharacters_in_the_model_stay_inert() -> None:
     model = "/tmp/a b; rm -rf ~ $(x)"
-    config = get_emitter("vllm").emit(settings(METHODS["baseline"], model=model))
+    config = get_engine("vllm").emit(settings(METHODS["baseline"], model=model))
     assert config.argv is not None and config.argv[:3] == ["vllm", "serve", model]
 
 
@@ -286,7 +286,7 @@ def test_fp8_online_is_vllms_quantization_fp8_on_the_original_model() -> None:
     assert "per token" in notes
 
 
-@pytest.mark.parametrize("engine", list(EMITTERS))
+@pytest.mark.parametrize("engine", list(ENGINES_BY_NAME))
 def test_checkpoint_scheme_serves_the_checkpoint_without_a_quantization_flag(engine: str) -> None:
     scheme = "int8-w8a8" if launch_flags(METHODS["int8-w8a8"])[engine] is not None else "fp8-dynamic"
     config = emit(scheme, engine, model=CHECKPOINT)
@@ -299,13 +299,13 @@ def test_checkpoint_scheme_serves_the_checkpoint_without_a_quantization_flag(eng
 
 def test_bitsandbytes_notes_name_the_in_flight_format_and_double_quantization() -> None:
     nf4 = METHODS["bnb-nf4"]
-    assert isinstance(nf4, BitsAndBytesMethod)
+    assert isinstance(nf4, BitsAndBytesScheme)
     # bnb-nf4 is scored with double-quantized absmax statistics, as the engines quantize it: no mismatch to note.
     single = tuple(kv for kv in nf4.config if kv[0] != "bnb_4bit_use_double_quant")
     plain = dataclasses.replace(nf4, name="nf4-plain", config=single)
     for engine in ("vllm", "sglang", "tgi"):
         assert not any("compress_statistics" in note for note in emit("bnb-nf4", engine).notes), engine
-        notes = " ".join(get_emitter(engine).emit(settings(plain)).notes)
+        notes = " ".join(get_engine(engine).emit(settings(plain)).notes)
         assert "compress_statistics=True" in notes and "nf4-plain was evaluated with plain fp32 absmax" in notes, engine
     assert "NF4" in " ".join(emit("bnb-nf4", "vllm").notes)
     assert "deprecated" in " ".join(emit("bnb-llm-int8", "tgi").notes)
@@ -340,21 +340,21 @@ def test_budget_notes_appear_only_when_the_budget_is_below_the_context() -> None
 
 def test_a_wrong_engine_flag_is_refused_not_emitted() -> None:
     wrong = {"vllm": "fp9", "sglang": "fp8wo", "tgi": "fp8-e4m3", "trtllm": "fp8"}
-    for engine in EMITTERS:
-        emitter = get_emitter(engine)
-        row = dataclasses.replace(emitter.row("bf16"), flag=wrong[engine])  # type: ignore[type-var]
-        broken = type(f"Broken{type(emitter).__name__}", (type(emitter),), {"kernels": (row,)})()
+    for name in ENGINES_BY_NAME:
+        engine = get_engine(name)
+        row = dataclasses.replace(engine.row("bf16"), flag=wrong[name])  # type: ignore[type-var]
+        broken = type(f"Broken{type(engine).__name__}", (type(engine),), {"kernels": (row,)})()
         with pytest.raises(ValueError, match="does not accept"):
             broken.emit(settings(METHODS["baseline"]))
 
 
 def test_registry() -> None:
-    assert list(EMITTERS) == ["vllm", "sglang", "tgi", "trtllm"] == list(ENGINE_NAMES)
-    assert get_emitter("sglang") is EMITTERS["sglang"]
+    assert list(ENGINES_BY_NAME) == ["vllm", "sglang", "tgi", "trtllm"] == list(ENGINE_NAMES)
+    assert get_engine("sglang") is ENGINES_BY_NAME["sglang"]
     with pytest.raises(BadInputError, match="did you mean vllm"):
-        get_emitter("vlm")
+        get_engine("vlm")
     with pytest.raises(TypeError):
-        EMITTERS["other"] = EMITTERS["vllm"]  # type: ignore[index]
+        ENGINES_BY_NAME["other"] = ENGINES_BY_NAME["vllm"]  # type: ignore[index]
     configs = emit_all(settings(METHODS["baseline"]))
     assert [c.engine for c in configs] == ["vllm", "sglang", "tgi", "trtllm"]
     assert all(c.supported for c in configs)

@@ -21,13 +21,13 @@ from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.architectures import read_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.model.shape import ModelShape
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 ADA, HOPPER, BLACKWELL, AMPERE = (DeviceInfo("cuda", compute_capability=c) for c in ((8, 9), (9, 0), (10, 0), (8, 0)))
 
 
 def _engines(name: str, device: DeviceInfo) -> tuple[str, ...]:
-    return eligibility(get_method(name), device, ("vllm", "sglang", "tgi", "trtllm")).engines
+    return eligibility(get_scheme(name), device, ("vllm", "sglang", "tgi", "trtllm")).engines
 
 
 @pytest.mark.parametrize(
@@ -53,7 +53,7 @@ def test_fp8_on_an_l40s_with_tensorrt_llm_is_the_modelopt_checkpoint() -> None:
     l40s = load_catalog().accelerators["l40s"].device
     assert method_for("fp8", l40s, ("trtllm",)).name == "modelopt-fp8"
     assert method_for("fp8", l40s, ("vllm", "sglang")).name == "fp8-dynamic"  # unchanged where it already ran
-    refused = eligibility(get_method("fp8-dynamic"), l40s, ("trtllm",))
+    refused = eligibility(get_scheme("fp8-dynamic"), l40s, ("trtllm",))
     assert not refused.launchable and "9.0" in refused.reason("l40s")
 
 

@@ -15,7 +15,7 @@ from recommender.device import DeviceInfo
 from recommender.engines.eligibility import eligibility
 from recommender.fleet.launch import launch_commands
 from recommender.perf.catalog.gpus import load_catalog
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 ADA, AMPERE = (DeviceInfo("cuda", compute_capability=c) for c in ((8, 9), (8, 0)))
 
@@ -29,7 +29,7 @@ ADA, AMPERE = (DeviceInfo("cuda", compute_capability=c) for c in ((8, 9), (8, 0)
     ],
 )
 def test_only_vllm_launches_quark_fp8_where_its_quark_loader_runs(device: DeviceInfo, engines: tuple[str, ...]) -> None:
-    result = eligibility(get_method("quark-fp8"), device, ("vllm", "sglang", "tgi", "trtllm"))
+    result = eligibility(get_scheme("quark-fp8"), device, ("vllm", "sglang", "tgi", "trtllm"))
     assert result.engines == engines
 
 

@@ -1,4 +1,4 @@
-"""TensorRT-LLM emitter: `trtllm-serve` flags as tensorrt_llm/commands/serve.py spells them, the YAML only
+"""TensorRT-LLM's launch: `trtllm-serve` flags as tensorrt_llm/commands/serve.py spells them, the YAML only
 when a setting has no flag, and refusals (schemes its PyTorch backend does not load as measured, non-NVIDIA
 devices) that name the reason."""
 
@@ -14,26 +14,26 @@ import yaml
 from recommender.config.spec import load_spec
 from recommender.device import DeviceInfo
 from recommender.engines import (
-    EMITTERS,
     ENGINE_NAMES,
+    ENGINES_BY_NAME,
     SUPPORT,
-    EmittedConfig,
+    EngineLaunch,
     LaunchSettings,
     emit_all,
-    get_emitter,
+    get_engine,
     launch_flags,
 )
 from recommender.engines.eligibility import eligibility, refusal
 from recommender.engines.kernels import Kernel
-from recommender.engines.trtllm import EXTRA_OPTIONS_FILE, TrtllmEmitter
+from recommender.engines.trtllm import EXTRA_OPTIONS_FILE, TrtllmEngine
 from recommender.perf.catalog.gpus import load_catalog
-from recommender.quantize import all_methods, get_method
+from recommender.quantize import all_schemes, get_scheme
 from tests.conftest import DEMO_MODEL, DEMO_SPEC, write_suite
 
 MODEL = "/models/Llama 3.1 8B"
 CHECKPOINT = "/ckpt/fp8-dynamic (sha 1a2b)"
 CATALOG = load_catalog()
-METHODS = all_methods()
+METHODS = all_schemes()
 
 
 def device(gpu: str) -> DeviceInfo:
@@ -43,7 +43,7 @@ def device(gpu: str) -> DeviceInfo:
 def settings(method: str = "baseline", **overrides: object) -> LaunchSettings:
     values: dict[str, object] = dict(
         model=MODEL,
-        method=get_method(method),
+        method=get_scheme(method),
         dtype="bfloat16",
         tensor_parallel=2,
         max_num_seqs=64,
@@ -58,11 +58,11 @@ def settings(method: str = "baseline", **overrides: object) -> LaunchSettings:
     return LaunchSettings(**values)  # type: ignore[arg-type]
 
 
-def emit(method: str = "baseline", **overrides: object) -> EmittedConfig:
-    return get_emitter("trtllm").emit(settings(method, **overrides))
+def emit(method: str = "baseline", **overrides: object) -> EngineLaunch:
+    return get_engine("trtllm").emit(settings(method, **overrides))
 
 
-def flags(config: EmittedConfig, model: str = MODEL) -> dict[str, str]:
+def flags(config: EngineLaunch, model: str = MODEL) -> dict[str, str]:
     """The ``--flag value`` pairs after ``trtllm-serve MODEL``; each flag once, each with a value."""
     assert config.argv is not None
     assert config.argv[:2] == ["trtllm-serve", model]
@@ -121,7 +121,7 @@ def test_fp8_dynamic_checkpoint_runs_on_hopper_only() -> None:
     assert "--quantization" not in got and "--quantize" not in got
     notes = " ".join(config.notes)
     assert "checkpoint directory" in notes and "FP8_PER_CHANNEL_PER_TOKEN" in notes and "Hopper only" in notes
-    method = get_method("fp8-dynamic")
+    method = get_scheme("fp8-dynamic")
     assert refusal("trtllm", method, device("h200")) is None
     for gpu, why in (("l4", "needs 9.0"), ("a100-80gb", "needs 9.0"), ("b200", "runs only below 10.0")):
         refused = emit("fp8-dynamic", device=device(gpu))
@@ -154,13 +154,13 @@ def test_amd_and_the_cpu_are_refused() -> None:
     assert mi300x.notes == ["TensorRT-LLM does not serve baseline on AMD ROCm as it was measured: "
                             "TensorRT-LLM bf16 does not run on ROCm."]  # fmt: skip
     for method in ("baseline", "fp16", "fp8-dynamic"):
-        assert "does not run on ROCm" in (refusal("trtllm", get_method(method), device("mi300x")) or ""), method
-        assert "does not run on the CPU" in (refusal("trtllm", get_method(method), DeviceInfo("cpu")) or ""), method
+        assert "does not run on ROCm" in (refusal("trtllm", get_scheme(method), device("mi300x")) or ""), method
+        assert "does not run on the CPU" in (refusal("trtllm", get_scheme(method), DeviceInfo("cpu")) or ""), method
 
 
 def test_16_bit_needs_ampere() -> None:
-    assert refusal("trtllm", get_method("fp16"), device("t4")) == "TensorRT-LLM fp16 needs 8.0"
-    assert refusal("trtllm", get_method("fp16"), device("a10g")) is None
+    assert refusal("trtllm", get_scheme("fp16"), device("t4")) == "TensorRT-LLM fp16 needs 8.0"
+    assert refusal("trtllm", get_scheme("fp16"), device("a10g")) is None
     fp16 = emit("fp16", dtype="float16", device=device("a10g"))
     assert fp16.supported and "checkpoint saved in float16" in " ".join(fp16.notes)
 
@@ -175,7 +175,7 @@ def test_the_support_rows_are_exactly_the_schemes_with_a_flag() -> None:
 
 
 def test_a_quantization_flag_is_refused_not_emitted() -> None:
-    class Broken(TrtllmEmitter):
+    class Broken(TrtllmEngine):
         kernels = (Kernel("bf16", "TensorRT-LLM bf16", (8, 0), flag="fp8"),)
 
     with pytest.raises(ValueError, match="does not accept 'fp8'"):
@@ -183,10 +183,10 @@ def test_a_quantization_flag_is_refused_not_emitted() -> None:
 
 
 def test_registered_as_an_engine_the_spec_and_the_search_accept(tmp_path: Path) -> None:
-    assert "trtllm" in ENGINE_NAMES and isinstance(EMITTERS["trtllm"], TrtllmEmitter)
+    assert "trtllm" in ENGINE_NAMES and isinstance(ENGINES_BY_NAME["trtllm"], TrtllmEngine)
     assert [c.engine for c in emit_all(settings())][-1] == "trtllm"
-    assert eligibility(get_method("fp8-dynamic"), device("h100-sxm"), ("trtllm",)).engines == ("trtllm",)
-    int8 = eligibility(get_method("int8-w8a8"), device("l4"), ("trtllm",))
+    assert eligibility(get_scheme("fp8-dynamic"), device("h100-sxm"), ("trtllm",)).engines == ("trtllm",)
+    int8 = eligibility(get_scheme("int8-w8a8"), device("l4"), ("trtllm",))
     assert not int8.launchable and int8.reason("l4").startswith("no engine in engines: [trtllm] launches int8-w8a8")
     assert int8.fix.endswith("add vllm or sglang or tgi to engines")
 

@@ -19,7 +19,7 @@ from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.catalog.links import resolve_link
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 CATALOG = load_catalog()
 H200 = CATALOG.get("h200")
@@ -28,7 +28,7 @@ TRAFFIC = Traffic(prompt_tokens=2000, output_tokens=500, requests_per_second=20)
 SLA = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=50)
 SCOPE = PlanScope(tensor_parallel=(8,), batch_sizes=(64,), kv_cache_dtypes=("auto",))
 PERFORMANCE = PerformanceEvaluator(CATALOG, DEEPSEEK_V3, TRAFFIC, SLA, engines=("sglang",), require_price=False)
-FP8 = get_method("fp8-dynamic")
+FP8 = get_scheme("fp8-dynamic")
 
 
 def test_attention_data_parallelism_with_expert_parallelism_needs_fewer_gpus_than_tensor_parallelism() -> None:

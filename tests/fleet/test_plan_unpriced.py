@@ -21,7 +21,7 @@ from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.sim.estimate import EstimateRequest, estimate
 from recommender.perf.step.calibrated import CalibratedModel, load_fit
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 from recommender.quantize.precisions import PLANNED_PRECISIONS
 
 #: The batch caps 64, 256 with the 16-bit KV cache: the plan as it was before the ladder.
@@ -100,7 +100,7 @@ def test_the_search_still_prunes_an_unpriced_gpu_and_plan_evaluates_it() -> None
 def test_estimate_gives_an_unpriced_gpu_its_latencies() -> None:
     accel = load_catalog(price_set=NO_L4).get("l4")
     assert accel.price_per_hour_usd is None
-    request = EstimateRequest(model="llama-3.1-8b", shape=LLAMA8, method=get_method("fp8-dynamic"), accel=accel,
+    request = EstimateRequest(model="llama-3.1-8b", shape=LLAMA8, method=get_scheme("fp8-dynamic"), accel=accel,
                               profile=PROFILES["vllm"], tensor_parallel=1, concurrency=8, prompt_tokens=512,
                               output_tokens=128)
     got = estimate(request, CalibratedModel(load_fit()))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from recommender.perf.model.shape import ModelShape
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 from tests.benchmark_scripts import load_benchmark
 
 #: The probe calibration behind benchmarks/calibration_fidelity.py (not on the search path: it lives there).
@@ -32,7 +32,7 @@ def test_kernel_rates_recover_known_call_byte_and_flop_costs() -> None:
 
 
 def test_step_fit_on_one_size_predicts_another_when_times_follow_the_model() -> None:
-    method = get_method("torchao-int8-wo")
+    method = get_scheme("torchao-int8-wo")
     kernels = fit_kernel_rates("k", [(3, b, f, 3e-5 + b / 10e9 + f / 30e9) for b in (1e6, 9e6) for f in (1e6, 1e9)])
     truth = CalibratedStepTime(kernels, kernels, 4e-4, 1 / 5e9, 2e-6, 1 / 8e9, 0, 0.0, "test")
 

@@ -18,7 +18,7 @@ from recommender.models.source import ModelSource
 from recommender.quality.cache import QualityCache
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.suite import load_use_case
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 from recommender.quantize.model_cache import ModelCache
 from tests.conftest import write_suite
 
@@ -31,14 +31,14 @@ def _models(demo_model_dir: Path) -> ModelCache:
 
 def test_float32_compute_widens_the_bf16_weights_exactly(demo_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(CPU_COMPUTE_DTYPE_ENV, "bfloat16")
-    bf16 = dict(_models(demo_model_dir).get(get_method("baseline")).named_parameters())
+    bf16 = dict(_models(demo_model_dir).get(get_scheme("baseline")).named_parameters())
     monkeypatch.setenv(CPU_COMPUTE_DTYPE_ENV, "float32")
     models = _models(demo_model_dir)
     assert models.compute_dtype == "float32"
-    fp32 = dict(models.get(get_method("baseline")).named_parameters())
+    fp32 = dict(models.get(get_scheme("baseline")).named_parameters())
     assert {p.dtype for p in fp32.values()} == {torch.float32}
     assert all(torch.equal(fp32[name], bf16[name].float()) for name in bf16)
-    nf4 = models.get(get_method("bnb-nf4"))
+    nf4 = models.get(get_scheme("bnb-nf4"))
     four_bit = [m for m in nf4.modules() if type(m).__name__ == "Linear4bit"]
     assert four_bit and all(m.compute_dtype == torch.float32 for m in four_bit)
     assert {p.dtype for p in nf4.parameters()} <= {torch.float32, torch.uint8}  # packed 4-bit storage stays
@@ -51,13 +51,13 @@ def test_a_float32_result_says_so_and_never_shares_a_bf16_cache_entry(
     suite = load_use_case(write_suite(tmp_path / "suite.yaml", limit=8))
     cache = QualityCache(tmp_path / "cache")
     evaluator = QualityEvaluator(suite, _models(demo_model_dir), cache=cache, adaptive=False)
-    result = evaluator.evaluate(get_method("bnb-nf4"))
+    result = evaluator.evaluate(get_scheme("bnb-nf4"))
     assert result.compute_dtype == "float32" and result.device == "cpu, float32 compute"
     assert result.fidelity is not None and result.fidelity.mean_kl > 1e-4 and result.verdict != "unverified"
     monkeypatch.setenv(CPU_COMPUTE_DTYPE_ENV, "bfloat16")
     bf16 = QualityEvaluator(suite, _models(demo_model_dir), cache=cache, adaptive=False)
     spec = suite.tasks[0]
-    assert evaluator._key(get_method("bnb-nf4"), spec) != bf16._key(get_method("bnb-nf4"), spec)
+    assert evaluator._key(get_scheme("bnb-nf4"), spec) != bf16._key(get_scheme("bnb-nf4"), spec)
 
 
 def test_the_override_is_checked_and_gpus_keep_bfloat16(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,7 +13,7 @@ from recommender.quality.cache import QualityCache
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.statistics import MIN_CONTINUOUS_DOCS
 from recommender.quality.suite import load_use_case
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 from recommender.quantize.model_cache import ModelCache
 from tests.conftest import write_suite
 
@@ -28,13 +28,13 @@ def test_quantized_model_scored_against_baseline_and_cached(demo_model_dir: Path
     cache = QualityCache(tmp_path / "cache")
     evaluator = _evaluator(demo_model_dir, suite, cache)
 
-    base = evaluator.evaluate(get_method("baseline"))
+    base = evaluator.evaluate(get_scheme("baseline"))
     assert base.verdict == "pass"
     assert base.fidelity is not None and base.fidelity.mean_kl < 1e-6 and base.fidelity.top1_agreement == 1.0
     acc = next(c for c in base.checks if c.name == "demo_code_next_line")
     assert acc.n_docs == 8 and 0.0 <= acc.value <= 1.0 and acc.delta == 0.0 and acc.delta_ci == (0.0, 0.0)
 
-    nf4 = evaluator.evaluate(get_method("bnb-nf4"))
+    nf4 = evaluator.evaluate(get_scheme("bnb-nf4"))
     assert nf4.fidelity is not None and nf4.fidelity.mean_kl > 1e-4
     ppl = next(c for c in nf4.checks if c.name == "demo_code_ppl")
     assert ppl.delta != 0.0 and ppl.delta_ci[0] <= ppl.delta <= ppl.delta_ci[1]
@@ -45,12 +45,12 @@ def test_quantized_model_scored_against_baseline_and_cached(demo_model_dir: Path
 
     # A second evaluator (a new study, or a resumed one) with the same cache evaluates nothing.
     again = _evaluator(demo_model_dir, suite, cache)
-    nf4_again = again.evaluate(get_method("bnb-nf4"))
+    nf4_again = again.evaluate(get_scheme("bnb-nf4"))
     assert again.docs_evaluated == 0 and again.models.loads == 0
     assert nf4_again.checks == nf4.checks
 
     # A method with no CPU kernels is unverified with its reason, never "pass".
-    f8 = evaluator.evaluate(get_method("torchao-float8-dynamic"))
+    f8 = evaluator.evaluate(get_scheme("torchao-float8-dynamic"))
     assert f8.verdict == "unverified" and "cpu" in f8.reason
 
 
@@ -62,10 +62,10 @@ def test_adaptive_evaluation_stops_early_when_the_verdict_is_clear(demo_model_di
     text = text.replace("limit: 4\n", f"limit: {MIN_CONTINUOUS_DOCS}\n")
     suite.write_text(text.replace("max_relative_drop: 0.02", "max_relative_drop: 0.5"))
     evaluator = _evaluator(demo_model_dir, suite, QualityCache(tmp_path / "cache"))
-    evaluator.evaluate(get_method("baseline"))
+    evaluator.evaluate(get_scheme("baseline"))
     baseline_docs = evaluator.docs_evaluated
     assert baseline_docs == MIN_CONTINUOUS_DOCS + 40  # the reference: the whole budget of both tasks
-    result = evaluator.evaluate(get_method("torchao-int8-wo"))
+    result = evaluator.evaluate(get_scheme("torchao-int8-wo"))
     acc = next(c for c in result.checks if c.name == "demo_code_next_line")
     assert result.verdict == "pass"
     assert acc.n_docs == 10  # stopped at the first chunk of 40 / 4
@@ -75,5 +75,5 @@ def test_adaptive_evaluation_stops_early_when_the_verdict_is_clear(demo_model_di
     ppl = next(c for c in result.checks if c.name == "demo_code_ppl")
     assert ppl.looks == 1 and ppl.confidence == pytest.approx(0.95)  # 20 documents: one look, at 95 %
     # The per-document cache holds exactly what was evaluated.
-    pairs = evaluator.doc_pairs(get_method("torchao-int8-wo"), load_use_case(suite).tasks[1], 10)
+    pairs = evaluator.doc_pairs(get_scheme("torchao-int8-wo"), load_use_case(suite).tasks[1], 10)
     assert pairs.shape == (10, 2) and np.isin(pairs[:, 0], [0.0, 1.0]).all()

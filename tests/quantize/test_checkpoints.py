@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 
 from recommender.device import DeviceInfo
 from recommender.models.source import ModelSource
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 from recommender.quantize.checkpoint import CalibrationSet, CheckpointStore, QuantizeContext
 from recommender.quantize.llmcompressor import LlmCompressorScheme
 from recommender.quantize.model_cache import ModelCache
@@ -38,7 +38,7 @@ def _calibration(source: ModelSource, rows: int = 4, tokens: int = 64) -> Calibr
 
 
 def _scheme(name: str) -> LlmCompressorScheme:
-    scheme = get_method(name)
+    scheme = get_scheme(name)
     assert isinstance(scheme, LlmCompressorScheme)
     return scheme
 
@@ -125,7 +125,7 @@ def test_store_finds_a_checkpoint_instead_of_quantizing_again(tmp_path: Path, de
 
 
 def test_calibrating_scheme_without_documents_refuses(tmp_path: Path, demo_model_dir: Path) -> None:
-    from recommender.errors import MethodUnavailableError
+    from recommender.errors import SchemeUnavailableError
 
-    with pytest.raises(MethodUnavailableError, match="calibrates on documents"):
+    with pytest.raises(SchemeUnavailableError, match="calibrates on documents"):
         _scheme("w4a16-gptq-g128").checkpoint(_source(demo_model_dir), QuantizeContext(CheckpointStore(tmp_path)))

@@ -16,7 +16,7 @@ import torch
 
 from recommender.device import DeviceInfo
 from recommender.models.source import ModelSource
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 from recommender.quantize.checkpoint import CalibrationSet, CheckpointStore, QuantizeContext
 from recommender.quantize.llmcompressor import LlmCompressorScheme, load_checkpoint
 
@@ -44,7 +44,7 @@ def test_checkpoint_scores_the_same_on_cuda(tmp_path: Path, demo_model_dir: Path
     ids = source.load_tokenizer()(Path(json.__file__).read_text(), add_special_tokens=False)["input_ids"]
     rows = tuple(tuple(ids[i * 64 : (i + 1) * 64]) for i in range(8))
     context = QuantizeContext(CheckpointStore(tmp_path), lambda: CalibrationSet(rows[:4], "json/__init__.py"))
-    scheme = get_method(name)
+    scheme = get_scheme(name)
     assert isinstance(scheme, LlmCompressorScheme)
     path = scheme.checkpoint(source, context)
     windows = torch.tensor([list(r) for r in rows[4:]])

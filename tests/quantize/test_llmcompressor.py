@@ -13,7 +13,7 @@ from compressed_tensors.quantization import QuantizationStrategy
 from compressed_tensors.quantization.quant_scheme import PRESET_SCHEMES, preset_name_to_scheme
 from llmcompressor.recipe import Recipe
 
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 from recommender.quantize.llmcompressor import METHODS, PRESETS, PresetRow, preset_recipe
 
 #: What each scheme's description promises, as the preset's (weight strategy, group size, activations: strategy and
@@ -62,7 +62,7 @@ def test_preset_row_is_the_preset_llm_compressor_expects(row: PresetRow) -> None
 
 @pytest.mark.parametrize("row", PRESETS, ids=lambda row: row.name)
 def test_preset_row_scheme_is_registered_and_its_memory_model_matches_the_preset(row: PresetRow) -> None:
-    scheme = get_method(row.name)
+    scheme = get_scheme(row.name)
     assert scheme == row.scheme() and scheme.recipe == row.recipe()
     preset = preset_name_to_scheme(row.preset, list(row.targets))
     weights = preset.weights
@@ -92,7 +92,7 @@ def test_preset_recipe_is_the_recipe_text_every_checkpoint_was_keyed_by() -> Non
         "      scheme: FP8_DYNAMIC\n"
         "      ignore: [lm_head]\n"
     )
-    gptq = get_method("w4a16-gptq-g128")
+    gptq = get_scheme("w4a16-gptq-g128")
     assert gptq.recipe == preset_recipe("W4A16", modifier="GPTQModifier")  # type: ignore[attr-defined]
 
 

@@ -22,7 +22,7 @@ from recommender.quality.calibration_docs import quantize_context
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.lm_eval_runner import task_manager
 from recommender.quality.suite import load_use_case
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 from recommender.quantize import modelopt_numerics as numerics
 from recommender.quantize.checkpoint import CalibrationSet
 from recommender.quantize.model_cache import ModelCache
@@ -44,7 +44,7 @@ def _calibration(source: ModelSource, rows: int = 4, tokens: int = 128) -> Calib
 
 
 def _scheme(name: str) -> ModelOptScheme:
-    scheme = get_method(name)
+    scheme = get_scheme(name)
     assert isinstance(scheme, ModelOptScheme)
     return scheme
 
@@ -169,7 +169,7 @@ def test_demo_model_quantized_exported_reloaded_and_scored_with_lm_eval(
     source, manager = _source(demo_model_dir), task_manager(use_case)
     context = quantize_context(use_case, manager, source)
     evaluator = QualityEvaluator(use_case, ModelCache(source, CPU, context), manager=manager)
-    result = evaluator.evaluate(get_method(name))
+    result = evaluator.evaluate(get_scheme(name))
     assert result.verdict in ("pass", "fail", "inconclusive")
     assert result.fidelity is not None and result.fidelity.mean_kl > 1e-5  # quantized, not the bf16 model
     assert {c.name for c in result.checks} == {"demo_code_ppl", "demo_code_next_line", "fidelity"}

@@ -8,16 +8,16 @@ import pytest
 import torch
 
 from recommender.device import DeviceInfo
-from recommender.errors import MethodUnavailableError
+from recommender.errors import SchemeUnavailableError
 from recommender.models.source import ModelSource
-from recommender.quantize import all_methods, get_method
+from recommender.quantize import all_schemes, get_scheme
 from recommender.quantize.checkpoint_scheme import CheckpointScheme
 
 CPU = DeviceInfo("cpu")
 # Checkpoint schemes (llm-compressor, ModelOpt) are made, saved and loaded back in tests/quantize/test_checkpoints.py,
 # tests/quantize/test_modelopt.py and tests/cli/test_quantize_cli.py: here, the methods that quantize as they load.
 CPU_METHODS = sorted(
-    name for name, m in all_methods().items()
+    name for name, m in all_schemes().items()
     if m.unavailable_reason(CPU) is None and not isinstance(m, CheckpointScheme)
 )  # fmt: skip
 
@@ -30,7 +30,7 @@ def _weight_class(model: torch.nn.Module) -> str:
 @pytest.mark.parametrize("name", CPU_METHODS)
 def test_cpu_method_quantizes_and_runs(demo_model_dir: Path, name: str) -> None:
     source = ModelSource.resolve(str(demo_model_dir), base_dir=demo_model_dir)
-    model = get_method(name).load(source, CPU)
+    model = get_scheme(name).load(source, CPU)
     kind = _weight_class(model)
     expected = {
         "baseline": "Linear/Parameter",
@@ -52,11 +52,11 @@ def test_cpu_method_quantizes_and_runs(demo_model_dir: Path, name: str) -> None:
 
 
 def test_float8_dynamic_refuses_cpu_with_reason(demo_model_dir: Path) -> None:
-    method = get_method("torchao-float8-dynamic")
+    method = get_scheme("torchao-float8-dynamic")
     reason = method.unavailable_reason(CPU)
     assert reason is not None and "no cpu kernels" in reason
     source = ModelSource.resolve(str(demo_model_dir), base_dir=demo_model_dir)
-    with pytest.raises(MethodUnavailableError):
+    with pytest.raises(SchemeUnavailableError):
         method.load(source, CPU)
     assert "capability" in (method.unavailable_reason(DeviceInfo("cuda", (8, 0))) or "")
     assert method.unavailable_reason(DeviceInfo("cuda", (9, 0))) is None
@@ -78,8 +78,8 @@ def test_local_directory_checks(tmp_path: Path) -> None:
 def test_fp8_kv_cache_rounds_keys_and_values_through_float8(demo_model_dir: Path) -> None:
     source = ModelSource.resolve(str(demo_model_dir), base_dir=demo_model_dir)
     ids = torch.tensor([list(range(1, 65))])
-    base = get_method("baseline").load(source, CPU)
-    method = get_method("baseline+kv-fp8")
+    base = get_scheme("baseline").load(source, CPU)
+    method = get_scheme("baseline+kv-fp8")
     assert method.name == "baseline+kv-fp8" and method.precision == "bf16" and repr(method) != repr(base)
     fp8 = method.load(source, CPU)
     with torch.inference_mode():
@@ -92,4 +92,4 @@ def test_fp8_kv_cache_rounds_keys_and_values_through_float8(demo_model_dir: Path
         cached = fp8(ids[:, :-1], use_cache=True)
         step = fp8(ids[:, -1:], past_key_values=cached.past_key_values, use_cache=True).logits[0, -1].float()
     assert (step - rounded[0, -1]).abs().mean().item() < 0.02, (step - rounded[0, -1]).abs().mean().item()
-    assert get_method("bnb-nf4+kv-fp8").bits_per_weight == get_method("bnb-nf4").bits_per_weight
+    assert get_scheme("bnb-nf4+kv-fp8").bits_per_weight == get_scheme("bnb-nf4").bits_per_weight

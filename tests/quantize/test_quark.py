@@ -25,7 +25,7 @@ from recommender.quality.calibration_docs import quantize_context
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.lm_eval_runner import task_manager
 from recommender.quality.suite import load_use_case
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 from recommender.quantize.checkpoint import CalibrationSet
 from recommender.quantize.model_cache import ModelCache
 from recommender.quantize.quark import QuarkScheme, load_quark_checkpoint, quark_missing, read_quark_fp8
@@ -37,7 +37,7 @@ without_quark = pytest.mark.skipif(not quark_missing(), reason="amd-quark is ins
 
 
 def _scheme() -> QuarkScheme:
-    scheme = get_method("quark-fp8")
+    scheme = get_scheme("quark-fp8")
     assert isinstance(scheme, QuarkScheme)
     return scheme
 

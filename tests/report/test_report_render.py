@@ -20,7 +20,7 @@ from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA
 from recommender.decision.recommendation import Recommendation, build, result_of
 from recommender.decision.rules import pick
-from recommender.engines import EmittedConfig
+from recommender.engines import EngineLaunch
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.constraints import Constraints
 from recommender.evaluation.load_curve import LoadCurve, LoadPoint
@@ -171,7 +171,7 @@ def study() -> Study:
         use_case="support-bot",
     )
     launch = [
-        EmittedConfig(
+        EngineLaunch(
             engine="vllm",
             supported=True,
             command="vllm serve acme/chat --quantization torchao",
@@ -179,7 +179,7 @@ def study() -> Study:
             notes=["weights quantized at load"],
             sources=["https://docs.vllm.ai/en/latest/features/quantization/torchao.html"],
         ),
-        EmittedConfig(
+        EngineLaunch(
             engine="tgi",
             supported=False,
             command=None,

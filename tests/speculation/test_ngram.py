@@ -12,7 +12,7 @@ from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.speculative import SpeculativeDecoding, SpeculativeStepCost
 from recommender.perf.sim.workload import make_workload
 from recommender.perf.step.calibrated import CalibratedModel, load_fit
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 from recommender.speculation.acceptance import rate_of
 from recommender.speculation.methods import NgramMethod, parse_speculative, speculative_error
 from recommender.speculation.ngram import DecodeReplay, propose, replay
@@ -54,7 +54,7 @@ def test_speculative_names() -> None:
 @pytest.fixture(scope="module")
 def vllm_8b() -> object:
     _, shape = load_architecture("llama-3.1-8b")
-    return CalibratedModel(load_fit()).step_cost(shape, get_method("baseline"), load_catalog().get("h100-sxm"), "vllm")
+    return CalibratedModel(load_fit()).step_cost(shape, get_scheme("baseline"), load_catalog().get("h100-sxm"), "vllm")
 
 
 def test_no_drafts_and_no_acceptance_is_the_plain_step(vllm_8b: object) -> None:

@@ -93,7 +93,7 @@ def test_a_failed_computation_releases_its_claim(tmp_path: Path) -> None:
 
 def test_method_identity_is_the_same_in_every_process() -> None:
     """Quality cache keys and claim keys must agree across workers: no set order or address may leak in."""
-    code = "from recommender.quantize import all_methods as a; print('\\n'.join(m.identity() for m in a().values()))"
+    code = "from recommender.quantize import all_schemes as a; print('\\n'.join(m.identity() for m in a().values()))"
     outputs = [
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                        env={**os.environ, "PYTHONHASHSEED": seed}).stdout

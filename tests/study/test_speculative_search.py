@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from recommender.config.spec import load_spec
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 from recommender.study import prepare, run_search
 from tests.conftest import write_contract_prices, write_spec, write_suite
 
@@ -39,12 +39,12 @@ def test_acceptance_is_measured_once_per_scheme_and_read_back_from_the_cache(
     prepared = prepare(load_spec(_spec(tmp_path, demo_model_dir, 1.0)))
     first = prepared.evaluator().performance.speculation
     assert first is not None
-    rate = first.rate(get_method("baseline"), "ngram")
+    rate = first.rate(get_scheme("baseline"), "ngram")
     assert rate.documents == 4 and 1.0 <= rate.tokens_per_step <= 5.0
     assert rate.tokens_per_step_low <= rate.tokens_per_step <= rate.tokens_per_step_high
     assert first.models.loads == 1
     again = prepared.evaluator().performance.speculation  # a new process's evaluator: the disk cache answers
-    assert again is not None and again.rate(get_method("baseline"), "ngram") == rate and again.models.loads == 0
+    assert again is not None and again.rate(get_scheme("baseline"), "ngram") == rate and again.models.loads == 0
 
 
 def test_the_search_says_whether_speculation_pays_and_launches_what_it_assumed(

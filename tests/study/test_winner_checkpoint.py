@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from recommender.models.source import ModelSource
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 from recommender.quantize.checkpoint import CheckpointStore, QuantizeContext
 from recommender.quantize.llmcompressor import LlmCompressorScheme
 from recommender.study.winner_checkpoint import CHECKPOINT_DIR, place_checkpoint
@@ -21,7 +21,7 @@ SUITE = REPO / "recommender" / "demo" / "use_case.yaml"
 def test_scored_checkpoint_is_copied_under_the_study(tmp_path: Path, demo_model_dir: Path) -> None:
     source = ModelSource.resolve(str(demo_model_dir), base_dir=demo_model_dir)
     context = QuantizeContext(CheckpointStore(tmp_path / "store"))
-    scheme = get_method("fp8-dynamic")
+    scheme = get_scheme("fp8-dynamic")
     assert isinstance(scheme, LlmCompressorScheme)
     scored = scheme.checkpoint(source, context)
     placed = place_checkpoint("fp8-dynamic+kv-fp8", source, context, tmp_path / "study", use_case=SUITE,

@@ -214,7 +214,7 @@ def load_runs(
     path: Path = DEFAULT_RUNS, *, schemes: SchemeLookup, profiles: Mapping[str, EngineProfile]
 ) -> list[MeasuredRun]:
     """The runs of `path` the model can replay (see :func:`read_runs`); `schemes` and `profiles` (the
-    registries' ``get_method`` and ``PROFILES``: perf imports neither) resolve their scheme and engine names."""
+    registries' ``get_scheme`` and ``PROFILES``: perf imports neither) resolve their scheme and engine names."""
     return read_runs(path, schemes=schemes, profiles=profiles).runs
 
 

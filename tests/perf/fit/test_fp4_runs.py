@@ -14,7 +14,7 @@ from pathlib import Path
 
 from recommender.engines import PROFILES
 from recommender.perf.fit.serving_runs import read_runs
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 from tests.conftest import REPO
 
 HEADER = ("campaign,id,backend,backend_version,model_path,system,precision,gemm_quant_mode,isl,osl,batch_size,"
@@ -33,7 +33,7 @@ def _file(tmp_path: Path) -> Path:
 
 
 def test_fp4_rows_read_as_the_nvfp4_scheme(tmp_path: Path) -> None:
-    loaded = read_runs(_file(tmp_path), schemes=get_method, profiles=PROFILES)
+    loaded = read_runs(_file(tmp_path), schemes=get_scheme, profiles=PROFILES)
     assert not loaded.skipped and {r.scheme for r in loaded.runs} == {"nvfp4"}
     assert {r.numerics.precision for r in loaded.runs} == {"fp4"} and {r.hardware for r in loaded.runs} == {"b200"}
 

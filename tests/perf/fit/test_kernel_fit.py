@@ -12,12 +12,12 @@ from recommender.perf.fit.design_rows import static_row, step_features
 from recommender.perf.fit.serving_runs import DLI_STATIC_RUNS, KERNEL_RUNS, NIM_RUNS, load_runs, runs_digest
 from recommender.perf.step.calibrated import KERNEL_FIT_PATH, load_fit
 from recommender.perf.step.features import FEATURES, N_FEATURES
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 
 def test_converted_campaigns_load_whole() -> None:
-    nim = load_runs(NIM_RUNS, schemes=get_method, profiles=PROFILES)
-    dli = load_runs(DLI_STATIC_RUNS, schemes=get_method, profiles=PROFILES)
+    nim = load_runs(NIM_RUNS, schemes=get_scheme, profiles=PROFILES)
+    dli = load_runs(DLI_STATIC_RUNS, schemes=get_scheme, profiles=PROFILES)
     assert len(nim) == 787 and {r.campaign for r in nim} == {"nim-genaiperf"}
     assert {r.hardware for r in nim} == {"a100-80gb", "h100-sxm"} and {r.model for r in nim} == {"llama-3-8b",
                                                                                                   "llama-3-70b"}
@@ -31,7 +31,7 @@ def test_converted_campaigns_load_whole() -> None:
 def test_static_batch_rows_count_one_context_step_and_every_decode_step() -> None:
     """Known answers: with only the per-step feature (1 s a step), a static batch's TTFT is one step and its mean
     TPOT one step; with only per-prefill-step overhead, TPOT is 0."""
-    run = next(r for r in load_runs(DLI_STATIC_RUNS, schemes=get_method, profiles=PROFILES)
+    run = next(r for r in load_runs(DLI_STATIC_RUNS, schemes=get_scheme, profiles=PROFILES)
                if r.hardware == "h100-sxm" and r.tensor_parallel == 1 and r.concurrency > 1)  # fmt: skip
     shape = load_architecture(run.model)[1]
     row = static_row(run, step_features(run, shape, load_catalog()))

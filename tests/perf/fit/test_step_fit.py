@@ -17,7 +17,7 @@ from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.fit.serving_runs import load_runs
 from recommender.perf.fit.step_fit import BenchmarkProtocol, FitSettings, cross_validate, design_rows
 from recommender.perf.step.calibrated import load_fit
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 
 def test_no_fitted_part_of_a_step_runs_faster_than_the_datasheet() -> None:
@@ -31,7 +31,7 @@ def test_no_fitted_part_of_a_step_runs_faster_than_the_datasheet() -> None:
         assert np.all(np.asarray(coefficients) >= floors - 1e-9), coefficients
     # Runs that a KV read at half its datasheet time would fit exactly: the fit stops at the floor instead.
     kv = COEFFICIENTS.index("kv")
-    run = load_runs(schemes=get_method, profiles=PROFILES)[0]
+    run = load_runs(schemes=get_scheme, profiles=PROFILES)[0]
     ttft, tpot = np.zeros(len(COEFFICIENTS)), np.zeros(len(COEFFICIENTS))
     ttft[kv], tpot[kv] = 2.0 * run.ttft_ms, 2.0 * run.tpot_ms  # unbounded, NNLS would answer 0.5
     coefficients = fit_pooled([DesignRow(run, ttft, tpot)], FitSettings())
@@ -41,7 +41,7 @@ def test_no_fitted_part_of_a_step_runs_faster_than_the_datasheet() -> None:
 
 def test_cross_validation_predicts_a_held_out_group_better_than_chance() -> None:
     """A small refit from scratch: two groups, each predicted by the other engine's fit alone."""
-    runs = [r for r in load_runs(schemes=get_method, profiles=PROFILES)
+    runs = [r for r in load_runs(schemes=get_scheme, profiles=PROFILES)
             if r.model == "qwen3-32b" and r.tensor_parallel == 4 and r.concurrency <= 16]
     shapes = {"qwen3-32b": load_architecture("qwen3-32b")[1]}
     rows = design_rows(runs, shapes, load_catalog(), BenchmarkProtocol())
@@ -75,7 +75,7 @@ def test_a_file_of_other_gpus_and_models_loads_and_says_what_it_left_out(tmp_pat
         "g,trtllm,1.0,Qwen/Qwen3-32B,b200_sxm,,,1024,128,,1,1,,50,4",
         "h,vllm,0.12,RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8,h200_sxm,fp8,fp8,1024,128,8,2,1,,50,4",
     )  # fmt: skip
-    loaded = read_runs(path, schemes=get_method, profiles=PROFILES)
+    loaded = read_runs(path, schemes=get_scheme, profiles=PROFILES)
     assert [(r.hardware, r.model, r.scheme, r.kv_cache_dtype, r.campaign) for r in loaded.runs] == [
         ("h200", "qwen3-32b", "fp8-dynamic", "fp8", "steady"), ("b200", "llama-3.1-8b", "baseline", "auto", "sweep"),
         ("b200", "qwen3-32b", "nvfp4", "auto", "sweep"),  # FP4 rows replay as NVFP4
@@ -94,7 +94,7 @@ def test_predicting_a_run_replays_what_the_fit_computed_for_it() -> None:
     from recommender.perf.fit.step_fit import in_sample, predict_run
 
     fit = load_fit()
-    runs = [r for r in load_runs(schemes=get_method, profiles=PROFILES)
+    runs = [r for r in load_runs(schemes=get_scheme, profiles=PROFILES)
             if r.tensor_parallel == 4 and r.concurrency == 16 and r.output_tokens == 128]
     shapes = {m: load_architecture(m)[1] for m in {r.model for r in runs}}
     protocol = BenchmarkProtocol(rounds=fit.protocol_rounds, warmup_rounds=fit.protocol_warmup_rounds)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from recommender.engines import PROFILES
 from recommender.perf.fit.serving_runs import read_runs
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 HEADER = ("id,backend,backend_version,model_path,system,precision,gemm_quant_mode,isl,osl,batch_size,tp_size,"
           "pp_size,attention_dp_size,silicon_ttft_ms,silicon_tpot_ms")  # fmt: skip
@@ -21,7 +21,7 @@ def test_rows_without_positive_finite_figures_are_skipped_and_counted(tmp_path: 
             GOOD.replace("ok,", "inf_tpot,").replace(",50,4", ",50,inf")]  # fmt: skip
     path = tmp_path / "runs.csv"
     path.write_text("\n".join([HEADER, *rows]) + "\n", encoding="utf-8")
-    loaded = read_runs(path, schemes=get_method, profiles=PROFILES)
+    loaded = read_runs(path, schemes=get_scheme, profiles=PROFILES)
     assert [r.run_id for r in loaded.runs] == ["ok"]
     assert sum(loaded.skipped.values()) == 4
     reasons = " | ".join(loaded.skipped)

@@ -23,13 +23,13 @@ from recommender.perf.step.calibrated import CalibratedModel, load_fit
 from recommender.perf.step.cost import PrefillChunks
 from recommender.perf.step.upper import StepFactors, UpperStepCost
 from recommender.provenance import Provenance
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 
 @pytest.fixture(scope="module")
 def rows() -> list:  # type: ignore[type-arg]
     """A few runs of each group and both campaigns (every steady run, every fifth sweep run)."""
-    runs = load_runs(schemes=get_method, profiles=PROFILES)
+    runs = load_runs(schemes=get_scheme, profiles=PROFILES)
     picked = [r for i, r in enumerate(runs) if r.campaign == "steady" or i % 5 == 0]
     shapes = {m: load_architecture(m)[1] for m in {r.model for r in picked}}
     return bracket_rows(picked, shapes, load_catalog())
@@ -105,7 +105,7 @@ def test_an_engine_draws_its_step_interval_from_its_own_residuals_only_when_it_h
 def _cost() -> tuple[UpperStepCost, StepFactors]:
     model = CalibratedModel(load_fit())
     shape, h100 = load_architecture("llama-3.1-8b")[1], load_catalog().get("h100-sxm")
-    point = model.step_cost(shape, get_method("baseline"), h100, "vllm")
+    point = model.step_cost(shape, get_scheme("baseline"), h100, "vllm")
     factors = StepFactors(prefill=2.0, decode=1.25)
     return UpperStepCost(point, factors, Provenance("modeled", "test")), factors
 
@@ -145,7 +145,7 @@ def test_a_decode_itl_client_sees_no_prefill_stalls() -> None:
 
     model = CalibratedModel(load_fit())
     shape, h100 = load_architecture("qwen3-32b")[1], load_catalog().get("h100-sxm")
-    cost = model.step_cost(shape, get_method("baseline"), h100, "sglang", tensor_parallel=2)
+    cost = model.step_cost(shape, get_scheme("baseline"), h100, "sglang", tensor_parallel=2)
     config = replay_config(shape, cost.features, PROFILES["sglang"], concurrency=32)
     busy = ClosedLoopBenchmark(concurrency=32, prompt_tokens=2048, output_tokens=256)
     mean, itl = replay(cost, config, busy), replay(InterTokenStepCost(cost), config, busy)

@@ -8,7 +8,7 @@ import pytest
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.model.memory import kv_cache_tokens, plan_memory
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 _, LLAMA3_8B = load_architecture("llama-3.1-8b")  # the shipped config.json numbers
 
@@ -21,7 +21,7 @@ def test_shape_counts_llama3_8b() -> None:
 
 
 def test_memory_plan_known_architecture() -> None:
-    bf16 = get_method("baseline")
+    bf16 = get_scheme("baseline")
     plan = plan_memory(LLAMA3_8B, bf16, device_gb=80.0, max_num_batched_tokens=8192, max_num_seqs=256)
     # 8.03 B parameters at 2 bytes; the KV cache is 128 KiB per token.
     assert plan.weights_gb == pytest.approx(16.06, rel=0.01)
@@ -38,11 +38,11 @@ def test_memory_plan_known_architecture() -> None:
 
 
 def test_memory_refusal_gives_the_numbers() -> None:
-    plan = plan_memory(LLAMA3_8B, get_method("baseline"), device_gb=16.0)  # an 8B bf16 model on a 16 GB card
+    plan = plan_memory(LLAMA3_8B, get_scheme("baseline"), device_gb=16.0)  # an 8B bf16 model on a 16 GB card
     why = plan.shortfall(1, 2048)
     assert why is not None and "weights 16.06" in why and "14.4 GB usable" in why
     assert plan.kv_cache_tokens == 0 and plan.max_concurrent_seqs(2048) == 0
-    nf4 = plan_memory(LLAMA3_8B, get_method("bnb-nf4"), device_gb=16.0)
+    nf4 = plan_memory(LLAMA3_8B, get_scheme("bnb-nf4"), device_gb=16.0)
     assert nf4.shortfall(1, 2048) is None and nf4.max_concurrent_seqs(2048) > 1
 
 
@@ -50,7 +50,7 @@ def test_kv_capacity_comes_from_the_memory_the_device_reports() -> None:
     catalog = load_catalog()
     h100 = catalog.get("h100-sxm")
     assert h100.memory_gb == 80 and h100.device_memory_gb == pytest.approx(81559 * 2**20 / 1e9)  # 85.5 GB
-    shape, method = load_architecture("qwen3-32b")[1], get_method("baseline")
+    shape, method = load_architecture("qwen3-32b")[1], get_scheme("baseline")
     more = kv_cache_tokens(shape, method, h100, tensor_parallel=2)
     less = kv_cache_tokens(shape, method, h100.model_copy(update={"memory_mib": None}), tensor_parallel=2)
     assert more > less * 1.08  # 5.5 GB more per GPU, all of it KV cache

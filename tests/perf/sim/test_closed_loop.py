@@ -13,14 +13,14 @@ from recommender.perf.sim.scheduler_config import SchedulerConfig
 from recommender.perf.step.cost import RooflineStepCost
 from recommender.perf.step.features import N_FEATURES, FeatureStepCost, StepFeatures
 from recommender.provenance import Provenance
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 _P = Provenance("modeled", "test")
 
 
 @pytest.fixture(scope="module")
 def qwen() -> StepFeatures:
-    return StepFeatures(load_architecture("qwen3-32b")[1], get_method("baseline"), load_catalog().get("h100-sxm"), 2)
+    return StepFeatures(load_architecture("qwen3-32b")[1], get_scheme("baseline"), load_catalog().get("h100-sxm"), 2)
 
 
 def _config(mixed: bool = True) -> SchedulerConfig:

@@ -10,9 +10,9 @@ from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.sim.disaggregated import DecodeOnlyStepCost, pool_config
 from recommender.perf.sim.scheduler_config import SchedulerConfig
 from recommender.perf.step.cost import PrefillChunks, RooflineStepCost
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
-ROOFLINE = RooflineStepCost(load_architecture("llama-3.1-8b")[1], get_method("fp8-dynamic"),
+ROOFLINE = RooflineStepCost(load_architecture("llama-3.1-8b")[1], get_scheme("fp8-dynamic"),
                             load_catalog().get("h100-sxm"))  # fmt: skip
 
 

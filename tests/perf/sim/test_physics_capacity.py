@@ -14,7 +14,7 @@ from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.sim.physics_capacity import ALARM_FACTOR, physics_capacity
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 #: The batch caps 256 with the 16-bit KV cache: the plan as it was before the ladder.
 CAPS_256 = PlanScope(batch_sizes=(256,), kv_cache_dtypes=("auto",))
@@ -28,7 +28,7 @@ def test_llama_70b_fp8_on_two_l40s_is_a_few_requests_per_second() -> None:
     """The issue's worked example: 70.6 GB of FP8 weights over 2 x 864 GB/s is >= 41 ms a decode step, ~10-20 GB
     of KV cache holds a few dozen 1,280-token requests, a 1,024-token prefill is ~145 TFLOP against 1,466 dense
     FP8 TFLOPS: roughly 1.5-3 requests/s per replica."""
-    got = physics_capacity(LLAMA70, get_method("fp8-dynamic"), CATALOG.get("l40s"), tensor_parallel=2,
+    got = physics_capacity(LLAMA70, get_scheme("fp8-dynamic"), CATALOG.get("l40s"), tensor_parallel=2,
                            prompt_tokens=1024, output_tokens=256)  # fmt: skip
     assert 1.5 <= got.requests_per_s <= 6
     assert got.decode_step_s >= 0.041 and 0.08 <= got.prefill_s <= 0.15
@@ -37,13 +37,13 @@ def test_llama_70b_fp8_on_two_l40s_is_a_few_requests_per_second() -> None:
 
 
 def test_the_ceiling_follows_the_datasheet_and_the_memory() -> None:
-    fp8, l40s = get_method("fp8-dynamic"), CATALOG.get("l40s")
+    fp8, l40s = get_scheme("fp8-dynamic"), CATALOG.get("l40s")
     args = {"tensor_parallel": 2, "prompt_tokens": 1024, "output_tokens": 256}
     base = physics_capacity(LLAMA70, fp8, l40s, **args)
     faster = physics_capacity(LLAMA70, fp8, l40s.model_copy(update={"memory_bandwidth_gbps": 2 * 864}), **args)
     assert faster.decode_step_s == pytest.approx(base.decode_step_s / 2) and faster.requests_per_s > base.requests_per_s
     assert physics_capacity(LLAMA70, fp8, l40s, max_num_seqs=4, **args).batch == 4  # the engine's cap
-    too_big = physics_capacity(LLAMA70, get_method("baseline"), l40s, **args | {"tensor_parallel": 1})
+    too_big = physics_capacity(LLAMA70, get_scheme("baseline"), l40s, **args | {"tensor_parallel": 1})
     assert too_big.batch == 0 and too_big.requests_per_s == 0.0  # 141 GB of bf16 weights on one 48 GB card
 
 
@@ -74,7 +74,7 @@ def test_plan_flags_a_capacity_the_sla_holds_far_below_the_ceiling() -> None:
                      tpot_p99_ms=100), scope=CAPS_256, catalog=CATALOG)  # fmt: skip
     _flag_is_consistent(loose)
     assert loose.physics_alarm == "" and loose.physics_rps_per_replica == pytest.approx(
-        physics_capacity(LLAMA8, get_method("fp8-dynamic"), CATALOG.get("h100-sxm"), tensor_parallel=1,
+        physics_capacity(LLAMA8, get_scheme("fp8-dynamic"), CATALOG.get("h100-sxm"), tensor_parallel=1,
                          prompt_tokens=512, output_tokens=128, max_num_seqs=256).requests_per_s)  # fmt: skip
 
 

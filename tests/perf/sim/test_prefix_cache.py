@@ -18,7 +18,7 @@ from recommender.perf.sim.scheduler import ContinuousBatchingSimulation, Schedul
 from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.workload import SharedPrefix, make_workload
 from recommender.perf.step.cost import PrefillChunks, RooflineStepCost
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 _, LLAMA3_8B = load_architecture("llama-3.1-8b")
 PROMPT, PREFIX, OUTPUT = 3000, 2048, 64
@@ -26,7 +26,7 @@ PROMPT, PREFIX, OUTPUT = 3000, 2048, 64
 
 @pytest.fixture(scope="module")
 def roofline() -> RooflineStepCost:
-    return RooflineStepCost(LLAMA3_8B, get_method("baseline"), load_catalog().get("h100-sxm"))
+    return RooflineStepCost(LLAMA3_8B, get_scheme("baseline"), load_catalog().get("h100-sxm"))
 
 
 def test_cache_pins_what_is_read_and_evicts_least_recently_used_first() -> None:

@@ -12,10 +12,10 @@ from recommender.perf.sim.settle import TOLERANCE, _in_flight, requests_for, set
 from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.workload import LengthDist, make_workload
 from recommender.perf.step.cost import RooflineStepCost
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 _, LLAMA8 = load_architecture("llama-3.1-8b")
-COST = RooflineStepCost(LLAMA8, get_method("fp8-dynamic"), load_catalog().get("b200"))
+COST = RooflineStepCost(LLAMA8, get_scheme("fp8-dynamic"), load_catalog().get("b200"))
 CONFIG = SchedulerConfig(kv_cache_tokens=4_000_000, max_num_seqs=2048, max_num_batched_tokens=8192)
 PROMPT, OUTPUT = LengthDist(512, 0.5), LengthDist(1024, 0.5)
 

@@ -23,7 +23,7 @@ from recommender.perf.sim.workload import LengthDist, Workload, make_workload, w
 from recommender.perf.step.cost import RooflineStepCost, TableStepCost
 from recommender.perf.step.roofline import project_step_times
 from recommender.provenance import Provenance
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 _, LLAMA3_8B = load_architecture("llama-3.1-8b")  # the shipped config.json numbers
 DECODE_S = 0.010
@@ -53,7 +53,7 @@ def _config(**overrides: object) -> SchedulerConfig:
 
 @pytest.fixture(scope="module")
 def roofline() -> RooflineStepCost:
-    return RooflineStepCost(LLAMA3_8B, get_method("baseline"), load_catalog().get("h100-sxm"))
+    return RooflineStepCost(LLAMA3_8B, get_scheme("baseline"), load_catalog().get("h100-sxm"))
 
 
 # (a) one request alone
@@ -72,9 +72,9 @@ def test_lone_request_sees_one_prefill_then_decode_steps() -> None:
 def test_roofline_step_cost_equals_project_step_times(roofline: RooflineStepCost) -> None:
     accel = load_catalog().get("h100-sxm")
     for tp in (1, 2):
-        cost = RooflineStepCost(LLAMA3_8B, get_method("baseline"), accel, tensor_parallel=tp)
+        cost = RooflineStepCost(LLAMA3_8B, get_scheme("baseline"), accel, tensor_parallel=tp)
         ref = project_step_times(
-            LLAMA3_8B, get_method("baseline"), accel, prompt_tokens=512, batch_size=64, context_tokens=700,
+            LLAMA3_8B, get_scheme("baseline"), accel, prompt_tokens=512, batch_size=64, context_tokens=700,
             tensor_parallel=tp,
         )  # fmt: skip
         assert cost.step_seconds(512, 0, 0) == pytest.approx(ref.prefill_s, rel=1e-12)

@@ -13,7 +13,7 @@ from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.fit.serving_runs import DEFAULT_RUNS, runs_digest
 from recommender.perf.step.calibrated import FIT_PATH, CalibratedModel, load_fit
 from recommender.perf.step.features import StepFeatures
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 
 def test_linear_work_runs_at_the_peak_of_the_schemes_compute_dtype() -> None:
@@ -23,7 +23,7 @@ def test_linear_work_runs_at_the_peak_of_the_schemes_compute_dtype() -> None:
 
     shape, h100 = load_architecture("qwen3-32b")[1], load_catalog().get("h100-sxm")
     prompt, at = PrefillChunks.single(4096), FEATURES.index("linear")
-    linear = {s: StepFeatures(shape, get_method(s), h100).of_step(prompt, 0, 0)[at]
+    linear = {s: StepFeatures(shape, get_scheme(s), h100).of_step(prompt, 0, 0)[at]
               for s in ("baseline", "fp8-dynamic", "w4a16-awq-g128")}  # fmt: skip
     assert linear["fp8-dynamic"] == pytest.approx(linear["baseline"] / 2, rel=0.02)
     assert linear["w4a16-awq-g128"] == pytest.approx(linear["baseline"], rel=0.02)
@@ -39,7 +39,7 @@ def test_an_fp8_kv_cache_doubles_capacity_and_its_reads_cost_what_the_release_me
     from recommender.perf.step.cost import PrefillChunks
     from recommender.perf.step.features import FEATURES
 
-    shape, h100, fp8 = load_architecture("qwen3-32b")[1], load_catalog().get("h100-sxm"), get_method("fp8-dynamic")
+    shape, h100, fp8 = load_architecture("qwen3-32b")[1], load_catalog().get("h100-sxm"), get_scheme("fp8-dynamic")
     tokens = {kv: kv_cache_tokens(shape, fp8, h100, kv_cache_dtype=kv) for kv in ("auto", "fp8")}
     assert tokens["fp8"] == pytest.approx(2 * tokens["auto"], rel=0.01)
     kv_at = FEATURES.index("kv")

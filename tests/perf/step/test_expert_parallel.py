@@ -25,10 +25,10 @@ from recommender.perf.step.expert_parallel import (
     expert_parallel_step_costs,
 )
 from recommender.perf.step.features import FEATURES
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 H200 = load_catalog().get("h200")
-FP8 = get_method("fp8-dynamic")
+FP8 = get_scheme("fp8-dynamic")
 SHAPE = load_architecture("deepseek-v3")[1]
 NVLINK = resolve_link("nvlink", H200)
 LINKS = AllToAllLinks(node=NVLINK, network=None, gpus_per_node=8)

@@ -24,7 +24,7 @@ from recommender.perf.step.kernel_tables import (
     gemm_mode,
     kernel_package_version,
 )  # fmt: skip
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 needs_package = pytest.mark.skipif(kernel_package_version() != AIC_VERSION,
                                    reason=f"aiconfigurator-core {AIC_VERSION} is not installed here")  # fmt: skip
@@ -46,7 +46,7 @@ def test_table_reads_the_sdk_and_interpolates_between_its_points(tables: KernelT
 
     from recommender.perf.step.kernel_tables import _config_json, _is_collective
 
-    table = tables.get(llama8b, get_method("baseline"), "h100-sxm", "vllm", 1, "auto")
+    table = tables.get(llama8b, get_scheme("baseline"), "h100-sxm", "vllm", 1, "auto")
     assert "aiconfigurator-core 0.12.0" in table.source and "h100_sxm" in table.source and "vllm" in table.source
     assert 0.5 < table.measured_share <= 1.0
     import json
@@ -67,7 +67,7 @@ def test_table_reads_the_sdk_and_interpolates_between_its_points(tables: KernelT
 
 @needs_package
 def test_more_work_costs_more_time(tables: KernelTables, llama8b) -> None:  # type: ignore[no-untyped-def]
-    table = tables.get(llama8b, get_method("fp8-dynamic"), "l40s", "vllm", 1, "fp8")
+    table = tables.get(llama8b, get_scheme("fp8-dynamic"), "l40s", "vllm", 1, "fp8")
     linear = [table.linear(t) for t in (1, 64, 512, 4096, 16_384)]
     assert all(a <= b for a, b in zip(linear, linear[1:], strict=False)) and linear[-1] > 10 * linear[0]
     decode = table.decode_attention(32, np.array([32 * 512.0, 32 * 4096.0, 32 * 32_768.0]))
@@ -77,8 +77,8 @@ def test_more_work_costs_more_time(tables: KernelTables, llama8b) -> None:  # ty
 
 @needs_package
 def test_fp8_kernels_beat_bf16_on_the_same_gpu(tables: KernelTables, llama8b) -> None:  # type: ignore[no-untyped-def]
-    bf16 = tables.get(llama8b, get_method("baseline"), "h100-sxm", "trtllm", 1, "auto")
-    fp8 = tables.get(llama8b, get_method("fp8-dynamic"), "h100-sxm", "trtllm", 1, "auto")
+    bf16 = tables.get(llama8b, get_scheme("baseline"), "h100-sxm", "trtllm", 1, "auto")
+    fp8 = tables.get(llama8b, get_scheme("fp8-dynamic"), "h100-sxm", "trtllm", 1, "auto")
     assert fp8.linear(4096) < 0.85 * bf16.linear(4096)  # prefill: FP8 tensor cores
     assert fp8.linear(1) < 0.8 * bf16.linear(1)  # decode: half the weight bytes
 
@@ -94,18 +94,18 @@ def test_fp8_kernels_beat_bf16_on_the_same_gpu(tables: KernelTables, llama8b) ->
 def test_unavailable_configurations_say_why(tables: KernelTables, gpu: str, scheme: str, model: str, why: str) -> None:
     shape = load_architecture(model)[1]
     with pytest.raises(KernelTablesUnavailable, match=why):
-        tables.get(shape, get_method(scheme), gpu, "vllm" if "awq" not in scheme else "trtllm", 1, "auto")
+        tables.get(shape, get_scheme(scheme), gpu, "vllm" if "awq" not in scheme else "trtllm", 1, "auto")
 
 
 def test_schemes_map_to_the_packages_gemm_modes() -> None:
-    assert gemm_mode(get_method("baseline")) == "bfloat16"
-    assert gemm_mode(get_method("fp8-dynamic")) == "fp8"
-    assert gemm_mode(get_method("fp8-block")) == "fp8_block"
-    assert gemm_mode(get_method("int8-w8a8")) == "sq"
-    assert gemm_mode(get_method("w4a16-gptq-g128")) == "int4_wo"
-    assert gemm_mode(get_method("nvfp4")) == "nvfp4"
+    assert gemm_mode(get_scheme("baseline")) == "bfloat16"
+    assert gemm_mode(get_scheme("fp8-dynamic")) == "fp8"
+    assert gemm_mode(get_scheme("fp8-block")) == "fp8_block"
+    assert gemm_mode(get_scheme("int8-w8a8")) == "sq"
+    assert gemm_mode(get_scheme("w4a16-gptq-g128")) == "int4_wo"
+    assert gemm_mode(get_scheme("nvfp4")) == "nvfp4"
     with pytest.raises(KernelTablesUnavailable):
-        gemm_mode(get_method("bnb-llm-int8"))
+        gemm_mode(get_scheme("bnb-llm-int8"))
 
 
 @needs_package
@@ -114,10 +114,10 @@ def test_calibrated_model_answers_on_kernels_where_there_are_tables() -> None:
     assert kernels is not None, "ship recommender/perf/step/step_cost_fit_kernels.json (gpu_fidelity.py --kernels)"
     model, catalog = CalibratedModel(load_fit(), kernels), load_catalog()
     shape = load_architecture("llama-3.1-70b")[1]
-    l40s = model.step_cost(shape, get_method("fp8-dynamic"), catalog.get("l40s"), "vllm", tensor_parallel=2)
+    l40s = model.step_cost(shape, get_scheme("fp8-dynamic"), catalog.get("l40s"), "vllm", tensor_parallel=2)
     assert isinstance(l40s.features, KernelStepFeatures)
     assert l40s.provenance.basis == "measured kernels" and "l40s, vllm" in l40s.provenance.detail
-    pcie = model.step_cost(shape, get_method("fp8-dynamic"), catalog.get("h100-pcie"), "vllm", tensor_parallel=2)
+    pcie = model.step_cost(shape, get_scheme("fp8-dynamic"), catalog.get("h100-pcie"), "vllm", tensor_parallel=2)
     assert pcie.provenance.basis == "datasheet" and "no kernel tables for h100-pcie" in pcie.provenance.detail
     # one 70B decode step of 32 sequences at 2k context on 2 x L40S: tens of milliseconds, as its bandwidth says
     step = l40s.step_seconds(0, 32, 32 * 2048)
@@ -136,9 +136,9 @@ def test_without_the_package_the_datasheet_answers_and_says_so() -> None:
         "from recommender.perf.step.calibrated import CalibratedModel, load_fit, load_kernel_calibration\n"
         "from recommender.perf.catalog.architectures import load_architecture\n"
         "from recommender.perf.catalog.gpus import load_catalog\n"
-        "from recommender.quantize import get_method\n"
+        "from recommender.quantize import get_scheme\n"
         "m = CalibratedModel(load_fit(), load_kernel_calibration())\n"
-        "c = m.step_cost(load_architecture('llama-3.1-8b')[1], get_method('baseline'), load_catalog().get('l40s'), "
+        "c = m.step_cost(load_architecture('llama-3.1-8b')[1], get_scheme('baseline'), load_catalog().get('l40s'), "
         "'vllm')\n"
         "print(c.provenance.basis, '|', c.provenance.detail, '|', c.step_seconds(0, 8, 8000))\n"
     )

@@ -19,7 +19,7 @@ from recommender.perf.step.cost import PrefillChunks, RooflineStepCost
 from recommender.perf.step.features import FEATURES, StepFeatures
 from recommender.perf.step.rates import StepRates
 from recommender.perf.step.roofline import Efficiency
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 CATALOG = load_catalog()
 H100 = CATALOG.get("h100-sxm")
@@ -27,25 +27,25 @@ LLAMA = load_architecture("llama-3.1-8b")[1]
 
 
 def test_rates_of_llama_8b_fp8_on_two_h100s_are_the_datasheet_figures_split_over_the_gpus() -> None:
-    r = StepRates(LLAMA, get_method("fp8-dynamic"), H100, tensor_parallel=2, kv_cache_dtype="fp8")
+    r = StepRates(LLAMA, get_scheme("fp8-dynamic"), H100, tensor_parallel=2, kv_cache_dtype="fp8")
     assert (r.bandwidth, r.peak, r.peak16) == (3350e9, 1979e12, 989e12)
     assert r.head_flops_per_seq == 2.0 * 4096 * 128_256 / 2
     assert r.attention_flops == r.decode_attention_flops == 4 * 32 * 32 * 128 / 2  # 4 x layers x heads x head_dim
     assert r.kv_bytes_per_token == 2 * 32 * 8 * 128 * 1 / 2  # K and V, every layer, 8 KV heads, fp8, over 2 GPUs
-    assert r.weight_bytes == weight_bytes(LLAMA, get_method("fp8-dynamic")) / 2
+    assert r.weight_bytes == weight_bytes(LLAMA, get_scheme("fp8-dynamic")) / 2
     assert not r.weights_vary and r.weight_bytes_at(4096) == r.weight_bytes
 
 
 def test_weight_only_schemes_compute_at_the_16_bit_peak_and_bnb_4bit_weights_vary_with_the_tokens() -> None:
-    gptq = StepRates(LLAMA, get_method("w4a16-gptq-g128"), H100)
+    gptq = StepRates(LLAMA, get_scheme("w4a16-gptq-g128"), H100)
     assert gptq.peak == gptq.peak16 == 989e12
-    nf4 = StepRates(LLAMA, get_method("bnb-nf4"), H100)
+    nf4 = StepRates(LLAMA, get_scheme("bnb-nf4"), H100)
     assert nf4.weights_vary and nf4.weight_bytes_at(1) < nf4.weight_bytes_at(2)  # 16-bit write and read above 1 token
 
 
 def test_rates_refuse_a_tensor_parallel_degree_below_one() -> None:
     with pytest.raises(ValueError, match="tensor_parallel must be >= 1"):
-        StepRates(LLAMA, get_method("baseline"), H100, tensor_parallel=0)
+        StepRates(LLAMA, get_scheme("baseline"), H100, tensor_parallel=0)
 
 
 _GRID = [
@@ -61,14 +61,14 @@ _GRID = [
 def test_the_roofline_and_the_calibrated_features_read_the_same_rates(
     arch: str, scheme: str, gpu: str, tp: int, kv: str
 ) -> None:
-    shape, method, accel = load_architecture(arch)[1], get_method(scheme), CATALOG.get(gpu)
+    shape, method, accel = load_architecture(arch)[1], get_scheme(scheme), CATALOG.get(gpu)
     roofline = RooflineStepCost(shape, method, accel, tp, kv, Efficiency())
     features = StepFeatures(shape, method, accel, tp, kv, kv_read_at_cache_width=True)
     assert roofline.rates == features.rates == StepRates(shape, method, accel, tp, kv)
 
 
 def test_features_that_read_kv_at_16_bits_hold_rates_at_the_16_bit_width() -> None:
-    fp8 = get_method("fp8-dynamic")
+    fp8 = get_scheme("fp8-dynamic")
     at_16 = StepFeatures(LLAMA, fp8, H100, 1, "fp8", kv_read_at_cache_width=False)
     assert at_16.rates == StepRates(LLAMA, fp8, H100, 1, "auto")
     assert at_16.rates.kv_bytes_per_token == 2 * StepFeatures(LLAMA, fp8, H100, 1, "fp8").rates.kv_bytes_per_token
@@ -76,7 +76,7 @@ def test_features_that_read_kv_at_16_bits_hold_rates_at_the_16_bit_width() -> No
 
 def test_each_model_prices_a_step_from_the_rates_it_holds() -> None:
     """The roofline's bounds and the features' datasheet seconds, recomputed from the rates alone."""
-    method, eff = get_method("fp8-dynamic"), Efficiency()
+    method, eff = get_scheme("fp8-dynamic"), Efficiency()
     roofline, features = RooflineStepCost(LLAMA, method, H100, efficiency=eff), StepFeatures(LLAMA, method, H100)
     r, chunks, decode, context = roofline.rates, PrefillChunks.of([(300, 100), (17, 0)]), 5, 4000
     tokens = chunks.tokens + decode
@@ -97,7 +97,7 @@ def test_each_model_prices_a_step_from_the_rates_it_holds() -> None:
 
 def test_rates_are_plain_values_not_computed_on_each_read() -> None:
     """The simulator reads them millions of times: every rate is a stored float or bool, no property."""
-    r = StepRates(LLAMA, get_method("baseline"), H100)
+    r = StepRates(LLAMA, get_scheme("baseline"), H100)
     computed = [f.name for f in dataclasses.fields(r) if not f.init]
     assert computed and not any(isinstance(getattr(StepRates, name, None), property) for name in computed)
     assert all(type(getattr(r, name)) in (float, bool) for name in computed)

@@ -26,7 +26,7 @@ from recommender.perf.step.cost import PrefillChunks, RooflineStepCost
 from recommender.perf.step.kernels import LLM_INT8_SLOWDOWN, compute_dtype
 from recommender.perf.step.roofline import Efficiency, linear_flops, project_step_times
 from recommender.provenance import Provenance
-from recommender.quantize import get_method
+from recommender.quantize import get_scheme
 
 _, LLAMA3_8B = load_architecture("llama-3.1-8b")
 _, MIXTRAL = load_architecture("mixtral-8x7b")
@@ -44,7 +44,7 @@ def _shape(**config: Any) -> ModelShape:
 
 
 def test_bnb_4bit_reads_4_bits_at_one_token_and_dequantizes_to_16_bits_above() -> None:
-    nf4 = get_method("bnb-nf4")
+    nf4 = get_scheme("bnb-nf4")
     body, head = LLAMA3_8B.body_params, LLAMA3_8B.lm_head_params
     # One token: the fused gemv_4bit reads 4.127 bits per weight. 6.98 B x 0.516 + 0.525 B x 2 = 4.65 GB.
     assert weight_bytes(LLAMA3_8B, nf4, 1) == pytest.approx(body * nf4.bits_per_weight / 8 + head * 2)
@@ -54,7 +54,7 @@ def test_bnb_4bit_reads_4_bits_at_one_token_and_dequantizes_to_16_bits_above() -
     assert weight_bytes(LLAMA3_8B, nf4, 8) - weight_bytes(LLAMA3_8B, nf4, 1) == pytest.approx(4.0 * body)
     assert weight_bytes(LLAMA3_8B, nf4, 8) / 1e9 == pytest.approx(32.57, abs=0.01)
     # So a batch-8 decode step is slower than bf16's (15.01 GB streamed), while batch 1 is 3.2x faster.
-    bf16 = get_method("baseline")
+    bf16 = get_scheme("baseline")
     step = {
         (m.name, b): project_step_times(
             LLAMA3_8B, m, H100, prompt_tokens=1, batch_size=b, context_tokens=1, efficiency=IDEAL
@@ -71,9 +71,9 @@ def test_bnb_4bit_reads_4_bits_at_one_token_and_dequantizes_to_16_bits_above() -
 
 
 def test_llm_int8_computes_at_the_16_bit_rate_with_its_measured_slowdown() -> None:
-    int8, bf16 = get_method("bnb-llm-int8"), get_method("baseline")
+    int8, bf16 = get_scheme("bnb-llm-int8"), get_scheme("baseline")
     assert compute_dtype(int8, H100) == "bf16"  # before: "int8", at 1979 instead of 989 TFLOPS
-    assert compute_dtype(get_method("int8-w8a8"), H100) == "int8"  # a real W8A8 scheme keeps int8 peak
+    assert compute_dtype(get_scheme("int8-w8a8"), H100) == "int8"  # a real W8A8 scheme keeps int8 peak
     kw: dict[str, Any] = {"prompt_tokens": 4096, "batch_size": 64, "context_tokens": 1000, "efficiency": IDEAL}
     mixed = project_step_times(LLAMA3_8B, int8, H100, **kw)
     ref = project_step_times(LLAMA3_8B, bf16, H100, **kw)
@@ -101,7 +101,7 @@ def test_llm_int8_computes_at_the_16_bit_rate_with_its_measured_slowdown() -> No
     ],
 )
 def test_weight_only_schemes_compute_in_16_bit(scheme: str, gpu: str, dtype: str) -> None:
-    assert compute_dtype(get_method(scheme), load_catalog().get(gpu)) == dtype
+    assert compute_dtype(get_scheme(scheme), load_catalog().get(gpu)) == dtype
 
 
 # -- mixture of experts ---------------------------------------------------------------------------
@@ -114,7 +114,7 @@ def test_mixtral_memory_from_total_params_decode_from_active() -> None:
     assert MIXTRAL.total_params / 1e9 == pytest.approx(46.70, abs=0.01)
     assert MIXTRAL.active_params / 1e9 == pytest.approx(12.88, abs=0.01)
     # Memory plan from the total: 93.4 GB of bf16 weights, 46.7 GB per GPU at TP 2.
-    bf16 = get_method("baseline")
+    bf16 = get_scheme("baseline")
     assert plan_memory(MIXTRAL, bf16, device_gb=80.0).weights_gb == pytest.approx(93.41, abs=0.01)
     assert plan_memory(MIXTRAL, bf16, device_gb=80.0, tensor_parallel=2).weights_gb == pytest.approx(46.70, abs=0.01)
     # Decode FLOPs from the active parameters (embedding rows are gathered, not multiplied): 2 x 12.75 B per token.
@@ -130,7 +130,7 @@ def test_expected_distinct_experts_per_step() -> None:
     assert moe is not None
     # E (1 - (1 - k/E)^T) with E = 8, k = 2.
     assert [round(moe.expected_distinct_experts(t), 4) for t in (1, 2, 4, 64)] == [2.0, 3.5, 5.4688, 8.0]
-    bf16 = get_method("baseline")
+    bf16 = get_scheme("baseline")
     expert_bytes = MIXTRAL.expert_params * 32 * 2.0
     assert weight_bytes(MIXTRAL, bf16, 2) - weight_bytes(MIXTRAL, bf16, 1) == pytest.approx(1.5 * expert_bytes)
     # A large batch touches every expert: the whole model streams (93.14 GB of linear + lm_head).
@@ -198,7 +198,7 @@ def test_tied_embeddings_are_counted_once() -> None:
     assert tied.body_params / 1e9 == pytest.approx(0.358, abs=0.001)
     assert tied.total_params / 1e9 == pytest.approx(0.494, abs=0.001)  # before: 0.630 (embeddings twice)
     assert untied.total_params - tied.total_params == 151936 * 896
-    bf16 = get_method("baseline")
+    bf16 = get_scheme("baseline")
     gap = plan_memory(untied, bf16, device_gb=24.0).weights_gb - plan_memory(tied, bf16, device_gb=24.0).weights_gb
     assert gap == pytest.approx(151936 * 896 * 2 / 1e9)  # 0.272 GB of bf16 counted once, not twice
     # The lm_head is read every step either way.
@@ -206,7 +206,7 @@ def test_tied_embeddings_are_counted_once() -> None:
 
 
 def test_lm_head_runs_on_the_last_prompt_token_only() -> None:
-    bf16 = get_method("baseline")
+    bf16 = get_scheme("baseline")
     step = project_step_times(LLAMA3_8B, bf16, H100, prompt_tokens=4000, batch_size=1, context_tokens=1,
                               efficiency=IDEAL)  # fmt: skip
     body, head = LLAMA3_8B.body_params, LLAMA3_8B.lm_head_params
@@ -217,7 +217,7 @@ def test_lm_head_runs_on_the_last_prompt_token_only() -> None:
 
 
 def test_several_prompts_cost_the_sum_of_their_squares_in_attention() -> None:
-    cost = RooflineStepCost(LLAMA3_8B, get_method("baseline"), H100, efficiency=IDEAL)
+    cost = RooflineStepCost(LLAMA3_8B, get_scheme("baseline"), H100, efficiency=IDEAL)
     two = PrefillChunks.of([(4000, 0), (4000, 0)])
     assert (two.tokens, two.seqs, two.sum_sq) == (8000, 2, 32_000_000)
     together = cost.prefill_step_seconds(two, 0, 0)
@@ -233,7 +233,7 @@ def test_several_prompts_cost_the_sum_of_their_squares_in_attention() -> None:
 
 
 def test_a_later_chunk_attends_to_its_earlier_chunks() -> None:
-    cost = RooflineStepCost(LLAMA3_8B, get_method("baseline"), H100, efficiency=IDEAL)
+    cost = RooflineStepCost(LLAMA3_8B, get_scheme("baseline"), H100, efficiency=IDEAL)
     second = PrefillChunks.of([(2048, 2048)])  # the second half of a 4096-token prompt
     compute = cost.prefill_step_seconds(second, 0, 2048) * 989e12
     expected = 2.0 * 2048 * LLAMA3_8B.body_params + 2.0 * LLAMA3_8B.lm_head_params
@@ -261,7 +261,7 @@ class _ChunkRecorder:
 
 
 def test_the_scheduler_passes_each_prompt_of_a_step() -> None:
-    recorder = _ChunkRecorder(RooflineStepCost(LLAMA3_8B, get_method("baseline"), H100))
+    recorder = _ChunkRecorder(RooflineStepCost(LLAMA3_8B, get_scheme("baseline"), H100))
     workload = make_workload(prompt=3000, output=2, arrivals=[0.0, 0.0])
     config = SchedulerConfig(kv_cache_tokens=100_000, max_num_seqs=8, max_num_batched_tokens=8192)
     result = simulate(recorder, workload, config)
@@ -282,7 +282,7 @@ def test_the_scheduler_passes_each_prompt_of_a_step() -> None:
 def test_step_cost_agrees_with_the_roofline_for_every_kernel_path(scheme: str, arch: str, tp: int) -> None:
     """The scheduler's step cost and `project_step_times` apply the same corrections (MoE, bnb, LLM.int8)."""
     _, shape = load_architecture(arch)
-    method = get_method(scheme)
+    method = get_scheme(scheme)
     cost = RooflineStepCost(shape, method, H100, tensor_parallel=tp)
     ref = project_step_times(shape, method, H100, prompt_tokens=512, batch_size=64, context_tokens=700,
                              tensor_parallel=tp)  # fmt: skip
@@ -294,13 +294,13 @@ def test_step_cost_agrees_with_the_roofline_for_every_kernel_path(scheme: str, a
 def test_decode_is_bandwidth_bound_at_batch_one() -> None:
     h100 = load_catalog().get("h100-sxm")
     eff = Efficiency(bandwidth=1.0, compute=1.0, step_overhead_s=0.0)
-    bf16 = get_method("baseline")
+    bf16 = get_scheme("baseline")
     steps = project_step_times(LLAMA3_8B, bf16, h100, prompt_tokens=1, batch_size=1, context_tokens=1, efficiency=eff)
     expected = weight_bytes(LLAMA3_8B, bf16) / 3.35e12
     assert steps.decode_step_s == pytest.approx(expected, rel=0.01)
     # int4 weights stream ~3x fewer bytes (lm_head stays bf16).
     nf4 = project_step_times(
-        LLAMA3_8B, get_method("bnb-nf4"), h100, prompt_tokens=1, batch_size=1, context_tokens=1, efficiency=eff
+        LLAMA3_8B, get_scheme("bnb-nf4"), h100, prompt_tokens=1, batch_size=1, context_tokens=1, efficiency=eff
     )
     assert 2.5 < steps.decode_step_s / nf4.decode_step_s < 3.6
     assert steps.provenance.kind == "modeled"
