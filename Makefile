@@ -37,10 +37,11 @@ wheel-check: $(STAMP)
 test-all: $(STAMP)
 	$(BIN)/python -m pytest
 
-# ruff (rules and the complexity limit in pyproject.toml), mypy --strict on recommender/ ([tool.mypy] names
+# ruff (rules and the complexity limit in pyproject.toml) and ruff's formatter (no `# fmt: skip`), mypy --strict on recommender/ ([tool.mypy] names
 # the package), and the layer order ([tool.importlinter] in pyproject.toml; docs/architecture.md).
 lint: $(STAMP)
 	$(BIN)/ruff check recommender tests evals benchmarks docs
+	$(BIN)/ruff format --check recommender tests evals benchmarks docs
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/mypy --strict docs/references.py docs/hooks.py  # the site's generators (mypy takes packages or files)

@@ -42,8 +42,14 @@ def main() -> None:
     runs = {}
     for adaptive in (False, True):
         with tempfile.TemporaryDirectory() as tmp:
-            evaluator = QualityEvaluator(use_case, ModelCache(source, DeviceInfo("cpu")), cache=QualityCache(Path(tmp)),
-                                         limit=args.limit, manager=manager, adaptive=adaptive)  # fmt: skip
+            evaluator = QualityEvaluator(
+                use_case,
+                ModelCache(source, DeviceInfo("cpu")),
+                cache=QualityCache(Path(tmp)),
+                limit=args.limit,
+                manager=manager,
+                adaptive=adaptive,
+            )
             evaluator.evaluate(get_scheme("baseline"))
             started, docs_before = time.perf_counter(), evaluator.docs_evaluated
             verdicts = {m.name: {c.name: c.verdict for c in evaluator.evaluate(m).checks} for m in methods}

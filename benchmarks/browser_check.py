@@ -170,8 +170,9 @@ def _load(page: Page, url: str) -> list[str]:
     return []
 
 
-def check_page(browser: Browser, target: str, out: Path, *, stem: str, expect: list[str],
-               settle_s: float) -> PageReport:  # fmt: skip
+def check_page(
+    browser: Browser, target: str, out: Path, *, stem: str, expect: list[str], settle_s: float
+) -> PageReport:
     """Load one page in a fresh state and report what a reader would find broken; screenshots into `out`.
 
     Each page gets its own browser context (no cookies, storage or cache from the page before), with a
@@ -201,8 +202,15 @@ def check_page(browser: Browser, target: str, out: Path, *, stem: str, expect: l
         context.close()
 
 
-def check_pages(targets: list[str], out: Path, *, expect: list[str], settle_s: float, install: bool = True,
-                executable: str | None = None) -> list[PageReport]:  # fmt: skip
+def check_pages(
+    targets: list[str],
+    out: Path,
+    *,
+    expect: list[str],
+    settle_s: float,
+    install: bool = True,
+    executable: str | None = None,
+) -> list[PageReport]:
     """Check each page in one browser; raises RuntimeError when no Chromium can be found (or installed).
 
     The browser is the system's Chromium launched by path, so no `playwright install` download is needed.
@@ -231,8 +239,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--browser", default=None, help="the Chromium executable (default: found on PATH)")
     parser.add_argument("--no-install", action="store_true", help="do not apt-get install chromium when absent")
     args = parser.parse_args(argv)
-    reports = check_pages(args.targets, args.out, expect=args.expect, settle_s=args.settle_s,
-                          install=not args.no_install, executable=args.browser)  # fmt: skip
+    reports = check_pages(
+        args.targets,
+        args.out,
+        expect=args.expect,
+        settle_s=args.settle_s,
+        install=not args.no_install,
+        executable=args.browser,
+    )
     for report in reports:
         print(f"{'ok  ' if report.ok else 'FAIL'} {report.url}")
         for problem in report.problems:

@@ -37,8 +37,14 @@ GRID = [(prompt, batch) for prompt in (32, 128, 256) for batch in (1, 4, 16)]
 
 def _save_random_model(root: Path, size: str) -> Path:
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=2048, num_key_value_heads=2, head_dim=64, max_position_embeddings=1024,
-                         tie_word_embeddings=False, **SIZES[size])  # fmt: skip
+    config = LlamaConfig(
+        vocab_size=2048,
+        num_key_value_heads=2,
+        head_dim=64,
+        max_position_embeddings=1024,
+        tie_word_embeddings=False,
+        **SIZES[size],
+    )
     path = root / size
     LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(path)
     return path
@@ -68,14 +74,20 @@ def main() -> None:
             method_errors = [abs(calibration.predict(f) - t) / t for f, t in measured["large"]]
             if args.verbose:
                 for work, seconds in measured["large"]:
-                    print(f"  tokens {work.tokens:4d} attn {work.attention_flops:9.3g}: measured {seconds * 1e3:8.2f} "
-                          f"ms, predicted {calibration.predict(work) * 1e3:8.2f} ms")  # fmt: skip
+                    print(
+                        f"  tokens {work.tokens:4d} attn {work.attention_flops:9.3g}: measured {seconds * 1e3:8.2f} "
+                        f"ms, predicted {calibration.predict(work) * 1e3:8.2f} ms"
+                    )
             errors += method_errors
             median, p90 = np.median(method_errors), np.quantile(method_errors, 0.9)
-            print(f"{name:22s} fit on small: median |err| {calibration.fit_median_error:5.1%}; "
-                  f"predict large: median {median:5.1%}, p90 {p90:5.1%}")  # fmt: skip
-    print(f"all methods, {len(errors)} points on {local_device_label()}: "
-          f"median |error| {np.median(errors):.1%}, p90 {np.quantile(errors, 0.9):.1%}")  # fmt: skip
+            print(
+                f"{name:22s} fit on small: median |err| {calibration.fit_median_error:5.1%}; "
+                f"predict large: median {median:5.1%}, p90 {p90:5.1%}"
+            )
+    print(
+        f"all methods, {len(errors)} points on {local_device_label()}: "
+        f"median |error| {np.median(errors):.1%}, p90 {np.quantile(errors, 0.9):.1%}"
+    )
 
 
 if __name__ == "__main__":

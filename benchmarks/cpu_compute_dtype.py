@@ -90,8 +90,14 @@ def main() -> int:
             inside = a.delta_ci is None or (_inside(a.delta, b.delta_ci) and _inside(b.delta, a.delta_ci))
             same = a.verdict == b.verdict
             ok &= inside and same
-            table.add_row(name, f"{a.name} {a.metric}", *shown, "yes" if inside else "NO",
-                          f"{a.verdict}/{b.verdict}", f"{bf_s:.0f}/{fp_s:.0f}")  # fmt: skip
+            table.add_row(
+                name,
+                f"{a.name} {a.metric}",
+                *shown,
+                "yes" if inside else "NO",
+                f"{a.verdict}/{b.verdict}",
+                f"{bf_s:.0f}/{fp_s:.0f}",
+            )
         rows.append({"method": name, "bfloat16": to_data(bf), "float32": to_data(fp), "seconds": [bf_s, fp_s]})
     console.print(table)
     if args.json:

@@ -42,8 +42,9 @@ def main() -> None:
     use_case = load_use_case(args.suite)
     spec = next(t for t in use_case.tasks if t.task == args.task)
     manager = task_manager(use_case)
-    models = ModelCache(ModelSource.resolve(str(REPO / "recommender" / "demo" / "model"), base_dir=REPO),
-                        DeviceInfo("cpu"))  # fmt: skip
+    models = ModelCache(
+        ModelSource.resolve(str(REPO / "recommender" / "demo" / "model"), base_dir=REPO), DeviceInfo("cpu")
+    )
     method = get_scheme(args.method)
     model = models.get(method)
 
@@ -51,8 +52,15 @@ def main() -> None:
     for _ in range(args.repeats):
         started = time.perf_counter()
         lm = HFLM(pretrained=model, tokenizer=models.tokenizer, batch_size=use_case.batch_size)
-        lm_eval.simple_evaluate(model=lm, tasks=[args.task], task_manager=manager, limit=args.limit,
-                                bootstrap_iters=0, log_samples=True, cache_requests=False)  # fmt: skip
+        lm_eval.simple_evaluate(
+            model=lm,
+            tasks=[args.task],
+            task_manager=manager,
+            limit=args.limit,
+            bootstrap_iters=0,
+            log_samples=True,
+            cache_requests=False,
+        )
         plain.append(time.perf_counter() - started)
         with tempfile.TemporaryDirectory() as tmp:
             evaluator = QualityEvaluator(use_case, models, cache=QualityCache(Path(tmp)), manager=manager)

@@ -51,7 +51,7 @@ from recommender.perf.fit.serving_runs import (
     load_runs,
     read_runs,
     runs_digest,
-)  # fmt: skip
+)
 from recommender.perf.fit.step_fit import (
     BenchmarkProtocol,
     FitSettings,
@@ -59,7 +59,7 @@ from recommender.perf.fit.step_fit import (
     by_group,
     client_benchmark,
     replay_config,
-)  # fmt: skip
+)
 from recommender.perf.fit.validation import USE_HOLDOUTS, bracket_rows, shipped_predictions, shipped_table
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.sim.closed_loop import replay
@@ -70,7 +70,7 @@ from recommender.perf.step.calibrated import (
     HoldoutSummary,
     StepCostFit,
     load_fit,
-)  # fmt: skip
+)
 from recommender.perf.step.cost import RooflineStepCost
 from recommender.perf.step.features import StepFeatures
 from recommender.perf.step.kernel_tables import KernelTables, KernelTablesUnavailable, kernel_package_version
@@ -82,11 +82,13 @@ def _roofline(runs: list[MeasuredRun], shapes: dict[str, ModelShape], protocol: 
     catalog, out = load_catalog(), []
     for run in runs:
         shape, method, accel = shapes[run.model], get_scheme(run.scheme), catalog.get(run.hardware)
-        cost = RooflineStepCost(shape, method, accel, tensor_parallel=run.tensor_parallel,
-                                kv_cache_dtype=run.kv_cache_dtype)  # fmt: skip
+        cost = RooflineStepCost(
+            shape, method, accel, tensor_parallel=run.tensor_parallel, kv_cache_dtype=run.kv_cache_dtype
+        )
         features = StepFeatures(shape, method, accel, run.tensor_parallel, run.kv_cache_dtype)
-        config = replay_config(shape, features, run.profile, concurrency=run.concurrency,
-                               kv_cache_dtype=run.kv_cache_dtype)  # fmt: skip
+        config = replay_config(
+            shape, features, run.profile, concurrency=run.concurrency, kv_cache_dtype=run.kv_cache_dtype
+        )
         got = replay(cost, config, client_benchmark(run, protocol))
         out.append(Prediction(run, got.ttft_ms.mean, got.tpot_ms.mean, False))
     return out
@@ -96,21 +98,26 @@ def _table(title: str, table: dict[str, ErrorSummary]) -> None:
     print(f"\n{title}")
     print(f"  {'group':44s} {'runs':>5s}  {'TTFT med':>9s} {'TTFT p90':>9s}  {'TPOT med':>9s} {'TPOT p90':>9s}")
     for group, e in table.items():
-        print(f"  {group:44s} {e.runs:5d}  {e.ttft_median:9.1%} {e.ttft_p90:9.1%}  {e.tpot_median:9.1%} "
-              f"{e.tpot_p90:9.1%}")  # fmt: skip
+        print(
+            f"  {group:44s} {e.runs:5d}  {e.ttft_median:9.1%} {e.ttft_p90:9.1%}  {e.tpot_median:9.1%} {e.tpot_p90:9.1%}"
+        )
 
 
 def _holdout_table(title: str, table: dict[str, HoldoutSummary]) -> None:
     print(f"\n{title}")
     width = max(len(v) for v in table)
-    print(f"  {'left out':{width}s} {'runs':>5s}  {'TTFT med':>8s} {'p90':>6s}  {'TPOT med':>8s} {'p90':>6s}  "
-          f"{'bracket TTFT':>12s} {'p90':>6s} {'in bracket':>10s}  {'cover TTFT':>10s} {'TPOT':>6s}  "
-          f"{'before':>6s} {'':>6s}")  # fmt: skip
+    print(
+        f"  {'left out':{width}s} {'runs':>5s}  {'TTFT med':>8s} {'p90':>6s}  {'TPOT med':>8s} {'p90':>6s}  "
+        f"{'bracket TTFT':>12s} {'p90':>6s} {'in bracket':>10s}  {'cover TTFT':>10s} {'TPOT':>6s}  "
+        f"{'before':>6s} {'':>6s}"
+    )
     for value, e in table.items():
-        print(f"  {value:{width}s} {e.runs:5d}  {e.ttft_median:8.1%} {e.ttft_p90:6.1%}  {e.tpot_median:8.1%} "
-              f"{e.tpot_p90:6.1%}  {e.bracket_ttft_median:12.1%} {e.bracket_ttft_p90:6.1%} {e.explained_ttft:10.0%}  "
-              f"{_share(e.coverage_ttft):>10s} {_share(e.coverage_tpot):>6s}  {_share(e.coverage_ttft_before):>6s} "
-              f"{_share(e.coverage_tpot_before):>6s}")  # fmt: skip
+        print(
+            f"  {value:{width}s} {e.runs:5d}  {e.ttft_median:8.1%} {e.ttft_p90:6.1%}  {e.tpot_median:8.1%} "
+            f"{e.tpot_p90:6.1%}  {e.bracket_ttft_median:12.1%} {e.bracket_ttft_p90:6.1%} {e.explained_ttft:10.0%}  "
+            f"{_share(e.coverage_ttft):>10s} {_share(e.coverage_tpot):>6s}  {_share(e.coverage_ttft_before):>6s} "
+            f"{_share(e.coverage_tpot_before):>6s}"
+        )
 
 
 def _share(value: float | None) -> str:
@@ -134,22 +141,28 @@ def _check_json_out(path: Path) -> None:
 def _predict(path: Path, json_out: Path | None) -> None:
     """Out of sample: `path`'s runs through the shipped coefficients."""
     if not path.is_file():
-        _refuse(f"--predict: no file {path}",
-                "pass a CSV with the columns of recommender/perf/fit/measured_runs/serving_runs_h100.csv")  # fmt: skip
+        _refuse(
+            f"--predict: no file {path}",
+            "pass a CSV with the columns of recommender/perf/fit/measured_runs/serving_runs_h100.csv",
+        )
     try:
         loaded = read_runs(path, schemes=get_scheme, profiles=PROFILES)
     except (UnicodeDecodeError, csv.Error) as exc:
         _refuse(f"--predict: {path} is not a readable CSV ({exc})", "pass a UTF-8 CSV with the shared file's columns")
     if not loaded.runs:
-        _refuse(f"--predict: none of the {sum(loaded.skipped.values())} rows of {path} can be replayed "
-                f"({'; '.join(sorted(loaded.skipped)) or 'the file has no rows'})",
-                "rows need a known engine, GPU, precision and shipped model")  # fmt: skip
+        _refuse(
+            f"--predict: none of the {sum(loaded.skipped.values())} rows of {path} can be replayed "
+            f"({'; '.join(sorted(loaded.skipped)) or 'the file has no rows'})",
+            "rows need a known engine, GPU, precision and shipped model",
+        )
     fit, catalog = load_fit(), load_catalog()
     shapes = {m: load_architecture(m)[1] for m in sorted({r.model for r in loaded.runs})}
     started = time.perf_counter()
     predictions = shipped_predictions(bracket_rows(loaded.runs, shapes, catalog), fit)
-    print(f"{len(loaded.runs)} runs of {path} replayed through {FIT_PATH.name} under every client protocol "
-          f"(fitted on {fit.data.split(':')[0]}) in {time.perf_counter() - started:.1f} s")  # fmt: skip
+    print(
+        f"{len(loaded.runs)} runs of {path} replayed through {FIT_PATH.name} under every client protocol "
+        f"(fitted on {fit.data.split(':')[0]}) in {time.perf_counter() - started:.1f} s"
+    )
     for why, count in sorted(loaded.skipped.items()):
         print(f"  skipped {count} rows: {why}")
     table = shipped_table(predictions, fit, key=lambda run: f"{run.campaign}/{run.hardware}/{run.group}")
@@ -164,8 +177,9 @@ def _covered(runs: list[MeasuredRun], shapes: dict[str, ModelShape], tables: Ker
     kept, missing = [], Counter[str]()
     for run in runs:
         try:
-            tables.get(shapes[run.model], run.numerics, run.hardware, run.engine, run.tensor_parallel,
-                       run.kv_cache_dtype)  # fmt: skip
+            tables.get(
+                shapes[run.model], run.numerics, run.hardware, run.engine, run.tensor_parallel, run.kv_cache_dtype
+            )
             kept.append(run)
         except KernelTablesUnavailable as exc:
             missing[str(exc)] += 1
@@ -184,13 +198,24 @@ def _kernel_fit(args: argparse.Namespace) -> None:
     started, tables = time.perf_counter(), KernelTables()
     runs = _covered(runs, shapes, tables)
     catalog = load_catalog()
-    print(f"{len(runs)} runs with kernel tables from {', '.join(str(f) for f in files)}; tables built in "
-          f"{time.perf_counter() - started:.1f} s")  # fmt: skip
+    print(
+        f"{len(runs)} runs with kernel tables from {', '.join(str(f) for f in files)}; tables built in "
+        f"{time.perf_counter() - started:.1f} s"
+    )
     rows = bracket_rows(runs, shapes, catalog, kernels=tables)
-    fit = build_fit(rows, data=KERNEL_RUNS_SOURCE, data_sha256=runs_digest(*files), protocol=BenchmarkProtocol(),
-                    settings=FitSettings(), profiles=PROFILES, interval_holdouts=USE_HOLDOUTS)  # fmt: skip
-    print(f"design rows and fits in {time.perf_counter() - started:.1f} s; pooled coefficients: " + ", ".join(
-        f"{n} {c:.3g}" for n, c in zip(fit.coefficient_names, fit.pooled, strict=True) if c))  # fmt: skip
+    fit = build_fit(
+        rows,
+        data=KERNEL_RUNS_SOURCE,
+        data_sha256=runs_digest(*files),
+        protocol=BenchmarkProtocol(),
+        settings=FitSettings(),
+        profiles=PROFILES,
+        interval_holdouts=USE_HOLDOUTS,
+    )
+    print(
+        f"design rows and fits in {time.perf_counter() - started:.1f} s; pooled coefficients: "
+        + ", ".join(f"{n} {c:.3g}" for n, c in zip(fit.coefficient_names, fit.pooled, strict=True) if c)
+    )
     _report(fit, args.json, before=None)
     if args.write:
         KERNEL_FIT_PATH.write_text(fit.model_dump_json(indent=1) + "\n", encoding="utf-8")
@@ -202,14 +227,17 @@ def _report(fit: StepCostFit, json_out: Path | None, before: dict[str, ErrorSumm
         _table("Before: assumed-efficiency roofline, same closed-loop replay", before)
     _table("Leave-one-group-out cross-validation", fit.cross_validation)
     _table("In sample (the shipped coefficients on the runs they were fitted on)", fit.in_sample)
-    print("\nHeld out whole (errors with each campaign's client; bracket: error outside [burst, steady] client "
-          "protocols; cover: share of runs inside the nominal 90 % interval, step residuals + bracket, and before: "
-          "benchmark-mean residuals)")  # fmt: skip
+    print(
+        "\nHeld out whole (errors with each campaign's client; bracket: error outside [burst, steady] client "
+        "protocols; cover: share of runs inside the nominal 90 % interval, step residuals + bracket, and before: "
+        "benchmark-mean residuals)"
+    )
     for name, table in fit.validation.items():
         _holdout_table(f"Leave one {name} out", table)
     if json_out:
         doc = {"cross_validation": fit.cross_validation, "in_sample": fit.in_sample} | (
-            {"before": before} if before is not None else {})
+            {"before": before} if before is not None else {}
+        )
         tables = {k: {g: e.model_dump() for g, e in t.items()} for k, t in doc.items()}
         tables |= {f"leave_one_{k}_out": {g: e.model_dump() for g, e in t.items()} for k, t in fit.validation.items()}
         json_out.write_text(json.dumps(tables, indent=2))
@@ -218,16 +246,28 @@ def _report(fit: StepCostFit, json_out: Path | None, before: dict[str, ErrorSumm
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=Path, default=DEFAULT_RUNS)
-    parser.add_argument("--kernels", action="store_true",
-                        help="fit and validate the kernel-table step cost (aiconfigurator-core's measured kernels + "
-                        f"fitted host time) on the runs of {', '.join(p.name for p in KERNEL_RUNS)}; with --write, "
-                        f"write {KERNEL_FIT_PATH.name}")
-    parser.add_argument("--kernel-runs", dest="runs_files", type=Path, action="append",
-                        help="with --kernels: a runs file to fit on (repeatable; default: the shipped files)")
+    parser.add_argument(
+        "--kernels",
+        action="store_true",
+        help="fit and validate the kernel-table step cost (aiconfigurator-core's measured kernels + "
+        f"fitted host time) on the runs of {', '.join(p.name for p in KERNEL_RUNS)}; with --write, "
+        f"write {KERNEL_FIT_PATH.name}",
+    )
+    parser.add_argument(
+        "--kernel-runs",
+        dest="runs_files",
+        type=Path,
+        action="append",
+        help="with --kernels: a runs file to fit on (repeatable; default: the shipped files)",
+    )
     parser.add_argument("--write", action="store_true", help=f"write the fitted artifact to {FIT_PATH}")
     parser.add_argument("--json", type=Path, help="also write the error tables as JSON here")
-    parser.add_argument("--predict", type=Path, metavar="FILE",
-                        help="replay FILE's runs through the shipped fit (out of sample) instead of refitting")
+    parser.add_argument(
+        "--predict",
+        type=Path,
+        metavar="FILE",
+        help="replay FILE's runs through the shipped fit (out of sample) instead of refitting",
+    )
     args = parser.parse_args()
     if args.json is not None:  # before any table is printed: a missing or read-only folder is refused first
         _check_json_out(args.json)
@@ -242,11 +282,19 @@ def main() -> None:
     protocol, settings = BenchmarkProtocol(), FitSettings()
     started = time.perf_counter()
     rows = bracket_rows(runs, shapes, load_catalog())
-    fit = build_fit(rows, data=RUNS_SOURCE, data_sha256=runs_digest(args.runs), protocol=protocol, settings=settings,
-                    profiles=PROFILES)
+    fit = build_fit(
+        rows,
+        data=RUNS_SOURCE,
+        data_sha256=runs_digest(args.runs),
+        protocol=protocol,
+        settings=settings,
+        profiles=PROFILES,
+    )
     print(f"{len(runs)} runs from {args.runs}; design rows and fits in {time.perf_counter() - started:.1f} s")
-    print(f"client modelled: closed loop, {protocol.rounds} x concurrency requests; the sweep campaign counts its "
-          "opening burst, the steady one drops half as warm-up; the bracket spans both for every run")  # fmt: skip
+    print(
+        f"client modelled: closed loop, {protocol.rounds} x concurrency requests; the sweep campaign counts its "
+        "opening burst, the steady one drops half as warm-up; the bracket spans both for every run"
+    )
     _report(fit, args.json, before=by_group(_roofline(runs, shapes, protocol)))
     if args.write:
         FIT_PATH.write_text(fit.model_dump_json(indent=1) + "\n", encoding="utf-8")

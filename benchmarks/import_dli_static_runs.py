@@ -21,13 +21,32 @@ from collections import Counter
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parents[1] / "recommender/perf/fit/measured_runs/dli_trtllm090_static.csv"
-MODELS = {"LLaMA v2 7B": "meta-llama/Llama-2-7b-hf", "LLaMA v2 13B": "meta-llama/Llama-2-13b-hf",
-          "LLaMA v2 70B": "meta-llama/Llama-2-70b-hf"}
+MODELS = {
+    "LLaMA v2 7B": "meta-llama/Llama-2-7b-hf",
+    "LLaMA v2 13B": "meta-llama/Llama-2-13b-hf",
+    "LLaMA v2 70B": "meta-llama/Llama-2-70b-hf",
+}
 GPUS = {"L40S": "l40s", "H100 80GB HBM3": "h100_sxm", "H200 141GB HBM3": "h200_sxm", "A100-SXM4-80GB": "a100_sxm"}
 PRECISIONS = {"FP8": "fp8", "Mixed": "float16"}
-COLUMNS = ["campaign", "client", "id", "backend", "backend_version", "model_path", "system", "precision",
-           "gemm_quant_mode", "isl", "osl", "batch_size", "tp_size", "pp_size", "attention_dp_size", "silicon_ttft_ms",
-           "silicon_tpot_ms"]
+COLUMNS = [
+    "campaign",
+    "client",
+    "id",
+    "backend",
+    "backend_version",
+    "model_path",
+    "system",
+    "precision",
+    "gemm_quant_mode",
+    "isl",
+    "osl",
+    "batch_size",
+    "tp_size",
+    "pp_size",
+    "attention_dp_size",
+    "silicon_ttft_ms",
+    "silicon_tpot_ms",
+]
 
 
 def convert(source: Path) -> tuple[list[dict[str, str]], Counter[str]]:
@@ -41,15 +60,29 @@ def convert(source: Path) -> tuple[list[dict[str, str]], Counter[str]]:
                 skipped[f"gpu {row['gpu']}"] += 1
                 continue
             system, precision = GPUS[row["gpu"]], PRECISIONS[row["precision"]]
-            rows.append({
-                "campaign": "dli-trtllm090-static", "client": "static", "backend": "trtllm", "backend_version": "0.9.0",
-                "id": f"dli_{row['model'].split()[-1].lower()}_{system}_{precision}_tp{row['tp']}_{row['input_tokens']}"
-                      f"x{row['output_tokens']}_b{row['batch_size_static']}_{i}",
-                "model_path": MODELS[row["model"]], "system": system, "precision": precision, "gemm_quant_mode": "",
-                "isl": row["input_tokens"], "osl": row["output_tokens"], "batch_size": row["batch_size_static"],
-                "tp_size": row["tp"], "pp_size": row["pp"] or "1", "attention_dp_size": "",
-                "silicon_ttft_ms": row["ttft_ms"], "silicon_tpot_ms": f"{float(row['tpot_ms']):.4f}",
-            })  # fmt: skip
+            rows.append(
+                {
+                    "campaign": "dli-trtllm090-static",
+                    "client": "static",
+                    "backend": "trtllm",
+                    "backend_version": "0.9.0",
+                    "id": f"dli_{row['model'].split()[-1].lower()}_{system}_{precision}"
+                    f"_tp{row['tp']}_{row['input_tokens']}"
+                    f"x{row['output_tokens']}_b{row['batch_size_static']}_{i}",
+                    "model_path": MODELS[row["model"]],
+                    "system": system,
+                    "precision": precision,
+                    "gemm_quant_mode": "",
+                    "isl": row["input_tokens"],
+                    "osl": row["output_tokens"],
+                    "batch_size": row["batch_size_static"],
+                    "tp_size": row["tp"],
+                    "pp_size": row["pp"] or "1",
+                    "attention_dp_size": "",
+                    "silicon_ttft_ms": row["ttft_ms"],
+                    "silicon_tpot_ms": f"{float(row['tpot_ms']):.4f}",
+                }
+            )
     return rows, skipped
 
 

@@ -18,12 +18,30 @@ import csv
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parents[1] / "recommender/perf/fit/measured_runs/nim_genaiperf_a100_h100.csv"
-MODELS = {"meta-llama3-8b-instruct": "meta-llama/Meta-Llama-3-8B-Instruct",
-          "meta-llama3-70b-instruct": "meta-llama/Meta-Llama-3-70B-Instruct"}
+MODELS = {
+    "meta-llama3-8b-instruct": "meta-llama/Meta-Llama-3-8B-Instruct",
+    "meta-llama3-70b-instruct": "meta-llama/Meta-Llama-3-70B-Instruct",
+}
 GPUS = {"A100-SXM4-80GB": "a100_sxm", "H100_80GB_HBM3": "h100_sxm"}
 PRECISIONS = {"fp16": "float16", "bf16": "bf16", "fp8": "fp8"}
-COLUMNS = ["campaign", "id", "backend", "backend_version", "model_path", "system", "precision", "gemm_quant_mode",
-           "isl", "osl", "batch_size", "tp_size", "pp_size", "attention_dp_size", "silicon_ttft_ms", "silicon_tpot_ms"]
+COLUMNS = [
+    "campaign",
+    "id",
+    "backend",
+    "backend_version",
+    "model_path",
+    "system",
+    "precision",
+    "gemm_quant_mode",
+    "isl",
+    "osl",
+    "batch_size",
+    "tp_size",
+    "pp_size",
+    "attention_dp_size",
+    "silicon_ttft_ms",
+    "silicon_tpot_ms",
+]
 
 
 def convert(source: Path) -> list[dict[str, str]]:
@@ -31,16 +49,27 @@ def convert(source: Path) -> list[dict[str, str]]:
     with source.open(newline="", encoding="utf-8") as f:
         for i, row in enumerate(csv.DictReader(f)):
             system, precision = GPUS[row["gpu"]], PRECISIONS[row["precision"]]
-            rows.append({
-                "campaign": "nim-genaiperf", "backend": "trtllm", "backend_version": "",
-                "id": f"nim_{row['model'].removeprefix('meta-').removesuffix('-instruct')}_{system}_{precision}"
-                      f"_tp{row['tp']}_{row['input_tokens']}x{row['output_tokens']}_c{row['concurrency']}_{i}",
-                "model_path": MODELS[row["model"]], "system": system, "precision": precision, "gemm_quant_mode": "",
-                "isl": row["input_tokens"], "osl": row["output_tokens"], "batch_size": row["concurrency"],
-                "tp_size": row["tp"], "pp_size": "1", "attention_dp_size": "",
-                "silicon_ttft_ms": f"{float(row['ttft_ms_avg_computed']):.4f}",
-                "silicon_tpot_ms": f"{float(row['itl_ms_avg_computed']):.4f}",
-            })  # fmt: skip
+            rows.append(
+                {
+                    "campaign": "nim-genaiperf",
+                    "backend": "trtllm",
+                    "backend_version": "",
+                    "id": f"nim_{row['model'].removeprefix('meta-').removesuffix('-instruct')}_{system}_{precision}"
+                    f"_tp{row['tp']}_{row['input_tokens']}x{row['output_tokens']}_c{row['concurrency']}_{i}",
+                    "model_path": MODELS[row["model"]],
+                    "system": system,
+                    "precision": precision,
+                    "gemm_quant_mode": "",
+                    "isl": row["input_tokens"],
+                    "osl": row["output_tokens"],
+                    "batch_size": row["concurrency"],
+                    "tp_size": row["tp"],
+                    "pp_size": "1",
+                    "attention_dp_size": "",
+                    "silicon_ttft_ms": f"{float(row['ttft_ms_avg_computed']):.4f}",
+                    "silicon_tpot_ms": f"{float(row['itl_ms_avg_computed']):.4f}",
+                }
+            )
     return rows
 
 

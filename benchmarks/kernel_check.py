@@ -53,8 +53,12 @@ def _expected(out: Path) -> None:
                 for mode in ("bfloat16", "fp8"):
                     handle = EngineHandle.compile(folder, system, "vllm", tp_size=tp, gemm_quant_mode=mode)
                     rows = doc["gpus"].setdefault(gpu, {}).setdefault(f"{model}/tp{tp}/{mode}", {})
-                    rows["_shapes"] = {"gemm_k_n": _gemm_dims(shape, tp), "heads": shape.n_heads // tp,
-                                       "kv_heads": max(shape.n_kv_heads // tp, 1), "head_dim": shape.head_dim}
+                    rows["_shapes"] = {
+                        "gemm_k_n": _gemm_dims(shape, tp),
+                        "heads": shape.n_heads // tp,
+                        "kv_heads": max(shape.n_kv_heads // tp, 1),
+                        "head_dim": shape.head_dim,
+                    }
                     for t in TOKENS:
                         per_op = handle.mixed_step_breakdown_per_op(t, 0, t, 2)[0]
                         ops = {op[0]: op[1] / shape.n_layers for op in per_op}
@@ -87,8 +91,12 @@ def _gemm_dims(s: Any, tp: int) -> dict[str, tuple[int, int]]:
     """(K, N) of one layer's GEMMs per GPU at tensor-parallel degree `tp` (column-parallel QKV and gate/up,
     row-parallel output projection and down)."""
     qkv = (s.n_heads + 2 * s.n_kv_heads) * s.head_dim // tp
-    return {"qkv_gemm": (s.hidden, qkv), "proj_gemm": (s.n_heads * s.head_dim // tp, s.hidden),
-            "gate_ffn1_gemm": (s.hidden, 2 * s.intermediate // tp), "ffn2_gemm": (s.intermediate // tp, s.hidden)}
+    return {
+        "qkv_gemm": (s.hidden, qkv),
+        "proj_gemm": (s.n_heads * s.head_dim // tp, s.hidden),
+        "gate_ffn1_gemm": (s.hidden, 2 * s.intermediate // tp),
+        "ffn2_gemm": (s.intermediate // tp, s.hidden),
+    }
 
 
 def _gemm_ms(torch: Any, m: int, k: int, n: int, fp8: bool) -> float:
@@ -146,8 +154,9 @@ def _run(expected: Path, json_out: Path | None) -> int:
     ratios = [got / table for _, _, table, got in rows if table > 0]
     print(f"median measured / table {statistics.median(ratios):.2f} over {len(ratios)} ops")
     if json_out:
-        json_out.write_text(json.dumps([dict(zip(("config", "op", "table_ms", "measured_ms"), r, strict=True))
-                                        for r in rows], indent=1))  # fmt: skip
+        json_out.write_text(
+            json.dumps([dict(zip(("config", "op", "table_ms", "measured_ms"), r, strict=True)) for r in rows], indent=1)
+        )
     return 0
 
 

@@ -43,8 +43,15 @@ def _setup(gpu: str, tp: int, context: int) -> tuple[StepCostModel, SchedulerCon
     accel = load_catalog().get(gpu)
     method = get_scheme("baseline")
     cost = CalibratedModel(load_fit()).step_cost(shape, method, accel, "vllm", tensor_parallel=tp)
-    memory = plan_memory(shape, method, device_gb=accel.device_memory_gb, memory_utilization=0.9,
-                         tensor_parallel=tp, max_num_batched_tokens=8192, max_num_seqs=256)  # fmt: skip
+    memory = plan_memory(
+        shape,
+        method,
+        device_gb=accel.device_memory_gb,
+        memory_utilization=0.9,
+        tensor_parallel=tp,
+        max_num_batched_tokens=8192,
+        max_num_seqs=256,
+    )
     assert memory.kv_cache_tokens > context
     return cost, SchedulerConfig(kv_cache_tokens=memory.kv_cache_tokens, max_num_seqs=256)
 
@@ -62,8 +69,10 @@ def speculation_table() -> None:
         spec = SpeculativeDecoding("ngram", K, tokens, drafted)
         lone = simulate(cost, trickle, config, speculation=spec)
         full = simulate(cost, busy, config, speculation=spec)
-        print(f"{tokens:>11.2f} {drafted:>11.2f} {plain_lone.tpot_ms.p50 / lone.tpot_ms.p50:>14.2f}x "
-              f"{full.output_tokens_per_s / plain_busy.output_tokens_per_s:>19.2f}x")  # fmt: skip
+        print(
+            f"{tokens:>11.2f} {drafted:>11.2f} {plain_lone.tpot_ms.p50 / lone.tpot_ms.p50:>14.2f}x "
+            f"{full.output_tokens_per_s / plain_busy.output_tokens_per_s:>19.2f}x"
+        )
     print("published: up to 2.8x at QPS 1 (acceptance not published); 1.8x slower (0.56x) at high QPS")
 
 
@@ -74,17 +83,21 @@ def prefix_table() -> None:
     warm = make_workload(prompt=long_prompt, output=16, arrivals=[0.0, 600.0], prefix=SharedPrefix(long_prompt - 1))
     first, again = simulate(cost, cold, config), simulate(cost, warm, config)
     print("\nprefix caching, Llama-3.1-70B bf16, 8x H100, vLLM calibrated step cost")
-    print(f"a 120,000-token conversation sent twice (16 tokens out): TTFT cold {first.ttft_s[1]:.2f} s, warm "
-          f"{again.ttft_s[1]:.3f} s; end to end cold {first.e2e_s[1]:.2f} s, warm {again.e2e_s[1]:.2f} s "
-          f"({first.e2e_s[1] / again.e2e_s[1]:.1f}x); published (TGI v3, ~200k tokens, end to end): 12.1 s -> 2 s "
-          "(6x)")  # fmt: skip
+    print(
+        f"a 120,000-token conversation sent twice (16 tokens out): TTFT cold {first.ttft_s[1]:.2f} s, warm "
+        f"{again.ttft_s[1]:.3f} s; end to end cold {first.e2e_s[1]:.2f} s, warm {again.e2e_s[1]:.2f} s "
+        f"({first.e2e_s[1] / again.e2e_s[1]:.1f}x); published (TGI v3, ~200k tokens, end to end): 12.1 s -> 2 s "
+        "(6x)"
+    )
     cost4, config4 = _setup("h100-sxm", 4, 3000 + 128)
     for fraction in (0.0, 1.0):
         w = make_workload(prompt=3000, output=128, n_requests=600, rate=3.0, prefix=SharedPrefix(2048, fraction))
         r = simulate(cost4, w, config4)
-        print(f"3,000-token prompts at 3 req/s on 4x H100, 2,048-token system prompt on {fraction:.0%}: hit rate "
-              f"{r.prefix_hit_rate:.0%}, P50 TTFT {r.ttft_ms.p50:.0f} ms, P99 TTFT {r.ttft_ms.p99:.0f} ms, "
-              f"prompt tokens computed {r.prefill_tokens:,}")  # fmt: skip
+        print(
+            f"3,000-token prompts at 3 req/s on 4x H100, 2,048-token system prompt on {fraction:.0%}: hit rate "
+            f"{r.prefix_hit_rate:.0%}, P50 TTFT {r.ttft_ms.p50:.0f} ms, P99 TTFT {r.ttft_ms.p99:.0f} ms, "
+            f"prompt tokens computed {r.prefill_tokens:,}"
+        )
 
 
 if __name__ == "__main__":

@@ -65,14 +65,21 @@ class TemporaryPostgres:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        subprocess.run([*self._prefix, initdb, "-D", str(self.data), "-A", "trust", "-U", "postgres"], check=True,
-                       capture_output=True, timeout=120)  # fmt: skip
+        subprocess.run(
+            [*self._prefix, initdb, "-D", str(self.data), "-A", "trust", "-U", "postgres"],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         self._ctl("start")
         return self
 
     def __exit__(self, *_: object) -> None:
-        subprocess.run([*self._prefix, self._pg_ctl, "-D", str(self.data), "-m", "immediate", "stop"],
-                       capture_output=True, timeout=60)  # fmt: skip
+        subprocess.run(
+            [*self._prefix, self._pg_ctl, "-D", str(self.data), "-m", "immediate", "stop"],
+            capture_output=True,
+            timeout=60,
+        )
         shutil.rmtree(self.root, ignore_errors=True)
 
     @property
@@ -90,8 +97,12 @@ class TemporaryPostgres:
         if down_s <= 0:
             self._ctl("restart")
         else:
-            subprocess.run([*self._prefix, self._pg_ctl, "-D", str(self.data), "-m", "fast", "-w", "stop"],
-                           check=True, capture_output=True, timeout=120)  # fmt: skip
+            subprocess.run(
+                [*self._prefix, self._pg_ctl, "-D", str(self.data), "-m", "fast", "-w", "stop"],
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
             time.sleep(down_s)
             self._ctl("start")
         return time.perf_counter() - started
@@ -107,43 +118,100 @@ class TemporaryPostgres:
 
     def _ctl(self, action: str) -> None:
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c max_connections=200"
-        subprocess.run([*self._prefix, self._pg_ctl, "-D", str(self.data), "-l", str(self.root / "server.log"),
-                        "-o", options, "-w", action], check=True, capture_output=True, timeout=120)  # fmt: skip
+        subprocess.run(
+            [
+                *self._prefix,
+                self._pg_ctl,
+                "-D",
+                str(self.data),
+                "-l",
+                str(self.root / "server.log"),
+                "-o",
+                options,
+                "-w",
+                action,
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
 
 
 def write_spec(folder: Path, *, gpus: list[str], batch_sizes: list[int], documents: int = 6) -> Path:
     """The demo model, bf16 and fp16 (two quality evaluations) on `gpus` x `batch_sizes`: n_trials is the grid."""
     suite = folder / "suite.yaml"
-    suite.write_text(json.dumps({
-        "name": "demo-python-code-small", "include_path": str(DEMO / "tasks"), "limit": documents, "batch_size": 8,
-        "tasks": [
-            {"task": "demo_code_ppl", "metric": "bits_per_byte", "higher_is_better": False,
-             "threshold": {"max_relative_drop": 0.02}, "limit": 4},
-            {"task": "demo_code_next_line", "metric": "acc", "higher_is_better": True,
-             "threshold": {"max_absolute_drop": 0.03}},
-        ],
-        "fidelity": {"max_mean_kl": 0.02, "text_task": "demo_code_ppl", "text_windows": 64, "window_tokens": 16},
-    }))  # fmt: skip
+    suite.write_text(
+        json.dumps(
+            {
+                "name": "demo-python-code-small",
+                "include_path": str(DEMO / "tasks"),
+                "limit": documents,
+                "batch_size": 8,
+                "tasks": [
+                    {
+                        "task": "demo_code_ppl",
+                        "metric": "bits_per_byte",
+                        "higher_is_better": False,
+                        "threshold": {"max_relative_drop": 0.02},
+                        "limit": 4,
+                    },
+                    {
+                        "task": "demo_code_next_line",
+                        "metric": "acc",
+                        "higher_is_better": True,
+                        "threshold": {"max_absolute_drop": 0.03},
+                    },
+                ],
+                "fidelity": {
+                    "max_mean_kl": 0.02,
+                    "text_task": "demo_code_ppl",
+                    "text_windows": 64,
+                    "window_tokens": 16,
+                },
+            }
+        )
+    )
     spec = folder / "many-workers.yaml"
-    spec.write_text(json.dumps({
-        "name": "many-workers",
-        "model": {"source": str(DEMO / "model"), "name": "demo-code-llama", "release": "bench"},
-        "use_case": str(suite),
-        "traffic": {"prompt_tokens": 32, "output_tokens": 16, "requests_per_second": 5},
-        "sla": {"ttft_p99_ms": 5000, "tpot_p99_ms": 1000},
-        "space": {"methods": {"bf16": ["baseline"], "fp16": ["fp16"]}, "hardware": gpus, "batch_sizes": batch_sizes},
-        "current": {"precision": "bf16", "method": "baseline", "hardware": gpus[-1], "batch_size": batch_sizes[0]},
-        "search": {"n_trials": 2 * len(gpus) * len(batch_sizes), "seed": 0, "heartbeat_s": 2},
-    }))  # fmt: skip
+    spec.write_text(
+        json.dumps(
+            {
+                "name": "many-workers",
+                "model": {"source": str(DEMO / "model"), "name": "demo-code-llama", "release": "bench"},
+                "use_case": str(suite),
+                "traffic": {"prompt_tokens": 32, "output_tokens": 16, "requests_per_second": 5},
+                "sla": {"ttft_p99_ms": 5000, "tpot_p99_ms": 1000},
+                "space": {
+                    "methods": {"bf16": ["baseline"], "fp16": ["fp16"]},
+                    "hardware": gpus,
+                    "batch_sizes": batch_sizes,
+                },
+                "current": {
+                    "precision": "bf16",
+                    "method": "baseline",
+                    "hardware": gpus[-1],
+                    "batch_size": batch_sizes[0],
+                },
+                "search": {"n_trials": 2 * len(gpus) * len(batch_sizes), "seed": 0, "heartbeat_s": 2},
+            }
+        )
+    )
     return spec
 
 
 def environment(folder: Path) -> dict[str, str]:
     """One thread per process (they share the cores), a cold quality cache of the run's own, offline."""
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "RECOMMENDER_CACHE_DIR": str(folder / "cache"), "OMP_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "TQDM_DISABLE": "1", "PYTHONPATH": path}  # fmt: skip
+    return {
+        **os.environ,
+        "RECOMMENDER_CACHE_DIR": str(folder / "cache"),
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TQDM_DISABLE": "1",
+        "PYTHONPATH": path,
+    }
 
 
 def study_name_when_ready(storage: str, timeout_s: float, alive: subprocess.Popen[bytes]) -> str:
@@ -176,27 +244,43 @@ def tally(storage: str, study_name: str) -> dict[str, Any]:
     trials = study.get_trials(deepcopy=False)
     states = Counter(t.state.name for t in trials)
     grid = int(study.user_attrs["budget"])
-    answered = {json.dumps(t.params, sort_keys=True) for t in trials
-                if t.state.name in ("COMPLETE", "PRUNED") and "result" in t.user_attrs}  # fmt: skip
-    evaluated = Counter(json.dumps(t.params, sort_keys=True) for t in trials
-                        if "result" in t.user_attrs and "duplicate_of" not in t.user_attrs)  # fmt: skip
+    answered = {
+        json.dumps(t.params, sort_keys=True)
+        for t in trials
+        if t.state.name in ("COMPLETE", "PRUNED") and "result" in t.user_attrs
+    }
+    evaluated = Counter(
+        json.dumps(t.params, sort_keys=True)
+        for t in trials
+        if "result" in t.user_attrs and "duplicate_of" not in t.user_attrs
+    )
     retried = [t.number for t in trials if "failed_trial" in t.system_attrs]
-    unretried = [t.number for t in trials if t.state.name == "FAIL"
-                 and not any(r.system_attrs.get("failed_trial") == t.number for r in trials)]  # fmt: skip
+    unretried = [
+        t.number
+        for t in trials
+        if t.state.name == "FAIL" and not any(r.system_attrs.get("failed_trial") == t.number for r in trials)
+    ]
     claims = ClaimStore(sa.create_engine(storage))
     completed = Counter(label for _, label, _ in claims.completions())  # quality and candidate claims
     quality = Counter({label: n for label, n in completed.items() if label.startswith("quality of")})
     claims.engine.dispose()
-    durations = [(t.datetime_complete - t.datetime_start).total_seconds() for t in trials
-                 if t.datetime_complete is not None and t.datetime_start is not None]  # fmt: skip
+    durations = [
+        (t.datetime_complete - t.datetime_start).total_seconds()
+        for t in trials
+        if t.datetime_complete is not None and t.datetime_start is not None
+    ]
     return {
-        "trials": len(trials), "states": dict(states), "grid": grid, "candidates_answered": len(answered),
+        "trials": len(trials),
+        "states": dict(states),
+        "grid": grid,
+        "candidates_answered": len(answered),
         "lost": states["RUNNING"] + states["WAITING"] + max(0, grid - len(answered)) + len(unretried),
         "run_twice": sum(n - 1 for n in evaluated.values()) + sum(n - 1 for n in completed.values()) + len(retried),
-        "quality_evaluations": dict(quality), "retried_trials": retried,
+        "quality_evaluations": dict(quality),
+        "retried_trials": retried,
         "trial_s_median": round(statistics.median(durations), 2) if durations else None,
         "trial_s_max": round(max(durations), 2) if durations else None,
-    }  # fmt: skip
+    }
 
 
 def run(storage: str, folder: Path, *, workers: int, batch_sizes: list[int], timeout_s: float) -> dict[str, Any]:
@@ -205,14 +289,36 @@ def run(storage: str, folder: Path, *, workers: int, batch_sizes: list[int], tim
     tracking = f"sqlite:///{folder}/mlflow.db"
     logs = [(folder / f"process-{i}.log").open("w") for i in range(workers)]
     started = time.perf_counter()
-    search = subprocess.Popen([*CLI, "search", str(spec), "--storage", storage, "--tracking-uri", tracking,
-                               "--output-dir", str(folder / "out")], cwd=folder, env=env, stdout=logs[0],
-                              stderr=subprocess.STDOUT)  # fmt: skip
+    search = subprocess.Popen(
+        [
+            *CLI,
+            "search",
+            str(spec),
+            "--storage",
+            storage,
+            "--tracking-uri",
+            tracking,
+            "--output-dir",
+            str(folder / "out"),
+        ],
+        cwd=folder,
+        env=env,
+        stdout=logs[0],
+        stderr=subprocess.STDOUT,
+    )
     processes = [search]
     try:
         name = study_name_when_ready(storage, timeout_s, search)
-        processes += [subprocess.Popen([*CLI, "worker", "--study", name, "--storage", storage], cwd=folder, env=env,
-                                       stdout=log, stderr=subprocess.STDOUT) for log in logs[1:]]  # fmt: skip
+        processes += [
+            subprocess.Popen(
+                [*CLI, "worker", "--study", name, "--storage", storage],
+                cwd=folder,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+            for log in logs[1:]
+        ]
         codes = [p.wait(timeout=max(1.0, timeout_s - (time.perf_counter() - started))) for p in processes]
     finally:
         for p in processes:
@@ -223,17 +329,27 @@ def run(storage: str, folder: Path, *, workers: int, batch_sizes: list[int], tim
     wall = time.perf_counter() - started
     result = tally(storage, name)
     finished = sum(n for s, n in result["states"].items() if s in ("COMPLETE", "PRUNED", "FAIL"))
-    return {"workers": workers, "exit_codes": codes, "wall_s": round(wall, 1),
-            "wall_s_per_trial": round(wall / max(1, finished), 2), **result}  # fmt: skip
+    return {
+        "workers": workers,
+        "exit_codes": codes,
+        "wall_s": round(wall, 1),
+        "wall_s_per_trial": round(wall / max(1, finished), 2),
+        **result,
+    }
 
 
 def table(r: dict[str, Any]) -> str:
-    rows = [("workers", r["workers"]), ("trials (grid)", f"{r['trials']} ({r['grid']})"),
-            ("states", ", ".join(f"{k} {v}" for k, v in sorted(r["states"].items()))),
-            ("lost", r["lost"]), ("run twice", r["run_twice"]),
-            ("quality evaluations", ", ".join(f"{k} x{v}" for k, v in r["quality_evaluations"].items())),
-            ("wall, whole search (s)", r["wall_s"]), ("wall per trial (s)", r["wall_s_per_trial"]),
-            ("one trial, median / max (s)", f"{r['trial_s_median']} / {r['trial_s_max']}")]  # fmt: skip
+    rows = [
+        ("workers", r["workers"]),
+        ("trials (grid)", f"{r['trials']} ({r['grid']})"),
+        ("states", ", ".join(f"{k} {v}" for k, v in sorted(r["states"].items()))),
+        ("lost", r["lost"]),
+        ("run twice", r["run_twice"]),
+        ("quality evaluations", ", ".join(f"{k} x{v}" for k, v in r["quality_evaluations"].items())),
+        ("wall, whole search (s)", r["wall_s"]),
+        ("wall per trial (s)", r["wall_s_per_trial"]),
+        ("one trial, median / max (s)", f"{r['trial_s_median']} / {r['trial_s_max']}"),
+    ]
     return "\n".join(f"{k:<30} {v}" for k, v in rows)
 
 
@@ -246,12 +362,18 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="many-workers-") as tmp:
         if args.storage:
-            result = run(args.storage, Path(tmp), workers=args.workers, batch_sizes=args.batch_sizes,
-                         timeout_s=args.timeout_s)  # fmt: skip
+            result = run(
+                args.storage, Path(tmp), workers=args.workers, batch_sizes=args.batch_sizes, timeout_s=args.timeout_s
+            )
         else:
             with TemporaryPostgres() as server:
-                result = run(server.database("many_workers"), Path(tmp), workers=args.workers,
-                             batch_sizes=args.batch_sizes, timeout_s=args.timeout_s)  # fmt: skip
+                result = run(
+                    server.database("many_workers"),
+                    Path(tmp),
+                    workers=args.workers,
+                    batch_sizes=args.batch_sizes,
+                    timeout_s=args.timeout_s,
+                )
     print(json.dumps(result, indent=2))
     print(table(result))
 

@@ -23,11 +23,17 @@ _RUN = "from recommender.cli.main import main; sys.argv = ['recommender'] + sys.
 
 
 def _plan(args: list[str], cache: str, blocked: bool) -> tuple[float, list[dict[str, object]]]:
-    code = ("import sys; " + (_BLOCK if blocked else "") + _RUN)
+    code = "import sys; " + (_BLOCK if blocked else "") + _RUN
     env = os.environ | {"RECOMMENDER_CACHE_DIR": cache}
     started = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", code, "plan", *args, "--json"], capture_output=True, text=True,
-                         env=env, check=True, timeout=1800)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code, "plan", *args, "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=1800,
+    )
     return time.perf_counter() - started, json.loads(out.stdout)
 
 
@@ -45,8 +51,11 @@ def main() -> None:
     for gpu in args.hardware or ["l40s", "h100-sxm"]:
         plan += ["--hardware", gpu]
     with tempfile.TemporaryDirectory() as cache:
-        for label, blocked in (("datasheet (aiconfigurator-core blocked)", True), ("kernels, cold cache", False),
-                               ("kernels, cached", False)):  # fmt: skip
+        for label, blocked in (
+            ("datasheet (aiconfigurator-core blocked)", True),
+            ("kernels, cold cache", False),
+            ("kernels, cached", False),
+        ):
             seconds, rows = _plan(plan, cache, blocked)
             print(f"{label:40s} {seconds:6.1f} s  {len(rows)} rows, {_bases(rows)}")
 

@@ -103,9 +103,15 @@ def kernel_probe(
         for width in widths:
             torch.manual_seed(0)
             config = LlamaConfig(
-                hidden_size=width, intermediate_size=3 * width, num_hidden_layers=1, num_attention_heads=width // 64,
-                num_key_value_heads=width // 64, head_dim=64, vocab_size=256, tie_word_embeddings=False,
-            )  # fmt: skip
+                hidden_size=width,
+                intermediate_size=3 * width,
+                num_hidden_layers=1,
+                num_attention_heads=width // 64,
+                num_key_value_heads=width // 64,
+                head_dim=64,
+                vocab_size=256,
+                tie_word_embeddings=False,
+            )
             path = Path(tmp) / str(width)
             LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(path)  # type: ignore[arg-type,no-untyped-call]  # transformers 5.17: untyped __init__, wrapper hides .to(dtype)
             model = method.load(ModelSource.resolve(str(path), base_dir=path), device)
@@ -190,8 +196,12 @@ class CalibratedStepTime:
         return body + head
 
     def predict(self, work: StepWork) -> float:
-        rates = [self.seconds_per_layer, self.seconds_per_attention_flop, self.seconds_per_token_layer,
-                 self.seconds_per_kv_byte]  # fmt: skip
+        rates = [
+            self.seconds_per_layer,
+            self.seconds_per_attention_flop,
+            self.seconds_per_token_layer,
+            self.seconds_per_kv_byte,
+        ]
         rest = np.dot(rates, work.rest_features())
         return self.linear_seconds(work) + float(rest)
 

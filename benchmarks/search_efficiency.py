@@ -51,25 +51,49 @@ def main() -> None:
         best = pick(results)
         quality = evaluator.quality
         best_key = best.candidate.key if best else None
-        rows.append(("grid", len(results), time.perf_counter() - started, quality.evaluations,
-                     quality.docs_evaluated, evaluator.probes_run, best_key))  # fmt: skip
+        rows.append(
+            (
+                "grid",
+                len(results),
+                time.perf_counter() - started,
+                quality.evaluations,
+                quality.docs_evaluated,
+                evaluator.probes_run,
+                best_key,
+            )
+        )
 
         _fresh_cache(Path(tmp) / "search-cache", seed_cache)
         started = time.perf_counter()
-        outcome = run_search(spec, storage=f"sqlite:///{tmp}/optuna.db", tracking_uri=f"sqlite:///{tmp}/mlflow.db",
-                             output_root=Path(tmp) / "out")  # fmt: skip
+        outcome = run_search(
+            spec,
+            storage=f"sqlite:///{tmp}/optuna.db",
+            tracking_uri=f"sqlite:///{tmp}/mlflow.db",
+            output_root=Path(tmp) / "out",
+        )
         winner = outcome.recommendation.winner
-        rows.append(("search", outcome.new_trials, time.perf_counter() - started, outcome.quality_evaluations,
-                     outcome.docs_evaluated, outcome.probes, winner.key if winner else None))  # fmt: skip
+        rows.append(
+            (
+                "search",
+                outcome.new_trials,
+                time.perf_counter() - started,
+                outcome.quality_evaluations,
+                outcome.docs_evaluated,
+                outcome.probes,
+                winner.key if winner else None,
+            )
+        )
 
     print(f"{'arm':8s} {'trials':>6s} {'wall s':>8s} {'quality evals':>13s} {'docs':>6s} {'probes':>6s}  winner")
     for arm, trials, wall, evals, docs, probes, key in rows:
         print(f"{arm:8s} {trials:6d} {wall:8.1f} {evals:13d} {docs:6d} {probes:6d}  {key}")
     (_, _, grid_wall, grid_evals, grid_docs, grid_probes, grid_key) = rows[0]
     (_, _, wall, evals, docs, probes, key) = rows[1]
-    print(f"search / grid: wall {wall / grid_wall:.0%}, quality evaluations {evals / max(grid_evals, 1):.0%}, "
-          f"documents {docs / max(grid_docs, 1):.0%}, probes {probes / max(grid_probes, 1):.0%}; "
-          f"same winner: {key == grid_key}")  # fmt: skip
+    print(
+        f"search / grid: wall {wall / grid_wall:.0%}, quality evaluations {evals / max(grid_evals, 1):.0%}, "
+        f"documents {docs / max(grid_docs, 1):.0%}, probes {probes / max(grid_probes, 1):.0%}; "
+        f"same winner: {key == grid_key}"
+    )
 
 
 if __name__ == "__main__":

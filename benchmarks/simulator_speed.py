@@ -51,9 +51,14 @@ def main() -> None:
 
     start = time.perf_counter()
     search = max_rate_within_sla(
-        cost, config, prompt=prompt, output=output, ttft_p99_ms=args.ttft_ms, tpot_p99_ms=args.tpot_ms,
+        cost,
+        config,
+        prompt=prompt,
+        output=output,
+        ttft_p99_ms=args.ttft_ms,
+        tpot_p99_ms=args.tpot_ms,
         n_requests=args.requests,
-    )  # fmt: skip
+    )
     search_s = time.perf_counter() - start
     print(
         f"max rate within P99 TTFT <= {args.ttft_ms:g} ms, TPOT <= {args.tpot_ms:g} ms: "
@@ -95,8 +100,10 @@ def _in_flight(cost: RooflineStepCost, prompt: LengthDist, output: LengthDist, r
                 start = time.perf_counter()
                 result = simulate(cost, workload, config)
                 times.append(time.perf_counter() - start)
-            print(f"{seats:>5} in flight: {min(times):.3f} s wall (best of {repeats}) for {n} requests at "
-                  f"{rate:.1f} req/s, {result.steps} steps")
+            print(
+                f"{seats:>5} in flight: {min(times):.3f} s wall (best of {repeats}) for {n} requests at "
+                f"{rate:.1f} req/s, {result.steps} steps"
+            )
 
 
 if __name__ == "__main__":

@@ -36,14 +36,42 @@ def _result(i: int, docs: int) -> CandidateResult:
     """A demo-sized result: the per-document pairs are most of its bytes, as in a real study."""
     pairs = tuple((-3000.0 - j, 2900.0 + j) for j in range(docs))
     checks = [
-        Check(name, "bits_per_byte", 1.71, 1.72, 0.01, -0.005, "relative drop <= 1.0%", "pass", (0.0, 0.01), docs,
-              False, 0.01, 0.95, 1, pairs, pairs)
+        Check(
+            name,
+            "bits_per_byte",
+            1.71,
+            1.72,
+            0.01,
+            -0.005,
+            "relative drop <= 1.0%",
+            "pass",
+            (0.0, 0.01),
+            docs,
+            False,
+            0.01,
+            0.95,
+            1,
+            pairs,
+            pairs,
+        )
         for name in ("demo_code_ppl", "demo_code_next_line")
-    ]  # fmt: skip
-    quality = QualityResult("int8-w8a8", "int8", "pass", checks, FidelityResult(3e-4, 2e-3, 0.99, 1.0, 2048),
-                            "cpu", 12.0, 2 * docs)  # fmt: skip
-    serving = ServingEstimate(Percentiles(40, 55, 60), Percentiles(2, 2.5, 2.7), 4000.0, 4e6, 3900.0,
-                              Provenance("calibrated", "benchmark"), "sglang", 180.0, 4.0, 0.9, 9000.0)  # fmt: skip
+    ]
+    quality = QualityResult(
+        "int8-w8a8", "int8", "pass", checks, FidelityResult(3e-4, 2e-3, 0.99, 1.0, 2048), "cpu", 12.0, 2 * docs
+    )
+    serving = ServingEstimate(
+        Percentiles(40, 55, 60),
+        Percentiles(2, 2.5, 2.7),
+        4000.0,
+        4e6,
+        3900.0,
+        Provenance("calibrated", "benchmark"),
+        "sglang",
+        180.0,
+        4.0,
+        0.9,
+        9000.0,
+    )
     c = Candidate(precision="int8", method="int8-w8a8", hardware="l40s", batch_size=8 + i)
     return CandidateResult(c, "evaluated", Constraints(**dict.fromkeys(CONSTRAINT_KEYS, -0.5)), [], quality, serving)
 
@@ -60,8 +88,9 @@ def main() -> None:
         kept, fresh = [], []
         for i in range(args.trials):
             attrs = {RESULT_ATTR: to_data(_result(i, args.docs))}
-            study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.COMPLETE, values=[1.0, 0.0],
-                                                      user_attrs=attrs))  # fmt: skip
+            study.add_trial(
+                optuna.trial.create_trial(state=optuna.trial.TrialState.COMPLETE, values=[1.0, 0.0], user_attrs=attrs)
+            )
             started = time.perf_counter()
             load_known(study, parsed)
             kept.append(time.perf_counter() - started)
@@ -72,7 +101,7 @@ def main() -> None:
     print(f"read before a trial, {args.docs} document pairs per check, sqlite storage:")
     print(f"  {'stored trials':>13s}  {'parsed once (ms)':>16s}  {'parsed every time (ms)':>22s}")
     for n, seconds in fresh:
-        window = kept[max(0, n - 10):n]
+        window = kept[max(0, n - 10) : n]
         print(f"  {n:13d}  {1e3 * sum(window) / len(window):16.1f}  {1e3 * seconds:22.1f}")
 
 

@@ -35,8 +35,9 @@ from recommender.releases.growth import loss_growth
 Rng = np.random.Generator
 Pairs = tuple[np.ndarray, np.ndarray]
 ACC = TaskThreshold(task="acc", metric="acc", higher_is_better=True, threshold=Threshold(max_absolute_drop=0.03))
-BPB = TaskThreshold(task="bpb", metric="bits_per_byte", higher_is_better=False,
-                    threshold=Threshold(max_relative_drop=0.01))  # fmt: skip
+BPB = TaskThreshold(
+    task="bpb", metric="bits_per_byte", higher_is_better=False, threshold=Threshold(max_relative_drop=0.01)
+)
 KL_LIMIT = 0.002
 
 
@@ -124,8 +125,9 @@ def _check(ref: np.ndarray) -> Check:
     return Check("acc", "acc", 0.0, 0.0, 0.0, 0.0, "", "pass", higher_is_better=True)
 
 
-def gate_passes(n: int, accuracy: float, *, bf16_drop: float = 0.0, int8_growth: float = 0.0,
-                int8_loss: float = 0.02) -> Callable[[Rng], bool]:  # fmt: skip
+def gate_passes(
+    n: int, accuracy: float, *, bf16_drop: float = 0.0, int8_growth: float = 0.0, int8_loss: float = 0.02
+) -> Callable[[Rng], bool]:
     """Both gate lines of one task at defaults: bf16 across releases, and the int8 loss growth.
 
     The old release: bf16 right with `accuracy`, int8 losing `int8_loss` of the documents. The new one
@@ -143,12 +145,15 @@ def gate_passes(n: int, accuracy: float, *, bf16_drop: float = 0.0, int8_growth:
         grown = rng.random(n) < int8_growth
         new_var[grown & (new_var[:, 0] == 1), 0] = 0.0
         check = _check(old_ref)
-        bf16 = relative_loss(check, tuple(map(tuple, old_ref)), tuple(map(tuple, new_ref)),
-                             confidence=limits.confidence)  # fmt: skip
+        bf16 = relative_loss(
+            check, tuple(map(tuple, old_ref)), tuple(map(tuple, new_ref)), confidence=limits.confidence
+        )
         growth = loss_growth("acc", True, (old_ref, old_var), (new_ref, new_var), confidence=limits.confidence)
         assert bf16 is not None and growth is not None
-        lines = [judge("bf16", bf16, limits, confidence=limits.confidence, what="drop"),
-                 judge("int8", growth, limits, confidence=limits.confidence, what="growth")]  # fmt: skip
+        lines = [
+            judge("bf16", bf16, limits, confidence=limits.confidence, what="drop"),
+            judge("int8", growth, limits, confidence=limits.confidence, what="growth"),
+        ]
         return not any(lines)
 
     return run
@@ -158,30 +163,64 @@ def scenarios() -> list[Scenario]:
     out: list[Scenario] = []
     fp, pw, gate = "false pass", "power", "unchanged gate"
     for n in (8, 15, 30, 60, 120, 300, 600):
-        out.append(Scenario(fp, "acc 0.1, half the right answers lost (-5 pts vs 3)", n,
-                            single(ACC, lambda r, k: binary(r, k, 0.1, 0.05), n)))  # fmt: skip
+        out.append(
+            Scenario(
+                fp,
+                "acc 0.1, half the right answers lost (-5 pts vs 3)",
+                n,
+                single(ACC, lambda r, k: binary(r, k, 0.1, 0.05), n),
+            )
+        )
     for accuracy in (0.5, 0.9):
         for n in (15, 60, 300, 600):
-            out.append(Scenario(fp, f"acc {accuracy}, -3.5 pts, losses only", n,
-                                single(ACC, lambda r, k, a=accuracy: binary(r, k, a, 0.035), n)))  # fmt: skip
-            out.append(Scenario(fp, f"acc {accuracy}, -3.5 pts, 8.5 lost + 5 gained", n,
-                                single(ACC, lambda r, k, a=accuracy: binary(r, k, a, 0.085, 0.05), n)))  # fmt: skip
+            out.append(
+                Scenario(
+                    fp,
+                    f"acc {accuracy}, -3.5 pts, losses only",
+                    n,
+                    single(ACC, lambda r, k, a=accuracy: binary(r, k, a, 0.035), n),
+                )
+            )
+            out.append(
+                Scenario(
+                    fp,
+                    f"acc {accuracy}, -3.5 pts, 8.5 lost + 5 gained",
+                    n,
+                    single(ACC, lambda r, k, a=accuracy: binary(r, k, a, 0.085, 0.05), n),
+                )
+            )
     for budget in (32, 60, 300):
-        out.append(Scenario(fp, "adaptive: acc 0.1, -5 pts", budget,
-                            adaptive(ACC, lambda r, k: binary(r, k, 0.1, 0.05), budget)))  # fmt: skip
-        out.append(Scenario(fp, "adaptive: acc 0.5, -3.5 pts", budget,
-                            adaptive(ACC, lambda r, k: binary(r, k, 0.5, 0.035), budget)))  # fmt: skip
-    out.append(Scenario(fp, "re-run 60 -> 300: acc 0.5, -3.5 pts", 300,
-                        rerun(ACC, lambda r, k: binary(r, k, 0.5, 0.035), 60, 300)))  # fmt: skip
+        out.append(
+            Scenario(
+                fp, "adaptive: acc 0.1, -5 pts", budget, adaptive(ACC, lambda r, k: binary(r, k, 0.1, 0.05), budget)
+            )
+        )
+        out.append(
+            Scenario(
+                fp, "adaptive: acc 0.5, -3.5 pts", budget, adaptive(ACC, lambda r, k: binary(r, k, 0.5, 0.035), budget)
+            )
+        )
+    out.append(
+        Scenario(
+            fp, "re-run 60 -> 300: acc 0.5, -3.5 pts", 300, rerun(ACC, lambda r, k: binary(r, k, 0.5, 0.035), 60, 300)
+        )
+    )
     for n in (20, 32, 40, 60, 120, 200):
-        out.append(Scenario(fp, "bpb +1.04 %: 10 % of docs 10.4 % worse", n,
-                            single(BPB, lambda r, k: bits(r, k, 0.1, 0.104), n)))  # fmt: skip
+        out.append(
+            Scenario(
+                fp, "bpb +1.04 %: 10 % of docs 10.4 % worse", n, single(BPB, lambda r, k: bits(r, k, 0.1, 0.104), n)
+            )
+        )
         out.append(Scenario(fp, "bpb +1.04 %: every doc", n, single(BPB, lambda r, k: bits(r, k, 1.0, 0.0104), n)))
     for n in (120, 200):
-        out.append(Scenario(fp, "bpb +1.04 %: 5 % of docs 20.8 % worse", n,
-                            single(BPB, lambda r, k: bits(r, k, 0.05, 0.208), n)))  # fmt: skip
-    out.append(Scenario(fp, "adaptive: bpb +1.04 %, 10 % of docs", 64,
-                        adaptive(BPB, lambda r, k: bits(r, k, 0.1, 0.104), 64)))  # fmt: skip
+        out.append(
+            Scenario(
+                fp, "bpb +1.04 %: 5 % of docs 20.8 % worse", n, single(BPB, lambda r, k: bits(r, k, 0.05, 0.208), n)
+            )
+        )
+    out.append(
+        Scenario(fp, "adaptive: bpb +1.04 %, 10 % of docs", 64, adaptive(BPB, lambda r, k: bits(r, k, 0.1, 0.104), 64))
+    )
     for windows in (16, 40, 64, 80):
         out.append(Scenario(fp, "KL 1.04 x limit, spread over windows", windows, kl(windows, 0.0, 1.0)))
         out.append(Scenario(fp, "KL 1.04 x limit, 10 % of windows 4x", windows, kl(windows, 0.1, 4.0)))
@@ -192,8 +231,9 @@ def scenarios() -> list[Scenario]:
         out.append(Scenario(pw, "acc 0.5, no loss (power)", n, single(ACC, lambda r, k: binary(r, k, 0.5, 0.0), n)))
         out.append(Scenario(pw, "acc 0.5, -1 pt (power)", n, single(ACC, lambda r, k: binary(r, k, 0.5, 0.01), n)))
     for n in (40, 60, 120):
-        out.append(Scenario(pw, "bpb +0.3 % everywhere (power)", n,
-                            single(BPB, lambda r, k: bits(r, k, 1.0, 0.003), n)))  # fmt: skip
+        out.append(
+            Scenario(pw, "bpb +0.3 % everywhere (power)", n, single(BPB, lambda r, k: bits(r, k, 1.0, 0.003), n))
+        )
     for n, accuracy in ((889, 0.45), (445, 0.9)):
         out.append(Scenario(gate, f"gate: unchanged release, acc {accuracy}", n, gate_passes(n, accuracy)))
     return out
@@ -201,8 +241,12 @@ def scenarios() -> list[Scenario]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=400,
-                        help="runs per scenario of 121-600 documents; twice as many below, a quarter above")
+    parser.add_argument(
+        "--reps",
+        type=int,
+        default=400,
+        help="runs per scenario of 121-600 documents; twice as many below, a quarter above",
+    )
     parser.add_argument("--seed", type=int, default=34)
     args = parser.parse_args()
     started = time.perf_counter()

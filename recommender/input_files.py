@@ -58,8 +58,11 @@ def usable_path(path: Path, *, field: str) -> Path:
         path.exists()
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
-        raise BadInputError(field, f"{str(path)[:120]!r} is not a usable path ({reason})",
-                            "give a shorter path without control characters") from None  # fmt: skip
+        raise BadInputError(
+            field,
+            f"{str(path)[:120]!r} is not a usable path ({reason})",
+            "give a shorter path without control characters",
+        ) from None
     return path
 
 
@@ -68,8 +71,9 @@ def expand_user(path: Path, *, field: str) -> Path:
     try:
         return path.expanduser()
     except RuntimeError:
-        raise BadInputError(field, f"{str(path)[:120]!r} starts with ~ but names no user here",
-                            "write the path out in full") from None  # fmt: skip
+        raise BadInputError(
+            field, f"{str(path)[:120]!r} starts with ~ but names no user here", "write the path out in full"
+        ) from None
 
 
 def read_text(path: Path, *, field: str, what: str = "file", max_bytes: int = MAX_INPUT_BYTES) -> str:
@@ -80,8 +84,11 @@ def read_text(path: Path, *, field: str, what: str = "file", max_bytes: int = MA
         raise BadInputError(field, f"{path} is not a regular file", f"give the path of the {what} itself")
     size = path.stat().st_size
     if size > max_bytes:
-        raise BadInputError(field, f"{path} is {size} bytes, larger than any {what} ({max_bytes} at most)",
-                            "check that the path names the right file")  # fmt: skip
+        raise BadInputError(
+            field,
+            f"{path} is {size} bytes, larger than any {what} ({max_bytes} at most)",
+            "check that the path names the right file",
+        )
     data = path.read_bytes()
     if data.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in data:
         raise BadInputError(field, f"{path} is not UTF-8 text (UTF-16 or binary)", "save it as UTF-8")
@@ -109,8 +116,9 @@ def _checked_structure(value: Any, path: Path, field: str, expect: type | None, 
         raise BadInputError(field, f"{path} nests deeper than {MAX_DEPTH} levels", "flatten the file")
     if expect is not None and not isinstance(value, expect):
         kind = "mapping (key: value)" if expect is dict else expect.__name__
-        raise BadInputError(field, f"{path} must be a {fmt} {kind}, not {_kind(value)}",
-                            "see the shipped examples for the layout")  # fmt: skip
+        raise BadInputError(
+            field, f"{path} must be a {fmt} {kind}, not {_kind(value)}", "see the shipped examples for the layout"
+        )
     return value
 
 
@@ -207,13 +215,17 @@ def load_yaml(path: Path, *, field: str, what: str = "YAML file", expect: type |
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise BadInputError(f"{field}: {where}" if field != str(path) else where, f"malformed YAML: {problem}",
-                            "fix the YAML at that line") from None  # fmt: skip
+        raise BadInputError(
+            f"{field}: {where}" if field != str(path) else where,
+            f"malformed YAML: {problem}",
+            "fix the YAML at that line",
+        ) from None
     except RecursionError:
         raise BadInputError(field, f"{path} nests deeper than {MAX_DEPTH} levels", "flatten the file") from None
     except _TooLarge as exc:
-        raise BadInputError(field, f"{path} {exc}", "write the values out; a spec or catalog holds a few hundred"
-                            ) from None  # fmt: skip
+        raise BadInputError(
+            field, f"{path} {exc}", "write the values out; a spec or catalog holds a few hundred"
+        ) from None
     return _checked_structure(value, path, field, expect, "YAML")
 
 

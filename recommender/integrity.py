@@ -67,10 +67,13 @@ def out_of_space(path: Path, exc: BaseException, needed_bytes: int, *, at_least:
     code = space_errno(exc) or errno.ENOSPC
     limit = "; the process's file-size limit (ulimit -f) is reached" if code == errno.EFBIG else ""
     needs = f"{'over' if at_least else 'about'} {needed_bytes / 1e6:,.1f} MB"
-    return BadInputError(str(path), f"the disk ran out while writing it: it needs {needs}, "
-                         f"{free}{limit} ({os.strerror(code)}); nothing was left half-written",
-                         "free space there (or point $RECOMMENDER_CACHE_DIR / --output-dir elsewhere) and run "
-                         "again: finished work is kept")  # fmt: skip
+    return BadInputError(
+        str(path),
+        f"the disk ran out while writing it: it needs {needs}, "
+        f"{free}{limit} ({os.strerror(code)}); nothing was left half-written",
+        "free space there (or point $RECOMMENDER_CACHE_DIR / --output-dir elsewhere) and run "
+        "again: finished work is kept",
+    )
 
 
 def write_atomic(path: Path, data: bytes) -> Path:

@@ -63,9 +63,15 @@ _QUIET_ENV = {
 #: Standard-library loggers that no import resets: import-time notices (CUDA-only extensions absent on CPU,
 #: deprecations), per-request warnings, per-matmul casts of LLM.int8, alembic's migration steps.
 _QUIET_LOGGERS = (
-    "torchao", "torch.utils._pytree", "torch.fx._symbolic_trace", "lm_eval", "lm-eval", "bitsandbytes", "accelerate",
+    "torchao",
+    "torch.utils._pytree",
+    "torch.fx._symbolic_trace",
+    "lm_eval",
+    "lm-eval",
+    "bitsandbytes",
+    "accelerate",
     "alembic",
-)  # fmt: skip
+)
 
 
 def is_verbose() -> bool:

@@ -124,7 +124,7 @@ class Reconnect:
                 sys.stderr.write(
                     f"note: {shown(self.url)} stopped answering ({first}); retrying for up to {self.patience_s:.0f} s, "
                     "the search goes on where it was\n"
-                )  # fmt: skip
+                )
             return now - self._down_since
 
     def _answered(self) -> None:

@@ -123,11 +123,19 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     data = root / "data"
-    subprocess.run([*prefix, initdb, "-D", str(data), "-A", "trust", "-U", "postgres"], check=True,
-                   capture_output=True, timeout=120)  # fmt: skip
+    subprocess.run(
+        [*prefix, initdb, "-D", str(data), "-A", "trust", "-U", "postgres"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c max_connections=200"
-    subprocess.run([*prefix, pg_ctl, "-D", str(data), "-l", str(root / "server.log"), "-o", options, "-w", "start"],
-                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    subprocess.run(
+        [*prefix, pg_ctl, "-D", str(data), "-l", str(root / "server.log"), "-o", options, "-w", "start"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     try:
         yield f"postgresql://postgres@127.0.0.1:{port}"
     finally:

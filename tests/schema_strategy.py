@@ -15,10 +15,34 @@ from hypothesis import strategies as st
 #: Generated lists and free strings stay small: the spec's checks look at values, not volume.
 MAX_ITEMS = 4
 MAX_TEXT = 40
-_IGNORED = {"title", "description", "default", "format", "$schema", "$defs", "type", "additionalProperties",
-            "properties", "required", "items", "propertyNames"}  # fmt: skip
-_HANDLED = {"$ref", "anyOf", "enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "pattern",
-            "minLength", "maxLength", "minItems", "maxItems"}  # fmt: skip
+_IGNORED = {
+    "title",
+    "description",
+    "default",
+    "format",
+    "$schema",
+    "$defs",
+    "type",
+    "additionalProperties",
+    "properties",
+    "required",
+    "items",
+    "propertyNames",
+}
+_HANDLED = {
+    "$ref",
+    "anyOf",
+    "enum",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "pattern",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+}
 
 
 def from_schema(schema: dict[str, Any], root: dict[str, Any] | None = None) -> st.SearchStrategy[Any]:
@@ -35,9 +59,15 @@ def from_schema(schema: dict[str, Any], root: dict[str, Any] | None = None) -> s
     if "enum" in schema:
         return st.sampled_from(schema["enum"])
     kind = schema.get("type")
-    makers = {"null": lambda: st.none(), "boolean": st.booleans, "integer": lambda: _integers(schema),
-              "number": lambda: _numbers(schema), "string": lambda: _strings(schema),
-              "array": lambda: _arrays(schema, root), "object": lambda: _objects(schema, root)}  # fmt: skip
+    makers = {
+        "null": lambda: st.none(),
+        "boolean": st.booleans,
+        "integer": lambda: _integers(schema),
+        "number": lambda: _numbers(schema),
+        "string": lambda: _strings(schema),
+        "array": lambda: _arrays(schema, root),
+        "object": lambda: _objects(schema, root),
+    }
     if kind not in makers:
         raise ValueError(f"schema type this strategy does not generate: {kind!r}")
     return makers[kind]()
@@ -69,8 +99,11 @@ def _strings(schema: dict[str, Any]) -> st.SearchStrategy[str]:
 
 def _arrays(schema: dict[str, Any], root: dict[str, Any]) -> st.SearchStrategy[list[Any]]:
     low = schema.get("minItems", 0)
-    return st.lists(from_schema(schema.get("items", {}), root), min_size=low,
-                    max_size=max(low, min(schema.get("maxItems", MAX_ITEMS), MAX_ITEMS)))  # fmt: skip
+    return st.lists(
+        from_schema(schema.get("items", {}), root),
+        min_size=low,
+        max_size=max(low, min(schema.get("maxItems", MAX_ITEMS), MAX_ITEMS)),
+    )
 
 
 def _objects(schema: dict[str, Any], root: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
@@ -84,5 +117,6 @@ def _objects(schema: dict[str, Any], root: dict[str, Any]) -> st.SearchStrategy[
     names = schema.get("propertyNames", {})
     keys = st.sampled_from(names["enum"]) if "enum" in names else st.text(max_size=MAX_TEXT)
     values = schema.get("additionalProperties", {})
-    return st.dictionaries(keys, from_schema(values, root) if isinstance(values, dict) else st.none(),
-                           max_size=MAX_ITEMS)  # fmt: skip
+    return st.dictionaries(
+        keys, from_schema(values, root) if isinstance(values, dict) else st.none(), max_size=MAX_ITEMS
+    )

@@ -96,8 +96,15 @@ def test_a_full_disk_while_writing_is_one_line_and_leaves_nothing(what: str, tmp
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", _WRITER, str(tmp_path), what], capture_output=True, text=True,
-                          env=env, preexec_fn=limited, timeout=120, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", _WRITER, str(tmp_path), what],
+        capture_output=True,
+        text=True,
+        env=env,
+        preexec_fn=limited,
+        timeout=120,
+        check=False,
+    )
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert done.returncode == 2 and len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
     needed = re.search(r"the disk ran out while writing it: it needs about ([\d.]+) MB", errors[0])

@@ -36,19 +36,34 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 #: Imports that break the layer order, each planted in a copy of the package: the file it is added to (appended to
 #: an existing one), the text, and the edge the refusal names.
 PLANTED = (
-    ("perf/planted.py", "from recommender.quantize import get_scheme\n",
-     "recommender.perf.planted -> recommender.quantize"),
-    ("quality/planted.py", "def claims() -> object:\n    from recommender.study import claims\n\n    return claims\n",
-     "recommender.quality.planted -> recommender.study.claims"),
-    ("engines/planted.py",
-     "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from recommender.config.candidate import Candidate\n",
-     "recommender.engines.planted -> recommender.config.candidate"),
-    ("decision/rules.py", "\n\ndef _plant() -> None:\n    import recommender.report.render  # noqa: F401\n",
-     "recommender.decision.rules -> recommender.report.render"),
-    ("provenance.py", "\n\ndef _plant() -> None:\n    from recommender.paths import cache_root  # noqa: F401\n",
-     "recommender.provenance -> recommender.paths"),
+    (
+        "perf/planted.py",
+        "from recommender.quantize import get_scheme\n",
+        "recommender.perf.planted -> recommender.quantize",
+    ),
+    (
+        "quality/planted.py",
+        "def claims() -> object:\n    from recommender.study import claims\n\n    return claims\n",
+        "recommender.quality.planted -> recommender.study.claims",
+    ),
+    (
+        "engines/planted.py",
+        "from typing import TYPE_CHECKING\n\n"
+        "if TYPE_CHECKING:\n    from recommender.config.candidate import Candidate\n",
+        "recommender.engines.planted -> recommender.config.candidate",
+    ),
+    (
+        "decision/rules.py",
+        "\n\ndef _plant() -> None:\n    import recommender.report.render  # noqa: F401\n",
+        "recommender.decision.rules -> recommender.report.render",
+    ),
+    (
+        "provenance.py",
+        "\n\ndef _plant() -> None:\n    from recommender.paths import cache_root  # noqa: F401\n",
+        "recommender.provenance -> recommender.paths",
+    ),
     ("planted/__init__.py", "", "recommender.planted"),  # a package the order does not place: refused (exhaustive)
-)  # fmt: skip
+)
 
 
 def _copy_package(root: Path) -> Path:
@@ -66,8 +81,14 @@ def _copy_package(root: Path) -> Path:
 def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     """import-linter on the package under `root`, with the contracts of this checkout's pyproject.toml."""
     env = {**os.environ, "PYTHONPATH": str(root)}
-    return subprocess.run([str(LINT_IMPORTS), "--no-cache", "--no-logo", str(ROOT / "pyproject.toml")],
-                          capture_output=True, text=True, env=env, cwd=root, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--no-logo", str(ROOT / "pyproject.toml")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=300,
+    )
 
 
 def test_the_tree_keeps_its_layers() -> None:
@@ -123,7 +144,7 @@ class ToyEmitter(Engine):
         return self._config(command=[*command, *(["--quant", flag] if flag else [])], notes=[])
 '''
 
-CHECK = '''
+CHECK = """
 import json
 import yaml
 from pathlib import Path
@@ -157,7 +178,7 @@ print(json.dumps({
     "status": result.status, "result_engines": list(result.engines), "rps": result.serving.requests_per_s,
     "provenance": result.serving.provenance.detail,
 }))
-'''
+"""
 
 
 def _copy_with_toys(root: Path) -> Path:
@@ -170,11 +191,19 @@ def _copy_with_toys(root: Path) -> Path:
     (package / "engines" / "toy.py").write_text(TOY_ENGINE)
     init = package / "engines" / "__init__.py"
     text = init.read_text().replace("    TrtllmEngine(),\n", "    TrtllmEngine(),\n    ToyEmitter(),\n", 1)
-    init.write_text(text.replace("from recommender.engines.tgi", "from recommender.engines.toy import ToyEmitter\n"
-                                 "from recommender.engines.tgi", 1))
-    changed = {p.relative_to(package).parts[0] for p in package.rglob("*.py")
-               if not (PACKAGE / p.relative_to(package)).is_file()
-               or (PACKAGE / p.relative_to(package)).read_bytes() != p.read_bytes()}
+    init.write_text(
+        text.replace(
+            "from recommender.engines.tgi",
+            "from recommender.engines.toy import ToyEmitter\nfrom recommender.engines.tgi",
+            1,
+        )
+    )
+    changed = {
+        p.relative_to(package).parts[0]
+        for p in package.rglob("*.py")
+        if not (PACKAGE / p.relative_to(package)).is_file()
+        or (PACKAGE / p.relative_to(package)).read_bytes() != p.read_bytes()
+    }
     assert changed == {"quantize", "engines"}, changed
     return root
 
@@ -182,8 +211,9 @@ def _copy_with_toys(root: Path) -> Path:
 def test_a_toy_scheme_and_a_toy_engine_are_added_in_their_folders(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(_copy_with_toys(tmp_path))}
     check = f"DEMO_SPEC = {str(DEMO_SPEC)!r}\n{CHECK}"
-    run = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env, cwd=tmp_path,
-                         timeout=300)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
+    )
     assert run.returncode == 0, run.stderr
     got = json.loads(run.stdout.strip().splitlines()[-1])
     assert got["engines"][-1] == "toy" and got["spec_engines"] == ["toy"] and got["profile"] == 2048
@@ -192,11 +222,33 @@ def test_a_toy_scheme_and_a_toy_engine_are_added_in_their_folders(tmp_path: Path
     assert got["status"] != "pruned" and got["result_engines"] == ["toy"] and got["rps"] > 0
     assert "engine-agnostic step cost (no measured toy runs" in got["provenance"]
     estimate = subprocess.run(
-        [sys.executable, "-m", "recommender.cli.main", "estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm",
-         "--scheme", "toy-fp16", "--engine", "toy", "--concurrency", "8", "--prompt-tokens", "512",
-         "--output-tokens", "128", "--json"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "recommender.cli.main",
+            "estimate",
+            "--model",
+            "llama-3.1-8b",
+            "--hardware",
+            "h100-sxm",
+            "--scheme",
+            "toy-fp16",
+            "--engine",
+            "toy",
+            "--concurrency",
+            "8",
+            "--prompt-tokens",
+            "512",
+            "--output-tokens",
+            "128",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert estimate.returncode == 0, estimate.stderr
     assert json.loads(estimate.stdout)["engine"] == "toy"
 

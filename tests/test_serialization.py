@@ -18,7 +18,8 @@ from recommender.perf.sim.estimate import BenchmarkEstimate
 from recommender.quality.result import QualityResult
 
 
-@pytest.mark.parametrize("kind", [Recommendation, CandidateResult, LoadCurve, PlanRow, FleetPlan, BenchmarkEstimate,
-                                  QualityResult])  # fmt: skip
+@pytest.mark.parametrize(
+    "kind", [Recommendation, CandidateResult, LoadCurve, PlanRow, FleetPlan, BenchmarkEstimate, QualityResult]
+)
 def test_the_artifact_type_builds_its_adapter(kind: type) -> None:
     assert TypeAdapter(kind).json_schema()

@@ -58,7 +58,10 @@ def export_checkpoint(scheme: CheckpointScheme, source: ModelSource, context: Qu
     try:
         shutil.copytree(made, out, dirs_exist_ok=True)
     except OSError as exc:  # after the work: say where the checkpoint is kept
-        raise BadInputError("--out", f"cannot write {out} ({exc.strerror or exc}); the checkpoint is kept at {made}",
-                            f"copy it from there: cp -r {made} DIR") from None  # fmt: skip
+        raise BadInputError(
+            "--out",
+            f"cannot write {out} ({exc.strerror or exc}); the checkpoint is kept at {made}",
+            f"copy it from there: cp -r {made} DIR",
+        ) from None
     apply_umask_modes(out)  # copytree keeps the store's modes, and older store entries hold 0600 weights
     return out

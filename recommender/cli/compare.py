@@ -36,8 +36,9 @@ def compare_command(
         raise BadInputError("--format", f"unknown format {output_format!r}", "use table or json")
     repeated = sorted({r for r in releases or [] if (releases or []).count(r) > 1})
     if repeated:
-        raise BadInputError("--releases", f"release {', '.join(map(repr, repeated))} given more than once",
-                            "name each release once")  # fmt: skip
+        raise BadInputError(
+            "--releases", f"release {', '.join(map(repr, repeated))} given more than once", "name each release once"
+        )
     if plot is not None:
         check_parent(plot, field="--plot", what="file")
     studies = load_releases(read_store(tracking_uri), model, releases=releases, use_case=use_case)

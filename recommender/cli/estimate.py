@@ -53,8 +53,9 @@ def _check_kv_cache_dtype(kv_cache_dtype: str) -> None:
     from recommender.perf.model.memory import KV_DTYPE_BYTES
 
     if kv_cache_dtype not in KV_DTYPE_BYTES:
-        raise BadInputError("--kv-cache-dtype", f"unknown KV cache dtype {kv_cache_dtype!r}",
-                            f"one of {', '.join(KV_DTYPE_BYTES)}")  # fmt: skip
+        raise BadInputError(
+            "--kv-cache-dtype", f"unknown KV cache dtype {kv_cache_dtype!r}", f"one of {', '.join(KV_DTYPE_BYTES)}"
+        )
 
 
 def _check_launch(
@@ -66,20 +67,29 @@ def _check_launch(
     from recommender.perf.catalog.architecture_check import check_tensor_parallel
 
     if (heads := head_size_refusal(engine, shape.head_dim, accel.device)) is not None:
-        others = [e for e in ENGINES if e != engine and engine_backends(e)
-                  and head_size_refusal(e, shape.head_dim, accel.device) is None]  # fmt: skip
+        others = [
+            e
+            for e in ENGINES
+            if e != engine and engine_backends(e) and head_size_refusal(e, shape.head_dim, accel.device) is None
+        ]
         fix = f"estimate it with --engine {' or '.join(others)}" if others else "serve a model with head_dim 64 or 128"
         raise BadInputError("--model", f"{engine} does not run it on {accel.key}: {heads}", fix)
     check_tensor_parallel(shape, accel, tensor_parallel)
     if (why := refusal(engine, method, accel.device)) is not None:
-        raise BadInputError("--scheme", f"{engine} does not launch {method.name} on {accel.key}: {why}",
-                            "pick another scheme, engine or GPU")  # fmt: skip
+        raise BadInputError(
+            "--scheme",
+            f"{engine} does not launch {method.name} on {accel.key}: {why}",
+            "pick another scheme, engine or GPU",
+        )
 
 
 def _warmup_rounds(warmup_rounds: int, rounds: int) -> int:
     if warmup_rounds >= rounds:
-        raise BadInputError("--warmup-rounds", f"{warmup_rounds} >= --rounds {rounds}: nothing would be measured",
-                            "leave out fewer rounds than are sent")  # fmt: skip
+        raise BadInputError(
+            "--warmup-rounds",
+            f"{warmup_rounds} >= --rounds {rounds}: nothing would be measured",
+            "leave out fewer rounds than are sent",
+        )
     return warmup_rounds
 
 
@@ -94,10 +104,14 @@ Scheme = Annotated[str | None, typer.Option(help="A serving scheme by name (e.g.
 TensorParallel = Annotated[int, typer.Option(min=1, max=64, help="Tensor-parallel degree.")]
 Engine = Annotated[str, typer.Option(help=f"Serving engine: {', '.join(ENGINES)}.")]
 KvCacheDtype = Annotated[str, typer.Option(help="KV cache dtype (vLLM's names): auto (16-bit) or fp8.")]
-Rounds = Annotated[int | None, typer.Option(
-    min=1, max=1000, help="Requests sent: rounds x concurrency (default: the calibration's, 8).")]  # fmt: skip
-WarmupRounds = Annotated[int, typer.Option(
-    min=0, max=999, help="Leave the first warmup-rounds x concurrency requests out (a client's warm-up).")]  # fmt: skip
+Rounds = Annotated[
+    int | None,
+    typer.Option(min=1, max=1000, help="Requests sent: rounds x concurrency (default: the calibration's, 8)."),
+]
+WarmupRounds = Annotated[
+    int,
+    typer.Option(min=0, max=999, help="Leave the first warmup-rounds x concurrency requests out (a client's warm-up)."),
+]
 Confidence = Annotated[float, typer.Option(min=0.5, max=0.99, help="Level of the intervals.")]
 JsonOutput = Annotated[bool, typer.Option("--json", help="Print the estimate as JSON.")]
 
@@ -114,8 +128,15 @@ class _Launch:
     catalog: Catalog
 
 
-def _launch(model: str, hardware: str, precision: str | None, scheme: str | None, engine: str,
-            tensor_parallel: int, kv_cache_dtype: str) -> _Launch:  # fmt: skip
+def _launch(
+    model: str,
+    hardware: str,
+    precision: str | None,
+    scheme: str | None,
+    engine: str,
+    tensor_parallel: int,
+    kv_cache_dtype: str,
+) -> _Launch:
     """The options that name the launch, each checked: a bad one is refused before anything is simulated."""
     from recommender.perf.catalog.gpus import load_catalog
     from recommender.perf.model.shape import ModelShape
@@ -145,18 +166,28 @@ def _estimate(request: EstimateRequest, fit: StepCostFit) -> BenchmarkEstimate:
         return estimate(request, CalibratedModel(fit, load_kernel_calibration(cache_dir=kernel_cache)))
     except ValueError as exc:  # the weights leave too little KV cache on the GPU at this degree
         raise BadInputError(
-            "--tensor-parallel", f"{request.model} {request.method.name} on {request.accel.key} "
-            f"x{request.tensor_parallel}: {exc}", "a larger degree, a smaller scheme or a bigger GPU",
-        ) from None  # fmt: skip
+            "--tensor-parallel",
+            f"{request.model} {request.method.name} on {request.accel.key} x{request.tensor_parallel}: {exc}",
+            "a larger degree, a smaller scheme or a bigger GPU",
+        ) from None
 
 
 def estimate_command(
-    model: Model, hardware: Hardware, concurrency: Concurrency, prompt_tokens: PromptTokens,
-    output_tokens: OutputTokens, precision: Precision = None, scheme: Scheme = None,
-    tensor_parallel: TensorParallel = 1, engine: Engine = "vllm", kv_cache_dtype: KvCacheDtype = "auto",
-    rounds: Rounds = None, warmup_rounds: WarmupRounds = 0, confidence: Confidence = 0.9,
+    model: Model,
+    hardware: Hardware,
+    concurrency: Concurrency,
+    prompt_tokens: PromptTokens,
+    output_tokens: OutputTokens,
+    precision: Precision = None,
+    scheme: Scheme = None,
+    tensor_parallel: TensorParallel = 1,
+    engine: Engine = "vllm",
+    kv_cache_dtype: KvCacheDtype = "auto",
+    rounds: Rounds = None,
+    warmup_rounds: WarmupRounds = 0,
+    confidence: Confidence = 0.9,
     json_output: JsonOutput = False,
-) -> None:  # fmt: skip
+) -> None:
     """Predict a closed-loop benchmark's TTFT, TPOT and throughput on a GPU, with prediction intervals."""
     from recommender.perf.catalog.architecture_check import check_request_fits
     from recommender.perf.sim.estimate import EstimateRequest
@@ -165,16 +196,31 @@ def estimate_command(
     from recommender.serialization import dumps, to_data
 
     launch = _launch(model, hardware, precision, scheme, engine, tensor_parallel, kv_cache_dtype)
-    check_request_fits(launch.config, launch.shape, launch.catalog, prompt_tokens=prompt_tokens,
-                       output_tokens=output_tokens, field="--prompt-tokens/--output-tokens")  # fmt: skip
+    check_request_fits(
+        launch.config,
+        launch.shape,
+        launch.catalog,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        field="--prompt-tokens/--output-tokens",
+    )
     fit = load_fit()
     sent = rounds or fit.protocol_rounds
     request = EstimateRequest(
-        model=launch.name, shape=launch.shape, method=launch.method, accel=launch.accel, profile=PROFILES[engine],
+        model=launch.name,
+        shape=launch.shape,
+        method=launch.method,
+        accel=launch.accel,
+        profile=PROFILES[engine],
         tensor_parallel=tensor_parallel,
-        concurrency=concurrency, prompt_tokens=prompt_tokens, output_tokens=output_tokens, confidence=confidence,
-        kv_cache_dtype=kv_cache_dtype, rounds=sent, warmup_rounds=_warmup_rounds(warmup_rounds, sent),
-    )  # fmt: skip
+        concurrency=concurrency,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        confidence=confidence,
+        kv_cache_dtype=kv_cache_dtype,
+        rounds=sent,
+        warmup_rounds=_warmup_rounds(warmup_rounds, sent),
+    )
     result = _estimate(request, fit)
     if json_output:
         typer.echo(dumps(to_data(result)))

@@ -39,8 +39,11 @@ def _scheme(method: str, checkpoint: Path | None, precision: str | None) -> Quan
     if checkpoint is not None:
         quant = saved_checkpoint(quant, expand_user(checkpoint, field="--checkpoint").resolve())
     if precision is not None and precision != quant.precision:
-        raise BadInputError("--precision", f"{method} is a {quant.precision} method, not {precision}",
-                            f"pass --precision {quant.precision} or a {precision} method")  # fmt: skip
+        raise BadInputError(
+            "--precision",
+            f"{method} is a {quant.precision} method, not {precision}",
+            f"pass --precision {quant.precision} or a {precision} method",
+        )
     return quant
 
 
@@ -70,14 +73,20 @@ def eval_command(
     check_cache_root()  # where per-document results go: refused up front, not at the first cached document
     quant = _scheme(method, checkpoint, precision)
     suite = load_use_case(use_case, field="--use-case")
-    models = _models_here(model, quant, fix="pick a method that runs here, or run on a device that has its kernels",
-                          revision=revision, allow_pickle=allow_pickle,
-                          trust_remote_code=trust_remote_code)  # fmt: skip
+    models = _models_here(
+        model,
+        quant,
+        fix="pick a method that runs here, or run on a device that has its kernels",
+        revision=revision,
+        allow_pickle=allow_pickle,
+        trust_remote_code=trust_remote_code,
+    )
     manager = task_manager(suite)
     check_tasks_known(suite, manager)
     models.context = quantize_context(suite, manager, models.source)
-    evaluator = QualityEvaluator(suite, models, cache=QualityCache.default(), limit=limit, manager=manager,
-                                 adaptive=adaptive)  # fmt: skip
+    evaluator = QualityEvaluator(
+        suite, models, cache=QualityCache.default(), limit=limit, manager=manager, adaptive=adaptive
+    )
     console = make_console(stderr=json_output)
     with console.status(f"evaluating {quant.precision}/{quant.name} and the bf16 baseline with lm-eval"):
         result = evaluator.evaluate(quant)
@@ -88,15 +97,28 @@ def eval_command(
     raise typer.Exit({"pass": 0, "fail": 1, "inconclusive": 3}.get(result.verdict, 2))
 
 
-def _models_here(model: str, quant: QuantScheme, *, fix: str, revision: str | None = None, allow_pickle: bool = False,
-                 trust_remote_code: bool = False) -> ModelCache:  # fmt: skip
+def _models_here(
+    model: str,
+    quant: QuantScheme,
+    *,
+    fix: str,
+    revision: str | None = None,
+    allow_pickle: bool = False,
+    trust_remote_code: bool = False,
+) -> ModelCache:
     """What `eval` and `probe` check before loading anything (--model readable, the method runnable here)."""
     from recommender.device import local_device
     from recommender.models.source import ModelSource
     from recommender.quantize.model_cache import ModelCache
 
-    source = ModelSource.resolve(model, base_dir=Path.cwd(), field="--model", revision=revision,
-                                 allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)  # fmt: skip
+    source = ModelSource.resolve(
+        model,
+        base_dir=Path.cwd(),
+        field="--model",
+        revision=revision,
+        allow_pickle=allow_pickle,
+        trust_remote_code=trust_remote_code,
+    )
     source.load_config(field="--model")
     device = local_device()
     if (reason := quant.unavailable_reason(device)) is not None:

@@ -29,7 +29,7 @@ def gate_command(
         typer.Option(
             help="Largest allowed loss per task, in % of the bf16 score: of bf16 itself across "
             "releases, and of the recommended precision against its bf16."
-        ),  # fmt: skip
+        ),
     ] = 1.0,
     require_pass: Annotated[
         list[str] | None, typer.Option(help="precision/method that must pass in the candidate, e.g. int8/bnb-llm-int8.")
@@ -46,11 +46,17 @@ def gate_command(
         if not 0.0 <= value <= 1000.0:
             raise BadInputError(name, f"{value:g} is out of range", "give a percentage between 0 and 1000")
     if candidate == against:
-        raise BadInputError("--against", f"release {against!r} is the candidate itself",
-                            "name the release the candidate replaces")  # fmt: skip
+        raise BadInputError(
+            "--against", f"release {against!r} is the candidate itself", "name the release the candidate replaces"
+        )
     check_required_methods(require_pass or [])
-    new, old = load_releases(read_store(tracking_uri), model, releases=[candidate, against], use_case=use_case,
-                             flags=["--candidate", "--against"])  # fmt: skip
+    new, old = load_releases(
+        read_store(tracking_uri),
+        model,
+        releases=[candidate, against],
+        use_case=use_case,
+        flags=["--candidate", "--against"],
+    )
     limits = GateLimits(max_cost_increase, max_quality_drop, list(require_pass or []))
     broken = gate(new, old, limits)
     print("\n".join(gate_lines(model=model, candidate=candidate, against=against, new=new, broken=broken)))

@@ -46,9 +46,14 @@ app = typer.Typer(
 def _options(
     verbose: Annotated[
         bool,
-        typer.Option("--verbose", "-v", envvar=VERBOSE_ENV, show_envvar=True,
-                     help="Also show the libraries' own logs, warnings and progress bars (transformers, lm-eval, "
-                     "Optuna, MLflow, llm-compressor); without it the terminal shows only this tool's output."),
+        typer.Option(
+            "--verbose",
+            "-v",
+            envvar=VERBOSE_ENV,
+            show_envvar=True,
+            help="Also show the libraries' own logs, warnings and progress bars (transformers, lm-eval, "
+            "Optuna, MLflow, llm-compressor); without it the terminal shows only this tool's output.",
+        ),
     ] = False,
 ) -> None:
     """Options for every command; before any library is imported, so their switches take effect."""

@@ -21,49 +21,100 @@ if TYPE_CHECKING:
     from recommender.fleet.parallelism import ParallelismComparison
     from recommender.fleet.plan import PlanRow
 
-EPILOG = ("Latencies and capacities are calibrated (step costs fitted on measured serving runs, their uncertainty from "
-          "held-out step residuals, simulated through the traffic); quality is a labelled prior, verdict 'unverified'.")
+EPILOG = (
+    "Latencies and capacities are calibrated (step costs fitted on measured serving runs, their uncertainty from "
+    "held-out step residuals, simulated through the traffic); quality is a labelled prior, verdict 'unverified'."
+)
 
 
+HARDWARE_HELP = (
+    f"Catalog GPUs (repeat the flag): {gpu_names()}; default: the GPUs --price-set prices, or without it "
+    "every catalog GPU (an unpriced one with the price set that lacks it named)."
+)
 
-HARDWARE_HELP = (f"Catalog GPUs (repeat the flag): {gpu_names()}; default: the GPUs --price-set prices, or without it "
-                 "every catalog GPU (an unpriced one with the price set that lacks it named).")
 
-
-PriceSetName = Annotated[str | None, typer.Option(
-    help=f"Named, dated prices of one provider (recommender/perf/catalog/price_sets.yaml): {price_set_names()}; "
-    "without --hardware, the GPUs it prices are planned.")]
+PriceSetName = Annotated[
+    str | None,
+    typer.Option(
+        help=f"Named, dated prices of one provider (recommender/perf/catalog/price_sets.yaml): {price_set_names()}; "
+        "without --hardware, the GPUs it prices are planned."
+    ),
+]
 # The flags that point the plan (``plan_inputs.pointed_plan`` validates them), each repeatable.
-BatchSizes = Annotated[list[int] | None, typer.Option(
-    min=1, help="max_num_seqs values to try (repeat); default: powers of two from 64 to each engine's maximum, the "
-    "caps the KV cache cannot hold pruned.")]  # fmt: skip
-Engines = Annotated[list[str] | None, typer.Option(
-    help=f"Serving engines to try (repeat): {', '.join(ENGINE_NAMES)}; default: vllm and sglang.")]
-Precisions = Annotated[list[str] | None, typer.Option(
-    help=f"Precisions to plan (repeat): {', '.join(PLANNED_PRECISIONS)}; default: all.")]
-Schemes = Annotated[list[str] | None, typer.Option(
-    help="Serving schemes to plan by name (repeat), e.g. w4a16-awq-g128; instead of --precision.")]
-Degrees = Annotated[list[int] | None, typer.Option(
-    help="Tensor-parallel degrees to try (repeat); default: every power of two of the GPU's node.")]
-Layouts = Annotated[list[str] | None, typer.Option(
-    "--layout", help="Layouts to compare (repeat): aggregated, disaggregated (a prefill pool and a decode pool, the "
-    "KV moved over --link); default: aggregated only. With disaggregated, each GPU and precision shows both side "
-    "by side with the reason the winner wins.")]  # fmt: skip
-LinkName = Annotated[str, typer.Option(
-    "--link", help="The link the KV cache crosses between prefill and decode pools, and (a network link) between "
-    "the nodes of an expert-parallel replica (recommender/perf/catalog/links.yaml): nvlink, pcie, infiniband-ndr, "
-    "roce-400g.")]  # fmt: skip
-ExpertParallel = Annotated[bool, typer.Option(
-    "--expert-parallel", help="For a mixture-of-experts model: also plan attention data parallelism with expert "
-    "parallelism on one node, side by side with tensor parallelism and the reason the winner wins.")]  # fmt: skip
-ExpertSkew = Annotated[float, typer.Option(
-    "--expert-skew", min=0.0, max=10.0, help="Expert popularity as a Zipf exponent (0: uniform routing; 1: the "
-    "most popular expert draws ~16%% of DeepSeek-V3's token-expert pairs).")]  # fmt: skip
-RedundantExperts = Annotated[int, typer.Option(
-    "--redundant-experts", min=0, max=1024, help="Extra expert replicas per MoE layer placed by EPLB (0: static "
-    "placement).")]  # fmt: skip
-KVDtypes = Annotated[list[str] | None, typer.Option(
-    help="KV cache dtypes to try (repeat): auto (16-bit), fp8; default: both (fp8 where the engine and GPU run it).")]
+BatchSizes = Annotated[
+    list[int] | None,
+    typer.Option(
+        min=1,
+        help="max_num_seqs values to try (repeat); default: powers of two from 64 to each engine's maximum, the "
+        "caps the KV cache cannot hold pruned.",
+    ),
+]
+Engines = Annotated[
+    list[str] | None,
+    typer.Option(help=f"Serving engines to try (repeat): {', '.join(ENGINE_NAMES)}; default: vllm and sglang."),
+]
+Precisions = Annotated[
+    list[str] | None, typer.Option(help=f"Precisions to plan (repeat): {', '.join(PLANNED_PRECISIONS)}; default: all.")
+]
+Schemes = Annotated[
+    list[str] | None,
+    typer.Option(help="Serving schemes to plan by name (repeat), e.g. w4a16-awq-g128; instead of --precision."),
+]
+Degrees = Annotated[
+    list[int] | None,
+    typer.Option(help="Tensor-parallel degrees to try (repeat); default: every power of two of the GPU's node."),
+]
+Layouts = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--layout",
+        help="Layouts to compare (repeat): aggregated, disaggregated (a prefill pool and a decode pool, the "
+        "KV moved over --link); default: aggregated only. With disaggregated, each GPU and precision shows both side "
+        "by side with the reason the winner wins.",
+    ),
+]
+LinkName = Annotated[
+    str,
+    typer.Option(
+        "--link",
+        help="The link the KV cache crosses between prefill and decode pools, and (a network link) between "
+        "the nodes of an expert-parallel replica (recommender/perf/catalog/links.yaml): nvlink, pcie, infiniband-ndr, "
+        "roce-400g.",
+    ),
+]
+ExpertParallel = Annotated[
+    bool,
+    typer.Option(
+        "--expert-parallel",
+        help="For a mixture-of-experts model: also plan attention data parallelism with expert "
+        "parallelism on one node, side by side with tensor parallelism and the reason the winner wins.",
+    ),
+]
+ExpertSkew = Annotated[
+    float,
+    typer.Option(
+        "--expert-skew",
+        min=0.0,
+        max=10.0,
+        help="Expert popularity as a Zipf exponent (0: uniform routing; 1: the "
+        "most popular expert draws ~16%% of DeepSeek-V3's token-expert pairs).",
+    ),
+]
+RedundantExperts = Annotated[
+    int,
+    typer.Option(
+        "--redundant-experts",
+        min=0,
+        max=1024,
+        help="Extra expert replicas per MoE layer placed by EPLB (0: static placement).",
+    ),
+]
+KVDtypes = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="KV cache dtypes to try (repeat): auto (16-bit), fp8; default: both (fp8 where the engine and GPU run it)."
+    ),
+]
 
 
 def _plan_with_progress(target: PlanTarget, traffic: Traffic, sla: LatencySLA, pointed: Pointed) -> list[PlanRow]:
@@ -73,9 +124,18 @@ def _plan_with_progress(target: PlanTarget, traffic: Traffic, sla: LatencySLA, p
 
     pairs = len(target.hardware) * len(pointed.precisions)
     with step_progress(make_console(stderr=True), total=pairs, description="planning") as done:
-        return plan(target.shape, target.catalog, hardware=target.hardware, precisions=pointed.precisions,
-                    traffic=traffic, sla=sla, scope=pointed.scope, on_row=done, model=target.served,
-                    engines=pointed.engines)  # fmt: skip
+        return plan(
+            target.shape,
+            target.catalog,
+            hardware=target.hardware,
+            precisions=pointed.precisions,
+            traffic=traffic,
+            sla=sla,
+            scope=pointed.scope,
+            on_row=done,
+            model=target.served,
+            engines=pointed.engines,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,22 +158,49 @@ class _Views:
         if "disaggregated" not in self.layouts and not self.expert_parallel:
             return False
         shape, catalog, hardware, p = target.shape, target.catalog, target.hardware, pointed
-        with step_progress(make_console(stderr=True), total=len(hardware) * len(p.precisions),
-                           description="planning") as done:  # fmt: skip
+        with step_progress(
+            make_console(stderr=True), total=len(hardware) * len(p.precisions), description="planning"
+        ) as done:
             if self.expert_parallel:
-                ep = plan_parallelism(shape, catalog, hardware=hardware, precisions=p.precisions, traffic=traffic,
-                                      sla=sla, scope=p.scope, engines=p.engines, skew=self.expert_skew,
-                                      redundant_experts=self.redundant_experts, on_row=done,
-                                      link=self.link)  # fmt: skip
+                ep = plan_parallelism(
+                    shape,
+                    catalog,
+                    hardware=hardware,
+                    precisions=p.precisions,
+                    traffic=traffic,
+                    sla=sla,
+                    scope=p.scope,
+                    engines=p.engines,
+                    skew=self.expert_skew,
+                    redundant_experts=self.redundant_experts,
+                    on_row=done,
+                    link=self.link,
+                )
             else:
-                layouts = plan_layouts(shape, catalog, hardware=hardware, precisions=p.precisions, traffic=traffic,
-                                       sla=sla, link=self.link, scope=p.scope, engines=p.engines, on_row=done,
-                                       model=target.served)  # fmt: skip
+                layouts = plan_layouts(
+                    shape,
+                    catalog,
+                    hardware=hardware,
+                    precisions=p.precisions,
+                    traffic=traffic,
+                    sla=sla,
+                    link=self.link,
+                    scope=p.scope,
+                    engines=p.engines,
+                    on_row=done,
+                    model=target.served,
+                )
         self._print(ep if self.expert_parallel else layouts, name=target.name, traffic=traffic, sla=sla)
         return True
 
-    def _print(self, found: list[ParallelismComparison] | list[LayoutComparison], *, name: str, traffic: Traffic,
-               sla: LatencySLA) -> None:  # fmt: skip
+    def _print(
+        self,
+        found: list[ParallelismComparison] | list[LayoutComparison],
+        *,
+        name: str,
+        traffic: Traffic,
+        sla: LatencySLA,
+    ) -> None:
         """The comparison as JSON or as its table."""
         from recommender.report.layout_table import render_layouts, render_parallelism
         from recommender.serialization import dumps, list_to_data
@@ -122,19 +209,28 @@ class _Views:
         if self.json_output:
             print(dumps(list_to_data(found)))
         elif self.expert_parallel:
-            render_parallelism(cast("list[ParallelismComparison]", found), name=name, traffic=traffic, sla=sla,
-                               console=console)  # fmt: skip
+            render_parallelism(
+                cast("list[ParallelismComparison]", found), name=name, traffic=traffic, sla=sla, console=console
+            )
         else:
             render_layouts(cast("list[LayoutComparison]", found), name=name, traffic=traffic, sla=sla, console=console)
 
 
 # The command's own options (the pointing flags above are shared with their validation in ``plan_inputs``).
-Model = Annotated[str | None, typer.Option(
-    help="Shipped architecture (e.g. llama-3.1-8b), a config.json, or a model directory "
-    "(default with --spec: the architecture of the spec's model.source).")]  # fmt: skip
-SpecPath = Annotated[Path | None, typer.Option(
-    help="A search space: plan its GPUs, precisions, batch sizes, traffic and SLA; with a daily "
-    "profile, also autoscaled vs static $/month and the GPU mix (the flags below are ignored).")]  # fmt: skip
+Model = Annotated[
+    str | None,
+    typer.Option(
+        help="Shipped architecture (e.g. llama-3.1-8b), a config.json, or a model directory "
+        "(default with --spec: the architecture of the spec's model.source)."
+    ),
+]
+SpecPath = Annotated[
+    Path | None,
+    typer.Option(
+        help="A search space: plan its GPUs, precisions, batch sizes, traffic and SLA; with a daily "
+        "profile, also autoscaled vs static $/month and the GPU mix (the flags below are ignored)."
+    ),
+]
 PromptTokens = Annotated[int, typer.Option(min=1, max=10_000_000)]
 OutputTokens = Annotated[int, typer.Option(min=1)]
 Rps = Annotated[float, typer.Option(min=0.001, help="Target requests per second.")]
@@ -175,16 +271,25 @@ def plan_command(
         return
     if model is None:
         raise BadInputError("--model", "no architecture to plan", "pass --model llama-3.1-8b (or --spec SPACE.yaml)")
-    traffic, sla = traffic_and_sla(prompt_tokens=prompt_tokens, output_tokens=output_tokens, rps=rps, ttft_ms=ttft_ms,
-                                   tpot_ms=tpot_ms)  # fmt: skip
-    pointed = pointed_plan(hardware=hardware, engines=engine, precisions=precision, schemes=scheme,
-                           tensor_parallel=tensor_parallel, kv_cache_dtypes=kv_cache_dtype, batch_sizes=batch_size)
+    traffic, sla = traffic_and_sla(
+        prompt_tokens=prompt_tokens, output_tokens=output_tokens, rps=rps, ttft_ms=ttft_ms, tpot_ms=tpot_ms
+    )
+    pointed = pointed_plan(
+        hardware=hardware,
+        engines=engine,
+        precisions=precision,
+        schemes=scheme,
+        tensor_parallel=tensor_parallel,
+        kv_cache_dtypes=kv_cache_dtype,
+        batch_sizes=batch_size,
+    )
     target = plan_target(model, pointed, price_set, prompt_tokens, output_tokens)
     views = _Views(layouts(layout), link, expert_parallel, expert_skew, redundant_experts, json_output)
     if views.shown(target, traffic, sla, pointed):
         return
-    _print_rows(_plan_with_progress(target, traffic, sla, pointed), target, traffic=traffic, sla=sla,
-                json_output=json_output)  # fmt: skip
+    _print_rows(
+        _plan_with_progress(target, traffic, sla, pointed), target, traffic=traffic, sla=sla, json_output=json_output
+    )
 
 
 def _plan_from_spec(spec: Path, model: str | None, json_output: bool) -> None:
@@ -193,8 +298,9 @@ def _plan_from_spec(spec: Path, model: str | None, json_output: bool) -> None:
     plan_spec(spec, model, json_output)
 
 
-def _print_rows(rows: list[PlanRow], target: PlanTarget, *, traffic: Traffic, sla: LatencySLA,
-                json_output: bool) -> None:  # fmt: skip
+def _print_rows(
+    rows: list[PlanRow], target: PlanTarget, *, traffic: Traffic, sla: LatencySLA, json_output: bool
+) -> None:
     from recommender.fleet.plan import rows_to_json
     from recommender.report.plan_table import render_cheapest_launch, render_plan
 

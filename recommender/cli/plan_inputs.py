@@ -45,8 +45,9 @@ def traffic_and_sla(
     except ValidationError as exc:
         first = exc.errors()[0]
         flag = FLAG_OF.get(str(first["loc"][0]), str(first["loc"][0]))
-        raise BadInputError(flag, f"{first['input']!r}: {pydantic_message(dict(first))}",
-                            "give a finite positive number in range") from None  # fmt: skip
+        raise BadInputError(
+            flag, f"{first['input']!r}: {pydantic_message(dict(first))}", "give a finite positive number in range"
+        ) from None
     return traffic, sla
 
 
@@ -112,27 +113,42 @@ def _schemes(schemes: list[str]) -> dict[str, str]:
     for name in schemes:
         method = get_scheme(name, field="--scheme")
         if evaluation_only(method):
-            raise BadInputError("--scheme", f"{name} is evaluation only: no serving engine launches it",
-                                "pick a scheme an engine serves")  # fmt: skip
+            raise BadInputError(
+                "--scheme",
+                f"{name} is evaluation only: no serving engine launches it",
+                "pick a scheme an engine serves",
+            )
         if method.precision in by_family:
-            raise BadInputError("--scheme", f"{by_family[method.precision]} and {name} are both {method.precision}",
-                                "give one scheme per precision (plan one, then the other)")  # fmt: skip
+            raise BadInputError(
+                "--scheme",
+                f"{by_family[method.precision]} and {name} are both {method.precision}",
+                "give one scheme per precision (plan one, then the other)",
+            )
         by_family[method.precision] = name
     return by_family
 
 
 def pointed_plan(
-    *, hardware: list[str] | None, engines: list[str] | None, precisions: list[str] | None, schemes: list[str] | None,
-    tensor_parallel: list[int] | None, kv_cache_dtypes: list[str] | None, batch_sizes: list[int] | None,
-) -> Pointed:  # fmt: skip
+    *,
+    hardware: list[str] | None,
+    engines: list[str] | None,
+    precisions: list[str] | None,
+    schemes: list[str] | None,
+    tensor_parallel: list[int] | None,
+    kv_cache_dtypes: list[str] | None,
+    batch_sizes: list[int] | None,
+) -> Pointed:
     """The flags validated like the spec's fields: one refusal line naming the flag, the value and the fix."""
     from recommender.quantize.precisions import PLANNED_PRECISIONS
 
     distinct(hardware or [], flag="--hardware")
     check_batch_sizes(batch_sizes or [])
     if precisions and schemes:
-        raise BadInputError("--precision/--scheme", "both given", "give --precision (plan's scheme for each) or "
-                            "--scheme (that scheme), not both")  # fmt: skip
+        raise BadInputError(
+            "--precision/--scheme",
+            "both given",
+            "give --precision (plan's scheme for each) or --scheme (that scheme), not both",
+        )
     distinct(precisions or [], flag="--precision")
     for p in precisions or []:
         if p not in PLANNED_PRECISIONS:
@@ -144,14 +160,16 @@ def pointed_plan(
     distinct(kv_cache_dtypes or [], flag="--kv-cache-dtype")
     for kv in kv_cache_dtypes or []:
         if kv not in KV_CACHE_DTYPES:
-            raise BadInputError("--kv-cache-dtype", f"unknown KV cache dtype {kv!r}",
-                                f"one of {', '.join(KV_CACHE_DTYPES)}")  # fmt: skip
+            raise BadInputError(
+                "--kv-cache-dtype", f"unknown KV cache dtype {kv!r}", f"one of {', '.join(KV_CACHE_DTYPES)}"
+            )
     by_family = _schemes(schemes or [])
     scope = PlanScope(
-        batch_sizes=tuple(batch_sizes or ()), tensor_parallel=tuple(tensor_parallel or ()),
+        batch_sizes=tuple(batch_sizes or ()),
+        tensor_parallel=tuple(tensor_parallel or ()),
         kv_cache_dtypes=tuple(kv for kv in KV_CACHE_DTYPES if kv in (kv_cache_dtypes or KV_CACHE_DTYPES)),
         schemes=by_family,
-    )  # fmt: skip
+    )
     return Pointed(_engines(engines), list(by_family) or list(precisions or PLANNED_PRECISIONS), scope, hardware)
 
 
@@ -194,7 +212,8 @@ def plan_target(
     shape = ModelShape.from_config(config)
     catalog = load_catalog(price_set=get_price_set(price_set, field="--price-set").name)
     hardware = pointed.hardware(catalog, shape, priced_only=price_set is not None)
-    check_request_fits(config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-                       field="--prompt-tokens")  # fmt: skip
+    check_request_fits(
+        config, shape, catalog, prompt_tokens=prompt_tokens, output_tokens=output_tokens, field="--prompt-tokens"
+    )
     served = str(next(iter(getattr(config, "_hub_ids", None) or []), model))  # a shipped name launches its hub id
     return PlanTarget(name, shape, catalog, hardware, served)

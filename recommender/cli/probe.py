@@ -39,8 +39,11 @@ def probe_command(
     for tokens in prompt_tokens or [128]:  # before the model loads: a prompt it has no positions for
         check_positions(config, tokens + 1, field="--prompt-tokens")
     loaded = models.get(quant)
-    results = [run_probe(loaded, prompt_tokens=p, batch_size=b, repeats=repeats)
-               for p in (prompt_tokens or [128]) for b in (batch_size or [1, 8, 32])]  # fmt: skip
+    results = [
+        run_probe(loaded, prompt_tokens=p, batch_size=b, repeats=repeats)
+        for p in (prompt_tokens or [128])
+        for b in (batch_size or [1, 8, 32])
+    ]
     if json_output:
         print(dumps(list_to_data(results)), end="")
         return

@@ -28,6 +28,7 @@ def scheme_help() -> str:
             by_format.setdefault(method.checkpoint_format, []).append(method.name)
     return "; ".join(f"{fmt}: {', '.join(names)}" for fmt, names in by_format.items()) + "."
 
+
 #: The demo use case, shipped in the package.
 DEFAULT_SUITE = Path(str(resources.files("recommender.demo") / "use_case.yaml"))
 
@@ -57,8 +58,9 @@ def quantize_command(
     out = expand_user(out, field="--out").resolve()
     check_output_dir(out)
     check_cache_root()  # calibration documents are cached: refused up front, not after the model loads
-    source = ModelSource.resolve(model, base_dir=Path.cwd(), field="--model", revision=revision,
-                                 trust_remote_code=trust_remote_code)  # fmt: skip
+    source = ModelSource.resolve(
+        model, base_dir=Path.cwd(), field="--model", revision=revision, trust_remote_code=trust_remote_code
+    )
     source.load_config(field="--model")
     suite = load_use_case(use_case, field="--use-case")
     if calibration_docs is not None:
@@ -68,6 +70,8 @@ def quantize_command(
     started = time.perf_counter()
     export_checkpoint(method, source, context, out)
     calibration_note = f", calibrated on {context.calibration_set().source}" if method.calibrates else ""  # type: ignore[union-attr]
-    typer.echo(f"wrote {method.name} checkpoint of {source.name} to {out} in {time.perf_counter() - started:.1f} s"
-               f"{calibration_note}")  # fmt: skip
+    typer.echo(
+        f"wrote {method.name} checkpoint of {source.name} to {out} in {time.perf_counter() - started:.1f} s"
+        f"{calibration_note}"
+    )
     typer.echo(f"serve it with: {method.serve_hint(out)}")

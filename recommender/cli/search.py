@@ -25,26 +25,43 @@ EPILOG = (
     "Several machines: run this with --storage postgresql://... (and an MLflow server as --tracking-uri), "
     "then `recommender worker --study NAME --storage postgresql://...` on the others."
 )
-DRY_RUN_HELP = ("Check everything and print what the search would do (candidates, pruned and why, schemes to "
-                "quantize and score, documents, a time estimate); load no weights, write nothing.")
+DRY_RUN_HELP = (
+    "Check everything and print what the search would do (candidates, pruned and why, schemes to "
+    "quantize and score, documents, a time estimate); load no weights, write nothing."
+)
 DEMO_SPEC = Path(str(resources.files("recommender.demo") / "search_space.yaml"))
 
 
 # The command's arguments, declared once with their bounds and help (the signature below names them).
-SpecArgument = Annotated[Path | None, typer.Argument(
-    help="Search-space YAML; default: the demo shipped in the package (recommender/demo/search_space.yaml).")]
-Trials = Annotated[int | None, typer.Option(
-    min=1, max=100_000, help="Distinct candidates to evaluate in total (default: the spec's search.n_trials); a "
-    "proposal the study already answered is free, and a resumed study evaluates only the missing ones.")]
+SpecArgument = Annotated[
+    Path | None,
+    typer.Argument(
+        help="Search-space YAML; default: the demo shipped in the package (recommender/demo/search_space.yaml)."
+    ),
+]
+Trials = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        max=100_000,
+        help="Distinct candidates to evaluate in total (default: the spec's search.n_trials); a "
+        "proposal the study already answered is free, and a resumed study evaluates only the missing ones.",
+    ),
+]
 Storage = Annotated[str, typer.Option(help="Optuna storage URL; the study resumes from it when it exists.")]
 TrackingUri = Annotated[str | None, typer.Option(help=TRACKING_URI_HELP)]
 OutputDir = Annotated[Path, typer.Option(help="recommendation.json goes to OUTPUT_DIR/<study name>/.")]
 JsonOutput = Annotated[bool, typer.Option("--json", help="Print recommendation.json to stdout instead of tables.")]
-Resume = Annotated[bool, typer.Option(
-    help="Continue the spec's existing study and refuse to start a new one (a plain run continues an existing "
-    "study too).")]
-TimeoutS = Annotated[float | None, typer.Option(
-    min=1, help="Stop sampling after this many seconds (default: the spec's).")]
+Resume = Annotated[
+    bool,
+    typer.Option(
+        help="Continue the spec's existing study and refuse to start a new one (a plain run continues an existing "
+        "study too)."
+    ),
+]
+TimeoutS = Annotated[
+    float | None, typer.Option(min=1, help="Stop sampling after this many seconds (default: the spec's).")
+]
 DryRun = Annotated[bool, typer.Option("--dry-run", help=DRY_RUN_HELP)]
 
 
@@ -91,7 +108,6 @@ def _print_outcome(outcome: SearchOutcome, json_output: bool, console: Console) 
     render_daily(outcome.recommendation, console)
 
 
-
 def _dry_run(prepared: Prepared, json_output: bool, console: Console) -> None:
     from recommender.report.dry_run import render_dry_run
     from recommender.serialization import dumps, to_data
@@ -112,6 +128,16 @@ def run_with_progress(
     from recommender.study import run_search
 
     with trial_progress(console, total=n_trials or prepared.spec.search.n_trials) as (on_trial, on_status):
-        return run_search(prepared.spec, storage=storage, tracking_uri=uri, output_root=output_dir, n_trials=n_trials,
-                          resume=resume, prepared=prepared, on_trial=on_trial, on_status=on_status,
-                          interrupted=ctrl_c_event(), write_documents=write_documents)  # fmt: skip
+        return run_search(
+            prepared.spec,
+            storage=storage,
+            tracking_uri=uri,
+            output_root=output_dir,
+            n_trials=n_trials,
+            resume=resume,
+            prepared=prepared,
+            on_trial=on_trial,
+            on_status=on_status,
+            interrupted=ctrl_c_event(),
+            write_documents=write_documents,
+        )

@@ -44,8 +44,15 @@ def worker_command(
     joined = join_study(study, storage=storage, tracking_uri=tracking_uri)  # every refusal before the progress bar
     console = make_console(stderr=json_output)
     with trial_progress(console, total=None) as (on_trial, on_status):
-        outcome = run_worker(study, storage=storage, tracking_uri=tracking_uri, on_trial=on_trial,
-                             on_status=on_status, interrupted=ctrl_c_event(), joined=joined)  # fmt: skip
+        outcome = run_worker(
+            study,
+            storage=storage,
+            tracking_uri=tracking_uri,
+            on_trial=on_trial,
+            on_status=on_status,
+            interrupted=ctrl_c_event(),
+            joined=joined,
+        )
     if json_output:
         print(json.dumps(asdict(outcome), indent=2))
     else:

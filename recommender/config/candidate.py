@@ -26,14 +26,16 @@ def _speculative(value: str) -> str:
 
 #: A precision family's name (``quantize/precisions.py`` lists them).
 Precision = Annotated[
-    str, AfterValidator(lambda name: precision_family(name).name),
+    str,
+    AfterValidator(lambda name: precision_family(name).name),
     WithJsonSchema({"type": "string", "enum": list(PRECISION_NAMES)}),
-]  # fmt: skip
+]
 #: KV-cache storage dtypes, named as vLLM names them (`--kv-cache-dtype`); see perf/model/memory.py.
 KVCacheDtype = Literal["auto", "fp8"]
 #: Speculative decoding: "none", "ngram" or "ngram:K" (``speculation/methods.py``).
-Speculative = Annotated[str, AfterValidator(_speculative),
-                        WithJsonSchema({"type": "string", "pattern": "^(none|ngram(:[0-9]{1,2})?)$"})]  # fmt: skip
+Speculative = Annotated[
+    str, AfterValidator(_speculative), WithJsonSchema({"type": "string", "pattern": "^(none|ngram(:[0-9]{1,2})?)$"})
+]
 
 #: Tokens in a prompt or a completion: ten million, the longest context any released model claims.
 MAX_TOKENS = 10_000_000
@@ -55,8 +57,9 @@ class Candidate:
     hardware: str
     batch_size: Annotated[int, Field(gt=0, le=MAX_BATCH)]
     tensor_parallel: Annotated[int, Field(gt=0, le=MAX_TENSOR_PARALLEL)] = 1
-    max_num_batched_tokens: TokenCount = Field(default=DEFAULT_MAX_BATCHED_TOKENS,
-                                               description="Token budget per engine step.")  # fmt: skip
+    max_num_batched_tokens: TokenCount = Field(
+        default=DEFAULT_MAX_BATCHED_TOKENS, description="Token budget per engine step."
+    )
     kv_cache_dtype: KVCacheDtype = "auto"
     speculative: Speculative = NONE
 

@@ -43,11 +43,17 @@ DEFAULT_FOLDER = Path("mlruns")
 def check_name(name: str, *, field: str, what: str = "name") -> str:
     """A name that becomes a file or folder name: safe characters, no traversal, not too long."""
     if not _SAFE_NAME.match(name) or ".." in name:
-        raise BadInputError(field, f"{what} {name!r} is not a plain name (it becomes a folder name)",
-                            "use letters, digits, '_', '.' and '-' only, starting with a letter or digit")  # fmt: skip
+        raise BadInputError(
+            field,
+            f"{what} {name!r} is not a plain name (it becomes a folder name)",
+            "use letters, digits, '_', '.' and '-' only, starting with a letter or digit",
+        )
     if len(name.encode("utf-8")) > MAX_NAME_BYTES:
-        raise BadInputError(field, f"{what} is {len(name.encode('utf-8'))} bytes long, over the {MAX_NAME_BYTES} "
-                            "a folder name may take here", "shorten it")  # fmt: skip
+        raise BadInputError(
+            field,
+            f"{what} is {len(name.encode('utf-8'))} bytes long, over the {MAX_NAME_BYTES} a folder name may take here",
+            "shorten it",
+        )
     return name
 
 
@@ -71,8 +77,11 @@ def new_path(path: Path, *, field: str) -> Path:
     """`path` if the tool may create it: a usable path (no NUL, no component over 255 bytes) without control
     characters, which would end up in a folder listing and in the commands printed to serve what is there."""
     if CONTROL_CHARACTERS.search(str(path)):
-        raise BadInputError(field, f"{str(path)[:120]!r} holds a control character (a newline, a tab, an escape)",
-                            "give a path without control characters")  # fmt: skip
+        raise BadInputError(
+            field,
+            f"{str(path)[:120]!r} holds a control character (a newline, a tab, an escape)",
+            "give a path without control characters",
+        )
     return usable_path(path, field=field)
 
 
@@ -100,13 +109,32 @@ def probe_writable(directory: Path, *, field: str) -> None:
         os.close(handle)
         os.unlink(name)
     except OSError as exc:
-        raise BadInputError(field, f"directory {directory} is not writable: {why_unwritable(directory, exc)}",
-                            "pick a directory you can write to") from None  # fmt: skip
+        raise BadInputError(
+            field,
+            f"directory {directory} is not writable: {why_unwritable(directory, exc)}",
+            "pick a directory you can write to",
+        ) from None
 
 
 #: Filesystems the kernel makes up (their files are views of its state): a file of the user's cannot be made there.
-VIRTUAL_FILESYSTEMS = ("proc", "sysfs", "cgroup", "cgroup2", "debugfs", "securityfs", "configfs", "tracefs", "bpf",
-                       "pstore", "efivarfs", "fusectl", "binfmt_misc", "devpts", "mqueue", "hugetlbfs")  # fmt: skip
+VIRTUAL_FILESYSTEMS = (
+    "proc",
+    "sysfs",
+    "cgroup",
+    "cgroup2",
+    "debugfs",
+    "securityfs",
+    "configfs",
+    "tracefs",
+    "bpf",
+    "pstore",
+    "efivarfs",
+    "fusectl",
+    "binfmt_misc",
+    "devpts",
+    "mqueue",
+    "hugetlbfs",
+)
 
 
 def why_unwritable(directory: Path, exc: OSError) -> str:
@@ -115,10 +143,14 @@ def why_unwritable(directory: Path, exc: OSError) -> str:
     fstype = filesystem_type(directory)
     if fstype in VIRTUAL_FILESYSTEMS:
         return f"it is on the kernel's {fstype} filesystem, which holds no files but its own ({exc.strerror})"
-    reasons = {errno.EROFS: "its filesystem is mounted read-only", errno.ENOSPC: "its filesystem is full",
-               errno.EDQUOT: "your disk quota there is used up", errno.EACCES: "permission denied",
-               errno.EPERM: "the operation is not permitted there", errno.ENOENT: "the filesystem refuses new files "
-               f"there ({fstype or 'unknown'} filesystem: {exc.strerror})"}  # fmt: skip
+    reasons = {
+        errno.EROFS: "its filesystem is mounted read-only",
+        errno.ENOSPC: "its filesystem is full",
+        errno.EDQUOT: "your disk quota there is used up",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "the operation is not permitted there",
+        errno.ENOENT: f"the filesystem refuses new files there ({fstype or 'unknown'} filesystem: {exc.strerror})",
+    }
     return reasons.get(exc.errno or 0, str(exc.strerror or exc))
 
 
@@ -143,8 +175,9 @@ def filesystem_type(path: Path) -> str:
 def _check_sqlite(uri: str, *, field: str) -> None:
     path = uri.partition("://")[2]
     if not path.startswith("/") or path in ("/", "/:memory:"):
-        raise BadInputError(field, f"{uri!r} names no database file",
-                            "write sqlite:///relative/path.db or sqlite:////absolute/path.db")  # fmt: skip
+        raise BadInputError(
+            field, f"{uri!r} names no database file", "write sqlite:///relative/path.db or sqlite:////absolute/path.db"
+        )
     check_parent(Path(path[1:].split("?", 1)[0]), field=field, what="file")
 
 
@@ -152,8 +185,11 @@ def check_storage_url(url: str, *, field: str = "--storage") -> None:
     """An Optuna storage URL of a scheme its RDB storage accepts; a SQLite file's folder must exist."""
     scheme = _scheme(url)
     if scheme not in STORAGE_SCHEMES:
-        raise BadInputError(field, f"unknown storage scheme {scheme + '://' if scheme else url!r}",
-                            "pass sqlite:///path.db, postgresql://USER@HOST/DB or mysql://USER@HOST/DB")  # fmt: skip
+        raise BadInputError(
+            field,
+            f"unknown storage scheme {scheme + '://' if scheme else url!r}",
+            "pass sqlite:///path.db, postgresql://USER@HOST/DB or mysql://USER@HOST/DB",
+        )
     if scheme == "sqlite":
         _check_sqlite(url, field=field)
 
@@ -163,14 +199,20 @@ def check_tracking_uri(uri: str, *, field: str = "--tracking-uri") -> None:
     A folder (the file store) only where MLflow 3 is told to accept it (MLFLOW_ALLOW_FILE_STORE)."""
     scheme = _scheme(uri)
     if scheme in ("", "file") and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() not in ("true", "1"):
-        raise BadInputError(field, f"{uri[:120]!r} is a folder (MLflow's file store, which MLflow 3 refuses)",
-                            "pass sqlite:///PATH/mlflow.db, or set MLFLOW_ALLOW_FILE_STORE=true for a file store")
+        raise BadInputError(
+            field,
+            f"{uri[:120]!r} is a folder (MLflow's file store, which MLflow 3 refuses)",
+            "pass sqlite:///PATH/mlflow.db, or set MLFLOW_ALLOW_FILE_STORE=true for a file store",
+        )
     if scheme == "":
         check_parent(Path(uri), field=field, what="directory")
         return
     if scheme not in TRACKING_SCHEMES:
-        raise BadInputError(field, f"unknown tracking URI scheme {scheme + '://'!r}",
-                            "pass sqlite:///path.db, http(s)://HOST:PORT, a database URL or a folder")  # fmt: skip
+        raise BadInputError(
+            field,
+            f"unknown tracking URI scheme {scheme + '://'!r}",
+            "pass sqlite:///path.db, http(s)://HOST:PORT, a database URL or a folder",
+        )
     if scheme == "sqlite":
         _check_sqlite(uri, field=field)
     elif scheme == "file":

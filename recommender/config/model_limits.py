@@ -39,8 +39,7 @@ def check_lengths(spec: SearchSpec, config: Any, shape: ModelShape, catalog: Cat
     prefix = f"{spec.spec_path}: "
     check_traffic_fits(config, shape, catalog, spec.traffic, field_prefix=prefix)
     if searches_speculation(spec):  # its settings are used only then
-        check_speculation_fits(config, spec.speculation.prompt_tokens, spec.speculation.new_tokens,
-                               field_prefix=prefix)  # fmt: skip
+        check_speculation_fits(config, spec.speculation.prompt_tokens, spec.speculation.new_tokens, field_prefix=prefix)
 
 
 def check_local_lengths(spec: SearchSpec) -> None:

@@ -30,7 +30,8 @@ class Space(BaseModel):
     methods: dict[Precision, list[str]] = Field(description="Precision -> quantization methods to try.")
     hardware: list[str] = Field(min_length=1, description="Catalog accelerator names, or 'local'.")
     batch_sizes: list[Annotated[int, Field(gt=0, le=MAX_BATCH)]] | None = Field(
-        default=None, min_length=1,
+        default=None,
+        min_length=1,
         description="max_num_seqs values (concurrent sequences); left out: powers of two from 64 up to each "
         "engine's own maximum (recommender/engines/batch_limits.py), the caps the KV cache cannot hold pruned.",
     )
@@ -54,8 +55,9 @@ class Space(BaseModel):
             _refuse_repeats(names)
         return value
 
-    @field_validator("hardware", "batch_sizes", "tensor_parallel", "max_num_batched_tokens", "kv_cache_dtypes",
-                     "speculative")
+    @field_validator(
+        "hardware", "batch_sizes", "tensor_parallel", "max_num_batched_tokens", "kv_cache_dtypes", "speculative"
+    )
     @classmethod
     def _distinct(cls, value: list[Any] | None) -> list[Any] | None:
         return None if value is None else _refuse_repeats(value)

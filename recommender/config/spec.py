@@ -58,12 +58,23 @@ MAX_SECONDS = 30 * 86_400.0
 class ModelRef(StrictModel):
     """The model to serve: a local directory or a hub id, with its release label."""
 
-    source: str = Field(min_length=1, max_length=4096,
-                        description="Local directory (relative to the spec) or a hub id such as org/name.")  # fmt: skip
-    name: str | None = Field(default=None, pattern=r"^[^\x00-\x1f\x7f]+$", max_length=MAX_NAME_BYTES,
-                             description="Name runs are grouped under; default: hub id or dir name.")  # fmt: skip
-    release: str = Field(default="unreleased", pattern=r"^[^\x00-\x1f\x7f]+$", max_length=MAX_NAME_BYTES,
-                         description="Release label recorded with every run.")  # fmt: skip
+    source: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="Local directory (relative to the spec) or a hub id such as org/name.",
+    )
+    name: str | None = Field(
+        default=None,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        max_length=MAX_NAME_BYTES,
+        description="Name runs are grouped under; default: hub id or dir name.",
+    )
+    release: str = Field(
+        default="unreleased",
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        max_length=MAX_NAME_BYTES,
+        description="Release label recorded with every run.",
+    )
     revision: str | None = Field(default=None, description="Hub revision (commit or tag) for hub ids.")
     allow_pickle: bool = Field(default=False, description="Allow pickle (.bin) weights; off by default.")
     trust_remote_code: bool = Field(default=False, description="Run the model repo's own code; off by default.")
@@ -257,8 +268,11 @@ def _plain_path(value: str, field: str) -> str:
     """A path the filesystem can look up: no NUL byte, no name over 255 bytes, 4096 bytes at most (the OS
     raises on each, mid-resolution, instead of answering "not found")."""
     if "\0" in value or len(value.encode()) > 4096 or any(len(p.encode()) > 255 for p in value.split("/")):
-        raise BadInputError(field, "not a usable path (a NUL byte, or a name or path too long for the filesystem)",
-                            "give the path of an existing file or directory")  # fmt: skip
+        raise BadInputError(
+            field,
+            "not a usable path (a NUL byte, or a name or path too long for the filesystem)",
+            "give the path of an existing file or directory",
+        )
     return value
 
 
@@ -276,8 +290,9 @@ def _kv_dtype_apart(name: str, field: str, fix: str) -> None:
     spelling) is refused: listed beside ``x`` with fp8 among the KV dtypes it would be the same candidate twice."""
     if FP8_KV_SUFFIX in name:
         base = name.split(FP8_KV_SUFFIX, 1)[0]
-        raise BadInputError(field, f"{name[:80]!r}: in a spec the KV cache dtype is its own setting",
-                            f"list {base[:60]!r} and {fix}")  # fmt: skip
+        raise BadInputError(
+            field, f"{name[:80]!r}: in a spec the KV cache dtype is its own setting", f"list {base[:60]!r} and {fix}"
+        )
 
 
 def _check_names(spec: SearchSpec) -> None:

@@ -117,8 +117,11 @@ def read_trace(path: Path) -> TraceRequests:
                 raise _row_error(path, line, "need 3 columns (arrival_s, prompt_tokens, output_tokens)")
             row = [row[i] for i in order]
             if len(arrivals) == MAX_TRACE_REQUESTS:
-                raise BadInputError(TRACE_FIELD, f"{path.name} holds more than {MAX_TRACE_REQUESTS:,} requests",
-                                    "sample the trace (its rates and lengths are what is read)")  # fmt: skip
+                raise BadInputError(
+                    TRACE_FIELD,
+                    f"{path.name} holds more than {MAX_TRACE_REQUESTS:,} requests",
+                    "sample the trace (its rates and lengths are what is read)",
+                )
             arrival, prompt, output = _parse_row(row, path, line)
             arrivals.append(arrival)
             prompts.append(prompt)
@@ -129,8 +132,11 @@ def read_trace(path: Path) -> TraceRequests:
         raise BadInputError(TRACE_FIELD, f"{path.name}: a trace needs at least 2 requests", "record a longer trace")
     span_days = (max(arrivals) - min(arrivals)) / (HOURS_PER_DAY * SECONDS_PER_HOUR)
     if span_days > MAX_TRACE_DAYS:
-        raise BadInputError(TRACE_FIELD, f"{path.name} spans {span_days:,.0f} days, more than {MAX_TRACE_DAYS}",
-                            "give arrival_s in seconds (not milliseconds), over a representative month at most")
+        raise BadInputError(
+            TRACE_FIELD,
+            f"{path.name} spans {span_days:,.0f} days, more than {MAX_TRACE_DAYS}",
+            "give arrival_s in seconds (not milliseconds), over a representative month at most",
+        )
     return TraceRequests(arrivals_s=arrivals, prompt_tokens=prompts, output_tokens=outputs, first_line=first_line)
 
 
@@ -277,9 +283,10 @@ class FleetPolicy(_Strict):
         default=1.2, description="Capacity kept above each hour's mean rate (1.2: 20 % for bursts within the hour)."
     )
     prompt_buckets: list[Annotated[int, Field(ge=1, le=MAX_TOKENS)]] = Field(
-        default=[512, 2048], max_length=8,
+        default=[512, 2048],
+        max_length=8,
         description="Prompt-length edges the GPU mix routes by (tokens); [512, 2048] makes three buckets.",
-    )  # fmt: skip
+    )
 
     @field_validator("prompt_buckets")
     @classmethod
@@ -357,5 +364,6 @@ def traffic_load(traffic: _TrafficLike) -> TrafficLoad:
     mean_prompt = traffic.prompt_tokens
     if sessions is not None:
         mean_prompt = sessions.mean_prompt(traffic.prompt_tokens, traffic.output_tokens)
-    return TrafficLoad(traffic.requests_per_second, mean_prompt, traffic.output_tokens, prompt, output, prefix,
-                       sessions)  # fmt: skip
+    return TrafficLoad(
+        traffic.requests_per_second, mean_prompt, traffic.output_tokens, prompt, output, prefix, sessions
+    )

@@ -58,9 +58,12 @@ class Traffic(StrictModel):
             )
         if self.max_model_len > MAX_TOKENS:
             field = "traffic.conversation" if self.conversation else "traffic.prompt_tokens"
-            raise BadInputError(field, f"the longest request's {self.longest_prompt_tokens:,} prompt tokens + "
-                                f"{self.output_tokens:,} output tokens exceed {MAX_TOKENS:,}",
-                                "fewer turns or shorter messages" if self.conversation else "shorten the request")
+            raise BadInputError(
+                field,
+                f"the longest request's {self.longest_prompt_tokens:,} prompt tokens + "
+                f"{self.output_tokens:,} output tokens exceed {MAX_TOKENS:,}",
+                "fewer turns or shorter messages" if self.conversation else "shorten the request",
+            )
         return self
 
     @property
@@ -92,8 +95,10 @@ class LatencySLA(StrictModel):
     ttft_p99_ms: Millis = Field(description="Time to first token, 99th percentile.")
     tpot_p99_ms: Millis = Field(description="Time per output token after the first, 99th percentile.")
     confidence: float = Field(
-        default=DEFAULT_SLA_CONFIDENCE, ge=0.5, le=0.99,
+        default=DEFAULT_SLA_CONFIDENCE,
+        ge=0.5,
+        le=0.99,
         description="Confidence of SLA checks on calibrated GPU figures: the traffic is simulated with every step "
         "at the one-sided upper bound of its held-out error at this level (prefill and decode apart), and that "
         "simulation's P99s must meet the SLA.",
-    )  # fmt: skip
+    )

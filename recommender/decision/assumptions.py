@@ -138,8 +138,11 @@ def _prices(spec: SearchSpec, catalog: Catalog) -> tuple[PriceAssumption, ...]:
         if accel is None:
             continue
         source = accel.price_source or (catalog.price_refusal(key) or "not recorded")
-        prices.append(PriceAssumption(key, accel.name, accel.price_per_hour_usd, accel.price_set, source,
-                               first_url(source), accel.price_date))  # fmt: skip
+        prices.append(
+            PriceAssumption(
+                key, accel.name, accel.price_per_hour_usd, accel.price_set, source, first_url(source), accel.price_date
+            )
+        )
     return tuple(prices)
 
 

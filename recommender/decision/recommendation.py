@@ -130,8 +130,11 @@ def build(
         "same simulation on step times measured here",
     ]
     notes += [f"failed, not recommendable: {r.key}: {'; '.join(r.broken)}" for r in results if r.status == "failed"]
-    notes += [f"physics alarm, {role} {r.key}: {r.serving.physics_alarm_reason(sla)}" for role, r in
-              (("recommended", winner), ("current", current)) if r and r.serving and sla and r.serving.physics_alarm]
+    notes += [
+        f"physics alarm, {role} {r.key}: {r.serving.physics_alarm_reason(sla)}"
+        for role, r in (("recommended", winner), ("current", current))
+        if r and r.serving and sla and r.serving.physics_alarm
+    ]
     return Recommendation(
         study=study,
         model=model,

@@ -38,6 +38,7 @@ TIE_POLICY = (
     "of the spec's engines launch, then to the best quality margin, then to the lower $/1M tokens"
 )
 
+
 def _month(result: CandidateResult) -> float:
     return math.inf if result.usd_per_month is None else result.usd_per_month
 

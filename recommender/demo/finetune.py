@@ -74,8 +74,14 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--peak-lr", type=float, default=1e-3)
     args = parser.parse_args()
-    summary = finetune(args.output, base=args.base, steps=args.steps, seq_len=args.seq_len,
-                       batch_size=args.batch_size, peak_lr=args.peak_lr)  # fmt: skip
+    summary = finetune(
+        args.output,
+        base=args.base,
+        steps=args.steps,
+        seq_len=args.seq_len,
+        batch_size=args.batch_size,
+        peak_lr=args.peak_lr,
+    )
     print(json.dumps(summary, indent=2))
 
 

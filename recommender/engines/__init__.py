@@ -29,9 +29,19 @@ if TYPE_CHECKING:
     from recommender.quantize import QuantScheme
 
 __all__ = [
-    "DEFAULT_ENGINES", "ENGINES_BY_NAME", "ENGINE_NAMES", "PROFILES", "SUPPORT", "EngineLaunch", "Engine", "LaunchSettings",
-    "emit_all", "evaluation_only", "get_engine", "launch_flags",
-]  # fmt: skip
+    "DEFAULT_ENGINES",
+    "ENGINES_BY_NAME",
+    "ENGINE_NAMES",
+    "PROFILES",
+    "SUPPORT",
+    "EngineLaunch",
+    "Engine",
+    "LaunchSettings",
+    "emit_all",
+    "evaluation_only",
+    "get_engine",
+    "launch_flags",
+]
 
 _ALL_ENGINES: tuple[Engine, ...] = (
     VllmEngine(),

@@ -168,8 +168,10 @@ class Engine(ABC):
         if flag is None:
             return self._unsupported(self._no_equivalent(settings.method))
         if settings.speculative != "none" and self.speculation_refusal:
-            return self._unsupported(f"{self.label} does not launch {settings.speculative} speculation as measured: "
-                                     f"{self.speculation_refusal}.")  # fmt: skip
+            return self._unsupported(
+                f"{self.label} does not launch {settings.speculative} speculation as measured: "
+                f"{self.speculation_refusal}."
+            )
         device = settings.device
         why = None if device is None else self.refusal(settings.method, device)
         if device is not None and why is not None:

@@ -80,6 +80,8 @@ def fp8_kv_refusal(engine: str, device: DeviceInfo) -> str | None:
     if device.kind != "cuda" or device.compute_capability is None:
         return f"no FP8 KV cache on {device.kind}"
     if device.compute_capability < FP8_KV_MIN_CAPABILITY:
-        return (f"FP8 KV cache needs native FP8 conversion (compute capability >= 8.9), not "
-                f"{device.compute_capability[0]}.{device.compute_capability[1]}")  # fmt: skip
+        return (
+            f"FP8 KV cache needs native FP8 conversion (compute capability >= 8.9), not "
+            f"{device.compute_capability[0]}.{device.compute_capability[1]}"
+        )
     return None

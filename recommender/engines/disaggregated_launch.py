@@ -80,27 +80,46 @@ def disaggregated_launch(
     """The pools' commands for `engine`, from each pool's aggregated command (None: roles not emitted for it)."""
     if engine == "vllm":
         p_hosts, d_hosts = _hosts("prefill", prefill_workers), _hosts("decode", decode_workers)
-        router = ("python toy_proxy_server.py --port 8192 --prefiller-hosts "
-                  f"{' '.join(p_hosts)} --prefiller-ports {' '.join(['8000'] * prefill_workers)} --decoder-hosts "
-                  f"{' '.join(d_hosts)} --decoder-ports {' '.join(['8000'] * decode_workers)}")  # fmt: skip
+        router = (
+            "python toy_proxy_server.py --port 8192 --prefiller-hosts "
+            f"{' '.join(p_hosts)} --prefiller-ports {' '.join(['8000'] * prefill_workers)} --decoder-hosts "
+            f"{' '.join(d_hosts)} --decoder-ports {' '.join(['8000'] * decode_workers)}"
+        )
         proxy = "tests/v1/kv_connector/nixl_integration/toy_proxy_server.py @ 029e67cd"
-        notes = ("set VLLM_NIXL_SIDE_CHANNEL_HOST to each instance's address and VLLM_NIXL_SIDE_CHANNEL_PORT (default "
-                 f"5600) on every instance; the proxy is vLLM's test proxy ({proxy}): deploy behind llm-d or Dynamo's "
-                 "router",)  # fmt: skip
-        launch = DisaggregatedLaunch(engine, _vllm_role(prefill_command, "kv_producer"),
-                                     _vllm_role(decode_command, "kv_consumer"), router, prefill_workers, decode_workers,
-                                     notes)  # fmt: skip
-        return replace(launch, dynamo=dynamo_vllm_deployment(prefill_command, decode_command, prefill_workers,
-                                                             decode_workers))  # fmt: skip
+        notes = (
+            "set VLLM_NIXL_SIDE_CHANNEL_HOST to each instance's address and VLLM_NIXL_SIDE_CHANNEL_PORT (default "
+            f"5600) on every instance; the proxy is vLLM's test proxy ({proxy}): deploy behind llm-d or Dynamo's "
+            "router",
+        )
+        launch = DisaggregatedLaunch(
+            engine,
+            _vllm_role(prefill_command, "kv_producer"),
+            _vllm_role(decode_command, "kv_consumer"),
+            router,
+            prefill_workers,
+            decode_workers,
+            notes,
+        )
+        return replace(
+            launch, dynamo=dynamo_vllm_deployment(prefill_command, decode_command, prefill_workers, decode_workers)
+        )
     if engine == "sglang":
         role = "--disaggregation-transfer-backend nixl --disaggregation-mode"
         urls = [f"--prefill http://{h}:8000" for h in _hosts("prefill", prefill_workers)]
         urls += [f"--decode http://{h}:8000" for h in _hosts("decode", decode_workers)]
-        router = (f"python -m sglang_router.launch_router --pd-disaggregation {' '.join(urls)} --host 0.0.0.0 "
-                  "--port 8000")  # fmt: skip
+        router = (
+            f"python -m sglang_router.launch_router --pd-disaggregation {' '.join(urls)} --host 0.0.0.0 --port 8000"
+        )
         note = "each worker serves on port 8000 of its host (--port); fill in the hosts"
-        return DisaggregatedLaunch(engine, f"{prefill_command} {role} prefill", f"{decode_command} {role} decode",
-                                   router, prefill_workers, decode_workers, (note,))  # fmt: skip
+        return DisaggregatedLaunch(
+            engine,
+            f"{prefill_command} {role} prefill",
+            f"{decode_command} {role} decode",
+            router,
+            prefill_workers,
+            decode_workers,
+            (note,),
+        )
     return None
 
 
@@ -115,33 +134,47 @@ def _dynamo_args(vllm_command: str, role: str) -> tuple[list[str], int]:
     model, flags = argv[2], argv[3:]
     if "--port" in flags:
         at = flags.index("--port")
-        flags = flags[:at] + flags[at + 2:]
+        flags = flags[:at] + flags[at + 2 :]
     tp = int(flags[flags.index("--tensor-parallel-size") + 1]) if "--tensor-parallel-size" in flags else 1
     return ["--model", model, *flags, "--disaggregation-mode", role], tp
 
 
 def _worker(args: list[str], gpus: int, replicas: int, role: str) -> dict[str, object]:
     return {
-        "envFromSecret": "hf-token-secret", "componentType": "worker", "subComponentType": role,
-        "replicas": replicas, "resources": {"limits": {"gpu": str(gpus)}},
-        "extraPodSpec": {"mainContainer": {
-            "image": DYNAMO_VLLM_IMAGE, "workingDir": "/workspace/examples/backends/vllm",
-            "command": ["python3", "-m", "dynamo.vllm"], "args": args}},
-    }  # fmt: skip
+        "envFromSecret": "hf-token-secret",
+        "componentType": "worker",
+        "subComponentType": role,
+        "replicas": replicas,
+        "resources": {"limits": {"gpu": str(gpus)}},
+        "extraPodSpec": {
+            "mainContainer": {
+                "image": DYNAMO_VLLM_IMAGE,
+                "workingDir": "/workspace/examples/backends/vllm",
+                "command": ["python3", "-m", "dynamo.vllm"],
+                "args": args,
+            }
+        },
+    }
 
 
-def dynamo_vllm_deployment(prefill_command: str, decode_command: str, prefill_workers: int,
-                           decode_workers: int) -> str:  # fmt: skip
+def dynamo_vllm_deployment(prefill_command: str, decode_command: str, prefill_workers: int, decode_workers: int) -> str:
     """The DynamoGraphDeployment of vLLM prefill and decode pools (layout of Dynamo's ``deploy/disagg.yaml``)."""
     prefill_args, prefill_gpus = _dynamo_args(prefill_command, "prefill")
     decode_args, decode_gpus = _dynamo_args(decode_command, "decode")
     document = {
-        "apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment", "metadata": {"name": "vllm-disagg"},
-        "spec": {"services": {
-            "Frontend": {"componentType": "frontend", "replicas": 1,
-                         "extraPodSpec": {"mainContainer": {"image": DYNAMO_VLLM_IMAGE}}},
-            "VllmDecodeWorker": _worker(decode_args, decode_gpus, decode_workers, "decode"),
-            "VllmPrefillWorker": _worker(prefill_args, prefill_gpus, prefill_workers, "prefill"),
-        }},
-    }  # fmt: skip
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "DynamoGraphDeployment",
+        "metadata": {"name": "vllm-disagg"},
+        "spec": {
+            "services": {
+                "Frontend": {
+                    "componentType": "frontend",
+                    "replicas": 1,
+                    "extraPodSpec": {"mainContainer": {"image": DYNAMO_VLLM_IMAGE}},
+                },
+                "VllmDecodeWorker": _worker(decode_args, decode_gpus, decode_workers, "decode"),
+                "VllmPrefillWorker": _worker(prefill_args, prefill_gpus, prefill_workers, "prefill"),
+            }
+        },
+    }
     return yaml.safe_dump(document, sort_keys=False)

@@ -101,12 +101,40 @@ if TYPE_CHECKING:
 # python/sglang/srt/server_args.py @ 001067f, QUANTIZATION_CHOICES.
 QUANTIZATION_CHOICES = frozenset(
     {
-        "awq", "fp8", "mxfp8", "gptq", "marlin", "gptq_marlin", "awq_marlin", "bitsandbytes", "gguf", "modelopt",
-        "modelopt_fp8", "modelopt_fp4", "nvfp4_online", "modelopt_mixed", "petit_nvfp4", "w8a8_int8", "w8a8_fp8",
-        "moe_wna16", "w4afp8", "mxfp4", "auto-round", "auto-round-int8", "compressed-tensors", "modelslim",
-        "mxfp_w4a8", "quark", "quark_int4fp8_moe", "quark_mxfp4", "mlx_q4", "mlx_q8", "unquant", "humming",
+        "awq",
+        "fp8",
+        "mxfp8",
+        "gptq",
+        "marlin",
+        "gptq_marlin",
+        "awq_marlin",
+        "bitsandbytes",
+        "gguf",
+        "modelopt",
+        "modelopt_fp8",
+        "modelopt_fp4",
+        "nvfp4_online",
+        "modelopt_mixed",
+        "petit_nvfp4",
+        "w8a8_int8",
+        "w8a8_fp8",
+        "moe_wna16",
+        "w4afp8",
+        "mxfp4",
+        "auto-round",
+        "auto-round-int8",
+        "compressed-tensors",
+        "modelslim",
+        "mxfp_w4a8",
+        "quark",
+        "quark_int4fp8_moe",
+        "quark_mxfp4",
+        "mlx_q4",
+        "mlx_q8",
+        "unquant",
+        "humming",
     }
-)  # fmt: skip
+)
 # server_args.py @ 001067f: SGLang names the formats; e4m3 matches vLLM's "fp8" and TGI's fp8_e4m3fn.
 KV_CACHE_DTYPE = {"auto": "auto", "fp8": "fp8_e4m3"}
 
@@ -117,8 +145,9 @@ FP8_BLOCK_FALLBACK = "it takes its weight-only FP8 scheme (W8A16), not the W8A8 
 NVFP4_FALLBACK = "it runs NVFP4 weight-only through FP4 Marlin (W4A16), not the W4A4 numerics that were measured"
 
 #: How Sglang batches (sources in the module docstring).
-PROFILE = EngineProfile("sglang", max_num_batched_tokens=8192, mixed_prefill=False, max_num_seqs=1024,
-                        reserve_whole_request=True)
+PROFILE = EngineProfile(
+    "sglang", max_num_batched_tokens=8192, mixed_prefill=False, max_num_seqs=1024, reserve_whole_request=True
+)
 #: Where Sglang runs each scheme family (sources in the module docstring).
 KERNELS: tuple[Kernel, ...] = (
     Kernel("bf16", "SGLang bf16", (8, 0), amd=True),
@@ -128,15 +157,24 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("ct-w4a16", "SGLang's Marlin W4A16", (8, 0)),
     Kernel("ct-w4a16-asym", "SGLang's Marlin W4A16 with zero points", (8, 0)),
     Kernel("bnb-nf4", "SGLang's bitsandbytes NF4", (7, 0), flag="bitsandbytes"),
-    Kernel("ct-fp8-tensor", "SGLang's CompressedTensorsW8A8Fp8 (per-tensor, static activation scale)", (8, 9),
-           amd=True, fallback=FP8_W8A16_FALLBACK),
-    Kernel("ct-fp8-block", "SGLang's CompressedTensorsW8A8Fp8 (128x128 blocks, FP32 scales; UE8M0 on Blackwell)",
-           (8, 9), nvidia_below=(10, 0), fallback=FP8_BLOCK_FALLBACK),
+    Kernel(
+        "ct-fp8-tensor",
+        "SGLang's CompressedTensorsW8A8Fp8 (per-tensor, static activation scale)",
+        (8, 9),
+        amd=True,
+        fallback=FP8_W8A16_FALLBACK,
+    ),
+    Kernel(
+        "ct-fp8-block",
+        "SGLang's CompressedTensorsW8A8Fp8 (128x128 blocks, FP32 scales; UE8M0 on Blackwell)",
+        (8, 9),
+        nvidia_below=(10, 0),
+        fallback=FP8_BLOCK_FALLBACK,
+    ),
     Kernel("ct-nvfp4", "SGLang's CompressedTensorsW4A4Fp4 (FP4 GEMM)", (10, 0), fallback=NVFP4_FALLBACK),
-    Kernel("mo-fp8", "SGLang's ModelOptFp8LinearMethod (per-tensor, static activation scale)", (8, 9),
-           flag="modelopt"),
+    Kernel("mo-fp8", "SGLang's ModelOptFp8LinearMethod (per-tensor, static activation scale)", (8, 9), flag="modelopt"),
     Kernel("mo-nvfp4", "SGLang's ModelOptFp4LinearMethod (CUTLASS FP4 GEMM)", (10, 0), flag="modelopt"),
-)  # fmt: skip
+)
 
 
 class SglangEngine(Engine):

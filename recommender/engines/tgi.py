@@ -89,14 +89,19 @@ PROFILE = EngineProfile("tgi", max_num_batched_tokens=4096, mixed_prefill=True, 
 KERNELS: tuple[Kernel, ...] = (
     Kernel("bf16", "TGI bf16", (8, 0)),
     Kernel("fp16", "TGI fp16", (7, 5)),
-    Kernel("ct-fp8-w8a8", "TGI's fbgemm FP8 W8A8 (per-token)", (9, 0), nvidia_below=(10, 0),
-           fallback="it runs per-tensor FP8 (8.9) or weight-only FP8 Marlin (8.x), not the measured numerics"),
+    Kernel(
+        "ct-fp8-w8a8",
+        "TGI's fbgemm FP8 W8A8 (per-token)",
+        (9, 0),
+        nvidia_below=(10, 0),
+        fallback="it runs per-tensor FP8 (8.9) or weight-only FP8 Marlin (8.x), not the measured numerics",
+    ),
     Kernel("ct-int8-w8a8", "TGI's CUTLASS INT8 W8A8", (7, 5)),
     Kernel("ct-w4a16", "TGI's GPTQ-Marlin W4A16", (8, 0)),
     Kernel("bnb-nf4", "TGI's bitsandbytes NF4", (7, 0), flag="bitsandbytes-nf4"),
     Kernel("bnb-fp4", "TGI's bitsandbytes FP4", (7, 0), flag="bitsandbytes-fp4"),
     Kernel("bnb-int8", "TGI's bitsandbytes LLM.int8", (7, 0), flag="bitsandbytes"),
-)  # fmt: skip
+)
 
 
 class TgiEngine(Engine):

@@ -117,21 +117,30 @@ EXTRA_OPTIONS_FILE = "extra_llm_api_options.yaml"
 
 
 #: How Trtllm batches (sources in the module docstring).
-PROFILE = EngineProfile("trtllm", max_num_batched_tokens=8192, mixed_prefill=True, max_num_seqs=2048,
-                        reserve_whole_request=True, kv_read_at_width_since="1.2")
+PROFILE = EngineProfile(
+    "trtllm",
+    max_num_batched_tokens=8192,
+    mixed_prefill=True,
+    max_num_seqs=2048,
+    reserve_whole_request=True,
+    kv_read_at_width_since="1.2",
+)
 #: Where Trtllm runs each scheme family (sources in the module docstring).
 KERNELS: tuple[Kernel, ...] = (
     Kernel("bf16", "TensorRT-LLM bf16", (8, 0)),
     Kernel("fp16", "TensorRT-LLM fp16", (8, 0)),
-    Kernel("ct-fp8-w8a8", "TensorRT-LLM's FP8 rowwise (FP8_PER_CHANNEL_PER_TOKEN)", (9, 0),
-           nvidia_below=(10, 0)),
-    Kernel("ct-fp8-block", "TensorRT-LLM's FP8_BLOCK_SCALES with FP32 scales (Blackwell uses UE8M0 scales)", (9, 0),
-           nvidia_below=(10, 0)),
+    Kernel("ct-fp8-w8a8", "TensorRT-LLM's FP8 rowwise (FP8_PER_CHANNEL_PER_TOKEN)", (9, 0), nvidia_below=(10, 0)),
+    Kernel(
+        "ct-fp8-block",
+        "TensorRT-LLM's FP8_BLOCK_SCALES with FP32 scales (Blackwell uses UE8M0 scales)",
+        (9, 0),
+        nvidia_below=(10, 0),
+    ),
     Kernel("ct-nvfp4", "TensorRT-LLM's NVFP4 W4A4 (FP4 CUTLASS)", (10, 0)),
     Kernel("mo-fp8", "TensorRT-LLM's FP8 per-tensor (ModelOpt checkpoint)", (8, 9)),
     Kernel("mo-nvfp4", "TensorRT-LLM's NVFP4 W4A4 (ModelOpt checkpoint)", (10, 0)),
     Kernel("mo-w4a16-awq", "TensorRT-LLM's W4A16 AWQ (ModelOpt checkpoint)", (8, 0), nvidia_below=(10, 0)),
-)  # fmt: skip
+)
 
 
 class TrtllmEngine(Engine):

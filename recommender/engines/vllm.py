@@ -177,12 +177,34 @@ if TYPE_CHECKING:
 # vllm/model_executor/layers/quantization/__init__.py @ 05d9095, QuantizationMethods.
 QUANTIZATION_CHOICES = frozenset(
     {
-        "awq", "fp8", "ptpc_fp8", "fbgemm_fp8", "fp_quant", "modelopt", "modelopt_fp4", "bitblas", "gguf",
-        "gptq_marlin_24", "gptq_marlin", "gptq_bitblas", "awq_marlin", "gptq", "compressed-tensors",
-        "bitsandbytes", "experts_int8", "ipex", "quark", "moe_wna16", "torchao", "inc", "mxfp4", "mxfp8",
-        "petit_nvfp4", "cpu_awq",
+        "awq",
+        "fp8",
+        "ptpc_fp8",
+        "fbgemm_fp8",
+        "fp_quant",
+        "modelopt",
+        "modelopt_fp4",
+        "bitblas",
+        "gguf",
+        "gptq_marlin_24",
+        "gptq_marlin",
+        "gptq_bitblas",
+        "awq_marlin",
+        "gptq",
+        "compressed-tensors",
+        "bitsandbytes",
+        "experts_int8",
+        "ipex",
+        "quark",
+        "moe_wna16",
+        "torchao",
+        "inc",
+        "mxfp4",
+        "mxfp8",
+        "petit_nvfp4",
+        "cpu_awq",
     }
-)  # fmt: skip
+)
 # vllm/config/cache.py @ c1d8642: "fp8" is e4m3 on CUDA and ROCm.
 KV_CACHE_DTYPE = {"auto": "auto", "fp8": "fp8"}
 
@@ -197,8 +219,9 @@ NVFP4_FALLBACK = "it runs NVFP4 weight-only through FP4 Marlin (W4A16), not the 
 MXFP4_FALLBACK = "it runs MXFP4 weight-only through FP4 Marlin (W4A16), not the W4A4 numerics that were measured"
 
 #: How Vllm batches (sources in the module docstring).
-PROFILE = EngineProfile("vllm", max_num_batched_tokens=8192, mixed_prefill=True, max_num_seqs=1024,
-                        step_budget_cap=4096)
+PROFILE = EngineProfile(
+    "vllm", max_num_batched_tokens=8192, mixed_prefill=True, max_num_seqs=1024, step_budget_cap=4096
+)
 #: Where Vllm runs each scheme family (sources in the module docstring).
 KERNELS: tuple[Kernel, ...] = (
     Kernel("bf16", "vLLM bf16", (8, 0), amd=True, cpu=True),
@@ -207,22 +230,43 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("ct-int8-w8a8", "vLLM's CUTLASS INT8 W8A8", (7, 5), nvidia_below=(10, 0), amd=True, cpu=True),
     Kernel("ct-w4a16", "vLLM's Marlin W4A16", (7, 5)),
     Kernel("ct-w4a16-asym", "vLLM's Marlin W4A16 with zero points", (7, 5)),
-    Kernel("online-fp8", "vLLM's online fp8 (W8A8)", (8, 9), amd=True, load_bits_per_weight=16.0,
-           fallback=FP8_W8A16_FALLBACK, flag="fp8"),
+    Kernel(
+        "online-fp8",
+        "vLLM's online fp8 (W8A8)",
+        (8, 9),
+        amd=True,
+        load_bits_per_weight=16.0,
+        fallback=FP8_W8A16_FALLBACK,
+        flag="fp8",
+    ),
     Kernel("bnb-nf4", "vLLM's bitsandbytes NF4", (7, 0), flag="bitsandbytes"),
-    Kernel("ct-fp8-tensor", "vLLM's CompressedTensorsW8A8Fp8 (per-tensor, static activation scale)", (8, 9), amd=True,
-           fallback=FP8_W8A16_FALLBACK),
-    Kernel("ct-fp8-block", "vLLM's CompressedTensorsW8A8Fp8 (128x128 blocks, FP32 scales)", (8, 9), amd=True,
-           fallback=FP8_BLOCK_FALLBACK),
+    Kernel(
+        "ct-fp8-tensor",
+        "vLLM's CompressedTensorsW8A8Fp8 (per-tensor, static activation scale)",
+        (8, 9),
+        amd=True,
+        fallback=FP8_W8A16_FALLBACK,
+    ),
+    Kernel(
+        "ct-fp8-block",
+        "vLLM's CompressedTensorsW8A8Fp8 (128x128 blocks, FP32 scales)",
+        (8, 9),
+        amd=True,
+        fallback=FP8_BLOCK_FALLBACK,
+    ),
     Kernel("ct-nvfp4", "vLLM's CUTLASS/FlashInfer NVFP4 W4A4", (10, 0), fallback=NVFP4_FALLBACK),
     Kernel("ct-nvfp4a16", "vLLM's FP4 Marlin (NVFP4 weight-only)", (7, 5)),
     Kernel("ct-mxfp4", "vLLM's FlashInfer MXFP4 W4A4", (10, 0), fallback=MXFP4_FALLBACK),
     Kernel("mo-fp8", "vLLM's ModelOptFp8LinearMethod (per-tensor, static activation scale)", (8, 9), flag="modelopt"),
-    Kernel("mo-nvfp4", "vLLM's ModelOptNvFp4LinearMethod (NVFP4 W4A4)", (10, 0), fallback=NVFP4_FALLBACK,
-           flag="modelopt_fp4"),
-    Kernel("quark-fp8", "vLLM's QuarkW8A8Fp8 (per-tensor, static activation scale)", (8, 9), amd=True,
-           flag="quark"),
-)  # fmt: skip
+    Kernel(
+        "mo-nvfp4",
+        "vLLM's ModelOptNvFp4LinearMethod (NVFP4 W4A4)",
+        (10, 0),
+        fallback=NVFP4_FALLBACK,
+        flag="modelopt_fp4",
+    ),
+    Kernel("quark-fp8", "vLLM's QuarkW8A8Fp8 (per-tensor, static activation scale)", (8, 9), amd=True, flag="quark"),
+)
 
 
 class VllmEngine(Engine):
@@ -320,6 +364,10 @@ def _speculative_options(speculative: str) -> list[Option]:
     method = parse_speculative(speculative)
     if method is None:
         return []
-    config = {"method": "ngram", "num_speculative_tokens": method.k, "prompt_lookup_max": method.max_n,
-              "prompt_lookup_min": method.min_n}  # fmt: skip
+    config = {
+        "method": "ngram",
+        "num_speculative_tokens": method.k,
+        "prompt_lookup_max": method.max_n,
+        "prompt_lookup_min": method.min_n,
+    }
     return [("--speculative-config", json.dumps(config, separators=(",", ":")))]

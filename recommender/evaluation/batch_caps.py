@@ -29,8 +29,9 @@ def engines_for(c: Candidate, engines: tuple[str, ...], device: DeviceInfo) -> t
         most = max_running(engine, c.max_num_batched_tokens)
         kv = fp8_kv_refusal(engine, device) if c.kv_cache_dtype == "fp8" else None
         if c.batch_size > most:
-            why.append(f"{engine}: batch cap {c.batch_size} > its maximum of {most} running sequences "
-                       f"(token budget {budget})")  # fmt: skip
+            why.append(
+                f"{engine}: batch cap {c.batch_size} > its maximum of {most} running sequences (token budget {budget})"
+            )
         elif kv is not None:
             why.append(f"{engine}: {kv}")
         else:
@@ -49,5 +50,7 @@ def unheld_cap(batch_size: int, kv_cache_tokens: int, prompt_tokens: int) -> str
     held = prompts_held(kv_cache_tokens, prompt_tokens)
     if batch_size <= held:
         return None
-    return (f"batch cap {batch_size} never fills: the KV cache holds {kv_cache_tokens:,} tokens, {held} prompts of "
-            f"{prompt_tokens} tokens at once — a cap of {held} or less serves the same")  # fmt: skip
+    return (
+        f"batch cap {batch_size} never fills: the KV cache holds {kv_cache_tokens:,} tokens, {held} prompts of "
+        f"{prompt_tokens} tokens at once — a cap of {held} or less serves the same"
+    )

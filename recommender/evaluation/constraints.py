@@ -56,4 +56,3 @@ class Constraints:
     def latency_broken(self) -> bool:
         """Whether a P99 latency limit (TTFT or TPOT) is broken."""
         return self.ttft > 0 or self.tpot > 0
-

@@ -102,10 +102,17 @@ class CandidateEvaluator:
         quality = self.quality.evaluate(method) if self.quality.has(method.name) else None
         if quality is not None and quality.verdict == "pass":
             return None
-        verdict = "not measured (its twin without speculation cannot be recommended)" if quality is None else (
-            f"{quality.verdict}" + (f" ({quality.reason})" if quality.reason else ""))  # fmt: skip
-        return pruned(c, "quality", f"{method.name}'s quality is {verdict}; speculative acceptance is measured only "
-                      "on schemes whose quality passed")  # fmt: skip
+        verdict = (
+            "not measured (its twin without speculation cannot be recommended)"
+            if quality is None
+            else (f"{quality.verdict}" + (f" ({quality.reason})" if quality.reason else ""))
+        )
+        return pruned(
+            c,
+            "quality",
+            f"{method.name}'s quality is {verdict}; speculative acceptance is measured only "
+            "on schemes whose quality passed",
+        )
 
     def load_curve(self, c: Candidate) -> LoadCurve | None:
         return load_curve(self.performance, c)

@@ -88,8 +88,9 @@ def _speculation(evaluator: PerformanceEvaluator, spec: SearchSpec, winner: Cand
         )
         verdict = _verdict(with_cost, without_cost, why_on or why_off, binding) + _engine_note(with_perf)
         verdict += _cheaper_elsewhere(evaluator.performance(off), with_cost)
-        effects.append(LeverEffect(f"speculative {method}", measured, with_tpot, without_tpot, with_cost, without_cost,
-                                   verdict))  # fmt: skip
+        effects.append(
+            LeverEffect(f"speculative {method}", measured, with_tpot, without_tpot, with_cost, without_cost, verdict)
+        )
     return effects
 
 
@@ -115,8 +116,10 @@ def _acceptance(performance: Performance) -> str:
     s = performance.setup.speculation
     if s is None:
         return ""
-    return (f"{s.tokens_per_step:.2f} tokens and {s.drafted_per_step:.2f} draft tokens verified per step "
-            f"(k={s.num_speculative_tokens}); {s.evidence}")  # fmt: skip
+    return (
+        f"{s.tokens_per_step:.2f} tokens and {s.drafted_per_step:.2f} draft tokens verified per step "
+        f"(k={s.num_speculative_tokens}); {s.evidence}"
+    )
 
 
 def _prefix_caching(evaluator: PerformanceEvaluator, winner: CandidateResult) -> list[LeverEffect]:
@@ -140,8 +143,17 @@ def _prefix_caching(evaluator: PerformanceEvaluator, winner: CandidateResult) ->
         f"{'; '.join(shared)}; full 16-token blocks, LRU eviction)"
     )
     binding = "decode steps and the KV cache, not the prefill the cache skips"
-    return [LeverEffect("prefix caching", measured, with_tpot, without_tpot, with_cost, without_cost,
-                        _verdict(with_cost, without_cost, why, binding))]  # fmt: skip
+    return [
+        LeverEffect(
+            "prefix caching",
+            measured,
+            with_tpot,
+            without_tpot,
+            with_cost,
+            without_cost,
+            _verdict(with_cost, without_cost, why, binding),
+        )
+    ]
 
 
 def lever_effects(

@@ -56,11 +56,17 @@ def load_curve(evaluator: PerformanceEvaluator, c: Candidate, *, points: int = 8
     for i in range(1, points + 1):
         rate = capacity * 1.3 * i / points
         workload = make_workload(
-            prompt=traffic.prompt_tokens, output=traffic.output_tokens, n_requests=SIMULATED_REQUESTS, rate=rate,
+            prompt=traffic.prompt_tokens,
+            output=traffic.output_tokens,
+            n_requests=SIMULATED_REQUESTS,
+            rate=rate,
             **evaluator.load.sharing,
         )
         p = simulate_workload(cost, workload, scheduler, speculation=setup.speculation)
         high = simulate_workload(upper, workload, scheduler, speculation=setup.speculation) if setup.engine else p
-        curve.append(LoadPoint(rate, p.ttft_ms.p99, p.tpot_ms.p99) if not setup.engine else LoadPoint(
-            rate, p.ttft_ms.p99 + overhead, p.tpot_ms.p99, high.ttft_ms.p99 + overhead, high.tpot_ms.p99))
+        curve.append(
+            LoadPoint(rate, p.ttft_ms.p99, p.tpot_ms.p99)
+            if not setup.engine
+            else LoadPoint(rate, p.ttft_ms.p99 + overhead, p.tpot_ms.p99, high.ttft_ms.p99 + overhead, high.tpot_ms.p99)
+        )
     return LoadCurve(curve, evaluator.sla, capacity, cost.provenance.extended("continuous-batching simulation"))

@@ -183,18 +183,29 @@ class PerformanceEvaluator:
         setup, serving = self._fastest_engine(c, setup)
         if c.hardware != LOCAL_DEVICE:  # the datasheet's throughput ceiling beside the calibrated capacity
             t, accel = self.traffic, self.catalog.get(c.hardware)
-            ceiling = physics_capacity(self.shape, setup.method, accel, tensor_parallel=c.tensor_parallel,
-                                       prompt_tokens=t.prompt_tokens, output_tokens=t.output_tokens,
-                                       max_num_seqs=c.batch_size, kv_cache_dtype=c.kv_cache_dtype,
-                                       max_num_batched_tokens=c.max_num_batched_tokens)  # fmt: skip
+            ceiling = physics_capacity(
+                self.shape,
+                setup.method,
+                accel,
+                tensor_parallel=c.tensor_parallel,
+                prompt_tokens=t.prompt_tokens,
+                output_tokens=t.output_tokens,
+                max_num_seqs=c.batch_size,
+                kv_cache_dtype=c.kv_cache_dtype,
+                max_num_batched_tokens=c.max_num_batched_tokens,
+            )
             serving = replace(serving, physics_rps_per_replica=ceiling.requests_per_s)
         cost = None
         if serving.requests_per_s > 0 and setup.price_per_hour_usd is not None:  # else no capacity or no price
             cost = estimate_cost(
-                price_per_hour_usd=setup.price_per_hour_usd, price_source=setup.price_source, price_set=setup.price_set,
-                tensor_parallel=c.tensor_parallel, replica_tokens_per_s=serving.tokens_per_s,
-                replica_requests_per_s=serving.requests_per_s, target_requests_per_s=self.traffic.requests_per_second,
-            )  # fmt: skip
+                price_per_hour_usd=setup.price_per_hour_usd,
+                price_source=setup.price_source,
+                price_set=setup.price_set,
+                tensor_parallel=c.tensor_parallel,
+                replica_tokens_per_s=serving.tokens_per_s,
+                replica_requests_per_s=serving.requests_per_s,
+                target_requests_per_s=self.traffic.requests_per_second,
+            )
         return Performance(setup, serving, cost)
 
     def _fastest_engine(self, c: Candidate, setup: Setup) -> tuple[Setup, ServingEstimate]:
@@ -204,8 +215,9 @@ class PerformanceEvaluator:
         milliseconds, so every launching engine is simulated. The local device keeps its measured step times.
         """
         if setup.probe is not None or c.hardware == LOCAL_DEVICE:
-            return setup, simulate_serving(setup.step_cost, setup.scheduler, traffic=self.load, sla=self.sla,
-                                           speculation=setup.speculation)  # fmt: skip
+            return setup, simulate_serving(
+                setup.step_cost, setup.scheduler, traffic=self.load, sla=self.sla, speculation=setup.speculation
+            )
         accel = self.catalog.get(c.hardware)
         best: tuple[Setup, ServingEstimate] | None = None
         for engine in setup.engines or self.engines[:1]:
@@ -220,8 +232,12 @@ class PerformanceEvaluator:
         """`setup` served by `engine`: its calibrated step cost on `accel` and its batching."""
         # From the launched budget: the first engine's batching may have capped `setup.scheduler`'s.
         launched = replace(setup.scheduler, max_num_batched_tokens=max(c.max_num_batched_tokens, c.batch_size))
-        return replace(setup, step_cost=self._engine_cost(c, setup.method, accel, engine),
-                       scheduler=PROFILES[engine].batching(launched), engine=engine)  # fmt: skip
+        return replace(
+            setup,
+            step_cost=self._engine_cost(c, setup.method, accel, engine),
+            scheduler=PROFILES[engine].batching(launched),
+            engine=engine,
+        )
 
     def _engine_cost(self, c: Candidate, method: QuantScheme, accel: Accelerator, engine: str) -> StepCostModel:
         return self.calibrated.step_cost(
@@ -258,10 +274,16 @@ class PerformanceEvaluator:
     def _calibrated_serving(self, setup: Setup, engine: str) -> ServingEstimate:
         """Capacity and the P99s' upper ends with the steps at their intervals' upper ends; point P99s beside."""
         return simulate_serving_interval(
-            setup.step_cost, self.checked_step_cost(setup.step_cost, engine), setup.scheduler, traffic=self.load,
-            sla=self.simulated_sla(engine, setup.step_cost), engine=engine, confidence=self.sla.confidence,
-            ttft_offset_ms=self.request_overhead_ms(engine, setup.step_cost), speculation=setup.speculation,
-        )  # fmt: skip
+            setup.step_cost,
+            self.checked_step_cost(setup.step_cost, engine),
+            setup.scheduler,
+            traffic=self.load,
+            sla=self.simulated_sla(engine, setup.step_cost),
+            engine=engine,
+            confidence=self.sla.confidence,
+            ttft_offset_ms=self.request_overhead_ms(engine, setup.step_cost),
+            speculation=setup.speculation,
+        )
 
     def setup(self, c: Candidate) -> CandidateResult | Setup:
         """The pruned result, or what evaluating `c` needs: its step-cost model, scheduler, price, memory."""
@@ -306,15 +328,26 @@ class PerformanceEvaluator:
         if not kept:
             return pruned(c, "runnable", f"no engine runs it on {accel.key}: {why}")
         kv_cache_tokens = fitted.scheduler.kv_cache_tokens
-        if not self.load.shares_prompts and (unheld := unheld_cap(c.batch_size, kv_cache_tokens,
-                                                                  self.traffic.prompt_tokens)):  # fmt: skip
+        if not self.load.shares_prompts and (
+            unheld := unheld_cap(c.batch_size, kv_cache_tokens, self.traffic.prompt_tokens)
+        ):
             return pruned(c, "memory", unheld, fitted.fit)
         hourly = accel.price_per_hour_usd  # None only when `require_price` is off (_refusal prunes it otherwise)
         engine = kept[0]
         cost = self._engine_cost(c, fitted.method, accel, engine)
-        return Setup(fitted.method, cost, PROFILES[engine].batching(fitted.scheduler), hourly, accel.price_note,
-                     fitted.fit, None, kept, price_set=accel.price_set, engine=engine,
-                     speculation=fitted.speculation)  # fmt: skip
+        return Setup(
+            fitted.method,
+            cost,
+            PROFILES[engine].batching(fitted.scheduler),
+            hourly,
+            accel.price_note,
+            fitted.fit,
+            None,
+            kept,
+            price_set=accel.price_set,
+            engine=engine,
+            speculation=fitted.speculation,
+        )
 
     def _local_setup(self, c: Candidate, fitted: _Fitted) -> CandidateResult | Setup:
         """`c` on this machine: its step times measured here (probes cached per scheme and batch size)."""
@@ -324,9 +357,18 @@ class PerformanceEvaluator:
         except SchemeUnavailableError as exc:
             return pruned(c, "runnable", str(exc))
         local = self.local.price
-        return Setup(fitted.method, table, fitted.scheduler, local.price_per_hour_usd, local.price_source,
-                     fitted.fit, own, fitted.served.engines, price_set="local_device",
-                     speculation=fitted.speculation)  # fmt: skip
+        return Setup(
+            fitted.method,
+            table,
+            fitted.scheduler,
+            local.price_per_hour_usd,
+            local.price_source,
+            fitted.fit,
+            own,
+            fitted.served.engines,
+            price_set="local_device",
+            speculation=fitted.speculation,
+        )
 
     def device_of(self, c: Candidate) -> DeviceInfo | None:
         """The device `c` would be served on: its catalog GPU, or this machine's device (None if not measured)."""

@@ -39,8 +39,10 @@ def speculation_for(
     if c.speculative == NONE:
         return served, None
     if source is None:
-        return (f"speculative {c.speculative}: its acceptance is measured on the model by `recommender search`; "
-                "this command loads no model")  # fmt: skip
+        return (
+            f"speculative {c.speculative}: its acceptance is measured on the model by `recommender search`; "
+            "this command loads no model"
+        )
     engines = tuple(e for e in served.engines if not ENGINES_BY_NAME[e].speculation_refusal)
     if not engines:
         why = "; ".join(f"{e}: {ENGINES_BY_NAME[e].speculation_refusal}" for e in served.engines)

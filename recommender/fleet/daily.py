@@ -44,14 +44,25 @@ def schedule_and_mix(
     computation behind `recommender plan SPEC` (modeled rows) and the search (measured candidates)."""
     policy, traffic = spec.fleet or FleetPolicy(), spec.traffic
     rates = hourly_rates(traffic.profile, traffic.requests_per_second)
-    autoscale = None if winner is None else schedule(
-        rates, candidate_key=winner.key, capacity_rps=winner.capacity_rps,
-        usd_per_replica_hour=winner.usd_per_replica_hour, headroom=policy.headroom,
-        min_replicas=policy.min_replicas, provenance=winner.provenance,
-    )  # fmt: skip
+    autoscale = (
+        None
+        if winner is None
+        else schedule(
+            rates,
+            candidate_key=winner.key,
+            capacity_rps=winner.capacity_rps,
+            usd_per_replica_hour=winner.usd_per_replica_hour,
+            headroom=policy.headroom,
+            min_replicas=policy.min_replicas,
+            provenance=winner.provenance,
+        )
+    )
     buckets = length_buckets(traffic.profile, traffic.prompt_tokens, traffic.output_tokens, policy.prompt_buckets)
-    mix = plan_mix(performance, options, buckets, hourly_rps=rates, headroom=policy.headroom,
-                   model=spec.model.source) if options else None  # fmt: skip
+    mix = (
+        plan_mix(performance, options, buckets, hourly_rps=rates, headroom=policy.headroom, model=spec.model.source)
+        if options
+        else None
+    )
     return autoscale, mix
 
 
@@ -74,7 +85,10 @@ def daily_answers(
     """The winner's schedule over the profile's day and the GPU mix among the feasible candidates."""
     scheduled = None
     if winner.serving is not None and winner.cost is not None and winner.serving.requests_per_s > 0:
-        scheduled = ScheduledWinner(winner.key, winner.serving.requests_per_s,
-                                    winner.cost.price_per_hour_usd * winner.candidate.tensor_parallel,
-                                    winner.serving.provenance)  # fmt: skip
+        scheduled = ScheduledWinner(
+            winner.key,
+            winner.serving.requests_per_s,
+            winner.cost.price_per_hour_usd * winner.candidate.tensor_parallel,
+            winner.serving.provenance,
+        )
     return schedule_and_mix(spec, performance, _mix_options(results), scheduled)

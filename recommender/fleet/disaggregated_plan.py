@@ -82,16 +82,35 @@ def with_launch(row: DisaggregatedRow, *, model: str, accel: Accelerator, max_mo
     checkpoint = f"{model.rstrip('/').rsplit('/', 1)[-1]}-{row.method}"  # where `recommender quantize --out` puts it
     commands = []
     for pool in (row.prefill, row.decode):
-        candidate = Candidate(row.precision, row.method, row.hardware, pool.batch_size, pool.tensor_parallel,
-                              kv_cache_dtype="fp8" if row.kv_cache_dtype == "fp8" else "auto")  # fmt: skip
-        emitted = launch_commands(candidate, model=model, max_model_len=max_model_len, checkpoint=checkpoint,
-                                  device=accel.device, engine=row.engine)  # fmt: skip
+        candidate = Candidate(
+            row.precision,
+            row.method,
+            row.hardware,
+            pool.batch_size,
+            pool.tensor_parallel,
+            kv_cache_dtype="fp8" if row.kv_cache_dtype == "fp8" else "auto",
+        )
+        emitted = launch_commands(
+            candidate,
+            model=model,
+            max_model_len=max_model_len,
+            checkpoint=checkpoint,
+            device=accel.device,
+            engine=row.engine,
+        )
         if not emitted or emitted[0].engine != row.engine or not emitted[0].command:
             return row
         commands.append(emitted[0].command)
-    return replace(row, launch=disaggregated_launch(
-        row.engine, prefill_command=commands[0], decode_command=commands[1],
-        prefill_workers=row.prefill.estimate.workers, decode_workers=row.decode.estimate.workers))  # fmt: skip
+    return replace(
+        row,
+        launch=disaggregated_launch(
+            row.engine,
+            prefill_command=commands[0],
+            decode_command=commands[1],
+            prefill_workers=row.prefill.estimate.workers,
+            decode_workers=row.decode.estimate.workers,
+        ),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,11 +135,17 @@ def _pool_setup(
     setup = performance.setup(c)
     if not isinstance(setup, Setup) or engine not in setup.engines:
         return None
-    point = performance.calibrated.step_cost(performance.shape, method, accel, engine,
-                                             tensor_parallel=c.tensor_parallel, kv_cache_dtype=c.kv_cache_dtype)
+    point = performance.calibrated.step_cost(
+        performance.shape, method, accel, engine, tensor_parallel=c.tensor_parallel, kv_cache_dtype=c.kv_cache_dtype
+    )
     launched = replace(setup.scheduler, max_num_batched_tokens=max(c.max_num_batched_tokens, c.batch_size))
-    return PoolSetup(point, performance.checked_step_cost(point, engine), PROFILES[engine].batching(launched),
-                     c.tensor_parallel, performance.request_overhead_ms(engine, point))  # fmt: skip
+    return PoolSetup(
+        point,
+        performance.checked_step_cost(point, engine),
+        PROFILES[engine].batching(launched),
+        c.tensor_parallel,
+        performance.request_overhead_ms(engine, point),
+    )
 
 
 def _cheaper(a: PoolChoice | None, b: PoolChoice) -> PoolChoice:
@@ -163,9 +188,13 @@ class _Pools:
                 pool = _pool_setup(self.performance, self.accel, self.method, self.make(cap, tp), self.engine)
                 if pool is None:
                     break
-                got = decode_pool(pool, self.performance.load, ttft_budget_ms=self.budgets.decode_ttft_ms,
-                                  tpot_limit_ms=sla.tpot_p99_ms,
-                                  longest_prompt=self.performance.traffic.longest_prompt_tokens)  # fmt: skip
+                got = decode_pool(
+                    pool,
+                    self.performance.load,
+                    ttft_budget_ms=self.budgets.decode_ttft_ms,
+                    tpot_limit_ms=sla.tpot_p99_ms,
+                    longest_prompt=self.performance.traffic.longest_prompt_tokens,
+                )
                 if got.serves:
                     best = _cheaper(best, PoolChoice(tp, cap, got))
                 if rate > 0 and got.requests_per_s < rate * LADDER_GAIN:
@@ -176,23 +205,38 @@ class _Pools:
 
 def _row(pools: _Pools, link: Link, prefill: PoolChoice, decode: PoolChoice) -> DisaggregatedRow:
     performance, accel = pools.performance, pools.accel
-    moved = kv_transfer(performance.shape, prompt_tokens=performance.traffic.longest_prompt_tokens, link=link,
-                        kv_cache_dtype=pools.kv, prefill_tp=prefill.tensor_parallel,
-                        decode_tp=decode.tensor_parallel)  # fmt: skip
+    moved = kv_transfer(
+        performance.shape,
+        prompt_tokens=performance.traffic.longest_prompt_tokens,
+        link=link,
+        kv_cache_dtype=pools.kv,
+        prefill_tp=prefill.tensor_parallel,
+        decode_tp=decode.tensor_parallel,
+    )
     transfer_ms = moved.seconds * 1e3
     gpus = prefill.estimate.gpus + decode.estimate.gpus
     hourly = accel.price_per_hour_usd
     p, d = prefill.estimate, decode.estimate
     return DisaggregatedRow(
-        hardware=accel.key, precision=pools.precision, method=pools.method.name, link=link.name, engine=pools.engine,
-        kv_cache_dtype=pools.kv, prefill=prefill, decode=decode, transfer_ms=transfer_ms, gpus=gpus,
+        hardware=accel.key,
+        precision=pools.precision,
+        method=pools.method.name,
+        link=link.name,
+        engine=pools.engine,
+        kv_cache_dtype=pools.kv,
+        prefill=prefill,
+        decode=decode,
+        transfer_ms=transfer_ms,
+        gpus=gpus,
         usd_per_month=None if hourly is None else hourly * gpus * HOURS_PER_MONTH,
         ttft_p99_ms=p.ttft_p99_ms + transfer_ms + d.ttft_p99_ms,
         ttft_p99_high_ms=p.ttft_p99_high_ms + transfer_ms + d.ttft_p99_high_ms,
-        tpot_p99_ms=d.tpot_p99_ms, tpot_p99_high_ms=d.tpot_p99_high_ms,
-        provenance=d.provenance.extended(f"with {p.provenance.detail}; KV transfer {transfer_ms:.2f} ms over "
-                                         f"{link.name} ({link.source[:80]})"),
-    )  # fmt: skip
+        tpot_p99_ms=d.tpot_p99_ms,
+        tpot_p99_high_ms=d.tpot_p99_high_ms,
+        provenance=d.provenance.extended(
+            f"with {p.provenance.detail}; KV transfer {transfer_ms:.2f} ms over {link.name} ({link.source[:80]})"
+        ),
+    )
 
 
 def _degree_groups(engine: str, performance: PerformanceEvaluator, degrees: list[int]) -> list[list[int]]:
@@ -206,9 +250,14 @@ def _degree_groups(engine: str, performance: PerformanceEvaluator, degrees: list
 
 
 def plan_disaggregated(
-    performance: PerformanceEvaluator, accel: Accelerator, precision: str, method: QuantScheme, *, link: Link,
+    performance: PerformanceEvaluator,
+    accel: Accelerator,
+    precision: str,
+    method: QuantScheme,
+    *,
+    link: Link,
     scope: PlanScope | None = None,
-) -> DisaggregatedRow:  # fmt: skip
+) -> DisaggregatedRow:
     """The cheapest prefill + decode pools of `accel` at `precision` for the evaluator's traffic and SLA, over
     every engine and KV cache dtype in scope (one of each for both pools)."""
     scope = scope or PlanScope()
@@ -230,6 +279,11 @@ def plan_disaggregated(
                 if best is None or (row.gpus or math.inf) < (best.gpus or math.inf):
                     best = row
     if best is None:
-        return DisaggregatedRow(accel.key, precision, method.name, link.name,
-                                note="no prefill and decode pools meet the SLA (or fit) on this GPU")  # fmt: skip
+        return DisaggregatedRow(
+            accel.key,
+            precision,
+            method.name,
+            link.name,
+            note="no prefill and decode pools meet the SLA (or fit) on this GPU",
+        )
     return best

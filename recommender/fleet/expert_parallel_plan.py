@@ -100,25 +100,42 @@ class _Try:
     network: Link | None = None
 
 
-def _evaluate(performance: PerformanceEvaluator, accel: Accelerator, method: QuantScheme, t: _Try,
-              skew: float) -> ExpertParallelRow | None:  # fmt: skip
+def _evaluate(
+    performance: PerformanceEvaluator, accel: Accelerator, method: QuantScheme, t: _Try, skew: float
+) -> ExpertParallelRow | None:
     """One replica configuration simulated on the traffic (None: its KV cache cannot hold one request)."""
     shape, traffic, sla = performance.shape, performance.traffic, performance.sla
-    memory = ep_memory(shape, t.layout, bits_per_weight=method.bits_per_weight, device_gb=accel.device_memory_gb,
-                       memory_utilization=GPU_MEMORY_UTILIZATION, max_num_seqs=t.cap, kv_cache_dtype=t.kv)  # fmt: skip
+    memory = ep_memory(
+        shape,
+        t.layout,
+        bits_per_weight=method.bits_per_weight,
+        device_gb=accel.device_memory_gb,
+        memory_utilization=GPU_MEMORY_UTILIZATION,
+        max_num_seqs=t.cap,
+        kv_cache_dtype=t.kv,
+    )
     if memory.kv_tokens_per_rank < traffic.max_model_len:
         return None
     imbalance, point, upper = _rank_step_costs(performance, accel, method, t, skew)
-    config = PROFILES[t.engine].batching(SchedulerConfig(
-        kv_cache_tokens=memory.kv_tokens_per_rank, max_num_seqs=t.cap,
-        max_num_batched_tokens=max(DEFAULT_MAX_BATCHED_TOKENS, t.cap)))  # fmt: skip
+    config = PROFILES[t.engine].batching(
+        SchedulerConfig(
+            kv_cache_tokens=memory.kv_tokens_per_rank,
+            max_num_seqs=t.cap,
+            max_num_batched_tokens=max(DEFAULT_MAX_BATCHED_TOKENS, t.cap),
+        )
+    )
     # The rank simulated as if it were a replica: its P99s at the target over the ranks it needs alone, at least
     # the load each rank carries once replicas round up (conservative).
     rank = simulate_serving_interval(
-        point, upper, config, traffic=performance.load, sla=performance.simulated_sla(t.engine, point.rank),
-        engine=t.engine, confidence=sla.confidence,
+        point,
+        upper,
+        config,
+        traffic=performance.load,
+        sla=performance.simulated_sla(t.engine, point.rank),
+        engine=t.engine,
+        confidence=sla.confidence,
         ttft_offset_ms=performance.request_overhead_ms(t.engine, point.rank),
-    )  # fmt: skip
+    )
     return _row(accel, method, t, imbalance, rank, traffic.requests_per_second)
 
 
@@ -133,14 +150,19 @@ def _rank_step_costs(
     node = resolve_link("nvlink" if accel.interconnect.kind.startswith("nvlink") else "pcie", accel)
     features = ExpertParallelStepFeatures(shape, method, accel, t.layout, imbalance, t.kv)
     network = t.network if t.layout.ep > accel.max_tensor_parallel else None
-    point, upper = expert_parallel_step_costs(performance.calibrated, features, t.engine,
-                                              AllToAllLinks(node, network, accel.max_tensor_parallel),
-                                              confidence=performance.sla.confidence)  # fmt: skip
+    point, upper = expert_parallel_step_costs(
+        performance.calibrated,
+        features,
+        t.engine,
+        AllToAllLinks(node, network, accel.max_tensor_parallel),
+        confidence=performance.sla.confidence,
+    )
     return imbalance, point, upper
 
 
-def _row(accel: Accelerator, method: QuantScheme, t: _Try, imbalance: float, rank: ServingEstimate,
-         target_rps: float) -> ExpertParallelRow:  # fmt: skip
+def _row(
+    accel: Accelerator, method: QuantScheme, t: _Try, imbalance: float, rank: ServingEstimate, target_rps: float
+) -> ExpertParallelRow:
     """The plan row of a simulated rank: a replica carries `attention_dp` ranks' worth; replicas, GPUs and price
     at the target rate."""
     per_replica = rank.requests_per_s * t.layout.attention_dp
@@ -148,13 +170,26 @@ def _row(accel: Accelerator, method: QuantScheme, t: _Try, imbalance: float, ran
     gpus = None if replicas is None else replicas * t.layout.ep
     hourly = accel.price_per_hour_usd
     return ExpertParallelRow(
-        hardware=accel.key, precision=method.precision, method=method.name, engine=t.engine, ep=t.layout.ep,
-        attention_dp=t.layout.attention_dp, redundant_experts=t.layout.redundant_experts, imbalance=imbalance,
-        batch_size_per_rank=t.cap, kv_cache_dtype=t.kv, requests_per_s_per_replica=per_replica, replicas=replicas,
-        gpus=gpus, usd_per_month=None if gpus is None or hourly is None else gpus * hourly * HOURS_PER_MONTH,
-        ttft_p99_ms=rank.ttft_ms.p99, ttft_p99_high_ms=rank.ttft_p99_high_ms, tpot_p99_ms=rank.tpot_ms.p99,
-        tpot_p99_high_ms=rank.tpot_p99_high_ms, provenance=rank.provenance,
-    )  # fmt: skip
+        hardware=accel.key,
+        precision=method.precision,
+        method=method.name,
+        engine=t.engine,
+        ep=t.layout.ep,
+        attention_dp=t.layout.attention_dp,
+        redundant_experts=t.layout.redundant_experts,
+        imbalance=imbalance,
+        batch_size_per_rank=t.cap,
+        kv_cache_dtype=t.kv,
+        requests_per_s_per_replica=per_replica,
+        replicas=replicas,
+        gpus=gpus,
+        usd_per_month=None if gpus is None or hourly is None else gpus * hourly * HOURS_PER_MONTH,
+        ttft_p99_ms=rank.ttft_ms.p99,
+        ttft_p99_high_ms=rank.ttft_p99_high_ms,
+        tpot_p99_ms=rank.tpot_ms.p99,
+        tpot_p99_high_ms=rank.tpot_p99_high_ms,
+        provenance=rank.provenance,
+    )
 
 
 def _rank(row: ExpertParallelRow) -> tuple[float, float]:
@@ -162,8 +197,9 @@ def _rank(row: ExpertParallelRow) -> tuple[float, float]:
     return (row.gpus or math.inf, -(row.requests_per_s_per_replica or 0.0) / (row.ep or 1))
 
 
-def _ladder(performance: PerformanceEvaluator, accel: Accelerator, method: QuantScheme, tries: list[_Try],
-            skew: float) -> list[ExpertParallelRow]:  # fmt: skip
+def _ladder(
+    performance: PerformanceEvaluator, accel: Accelerator, method: QuantScheme, tries: list[_Try], skew: float
+) -> list[ExpertParallelRow]:
     """The batch caps of one layout climbed in order, stopped where a cap no longer fits its KV cache or carries
     under ``LADDER_GAIN`` more than the best so far (``plan_scope``'s rule for aggregated replicas)."""
     rows: list[ExpertParallelRow] = []
@@ -182,9 +218,15 @@ def _ladder(performance: PerformanceEvaluator, accel: Accelerator, method: Quant
 
 
 def plan_expert_parallel(
-    performance: PerformanceEvaluator, accel: Accelerator, method: QuantScheme, *, skew: float = 0.0,
-    redundant_experts: int = 0, scope: PlanScope | None = None, network: Link | None = None,
-) -> ExpertParallelRow:  # fmt: skip
+    performance: PerformanceEvaluator,
+    accel: Accelerator,
+    method: QuantScheme,
+    *,
+    skew: float = 0.0,
+    redundant_experts: int = 0,
+    scope: PlanScope | None = None,
+    network: Link | None = None,
+) -> ExpertParallelRow:
     """The cheapest (engine, EP degree, attention ranks 1 or all, KV dtype, batch cap per rank) of `accel`, on one
     node or, with a `network` link, up to ``MAX_EP_NODES``: fewest GPUs at the target traffic, then the most
     capacity per GPU."""
@@ -199,13 +241,17 @@ def plan_expert_parallel(
             for dp in sorted({1, ep}):
                 layout = ExpertParallelLayout(ep, dp, redundant_experts)
                 for kv in scope.kv_cache_dtypes:
-                    for row in _ladder(performance, accel, method, [_Try(engine, layout, c, kv, network) for c in caps],
-                                       skew):  # fmt: skip
+                    for row in _ladder(
+                        performance, accel, method, [_Try(engine, layout, c, kv, network) for c in caps], skew
+                    ):
                         if best is None or _rank(row) < _rank(best):
                             best = row
     if best is None:
-        why = (f"no expert-parallel replica of {degrees} {accel.key} GPUs holds a request and meets the SLA"
-               if degrees else f"no degree of a {accel.max_tensor_parallel}-GPU node splits the experts")  # fmt: skip
+        why = (
+            f"no expert-parallel replica of {degrees} {accel.key} GPUs holds a request and meets the SLA"
+            if degrees
+            else f"no degree of a {accel.max_tensor_parallel}-GPU node splits the experts"
+        )
         return ExpertParallelRow(accel.key, method.precision, method.name, note=why)
     return best
 
@@ -213,6 +259,9 @@ def plan_expert_parallel(
 def require_moe(shape: ModelShape) -> MoeLayout:
     """The model's experts, or the one-line refusal for a dense model."""
     if shape.moe is None:
-        raise BadInputError("--expert-parallel", "expert parallelism needs a mixture-of-experts model",
-                            "serve a dense model with tensor parallelism (drop --expert-parallel)")  # fmt: skip
+        raise BadInputError(
+            "--expert-parallel",
+            "expert parallelism needs a mixture-of-experts model",
+            "serve a dense model with tensor parallelism (drop --expert-parallel)",
+        )
     return shape.moe

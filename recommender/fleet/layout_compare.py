@@ -55,8 +55,10 @@ def _aggregated_gpus(row: PlanRow) -> int | None:
 def _pools(d: DisaggregatedRow) -> str:
     assert d.prefill is not None and d.decode is not None
     p, q = d.prefill, d.decode
-    return (f"{p.estimate.workers} prefill x TP{p.tensor_parallel} + {q.estimate.workers} decode x "
-            f"TP{q.tensor_parallel} (batch {q.batch_size})")  # fmt: skip
+    return (
+        f"{p.estimate.workers} prefill x TP{p.tensor_parallel} + {q.estimate.workers} decode x "
+        f"TP{q.tensor_parallel} (batch {q.batch_size})"
+    )
 
 
 def _work(d: DisaggregatedRow, target_rps: float) -> float:
@@ -71,45 +73,64 @@ def _why_aggregated(agg: PlanRow, d: DisaggregatedRow, target_rps: float, a: int
     pools_work = _work(d, target_rps)
     head = f"aggregated wins: {a} GPUs ({agg.replicas} x TP{agg.tensor_parallel}) against {n} for {_pools(d)}"
     if pools_work < agg_work:
-        return (f"{head}; the pools' work, {pools_work:.2f} GPUs against {agg_work:.2f}, rounds up to whole workers "
-                "in each pool")  # fmt: skip
-    return (f"{head}; the KV transfer ({d.transfer_ms:.2f} ms over {d.link}) and the TTFT split between prefill and "
-            f"decode cost more than uninterrupted decode saves (the pools need {pools_work:.2f} GPUs of work against "
-            f"{agg_work:.2f})")  # fmt: skip
+        return (
+            f"{head}; the pools' work, {pools_work:.2f} GPUs against {agg_work:.2f}, rounds up to whole workers "
+            "in each pool"
+        )
+    return (
+        f"{head}; the KV transfer ({d.transfer_ms:.2f} ms over {d.link}) and the TTFT split between prefill and "
+        f"decode cost more than uninterrupted decode saves (the pools need {pools_work:.2f} GPUs of work against "
+        f"{agg_work:.2f})"
+    )
 
 
-def compare_layouts(aggregated: PlanRow, disaggregated: DisaggregatedRow, *, target_rps: float,
-                    tpot_limit_ms: float) -> LayoutComparison:  # fmt: skip
+def compare_layouts(
+    aggregated: PlanRow, disaggregated: DisaggregatedRow, *, target_rps: float, tpot_limit_ms: float
+) -> LayoutComparison:
     """The winner at the target traffic (fewer GPUs of the same type; ties to aggregated) and the reason."""
     a, n = _aggregated_gpus(aggregated), disaggregated.gpus
     hw, precision = aggregated.hardware, aggregated.precision
     if a is None and n is None:
         return LayoutComparison(hw, precision, aggregated, disaggregated, "", "neither layout meets the SLA")
     if n is None:
-        return LayoutComparison(hw, precision, aggregated, disaggregated, "aggregated",
-                                f"aggregated only: {disaggregated.note}")  # fmt: skip
+        return LayoutComparison(
+            hw, precision, aggregated, disaggregated, "aggregated", f"aggregated only: {disaggregated.note}"
+        )
     d = disaggregated
     assert d.decode is not None
     if a is None:
-        why = (f"disaggregated only: decode batches of {d.decode.batch_size} without prefill interruptions meet the "
-               f"{tpot_limit_ms:g} ms TPOT limit on {_pools(d)} = {n} GPUs; no aggregated replica meets the SLA "
-               f"({aggregated.note or 'no configuration'})")  # fmt: skip
+        why = (
+            f"disaggregated only: decode batches of {d.decode.batch_size} without prefill interruptions meet the "
+            f"{tpot_limit_ms:g} ms TPOT limit on {_pools(d)} = {n} GPUs; no aggregated replica meets the SLA "
+            f"({aggregated.note or 'no configuration'})"
+        )
         return LayoutComparison(hw, precision, aggregated, d, "disaggregated", why)
     if n < a:
-        why = (f"disaggregated saves {1 - n / a:.0%}: decode batches of {d.decode.batch_size} without prefill "
-               f"interruptions meet the {tpot_limit_ms:g} ms TPOT limit on {_pools(d)} = {n} GPUs; aggregated "
-               f"needs {a} ({aggregated.replicas} x TP{aggregated.tensor_parallel}, "
-               f"batch {aggregated.batch_size})")  # fmt: skip
+        why = (
+            f"disaggregated saves {1 - n / a:.0%}: decode batches of {d.decode.batch_size} without prefill "
+            f"interruptions meet the {tpot_limit_ms:g} ms TPOT limit on {_pools(d)} = {n} GPUs; aggregated "
+            f"needs {a} ({aggregated.replicas} x TP{aggregated.tensor_parallel}, "
+            f"batch {aggregated.batch_size})"
+        )
         return LayoutComparison(hw, precision, aggregated, d, "disaggregated", why)
     why = _why_aggregated(aggregated, d, target_rps, a, n)
     return LayoutComparison(hw, precision, aggregated, d, "aggregated", why)
 
 
 def plan_layouts(
-    shape: ModelShape, catalog: Catalog, *, hardware: list[str], precisions: list[str], traffic: Traffic,
-    sla: LatencySLA, link: str, scope: PlanScope | None = None, engines: tuple[str, ...] = DEFAULT_ENGINES,
-    on_row: Callable[[str], None] | None = None, model: str = "",
-) -> list[LayoutComparison]:  # fmt: skip
+    shape: ModelShape,
+    catalog: Catalog,
+    *,
+    hardware: list[str],
+    precisions: list[str],
+    traffic: Traffic,
+    sla: LatencySLA,
+    link: str,
+    scope: PlanScope | None = None,
+    engines: tuple[str, ...] = DEFAULT_ENGINES,
+    on_row: Callable[[str], None] | None = None,
+    model: str = "",
+) -> list[LayoutComparison]:
     """Every (GPU, precision): the aggregated plan row, the disaggregated pools over `link`, the winner and why.
 
     With `model`, each disaggregated row carries its pools' commands serving it (``with_launch``).
@@ -121,17 +142,20 @@ def plan_layouts(
     for accel in accels:
         performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines, require_price=False)
         for precision in precisions:
-            agg = plan_one(shape, accel, precision, traffic=traffic, sla=sla, scope=scope, catalog=catalog,
-                           engines=engines)  # fmt: skip
+            agg = plan_one(
+                shape, accel, precision, traffic=traffic, sla=sla, scope=scope, catalog=catalog, engines=engines
+            )
             if agg.note.startswith("refused"):
                 dis = DisaggregatedRow(accel.key, precision, agg.method, link, note=agg.note)
             else:
-                dis = plan_disaggregated(performance, accel, precision, get_scheme(agg.method), link=links[accel.key],
-                                         scope=scope)  # fmt: skip
+                dis = plan_disaggregated(
+                    performance, accel, precision, get_scheme(agg.method), link=links[accel.key], scope=scope
+                )
                 if model:
                     dis = with_launch(dis, model=model, accel=accel, max_model_len=traffic.max_model_len)
-            found.append(compare_layouts(agg, dis, target_rps=traffic.requests_per_second,
-                                         tpot_limit_ms=sla.tpot_p99_ms))  # fmt: skip
+            found.append(
+                compare_layouts(agg, dis, target_rps=traffic.requests_per_second, tpot_limit_ms=sla.tpot_p99_ms)
+            )
             if on_row is not None:
                 on_row(f"{accel.key}/{precision}")
     return found

@@ -73,9 +73,17 @@ def length_buckets(
             continue
         p, o = prompts[inside], outputs[inside]
         bucket = LengthBucket(
-            lo, hi, float(inside.mean()), float(p.mean()), float(o.mean()),
-            int(np.percentile(p, 99)), int(np.percentile(o, 99)),
-        )  # fmt: skip
-        buckets.append(BucketLengths(bucket, EmpiricalLengths(tuple(int(v) for v in p)), EmpiricalLengths(
-            tuple(int(v) for v in o))))  # fmt: skip
+            lo,
+            hi,
+            float(inside.mean()),
+            float(p.mean()),
+            float(o.mean()),
+            int(np.percentile(p, 99)),
+            int(np.percentile(o, 99)),
+        )
+        buckets.append(
+            BucketLengths(
+                bucket, EmpiricalLengths(tuple(int(v) for v in p)), EmpiricalLengths(tuple(int(v) for v in o))
+            )
+        )
     return buckets

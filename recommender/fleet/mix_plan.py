@@ -103,9 +103,14 @@ def _capacity(setup: Setup, bucket: BucketLengths, performance: PerformanceEvalu
     sla = performance.simulated_sla(setup.engine)
     cost = performance.checked_step_cost(setup.step_cost, setup.engine)  # at the SLA's confidence, as the search checks
     search = max_rate_within_sla(
-        cost, setup.scheduler, prompt=bucket.prompt, output=bucket.output,
-        ttft_p99_ms=sla.ttft_p99_ms, tpot_p99_ms=sla.tpot_p99_ms, n_requests=SIMULATED_REQUESTS,
-    )  # fmt: skip
+        cost,
+        setup.scheduler,
+        prompt=bucket.prompt,
+        output=bucket.output,
+        ttft_p99_ms=sla.ttft_p99_ms,
+        tpot_p99_ms=sla.tpot_p99_ms,
+        n_requests=SIMULATED_REQUESTS,
+    )
     return search.rate_per_s
 
 
@@ -156,9 +161,14 @@ def _checkpoint(c: Candidate, model: str) -> tuple[str | None, str | None]:
 
 
 def _pools(
-    solution: MixSolution, problem: MixProblem, chosen: list[PoolOption], *,
-    model: str, buckets: list[BucketLengths], performance: PerformanceEvaluator,
-) -> list[MixPool]:  # fmt: skip
+    solution: MixSolution,
+    problem: MixProblem,
+    chosen: list[PoolOption],
+    *,
+    model: str,
+    buckets: list[BucketLengths],
+    performance: PerformanceEvaluator,
+) -> list[MixPool]:
     pools = []
     for p, (option, n) in enumerate(zip(chosen, solution.replicas, strict=True)):
         if n == 0:
@@ -167,19 +177,35 @@ def _pools(
         served = [b.bucket for b, shares in zip(buckets, solution.shares, strict=True) if shares[p] > 1e-6]
         context = max(b.p99_prompt_tokens for b in served) + max(b.p99_output_tokens for b in served)
         checkpoint, prepare = _checkpoint(c, model)
-        pools.append(MixPool(
-            c.key, c.hardware, c.precision, c.method, c.tensor_parallel, c.batch_size, n,
-            n * problem.prices[p] * HOURS_PER_MONTH, option.quality,
-            launch_commands(c, model=model, max_model_len=context, checkpoint=checkpoint,
-                            device=performance.device_of(c)), prepare,
-        ))  # fmt: skip
+        pools.append(
+            MixPool(
+                c.key,
+                c.hardware,
+                c.precision,
+                c.method,
+                c.tensor_parallel,
+                c.batch_size,
+                n,
+                n * problem.prices[p] * HOURS_PER_MONTH,
+                option.quality,
+                launch_commands(
+                    c, model=model, max_model_len=context, checkpoint=checkpoint, device=performance.device_of(c)
+                ),
+                prepare,
+            )
+        )
     return pools
 
 
 def plan_mix(
-    performance: PerformanceEvaluator, options: list[PoolOption], buckets: list[BucketLengths], *,
-    hourly_rps: list[float], headroom: float, model: str,
-) -> GpuMix | None:  # fmt: skip
+    performance: PerformanceEvaluator,
+    options: list[PoolOption],
+    buckets: list[BucketLengths],
+    *,
+    hourly_rps: list[float],
+    headroom: float,
+    model: str,
+) -> GpuMix | None:
     """The mix of `options` serving the peak of `hourly_rps` x `headroom`, and over the day; None when no pool
     serves every bucket.
 
@@ -203,13 +229,22 @@ def plan_mix(
     ]
     return GpuMix(
         pools=_pools(solution, problem, chosen, model=model, buckets=buckets, performance=performance),
-        routes=routes, usd_per_month=solution.usd_per_hour * HOURS_PER_MONTH, single_key=single_key,
-        single_replicas=single.replicas, usd_per_month_single=single.usd_per_hour * HOURS_PER_MONTH,
-        recommended=recommended, verdict=verdict, solve_seconds=solution.solve_seconds,
-        options=[o.candidate.key for o in chosen], capacities_rps=problem.capacities,
-        provenance=Provenance("calibrated", "calibrated step costs + continuous-batching simulation per length bucket; "
-                              f"MILP (scipy.optimize.milp, HiGHS) at the peak hour x {headroom:g} headroom; "
-                              f"{len(pairs) - len(kept)} dominated pool(s) of {len(pairs)} left out"),
+        routes=routes,
+        usd_per_month=solution.usd_per_hour * HOURS_PER_MONTH,
+        single_key=single_key,
+        single_replicas=single.replicas,
+        usd_per_month_single=single.usd_per_hour * HOURS_PER_MONTH,
+        recommended=recommended,
+        verdict=verdict,
+        solve_seconds=solution.solve_seconds,
+        options=[o.candidate.key for o in chosen],
+        capacities_rps=problem.capacities,
+        provenance=Provenance(
+            "calibrated",
+            "calibrated step costs + continuous-batching simulation per length bucket; "
+            f"MILP (scipy.optimize.milp, HiGHS) at the peak hour x {headroom:g} headroom; "
+            f"{len(pairs) - len(kept)} dominated pool(s) of {len(pairs)} left out",
+        ),
         usd_per_month_autoscaled=day_mix * per_hour_of_day,
         usd_per_month_single_autoscaled=day_single * per_hour_of_day,
-    )  # fmt: skip
+    )

@@ -50,37 +50,62 @@ def compare_parallelism(tp: PlanRow, ep: ExpertParallelRow, *, latent_kv: bool) 
     n = ep.gpus
     if a is None and n is None:
         return ParallelismComparison(tp.hardware, tp.precision, tp, ep, "", "neither layout meets the SLA")
-    tp_text = "no tensor-parallel replica meets the SLA" if a is None else (
-        f"tensor parallelism needs {a} ({tp.replicas} x TP{tp.tensor_parallel}, batch {tp.batch_size})")  # fmt: skip
+    tp_text = (
+        "no tensor-parallel replica meets the SLA"
+        if a is None
+        else (f"tensor parallelism needs {a} ({tp.replicas} x TP{tp.tensor_parallel}, batch {tp.batch_size})")
+    )
     if n is None:
-        return ParallelismComparison(tp.hardware, tp.precision, tp, ep, "tensor-parallel",
-                                     f"tensor-parallel only: {ep.note}")  # fmt: skip
-    ep_text = (f"{ep.replicas} x EP{ep.ep} with {ep.attention_dp} attention rank(s), batch {ep.batch_size_per_rank} "
-               f"per rank, busiest GPU at {ep.imbalance:.2f}x the mean expert load = {n} GPUs")  # fmt: skip
+        return ParallelismComparison(
+            tp.hardware, tp.precision, tp, ep, "tensor-parallel", f"tensor-parallel only: {ep.note}"
+        )
+    ep_text = (
+        f"{ep.replicas} x EP{ep.ep} with {ep.attention_dp} attention rank(s), batch {ep.batch_size_per_rank} "
+        f"per rank, busiest GPU at {ep.imbalance:.2f}x the mean expert load = {n} GPUs"
+    )
     if a is None or n < a:
         why = "" if a is None else f"expert parallelism saves {1 - n / a:.0%}: "
-        mla = ("; MLA's latent is whole on every GPU of a tensor-parallel group, so attention ranks of one GPU hold "
-               "that many times the sequences" if latent_kv and (ep.attention_dp or 1) > 1 else "")  # fmt: skip
-        return ParallelismComparison(tp.hardware, tp.precision, tp, ep, "expert-parallel",
-                                     f"{why}{ep_text}; {tp_text}{mla}")  # fmt: skip
-    return ParallelismComparison(tp.hardware, tp.precision, tp, ep, "tensor-parallel",
-                                 f"tensor parallelism wins: {tp_text} against {ep_text}")  # fmt: skip
+        mla = (
+            "; MLA's latent is whole on every GPU of a tensor-parallel group, so attention ranks of one GPU hold "
+            "that many times the sequences"
+            if latent_kv and (ep.attention_dp or 1) > 1
+            else ""
+        )
+        return ParallelismComparison(
+            tp.hardware, tp.precision, tp, ep, "expert-parallel", f"{why}{ep_text}; {tp_text}{mla}"
+        )
+    return ParallelismComparison(
+        tp.hardware, tp.precision, tp, ep, "tensor-parallel", f"tensor parallelism wins: {tp_text} against {ep_text}"
+    )
 
 
 def _network_link(link: str, accel: Accelerator) -> Link:
     """The link between the nodes a replica spans: a cluster network, not a link within a node."""
     network = resolve_link(link, accel, field="--link")
     if network.scope != "cluster":
-        raise BadInputError("--link", f"{link} is a link within a node, not between the nodes an expert-parallel "
-                            "replica spans", "use infiniband-ndr or roce-400g")  # fmt: skip
+        raise BadInputError(
+            "--link",
+            f"{link} is a link within a node, not between the nodes an expert-parallel replica spans",
+            "use infiniband-ndr or roce-400g",
+        )
     return network
 
 
 def plan_parallelism(
-    shape: ModelShape, catalog: Catalog, *, hardware: list[str], precisions: list[str], traffic: Traffic,
-    sla: LatencySLA, scope: PlanScope | None = None, engines: tuple[str, ...] = DEFAULT_ENGINES, skew: float = 0.0,
-    redundant_experts: int = 0, on_row: Callable[[str], None] | None = None, link: str = "infiniband-ndr",
-) -> list[ParallelismComparison]:  # fmt: skip
+    shape: ModelShape,
+    catalog: Catalog,
+    *,
+    hardware: list[str],
+    precisions: list[str],
+    traffic: Traffic,
+    sla: LatencySLA,
+    scope: PlanScope | None = None,
+    engines: tuple[str, ...] = DEFAULT_ENGINES,
+    skew: float = 0.0,
+    redundant_experts: int = 0,
+    on_row: Callable[[str], None] | None = None,
+    link: str = "infiniband-ndr",
+) -> list[ParallelismComparison]:
     """Every (GPU, precision): the tensor-parallel plan row, the expert-parallel replica (over `link` between
     nodes), the winner and why."""
     moe = require_moe(shape)
@@ -92,12 +117,22 @@ def plan_parallelism(
         network = _network_link(link, accel)
         performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines, require_price=False)
         for precision in precisions:
-            tp = plan_one(shape, accel, precision, traffic=traffic, sla=sla, scope=scope, catalog=catalog,
-                          engines=engines)  # fmt: skip
-            ep = (ExpertParallelRow(accel.key, precision, tp.method, note=tp.note) if tp.note.startswith("refused")
-                  else plan_expert_parallel(performance, accel, get_scheme(tp.method), skew=skew,
-                                            redundant_experts=redundant_experts, scope=scope,
-                                            network=network))  # fmt: skip
+            tp = plan_one(
+                shape, accel, precision, traffic=traffic, sla=sla, scope=scope, catalog=catalog, engines=engines
+            )
+            ep = (
+                ExpertParallelRow(accel.key, precision, tp.method, note=tp.note)
+                if tp.note.startswith("refused")
+                else plan_expert_parallel(
+                    performance,
+                    accel,
+                    get_scheme(tp.method),
+                    skew=skew,
+                    redundant_experts=redundant_experts,
+                    scope=scope,
+                    network=network,
+                )
+            )
             found.append(compare_parallelism(tp, ep, latent_kv=shape.latent_kv))
             if on_row is not None:
                 on_row(f"{hw}/{precision}")

@@ -86,8 +86,10 @@ class PlanRow:
 
 
 #: What an FP8 KV cache adds to a row's quality prior: unmeasured until its `+kv-fp8` scheme is evaluated.
-FP8_KV_PRIOR = ("; FP8 KV cache: a prior (E4M3, per-tensor scale 1.0), unmeasured — `recommender eval` its "
-                "{method}+kv-fp8 scheme to measure it")  # fmt: skip
+FP8_KV_PRIOR = (
+    "; FP8 KV cache: a prior (E4M3, per-tensor scale 1.0), unmeasured — `recommender eval` its "
+    "{method}+kv-fp8 scheme to measure it"
+)
 
 
 def method_for(precision: str, device: DeviceInfo, engines: tuple[str, ...]) -> QuantScheme:
@@ -98,9 +100,14 @@ def method_for(precision: str, device: DeviceInfo, engines: tuple[str, ...]) -> 
 
 
 def _row(
-    performance: PerformanceEvaluator, accel: Accelerator, precision: str, method: QuantScheme, note: str,
-    result: CandidateResult | None = None, unpriced: str = "",
-) -> PlanRow:  # fmt: skip
+    performance: PerformanceEvaluator,
+    accel: Accelerator,
+    precision: str,
+    method: QuantScheme,
+    note: str,
+    result: CandidateResult | None = None,
+    unpriced: str = "",
+) -> PlanRow:
     """One row; `result` is the configuration shown (its capacity 0 when not even a lone request meets the SLA)."""
     serving = None if result is None else result.serving
     cost = None if result is None else result.cost
@@ -108,7 +115,9 @@ def _row(
     target = performance.traffic.requests_per_second
     kv = "auto" if result is None else result.candidate.kv_cache_dtype
     return PlanRow(
-        hardware=accel.key, precision=precision, method=method.name,
+        hardware=accel.key,
+        precision=precision,
+        method=method.name,
         tensor_parallel=None if result is None else result.candidate.tensor_parallel,
         batch_size=result.candidate.batch_size if result is not None and capacity > 0 else None,
         usd_per_1m_tokens=cost.usd_per_1m_tokens if cost else None,
@@ -117,18 +126,22 @@ def _row(
         ttft_p99_ms=serving.ttft_ms.p99 if serving else None,
         tpot_p99_ms=serving.tpot_ms.p99 if serving else None,
         max_rps_per_replica=capacity if serving else None,
-        weights_gb_per_gpu=None if result is None else weights_gb(performance.shape, method,
-                                                                  result.candidate.tensor_parallel),
+        weights_gb_per_gpu=None
+        if result is None
+        else weights_gb(performance.shape, method, result.candidate.tensor_parallel),
         quality=QUALITY_PRIORS[precision] + (FP8_KV_PRIOR.format(method=method.name) if kv == "fp8" else ""),
-        quality_verdict="reference" if precision == "bf16" and kv == "auto" else "unverified", kv_cache_dtype=kv,
-        note=note, provenance=serving.provenance if serving else None,
+        quality_verdict="reference" if precision == "bf16" and kv == "auto" else "unverified",
+        kv_cache_dtype=kv,
+        note=note,
+        provenance=serving.provenance if serving else None,
         price_set=cost.price_set if cost else "",
         engine=serving.engine if serving else "",
         ttft_p99_high_ms=serving.ttft_p99_high_ms if serving else None,
         tpot_p99_high_ms=serving.tpot_p99_high_ms if serving else None,
-        unpriced=unpriced, physics_rps_per_replica=serving.physics_rps_per_replica if serving else None,
+        unpriced=unpriced,
+        physics_rps_per_replica=serving.physics_rps_per_replica if serving else None,
         physics_alarm=serving.physics_alarm_reason(performance.sla) if serving else "",
-    )  # fmt: skip
+    )
 
 
 def _gpu_rank(result: CandidateResult, target_rps: float) -> tuple[int, int, float]:
@@ -152,14 +165,19 @@ def _sla_overshoot(result: CandidateResult, sla: LatencySLA) -> float:
 
 
 def _fitting(
-    performance: PerformanceEvaluator, accel: Accelerator, precision: str, method: QuantScheme, scope: PlanScope,
-) -> tuple[list[CandidateResult], str, dict[tuple[int, KVCacheDtype], str]]:  # fmt: skip
+    performance: PerformanceEvaluator,
+    accel: Accelerator,
+    precision: str,
+    method: QuantScheme,
+    scope: PlanScope,
+) -> tuple[list[CandidateResult], str, dict[tuple[int, KVCacheDtype], str]]:
     """Every evaluated (degree, KV dtype, batch cap) that holds one request, why the widest degree that does not
     fit, and which batch caps the KV cache pruned at each (degree, KV dtype)."""
     fitting: list[CandidateResult] = []
     refusal, pruned = "", dict[tuple[int, KVCacheDtype], str]()
     for tp in scope.degrees(accel.max_tensor_parallel):
         for kv in scope.kv_cache_dtypes:
+
             def make(b: int, tp: int = tp, kv: KVCacheDtype = kv) -> Candidate:
                 return Candidate(precision, method.name, accel.key, b, tp, DEFAULT_MAX_BATCHED_TOKENS, kv)
 
@@ -173,9 +191,16 @@ def _fitting(
 
 
 def plan_one(
-    shape: ModelShape, accel: Accelerator, precision: str, *, traffic: Traffic, sla: LatencySLA,
-    scope: PlanScope | None = None, catalog: Catalog | None = None, engines: tuple[str, ...] = DEFAULT_ENGINES,
-) -> PlanRow:  # fmt: skip
+    shape: ModelShape,
+    accel: Accelerator,
+    precision: str,
+    *,
+    traffic: Traffic,
+    sla: LatencySLA,
+    scope: PlanScope | None = None,
+    catalog: Catalog | None = None,
+    engines: tuple[str, ...] = DEFAULT_ENGINES,
+) -> PlanRow:
     """The cheapest (tensor-parallel degree, KV cache dtype, batch cap) among those that hold one request.
 
     Every degree that fits is ranked, not only the smallest: a model that barely fits one GPU leaves it
@@ -189,8 +214,11 @@ def plan_one(
     scope = scope or PlanScope()
     catalog = catalog or Catalog(accelerators={accel.key: accel}, source="plan")
     performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines, require_price=False)
-    method = get_scheme(scope.schemes[precision]) if precision in scope.schemes else (
-        method_for(precision, accel.device, performance.engines))  # fmt: skip
+    method = (
+        get_scheme(scope.schemes[precision])
+        if precision in scope.schemes
+        else (method_for(precision, accel.device, performance.engines))
+    )
     served = eligibility(method, accel.device, performance.engines, shape.head_dim)
     if not served.launchable:
         return _row(performance, accel, precision, method, f"refused: {served.reason(accel.key)}")
@@ -206,8 +234,13 @@ def plan_one(
         note = "SLA not met even by a lone request (its P99s shown)"
         return _row(performance, accel, precision, method, note, closest, unpriced)
     if not scope.degrees(accel.max_tensor_parallel):
-        return _row(performance, accel, precision, method, f"no degree of {list(scope.tensor_parallel)} fits "
-                    f"a node of {accel.max_tensor_parallel} {accel.key}")  # fmt: skip
+        return _row(
+            performance,
+            accel,
+            precision,
+            method,
+            f"no degree of {list(scope.tensor_parallel)} fits a node of {accel.max_tensor_parallel} {accel.key}",
+        )
     degrees = scope.degrees(accel.max_tensor_parallel)
     return _row(performance, accel, precision, method, f"does not fit on {degrees[-1]} GPUs: {refusal}")
 
@@ -217,10 +250,18 @@ def weights_gb(shape: ModelShape, method: QuantScheme, tensor_parallel: int) -> 
 
 
 def plan(
-    shape: ModelShape, catalog: Catalog, *, hardware: list[str], precisions: list[str], traffic: Traffic,
-    sla: LatencySLA, scope: PlanScope | None = None, on_row: Callable[[str], None] | None = None,
-    engines: tuple[str, ...] = DEFAULT_ENGINES, model: str = "",
-) -> list[PlanRow]:  # fmt: skip
+    shape: ModelShape,
+    catalog: Catalog,
+    *,
+    hardware: list[str],
+    precisions: list[str],
+    traffic: Traffic,
+    sla: LatencySLA,
+    scope: PlanScope | None = None,
+    on_row: Callable[[str], None] | None = None,
+    engines: tuple[str, ...] = DEFAULT_ENGINES,
+    model: str = "",
+) -> list[PlanRow]:
     """Every (GPU, precision) pair, cheapest per month at the traffic first (then per token, as the search
     ranks); rows without a price (none fits, none meets the SLA, or the price set does not price the GPU) last.
     `on_row` hears each pair's "gpu/precision" once it is planned (a progress bar: each pair is up to four
@@ -230,8 +271,9 @@ def plan(
     for hw in hardware:
         accel = catalog.get(hw, field="--hardware")
         for p in precisions:
-            rows.append(plan_one(shape, accel, p, traffic=traffic, sla=sla, scope=scope, catalog=catalog,
-                                 engines=engines))  # fmt: skip
+            rows.append(
+                plan_one(shape, accel, p, traffic=traffic, sla=sla, scope=scope, catalog=catalog, engines=engines)
+            )
             if on_row is not None:
                 on_row(f"{hw}/{p}")
     if model:
@@ -243,13 +285,23 @@ def launch_of(row: PlanRow, model: str, catalog: Catalog, traffic: Traffic) -> s
     """The row's engine command for its configuration serving `model` ("" where the row serves nothing)."""
     if not row.engine or row.batch_size is None or row.tensor_parallel is None:
         return ""
-    candidate = Candidate(row.precision, row.method, row.hardware, row.batch_size, row.tensor_parallel,
-                          kv_cache_dtype="fp8" if row.kv_cache_dtype == "fp8" else "auto")  # fmt: skip
+    candidate = Candidate(
+        row.precision,
+        row.method,
+        row.hardware,
+        row.batch_size,
+        row.tensor_parallel,
+        kv_cache_dtype="fp8" if row.kv_cache_dtype == "fp8" else "auto",
+    )
     checkpoint = f"{model.rstrip('/').rsplit('/', 1)[-1]}-{row.method}"  # where `recommender quantize --out` puts it
     commands = launch_commands(
-        candidate, model=model, max_model_len=traffic.max_model_len, checkpoint=checkpoint,
-        device=catalog.get(row.hardware).device, engine=row.engine,
-    )  # fmt: skip
+        candidate,
+        model=model,
+        max_model_len=traffic.max_model_len,
+        checkpoint=checkpoint,
+        device=catalog.get(row.hardware).device,
+        engine=row.engine,
+    )
     return commands[0].command or "" if commands and commands[0].engine == row.engine else ""
 
 

@@ -67,8 +67,14 @@ def _ladder(
     over = [c for c in ladder if c > held]
     if over and held not in caps and held >= 1:
         caps.append(held)
-    why = "" if not over else (f"batch caps {', '.join(map(str, over))} pruned: the KV cache holds {held} prompts "
-                               f"of {performance.traffic.prompt_tokens} tokens")  # fmt: skip
+    why = (
+        ""
+        if not over
+        else (
+            f"batch caps {', '.join(map(str, over))} pruned: the KV cache holds {held} prompts "
+            f"of {performance.traffic.prompt_tokens} tokens"
+        )
+    )
     return caps, why
 
 

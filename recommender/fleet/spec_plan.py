@@ -56,8 +56,15 @@ def _scheduled(winner: PlanRow, catalog: Catalog) -> ScheduledWinner | None:
 
 def _option(row: PlanRow) -> PoolOption:
     assert row.tensor_parallel is not None and row.batch_size is not None  # priced rows only
-    candidate = Candidate(row.precision, row.method, row.hardware, row.batch_size, row.tensor_parallel,
-                          DEFAULT_MAX_BATCHED_TOKENS, "fp8" if row.kv_cache_dtype == "fp8" else "auto")  # fmt: skip
+    candidate = Candidate(
+        row.precision,
+        row.method,
+        row.hardware,
+        row.batch_size,
+        row.tensor_parallel,
+        DEFAULT_MAX_BATCHED_TOKENS,
+        "fp8" if row.kv_cache_dtype == "fp8" else "auto",
+    )
     return PoolOption(candidate, f"{row.quality} [{row.quality_verdict}]")
 
 
@@ -83,10 +90,20 @@ def plan_fleet(
     precisions = plan_precisions(spec)
     engines = tuple(spec.engines)  # the rows, the schedule and the mix served by the same engines
     # The spec's batch caps, or (none listed) each engine's ladder to its maximum; its KV cache dtypes.
-    scope = PlanScope(batch_sizes=tuple(spec.space.batch_sizes or ()),
-                      kv_cache_dtypes=tuple(spec.space.kv_cache_dtypes))
-    rows = plan(shape, catalog, hardware=hardware, precisions=precisions, traffic=traffic, sla=sla, scope=scope,
-                on_row=on_row, engines=engines)  # fmt: skip
+    scope = PlanScope(
+        batch_sizes=tuple(spec.space.batch_sizes or ()), kv_cache_dtypes=tuple(spec.space.kv_cache_dtypes)
+    )
+    rows = plan(
+        shape,
+        catalog,
+        hardware=hardware,
+        precisions=precisions,
+        traffic=traffic,
+        sla=sla,
+        scope=scope,
+        on_row=on_row,
+        engines=engines,
+    )
     winner = winner_row(rows)
     performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines)
     options = [_option(r) for r in rows if r.usd_per_month is not None]

@@ -114,8 +114,9 @@ class ModelSource:
             config: PretrainedConfig = AutoConfig.from_pretrained(self.location, **kwargs)
             return config
         except StrictDataclassError as exc:  # the config class's own field checks (transformers 5)
-            raise BadInputError(field, f"the model's config is refused by transformers: {_last_line(exc)}",
-                                "fix config.json") from None  # fmt: skip
+            raise BadInputError(
+                field, f"the model's config is refused by transformers: {_last_line(exc)}", "fix config.json"
+            ) from None
         except ValueError as exc:
             if "trust_remote_code" in str(exc):
                 raise BadInputError(
@@ -218,8 +219,9 @@ def _check_hub_reachable(hub_id: str, *, field: str) -> None:
 
     fix = "pass a local model directory, or run once with network access so the hub's cache holds it"
     if constants.HF_HUB_OFFLINE:
-        raise BadInputError(field, f"cannot load {hub_id}: not in the local Hugging Face cache and HF_HUB_OFFLINE "
-                            "is set", fix)  # fmt: skip
+        raise BadInputError(
+            field, f"cannot load {hub_id}: not in the local Hugging Face cache and HF_HUB_OFFLINE is set", fix
+        )
     request = urllib.request.Request(f"{constants.ENDPOINT.rstrip('/')}/api/models/{hub_id}", method="HEAD")
     try:
         urllib.request.urlopen(request, timeout=HUB_CONNECT_TIMEOUT_S).close()  # noqa: S310 (the hub's own URL)
@@ -227,5 +229,9 @@ def _check_hub_reachable(hub_id: str, *, field: str) -> None:
         return  # the server answered (a gated or unknown model is said later, by the real request)
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise BadInputError(field, f"cannot load {hub_id}: the hub ({constants.ENDPOINT}) cannot be reached within "
-                            f"{HUB_CONNECT_TIMEOUT_S:g} s ({reason})", fix) from None  # fmt: skip
+        raise BadInputError(
+            field,
+            f"cannot load {hub_id}: the hub ({constants.ENDPOINT}) cannot be reached within "
+            f"{HUB_CONNECT_TIMEOUT_S:g} s ({reason})",
+            fix,
+        ) from None

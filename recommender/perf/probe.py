@@ -134,8 +134,9 @@ def probe(
     _reset_peak_rss()
     with torch.inference_mode():
         prefill = timed(lambda: model(one_prompt, use_cache=True), warmup=warmup, repeats=repeats, sync=sync)
-        step_times, cache = _decode_step_times(model, batch_prompt, decode_steps, warmup=warmup, repeats=repeats,
-                                               sync=sync)  # fmt: skip
+        step_times, cache = _decode_step_times(
+            model, batch_prompt, decode_steps, warmup=warmup, repeats=repeats, sync=sync
+        )
         kv_mb = _cache_mb(cache)
     peak = _rss_mb("VmHWM")
     peak_delta = peak - rss_before if peak is not None and rss_before is not None else None
@@ -156,8 +157,9 @@ def probe(
     )
 
 
-def _decode_step_times(model: nn.Module, batch_prompt: Any, decode_steps: int, *, warmup: int, repeats: int,
-                       sync: Callable[[], None]) -> tuple[list[float], Any]:  # fmt: skip
+def _decode_step_times(
+    model: nn.Module, batch_prompt: Any, decode_steps: int, *, warmup: int, repeats: int, sync: Callable[[], None]
+) -> tuple[list[float], Any]:
     """Seconds per decode step of the full batch, one figure per repeat, and the last repeat's KV cache: each repeat
     builds a fresh KV cache for the batch, then times the decode steps alone (call under inference mode)."""
     step_times: list[float] = []

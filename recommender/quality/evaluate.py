@@ -98,8 +98,9 @@ def run_looks(
     """
     result: PairedResult | None = None
     for n in schedule:
-        result = paired_bootstrap(spec, reference[:n], variant_docs(n), policy=policy, confidence=confidence,
-                                  looks=looks)  # fmt: skip
+        result = paired_bootstrap(
+            spec, reference[:n], variant_docs(n), policy=policy, confidence=confidence, looks=looks
+        )
         if on_look is not None:
             on_look(n)
         if result.verdict != "inconclusive":
@@ -121,8 +122,7 @@ class RunsOnce(Protocol):
     study: the table lives in the study's database, a layer above.
     """
 
-    def run_once(self, key: str, label: str, compute: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], bool]:
-        ...
+    def run_once(self, key: str, label: str, compute: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], bool]: ...
 
 
 @dataclass
@@ -191,10 +191,15 @@ class QualityEvaluator:
 
     def _key(self, method: QuantScheme, spec: TaskThreshold) -> str:
         return cache_key(
-            model=self._fingerprint(), method=method.identity(), task=spec.task, metric=spec.metric,
-            data=self._task(spec.task).fingerprint, lm_eval=lm_eval_version(), batch_size=self.use_case.batch_size,
+            model=self._fingerprint(),
+            method=method.identity(),
+            task=spec.task,
+            metric=spec.metric,
+            data=self._task(spec.task).fingerprint,
+            lm_eval=lm_eval_version(),
+            batch_size=self.use_case.batch_size,
             **self._compute(),
-        )  # fmt: skip
+        )
 
     # -- per-document scores -------------------------------------------------------------
     def doc_ids(self, spec: TaskThreshold, n: int) -> list[int]:
@@ -211,9 +216,14 @@ class QualityEvaluator:
         if missing:
             model = self.models.get(method)
             new = run_docs(
-                model, self.models.tokenizer, self._manager, task=spec.task, metric=spec.metric,
-                doc_ids=missing, batch_size=self.use_case.batch_size,
-            )  # fmt: skip
+                model,
+                self.models.tokenizer,
+                self._manager,
+                task=spec.task,
+                metric=spec.metric,
+                doc_ids=missing,
+                batch_size=self.use_case.batch_size,
+            )
             have.update({i: list(v) for i, v in new.items()})
             self.docs_evaluated += len(new)
             if self.cache:
@@ -242,19 +252,27 @@ class QualityEvaluator:
             return paired_bootstrap(spec, base, base, policy=policy, confidence=confidence, same_model=True)
         schedule = chunk_schedule(budget, adaptive=bool(self.adaptive), min_chunk=first_look(base))
         return run_looks(
-            spec, base, lambda n: self.doc_pairs(method, spec, n), schedule,
-            looks=looks_counted(self._looks_taken(method, spec), schedule), policy=policy, confidence=confidence,
+            spec,
+            base,
+            lambda n: self.doc_pairs(method, spec, n),
+            schedule,
+            looks=looks_counted(self._looks_taken(method, spec), schedule),
+            policy=policy,
+            confidence=confidence,
             on_look=lambda n: self._record_look(method, spec, n),
-        )  # fmt: skip
+        )
 
     # -- fidelity ------------------------------------------------------------------------
     def _fidelity(self, method: QuantScheme) -> fid.FidelityResult:
         settings = self.use_case.fidelity
         key = cache_key(
-            model=self._fingerprint(), method=method.identity(), fidelity=settings.model_dump(),
+            model=self._fingerprint(),
+            method=method.identity(),
+            fidelity=settings.model_dump(),
             algorithm=fid.ALGORITHM,
-            text_task=self._task(settings.text_task or self.use_case.task_names[0]).fingerprint, **self._compute(),
-        )  # fmt: skip
+            text_task=self._task(settings.text_task or self.use_case.task_names[0]).fingerprint,
+            **self._compute(),
+        )
         stored = self.cache.get(key) if self.cache else None
         if stored is not None:
             return from_data(fid.FidelityResult, stored)
@@ -274,7 +292,15 @@ class QualityEvaluator:
         kl = fidelity_check(self.use_case, None)
         checks += [kl] if kl else []
         return QualityResult(
-            method.name, method.precision, "unverified", checks, None, self._device, 0.0, 0, reason,
+            method.name,
+            method.precision,
+            "unverified",
+            checks,
+            None,
+            self._device,
+            0.0,
+            0,
+            reason,
             self.models.compute_dtype,
         )
 
@@ -285,11 +311,16 @@ class QualityEvaluator:
         sit in different directories agree on the key.
         """
         return "quality:" + cache_key(
-            model=self._fingerprint(), method=method.identity(), limit=self.limit, adaptive=self.adaptive,
+            model=self._fingerprint(),
+            method=method.identity(),
+            limit=self.limit,
+            adaptive=self.adaptive,
             verdict=VERDICT_VERSION,
-            use_case=self.use_case.model_dump(mode="json", exclude={"include_path"}), lm_eval=lm_eval_version(),
-            data={name: self._task(name).fingerprint for name in self.use_case.task_names}, **self._compute(),
-        )  # fmt: skip
+            use_case=self.use_case.model_dump(mode="json", exclude={"include_path"}),
+            lm_eval=lm_eval_version(),
+            data={name: self._task(name).fingerprint for name in self.use_case.task_names},
+            **self._compute(),
+        )
 
     def _measure(self, method: QuantScheme) -> QualityResult:
         started = time.perf_counter()
@@ -300,9 +331,17 @@ class QualityEvaluator:
         checks += [kl] if kl else []
         self.computed_here += 1
         return QualityResult(
-            method.name, method.precision, overall(checks), checks, fidelity, self._device,
-            time.perf_counter() - started, self.docs_evaluated - docs_before, "", self.models.compute_dtype,
-        )  # fmt: skip
+            method.name,
+            method.precision,
+            overall(checks),
+            checks,
+            fidelity,
+            self._device,
+            time.perf_counter() - started,
+            self.docs_evaluated - docs_before,
+            "",
+            self.models.compute_dtype,
+        )
 
     def evaluate(self, method: QuantScheme) -> QualityResult:
         if method.name in self._results:

@@ -294,6 +294,17 @@ def paired_bootstrap(
         delta_ci, margin_ci = _studentised(spec, baseline_pairs, variant_pairs, alpha, seed)
     decisive = binary or n >= MIN_CONTINUOUS_DOCS or (same_model and not floor)
     return PairedResult(
-        base, value, value - base, delta_ci, margin, margin_ci, n, _verdict(policy, margin, margin_ci, decisive),
-        level, looks, decisive, _as_docs(baseline_pairs), _as_docs(variant_pairs),
-    )  # fmt: skip
+        base,
+        value,
+        value - base,
+        delta_ci,
+        margin,
+        margin_ci,
+        n,
+        _verdict(policy, margin, margin_ci, decisive),
+        level,
+        looks,
+        decisive,
+        _as_docs(baseline_pairs),
+        _as_docs(variant_pairs),
+    )

@@ -94,20 +94,43 @@ def threshold_scale(spec: TaskThreshold) -> float:
 def task_check(spec: TaskThreshold, result: PairedResult | None) -> Check:
     desc = spec.threshold.describe(spec.higher_is_better)
     if result is None:
-        return Check(spec.task, spec.metric, None, None, None, None, desc, "unverified",
-                     higher_is_better=spec.higher_is_better, threshold_scale=threshold_scale(spec))  # fmt: skip
+        return Check(
+            spec.task,
+            spec.metric,
+            None,
+            None,
+            None,
+            None,
+            desc,
+            "unverified",
+            higher_is_better=spec.higher_is_better,
+            threshold_scale=threshold_scale(spec),
+        )
     return Check(
-        spec.task, spec.metric, result.baseline, result.value, result.delta,
+        spec.task,
+        spec.metric,
+        result.baseline,
+        result.value,
+        result.delta,
         result.margin_ci[1] if result.verdict != "fail" else result.margin,
-        desc, result.verdict, result.delta_ci, result.n_docs, spec.higher_is_better, threshold_scale(spec),
-        result.confidence, result.looks, result.reference_docs, result.variant_docs,
-    )  # fmt: skip
+        desc,
+        result.verdict,
+        result.delta_ci,
+        result.n_docs,
+        spec.higher_is_better,
+        threshold_scale(spec),
+        result.confidence,
+        result.looks,
+        result.reference_docs,
+        result.variant_docs,
+    )
 
 
 def _kl_interval(use_case: UseCase, fidelity: FidelityResult, limit: float) -> PairedResult:
     """The verdict of mean KL <= limit on an interval over windows (each window: its KL sum over its positions)."""
-    spec = TaskThreshold(task="fidelity", metric="mean_kl", higher_is_better=False,
-                         threshold=Threshold(min_value=limit))  # fmt: skip
+    spec = TaskThreshold(
+        task="fidelity", metric="mean_kl", higher_is_better=False, threshold=Threshold(min_value=limit)
+    )
     positions = fidelity.tokens / len(fidelity.window_kl)
     variant = np.asarray([[k * positions, positions] for k in fidelity.window_kl])
     reference = np.stack([np.zeros(len(variant)), variant[:, 1]], axis=1)
@@ -120,22 +143,52 @@ def fidelity_check(use_case: UseCase, fidelity: FidelityResult | None) -> Check 
         return None
     desc = f"mean KL <= {limit:g} nats/token"
     if fidelity is None:
-        return Check("fidelity", "mean_kl", 0.0, None, None, None, desc, "unverified", higher_is_better=False,
-                     threshold_scale=limit)  # fmt: skip
+        return Check(
+            "fidelity",
+            "mean_kl",
+            0.0,
+            None,
+            None,
+            None,
+            desc,
+            "unverified",
+            higher_is_better=False,
+            threshold_scale=limit,
+        )
     margin = fidelity.mean_kl - limit
     if not fidelity.window_kl or not any(fidelity.window_kl):  # an older result, or equal distributions
         return Check(
-            "fidelity", "mean_kl", 0.0, fidelity.mean_kl, fidelity.mean_kl, margin, desc,
-            "pass" if margin <= 0 else "fail", None, fidelity.tokens, False, limit,
-        )  # fmt: skip
+            "fidelity",
+            "mean_kl",
+            0.0,
+            fidelity.mean_kl,
+            fidelity.mean_kl,
+            margin,
+            desc,
+            "pass" if margin <= 0 else "fail",
+            None,
+            fidelity.tokens,
+            False,
+            limit,
+        )
     result = _kl_interval(use_case, fidelity, limit)
     few = use_case.verdict_policy == "confidence" and len(fidelity.window_kl) < MIN_KL_WINDOWS
     verdict: Verdict = "inconclusive" if few else result.verdict
     return Check(
-        "fidelity", "mean_kl", 0.0, fidelity.mean_kl, fidelity.mean_kl,
-        result.margin_ci[1] if verdict != "fail" else margin, desc, verdict, result.delta_ci,
-        len(fidelity.window_kl), False, limit, result.confidence,
-    )  # fmt: skip
+        "fidelity",
+        "mean_kl",
+        0.0,
+        fidelity.mean_kl,
+        fidelity.mean_kl,
+        result.margin_ci[1] if verdict != "fail" else margin,
+        desc,
+        verdict,
+        result.delta_ci,
+        len(fidelity.window_kl),
+        False,
+        limit,
+        result.confidence,
+    )
 
 
 def overall(checks: list[Check]) -> Verdict:

@@ -30,8 +30,11 @@ def get_scheme(name: str, *, field: str = "method") -> QuantScheme:
     if name.endswith(FP8_KV_SUFFIX):
         base = name.removesuffix(FP8_KV_SUFFIX)
         if FP8_KV_SUFFIX in base:  # an fp8 KV cache is fp8 once: no nesting (1,200 of them used to recurse)
-            raise BadInputError(field, f"{FP8_KV_SUFFIX} is given {name.count(FP8_KV_SUFFIX)} times",
-                                f"give it once, at the end: {base.split(FP8_KV_SUFFIX)[0][:40]}{FP8_KV_SUFFIX}")
+            raise BadInputError(
+                field,
+                f"{FP8_KV_SUFFIX} is given {name.count(FP8_KV_SUFFIX)} times",
+                f"give it once, at the end: {base.split(FP8_KV_SUFFIX)[0][:40]}{FP8_KV_SUFFIX}",
+            )
         return with_kv_cache(get_scheme(base, field=field), "fp8")
     if name in methods:
         return methods[name]

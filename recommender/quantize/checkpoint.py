@@ -109,8 +109,9 @@ class CheckpointStore:
         except Exception as exc:  # OSError, or a writer's own error around one (safetensors' SafetensorError)
             if space_errno(exc) is not None:
                 written = directory_bytes(staging)
-                raise out_of_space(self.path(key), exc, max(written, expected_bytes),
-                                   at_least=written >= expected_bytes) from None  # fmt: skip
+                raise out_of_space(
+                    self.path(key), exc, max(written, expected_bytes), at_least=written >= expected_bytes
+                ) from None
             raise
         finally:
             shutil.rmtree(staging, ignore_errors=True)

@@ -69,9 +69,11 @@ class CheckpointScheme(QuantScheme):
     def checkpoint_key(self, model_fingerprint: str, calibration: CalibrationSet | None) -> str:
         """What decides the checkpoint's bytes: model, recipe, calibration tokens, library versions."""
         return checkpoint_key(
-            model=model_fingerprint, recipe=self.recipe,
-            calibration=calibration.fingerprint if calibration is not None else None, **self.library_versions(),
-        )  # fmt: skip
+            model=model_fingerprint,
+            recipe=self.recipe,
+            calibration=calibration.fingerprint if calibration is not None else None,
+            **self.library_versions(),
+        )
 
     def calibration_for(self, context: QuantizeContext) -> CalibrationSet | None:
         """The calibration set this recipe runs, or None for a data-free recipe."""
@@ -86,8 +88,11 @@ class CheckpointScheme(QuantScheme):
         """The saved checkpoint directory for `source`: found in the store or made now."""
         calibration = self.calibration_for(context)
         key = self.checkpoint_key(source.fingerprint(), calibration)
-        return context.store.make(key, lambda out: self.write_checkpoint(source, out, calibration),
-                                  expected_bytes=self._expected_bytes(source))  # fmt: skip
+        return context.store.make(
+            key,
+            lambda out: self.write_checkpoint(source, out, calibration),
+            expected_bytes=self._expected_bytes(source),
+        )
 
     def _expected_bytes(self, source: ModelSource) -> int:
         """About what the checkpoint takes: the source's 16-bit weights at this scheme's bits (0: not local)."""

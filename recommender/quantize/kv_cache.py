@@ -74,8 +74,19 @@ def with_kv_cache(method: QuantScheme, kv_cache_dtype: str) -> QuantScheme:
     variant = method.fp8_kv_variant()
     if variant is not None:  # its checkpoint carries calibrated KV scales, which the engines read
         return variant
-    fields = {f: getattr(method, f) for f in ("precision", "library", "bits_per_weight", "weight_only", "devices",
-                                              "min_cuda_capability", "kernel_family", "checkpoint_format")}  # fmt: skip
+    fields = {
+        f: getattr(method, f)
+        for f in (
+            "precision",
+            "library",
+            "bits_per_weight",
+            "weight_only",
+            "devices",
+            "min_cuda_capability",
+            "kernel_family",
+            "checkpoint_format",
+        )
+    }
     return FP8KVCache(
         name=f"{method.name}{FP8_KV_SUFFIX}",
         description=f"{method.description}; fp8 e4m3 KV cache",

@@ -142,7 +142,10 @@ def _recipe(modifiers: str) -> str:
 
 
 def preset_recipe(
-    preset: str, *, modifier: str = "QuantizationModifier", targets: tuple[str, ...] = ("Linear",),
+    preset: str,
+    *,
+    modifier: str = "QuantizationModifier",
+    targets: tuple[str, ...] = ("Linear",),
     ignore: tuple[str, ...] = ("lm_head",),
 ) -> str:
     """The recipe that applies compressed-tensors' preset scheme `preset` to `targets` with `modifier`.
@@ -193,9 +196,16 @@ class PresetRow:
 
     def scheme(self) -> LlmCompressorScheme:
         return LlmCompressorScheme(
-            name=self.name, precision=self.precision, library="llmcompressor", bits_per_weight=self.bits_per_weight,
-            weight_only=self.weight_only, devices=_ANY, kernel_family=self.kernel_family,
-            checkpoint_format=COMPRESSED_TENSORS, calibrates=self.calibrates, recipe=self.recipe(),
+            name=self.name,
+            precision=self.precision,
+            library="llmcompressor",
+            bits_per_weight=self.bits_per_weight,
+            weight_only=self.weight_only,
+            devices=_ANY,
+            kernel_family=self.kernel_family,
+            checkpoint_format=COMPRESSED_TENSORS,
+            calibrates=self.calibrates,
+            recipe=self.recipe(),
             description=self.description,
         )
 
@@ -203,8 +213,13 @@ class PresetRow:
 #: The schemes in registry order: preset ones as rows, the others (two modifiers, or explicit config groups) whole.
 _TABLE: tuple[PresetRow | LlmCompressorScheme, ...] = (
     PresetRow(
-        name="fp8-dynamic", preset="FP8_DYNAMIC", precision="fp8", bits_per_weight=8.0, weight_only=False,
-        kernel_family="ct-fp8-w8a8", calibrates=False,
+        name="fp8-dynamic",
+        preset="FP8_DYNAMIC",
+        precision="fp8",
+        bits_per_weight=8.0,
+        weight_only=False,
+        kernel_family="ct-fp8-w8a8",
+        calibrates=False,
         description="FP8 W8A8: per-channel fp8 weights, dynamic per-token fp8 activations (llm-compressor)",
     ),
     LlmCompressorScheme(
@@ -228,8 +243,14 @@ _TABLE: tuple[PresetRow | LlmCompressorScheme, ...] = (
         description="INT8 W8A8: SmoothQuant + GPTQ per-channel int8 weights, dynamic per-token int8 activations",
     ),
     PresetRow(
-        name="w4a16-gptq-g128", preset="W4A16", modifier="GPTQModifier", precision="int4",
-        bits_per_weight=4.0 + 16.0 / 128, weight_only=True, kernel_family="ct-w4a16", calibrates=True,
+        name="w4a16-gptq-g128",
+        preset="W4A16",
+        modifier="GPTQModifier",
+        precision="int4",
+        bits_per_weight=4.0 + 16.0 / 128,
+        weight_only=True,
+        kernel_family="ct-w4a16",
+        calibrates=True,
         description="INT4 W4A16: GPTQ, symmetric, one bf16 scale per 128 weights",
     ),
     LlmCompressorScheme(
@@ -252,33 +273,63 @@ _TABLE: tuple[PresetRow | LlmCompressorScheme, ...] = (
         description="INT4 W4A16: AWQ, asymmetric, one bf16 scale and int4 zero point per 128 weights",
     ),
     PresetRow(
-        name="w4a16-rtn-g128", preset="W4A16", precision="int4", bits_per_weight=4.0 + 16.0 / 128, weight_only=True,
-        kernel_family="ct-w4a16", calibrates=False,
+        name="w4a16-rtn-g128",
+        preset="W4A16",
+        precision="int4",
+        bits_per_weight=4.0 + 16.0 / 128,
+        weight_only=True,
+        kernel_family="ct-w4a16",
+        calibrates=False,
         description="INT4 W4A16: round-to-nearest, symmetric, group 128 (the cheap baseline of GPTQ and AWQ)",
     ),
     PresetRow(
-        name="fp8-tensor", preset="FP8", precision="fp8", bits_per_weight=8.0, weight_only=False,
-        kernel_family="ct-fp8-tensor", calibrates=True,
+        name="fp8-tensor",
+        preset="FP8",
+        precision="fp8",
+        bits_per_weight=8.0,
+        weight_only=False,
+        kernel_family="ct-fp8-tensor",
+        calibrates=True,
         description="FP8 W8A8 per-tensor: one fp8 weight scale and one static activation scale per layer (calibrated)",
     ),
     PresetRow(
-        name="fp8-block", preset="FP8_BLOCK", precision="fp8", bits_per_weight=8.0 + 32.0 / (128 * 128),
-        weight_only=False, kernel_family="ct-fp8-block", calibrates=False,
+        name="fp8-block",
+        preset="FP8_BLOCK",
+        precision="fp8",
+        bits_per_weight=8.0 + 32.0 / (128 * 128),
+        weight_only=False,
+        kernel_family="ct-fp8-block",
+        calibrates=False,
         description="FP8 block-scaled: fp8 weights in 128x128 blocks, dynamic fp8 activations per 128-value group",
     ),
     PresetRow(
-        name="nvfp4", preset="NVFP4", precision="fp4", bits_per_weight=4.0 + 8.0 / 16, weight_only=False,
-        kernel_family="ct-nvfp4", calibrates=True,
+        name="nvfp4",
+        preset="NVFP4",
+        precision="fp4",
+        bits_per_weight=4.0 + 8.0 / 16,
+        weight_only=False,
+        kernel_family="ct-nvfp4",
+        calibrates=True,
         description="NVFP4 W4A4: fp4 (e2m1) weights and activations, an fp8 scale per 16 values (calibrated)",
     ),
     PresetRow(
-        name="nvfp4a16", preset="NVFP4A16", precision="fp4", bits_per_weight=4.0 + 8.0 / 16, weight_only=True,
-        kernel_family="ct-nvfp4a16", calibrates=False,
+        name="nvfp4a16",
+        preset="NVFP4A16",
+        precision="fp4",
+        bits_per_weight=4.0 + 8.0 / 16,
+        weight_only=True,
+        kernel_family="ct-nvfp4a16",
+        calibrates=False,
         description="NVFP4 weight-only: fp4 (e2m1) weights with an fp8 scale per 16 values, 16-bit activations",
     ),
     PresetRow(
-        name="mxfp4", preset="MXFP4", precision="fp4", bits_per_weight=4.0 + 8.0 / 32, weight_only=False,
-        kernel_family="ct-mxfp4", calibrates=False,
+        name="mxfp4",
+        preset="MXFP4",
+        precision="fp4",
+        bits_per_weight=4.0 + 8.0 / 32,
+        weight_only=False,
+        kernel_family="ct-mxfp4",
+        calibrates=False,
         description="MXFP4 W4A4 (OCP microscaling): fp4 weights and activations, an e8m0 scale per 32 values",
     ),
     LlmCompressorScheme(

@@ -69,8 +69,13 @@ class ModelOptScheme(CheckpointScheme):
         if self.kv_fp8:
             return self
         recipe = json.dumps({"config": self.config_name, "kv_cache": FP8_KV_CONFIG}, sort_keys=True)
-        return replace(self, name=f"{self.name}{FP8_KV_SUFFIX}", kv_fp8=True, recipe=recipe,
-                       description=f"{self.description}; FP8 KV cache with calibrated scales")  # fmt: skip
+        return replace(
+            self,
+            name=f"{self.name}{FP8_KV_SUFFIX}",
+            kv_fp8=True,
+            recipe=recipe,
+            description=f"{self.description}; FP8 KV cache with calibrated scales",
+        )
 
     def quant_config(self) -> dict[str, Any]:
         """The ModelOpt config this scheme applies (a copy: ModelOpt's own constants stay untouched)."""
@@ -134,21 +139,45 @@ _ANY = frozenset({"cpu", "cuda"})
 
 METHODS: tuple[QuantScheme, ...] = (
     ModelOptScheme(
-        name="modelopt-fp8", precision="fp8", library="modelopt", bits_per_weight=8.0, weight_only=False,
-        devices=_ANY, kernel_family="mo-fp8", checkpoint_format=MODELOPT_FORMAT, calibrates=True,
-        config_name="FP8_DEFAULT_CFG", recipe=_recipe("FP8_DEFAULT_CFG"),
+        name="modelopt-fp8",
+        precision="fp8",
+        library="modelopt",
+        bits_per_weight=8.0,
+        weight_only=False,
+        devices=_ANY,
+        kernel_family="mo-fp8",
+        checkpoint_format=MODELOPT_FORMAT,
+        calibrates=True,
+        config_name="FP8_DEFAULT_CFG",
+        recipe=_recipe("FP8_DEFAULT_CFG"),
         description="FP8 W8A8 per-tensor (ModelOpt): one fp8 weight scale and one static activation scale per layer",
     ),
     ModelOptScheme(
-        name="modelopt-nvfp4", precision="fp4", library="modelopt", bits_per_weight=4.0 + 8.0 / 16, weight_only=False,
-        devices=_ANY, kernel_family="mo-nvfp4", checkpoint_format=MODELOPT_FORMAT, calibrates=True,
-        config_name="NVFP4_DEFAULT_CFG", recipe=_recipe("NVFP4_DEFAULT_CFG"),
+        name="modelopt-nvfp4",
+        precision="fp4",
+        library="modelopt",
+        bits_per_weight=4.0 + 8.0 / 16,
+        weight_only=False,
+        devices=_ANY,
+        kernel_family="mo-nvfp4",
+        checkpoint_format=MODELOPT_FORMAT,
+        calibrates=True,
+        config_name="NVFP4_DEFAULT_CFG",
+        recipe=_recipe("NVFP4_DEFAULT_CFG"),
         description="NVFP4 W4A4 (ModelOpt): fp4 weights and activations, an fp8 scale per 16 values, global scales",
     ),
     ModelOptScheme(
-        name="modelopt-w4a16-awq", precision="int4", library="modelopt", bits_per_weight=4.0 + 32.0 / 128,
-        weight_only=True, devices=_ANY, kernel_family="mo-w4a16-awq", checkpoint_format=MODELOPT_FORMAT,
-        calibrates=True, config_name="INT4_AWQ_CFG", recipe=_recipe("INT4_AWQ_CFG"),
+        name="modelopt-w4a16-awq",
+        precision="int4",
+        library="modelopt",
+        bits_per_weight=4.0 + 32.0 / 128,
+        weight_only=True,
+        devices=_ANY,
+        kernel_family="mo-w4a16-awq",
+        checkpoint_format=MODELOPT_FORMAT,
+        calibrates=True,
+        config_name="INT4_AWQ_CFG",
+        recipe=_recipe("INT4_AWQ_CFG"),
         description="INT4 W4A16 AWQ (ModelOpt): symmetric int4, one scale per 128 weights, AWQ pre-quant scales",
     ),
-)  # fmt: skip
+)

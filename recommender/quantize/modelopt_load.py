@@ -58,11 +58,15 @@ def read_modelopt_config(path: Path, *, field: str = "--checkpoint") -> ModelOpt
         kv_algo = quant.get("kv_cache_quant_algo") or None
         excluded = quant.get("exclude_modules", [])
     else:
-        raise BadInputError(field, f"{path} is not a ModelOpt checkpoint (no quant_method modelopt, no "
-                            "hf_quant_config.json)", "give a directory written by `recommender quantize`")  # fmt: skip
+        raise BadInputError(
+            field,
+            f"{path} is not a ModelOpt checkpoint (no quant_method modelopt, no hf_quant_config.json)",
+            "give a directory written by `recommender quantize`",
+        )
     if algo not in KNOWN_ALGOS:
-        raise BadInputError(field, f"ModelOpt quant_algo {algo!r} is not reproduced here",
-                            f"known: {', '.join(KNOWN_ALGOS)}")  # fmt: skip
+        raise BadInputError(
+            field, f"ModelOpt quant_algo {algo!r} is not reproduced here", f"known: {', '.join(KNOWN_ALGOS)}"
+        )
     return ModelOptConfig(algo, int(group) if group else None, kv_algo, tuple(excluded))
 
 
@@ -91,8 +95,14 @@ def _served_linear_class() -> type[nn.Module]:
     class ServedLinear(nn.Module):
         """A quantized linear layer as served: exact float32 weight, the engine's input transform, float32 matmul."""
 
-        def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, algo: str,
-                     input_scale: torch.Tensor | None, pre_quant_scale: torch.Tensor | None) -> None:  # fmt: skip
+        def __init__(
+            self,
+            weight: torch.Tensor,
+            bias: torch.Tensor | None,
+            algo: str,
+            input_scale: torch.Tensor | None,
+            pre_quant_scale: torch.Tensor | None,
+        ) -> None:
             super().__init__()
             self.algo = algo
             self.weight = nn.Parameter(weight, requires_grad=False)
@@ -191,10 +201,18 @@ def _install_served_layers(
         expected = tuple(original.weight.shape)
         weight = _dequantize(described.quant_algo, tensors, described.group_size)
         if tuple(weight.shape) != expected:
-            raise BadInputError("--checkpoint", f"{prefix} holds {tuple(weight.shape)}, the architecture {expected}",
-                                "give the checkpoint its own config.json")  # fmt: skip
-        layer = served(weight, tensors.get("bias"), described.quant_algo, tensors.get("input_scale"),
-                       tensors.get("pre_quant_scale"))  # fmt: skip
+            raise BadInputError(
+                "--checkpoint",
+                f"{prefix} holds {tuple(weight.shape)}, the architecture {expected}",
+                "give the checkpoint its own config.json",
+            )
+        layer = served(
+            weight,
+            tensors.get("bias"),
+            described.quant_algo,
+            tensors.get("input_scale"),
+            tensors.get("pre_quant_scale"),
+        )
         setattr(model.get_submodule(parent_name), child, layer)
 
 
@@ -219,8 +237,11 @@ def load_served_checkpoint(path: Path, device: DeviceInfo, described: ModelOptCo
     missing, unexpected = model.load_state_dict(plain, strict=False)
     left = [k for k in missing if not _is_quantized_or_tied(k, layers, config)]
     if left or unexpected:
-        raise BadInputError("--checkpoint", f"{path} does not match its architecture (missing {left[:3]}, unexpected "
-                            f"{unexpected[:3]})", "give a checkpoint written by ModelOpt's HF export")  # fmt: skip
+        raise BadInputError(
+            "--checkpoint",
+            f"{path} does not match its architecture (missing {left[:3]}, unexpected {unexpected[:3]})",
+            "give a checkpoint written by ModelOpt's HF export",
+        )
     if kv_scales:
         _attach_kv_scales(model, kv_scales)
     target = "cuda" if device.kind in ("cuda", "rocm") else "cpu"

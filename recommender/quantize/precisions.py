@@ -37,15 +37,27 @@ class PrecisionFamily:
 PRECISIONS: tuple[PrecisionFamily, ...] = (
     PrecisionFamily("bf16", 16, ("baseline", "fp16"), "reference"),
     PrecisionFamily("fp16", 16),
-    PrecisionFamily("fp8", 8, ("fp8-dynamic", "fp8-block", "fp8-tensor", "modelopt-fp8"),
-                    "prior: near-lossless (W8A8 FP8, arXiv 2411.02355)"),
+    PrecisionFamily(
+        "fp8",
+        8,
+        ("fp8-dynamic", "fp8-block", "fp8-tensor", "modelopt-fp8"),
+        "prior: near-lossless (W8A8 FP8, arXiv 2411.02355)",
+    ),
     PrecisionFamily("int8", 8, ("int8-w8a8",), "prior: 1-3 % loss when tuned (W8A8 INT8, arXiv 2411.02355)"),
-    PrecisionFamily("int4", 4, ("w4a16-gptq-g128", "modelopt-w4a16-awq"),
-                    "prior: task-dependent loss, competitive with INT8 W8A8 (weight-only, arXiv 2411.02355)"),
+    PrecisionFamily(
+        "int4",
+        4,
+        ("w4a16-gptq-g128", "modelopt-w4a16-awq"),
+        "prior: task-dependent loss, competitive with INT8 W8A8 (weight-only, arXiv 2411.02355)",
+    ),
     # FP4: the 4-bit that Blackwell's tensor cores run (NVFP4, MXFP4); refused below Blackwell, not emulated.
-    PrecisionFamily("fp4", 4, ("nvfp4", "mxfp4", "modelopt-nvfp4"),
-                    "prior: not in arXiv 2411.02355; measure it (NVFP4 W4A4 is calibrated like INT8 W8A8)"),
-)  # fmt: skip
+    PrecisionFamily(
+        "fp4",
+        4,
+        ("nvfp4", "mxfp4", "modelopt-nvfp4"),
+        "prior: not in arXiv 2411.02355; measure it (NVFP4 W4A4 is calibrated like INT8 W8A8)",
+    ),
+)
 
 #: Every family's name, in the order above.
 PRECISION_NAMES: tuple[str, ...] = tuple(p.name for p in PRECISIONS)

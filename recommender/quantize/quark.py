@@ -91,8 +91,11 @@ class QuarkScheme(CheckpointScheme):
             model = source.load_model(dtype=torch.bfloat16, device=DeviceInfo("cpu"))
             model_type = str(getattr(model.config, "model_type", ""))
             if model_type not in LLMTemplate.list_available():
-                raise BadInputError("--model", f"Quark has no LLM template for model type {model_type!r}",
-                                    f"known: {', '.join(sorted(LLMTemplate.list_available()))}")  # fmt: skip
+                raise BadInputError(
+                    "--model",
+                    f"Quark has no LLM template for model type {model_type!r}",
+                    f"known: {', '.join(sorted(LLMTemplate.list_available()))}",
+                )
             config = LLMTemplate.get(model_type).get_config(scheme=self.template_scheme)
             rows = [torch.tensor([list(r)]) for r in (calibration.rows if calibration is not None else ())]
             quantizer = ModelQuantizer(config)
@@ -126,16 +129,22 @@ def read_quark_fp8(path: Path, *, field: str = "--checkpoint") -> tuple[str, ...
     config = json.loads((path / "config.json").read_text(encoding="utf-8"))
     quant: dict[str, Any] = config.get("quantization_config") or {}
     if str(quant.get("quant_method", "")).lower() != QUARK_FORMAT:
-        raise BadInputError(field, f"{path} is not a Quark checkpoint (no quant_method quark)",
-                            "give a directory written by `recommender quantize --scheme quark-fp8`")  # fmt: skip
+        raise BadInputError(
+            field,
+            f"{path} is not a Quark checkpoint (no quant_method quark)",
+            "give a directory written by `recommender quantize --scheme quark-fp8`",
+        )
     glob = quant.get("global_quant_config") or {}
     weight, inputs = glob.get("weight") or {}, glob.get("input_tensors") or {}
     fp8 = weight.get("dtype") == "fp8_e4m3" and inputs.get("dtype") == "fp8_e4m3"
     per_tensor = weight.get("qscheme") == "per_tensor" and inputs.get("qscheme") == "per_tensor"
     static = not weight.get("is_dynamic") and not inputs.get("is_dynamic")
     if not (fp8 and per_tensor and static) or quant.get("layer_quant_config"):
-        raise BadInputError(field, f"{path} holds a Quark scheme other than static FP8 per tensor, which is not "
-                            "reproduced here", "give a quark-fp8 checkpoint")  # fmt: skip
+        raise BadInputError(
+            field,
+            f"{path} holds a Quark scheme other than static FP8 per tensor, which is not reproduced here",
+            "give a quark-fp8 checkpoint",
+        )
     return tuple(quant.get("exclude") or ())
 
 
@@ -163,9 +172,17 @@ def _quiet_quark() -> Iterator[None]:
 
 METHODS: tuple[QuantScheme, ...] = (
     QuarkScheme(
-        name="quark-fp8", precision="fp8", library="quark", bits_per_weight=8.0, weight_only=False,
-        devices=frozenset({"cpu", "cuda", "rocm"}), kernel_family="quark-fp8", checkpoint_format=QUARK_FORMAT,
-        calibrates=True, template_scheme="fp8", recipe=json.dumps({"template": "fp8", "kv_cache": None}),
+        name="quark-fp8",
+        precision="fp8",
+        library="quark",
+        bits_per_weight=8.0,
+        weight_only=False,
+        devices=frozenset({"cpu", "cuda", "rocm"}),
+        kernel_family="quark-fp8",
+        checkpoint_format=QUARK_FORMAT,
+        calibrates=True,
+        template_scheme="fp8",
+        recipe=json.dumps({"template": "fp8", "kv_cache": None}),
         description="FP8 W8A8 per-tensor (AMD Quark): one fp8 weight scale and one static activation scale per layer",
     ),
-)  # fmt: skip
+)

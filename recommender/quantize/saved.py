@@ -53,16 +53,30 @@ def saved_checkpoint(scheme: QuantScheme, path: Path, *, field: str = "--checkpo
         raise BadInputError(field, f"{path} has no config.json", "give a directory written by `recommender quantize`")
     quant = load_json(config_file, field=field, what="config.json").get("quantization_config") or {}
     if not isinstance(quant, dict) or quant.get("quant_method") != scheme.quant_method:
-        raise BadInputError(field, f"{path} is not a {scheme.checkpoint_format} checkpoint",
-                            f"run `recommender quantize --scheme {scheme.name}`")  # fmt: skip
+        raise BadInputError(
+            field,
+            f"{path} is not a {scheme.checkpoint_format} checkpoint",
+            f"run `recommender quantize --scheme {scheme.name}`",
+        )
     recipe = path / scheme.recipe_file
     if recipe.is_file() and read_text(recipe, field=field, what="recipe") != scheme.recipe:
-        raise BadInputError(field, f"{path} was made with another recipe than {scheme.name}'s",
-                            f"pass the scheme it was made with (its recipe is {recipe})")  # fmt: skip
+        raise BadInputError(
+            field,
+            f"{path} was made with another recipe than {scheme.name}'s",
+            f"pass the scheme it was made with (its recipe is {recipe})",
+        )
     fingerprint = ModelSource.resolve(str(path), base_dir=path, field=field).fingerprint()
     return SavedCheckpoint(
-        name=scheme.name, precision=scheme.precision, library=scheme.library, bits_per_weight=scheme.bits_per_weight,
-        weight_only=scheme.weight_only, devices=scheme.devices, kernel_family=scheme.kernel_family,
-        checkpoint_format=scheme.checkpoint_format, description=f"{scheme.description}; saved at {path}",
-        scheme=scheme, path=path, weights_hash=fingerprint,
-    )  # fmt: skip
+        name=scheme.name,
+        precision=scheme.precision,
+        library=scheme.library,
+        bits_per_weight=scheme.bits_per_weight,
+        weight_only=scheme.weight_only,
+        devices=scheme.devices,
+        kernel_family=scheme.kernel_family,
+        checkpoint_format=scheme.checkpoint_format,
+        description=f"{scheme.description}; saved at {path}",
+        scheme=scheme,
+        path=path,
+        weights_hash=fingerprint,
+    )

@@ -62,9 +62,11 @@ def relative_loss(check: Check, reference: DocPairs, variant: DocPairs, *, confi
     if n == 0:
         return None
     spec = TaskThreshold(
-        task=check.name, metric=check.metric, higher_is_better=check.higher_is_better,
+        task=check.name,
+        metric=check.metric,
+        higher_is_better=check.higher_is_better,
         threshold=Threshold(max_relative_drop=0.0),  # the margin is then the relative loss itself
-    )  # fmt: skip
+    )
     result = paired_bootstrap(spec, np.asarray(reference[:n]), np.asarray(variant[:n]), confidence=confidence)
     return Loss(result.margin, result.margin_ci[0], result.margin_ci[1], n, result.decisive)
 
@@ -132,8 +134,9 @@ def _reference_regressions(candidate: ReleaseStudy, against: ReleaseStudy, limit
         if new_check is None:
             continue
         label = f"bf16 {name}"
-        loss = relative_loss(old_check, old_check.reference_docs, new_check.reference_docs,
-                             confidence=limits.confidence)  # fmt: skip
+        loss = relative_loss(
+            old_check, old_check.reference_docs, new_check.reference_docs, confidence=limits.confidence
+        )
         if loss is None:
             broken.append(_no_docs(label, (candidate, new_check), (against, old_check)))
             continue
@@ -155,11 +158,12 @@ def _method_regressions(candidate: ReleaseStudy, against: ReleaseStudy, limits: 
         if old_check is None or old_check.value is None or new_check.value is None:
             continue
         growth = loss_growth(
-            new_check.metric, new_check.higher_is_better,
+            new_check.metric,
+            new_check.higher_is_better,
             (np.asarray(old_check.reference_docs), np.asarray(old_check.variant_docs)),
             (np.asarray(new_check.reference_docs), np.asarray(new_check.variant_docs)),
             confidence=limits.confidence,
-        )  # fmt: skip
+        )
         label = f"{method} {name}"
         if growth is None:
             broken.append(_no_docs(label, (candidate, new_check), (against, old_check)))
@@ -180,8 +184,11 @@ def check_required_methods(values: list[str]) -> None:
             raise BadInputError("--require-pass", f"{value!r} is not precision/method", "e.g. int8/bnb-llm-int8")
         method = get_scheme(name, field="--require-pass")
         if method.precision != precision:
-            raise BadInputError("--require-pass", f"method {name!r} is {method.precision}, not {precision!r}",
-                                f"use {method.precision}/{name}")  # fmt: skip
+            raise BadInputError(
+                "--require-pass",
+                f"method {name!r} is {method.precision}, not {precision!r}",
+                f"use {method.precision}/{name}",
+            )
 
 
 def gate(candidate: ReleaseStudy, against: ReleaseStudy, limits: GateLimits) -> list[str]:

@@ -32,9 +32,10 @@ def download_study_evidence(uri: str, run_id: str, directory: Path) -> None:
     found = download_run_artifacts(uri, run_id, list(EVIDENCE_FILES), directory)
     if RECOMMENDATION_JSON not in found or RESULTS_JSON not in found:
         raise BadInputError(
-            "run_id", f"run {run_id} has no {RECOMMENDATION_JSON} and {RESULTS_JSON}",
+            "run_id",
+            f"run {run_id} has no {RECOMMENDATION_JSON} and {RESULTS_JSON}",
             "pass the study's parent run id (the one `recommender search` printed), not a trial's",
-        )  # fmt: skip
+        )
 
 
 @dataclass(frozen=True)
@@ -77,9 +78,10 @@ def _parent_runs(uri: str, model: str | None) -> list[Any]:
         return []
     runs = client.search_runs(experiments, FINISHED_RUNS, max_results=50_000)
     return [
-        r for r in runs
+        r
+        for r in runs
         if "recommender.model" in r.data.tags and (model is None or r.data.tags["recommender.model"] == model)
-    ]  # fmt: skip
+    ]
 
 
 def known_models(uri: str) -> list[str]:
@@ -87,9 +89,13 @@ def known_models(uri: str) -> list[str]:
 
 
 def load_releases(
-    uri: str, model: str, *, releases: list[str] | None = None, use_case: str | None = None,
+    uri: str,
+    model: str,
+    *,
+    releases: list[str] | None = None,
+    use_case: str | None = None,
     flags: list[str] | None = None,
-) -> list[ReleaseStudy]:  # fmt: skip
+) -> list[ReleaseStudy]:
     """The latest finished study of each release of `model` (in `releases` order when given, else by time).
 
     `flags` names the option each of `releases` came from (`gate`: ``--candidate``, ``--against``), so a refusal
@@ -104,9 +110,10 @@ def load_releases(
     if not runs:
         known = known_models(uri)
         raise BadInputError(
-            "--model", f"no finished study of model {model!r} in {uri}",
+            "--model",
+            f"no finished study of model {model!r} in {uri}",
             f"known models: {', '.join(known)}" if known else "run `recommender search` first",
-        )  # fmt: skip
+        )
     if use_case is not None:
         runs = [r for r in runs if r.data.tags.get("recommender.use_case") == use_case]
         if not runs:
@@ -118,16 +125,18 @@ def load_releases(
     missing = [rel for rel in wanted if rel not in latest]
     if missing:
         raise BadInputError(
-            flag_for(*missing), f"no finished study of {model!r} release {', '.join(map(repr, missing))}",
+            flag_for(*missing),
+            f"no finished study of {model!r} release {', '.join(map(repr, missing))}",
             f"known releases: {', '.join(sorted(latest))}",
-        )  # fmt: skip
+        )
     cases = {rel: latest[rel].data.tags.get("recommender.use_case", "") for rel in wanted}
     if len(set(cases.values())) > 1:
         listing = ", ".join(f"{rel}: {case}" for rel, case in cases.items())
         raise BadInputError(
-            flag_for(*wanted), f"the releases were evaluated under different use cases ({listing}): not comparable",
+            flag_for(*wanted),
+            f"the releases were evaluated under different use cases ({listing}): not comparable",
             "pass --use-case to compare the releases studied under one of them",
-        )  # fmt: skip
+        )
     return [_read(uri, latest[rel], field=flag_for(rel)) for rel in wanted]
 
 
@@ -151,7 +160,8 @@ def _read(uri: str, run: Any, *, field: str) -> ReleaseStudy:
             results = list_from_data(CandidateResult, _load(paths[RESULTS_JSON]))
         except ValueError:
             raise BadInputError(
-                field, f"study run {run.info.run_id} was logged by an older schema",
+                field,
+                f"study run {run.info.run_id} was logged by an older schema",
                 "re-run its search with this version",
             ) from None
     tags = run.data.tags

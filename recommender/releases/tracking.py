@@ -281,9 +281,12 @@ class Tracker:
         token: str | None = None
         while True:
             page = self.client.search_runs(
-                [self.experiment_id], filter_string=query,
-                run_view_type=ViewType.ACTIVE_ONLY, max_results=1000, page_token=token,
-            )  # fmt: skip
+                [self.experiment_id],
+                filter_string=query,
+                run_view_type=ViewType.ACTIVE_ONLY,
+                max_results=1000,
+                page_token=token,
+            )
             for run in page:
                 number = run.data.tags.get(TRIAL_TAG)
                 if number is not None and number.isdigit():

@@ -108,8 +108,11 @@ def headline(rec: Recommendation) -> list[Block]:
 
 def _sla_row(a: Assumptions) -> tuple[Cell, ...]:
     level = "no interval" if a.sla_confidence is None else f"{a.sla_confidence:.0%}"
-    return ("SLA", f"P99 TTFT <= {a.ttft_p99_ms:g} ms, P99 TPOT <= {a.tpot_p99_ms:g} ms; checked on {a.sla_check}"
-            f" (confidence: {level})")  # fmt: skip
+    return (
+        "SLA",
+        f"P99 TTFT <= {a.ttft_p99_ms:g} ms, P99 TPOT <= {a.tpot_p99_ms:g} ms; checked on {a.sla_check}"
+        f" (confidence: {level})",
+    )
 
 
 def assumptions(rec: Recommendation) -> list[Block]:
@@ -139,8 +142,17 @@ def assumptions(rec: Recommendation) -> list[Block]:
         )
         for f in a.fleets
     )
-    header = ("", "config", "replicas", "capacity per replica (within SLA)", "load per replica", "utilisation",
-              "$/month (ranks)", "$/1M tokens served", "$/1M tokens at capacity")  # fmt: skip
+    header = (
+        "",
+        "config",
+        "replicas",
+        "capacity per replica (within SLA)",
+        "load per replica",
+        "utilisation",
+        "$/month (ranks)",
+        "$/1M tokens served",
+        "$/1M tokens at capacity",
+    )
     return [
         Heading("Assumptions"),
         Table(("assumption", "value"), facts),

@@ -57,8 +57,11 @@ def _method_moves(study: ReleaseStudy) -> dict[str, MethodMove]:
         method: MethodMove(
             verdict=quality.verdict,
             mean_kl=quality.fidelity.mean_kl if quality.fidelity else None,
-            checks={f"{c.name}/{c.metric}": CheckMove(c.value, c.delta, c.verdict)
-                    for c in quality.checks if c.name != "fidelity"},  # fmt: skip
+            checks={
+                f"{c.name}/{c.metric}": CheckMove(c.value, c.delta, c.verdict)
+                for c in quality.checks
+                if c.name != "fidelity"
+            },
         )
         for method, quality in sorted(study.quality_by_method().items())
     }
@@ -70,18 +73,20 @@ def compare_data(model: str, studies: list[ReleaseStudy]) -> Comparison:
     for study in studies:
         winner, saving = study.winner, study.recommendation.saving
         serving = winner.serving if winner else None
-        releases.append(ReleaseRow(
-            release=study.release,
-            run_id=study.run_id,
-            study=study.study,
-            model_fingerprint=study.fingerprint,
-            recommended=winner.key if winner else None,
-            usd_per_1m_tokens=winner.usd_per_1m_tokens if winner else None,
-            ttft_p99_ms=serving.ttft_ms.p99 if serving else None,
-            tpot_p99_ms=serving.tpot_ms.p99 if serving else None,
-            saving_percent_per_1m_tokens=saving.percent_per_1m_tokens if saving else None,
-            methods=_method_moves(study),
-        ))  # fmt: skip
+        releases.append(
+            ReleaseRow(
+                release=study.release,
+                run_id=study.run_id,
+                study=study.study,
+                model_fingerprint=study.fingerprint,
+                recommended=winner.key if winner else None,
+                usd_per_1m_tokens=winner.usd_per_1m_tokens if winner else None,
+                ttft_p99_ms=serving.ttft_ms.p99 if serving else None,
+                tpot_p99_ms=serving.tpot_ms.p99 if serving else None,
+                saving_percent_per_1m_tokens=saving.percent_per_1m_tokens if saving else None,
+                methods=_method_moves(study),
+            )
+        )
     return Comparison(model, studies[0].use_case if studies else None, releases)
 
 
@@ -93,11 +98,13 @@ def render_compare(data: Comparison, console: Console) -> None:
     for r in releases:
         saving = r.saving_percent_per_1m_tokens
         summary.add_row(
-            r.release, r.recommended or "nothing feasible", usd(r.usd_per_1m_tokens, significant=3),
+            r.release,
+            r.recommended or "nothing feasible",
+            usd(r.usd_per_1m_tokens, significant=3),
             "-" if r.ttft_p99_ms is None else f"{r.ttft_p99_ms:.1f}",
             "-" if r.tpot_p99_ms is None else f"{r.tpot_p99_ms:.2f}",
             "-" if saving is None else f"{saving:.1f} %",
-        )  # fmt: skip
+        )
     console.print(summary)
 
     methods = sorted({m for r in releases for m in r.methods})

@@ -177,8 +177,10 @@ _COMPARISON_ROWS: tuple[_Row, ...] = (
     ("quality verdict", lambda r: r.quality_verdict),
     ("thresholds broken", lambda r: "; ".join(r.broken) or "none"),
     ("price per GPU-hour", lambda r: usd(None if r.cost is None else r.cost.price_per_hour_usd)),
-    ("price source", lambda r: inline(r.cost.price_source) if r.cost is not None and r.cost.price_source
-     else "not recorded"),
+    (
+        "price source",
+        lambda r: inline(r.cost.price_source) if r.cost is not None and r.cost.price_source else "not recorded",
+    ),
     ("speed and latency source", lambda r: "not recorded" if r.serving is None else str(r.serving.provenance)),
     ("quality measured on", lambda r: (r.quality.device if r.quality is not None else "") or "not measured"),
 )
@@ -189,8 +191,10 @@ def _memory(result: CandidateResult) -> str:
     if result.memory is None:
         return "-"
     m = result.memory
-    return (f"{m.needed_gb:.2f} GB of {m.available_gb:.1f} GB usable (incl. {RUNTIME_OVERHEAD_GB:g} GB assumed "
-            "engine runtime; weights, KV cache of one request, workspace)")  # fmt: skip
+    return (
+        f"{m.needed_gb:.2f} GB of {m.available_gb:.1f} GB usable (incl. {RUNTIME_OVERHEAD_GB:g} GB assumed "
+        "engine runtime; weights, KV cache of one request, workspace)"
+    )
 
 
 def _capacity(result: CandidateResult) -> str:
@@ -253,8 +257,7 @@ def rejected(rec: Recommendation) -> list[Block]:
     if not rec.rejected_cheaper:
         return [title, para("None: nothing cheaper was evaluated.")]
     rows = tuple(
-        (r.key, usd(r.usd_per_month), usd(r.usd_per_1m_tokens), r.quality_verdict, speed_kind(r),
-         "; ".join(r.broken))  # fmt: skip
+        (r.key, usd(r.usd_per_month), usd(r.usd_per_1m_tokens), r.quality_verdict, speed_kind(r), "; ".join(r.broken))
         for r in rec.rejected_cheaper[:MAX_REJECTED_ROWS]
     )
     header = ("config", "$/month", "$/1M tokens at capacity", "quality", "speed", "threshold broken")

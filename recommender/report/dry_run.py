@@ -19,10 +19,12 @@ def render_dry_run(answer: DryRun, console: Console) -> None:
     """The candidates, the pruned ones with their reasons, the schemes to quantize and score, the time."""
     kept = answer.candidates - len(answer.pruned) - len(answer.measured_here) - len(answer.speculative)
     console.print(f"[bold]dry run of study {answer.study_name}[/] (nothing loaded, nothing written)")
-    console.print(f"{answer.candidates} candidates in the space; the search evaluates up to {answer.n_trials}: "
-                  f"{len(answer.pruned)} pruned before anything loads, {kept} priced and simulated, "
-                  f"{len(answer.measured_here)} on this machine (probed when the search runs), "
-                  f"{len(answer.speculative)} speculative (simulated when the search runs)")  # fmt: skip
+    console.print(
+        f"{answer.candidates} candidates in the space; the search evaluates up to {answer.n_trials}: "
+        f"{len(answer.pruned)} pruned before anything loads, {kept} priced and simulated, "
+        f"{len(answer.measured_here)} on this machine (probed when the search runs), "
+        f"{len(answer.speculative)} speculative (simulated when the search runs)"
+    )
     if answer.speculative:
         console.print(f"  speculative: {answer.speculation_basis}", soft_wrap=True, markup=False)
     for key, why in answer.pruned[:SHOWN_PRUNED]:
@@ -38,5 +40,9 @@ def render_dry_run(answer: DryRun, console: Console) -> None:
         table.add_row(name, made, documents, str(answer.kl_tokens_per_scheme))
     console.print(table)
     total = answer.seconds_per_scheme * len(answer.schemes_scored)
-    console.print(f"time: about {answer.seconds_per_scheme:.0f} s per scheme, {total / 60:.1f} min for all "
-                  f"{len(answer.schemes_scored)} ({answer.estimate_basis})", soft_wrap=True, markup=False)  # fmt: skip
+    console.print(
+        f"time: about {answer.seconds_per_scheme:.0f} s per scheme, {total / 60:.1f} min for all "
+        f"{len(answer.schemes_scored)} ({answer.estimate_basis})",
+        soft_wrap=True,
+        markup=False,
+    )

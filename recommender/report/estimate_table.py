@@ -30,6 +30,8 @@ def render_estimate(e: BenchmarkEstimate, console: Console) -> None:
         table.add_row(label, *(_cell(figures[k], digits) for k in ("mean", "p50", "p90", "p99")))
     console.print(table)
     kv = f"{e.kv_cache_tokens:,} {'fp8 ' if e.kv_cache_dtype == 'fp8' else ''}tokens per replica"
-    console.print(f"output tokens/s: {_cell(e.output_tokens_per_s, 0)}   KV cache: {kv}   "
-                  f"requests simulated: {e.requests_simulated}")  # fmt: skip
+    console.print(
+        f"output tokens/s: {_cell(e.output_tokens_per_s, 0)}   KV cache: {kv}   "
+        f"requests simulated: {e.requests_simulated}"
+    )
     console.print(f"[dim]{e.provenance}[/]", highlight=False)

@@ -22,8 +22,9 @@ def render_eval(result: QualityResult, *, model: str, use_case: str, console: Co
         delta = "-" if c.delta is None else f"{c.delta:+.4g}"
         style = {"pass": "green", "fail": "red", "inconclusive": "yellow"}.get(c.verdict, "")
         verdict = f"[{style}]{c.verdict}[/]" if style else c.verdict
-        table.add_row(c.name, c.metric, _num(c.baseline), _num(c.value), delta, ci, str(c.n_docs or "-"), c.threshold,
-                      verdict)  # fmt: skip
+        table.add_row(
+            c.name, c.metric, _num(c.baseline), _num(c.value), delta, ci, str(c.n_docs or "-"), c.threshold, verdict
+        )
     console.print(table)
     if result.fidelity:
         f = result.fidelity
@@ -31,5 +32,7 @@ def render_eval(result: QualityResult, *, model: str, use_case: str, console: Co
             f"fidelity over {f.tokens} tokens: mean KL {f.mean_kl:.3g}, p99 KL {f.p99_kl:.3g}, "
             f"top-1 agreement {f.top1_agreement:.1%}, perplexity ratio {f.ppl_ratio:.4f}"
         )
-    console.print(f"verdict: [bold]{result.verdict}[/] (measured on {result.device}; "
-                  f"{result.docs_evaluated} documents evaluated now, the rest from the cache)")  # fmt: skip
+    console.print(
+        f"verdict: [bold]{result.verdict}[/] (measured on {result.device}; "
+        f"{result.docs_evaluated} documents evaluated now, the rest from the cache)"
+    )

@@ -49,11 +49,14 @@ def mix_lines(mix: GpuMix) -> list[str]:
         f"{usd(mix.usd_per_month_single)}/month (MILP solved in {mix.solve_seconds * 1e3:.0f} ms)"
     ]
     if mix.usd_per_month_autoscaled is not None and mix.usd_per_month_single_autoscaled is not None:
-        lines.append(f"  over the day, every pool autoscaled: mix {usd(mix.usd_per_month_autoscaled)}/month vs "
-                     f"{mix.single_key} alone {usd(mix.usd_per_month_single_autoscaled)}/month")  # fmt: skip
+        lines.append(
+            f"  over the day, every pool autoscaled: mix {usd(mix.usd_per_month_autoscaled)}/month vs "
+            f"{mix.single_key} alone {usd(mix.usd_per_month_single_autoscaled)}/month"
+        )
     for pool in mix.pools:
-        lines.append(f"  pool {pool.key}: {pool.replicas} replica(s), {usd(pool.usd_per_month)}/month; "
-                     f"quality {pool.quality}")  # fmt: skip
+        lines.append(
+            f"  pool {pool.key}: {pool.replicas} replica(s), {usd(pool.usd_per_month)}/month; quality {pool.quality}"
+        )
         command = next((e for e in pool.launch if e.supported and e.command), None)
         if pool.prepare is not None:
             lines.append(f"    checkpoint: {pool.prepare}")

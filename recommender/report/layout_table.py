@@ -18,9 +18,19 @@ if TYPE_CHECKING:
     from recommender.fleet.parallelism import ParallelismComparison
 
 _COLUMNS = (
-    "GPU", "precision", "winner", "agg GPUs", "agg $/month", "agg P99 TTFT/TPOT ms", "prefill pool", "decode pool",
-    "KV move ms", "P+D GPUs", "P+D $/month", "P+D P99 TTFT/TPOT ms",
-)  # fmt: skip
+    "GPU",
+    "precision",
+    "winner",
+    "agg GPUs",
+    "agg $/month",
+    "agg P99 TTFT/TPOT ms",
+    "prefill pool",
+    "decode pool",
+    "KV move ms",
+    "P+D GPUs",
+    "P+D $/month",
+    "P+D P99 TTFT/TPOT ms",
+)
 
 
 def _p99s(ttft: float | None, tpot: float | None) -> str:
@@ -35,20 +45,30 @@ def _cells(c: LayoutComparison) -> tuple[str, ...]:
         for p in (d.prefill, d.decode)
     ]
     return (
-        c.hardware, c.precision, c.winner or "-", agg_gpus, usd(a.usd_per_month),
-        _p99s(a.ttft_p99_high_ms or a.ttft_p99_ms, a.tpot_p99_high_ms or a.tpot_p99_ms), pools[0], pools[1],
-        "-" if d.transfer_ms is None else f"{d.transfer_ms:.2f} ({d.link})", str(d.gpus or "-"),
-        usd(d.usd_per_month), _p99s(d.ttft_p99_high_ms, d.tpot_p99_high_ms),
-    )  # fmt: skip
+        c.hardware,
+        c.precision,
+        c.winner or "-",
+        agg_gpus,
+        usd(a.usd_per_month),
+        _p99s(a.ttft_p99_high_ms or a.ttft_p99_ms, a.tpot_p99_high_ms or a.tpot_p99_ms),
+        pools[0],
+        pools[1],
+        "-" if d.transfer_ms is None else f"{d.transfer_ms:.2f} ({d.link})",
+        str(d.gpus or "-"),
+        usd(d.usd_per_month),
+        _p99s(d.ttft_p99_high_ms, d.tpot_p99_high_ms),
+    )
 
 
 def render_layouts(
     found: Sequence[LayoutComparison], *, name: str, traffic: Traffic, sla: LatencySLA, console: Console
 ) -> None:
     """The side-by-side table, then one line per GPU and precision saying why its winner wins."""
-    table = Table(title=f"{name}: aggregated vs disaggregated at {traffic.requests_per_second:g} req/s, "
-                  f"{traffic.prompt_tokens} + {traffic.output_tokens} tokens, P99 TTFT <= {sla.ttft_p99_ms:g} ms, "
-                  f"P99 TPOT <= {sla.tpot_p99_ms:g} ms (P99s at the upper ends of their intervals)")  # fmt: skip
+    table = Table(
+        title=f"{name}: aggregated vs disaggregated at {traffic.requests_per_second:g} req/s, "
+        f"{traffic.prompt_tokens} + {traffic.output_tokens} tokens, P99 TTFT <= {sla.ttft_p99_ms:g} ms, "
+        f"P99 TPOT <= {sla.tpot_p99_ms:g} ms (P99s at the upper ends of their intervals)"
+    )
     for column in _COLUMNS:
         table.add_column(column)
     for c in found:
@@ -68,8 +88,11 @@ def _render_cheapest_launch(found: Sequence[LayoutComparison], console: Console)
     launch = best.disaggregated.launch
     assert launch is not None
     console.print(f"\nLaunch ({best.hardware}/{best.precision}, {launch.engine}):", highlight=False)
-    for label, command in ((f"prefill x {launch.prefill_workers}", launch.prefill),
-                           (f"decode x {launch.decode_workers}", launch.decode), ("router", launch.router)):
+    for label, command in (
+        (f"prefill x {launch.prefill_workers}", launch.prefill),
+        (f"decode x {launch.decode_workers}", launch.decode),
+        ("router", launch.router),
+    ):
         console.print(f"  {label}: {command}", soft_wrap=True, highlight=False, markup=False)
     for note in launch.notes:
         console.print(f"  note: {note}", soft_wrap=True, highlight=False, markup=False)
@@ -79,31 +102,53 @@ def _render_cheapest_launch(found: Sequence[LayoutComparison], console: Console)
 
 
 _EP_COLUMNS = (
-    "GPU", "precision", "winner", "TP GPUs", "TP $/month", "TP P99 TTFT/TPOT ms", "EP replica", "expert load",
-    "EP GPUs", "EP $/month", "EP P99 TTFT/TPOT ms",
-)  # fmt: skip
+    "GPU",
+    "precision",
+    "winner",
+    "TP GPUs",
+    "TP $/month",
+    "TP P99 TTFT/TPOT ms",
+    "EP replica",
+    "expert load",
+    "EP GPUs",
+    "EP $/month",
+    "EP P99 TTFT/TPOT ms",
+)
 
 
 def _ep_cells(c: ParallelismComparison) -> tuple[str, ...]:
     t, e = c.tensor_parallel, c.expert_parallel
     tp_gpus = "-" if t.replicas is None or t.tensor_parallel is None else f"{t.replicas * t.tensor_parallel}"
-    replica = "-" if e.ep is None else (f"{e.replicas or '-'} x EP{e.ep}, {e.attention_dp} attention rank(s), "
-                                        f"batch {e.batch_size_per_rank}/rank")  # fmt: skip
+    replica = (
+        "-"
+        if e.ep is None
+        else (f"{e.replicas or '-'} x EP{e.ep}, {e.attention_dp} attention rank(s), batch {e.batch_size_per_rank}/rank")
+    )
     load = "-" if e.imbalance is None else f"{e.imbalance:.2f}x mean, {e.redundant_experts} redundant"
     return (
-        c.hardware, c.precision, c.winner or "-", tp_gpus, usd(t.usd_per_month),
-        _p99s(t.ttft_p99_high_ms or t.ttft_p99_ms, t.tpot_p99_high_ms or t.tpot_p99_ms), replica, load,
-        str(e.gpus or "-"), usd(e.usd_per_month), _p99s(e.ttft_p99_high_ms, e.tpot_p99_high_ms),
-    )  # fmt: skip
+        c.hardware,
+        c.precision,
+        c.winner or "-",
+        tp_gpus,
+        usd(t.usd_per_month),
+        _p99s(t.ttft_p99_high_ms or t.ttft_p99_ms, t.tpot_p99_high_ms or t.tpot_p99_ms),
+        replica,
+        load,
+        str(e.gpus or "-"),
+        usd(e.usd_per_month),
+        _p99s(e.ttft_p99_high_ms, e.tpot_p99_high_ms),
+    )
 
 
 def render_parallelism(
     found: Sequence[ParallelismComparison], *, name: str, traffic: Traffic, sla: LatencySLA, console: Console
 ) -> None:
     """Tensor against expert parallelism per GPU and precision, then why each winner wins."""
-    table = Table(title=f"{name}: tensor vs expert parallelism at {traffic.requests_per_second:g} req/s, "
-                  f"{traffic.prompt_tokens} + {traffic.output_tokens} tokens, P99 TTFT <= {sla.ttft_p99_ms:g} ms, "
-                  f"P99 TPOT <= {sla.tpot_p99_ms:g} ms (P99s at the upper ends of their intervals)")  # fmt: skip
+    table = Table(
+        title=f"{name}: tensor vs expert parallelism at {traffic.requests_per_second:g} req/s, "
+        f"{traffic.prompt_tokens} + {traffic.output_tokens} tokens, P99 TTFT <= {sla.ttft_p99_ms:g} ms, "
+        f"P99 TPOT <= {sla.tpot_p99_ms:g} ms (P99s at the upper ends of their intervals)"
+    )
     for column in _EP_COLUMNS:
         table.add_column(column)
     for c in found:

@@ -18,8 +18,9 @@ def lever_lines(effect: LeverEffect) -> tuple[str, str]:
     """The lever's verdict and what it rests on, as two plain lines (the console prints them)."""
     tpot = (
         f"P99 TPOT {effect.with_tpot_p99_ms:.2f} ms with it, {effect.without_tpot_p99_ms:.2f} ms without"
-        if effect.with_tpot_p99_ms is not None and effect.without_tpot_p99_ms is not None else ""
-    )  # fmt: skip
+        if effect.with_tpot_p99_ms is not None and effect.without_tpot_p99_ms is not None
+        else ""
+    )
     return f"{effect.lever}: {effect.verdict}", "; ".join(part for part in (effect.measured, tpot) if part)
 
 
@@ -28,8 +29,14 @@ def levers(rec: Recommendation) -> list[Block]:
     if not rec.levers:
         return []
     rows = tuple(
-        (e.lever, num(e.with_tpot_p99_ms, ".2f"), num(e.without_tpot_p99_ms, ".2f"), usd(e.with_usd_per_month),
-         usd(e.without_usd_per_month), e.verdict)  # fmt: skip
+        (
+            e.lever,
+            num(e.with_tpot_p99_ms, ".2f"),
+            num(e.without_tpot_p99_ms, ".2f"),
+            usd(e.with_usd_per_month),
+            usd(e.without_usd_per_month),
+            e.verdict,
+        )
         for e in rec.levers
     )
     header = ("lever", "P99 TPOT with (ms)", "without (ms)", "$/month with", "without", "verdict")

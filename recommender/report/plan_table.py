@@ -17,9 +17,20 @@ if TYPE_CHECKING:
     from recommender.fleet.plan import PlanRow
 
 _COLUMNS = (
-    "GPU", "precision/method", "engine", "tp", "batch", "$/1M tok", "replicas", "$/month", "P99 TTFT ms", "P99 TPOT ms",
-    "req/s per replica", "physics req/s", "quality",
-)  # fmt: skip
+    "GPU",
+    "precision/method",
+    "engine",
+    "tp",
+    "batch",
+    "$/1M tok",
+    "replicas",
+    "$/month",
+    "P99 TTFT ms",
+    "P99 TPOT ms",
+    "req/s per replica",
+    "physics req/s",
+    "quality",
+)
 #: After a capacity far below the physics ceiling (`PlanRow.physics_alarm`).
 ALARM_MARK = "(!)"
 
@@ -62,8 +73,9 @@ def _physics_footnote(rows: Sequence[PlanRow]) -> str:
     """What the physics column is, and each flagged row's reason."""
     flagged = "".join(
         f"\n{ALARM_MARK} {r.hardware} {r.precision}/{r.method} tp {r.tensor_parallel}: {r.physics_alarm}"
-        for r in rows if r.physics_alarm
-    )  # fmt: skip
+        for r in rows
+        if r.physics_alarm
+    )
     return (
         "; physics req/s: a throughput ceiling from the datasheet (bandwidth-bound decode of the KV-limited batch, "
         f"compute-bound prefill, no SLA; recommender/perf/sim/physics_capacity.py); {ALARM_MARK}: capacity under "
@@ -105,7 +117,10 @@ def render_cheapest_launch(rows: Sequence[PlanRow], model: str, console: Console
     cheapest = next((r for r in rows if r.launch and r.usd_per_month is not None), None)
     if cheapest is None:
         return
-    console.print(f"launch the cheapest ({cheapest.hardware}, {cheapest.method}, {cheapest.engine}; --json gives "
-                  f"every row's; a checkpoint scheme serves the directory `recommender quantize --model {model} "
-                  f"--scheme {cheapest.method} --out DIR` writes): {cheapest.launch}", soft_wrap=True,
-                  markup=False)  # fmt: skip
+    console.print(
+        f"launch the cheapest ({cheapest.hardware}, {cheapest.method}, {cheapest.engine}; --json gives "
+        f"every row's; a checkpoint scheme serves the directory `recommender quantize --model {model} "
+        f"--scheme {cheapest.method} --out DIR` writes): {cheapest.launch}",
+        soft_wrap=True,
+        markup=False,
+    )

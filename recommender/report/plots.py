@@ -43,8 +43,14 @@ if TYPE_CHECKING:
 FIGSIZE = (8.0, 16 / 3)
 DPI = 150
 #: Font sizes in points at that size: about 20 pixels for labels, 18 for legends and annotations.
-_RC: Any = {"font.size": 10.0, "axes.titlesize": 12.0, "axes.labelsize": 10.5, "legend.fontsize": 9.0,
-       "xtick.labelsize": 9.0, "ytick.labelsize": 9.0}  # fmt: skip
+_RC: Any = {
+    "font.size": 10.0,
+    "axes.titlesize": 12.0,
+    "axes.labelsize": 10.5,
+    "legend.fontsize": 9.0,
+    "xtick.labelsize": 9.0,
+    "ytick.labelsize": 9.0,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +79,16 @@ def _annotate(ax: Any, point: ParetoPoint, label: str, marker: str, color: str, 
     Expensive and lossy at once, that corner is where dominated candidates would be, so it is the emptiest:
     the labels cover neither the points near the front nor each other, whatever the data.
     """
-    ax.scatter([point.usd_per_1m_tokens], [point.mean_kl], s=260, marker=marker, facecolors="none",
-               edgecolors=color, linewidths=2.2, zorder=6)  # fmt: skip
+    ax.scatter(
+        [point.usd_per_1m_tokens],
+        [point.mean_kl],
+        s=260,
+        marker=marker,
+        facecolors="none",
+        edgecolors=color,
+        linewidths=2.2,
+        zorder=6,
+    )
     ax.annotate(
         f"{label}: {point.key}",
         (point.usd_per_1m_tokens, point.mean_kl),
@@ -101,8 +115,15 @@ def _front_line(ax: Any, data: ParetoData) -> None:
     xs = [p.usd_per_1m_tokens for p in front]
     ys = [p.mean_kl for p in front]
     right = max(p.usd_per_1m_tokens for p in data.points) * 1.15
-    ax.step([*xs, right], [*ys, ys[-1]], where="post", color="tab:green", linewidth=2.0, zorder=4,
-            label=f"Pareto front over {data.front_over} ({len(front)})")  # fmt: skip
+    ax.step(
+        [*xs, right],
+        [*ys, ys[-1]],
+        where="post",
+        color="tab:green",
+        linewidth=2.0,
+        zorder=4,
+        label=f"Pareto front over {data.front_over} ({len(front)})",
+    )
     ax.scatter(xs, ys, s=40, color="tab:green", zorder=4)
 
 
@@ -120,8 +141,15 @@ def pareto_png(data: ParetoData, *, winner_key: str | None, current_key: str | N
         chosen = [p for p in data.points if p.feasible is feasible]
         if chosen:
             label = f"{'feasible' if feasible else 'infeasible'} ({len(chosen)})"
-            ax.scatter([p.usd_per_1m_tokens for p in chosen], [p.mean_kl for p in chosen], s=30, marker=marker,
-                       color=color, label=label, zorder=3)  # fmt: skip
+            ax.scatter(
+                [p.usd_per_1m_tokens for p in chosen],
+                [p.mean_kl for p in chosen],
+                s=30,
+                marker=marker,
+                color=color,
+                label=label,
+                zorder=3,
+            )
     _front_line(ax, data)
     by_key = {p.key: p for p in data.points}
     current = by_key.get(current_key) if current_key is not None and current_key != winner_key else None
@@ -158,8 +186,14 @@ def cost_png(data: CostData, *, winner_key: str | None, current_key: str | None)
     colors = {hw: f"C{i % 10}" for i, hw in enumerate(hardware)}
     for y, bar in enumerate(data.bars):
         color = colors[bar.hardware]
-        ax.barh(y, bar.usd_per_month, color=color, alpha=1.0 if bar.feasible else 0.35,
-                hatch=None if bar.feasible else "///", edgecolor=color if bar.feasible else "0.3")  # fmt: skip
+        ax.barh(
+            y,
+            bar.usd_per_month,
+            color=color,
+            alpha=1.0 if bar.feasible else 0.35,
+            hatch=None if bar.feasible else "///",
+            edgecolor=color if bar.feasible else "0.3",
+        )
         mark = " (recommended)" if bar.key == winner_key else " (current)" if bar.key == current_key else ""
         gpus = f"{bar.accelerators} GPU{'s' if bar.accelerators != 1 else ''}"
         ax.annotate(f" {usd(bar.usd_per_month)}, {gpus}{mark}", (bar.usd_per_month, y), va="center", fontsize=8.5)
@@ -208,11 +242,20 @@ def load_png(curve: LoadCurve, *, load_per_replica: float | None = None) -> byte
             upper = [b[which] for b in bounds if b is not None]
             ax.fill_between(rates, values, upper, color="tab:blue", alpha=0.2, label="steps at upper bound")
         ax.axhline(limit, color="tab:red", linestyle="--", linewidth=1.5, label="SLA limit (P99)")
-        ax.axvline(curve.capacity_rate_per_s, color="0.35", linewidth=1.5,
-                   label=f"capacity used {curve.capacity_rate_per_s:,.4g} req/s")  # fmt: skip
+        ax.axvline(
+            curve.capacity_rate_per_s,
+            color="0.35",
+            linewidth=1.5,
+            label=f"capacity used {curve.capacity_rate_per_s:,.4g} req/s",
+        )
         if load_per_replica is not None and load_per_replica > 0:
-            ax.axvline(load_per_replica, color="tab:green", linestyle=":", linewidth=2,
-                       label=f"target load {load_per_replica:,.4g} req/s")  # fmt: skip
+            ax.axvline(
+                load_per_replica,
+                color="tab:green",
+                linestyle=":",
+                linewidth=2,
+                label=f"target load {load_per_replica:,.4g} req/s",
+            )
         ax.set_ylim(bottom=0, top=max([*values, limit]) * 1.15)
         ax.set_xlabel("requests per second per replica")
         ax.set_ylabel(f"{label}, SLA {limit:g} ms")
@@ -240,8 +283,13 @@ def daily_png(schedule: AutoscaleSchedule) -> bytes:
     ax.grid(True, alpha=0.3)
     replicas = ax.twinx()
     replicas.step(hours, [h.replicas for h in schedule.hours], where="mid", color="tab:orange", label="replicas")
-    replicas.axhline(schedule.static_replicas, color="tab:red", linestyle="--", linewidth=1,
-                     label=f"static fleet ({schedule.static_replicas})")  # fmt: skip
+    replicas.axhline(
+        schedule.static_replicas,
+        color="tab:red",
+        linestyle="--",
+        linewidth=1,
+        label=f"static fleet ({schedule.static_replicas})",
+    )
     replicas.set_ylabel("replicas", color="tab:orange")
     replicas.set_ylim(0, schedule.static_replicas + 1)
     replicas.yaxis.set_major_locator(MaxNLocator(integer=True))

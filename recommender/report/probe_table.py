@@ -29,9 +29,13 @@ def render_probe(results: Sequence[ProbeResult], *, model: str, method: QuantSch
         table.add_column(column)
     for r in results:
         table.add_row(
-            str(r.prompt_tokens), str(r.batch_size), _ms(r.prefill_s, r.prefill_spread_s, 1),
-            _ms(r.decode_step_s, r.decode_spread_s, 2), f"{r.batch_size / r.decode_step_s:,.0f}",
-            f"{r.weights_mb:.1f}", f"{r.kv_cache_mb:.1f}",
+            str(r.prompt_tokens),
+            str(r.batch_size),
+            _ms(r.prefill_s, r.prefill_spread_s, 1),
+            _ms(r.decode_step_s, r.decode_spread_s, 2),
+            f"{r.batch_size / r.decode_step_s:,.0f}",
+            f"{r.weights_mb:.1f}",
+            f"{r.kv_cache_mb:.1f}",
             "-" if r.peak_rss_delta_mb is None else f"{r.peak_rss_delta_mb:.0f}",
-        )  # fmt: skip
+        )
     console.print(table)

@@ -23,7 +23,6 @@ def check_verdict(check: Check) -> str:
     return check.verdict
 
 
-
 #: Units of the metrics lm-eval and the fidelity check report, for the quality tables.
 METRIC_UNITS = {
     "mean_kl": "nats/token",
@@ -46,8 +45,10 @@ def _interval(c: Check, reference: bool) -> str:
     if reference:
         return f"{c.interval} (bf16 against itself)"
     if c.delta_ci == (0.0, 0.0) and c.n_docs:
-        return f"{c.interval}: no document scored differently; with {c.n_docs} documents a disagreement rate up to " \
+        return (
+            f"{c.interval}: no document scored differently; with {c.n_docs} documents a disagreement rate up to "
             f"{min(1.0, 3 / c.n_docs):.0%} is not excluded (rule of three, 95 %)"
+        )
     return c.interval
 
 
@@ -61,10 +62,14 @@ def multiplicity_note(rec: Recommendation) -> Block | None:
     number of methods a search happens to try; saying it lets the reader re-run the winner alone.
     """
     shown = [r for r in (rec.winner, rec.current, *rec.ties, *rec.rejected_cheaper) if r is not None]
-    measured = {(r.candidate.precision, r.candidate.method) for r in shown
-                if r.quality is not None and r.quality.verdict != "unverified"}  # fmt: skip
-    confidences = [c.confidence for r in shown if r.quality is not None for c in r.quality.checks
-                   if c.confidence is not None]  # fmt: skip
+    measured = {
+        (r.candidate.precision, r.candidate.method)
+        for r in shown
+        if r.quality is not None and r.quality.verdict != "unverified"
+    }
+    confidences = [
+        c.confidence for r in shown if r.quality is not None for c in r.quality.checks if c.confidence is not None
+    ]
     if len(measured) < 2 or not confidences:
         return None
     per_method = (1.0 - max(confidences)) / 2.0
@@ -98,11 +103,24 @@ def quality_of(label: str, result: CandidateResult) -> list[Block]:
     blocks: list[Block] = [Heading(f"{method} ({label}): {result.quality_verdict}", 3)]
     checks = quality.checks if quality is not None else []
     if checks:
-        header = ("check", "metric (unit)", "bf16, same docs", method, "delta", "interval of delta",
-                  "docs (tokens for KL)", "threshold", "verdict")  # fmt: skip
-        blocks.append(para(f"Each row scores bf16 and {method} on the same documents (their count in the docs "
-                           "column), so a row's delta compares like with like. The bf16 figure can differ between "
-                           "methods: an evaluation stops early, on fewer documents, once its verdict is clear."))
+        header = (
+            "check",
+            "metric (unit)",
+            "bf16, same docs",
+            method,
+            "delta",
+            "interval of delta",
+            "docs (tokens for KL)",
+            "threshold",
+            "verdict",
+        )
+        blocks.append(
+            para(
+                f"Each row scores bf16 and {method} on the same documents (their count in the docs "
+                "column), so a row's delta compares like with like. The bf16 figure can differ between "
+                "methods: an evaluation stops early, on fewer documents, once its verdict is clear."
+            )
+        )
         blocks.append(Table(header, tuple(_check_row(check, c.method == "baseline") for check in checks)))
     else:
         blocks.append(para("No quality check was run: quality is ", bold("unverified"), "."))

@@ -47,9 +47,10 @@ def _config_table(title: str, rows: list[tuple[str, CandidateResult]]) -> Table:
     for label, r in rows:
         serving = r.serving
         ttft, ttft_high, tpot, tpot_high = (
-            (None, None, None, None) if serving is None else
-            (serving.ttft_ms.p99, serving.ttft_p99_high_ms, serving.tpot_ms.p99, serving.tpot_p99_high_ms)
-        )  # fmt: skip
+            (None, None, None, None)
+            if serving is None
+            else (serving.ttft_ms.p99, serving.ttft_p99_high_ms, serving.tpot_ms.p99, serving.tpot_p99_high_ms)
+        )
         table.add_row(
             label,
             r.key,
@@ -63,8 +64,9 @@ def _config_table(title: str, rows: list[tuple[str, CandidateResult]]) -> Table:
         )
     levels = {r.serving.confidence for _, r in rows if r.serving is not None and r.serving.confidence is not None}
     if levels:
-        table.caption = (f"(≤x): the P99 with every step at its one-sided {max(levels):.0%} upper bound, which the SLA "
-                         "check uses")  # fmt: skip
+        table.caption = (
+            f"(≤x): the P99 with every step at its one-sided {max(levels):.0%} upper bound, which the SLA check uses"
+        )
     return table
 
 

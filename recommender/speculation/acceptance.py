@@ -67,14 +67,23 @@ def rate_of(replays: Sequence[DecodeReplay], method: NgramMethod, evidence: str,
     tail = (1 - CONFIDENCE) / 2 * 100
     low, high = np.percentile(resampled, [tail, 100 - tail])
     return AcceptanceRate(
-        method=method.name, tokens_per_step=float(tokens.sum() / steps.sum()), tokens_per_step_low=float(low),
-        tokens_per_step_high=float(high), drafted_per_step=float(drafted.sum() / steps.sum()),
-        documents=len(replays), steps=int(steps.sum()), evidence=evidence,
-    )  # fmt: skip
+        method=method.name,
+        tokens_per_step=float(tokens.sum() / steps.sum()),
+        tokens_per_step_low=float(low),
+        tokens_per_step_high=float(high),
+        drafted_per_step=float(drafted.sum() / steps.sum()),
+        documents=len(replays),
+        steps=int(steps.sum()),
+        evidence=evidence,
+    )
 
 
 def greedy_continuations(
-    model: nn.Module, prompts: Sequence[Sequence[int]], *, new_tokens: int, eos_token_id: int | None,
+    model: nn.Module,
+    prompts: Sequence[Sequence[int]],
+    *,
+    new_tokens: int,
+    eos_token_id: int | None,
     batch_size: int = 16,
 ) -> list[np.ndarray]:
     """The model's greedy continuation of each prompt (at most `new_tokens` tokens, cut after an EOS).
@@ -92,9 +101,12 @@ def greedy_continuations(
         for start in range(0, len(prompts), step):
             ids = torch.tensor([list(p) for p in prompts[start : start + step]], dtype=torch.long, device=device)
             out = model.generate(  # type: ignore[operator]
-                input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens, do_sample=False,
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=new_tokens,
+                do_sample=False,
                 pad_token_id=eos_token_id if eos_token_id is not None else 0,
-            )  # fmt: skip
+            )
             for row in out[:, ids.shape[1] :].cpu().numpy():
                 ends = np.flatnonzero(row == eos_token_id) if eos_token_id is not None else np.array([], dtype=int)
                 continuations.append(row[: int(ends[0]) + 1] if ends.size else row)

@@ -75,8 +75,11 @@ class AcceptanceEvaluator:
                     break
             prompts = long if len(long) == s.documents else (long + short)[: s.documents]
             if not prompts:
-                raise BadInputError(FIELD, f"task {self.task} has no document of 8 tokens or more to measure "
-                                    "speculative acceptance on", "name a task with text documents")  # fmt: skip
+                raise BadInputError(
+                    FIELD,
+                    f"task {self.task} has no document of 8 tokens or more to measure speculative acceptance on",
+                    "name a task with text documents",
+                )
             self._prompts = prompts
         return self._prompts
 
@@ -85,10 +88,13 @@ class AcceptanceEvaluator:
             self._task_fingerprint = describe_task(self.manager, self.task).fingerprint
         dtype = self.models.compute_dtype
         return cache_key(
-            model=self.models.source.fingerprint(), method=method.identity(), algorithm=ALGORITHM,
-            settings=self.settings.model_dump(mode="json"), task=self._task_fingerprint,
+            model=self.models.source.fingerprint(),
+            method=method.identity(),
+            algorithm=ALGORITHM,
+            settings=self.settings.model_dump(mode="json"),
+            task=self._task_fingerprint,
             **({} if dtype == "bfloat16" else {"compute_dtype": dtype}),
-        )  # fmt: skip
+        )
 
     def continuations(self, method: QuantScheme) -> list[np.ndarray]:
         """The model's greedy continuations of every prompt, quantized with `method` (cached on disk)."""
@@ -100,8 +106,9 @@ class AcceptanceEvaluator:
             generated = [np.asarray(g, dtype=np.int64) for g in stored["continuations"]]
         else:
             model, eos = self.models.get(method), self.models.tokenizer.eos_token_id
-            generated = greedy_continuations(model, self.prompts(), new_tokens=self.settings.new_tokens,
-                                             eos_token_id=eos)  # fmt: skip
+            generated = greedy_continuations(
+                model, self.prompts(), new_tokens=self.settings.new_tokens, eos_token_id=eos
+            )
             if self.cache:
                 self.cache.put(key, {"continuations": [g.tolist() for g in generated], "task": self.task})
         self._generated[method.name] = generated
@@ -127,7 +134,9 @@ class AcceptanceEvaluator:
         ngram = parse_speculative(speculative)
         assert ngram is not None
         return SpeculativeDecoding(
-            method=speculative, num_speculative_tokens=ngram.k, tokens_per_step=rate.tokens_per_step,
+            method=speculative,
+            num_speculative_tokens=ngram.k,
+            tokens_per_step=rate.tokens_per_step,
             drafted_per_step=rate.drafted_per_step,
             evidence=f"{rate.evidence}; {rate.tokens_per_step_low:.2f}-{rate.tokens_per_step_high:.2f} at 95 %",
-        )  # fmt: skip
+        )

@@ -29,5 +29,8 @@ class SpeculationSettings(BaseModel):
     new_tokens: Annotated[int, Field(ge=2, le=4096)] = Field(
         default=64, description="Tokens the model generates greedily after each prompt."
     )
-    task: str | None = Field(default=None, description="lm-eval task whose documents are used; default: the use "
-                             "case's fidelity text task, else its first task.")  # fmt: skip
+    task: str | None = Field(
+        default=None,
+        description="lm-eval task whose documents are used; default: the use "
+        "case's fidelity text task, else its first task.",
+    )

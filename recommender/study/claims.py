@@ -92,7 +92,12 @@ class ClaimStore:
 
     @classmethod
     def open(
-        cls, url: str, *, owner: str | None = None, heartbeat_s: float = 10.0, on_wait: WaitFn | None = None,
+        cls,
+        url: str,
+        *,
+        owner: str | None = None,
+        heartbeat_s: float = 10.0,
+        on_wait: WaitFn | None = None,
         reconnect: Reconnect | None = None,
     ) -> ClaimStore:
         """The claims in `url`'s database (tables created if absent); `reconnect`: the study storage's, if any."""
@@ -127,8 +132,9 @@ class ClaimStore:
     def completions(self) -> list[tuple[str, str, str]]:
         """(key, label, owner) of every computation that finished, in order: a key twice is a duplicate."""
         with self.engine.connect() as db:
-            rows = db.execute(sa.select(COMPLETIONS.c.key, COMPLETIONS.c.label, COMPLETIONS.c.owner)
-                              .order_by(COMPLETIONS.c.id)).all()  # fmt: skip
+            rows = db.execute(
+                sa.select(COMPLETIONS.c.key, COMPLETIONS.c.label, COMPLETIONS.c.owner).order_by(COMPLETIONS.c.id)
+            ).all()
         return [(r[0], r[1], r[2]) for r in rows]
 
     def reap_abandoned(self) -> list[Claim]:
@@ -146,9 +152,13 @@ class ClaimStore:
         with self.engine.begin() as db:
             for c in before:
                 gone = db.execute(
-                    sa.delete(CLAIMS).where(CLAIMS.c.key == c.key, CLAIMS.c.owner == c.owner, CLAIMS.c.beat == c.beat,
-                                            CLAIMS.c.state == "running")
-                ).rowcount  # fmt: skip
+                    sa.delete(CLAIMS).where(
+                        CLAIMS.c.key == c.key,
+                        CLAIMS.c.owner == c.owner,
+                        CLAIMS.c.beat == c.beat,
+                        CLAIMS.c.state == "running",
+                    )
+                ).rowcount
                 if gone:
                     reaped.append(c)
         return reaped
@@ -157,8 +167,11 @@ class ClaimStore:
     def _try_insert(self, key: str, label: str) -> bool:
         try:
             with self.engine.begin() as db:
-                db.execute(sa.insert(CLAIMS).values(key=key, label=label[:300], owner=self.owner, state="running",
-                                                    beat=0, attempts=1, result=None))  # fmt: skip
+                db.execute(
+                    sa.insert(CLAIMS).values(
+                        key=key, label=label[:300], owner=self.owner, state="running", beat=0, attempts=1, result=None
+                    )
+                )
         except sa.exc.IntegrityError:
             return False
         return True
@@ -167,28 +180,40 @@ class ClaimStore:
         with self.engine.begin() as db:
             taken = db.execute(
                 sa.update(CLAIMS)
-                .where(CLAIMS.c.key == stale.key, CLAIMS.c.owner == stale.owner, CLAIMS.c.beat == stale.beat,
-                       CLAIMS.c.state == "running")
+                .where(
+                    CLAIMS.c.key == stale.key,
+                    CLAIMS.c.owner == stale.owner,
+                    CLAIMS.c.beat == stale.beat,
+                    CLAIMS.c.state == "running",
+                )
                 .values(owner=self.owner, beat=0, attempts=CLAIMS.c.attempts + 1)
-            ).rowcount  # fmt: skip
+            ).rowcount
         return taken == 1
 
     def _beat(self, key: str) -> bool:
         with self.engine.begin() as db:
-            return db.execute(
-                sa.update(CLAIMS).where(CLAIMS.c.key == key, CLAIMS.c.owner == self.owner)
-                .values(beat=CLAIMS.c.beat + 1)
-            ).rowcount == 1  # fmt: skip
+            return (
+                db.execute(
+                    sa.update(CLAIMS)
+                    .where(CLAIMS.c.key == key, CLAIMS.c.owner == self.owner)
+                    .values(beat=CLAIMS.c.beat + 1)
+                ).rowcount
+                == 1
+            )
 
     def _release(self, key: str) -> None:
         with self.engine.begin() as db:
-            db.execute(sa.delete(CLAIMS).where(CLAIMS.c.key == key, CLAIMS.c.owner == self.owner,
-                                               CLAIMS.c.state == "running"))  # fmt: skip
+            db.execute(
+                sa.delete(CLAIMS).where(CLAIMS.c.key == key, CLAIMS.c.owner == self.owner, CLAIMS.c.state == "running")
+            )
 
     def _finish(self, key: str, label: str, result: dict[str, Any], seconds: float) -> None:
         with self.engine.begin() as db:
-            db.execute(sa.update(CLAIMS).where(CLAIMS.c.key == key, CLAIMS.c.owner == self.owner)
-                       .values(state="done", result=json.dumps(result)))  # fmt: skip
+            db.execute(
+                sa.update(CLAIMS)
+                .where(CLAIMS.c.key == key, CLAIMS.c.owner == self.owner)
+                .values(state="done", result=json.dumps(result))
+            )
             db.execute(sa.insert(COMPLETIONS).values(key=key, label=label[:300], owner=self.owner, seconds=seconds))
 
     def run_once(self, key: str, label: str, compute: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], bool]:
@@ -261,6 +286,15 @@ def _riding_out_restarts(name: str) -> Callable[..., Any]:
     return call
 
 
-for _name in ("get", "running", "completions", "reap_abandoned", "_try_insert", "_try_take_over", "_beat", "_release",
-              "_finish"):  # fmt: skip
+for _name in (
+    "get",
+    "running",
+    "completions",
+    "reap_abandoned",
+    "_try_insert",
+    "_try_take_over",
+    "_beat",
+    "_release",
+    "_finish",
+):
     setattr(ClaimStore, _name, _riding_out_restarts(_name))

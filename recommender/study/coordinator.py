@@ -88,8 +88,9 @@ def make_worker(
     from recommender.study.reconnecting import reconnect_of  # imports optuna, as the study already has
 
     # The study's retries shared with the claims (same database): one note per outage.
-    claims = ClaimStore.open(storage, owner=me, heartbeat_s=spec.search.heartbeat_s, on_wait=on_status,
-                             reconnect=reconnect_of(study))  # fmt: skip
+    claims = ClaimStore.open(
+        storage, owner=me, heartbeat_s=spec.search.heartbeat_s, on_wait=on_status, reconnect=reconnect_of(study)
+    )
     return StudyWorker(
         study=study,
         evaluator=prepared.evaluator(claims),
@@ -146,19 +147,28 @@ def _parent_run(study: optuna.Study, prepared: Prepared, tracker: Tracker, stora
 
 
 def _open(
-    prepared: Prepared, *, storage: str, tracking_uri: str, n_trials: int | None, resume: bool, status: StatusFn,
-    on_trial: ProgressFn | None, interrupted: threading.Event | None,
-) -> _Opened:  # fmt: skip
+    prepared: Prepared,
+    *,
+    storage: str,
+    tracking_uri: str,
+    n_trials: int | None,
+    resume: bool,
+    status: StatusFn,
+    on_trial: ProgressFn | None,
+    interrupted: threading.Event | None,
+) -> _Opened:
     """Create or continue the study, store what workers need in it (the spec fingerprint last), enqueue today's."""
     spec = prepared.spec
     tracker = Tracker.open(tracking_uri, experiment=f"recommender/{prepared.source.name}")
     planned, size = n_trials or spec.search.n_trials, grid_size(spec)
-    study = open_study(storage, spec.study_name, spec.search.seed, exhaustive=size <= planned,
-                       heartbeat_s=spec.search.heartbeat_s)  # fmt: skip
+    study = open_study(
+        storage, spec.study_name, spec.search.seed, exhaustive=size <= planned, heartbeat_s=spec.search.heartbeat_s
+    )
     check_continuable(study.user_attrs, spec, storage, resume=resume)  # again: another process may have started it
     parent_run_id = _parent_run(study, prepared, tracker, storage, status)
-    worker = make_worker(study, prepared, tracker, parent_run_id, storage, on_trial=on_trial, on_status=status,
-                         interrupted=interrupted)  # fmt: skip
+    worker = make_worker(
+        study, prepared, tracker, parent_run_id, storage, on_trial=on_trial, on_status=status, interrupted=interrupted
+    )
     finished = len(worker.refresh())
     if finished:  # a resume: what an earlier run could not log (its MLflow store did not answer) is written now
         try:
@@ -202,9 +212,15 @@ def _refine(opened: _Opened, status: StatusFn) -> None:
 
 
 def _finish(
-    opened: _Opened, prepared: Prepared, *, storage: str, tracking_uri: str, output_root: Path, status: StatusFn,
+    opened: _Opened,
+    prepared: Prepared,
+    *,
+    storage: str,
+    tracking_uri: str,
+    output_root: Path,
+    status: StatusFn,
     write_documents: Callable[[Path, StudyEvidence], list[Path]] | None,
-) -> SearchOutcome:  # fmt: skip
+) -> SearchOutcome:
     """The one recommendation, its launch commands and load curve, written and logged; the study's run finished."""
     spec, worker, evaluator = prepared.spec, opened.worker, opened.worker.evaluator
     results = worker.results()
@@ -213,26 +229,47 @@ def _finish(
     winner, current = pick(results), result_of(results, opened.current.key)
     answer = winner_answers(prepared, evaluator, results, winner, output_dir, status)
     recommendation = build(
-        results, winner=winner, current=current, study=spec.study_name, model=prepared.source.name,
-        release=spec.model.release, use_case=prepared.use_case.name, sla=spec.sla,
+        results,
+        winner=winner,
+        current=current,
+        study=spec.study_name,
+        model=prepared.source.name,
+        release=spec.model.release,
+        use_case=prepared.use_case.name,
+        sla=spec.sla,
         assumptions=assumptions_of(spec, evaluator.performance.catalog, winner=winner, current=current),
-        launch=answer.launch, autoscale=answer.autoscale, gpu_mix=answer.gpu_mix, levers=answer.levers,
-    )  # fmt: skip
+        launch=answer.launch,
+        autoscale=answer.autoscale,
+        gpu_mix=answer.gpu_mix,
+        levers=answer.levers,
+    )
     evaluator.quality.models.release()
     evidence = StudyEvidence(recommendation, results, answer.load_curve)
     paths = write_evidence(output_dir, evidence) + answer.placed
     if write_documents is not None:
         paths += write_documents(output_dir, evidence)
     # The study's waiting trial runs first, then its own; a store that does not answer keeps them for later.
-    finish_study_run(opened.study, worker.tracking, paths=paths, metrics=_study_metrics(recommendation),
-                     tags=winner_tags(recommendation))  # fmt: skip
+    finish_study_run(
+        opened.study,
+        worker.tracking,
+        paths=paths,
+        metrics=_study_metrics(recommendation),
+        tags=winner_tags(recommendation),
+    )
     return SearchOutcome(
-        recommendation=recommendation, results=results, output_dir=output_dir,
-        recommendation_path=output_dir / RECOMMENDATION_JSON, study_name=spec.study_name, storage=storage,
-        tracking_uri=tracking_uri, parent_run_id=opened.parent_run_id,
-        quality_evaluations=evaluator.quality.evaluations, docs_evaluated=evaluator.quality.docs_evaluated,
-        probes=evaluator.probes_run, new_trials=len(results) - opened.finished,
-    )  # fmt: skip
+        recommendation=recommendation,
+        results=results,
+        output_dir=output_dir,
+        recommendation_path=output_dir / RECOMMENDATION_JSON,
+        study_name=spec.study_name,
+        storage=storage,
+        tracking_uri=tracking_uri,
+        parent_run_id=opened.parent_run_id,
+        quality_evaluations=evaluator.quality.evaluations,
+        docs_evaluated=evaluator.quality.docs_evaluated,
+        probes=evaluator.probes_run,
+        new_trials=len(results) - opened.finished,
+    )
 
 
 def run_search(
@@ -256,10 +293,19 @@ def run_search(
     """
     status: StatusFn = on_status or (lambda _msg: None)
     if prepared is None:  # the command line ran these checks already, before its progress display
-        prepared = check_search(spec, storage=storage, tracking_uri=tracking_uri, output_root=output_root,
-                                resume=resume)  # fmt: skip
-    opened = _open(prepared, storage=storage, tracking_uri=tracking_uri, n_trials=n_trials, resume=resume,
-                   status=status, on_trial=on_trial, interrupted=interrupted)  # fmt: skip
+        prepared = check_search(
+            spec, storage=storage, tracking_uri=tracking_uri, output_root=output_root, resume=resume
+        )
+    opened = _open(
+        prepared,
+        storage=storage,
+        tracking_uri=tracking_uri,
+        n_trials=n_trials,
+        resume=resume,
+        status=status,
+        on_trial=on_trial,
+        interrupted=interrupted,
+    )
     try:
         opened.worker.work()
         opened.worker.drain()
@@ -272,8 +318,15 @@ def run_search(
         except tracking_errors():
             pass  # the study holds every finished trial; the run's status is the only thing not written
         raise
-    return _finish(opened, prepared, storage=storage, tracking_uri=tracking_uri, output_root=output_root,
-                   status=status, write_documents=write_documents)  # fmt: skip
+    return _finish(
+        opened,
+        prepared,
+        storage=storage,
+        tracking_uri=tracking_uri,
+        output_root=output_root,
+        status=status,
+        write_documents=write_documents,
+    )
 
 
 def _study_metrics(rec: Recommendation) -> dict[str, float]:

@@ -53,9 +53,11 @@ class DeferredTracking:
     def tell(self, exc: BaseException) -> None:
         if not self.told:
             self.told = True
-            note(f"MLflow store {self.tracker.uri} does not answer ({_why(exc)}); the search goes on and its "
-                 f"results stay in the study; the trials' runs are logged there when it answers again (or by "
-                 f"`recommender report {self.parent_run_id}`)")  # fmt: skip
+            note(
+                f"MLflow store {self.tracker.uri} does not answer ({_why(exc)}); the search goes on and its "
+                f"results stay in the study; the trials' runs are logged there when it answers again (or by "
+                f"`recommender report {self.parent_run_id}`)"
+            )
 
     def log_trial(self, trial: optuna.Trial, result: CandidateResult) -> None:
         """Log a running trial whose result the study already holds; a store that does not answer defers it."""
@@ -80,9 +82,11 @@ class DeferredTracking:
             self.waiting.clear()
         except tracking_errors() as exc:
             self.tell(exc)
-            note(f"{len(self.waiting)} trial run(s) of this worker are not in MLflow yet ({self.tracker.uri}): "
-                 "the search that started the study writes them at its end, or `recommender report "
-                 f"{self.parent_run_id}` once the store answers")  # fmt: skip
+            note(
+                f"{len(self.waiting)} trial run(s) of this worker are not in MLflow yet ({self.tracker.uri}): "
+                "the search that started the study writes them at its end, or `recommender report "
+                f"{self.parent_run_id}` once the store answers"
+            )
 
     def flush(self, pending: dict[int, CandidateResult]) -> list[int]:
         """Write each pending trial's run that the store lacks, exactly once; the trial numbers written now.
@@ -133,9 +137,13 @@ def catch_up(study: optuna.Study, deferred: DeferredTracking, *, parent: bool = 
 
 
 def finish_study_run(
-    study: optuna.Study, deferred: DeferredTracking, *, paths: list[Path], metrics: dict[str, float],
+    study: optuna.Study,
+    deferred: DeferredTracking,
+    *,
+    paths: list[Path],
+    metrics: dict[str, float],
     tags: dict[str, str],
-) -> bool:  # fmt: skip
+) -> bool:
     """End the study's MLflow run (its waiting trials first); False, and the end stored in the study, when the
     store does not answer: `recommender report` or a resume writes it later."""
     from recommender.releases.tracking import tracking_errors
@@ -146,12 +154,15 @@ def finish_study_run(
         tracker.log_artifacts(run_id, paths)
         tracker.finish(run_id, metrics=metrics, tags=tags)  # also a resumed run that was KILLED or FINISHED
     except tracking_errors() as exc:
-        study.set_user_attr(PARENT_PENDING_ATTR, {"paths": [str(p.resolve()) for p in paths], "metrics": metrics,
-                                                  "tags": tags})  # fmt: skip
+        study.set_user_attr(
+            PARENT_PENDING_ATTR, {"paths": [str(p.resolve()) for p in paths], "metrics": metrics, "tags": tags}
+        )
         deferred.tell(exc)
-        note(f"{len(pending_trials(study))} trial run(s) and the study's results are not in MLflow yet "
-             f"({tracker.uri}): `recommender report {run_id} --tracking-uri {tracker.uri}` writes them once it "
-             "answers (a resumed search does too)")  # fmt: skip
+        note(
+            f"{len(pending_trials(study))} trial run(s) and the study's results are not in MLflow yet "
+            f"({tracker.uri}): `recommender report {run_id} --tracking-uri {tracker.uri}` writes them once it "
+            "answers (a resumed search does too)"
+        )
         return False
     if study.user_attrs.get(PARENT_PENDING_ATTR):
         study.set_user_attr(PARENT_PENDING_ATTR, None)  # an end an earlier run deferred: this one replaces it

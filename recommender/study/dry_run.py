@@ -50,8 +50,9 @@ def dry_run(prepared: Prepared) -> DryRun:
     """Price, simulate and classify every candidate of the space; count what quality would be measured."""
     spec = prepared.spec
     # Speed and cost only: no model cache, no quality evaluator (local candidates are probed when the search runs).
-    evaluator = PerformanceEvaluator(prepared.catalog, prepared.shape, spec.traffic, spec.sla,
-                                     engines=tuple(spec.engines))
+    evaluator = PerformanceEvaluator(
+        prepared.catalog, prepared.shape, spec.traffic, spec.sla, engines=tuple(spec.engines)
+    )
     candidates = grid(spec)
     pruned, measured_here, scored, speculative = [], [], {get_scheme("baseline").name}, []
     for c in candidates:
@@ -74,25 +75,34 @@ def dry_run(prepared: Prepared) -> DryRun:
     rate, dtype = _matmul_rate()
     seconds = 2.0 * prepared.shape.active_params * tokens / rate
     return DryRun(
-        study_name=spec.study_name, candidates=len(candidates), n_trials=spec.search.n_trials, pruned=pruned,
-        measured_here=measured_here, schemes_scored=[m.name for m in methods],
+        study_name=spec.study_name,
+        candidates=len(candidates),
+        n_trials=spec.search.n_trials,
+        pruned=pruned,
+        measured_here=measured_here,
+        schemes_scored=[m.name for m in methods],
         checkpoints_made=[m.name for m in methods if m.checkpoint_format is not None],
-        documents_per_scheme=documents, kl_tokens_per_scheme=kl_tokens, seconds_per_scheme=seconds,
-        speculative=speculative, speculation_basis=_speculation_basis(prepared) if speculative else "",
+        documents_per_scheme=documents,
+        kl_tokens_per_scheme=kl_tokens,
+        seconds_per_scheme=seconds,
+        speculative=speculative,
+        speculation_basis=_speculation_basis(prepared) if speculative else "",
         estimate_basis=(
             f"{sum(documents.values())} documents x {ASSUMED_TOKENS_PER_DOCUMENT} tokens (assumed) + {kl_tokens} KL "
             f"tokens per scheme, 2 x {prepared.shape.active_params / 1e6:,.0f} M active parameters FLOPs per token, at "
             f"{rate / 1e12:.2f} TFLOP/s ({dtype} matmul measured on this {local_device().label}); checkpoint "
             "calibration and model loading not included"
         ),
-    )  # fmt: skip
+    )
 
 
 def _speculation_basis(prepared: Prepared) -> str:
     s = prepared.spec.speculation
     task = s.task or prepared.use_case.fidelity.text_task or prepared.use_case.task_names[0]
-    return (f"acceptance measured per scheme whose quality passes: greedy continuations of {s.new_tokens} tokens "
-            f"after {s.prompt_tokens}-token prompts of {s.documents} {task} documents")  # fmt: skip
+    return (
+        f"acceptance measured per scheme whose quality passes: greedy continuations of {s.new_tokens} tokens "
+        f"after {s.prompt_tokens}-token prompts of {s.documents} {task} documents"
+    )
 
 
 def _matmul_rate() -> tuple[float, str]:

@@ -79,8 +79,11 @@ def join_study(study_name: str, *, storage: str, tracking_uri: str | None = None
         raise _no_study(study_name, storage, names)
     probe = optuna.load_study(study_name=study_name, storage=opened)
     if SPEC_FINGERPRINT_ATTR not in probe.user_attrs:  # the coordinator stores it last
-        raise BadInputError("--study", f"study {study_name!r} is still being set up by its coordinator",
-                            "start the worker again in a few seconds")  # fmt: skip
+        raise BadInputError(
+            "--study",
+            f"study {study_name!r} is still being set up by its coordinator",
+            "start the worker again in a few seconds",
+        )
     check_perf_model(probe, study_name, field="--study")
     prepared = prepare(spec_from_study(probe, study_name, storage))
     uri = tracking_uri or stored_tracking_uri(probe) or ""
@@ -109,11 +112,22 @@ def run_worker(
     probe, prepared, spec = joined.probe, joined.prepared, joined.prepared.spec
     tracker = Tracker.open(joined.tracking_uri, experiment=f"recommender/{prepared.source.name}")
     study = open_study(
-        storage, study_name, random.SystemRandom().randrange(2**31),  # workers sample apart, not in lockstep
-        exhaustive=grid_size(spec) <= int(probe.user_attrs[BUDGET_ATTR]), heartbeat_s=spec.search.heartbeat_s,
-    )  # fmt: skip
-    worker = make_worker(study, prepared, tracker, study.user_attrs[PARENT_RUN_ATTR], storage,
-                     on_trial=on_trial, on_status=on_status, interrupted=interrupted)  # fmt: skip
+        storage,
+        study_name,
+        random.SystemRandom().randrange(2**31),  # workers sample apart, not in lockstep
+        exhaustive=grid_size(spec) <= int(probe.user_attrs[BUDGET_ATTR]),
+        heartbeat_s=spec.search.heartbeat_s,
+    )
+    worker = make_worker(
+        study,
+        prepared,
+        tracker,
+        study.user_attrs[PARENT_RUN_ATTR],
+        storage,
+        on_trial=on_trial,
+        on_status=on_status,
+        interrupted=interrupted,
+    )
     worker.work()
     worker.tracking.flush_waiting()
     worker.evaluator.quality.models.release()

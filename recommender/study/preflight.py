@@ -23,8 +23,9 @@ from recommender.study.storage import SPEC_FINGERPRINT_ATTR, check_perf_model, p
 
 def check_search(spec: SearchSpec, *, storage: str, tracking_uri: str, output_root: Path, resume: bool) -> Prepared:
     """Refuse anything `search` would refuse before its first row, file or progress line; the spec prepared."""
-    check_search_destinations(storage=storage, tracking_uri=tracking_uri, output_root=output_root,
-                              study_name=spec.study_name, resume=resume)  # fmt: skip
+    check_search_destinations(
+        storage=storage, tracking_uri=tracking_uri, output_root=output_root, study_name=spec.study_name, resume=resume
+    )
     probe_storage(storage)
     probe_server(tracking_uri, field=tracking_uri_field(tracking_uri))
     check_continuable(stored_study_attrs(storage, spec.study_name), spec, storage, resume=resume)

@@ -62,10 +62,16 @@ class Prepared:
             local = LocalMeasurement(models, list(self.spec.space.batch_sizes or []), self.spec.local_device)
         speculation = None
         if searches_speculation(self.spec):
-            speculation = AcceptanceEvaluator(self.use_case, models, self.spec.speculation, self.manager,
-                                              QualityCache.default())  # fmt: skip
+            speculation = AcceptanceEvaluator(
+                self.use_case, models, self.spec.speculation, self.manager, QualityCache.default()
+            )
         performance = PerformanceEvaluator(
-            self.catalog, self.shape, self.spec.traffic, self.spec.sla, local, engines=tuple(self.spec.engines),
+            self.catalog,
+            self.shape,
+            self.spec.traffic,
+            self.spec.sla,
+            local,
+            engines=tuple(self.spec.engines),
             speculation=speculation,
         )
         return CandidateEvaluator(performance, quality, skip_quality=quality_skip)
@@ -89,8 +95,11 @@ def prepare(spec: SearchSpec) -> Prepared:
     manager = task_manager(use_case)
     check_tasks_known(use_case, manager)
     if spec.speculation.task is not None and spec.speculation.task not in manager.all_tasks:
-        raise BadInputError(f"{spec.spec_path}: speculation.task", f"lm-eval knows no task {spec.speculation.task!r}",
-                            "name a task of the use case's include_path or of lm-eval (lm-eval ls tasks)")  # fmt: skip
+        raise BadInputError(
+            f"{spec.spec_path}: speculation.task",
+            f"lm-eval knows no task {spec.speculation.task!r}",
+            "name a task of the use case's include_path or of lm-eval (lm-eval ls tasks)",
+        )
     return Prepared(spec, source, use_case, manager, catalog, shape)
 
 
@@ -169,8 +178,9 @@ def spec_from_study(study: optuna.Study, study_name: str, storage: str) -> Searc
     stored = study.user_attrs.get(SPEC_JSON_ATTR)
     if stored is None:
         raise BadInputError(
-            "--study", f"study {study_name!r} in {storage} was not started by this version (no spec stored)",
+            "--study",
+            f"study {study_name!r} in {storage} was not started by this version (no spec stored)",
             "start it with `recommender search SPEC --storage URL`",
-        )  # fmt: skip
+        )
     spec_path = Path(stored["spec_path"]) if stored["spec_path"] else None
     return spec_from_mapping(stored["spec"], spec_path=spec_path, label=f"study {study_name!r}: spec")

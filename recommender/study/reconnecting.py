@@ -23,13 +23,34 @@ from recommender.reconnect import Reconnect
 #: The methods that touch the database: Optuna's storage API and the private ones `_CachedStorage` calls (the
 #: stale-trial query and the state update are defined in the class, with more to them than a retry).
 OPERATIONS = (
-    "create_new_study", "delete_study", "set_study_user_attr", "set_study_system_attr", "get_study_id_from_name",
-    "get_study_name_from_id", "get_study_directions", "get_study_user_attrs", "get_study_system_attrs",
-    "get_all_studies", "create_new_trial", "_create_new_trial", "set_trial_param", "_set_trial_param",
-    "get_trial_id_from_study_id_trial_number", "get_trial_param", "set_trial_intermediate_value",
-    "set_trial_user_attr", "set_trial_system_attr", "get_trial", "get_all_trials", "_get_trials",
-    "get_best_trial", "_get_best_trial_id", "get_trial_user_attrs", "get_trial_system_attrs", "record_heartbeat",
-)  # fmt: skip
+    "create_new_study",
+    "delete_study",
+    "set_study_user_attr",
+    "set_study_system_attr",
+    "get_study_id_from_name",
+    "get_study_name_from_id",
+    "get_study_directions",
+    "get_study_user_attrs",
+    "get_study_system_attrs",
+    "get_all_studies",
+    "create_new_trial",
+    "_create_new_trial",
+    "set_trial_param",
+    "_set_trial_param",
+    "get_trial_id_from_study_id_trial_number",
+    "get_trial_param",
+    "set_trial_intermediate_value",
+    "set_trial_user_attr",
+    "set_trial_system_attr",
+    "get_trial",
+    "get_all_trials",
+    "_get_trials",
+    "get_best_trial",
+    "_get_best_trial_id",
+    "get_trial_user_attrs",
+    "get_trial_system_attrs",
+    "record_heartbeat",
+)
 
 
 class ReconnectingRDBStorage(optuna.storages.RDBStorage):

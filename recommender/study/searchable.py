@@ -35,10 +35,11 @@ def check_something_to_search(spec: SearchSpec, catalog: Catalog, *, field_prefi
     if not priced:
         named = catalog.prices.label if catalog.prices is not None else "the catalog"
         raise BadInputError(
-            f"{field_prefix}space.hardware", f"nothing to search: price set {named} prices none of "
-            f"{', '.join(hardware)}", "choose a price_set that lists them, add a GPU it prices, or give contract "
+            f"{field_prefix}space.hardware",
+            f"nothing to search: price set {named} prices none of {', '.join(hardware)}",
+            "choose a price_set that lists them, add a GPU it prices, or give contract "
             "prices (price_per_hour_usd) in a hardware_catalog file",
-        )  # fmt: skip
+        )
     methods = [get_scheme(name) for names in spec.space.methods.values() for name in names]
     served = [m for m in methods if not evaluation_only(m)]
     reasons = []
@@ -49,10 +50,11 @@ def check_something_to_search(spec: SearchSpec, catalog: Catalog, *, field_prefi
             return
         reasons.append(verdicts[0].reason(hw) if verdicts else f"{hw}: every scheme is evaluation only")
     raise BadInputError(
-        f"{field_prefix}engines", f"nothing to search: engines [{', '.join(spec.engines)}] launch none of the "
+        f"{field_prefix}engines",
+        f"nothing to search: engines [{', '.join(spec.engines)}] launch none of the "
         f"space's schemes on its priced GPUs ({reasons[0]})",
         "add an engine that launches them, or schemes and GPUs these engines serve",
-    )  # fmt: skip
+    )
 
 
 def check_speculation_launchable(spec: SearchSpec, *, field_prefix: str) -> None:
@@ -64,6 +66,7 @@ def check_speculation_launchable(spec: SearchSpec, *, field_prefix: str) -> None
     why = "; ".join(f"{e}: {ENGINES_BY_NAME[e].speculation_refusal}" for e in spec.engines)
     where = "space.speculative" if wanted[0] in spec.space.speculative else "current.speculative"
     raise BadInputError(
-        f"{field_prefix}{where}", f"{wanted[0]}: no engine in engines: [{', '.join(spec.engines)}] "
-        f"launches it as measured ({why[:300]})", f"add vllm to engines, or drop {wanted[0]} from {where}",
-    )  # fmt: skip
+        f"{field_prefix}{where}",
+        f"{wanted[0]}: no engine in engines: [{', '.join(spec.engines)}] launches it as measured ({why[:300]})",
+        f"add vllm to engines, or drop {wanted[0]} from {where}",
+    )

@@ -113,11 +113,17 @@ def references(spec: SearchSpec) -> list[Candidate]:
     """
     choices = space_choices(spec)
     return [
-        candidate_of({
-            "method": method, "hardware": hardware, "batch_size": max(choices["batch_size"]),
-            "tensor_parallel": min(choices["tensor_parallel"]),
-            "max_num_batched_tokens": max(choices["max_num_batched_tokens"]), "kv_cache_dtype": "auto",
-        })
-        for method in choices["method"] if method.split("/", 1)[0] in UNQUANTIZED
+        candidate_of(
+            {
+                "method": method,
+                "hardware": hardware,
+                "batch_size": max(choices["batch_size"]),
+                "tensor_parallel": min(choices["tensor_parallel"]),
+                "max_num_batched_tokens": max(choices["max_num_batched_tokens"]),
+                "kv_cache_dtype": "auto",
+            }
+        )
+        for method in choices["method"]
+        if method.split("/", 1)[0] in UNQUANTIZED
         for hardware in choices["hardware"]
-    ]  # fmt: skip
+    ]

@@ -149,11 +149,11 @@ def check_perf_model(study: optuna.Study | Mapping[str, Any], name: str, *, fiel
     if SPEC_FINGERPRINT_ATTR in attrs and stored != here:
         was = f"step-cost fit {stored}" if stored else "a performance model from before fits were recorded"
         raise BadInputError(
-            field, f"study {name!r} holds latencies from {was}; this version ships fit {here}",
+            field,
+            f"study {name!r} holds latencies from {was}; this version ships fit {here}",
             "start a new study (the default name changes with the fit, or set search.study_name): quality "
             "scores are cached and are not recomputed",
-        )  # fmt: skip
-
+        )
 
 
 def stored_study_attrs(storage: str, study_name: str) -> dict[str, Any] | None:
@@ -175,8 +175,10 @@ def stored_study_attrs(storage: str, study_name: str) -> dict[str, Any] | None:
         engine = sa.create_engine("sqlite://", creator=lambda: sqlite3.connect(f"file:{path}?mode=ro", uri=True))
     else:
         engine = sa.create_engine(storage)
-    query = sa.text("SELECT a.key, a.value_json FROM study_user_attributes a JOIN studies s "
-                    "ON a.study_id = s.study_id WHERE s.study_name = :name")  # fmt: skip
+    query = sa.text(
+        "SELECT a.key, a.value_json FROM study_user_attributes a JOIN studies s "
+        "ON a.study_id = s.study_id WHERE s.study_name = :name"
+    )
     try:
         with engine.connect() as connection:
             if not sa.inspect(connection).has_table("studies"):

@@ -60,10 +60,12 @@ def winner_answers(
     checkpoint = _place_checkpoint(prepared, evaluator.quality.models.context, winner.candidate, output_dir)
     status(checkpoint.note)
     launch = launch_commands(
-        winner.candidate, model=checkpoint.model, max_model_len=spec.traffic.max_model_len,
+        winner.candidate,
+        model=checkpoint.model,
+        max_model_len=spec.traffic.max_model_len,
         device=evaluator.performance.device_of(winner.candidate),
         engine=winner.serving.engine if winner.serving is not None else "",
-    )  # fmt: skip
+    )
     status("latency against load of the winner")
     load_curve = evaluator.load_curve(winner.candidate)
     autoscale, gpu_mix = None, None
@@ -71,8 +73,7 @@ def winner_answers(
         status("the daily profile: autoscaling and the GPU mix")
         autoscale, gpu_mix = daily_answers(spec, evaluator.performance, results, winner)
     levers = lever_effects(evaluator.performance, spec, winner)
-    return WinnerAnswers([p for p in checkpoint.written if p.is_file()], launch, load_curve, autoscale, gpu_mix,
-                         levers)  # fmt: skip
+    return WinnerAnswers([p for p in checkpoint.written if p.is_file()], launch, load_curve, autoscale, gpu_mix, levers)
 
 
 def _place_checkpoint(
@@ -83,5 +84,11 @@ def _place_checkpoint(
     context = context or quantize_context(prepared.use_case, prepared.manager, source)
     # The scheme as scored: a ModelOpt scheme with an FP8 KV cache is its own checkpoint (it carries the KV scales).
     scored = with_kv_cache(get_scheme(candidate.method), candidate.kv_cache_dtype).name
-    return place_checkpoint(scored, source, context, output_dir, use_case=prepared.spec.use_case,
-                            calibration_samples=prepared.use_case.calibration.samples)  # fmt: skip
+    return place_checkpoint(
+        scored,
+        source,
+        context,
+        output_dir,
+        use_case=prepared.spec.use_case,
+        calibration_samples=prepared.use_case.calibration.samples,
+    )

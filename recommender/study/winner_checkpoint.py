@@ -45,9 +45,14 @@ def weights_scheme(method: QuantScheme) -> QuantScheme:
 
 
 def place_checkpoint(
-    method_name: str, source: ModelSource, context: QuantizeContext, output_dir: Path, *, use_case: Path,
+    method_name: str,
+    source: ModelSource,
+    context: QuantizeContext,
+    output_dir: Path,
+    *,
+    use_case: Path,
     calibration_samples: int,
-) -> WinnerCheckpoint:  # fmt: skip
+) -> WinnerCheckpoint:
     """Copy the scored checkpoint under `output_dir`, or write the recipe and the command that makes it."""
     scheme = weights_scheme(get_scheme(method_name))
     if not isinstance(scheme, CheckpointScheme) or scheme.checkpoint_format is None:
@@ -62,10 +67,23 @@ def place_checkpoint(
     output_dir.mkdir(parents=True, exist_ok=True)
     recipe, command = output_dir / scheme.recipe_file, output_dir / COMMAND_FILE
     recipe.write_text(scheme.recipe, encoding="utf-8")
-    argv = ["recommender", "quantize", "--model", source.location, "--scheme", scheme.name, "--out", str(target),
-            "--use-case", str(use_case), "--calibration-docs", str(calibration_samples)]  # fmt: skip
-    command.write_text("#!/bin/sh\n# Run on a machine with a GPU large enough for the model.\n"
-                       f"{shlex.join(argv)}\n", encoding="utf-8")  # fmt: skip
+    argv = [
+        "recommender",
+        "quantize",
+        "--model",
+        source.location,
+        "--scheme",
+        scheme.name,
+        "--out",
+        str(target),
+        "--use-case",
+        str(use_case),
+        "--calibration-docs",
+        str(calibration_samples),
+    ]
+    command.write_text(
+        f"#!/bin/sh\n# Run on a machine with a GPU large enough for the model.\n{shlex.join(argv)}\n", encoding="utf-8"
+    )
     return WinnerCheckpoint(
         str(target), [recipe, command], f"no {scheme.name} checkpoint was made here: run {command} on a GPU machine"
     )

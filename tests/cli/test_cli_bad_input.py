@@ -111,8 +111,7 @@ def test_remote_code_needs_opt_in(tmp_path: Path, demo_model_dir: Path) -> None:
 
 
 def test_eval_refuses_method_without_kernels_here(demo_model_dir: Path) -> None:
-    result = _run("eval", "--model", str(demo_model_dir), "--method", "torchao-float8-dynamic",
-                  "--use-case", SUITE)  # fmt: skip
+    result = _run("eval", "--model", str(demo_model_dir), "--method", "torchao-float8-dynamic", "--use-case", SUITE)
     _assert_one_line_error(result, "--method", "no cpu kernels")
 
 
@@ -142,13 +141,36 @@ def test_unreachable_stores(tmp_path: Path) -> None:
 
 
 def test_resume_needs_an_existing_study(tmp_path: Path) -> None:
-    result = _run("search", str(_spec_with(tmp_path)), "--resume", "--storage", f"sqlite:///{tmp_path}/o.db",
-                  "--tracking-uri", f"sqlite:///{tmp_path}/m.db", cwd=tmp_path)  # fmt: skip
+    result = _run(
+        "search",
+        str(_spec_with(tmp_path)),
+        "--resume",
+        "--storage",
+        f"sqlite:///{tmp_path}/o.db",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/m.db",
+        cwd=tmp_path,
+    )
     _assert_one_line_error(result, "--resume", "no study", "drop --resume")
 
 
 def test_a_model_name_no_filesystem_holds_is_bad_input() -> None:
     """A --model over 255 bytes was an OSError traceback (File name too long); it is one line naming the field."""
-    result = _run("plan", "--model", "a" * 400, "--prompt-tokens", "512", "--output-tokens", "256", "--rps", "10",
-                  "--ttft-ms", "1000", "--tpot-ms", "50", "--hardware", "l40s")  # fmt: skip
+    result = _run(
+        "plan",
+        "--model",
+        "a" * 400,
+        "--prompt-tokens",
+        "512",
+        "--output-tokens",
+        "256",
+        "--rps",
+        "10",
+        "--ttft-ms",
+        "1000",
+        "--tpot-ms",
+        "50",
+        "--hardware",
+        "l40s",
+    )
     _assert_one_line_error(result, "--model", "no architecture")

@@ -11,13 +11,29 @@ import pytest
 
 
 def _estimate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "recommender.cli.main", "estimate", *args],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "recommender.cli.main", "estimate", *args], capture_output=True, text=True, timeout=300
+    )
 
 
 def test_estimate_json_has_every_figure_with_an_interval() -> None:
-    run = _estimate("--model", "qwen3-32b", "--hardware", "h200", "--precision", "fp8", "--concurrency", "32",
-                    "--prompt-tokens", "2048", "--output-tokens", "256", "--engine", "sglang", "--json")  # fmt: skip
+    run = _estimate(
+        "--model",
+        "qwen3-32b",
+        "--hardware",
+        "h200",
+        "--precision",
+        "fp8",
+        "--concurrency",
+        "32",
+        "--prompt-tokens",
+        "2048",
+        "--output-tokens",
+        "256",
+        "--engine",
+        "sglang",
+        "--json",
+    )
     assert run.returncode == 0, run.stderr
     doc = json.loads(run.stdout)
     for metric in ("ttft_ms", "tpot_ms"):
@@ -41,8 +57,9 @@ def test_estimate_json_has_every_figure_with_an_interval() -> None:
     ],
 )
 def test_estimate_refuses_bad_input_in_one_line(args: list[str], field: str) -> None:
-    run = _estimate("--model", "qwen3-32b", "--concurrency", "8", "--prompt-tokens", "128", "--output-tokens", "16",
-                    *args)  # fmt: skip
+    run = _estimate(
+        "--model", "qwen3-32b", "--concurrency", "8", "--prompt-tokens", "128", "--output-tokens", "16", *args
+    )
     assert run.returncode == 2
     assert run.stderr.count("error:") == 1 and field in run.stderr and "Traceback" not in run.stderr
 
@@ -50,8 +67,25 @@ def test_estimate_refuses_bad_input_in_one_line(args: list[str], field: str) -> 
 def test_estimate_leaves_a_warm_up_out_as_the_client_did() -> None:
     """32 prompts of 4,000 tokens at once: the opening burst queues them (16 steps of 8,192 tokens); a client that
     drops its first half measures the steady state, where one prompt arrives as one request finishes."""
-    base = ("--model", "qwen3-32b", "--hardware", "h100-sxm", "--precision", "fp8", "--tensor-parallel", "2",
-            "--concurrency", "32", "--prompt-tokens", "4000", "--output-tokens", "500", "--engine", "trtllm", "--json")
+    base = (
+        "--model",
+        "qwen3-32b",
+        "--hardware",
+        "h100-sxm",
+        "--precision",
+        "fp8",
+        "--tensor-parallel",
+        "2",
+        "--concurrency",
+        "32",
+        "--prompt-tokens",
+        "4000",
+        "--output-tokens",
+        "500",
+        "--engine",
+        "trtllm",
+        "--json",
+    )
     burst, steady = (json.loads(_estimate(*base, *extra).stdout) for extra in ((), ("--warmup-rounds", "4")))
     assert steady["ttft_ms"]["mean"]["value"] < 0.7 * burst["ttft_ms"]["mean"]["value"]
     assert "warm-up" in steady["provenance"]["detail"] and "burst counted" in burst["provenance"]["detail"]

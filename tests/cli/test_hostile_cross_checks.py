@@ -86,8 +86,9 @@ ROWS = st.lists(st.tuples(st.integers(1, 1100), st.integers(1, 200)), min_size=2
 @fast(40)
 @given(rows=ROWS, prefix=st.integers(1, 1000), header=st.booleans())
 @example(rows=[(946, 1), (1100, 2)], prefix=1, header=False)  # the rows' mean (1025) past the positions
-def test_each_trace_row_is_checked_against_the_shared_prefix(rows: list[tuple[int, int]], prefix: int,
-                                                             header: bool) -> None:  # fmt: skip
+def test_each_trace_row_is_checked_against_the_shared_prefix(
+    rows: list[tuple[int, int]], prefix: int, header: bool
+) -> None:
     """A, 40 cases: a row no longer than the prefix is refused naming its line, though the trace's mean (the
     default prompt_tokens, all that was compared before) is longer; then a row past the context, by its line."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -106,8 +107,13 @@ def test_each_trace_row_is_checked_against_the_shared_prefix(rows: list[tuple[in
 
 
 @fast(30)
-@given(prompt=st.integers(1, 1100), output=st.integers(1, 200), turns=st.integers(2, 12),
-       message=st.integers(1, 300), rows=st.none() | ROWS)  # fmt: skip
+@given(
+    prompt=st.integers(1, 1100),
+    output=st.integers(1, 200),
+    turns=st.integers(2, 12),
+    message=st.integers(1, 300),
+    rows=st.none() | ROWS,
+)
 def test_a_conversation_is_checked_at_its_last_turn_and_named_as_written(
     prompt: int, output: int, turns: int, message: int, rows: list[tuple[int, int]] | None
 ) -> None:
@@ -134,19 +140,25 @@ def test_a_conversation_is_checked_at_its_last_turn_and_named_as_written(
 
 
 @fast(20)
-@given(prompt=st.integers(8, 1500), new=st.integers(2, 600), searched=st.booleans(), in_current=st.booleans(),
-       dry=st.booleans())  # fmt: skip
+@given(
+    prompt=st.integers(8, 1500),
+    new=st.integers(2, 600),
+    searched=st.booleans(),
+    in_current=st.booleans(),
+    dry=st.booleans(),
+)
 def test_the_speculation_settings_are_checked_against_the_models_positions(
     prompt: int, new: int, searched: bool, in_current: bool, dry: bool
 ) -> None:
     """A, 20 cases: where speculation is searched (or runs today), a measurement whose prompt + new tokens pass
     the model's positions is refused by `search` and its dry run alike; unused settings are left alone."""
-    changes: dict[str, Any] = {"speculation": {"prompt_tokens": prompt, "new_tokens": new},
-                               "space.speculative": ["none", "ngram"] if searched else ["none"],
-                               "current.speculative": "ngram:3" if in_current else "none"}  # fmt: skip
+    changes: dict[str, Any] = {
+        "speculation": {"prompt_tokens": prompt, "new_tokens": new},
+        "space.speculative": ["none", "ngram"] if searched else ["none"],
+        "current.speculative": "ngram:3" if in_current else "none",
+    }
     with tempfile.TemporaryDirectory() as tmp:
-        outcome, seconds = _run(["search", "{spec}", *(["--dry-run"] if dry else [])], Path(tmp),
-                                spec_mapping(changes))  # fmt: skip
+        outcome, seconds = _run(["search", "{spec}", *(["--dry-run"] if dry else [])], Path(tmp), spec_mapping(changes))
     if (searched or in_current) and prompt + new > POSITIONS:
         _refused(outcome, seconds, "speculation:", f"({prompt} + {new}) exceed the model's 1024 positions")
     else:
@@ -156,8 +168,9 @@ def test_the_speculation_settings_are_checked_against_the_models_positions(
 
 # -- B. canonical forms before duplicate checks ---------------------------------------------------------------
 K = st.integers(1, 16)
-SPECULATIVE = st.one_of(st.just("none"), st.just("ngram"), K.map(lambda k: f"ngram:{k}"),
-                        K.map(lambda k: f"ngram:{k:02d}"))  # fmt: skip
+SPECULATIVE = st.one_of(
+    st.just("none"), st.just("ngram"), K.map(lambda k: f"ngram:{k}"), K.map(lambda k: f"ngram:{k:02d}")
+)
 #: A whole number as a YAML author may spell it: an int, a float with no fraction, a string of digits.
 NUMBER = st.tuples(st.sampled_from([64, 128, 256, 8192]), st.sampled_from([int, float, str])).map(
     lambda pair: pair[1](pair[0])
@@ -190,8 +203,9 @@ def test_a_setting_and_its_spelled_out_default_are_one_choice(field: str, data: 
     values = data.draw(st.lists(spelling, min_size=1, max_size=3, unique_by=lambda v: _canonical(field, v)))
     if data.draw(st.booleans(), label="one setting spelled twice"):  # half the cases: a repeat in another spelling
         again = data.draw(st.sampled_from(values))
-        values.insert(data.draw(st.integers(0, len(values))),
-                      data.draw(st.sampled_from(_spellings(field, again)), label="again"))
+        values.insert(
+            data.draw(st.integers(0, len(values))), data.draw(st.sampled_from(_spellings(field, again)), label="again")
+        )
     canonical = [_canonical(field, v) for v in values]
     with tempfile.TemporaryDirectory() as tmp:
         outcome, seconds = _run(["plan", "--spec", "{spec}"], Path(tmp), spec_mapping({f"space.{field}": values}))
@@ -209,13 +223,22 @@ def test_a_setting_and_its_spelled_out_default_are_one_choice(field: str, data: 
 
 
 @fast(15)
-@given(methods=st.lists(st.sampled_from(["fp8-dynamic", "fp8-dynamic+kv-fp8", "fp8-block", "fp8-block+kv-fp8"]),
-                        min_size=1, max_size=3, unique=True), current=st.booleans())  # fmt: skip
+@given(
+    methods=st.lists(
+        st.sampled_from(["fp8-dynamic", "fp8-dynamic+kv-fp8", "fp8-block", "fp8-block+kv-fp8"]),
+        min_size=1,
+        max_size=3,
+        unique=True,
+    ),
+    current=st.booleans(),
+)
 def test_the_kv_cache_dtype_is_its_own_setting_in_a_spec(methods: list[str], current: bool) -> None:
     """B, 15 cases: `x+kv-fp8` (the `--scheme` spelling) beside `x` and an fp8 KV dtype would be one candidate
     twice (it crashed the dry run after the simulation); in a spec it is refused naming the field and the fix."""
-    changes: dict[str, Any] = {"space.methods": {"bf16": ["baseline"], "fp8": methods},
-                               "space.kv_cache_dtypes": ["auto", "fp8"]}  # fmt: skip
+    changes: dict[str, Any] = {
+        "space.methods": {"bf16": ["baseline"], "fp8": methods},
+        "space.kv_cache_dtypes": ["auto", "fp8"],
+    }
     if current:
         changes["current.method"], changes["current.precision"] = methods[0], "fp8"
     with tempfile.TemporaryDirectory() as tmp:
@@ -244,16 +267,25 @@ OUTPUTS = ["fresh", "a file", "under /proc", "below a file"]
 
 
 @fast(16)
-@given(store=st.sampled_from(STORES), resume=st.booleans(), output=st.sampled_from(OUTPUTS),
-       bad_spec=st.sampled_from([None, {"space.speculative": ["ngram", "ngram:4"]},
-                                 {"speculation": {"prompt_tokens": 1000, "new_tokens": 64}}]))  # fmt: skip
+@given(
+    store=st.sampled_from(STORES),
+    resume=st.booleans(),
+    output=st.sampled_from(OUTPUTS),
+    bad_spec=st.sampled_from(
+        [None, {"space.speculative": ["ngram", "ngram:4"]}, {"speculation": {"prompt_tokens": 1000, "new_tokens": 64}}]
+    ),
+)
 def test_the_dry_run_refuses_exactly_what_the_search_refuses(
     store: str, resume: bool, output: str, bad_spec: dict[str, Any] | None
 ) -> None:
     """C, 16 cases: `search --dry-run` and `search` on the same spec, store and folders give the same answer:
     the same one line, or both go on to their work; the store file is not touched by either."""
-    outputs = {"fresh": "{tmp}/out", "a file": "{tmp}/spec.yaml", "under /proc": "/proc/recommender-out",
-               "below a file": "{tmp}/spec.yaml/out"}  # fmt: skip
+    outputs = {
+        "fresh": "{tmp}/out",
+        "a file": "{tmp}/spec.yaml",
+        "under /proc": "/proc/recommender-out",
+        "below a file": "{tmp}/spec.yaml/out",
+    }
     answers = []
     for dry in (True, False):
         with tempfile.TemporaryDirectory() as tmp:
@@ -263,11 +295,20 @@ def test_the_dry_run_refuses_exactly_what_the_search_refuses(
             if store != "none":
                 loaded = load_spec(path) if bad_spec is None else None  # as the command reads it, from its folder
                 fingerprint = {"this spec": loaded.fingerprint() if loaded else "x", "another spec": "0123456789"}
-                _stored_study(db, loaded.study_name if loaded and store != "another study" else "other",
-                              fingerprint.get(store))  # fmt: skip
+                _stored_study(
+                    db, loaded.study_name if loaded and store != "another study" else "other", fingerprint.get(store)
+                )
             before = db.read_bytes() if db.exists() else b""
-            args = ["search", "{spec}", "--storage", f"sqlite:///{db}", "--output-dir", outputs[output],
-                    *(["--resume"] if resume else []), *(["--dry-run"] if dry else [])]  # fmt: skip
+            args = [
+                "search",
+                "{spec}",
+                "--storage",
+                f"sqlite:///{db}",
+                "--output-dir",
+                outputs[output],
+                *(["--resume"] if resume else []),
+                *(["--dry-run"] if dry else []),
+            ]
             outcome, seconds = _run(args, Path(tmp))
             assert (db.read_bytes() if db.exists() else b"") == before, "the store was written"
         assert_clean(outcome)
@@ -275,19 +316,27 @@ def test_the_dry_run_refuses_exactly_what_the_search_refuses(
             assert seconds < REFUSAL_S, f"refused after {seconds:.1f} s"
         answers.append((outcome.code, _error(outcome).replace(str(tmp), "{tmp}")))
     assert answers[0] == answers[1], answers
-    must_refuse = bad_spec is not None or output != "fresh" or store == "another spec" or (
-        resume and store in ("none", "another study", "bare"))  # fmt: skip
+    must_refuse = (
+        bad_spec is not None
+        or output != "fresh"
+        or store == "another spec"
+        or (resume and store in ("none", "another study", "bare"))
+    )
     assert (answers[0][0] == 2) == must_refuse, answers
 
 
 # -- D. the field named is the one written --------------------------------------------------------------------
 @fast(10)
 @given(engines=st.sampled_from([["sglang"], ["sglang", "tgi"]]), in_space=st.booleans())
-def test_a_speculative_method_no_engine_launches_is_named_where_it_was_written(engines: list[str],
-                                                                             in_space: bool) -> None:  # fmt: skip
+def test_a_speculative_method_no_engine_launches_is_named_where_it_was_written(
+    engines: list[str], in_space: bool
+) -> None:
     """D, 10 cases: `current.speculative` is named as such, not as `space.speculative`."""
-    changes = {"engines": engines, "space.speculative": ["none", "ngram"] if in_space else ["none"],
-               "current.speculative": "ngram:2"}  # fmt: skip
+    changes = {
+        "engines": engines,
+        "space.speculative": ["none", "ngram"] if in_space else ["none"],
+        "current.speculative": "ngram:2",
+    }
     with tempfile.TemporaryDirectory() as tmp:
         outcome, seconds = _run(["search", "{spec}"], Path(tmp), spec_mapping(changes))
     _refused(outcome, seconds, "space.speculative:" if in_space else "current.speculative:")
@@ -303,8 +352,10 @@ def release_store(tmp_path_factory: pytest.TempPathFactory) -> str:
     client = MlflowClient(tracking_uri=uri)
     experiment = client.create_experiment("recommender/m")
     for release, use_case in (("v1", "u"), ("v2", "u"), ("v3", "w")):
-        run = client.create_run(experiment, tags={"recommender.model": "m", "recommender.release": release,
-                                                  "recommender.use_case": use_case})  # fmt: skip
+        run = client.create_run(
+            experiment,
+            tags={"recommender.model": "m", "recommender.release": release, "recommender.use_case": use_case},
+        )
         client.set_terminated(run.info.run_id, "FINISHED")
     return uri
 
@@ -317,8 +368,10 @@ def test_gate_names_the_flag_of_the_release_it_refuses(release_store: str, pair:
     candidate, against = pair
     known = {"v1": "u", "v2": "u", "v3": "w"}
     with tempfile.TemporaryDirectory() as tmp:
-        outcome, seconds = _run(["gate", "--model", "m", "--candidate", candidate, "--against", against,
-                                 "--tracking-uri", release_store], Path(tmp))  # fmt: skip
+        outcome, seconds = _run(
+            ["gate", "--model", "m", "--candidate", candidate, "--against", against, "--tracking-uri", release_store],
+            Path(tmp),
+        )
     missing = [flag for flag, rel in (("--candidate", candidate), ("--against", against)) if rel not in known]
     if missing:
         expected = "/".join(missing) + ": no finished study"
@@ -329,4 +382,3 @@ def test_gate_names_the_flag_of_the_release_it_refuses(release_store: str, pair:
     assume(outcome.code != "reached")
     _refused(outcome, seconds, f"error: {expected}")
     assert "--releases" not in _error(outcome)
-

@@ -41,8 +41,12 @@ from tests.conftest import DEMO_MODEL
 
 def fast(n: int) -> settings:
     """`n` cases in `make test`: no deadline (two busy cores), no example database written into the checkout."""
-    return settings(max_examples=n, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])  # fmt: skip
+    return settings(
+        max_examples=n,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
 
 
 def _shipped(name: str) -> dict[str, Any]:
@@ -51,22 +55,40 @@ def _shipped(name: str) -> dict[str, Any]:
 
 
 #: A dense, a Mixtral and a Qwen-MoE base: every field the code reads is present in one of them.
-CONFIG_BASES = {"dense": _shipped("llama-3.1-8b"), "mixtral": _shipped("mixtral-8x7b"),
-                "qwen-moe": _shipped("qwen3-30b-a3b")}  # fmt: skip
+CONFIG_BASES = {
+    "dense": _shipped("llama-3.1-8b"),
+    "mixtral": _shipped("mixtral-8x7b"),
+    "qwen-moe": _shipped("qwen3-30b-a3b"),
+}
 FIELDS = sorted(ConfigFields.model_fields)
 #: Values no config field takes: a number as text, a float, a bool, a list, a mapping, a sign, a huge count.
 NEVER_A_FIELD = st.one_of(
-    st.integers(min_value=1, max_value=10**6).map(str), st.floats(allow_nan=False, allow_infinity=False),
-    st.just(True), st.lists(st.integers(), min_size=1, max_size=3).map(lambda v: ",".join(map(str, v))),
-    st.just({"a": 1}), st.integers(max_value=-1), st.integers(min_value=10**10, max_value=10**30),
-)  # fmt: skip
-ANY_VALUE = st.one_of(NEVER_A_FIELD, st.integers(min_value=0, max_value=200_000), st.none(),
-                      st.lists(st.integers(min_value=-2, max_value=100), max_size=4))  # fmt: skip
+    st.integers(min_value=1, max_value=10**6).map(str),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.just(True),
+    st.lists(st.integers(), min_size=1, max_size=3).map(lambda v: ",".join(map(str, v))),
+    st.just({"a": 1}),
+    st.integers(max_value=-1),
+    st.integers(min_value=10**10, max_value=10**30),
+)
+ANY_VALUE = st.one_of(
+    NEVER_A_FIELD,
+    st.integers(min_value=0, max_value=200_000),
+    st.none(),
+    st.lists(st.integers(min_value=-2, max_value=100), max_size=4),
+)
 
 
 def _shape_is_sane(shape: ModelShape) -> None:
-    figures = [shape.total_params, shape.active_params, shape.kv_bytes_per_token(), shape.mlp_activation_width,
-               shape.touched_body_params(1), shape.touched_body_params(4096), shape.attention_flops(8, 64)]
+    figures = [
+        shape.total_params,
+        shape.active_params,
+        shape.kv_bytes_per_token(),
+        shape.mlp_activation_width,
+        shape.touched_body_params(1),
+        shape.touched_body_params(4096),
+        shape.attention_flops(8, 64),
+    ]
     assert all(f > 0 for f in figures), figures
     assert shape.active_params <= shape.total_params
 
@@ -105,11 +127,16 @@ def test_plan_refuses_a_config_field_of_the_wrong_kind_in_one_line(base: str, na
 
 
 # -- catalog overrides ----------------------------------------------------------------------------------------
-KEYS = st.one_of(st.sampled_from(["h100-sxm", "l40s", "l4", "new-gpu"]),
-                 st.text(alphabet=st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=12))  # fmt: skip
+KEYS = st.one_of(
+    st.sampled_from(["h100-sxm", "l40s", "l4", "new-gpu"]),
+    st.text(alphabet=st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=12),
+)
 PRICE_FIELDS = st.sampled_from(["price_per_hour_usd", "memory_gb", "memory_bandwidth_gbps", "max_tensor_parallel"])
-PRICES = st.one_of(st.sampled_from([0, -1, -0.0, 1e-300, 10**6, "1.5", True, None, [], {}]), st.floats(),
-                   st.floats(min_value=0.01, max_value=50))  # fmt: skip
+PRICES = st.one_of(
+    st.sampled_from([0, -1, -0.0, 1e-300, 10**6, "1.5", True, None, [], {}]),
+    st.floats(),
+    st.floats(min_value=0.01, max_value=50),
+)
 
 
 @fast(80)
@@ -120,7 +147,8 @@ def test_catalog_overrides_are_refused_in_one_line_or_planned(key: str, field: s
     doc = yaml.safe_dump({"accelerators": {key: {field: value}}}, allow_unicode=True)
     if bomb:
         doc += "x: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(
-            f"x{i}: &a{i} [{', '.join(['*a' if i == 0 else f'*a{i - 1}'] * 10)}]\n" for i in range(6))
+            f"x{i}: &a{i} [{', '.join(['*a' if i == 0 else f'*a{i - 1}'] * 10)}]\n" for i in range(6)
+        )
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "cat.yaml").write_text(doc, encoding="utf-8")
         spec = {**BASES["plan"][0], "hardware_catalog": str(Path(tmp) / "cat.yaml")}
@@ -139,11 +167,12 @@ def _never_a_price(value: Any) -> bool:
 # -- names and paths ------------------------------------------------------------------------------------------
 CONTROL = st.sampled_from(["\n", "\r", "\t", "\x1b[2J", "\x7f", "\x85", "\u2028", "\0"])
 NAMES = st.one_of(
-    st.tuples(st.text(alphabet="abc-_.", min_size=1, max_size=8), CONTROL, st.text(alphabet="xyz", max_size=8))
-    .map("".join),
+    st.tuples(st.text(alphabet="abc-_.", min_size=1, max_size=8), CONTROL, st.text(alphabet="xyz", max_size=8)).map(
+        "".join
+    ),
     st.integers(min_value=256, max_value=400).map(lambda n: "n" * n),
     st.text(alphabet=st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=20),
-)  # fmt: skip
+)
 
 
 def _hostile(name: str) -> bool:
@@ -151,8 +180,12 @@ def _hostile(name: str) -> bool:
 
 
 #: Where the commands below start their work, besides those `run_cli` replaces.
-MORE_WORK = ("recommender.quality.lm_eval_runner.task_manager", "recommender.cli.checkpoint_export.export_checkpoint",
-             "recommender.report.artifacts.regenerate_from_run", "recommender.releases.history.load_releases")
+MORE_WORK = (
+    "recommender.quality.lm_eval_runner.task_manager",
+    "recommender.cli.checkpoint_export.export_checkpoint",
+    "recommender.report.artifacts.regenerate_from_run",
+    "recommender.releases.history.load_releases",
+)
 
 
 def _run(args: list[str], cwd: Path) -> Outcome:
@@ -227,8 +260,10 @@ def test_alias_expansion_is_bounded_before_construction(fan: int, depth: int, tm
 
 # -- traces against the model's context -----------------------------------------------------------------------
 @fast(60)
-@given(lengths=st.lists(st.tuples(st.integers(1, 1500), st.integers(1, 600)), min_size=2, max_size=40),
-       header=st.booleans())  # fmt: skip
+@given(
+    lengths=st.lists(st.tuples(st.integers(1, 1500), st.integers(1, 600)), min_size=2, max_size=40),
+    header=st.booleans(),
+)
 def test_a_trace_request_past_the_context_is_refused_naming_its_line(
     lengths: list[tuple[int, int]], header: bool
 ) -> None:
@@ -266,8 +301,10 @@ def test_kv_fp8_is_taken_once_and_refused_when_repeated(times: int, base: str) -
 
 
 @fast(20)
-@given(umask=st.sampled_from([0o022, 0o002, 0o077, 0o027, 0o000]),
-       modes=st.lists(st.sampled_from([0o600, 0o644, 0o400, 0o666, 0o700]), min_size=1, max_size=4))  # fmt: skip
+@given(
+    umask=st.sampled_from([0o022, 0o002, 0o077, 0o027, 0o000]),
+    modes=st.lists(st.sampled_from([0o600, 0o644, 0o400, 0o666, 0o700]), min_size=1, max_size=4),
+)
 def test_checkpoint_files_get_the_modes_of_the_umask(umask: int, modes: list[int]) -> None:
     """Class H, 20 cases: whatever modes a writer chose, every file ends 0666 and every folder 0777 less the
     umask (the weights readable by whoever can read the config)."""

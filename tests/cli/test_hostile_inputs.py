@@ -21,9 +21,29 @@ from recommender.input_files import MAX_DEPTH, load_json, load_yaml
 from tests.conftest import DEMO_SPEC, REPO, with_value
 
 HOSTILE_VALUES: list[Any] = [
-    None, 0, -1, -(10**12), 10**12, 10**30, 0.5, float("inf"), float("-inf"), float("nan"), True, "",
-    "x" * 10_000, "../../etc", "a\0b", "é\u202e🙂", "'; DROP TABLE x; --", [], [1, 1], {}, {"a": 1}, [[[[[]]]]],
-]  # fmt: skip
+    None,
+    0,
+    -1,
+    -(10**12),
+    10**12,
+    10**30,
+    0.5,
+    float("inf"),
+    float("-inf"),
+    float("nan"),
+    True,
+    "",
+    "x" * 10_000,
+    "../../etc",
+    "a\0b",
+    "é\u202e🙂",
+    "'; DROP TABLE x; --",
+    [],
+    [1, 1],
+    {},
+    {"a": 1},
+    [[[[[]]]]],
+]
 
 
 def _demo_raw() -> dict[str, Any]:
@@ -61,8 +81,21 @@ def test_every_field_times_every_hostile_value_is_a_spec_or_one_refusal() -> Non
 
 @pytest.mark.parametrize(
     "name",
-    ["../x", "..", "a/../b", "/abs", "a/b", "a\\b", "a\0b", ".hidden", "-flag", "", " ", "é",
-     "a" * (MAX_NAME_BYTES + 1)],  # fmt: skip
+    [
+        "../x",
+        "..",
+        "a/../b",
+        "/abs",
+        "a/b",
+        "a\\b",
+        "a\0b",
+        ".hidden",
+        "-flag",
+        "",
+        " ",
+        "é",
+        "a" * (MAX_NAME_BYTES + 1),
+    ],
 )
 def test_names_that_could_leave_their_folder_are_refused(name: str) -> None:
     with pytest.raises(BadInputError, match="study name"):

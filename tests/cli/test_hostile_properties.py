@@ -40,9 +40,13 @@ from tests.schema_strategy import from_schema
 DAILY_SPEC = REPO / "search_spaces" / "daily-mix.yaml"
 SUITE = REPO / "recommender" / "demo" / "use_case.yaml"
 #: Where each command's work starts; reaching one means every check before it passed.
-WORK = ("recommender.cli.search.run_with_progress", "recommender.fleet.spec_plan.plan_fleet",
-        "recommender.fleet.plan.plan", "recommender.quality.evaluate.QualityEvaluator.evaluate",
-        "recommender.quantize.model_cache.ModelCache.get")  # fmt: skip
+WORK = (
+    "recommender.cli.search.run_with_progress",
+    "recommender.fleet.spec_plan.plan_fleet",
+    "recommender.fleet.plan.plan",
+    "recommender.quality.evaluate.QualityEvaluator.evaluate",
+    "recommender.quantize.model_cache.ModelCache.get",
+)
 FAST = 1  # the multiplier of `make test`; the slow copies use SLOW
 SLOW = 10
 
@@ -124,9 +128,12 @@ def _dump(data: Any) -> bytes:
 
 
 def _budget(n: int, multiplier: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    return settings(max_examples=n * multiplier, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                           HealthCheck.filter_too_much])  # fmt: skip
+    return settings(
+        max_examples=n * multiplier,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    )
 
 
 # -- specs from the schema ---------------------------------------------------------------------------
@@ -156,11 +163,37 @@ def _nested(depth: int) -> Any:
 
 
 HOSTILE = st.one_of(
-    st.sampled_from([None, True, 0, -1, 0.0, -0.0, 10**12, 10**30, 2**63, 1e308, "", "../../etc", "/abs",
-                     "a\0b", "é\u202e🙂", "'; DROP TABLE x; --", "x" * 5000, [], {}, [1, 1], {"a": 1}]),
-    st.integers(), st.floats(), st.text(max_size=30), st.lists(st.integers(), max_size=3),
+    st.sampled_from(
+        [
+            None,
+            True,
+            0,
+            -1,
+            0.0,
+            -0.0,
+            10**12,
+            10**30,
+            2**63,
+            1e308,
+            "",
+            "../../etc",
+            "/abs",
+            "a\0b",
+            "é\u202e🙂",
+            "'; DROP TABLE x; --",
+            "x" * 5000,
+            [],
+            {},
+            [1, 1],
+            {"a": 1},
+        ]
+    ),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=30),
+    st.lists(st.integers(), max_size=3),
     st.integers(min_value=2, max_value=120).map(_nested),
-)  # fmt: skip
+)
 NEVER_VALID_NUMBERS = st.sampled_from([float("inf"), float("-inf"), float("nan")])
 
 
@@ -207,8 +240,11 @@ def _file_mutation(data: st.DataObject) -> tuple[str, bytes, bool]:
         at = data.draw(st.integers(min_value=0, max_value=len(text) - 1), label="at")
         spoiled = text[:at] + "\0" + text[at:] if kind == "nul" else text[:at]
         return base, spoiled.encode("utf-8"), kind == "nul"
-    encoded = {"utf16": text.encode("utf-16"), "latin1": (text + "# café\n").encode("latin-1"),
-               "bom": b"\xef\xbb\xbf" + text.encode("utf-8")}  # fmt: skip
+    encoded = {
+        "utf16": text.encode("utf-16"),
+        "latin1": (text + "# café\n").encode("latin-1"),
+        "bom": b"\xef\xbb\xbf" + text.encode("utf-8"),
+    }
     return base, encoded[kind], kind != "bom"
 
 
@@ -220,28 +256,112 @@ def _mutated_file(data: st.DataObject) -> None:
 # -- command lines mutated ---------------------------------------------------------------------------
 #: Commands whose every flag takes a value, then the flags that take numbers (never inf, NaN or words).
 COMMANDS: list[list[str]] = [
-    ["search", str(DEMO_SPEC), "--n-trials", "5", "--timeout-s", "60", "--storage", "sqlite:///{tmp}/o.db",
-     "--tracking-uri", "sqlite:///{tmp}/m.db", "--output-dir", "{tmp}/out"],
-    ["plan", "--model", "llama-3.1-8b", "--prompt-tokens", "512", "--output-tokens", "256", "--rps", "10",
-     "--ttft-ms", "1000", "--tpot-ms", "50", "--hardware", "l40s", "--batch-size", "64"],
+    [
+        "search",
+        str(DEMO_SPEC),
+        "--n-trials",
+        "5",
+        "--timeout-s",
+        "60",
+        "--storage",
+        "sqlite:///{tmp}/o.db",
+        "--tracking-uri",
+        "sqlite:///{tmp}/m.db",
+        "--output-dir",
+        "{tmp}/out",
+    ],
+    [
+        "plan",
+        "--model",
+        "llama-3.1-8b",
+        "--prompt-tokens",
+        "512",
+        "--output-tokens",
+        "256",
+        "--rps",
+        "10",
+        "--ttft-ms",
+        "1000",
+        "--tpot-ms",
+        "50",
+        "--hardware",
+        "l40s",
+        "--batch-size",
+        "64",
+    ],
     ["plan", "--spec", str(DAILY_SPEC)],
     ["eval", "--model", str(DEMO_MODEL), "--method", "bnb-nf4", "--use-case", str(SUITE), "--limit", "5"],
-    ["probe", "--model", str(DEMO_MODEL), "--method", "baseline", "--prompt-tokens", "16", "--batch-size", "1",
-     "--repeats", "1"],
+    [
+        "probe",
+        "--model",
+        str(DEMO_MODEL),
+        "--method",
+        "baseline",
+        "--prompt-tokens",
+        "16",
+        "--batch-size",
+        "1",
+        "--repeats",
+        "1",
+    ],
     ["compare", "--model", "m", "--format", "json", "--tracking-uri", "sqlite:///{tmp}/none.db"],
-    ["gate", "--model", "m", "--candidate", "v2", "--against", "v1", "--max-cost-increase", "5",
-     "--max-quality-drop", "1", "--tracking-uri", "sqlite:///{tmp}/none.db"],
+    [
+        "gate",
+        "--model",
+        "m",
+        "--candidate",
+        "v2",
+        "--against",
+        "v1",
+        "--max-cost-increase",
+        "5",
+        "--max-quality-drop",
+        "1",
+        "--tracking-uri",
+        "sqlite:///{tmp}/none.db",
+    ],
     ["report", "0123456789abcdef", "--tracking-uri", "sqlite:///{tmp}/none.db", "--output-dir", "{tmp}/rep"],
     ["worker", "--study", "s", "--storage", "sqlite:///{tmp}/o.db"],
-]  # fmt: skip
-NUMERIC_FLAGS = {"--n-trials", "--timeout-s", "--prompt-tokens", "--output-tokens", "--rps", "--ttft-ms", "--tpot-ms",
-                 "--batch-size", "--limit", "--repeats", "--max-cost-increase", "--max-quality-drop"}  # fmt: skip
+]
+NUMERIC_FLAGS = {
+    "--n-trials",
+    "--timeout-s",
+    "--prompt-tokens",
+    "--output-tokens",
+    "--rps",
+    "--ttft-ms",
+    "--tpot-ms",
+    "--batch-size",
+    "--limit",
+    "--repeats",
+    "--max-cost-increase",
+    "--max-quality-drop",
+}
 NEVER_NUMBERS = ["inf", "-inf", "nan", "NaN", "1e400", "-1e400", "", "abc", "1e", "--"]
 TOKENS = st.one_of(
-    st.sampled_from([*NEVER_NUMBERS, "0", "-1", "1e12", "10000000000000", "0x10", "1_0", " 5", "../../x", "/",
-                     "é🙂", "'; --", "a" * 300, "sqlite:///../x.db", "mongodb://h/db", "-", "--help-me"]),
+    st.sampled_from(
+        [
+            *NEVER_NUMBERS,
+            "0",
+            "-1",
+            "1e12",
+            "10000000000000",
+            "0x10",
+            "1_0",
+            " 5",
+            "../../x",
+            "/",
+            "é🙂",
+            "'; --",
+            "a" * 300,
+            "sqlite:///../x.db",
+            "mongodb://h/db",
+            "-",
+            "--help-me",
+        ]
+    ),
     st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\0"), max_size=20),
-)  # fmt: skip
+)
 
 
 def _mutated_command(data: st.DataObject) -> None:

@@ -11,14 +11,39 @@ import pytest
 
 from tests.conftest import REPO
 
-NARROW = ("plan", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--precision", "fp8", "--engine", "vllm",
-          "--tensor-parallel", "1", "--batch-size", "256", "--kv-cache-dtype", "auto", "--prompt-tokens", "128",
-          "--output-tokens", "256", "--rps", "5", "--ttft-ms", "300", "--tpot-ms", "30")  # fmt: skip
+NARROW = (
+    "plan",
+    "--model",
+    "llama-3.1-8b",
+    "--hardware",
+    "h100-sxm",
+    "--precision",
+    "fp8",
+    "--engine",
+    "vllm",
+    "--tensor-parallel",
+    "1",
+    "--batch-size",
+    "256",
+    "--kv-cache-dtype",
+    "auto",
+    "--prompt-tokens",
+    "128",
+    "--output-tokens",
+    "256",
+    "--rps",
+    "5",
+    "--ttft-ms",
+    "300",
+    "--tpot-ms",
+    "30",
+)
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "recommender.cli.main", *args], capture_output=True, text=True,
-                          cwd=REPO, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "recommender.cli.main", *args], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
 
 
 def test_plan_prints_both_layouts_with_the_winner_and_its_reason_as_json() -> None:
@@ -34,11 +59,14 @@ def test_plan_prints_both_layouts_with_the_winner_and_its_reason_as_json() -> No
     assert "meta-llama/Llama-3.1-8B" in launch["prefill"] or "Llama-3.1-8B" in launch["prefill"]
 
 
-@pytest.mark.parametrize(("flags", "needles"), [
-    (("--layout", "disaggregated", "--link", "carrier-pigeon"), ("--link", "unknown link", "infiniband-ndr")),
-    (("--layout", "sideways"), ("--layout", "unknown layout", "disaggregated")),
-    (("--layout", "disaggregated", "--layout", "disaggregated"), ("--layout", "given twice")),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("flags", "needles"),
+    [
+        (("--layout", "disaggregated", "--link", "carrier-pigeon"), ("--link", "unknown link", "infiniband-ndr")),
+        (("--layout", "sideways"), ("--layout", "unknown layout", "disaggregated")),
+        (("--layout", "disaggregated", "--layout", "disaggregated"), ("--layout", "given twice")),
+    ],
+)
 def test_an_unknown_layout_or_link_is_one_line_and_exit_2(flags: tuple[str, ...], needles: tuple[str, ...]) -> None:
     result = _run(*NARROW, *flags)
     assert result.returncode == 2, result.stderr
@@ -47,11 +75,16 @@ def test_an_unknown_layout_or_link_is_one_line_and_exit_2(flags: tuple[str, ...]
     assert all(n in line for n in needles), line
 
 
-@pytest.mark.parametrize(("flags", "needles"), [
-    (("--model", "llama-3.1-8b", "--expert-parallel"), ("--expert-parallel", "mixture-of-experts")),
-    (("--model", "deepseek-v3", "--expert-parallel", "--tensor-parallel", "8", "--redundant-experts", "3"),
-     ("--tensor-parallel", "do not split 259 experts")),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("flags", "needles"),
+    [
+        (("--model", "llama-3.1-8b", "--expert-parallel"), ("--expert-parallel", "mixture-of-experts")),
+        (
+            ("--model", "deepseek-v3", "--expert-parallel", "--tensor-parallel", "8", "--redundant-experts", "3"),
+            ("--tensor-parallel", "do not split 259 experts"),
+        ),
+    ],
+)
 def test_expert_parallelism_for_a_dense_model_or_an_uneven_expert_split_is_one_line_and_exit_2(
     flags: tuple[str, ...], needles: tuple[str, ...]
 ) -> None:

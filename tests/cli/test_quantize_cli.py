@@ -17,8 +17,9 @@ from tests.conftest import REPO, write_suite
 
 
 def _recommender(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "recommender.cli.main", *args], capture_output=True, text=True,
-                          cwd=REPO, timeout=1800)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "recommender.cli.main", *args], capture_output=True, text=True, cwd=REPO, timeout=1800
+    )
 
 
 def _quantize(demo_model_dir: Path, scheme: str, out: Path, *extra: str) -> None:
@@ -39,8 +40,17 @@ def test_quantize_gptq_through_the_quiet_command_line(tmp_path: Path, demo_model
     """GPTQ logs its timings at llm-compressor's METRIC level: quieting the library must not remove that level."""
     out = tmp_path / "gptq"
     _quantize(demo_model_dir, "w4a16-gptq-g128", out, "--calibration-docs", "2")
-    result = _recommender("quantize", "--model", str(demo_model_dir), "--scheme", "w4a16-gptq-g128", "--out",
-                          str(tmp_path / "again"), "--calibration-docs", "2")  # fmt: skip
+    result = _recommender(
+        "quantize",
+        "--model",
+        str(demo_model_dir),
+        "--scheme",
+        "w4a16-gptq-g128",
+        "--out",
+        str(tmp_path / "again"),
+        "--calibration-docs",
+        "2",
+    )
     assert result.returncode == 0 and result.stderr == ""
     assert result.stdout.count("\n") == 2  # our two lines: nothing from llm-compressor, compressed-tensors, tqdm
 
@@ -50,8 +60,9 @@ def test_quantize_refuses_what_has_no_checkpoint_and_existing_output(tmp_path: P
     assert nf4.returncode == 2 and nf4.stderr.count("\n") == 1 and "--quantization bitsandbytes" in nf4.stderr
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "file").write_text("keep me")
-    busy = _recommender("quantize", "--model", str(demo_model_dir), "--scheme", "fp8-dynamic", "--out",
-                        str(tmp_path / "busy"))  # fmt: skip
+    busy = _recommender(
+        "quantize", "--model", str(demo_model_dir), "--scheme", "fp8-dynamic", "--out", str(tmp_path / "busy")
+    )
     assert busy.returncode == 2 and "--out" in busy.stderr and (tmp_path / "busy" / "file").read_text() == "keep me"
 
 
@@ -63,8 +74,18 @@ def test_each_scheme_quantized_then_scored_from_its_directory(
     out = tmp_path / scheme
     _quantize(demo_model_dir, scheme, out, "--calibration-docs", "8")
     suite = write_suite(tmp_path / "suite.yaml", limit=8)
-    result = _recommender("eval", "--model", str(demo_model_dir), "--scheme", scheme, "--checkpoint", str(out),
-                          "--use-case", str(suite), "--json")  # fmt: skip
+    result = _recommender(
+        "eval",
+        "--model",
+        str(demo_model_dir),
+        "--scheme",
+        scheme,
+        "--checkpoint",
+        str(out),
+        "--use-case",
+        str(suite),
+        "--json",
+    )
     assert result.returncode in (0, 1, 3), result.stderr
     scored = json.loads(result.stdout)
     assert scored["method"] == scheme and scored["fidelity"]["mean_kl"] > 0

@@ -47,15 +47,32 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in quiet}
     env["RECOMMENDER_CACHE_DIR"] = str(cwd / "cache")  # a cold quality cache: lm-eval really runs
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-m", "recommender.cli.main", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "recommender.cli.main", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow  # minutes of plan or search on 2 cores: make test-slow
 def test_eval_prints_only_its_own_output(tmp_path: Path, demo_model_dir: Path) -> None:
     suite = write_suite(tmp_path / "suite.yaml", limit=2)
-    result = _cli("eval", "--model", str(demo_model_dir), "--method", "torchao-int8-wo", "--use-case", str(suite),
-                  "--limit", "2", "--no-adaptive", cwd=tmp_path)  # fmt: skip
+    result = _cli(
+        "eval",
+        "--model",
+        str(demo_model_dir),
+        "--method",
+        "torchao-int8-wo",
+        "--use-case",
+        str(suite),
+        "--limit",
+        "2",
+        "--no-adaptive",
+        cwd=tmp_path,
+    )
     assert result.returncode in (0, 1, 3), result.stderr  # pass, fail or inconclusive: 2 documents decide little
     assert "verdict: " in result.stdout
     assert result.stderr == ""  # the tables go to stdout; nothing else may reach the terminal
@@ -64,8 +81,22 @@ def test_eval_prints_only_its_own_output(tmp_path: Path, demo_model_dir: Path) -
 
 
 def test_verbose_shows_the_libraries_output(tmp_path: Path, demo_model_dir: Path) -> None:
-    result = _cli("--verbose", "probe", "--model", str(demo_model_dir), "--method", "baseline", "--prompt-tokens", "8",
-                  "--batch-size", "1", "--repeats", "1", "--json", cwd=tmp_path)  # fmt: skip
+    result = _cli(
+        "--verbose",
+        "probe",
+        "--model",
+        str(demo_model_dir),
+        "--method",
+        "baseline",
+        "--prompt-tokens",
+        "8",
+        "--batch-size",
+        "1",
+        "--repeats",
+        "1",
+        "--json",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     assert "Loading weights" in result.stderr  # transformers' progress bar, on again
 

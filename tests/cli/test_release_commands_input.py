@@ -13,25 +13,40 @@ from tests.conftest import REPO
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "recommender.cli.main", *args, "--tracking-uri", str(cwd / "none")],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "recommender.cli.main", *args, "--tracking-uri", str(cwd / "none")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (("gate", "--model", "m", "--candidate", "v1", "--against", "v1"),
-         "error: --against: release 'v1' is the candidate itself (fix: name the release the candidate replaces)"),
-        (("compare", "--model", "m", "--releases", "v1", "--releases", "v2", "--releases", "v1"),
-         "error: --releases: release 'v1' given more than once (fix: name each release once)"),
-        (("gate", "--model", "m", "--candidate", "v2", "--against", "v1", "--require-pass", "int8/bnb-llm-int9"),
-         "error: --require-pass: unknown quantization method 'bnb-llm-int9' (fix: did you mean bnb-llm-int8?)"),
-        (("gate", "--model", "m", "--candidate", "v2", "--against", "v1", "--require-pass", "int4/bnb-llm-int8"),
-         "error: --require-pass: method 'bnb-llm-int8' is int8, not 'int4' (fix: use int8/bnb-llm-int8)"),
-        (("gate", "--model", "m", "--candidate", "v2", "--against", "v1", "--require-pass", "bnb-llm-int8"),
-         "error: --require-pass: 'bnb-llm-int8' is not precision/method (fix: e.g. int8/bnb-llm-int8)"),
+        (
+            ("gate", "--model", "m", "--candidate", "v1", "--against", "v1"),
+            "error: --against: release 'v1' is the candidate itself (fix: name the release the candidate replaces)",
+        ),
+        (
+            ("compare", "--model", "m", "--releases", "v1", "--releases", "v2", "--releases", "v1"),
+            "error: --releases: release 'v1' given more than once (fix: name each release once)",
+        ),
+        (
+            ("gate", "--model", "m", "--candidate", "v2", "--against", "v1", "--require-pass", "int8/bnb-llm-int9"),
+            "error: --require-pass: unknown quantization method 'bnb-llm-int9' (fix: did you mean bnb-llm-int8?)",
+        ),
+        (
+            ("gate", "--model", "m", "--candidate", "v2", "--against", "v1", "--require-pass", "int4/bnb-llm-int8"),
+            "error: --require-pass: method 'bnb-llm-int8' is int8, not 'int4' (fix: use int8/bnb-llm-int8)",
+        ),
+        (
+            ("gate", "--model", "m", "--candidate", "v2", "--against", "v1", "--require-pass", "bnb-llm-int8"),
+            "error: --require-pass: 'bnb-llm-int8' is not precision/method (fix: e.g. int8/bnb-llm-int8)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_release_commands_refuse_bad_input_in_one_line(args: tuple[str, ...], expected: str, tmp_path: Path) -> None:
     done = _run(*args, cwd=tmp_path)
     assert done.returncode == 2, done.stderr

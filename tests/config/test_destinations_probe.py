@@ -50,10 +50,20 @@ def test_the_probe_leaves_nothing_behind(tmp_path: Path) -> None:
 def test_gpu_fidelity_json_into_a_missing_folder_is_refused_before_any_table(tmp_path: Path) -> None:
     runs = REPO / "recommender" / "perf" / "fit" / "measured_runs" / "serving_runs_h100.csv"
     done = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "gpu_fidelity.py"), "--predict", str(runs), "--json",
-         str(tmp_path / "missing" / "out.json")],
-        capture_output=True, text=True, check=False, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "gpu_fidelity.py"),
+            "--predict",
+            str(runs),
+            "--json",
+            str(tmp_path / "missing" / "out.json"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert done.returncode == 2 and done.stdout == "", done.stdout
     assert done.stderr.splitlines() == [done.stderr.strip()] and "--json: directory" in done.stderr
 

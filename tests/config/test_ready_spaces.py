@@ -23,8 +23,11 @@ def _plan(space: str) -> list[dict[str, object]]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}  # no route to the hub: a shipped architecture, nothing fetched
     done = subprocess.run(
         [sys.executable, "-m", "recommender.cli.main", "plan", "--spec", str(REPO / "search_spaces" / space), "--json"],
-        capture_output=True, text=True, env=env, timeout=1500,  # chat-70b: 7 GPUs x 5 precisions x degrees x ladders
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1500,  # chat-70b: 7 GPUs x 5 precisions x degrees x ladders
+    )
     assert done.returncode == 0, done.stderr
     rows: list[dict[str, object]] = json.loads(done.stdout)["rows"]
     return rows

@@ -30,12 +30,17 @@ def _spec_folder(tmp_path: Path, **changes: Any) -> Path:
     catalog = yaml.safe_load(BUILTIN_CATALOG.read_text(encoding="utf-8"))["accelerators"]
     mine = {**catalog["h100-sxm"], "name": "My GPU", "price_per_hour_usd": 1.23}
     (folder / "catalog.yaml").write_text(yaml.safe_dump({"accelerators": {"my-gpu": mine}}), encoding="utf-8")
-    return write_spec(folder / "spec.yaml", {
-        "model.source": os.path.relpath(DEMO_MODEL, folder), "use_case": "suites/small.yaml",
-        "hardware_catalog": "catalog.yaml", "space.hardware": ["local", "my-gpu"],
-        "local_device": {"price_per_hour_usd": 0.1, "price_source": "test"},  # the demo spec has none
-        **changes,
-    })
+    return write_spec(
+        folder / "spec.yaml",
+        {
+            "model.source": os.path.relpath(DEMO_MODEL, folder),
+            "use_case": "suites/small.yaml",
+            "hardware_catalog": "catalog.yaml",
+            "space.hardware": ["local", "my-gpu"],
+            "local_device": {"price_per_hour_usd": 0.1, "price_source": "test"},  # the demo spec has none
+            **changes,
+        },
+    )
 
 
 def _elsewhere(tmp_path: Path) -> Path:

@@ -57,34 +57,62 @@ def test_a_trace_gives_hourly_rates_and_its_own_lengths(tmp_path: Path, monkeypa
 
 
 BAD = [
-    ({"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [1.0] * 23}}, "traffic.profile.hourly_rps",
-     "24 hourly rates"),
-    ({"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [-1.0] + [1.0] * 23}},
-     "traffic.profile.hourly_rps[0]", "greater than or equal to 0"),
-    ({"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [float("nan")] * 24}},
-     "traffic.profile.hourly_rps[0]", "finite"),
-    ({"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [0.0] * 24}}, "traffic.profile.hourly_rps",
-     "peak hour's rate is below"),
-    ({"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [1.0] * 23 + [1e9]}},
-     "traffic.profile.hourly_rps[23]", "less than or equal to 10000000"),
-    ({"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [1.0] * 24, "prompt_cv": 50}},
-     "traffic.profile.prompt_cv", "less than or equal to 10"),
-    ({"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [1.0] * 24, "trace": "t.csv"}},
-     "traffic.profile", "exactly one of hourly_rps"),
+    (
+        {"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [1.0] * 23}},
+        "traffic.profile.hourly_rps",
+        "24 hourly rates",
+    ),
+    (
+        {"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [-1.0] + [1.0] * 23}},
+        "traffic.profile.hourly_rps[0]",
+        "greater than or equal to 0",
+    ),
+    (
+        {"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [float("nan")] * 24}},
+        "traffic.profile.hourly_rps[0]",
+        "finite",
+    ),
+    (
+        {"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [0.0] * 24}},
+        "traffic.profile.hourly_rps",
+        "peak hour's rate is below",
+    ),
+    (
+        {"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [1.0] * 23 + [1e9]}},
+        "traffic.profile.hourly_rps[23]",
+        "less than or equal to 10000000",
+    ),
+    (
+        {"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [1.0] * 24, "prompt_cv": 50}},
+        "traffic.profile.prompt_cv",
+        "less than or equal to 10",
+    ),
+    (
+        {"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [1.0] * 24, "trace": "t.csv"}},
+        "traffic.profile",
+        "exactly one of hourly_rps",
+    ),
     ({"profile": {"trace": "missing.csv"}}, "traffic.profile.trace", "not found"),
     ({"profile": {"trace": "bad.csv"}}, "traffic.profile.trace", "bad.csv line 3"),
     ({"profile": {"trace": "ms.csv"}}, "traffic.profile.trace", "spans 1,000 days"),
     ({"profile": {"trace": "a\0b.csv"}}, "traffic.profile.trace", "not a usable path"),
-    ({"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [1.0] * 24, "rate": 2}},
-     "traffic.profile.rate", "unknown key"),
-]  # fmt: skip
+    (
+        {"prompt_tokens": 100, "output_tokens": 10, "profile": {"hourly_rps": [1.0] * 24, "rate": 2}},
+        "traffic.profile.rate",
+        "unknown key",
+    ),
+]
 
 
 @pytest.mark.parametrize(("traffic", "field", "problem"), BAD, ids=[b[1] + ":" + b[2] for b in BAD])
 def test_a_bad_profile_is_one_line_exit_2(
-    traffic: dict[str, Any], field: str, problem: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    traffic: dict[str, Any],
+    field: str,
+    problem: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     (tmp_path / "bad.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0,10,10\n1,ten,10\n", encoding="utf-8")
     (tmp_path / "ms.csv").write_text("0,10,10\n86400000,10,10\n", encoding="utf-8")  # milliseconds, not seconds
     _exits_2(["plan", "--spec", str(_spec(tmp_path, traffic))], f"{field}: ", problem, monkeypatch, capsys)
@@ -92,14 +120,20 @@ def test_a_bad_profile_is_one_line_exit_2(
 
 @pytest.mark.parametrize(
     ("fleet", "field", "problem"),
-    [({"headroom": 0.5}, "fleet.headroom", "greater than or equal to 1"),
-     ({"min_replicas": 0}, "fleet.min_replicas", "greater than or equal to 1"),
-     ({"prompt_buckets": [2048, 512]}, "fleet.prompt_buckets", "must increase")],
-)  # fmt: skip
+    [
+        ({"headroom": 0.5}, "fleet.headroom", "greater than or equal to 1"),
+        ({"min_replicas": 0}, "fleet.min_replicas", "greater than or equal to 1"),
+        ({"prompt_buckets": [2048, 512]}, "fleet.prompt_buckets", "must increase"),
+    ],
+)
 def test_a_bad_fleet_policy_is_one_line_exit_2(
-    fleet: dict[str, Any], field: str, problem: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    fleet: dict[str, Any],
+    field: str,
+    problem: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     path = _spec(tmp_path, {"prompt_tokens": 100, "output_tokens": 10, "requests_per_second": 1}, fleet=fleet)
     _exits_2(["plan", "--spec", str(path)], f"{field}: ", problem, monkeypatch, capsys)
 
@@ -133,11 +167,25 @@ def test_a_request_longer_than_the_kv_cache_leaves_no_capacity() -> None:
     )
     assert isinstance(setup, Setup)
     too_long = setup.scheduler.kv_cache_tokens + 10
-    search = max_rate_within_sla(setup.step_cost, setup.scheduler, prompt=EmpiricalLengths((500, too_long)),
-                                 output=100, ttft_p99_ms=5000, tpot_p99_ms=200, n_requests=50)  # fmt: skip
+    search = max_rate_within_sla(
+        setup.step_cost,
+        setup.scheduler,
+        prompt=EmpiricalLengths((500, too_long)),
+        output=100,
+        ttft_p99_ms=5000,
+        tpot_p99_ms=200,
+        n_requests=50,
+    )
     assert search.rate_per_s == 0.0 and search.result is None
-    fits = max_rate_within_sla(setup.step_cost, setup.scheduler, prompt=EmpiricalLengths((500, 600)), output=100,
-                               ttft_p99_ms=5000, tpot_p99_ms=200, n_requests=50)  # fmt: skip
+    fits = max_rate_within_sla(
+        setup.step_cost,
+        setup.scheduler,
+        prompt=EmpiricalLengths((500, 600)),
+        output=100,
+        ttft_p99_ms=5000,
+        tpot_p99_ms=200,
+        n_requests=50,
+    )
     assert fits.rate_per_s > 0
 
 

@@ -76,8 +76,12 @@ def test_int8_costing_the_same_per_month_as_bf16_on_the_same_gpu_loses_to_bf16(c
 
 def test_quantizing_pays_when_it_saves_a_gpu_and_then_no_note(catalog: Catalog) -> None:
     traffic = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=8)
-    bf16, int4 = evaluate(catalog, Candidate("bf16", "baseline", "l4", 32),
-                          Candidate("int4", "w4a16-gptq-g128", "l4", 32), traffic=traffic)  # fmt: skip
+    bf16, int4 = evaluate(
+        catalog,
+        Candidate("bf16", "baseline", "l4", 32),
+        Candidate("int4", "w4a16-gptq-g128", "l4", 32),
+        traffic=traffic,
+    )
     assert bf16.cost is not None and int4.cost is not None and int4.cost.replicas < bf16.cost.replicas
     results = [passed(bf16, -0.01), passed(int4, -0.005)]
     rec = build(results, winner=decision.pick(results), current=bf16, study="s", model="m", release="r", use_case="u")
@@ -105,15 +109,28 @@ def test_the_cheapest_candidate_no_engine_launches_is_pruned_and_the_next_one_wi
     assert decision.rejected_cheaper(results, winner) == []  # pruned candidates have no price to undercut with
 
 
-def _priced(key: str, month: float, *, engines: tuple[str, ...] = ("vllm", "sglang"), margin: float = -0.01,
-            feasible: bool = True) -> CandidateResult:  # fmt: skip
+def _priced(
+    key: str,
+    month: float,
+    *,
+    engines: tuple[str, ...] = ("vllm", "sglang"),
+    margin: float = -0.01,
+    feasible: bool = True,
+) -> CandidateResult:
     """A candidate result with a price and, when `feasible`, a passing quality (the decision's input)."""
     precision, method, hardware = key.replace("@", "/").split("/")
-    cost = CostEstimate(usd_per_1m_tokens=month / 1000, replicas=1, accelerators=1, usd_per_month=month,
-                        price_per_hour_usd=month / 730, price_source="t")  # fmt: skip
+    cost = CostEstimate(
+        usd_per_1m_tokens=month / 1000,
+        replicas=1,
+        accelerators=1,
+        usd_per_month=month,
+        price_per_hour_usd=month / 730,
+        price_source="t",
+    )
     constraints = Constraints(quality=1.0, ttft=-0.5, tpot=-0.5)
-    result = CandidateResult(Candidate(precision, method, hardware, 8), "evaluated", constraints, [], cost=cost,
-                             engines=engines)  # fmt: skip
+    result = CandidateResult(
+        Candidate(precision, method, hardware, 8), "evaluated", constraints, [], cost=cost, engines=engines
+    )
     return passed(result, margin) if feasible else result
 
 
@@ -151,8 +168,9 @@ def test_rejected_cheaper_are_ordered_by_what_the_user_pays_per_month() -> None:
     cheap_fail = _priced("int4/w4a16-awq-g128@l4", 321.0, feasible=False)
     dear_per_token = _priced("int8/int8-w8a8@l4", 320.0, feasible=False)
     assert dear_per_token.cost is not None
-    dear_per_token = dataclasses.replace(dear_per_token, cost=dataclasses.replace(dear_per_token.cost,
-                                                                                    usd_per_1m_tokens=9.0))  # fmt: skip
+    dear_per_token = dataclasses.replace(
+        dear_per_token, cost=dataclasses.replace(dear_per_token.cost, usd_per_1m_tokens=9.0)
+    )
     rejected = decision.rejected_cheaper([winner, cheap_fail, dear_per_token], winner)
     assert [r.key for r in rejected] == [dear_per_token.key, cheap_fail.key]  # $320 < $321 a month, whatever per token
 
@@ -172,16 +190,20 @@ def test_one_tie_band_and_one_least_quantized_order_on_plain_values() -> None:
     months = {"a": 100.0, "b": 100.0 * (1 + COST_TOLERANCE), "c": 100.0 * (1 + 2 * COST_TOLERANCE), "d": 300.0}
     assert tie_band(months, months.__getitem__) == ["a", "b"]
     assert tie_band([], months.__getitem__) == []
-    order = sorted([("int4", "auto"), ("bf16", "fp8"), ("fp8", "auto"), ("bf16", "auto")],
-                   key=lambda pk: least_quantized(*pk))  # fmt: skip
+    order = sorted(
+        [("int4", "auto"), ("bf16", "fp8"), ("fp8", "auto"), ("bf16", "auto")], key=lambda pk: least_quantized(*pk)
+    )
     assert order == [("bf16", "auto"), ("bf16", "fp8"), ("fp8", "auto"), ("int4", "auto")]
 
 
 def test_build_takes_the_winner_and_current_it_is_given_and_judges_the_rest_against_them() -> None:
     """The search picks the winner once and hands it to `build` (the same result its launch commands, load curve
     and assumptions were worked out for); `build` picks nothing itself, so what it says is about that result."""
-    results = [_priced("bf16/baseline@l40s", 795.0), _priced("int8/int8-w8a8@l4", 321.0),
-               _priced("int4/w4a16-awq-g128@l4", 300.0, feasible=False)]  # fmt: skip
+    results = [
+        _priced("bf16/baseline@l40s", 795.0),
+        _priced("int8/int8-w8a8@l4", 321.0),
+        _priced("int4/w4a16-awq-g128@l4", 300.0, feasible=False),
+    ]
     bf16, int8, int4 = results
     assert decision.pick(results) is int8
     rec = build(results, winner=bf16, current=int8, study="s", model="m", release="r", use_case="u")

@@ -20,8 +20,15 @@ from recommender.quantize.precisions import least_quantized
 
 
 def result(
-    precision: str, method: str, month: float, *, per_token: float = 1.0, margin: float | None = -0.01,
-    engines: tuple[str, ...] = ("vllm",), broken: tuple[str, ...] = (), kv: str = "auto",
+    precision: str,
+    method: str,
+    month: float,
+    *,
+    per_token: float = 1.0,
+    margin: float | None = -0.01,
+    engines: tuple[str, ...] = ("vllm",),
+    broken: tuple[str, ...] = (),
+    kv: str = "auto",
 ) -> CandidateResult:
     """An evaluated candidate costing `month` $/month; quality passed at `margin` (None: unverified)."""
     c = Candidate(precision, method, "l40s", 8, kv_cache_dtype=kv)  # type: ignore[arg-type]
@@ -31,8 +38,9 @@ def result(
     else:
         check = Check("task", "acc", 0.5, 0.5, 0.0, margin, "max_absolute_drop 0.02", "pass", threshold_scale=0.02)
         quality = QualityResult(method, precision, "pass", [check], None, "cpu", 0.0)
-    return CandidateResult(c, "evaluated", Constraints(quality=margin or 1.0), list(broken), quality=quality, cost=cost,
-                           engines=engines)  # fmt: skip
+    return CandidateResult(
+        c, "evaluated", Constraints(quality=margin or 1.0), list(broken), quality=quality, cost=cost, engines=engines
+    )
 
 
 def test_the_cheapest_feasible_per_month_wins() -> None:
@@ -91,8 +99,14 @@ def _keyed(key: str, cost: float, *, broken: list[str] | None = None, quality: f
         constraints=Constraints(quality=quality),
         broken=broken or [],
         quality=QualityResult(rest, precision, "pass", [], None, "cpu", 0.0),
-        cost=CostEstimate(usd_per_1m_tokens=cost, replicas=1, accelerators=1, usd_per_month=cost * 1000,
-                          price_per_hour_usd=1.0, price_source="t"),  # fmt: skip
+        cost=CostEstimate(
+            usd_per_1m_tokens=cost,
+            replicas=1,
+            accelerators=1,
+            usd_per_month=cost * 1000,
+            price_per_hour_usd=1.0,
+            price_source="t",
+        ),
     )
 
 
@@ -103,8 +117,9 @@ def test_pick_cheapest_feasible_and_list_cheaper_rejects() -> None:
         _keyed("int4/bnb-nf4", 0.40, broken=["quality: fidelity mean_kl 0.05 breaks mean KL <= 0.02"]),
     ]
     assert rules.pick(results).candidate.method == "bnb-llm-int8"
-    rec = build(results, winner=rules.pick(results), current=results[0], study="s", model="m", release="r",
-                use_case="u")
+    rec = build(
+        results, winner=rules.pick(results), current=results[0], study="s", model="m", release="r", use_case="u"
+    )
     assert [r.candidate.method for r in rec.rejected_cheaper] == ["bnb-nf4"]
     assert rec.saving is not None and rec.saving.percent_per_1m_tokens == pytest.approx(40.0)
     # Within 1 % of the cheapest price, the better quality margin wins.
@@ -112,6 +127,7 @@ def test_pick_cheapest_feasible_and_list_cheaper_rejects() -> None:
     assert rules.pick(tie).candidate.method == "b"
     # The candidate it won the tie against is listed as a tie, a 2 % dearer one is not.
     tied_results = [*tie, _keyed("bf16/c", 0.612)]
-    tied = build(tied_results, winner=rules.pick(tied_results), current=None, study="s", model="m", release="r",
-                 use_case="u")
+    tied = build(
+        tied_results, winner=rules.pick(tied_results), current=None, study="s", model="m", release="r", use_case="u"
+    )
     assert [t.candidate.method for t in tied.ties] == ["a"]

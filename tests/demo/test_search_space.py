@@ -18,8 +18,9 @@ from tests.conftest import DEMO_SPEC
 def test_at_the_demo_traffic_only_int8_tensor_cores_fit_one_rtx_4090() -> None:
     spec = load_spec(DEMO_SPEC)
     prepared = prepare(spec)
-    evaluator = PerformanceEvaluator(prepared.catalog, prepared.shape, spec.traffic, spec.sla,
-                                     engines=tuple(spec.engines))  # fmt: skip
+    evaluator = PerformanceEvaluator(
+        prepared.catalog, prepared.shape, spec.traffic, spec.sla, engines=tuple(spec.engines)
+    )
     batch = max(spec.space.batch_sizes or [64])
 
     def month(method: str, precision: str, hardware: str) -> float:

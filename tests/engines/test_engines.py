@@ -40,9 +40,11 @@ def engines_on(method: str, gpu: str, engines: tuple[str, ...] = ENGINE_NAMES) -
 
 def test_every_served_flag_has_a_kernel_row_and_every_row_a_scheme() -> None:
     served = {
-        (engine, m.kernel_family) for m in METHODS.values() for engine, flag in launch_flags(m).items() if flag
-        is not None
-    }  # fmt: skip
+        (engine, m.kernel_family)
+        for m in METHODS.values()
+        for engine, flag in launch_flags(m).items()
+        if flag is not None
+    }
     assert served == set(SUPPORT)
     assert all(m.kernel_family == "" for m in METHODS.values() if evaluation_only(m))
 
@@ -52,8 +54,11 @@ def test_bf16_needs_ampere_and_fp16_runs_on_a_t4() -> None:
     assert not t4.launchable
     why = t4.reason("t4")
     assert why.startswith("no engine in engines: [vllm, sglang] launches baseline on t4 (compute capability 7.5)")
-    assert "computes in bf16" in why and "needs 8.0" in why and why.endswith("add a GPU with compute capability >= "
-                                                                             "8.0 or pick another scheme")  # fmt: skip
+    assert (
+        "computes in bf16" in why
+        and "needs 8.0" in why
+        and why.endswith("add a GPU with compute capability >= 8.0 or pick another scheme")
+    )
     assert engines_on("fp16", "t4") == ("vllm", "sglang", "tgi")
     assert engines_on("baseline", "a10g") == ("vllm", "sglang", "tgi", "trtllm")
 
@@ -149,8 +154,9 @@ def test_online_fp8_loads_16_bit_weights_first_and_is_refused_where_they_do_not_
     assert eligibility(get_scheme("fp8-online"), device("l40s")).load_bits_per_weight == 16.0
     assert eligibility(get_scheme("fp8-dynamic"), device("l40s")).load_bits_per_weight is None
     l40s = CATALOG.get("l40s")  # 48 GB: 70B at fp8 over two GPUs is ~35 GB each, at 16 bits ~70 GB each
-    online = plan_memory(LLAMA_70B, get_scheme("fp8-online"), device_gb=l40s.memory_gb, tensor_parallel=2,
-                         load_bits_per_weight=16.0)  # fmt: skip
+    online = plan_memory(
+        LLAMA_70B, get_scheme("fp8-online"), device_gb=l40s.memory_gb, tensor_parallel=2, load_bits_per_weight=16.0
+    )
     checkpoint = plan_memory(LLAMA_70B, get_scheme("fp8-dynamic"), device_gb=l40s.memory_gb, tensor_parallel=2)
     assert online.weights_gb == pytest.approx(checkpoint.weights_gb)  # served at the same bits
     assert online.load_peak_gb > online.usable_gb > checkpoint.load_peak_gb

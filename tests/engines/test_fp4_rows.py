@@ -53,11 +53,17 @@ def why(engine: str, family: str, device: DeviceInfo) -> str | None:
 def test_which_engine_has_which_new_family() -> None:
     served = {(engine, family) for engine, family in SUPPORT if family in NEW_FAMILIES}
     assert served == {
-        ("vllm", "ct-fp8-tensor"), ("vllm", "ct-fp8-block"), ("vllm", "ct-nvfp4"), ("vllm", "ct-nvfp4a16"),
+        ("vllm", "ct-fp8-tensor"),
+        ("vllm", "ct-fp8-block"),
+        ("vllm", "ct-nvfp4"),
+        ("vllm", "ct-nvfp4a16"),
         ("vllm", "ct-mxfp4"),
-        ("sglang", "ct-fp8-tensor"), ("sglang", "ct-fp8-block"), ("sglang", "ct-nvfp4"),
-        ("trtllm", "ct-fp8-block"), ("trtllm", "ct-nvfp4"),
-    }  # fmt: skip
+        ("sglang", "ct-fp8-tensor"),
+        ("sglang", "ct-fp8-block"),
+        ("sglang", "ct-nvfp4"),
+        ("trtllm", "ct-fp8-block"),
+        ("trtllm", "ct-nvfp4"),
+    }
     # A family an engine has no row for is refused as "no scheme", on every device.
     for engine in ENGINE_NAMES:
         for family in NEW_FAMILIES:
@@ -156,11 +162,18 @@ def _launch(engine: str, family: str, gpu: DeviceInfo) -> list[str]:
     stand_in = dataclasses.replace(get_scheme("fp8-dynamic"), name=f"{family}-standin", kernel_family=family)
     config = get_engine(engine).emit(
         LaunchSettings(
-            model="/ckpt/standin", method=stand_in, dtype="bfloat16", tensor_parallel=1, max_num_seqs=8,
-            max_num_batched_tokens=2048, kv_cache_dtype="auto", gpu_memory_utilization=0.9, max_model_len=4096,
+            model="/ckpt/standin",
+            method=stand_in,
+            dtype="bfloat16",
+            tensor_parallel=1,
+            max_num_seqs=8,
+            max_num_batched_tokens=2048,
+            kv_cache_dtype="auto",
+            gpu_memory_utilization=0.9,
+            max_model_len=4096,
             device=gpu,
         )
-    )  # fmt: skip
+    )
     assert config.supported and config.command is not None, config.notes
     assert "--quantization" not in config.command
     return config.notes

@@ -22,17 +22,28 @@ def _config(tmp_path: Path, *, hidden: int, heads: int) -> Path:
     """A two-layer Llama config.json whose head size is hidden / heads."""
     path = tmp_path / f"h{hidden // heads}" / "config.json"
     path.parent.mkdir()
-    path.write_text(json.dumps({
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": hidden,
-        "num_attention_heads": heads, "num_key_value_heads": heads, "num_hidden_layers": 2,
-        "intermediate_size": 4 * hidden, "vocab_size": 1000, "max_position_embeddings": 2048,
-    }))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "model_type": "llama",
+                "hidden_size": hidden,
+                "num_attention_heads": heads,
+                "num_key_value_heads": heads,
+                "num_hidden_layers": 2,
+                "intermediate_size": 4 * hidden,
+                "vocab_size": 1000,
+                "max_position_embeddings": 2048,
+            }
+        )
+    )
     return path
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "recommender.cli.main", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "recommender.cli.main", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
 
 
 def _one_error_line(result: subprocess.CompletedProcess[str], *needles: str) -> str:
@@ -81,25 +92,91 @@ def test_eligibility_refuses_only_the_engine_without_a_fallback() -> None:
 def test_plan_and_estimate_refuse_head_size_seven(tmp_path: Path) -> None:
     config = str(_config(tmp_path, hidden=28, heads=4))
     before = sorted(p.name for p in tmp_path.iterdir())
-    _one_error_line(_run("plan", "--model", config, "--hardware", "h100-sxm", cwd=tmp_path),
-                    "--model", "head size 7", "FlexAttention: 16 and above", "fix:")  # fmt: skip
-    _one_error_line(_run("estimate", "--model", config, "--hardware", "h100-sxm", "--precision", "bf16",
-                         "--concurrency", "4", "--prompt-tokens", "128", "--output-tokens", "16", cwd=tmp_path),
-                    "--model", "head size 7", "multiples of 8 up to 256")  # fmt: skip
+    _one_error_line(
+        _run("plan", "--model", config, "--hardware", "h100-sxm", cwd=tmp_path),
+        "--model",
+        "head size 7",
+        "FlexAttention: 16 and above",
+        "fix:",
+    )
+    _one_error_line(
+        _run(
+            "estimate",
+            "--model",
+            config,
+            "--hardware",
+            "h100-sxm",
+            "--precision",
+            "bf16",
+            "--concurrency",
+            "4",
+            "--prompt-tokens",
+            "128",
+            "--output-tokens",
+            "16",
+            cwd=tmp_path,
+        ),
+        "--model",
+        "head size 7",
+        "multiples of 8 up to 256",
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
 
 
 def test_head_size_only_flex_attention_takes_plans_on_vllm_not_on_trtllm(tmp_path: Path) -> None:
     config = str(_config(tmp_path, hidden=80, heads=4))  # head size 20
-    line = _one_error_line(_run("plan", "--model", config, "--hardware", "h100-sxm", "--engine", "trtllm",
-                                "--precision", "bf16", "--batch-size", "64", cwd=tmp_path), "head size 20")  # fmt: skip
+    line = _one_error_line(
+        _run(
+            "plan",
+            "--model",
+            config,
+            "--hardware",
+            "h100-sxm",
+            "--engine",
+            "trtllm",
+            "--precision",
+            "bf16",
+            "--batch-size",
+            "64",
+            cwd=tmp_path,
+        ),
+        "head size 20",
+    )
     assert "trtllm" in line and "32, 48, 64" in line
-    estimate = _run("estimate", "--model", config, "--hardware", "h100-sxm", "--engine", "trtllm", "--precision",
-                    "bf16", "--concurrency", "4", "--prompt-tokens", "128", "--output-tokens", "16",
-                    cwd=tmp_path)  # fmt: skip
-    assert "--engine vllm" in _one_error_line(estimate, "--model", "trtllm")  # fmt: skip
-    planned = _run("plan", "--model", config, "--hardware", "h100-sxm", "--engine", "vllm", "--precision", "bf16",
-                   "--batch-size", "64", "--json", cwd=REPO)  # fmt: skip
+    estimate = _run(
+        "estimate",
+        "--model",
+        config,
+        "--hardware",
+        "h100-sxm",
+        "--engine",
+        "trtllm",
+        "--precision",
+        "bf16",
+        "--concurrency",
+        "4",
+        "--prompt-tokens",
+        "128",
+        "--output-tokens",
+        "16",
+        cwd=tmp_path,
+    )
+    assert "--engine vllm" in _one_error_line(estimate, "--model", "trtllm")
+    planned = _run(
+        "plan",
+        "--model",
+        config,
+        "--hardware",
+        "h100-sxm",
+        "--engine",
+        "vllm",
+        "--precision",
+        "bf16",
+        "--batch-size",
+        "64",
+        "--json",
+        cwd=REPO,
+    )
     assert planned.returncode == 0, planned.stderr
     rows = json.loads(planned.stdout)
     assert rows and all(not r["note"].startswith("refused") for r in rows) and rows[0]["engine"] == "vllm"

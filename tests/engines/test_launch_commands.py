@@ -252,7 +252,10 @@ def test_support_matrix_matches_the_verified_engine_flags() -> None:
 
 def test_engine_flag_values_are_the_verified_ones() -> None:
     assert launch_flags(METHODS["bnb-nf4"]) == {
-        "vllm": "bitsandbytes", "sglang": "bitsandbytes", "tgi": "bitsandbytes-nf4", "trtllm": None
+        "vllm": "bitsandbytes",
+        "sglang": "bitsandbytes",
+        "tgi": "bitsandbytes-nf4",
+        "trtllm": None,
     }
     assert METHODS["bnb-nf4"].kernel_family == "bnb-nf4"
     int8 = {"vllm": None, "sglang": None, "tgi": "bitsandbytes", "trtllm": None}
@@ -400,8 +403,9 @@ def test_launch_commands_serve_a_checkpoint_scheme_from_its_checkpoint_and_fp8_o
 
     int8 = vllm_argv(Candidate("int8", "int8-w8a8", "l4", 16), l4)
     assert int8[:3] == ["vllm", "serve", CHECKPOINT] and "--quantization" not in int8
-    online = launch_commands(Candidate("fp8", "fp8-online", "l4", 16), model="org/model", max_model_len=640,
-                             checkpoint=CHECKPOINT, device=l4)  # fmt: skip
+    online = launch_commands(
+        Candidate("fp8", "fp8-online", "l4", 16), model="org/model", max_model_len=640, checkpoint=CHECKPOINT, device=l4
+    )
     by_engine = {c.engine: c for c in online}
     assert (by_engine["vllm"].argv or [])[:3] == ["vllm", "serve", "org/model"]
     assert options(by_engine["vllm"].argv or [], ["vllm", "serve", "org/model"])["--quantization"] == "fp8"

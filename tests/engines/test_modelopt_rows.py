@@ -61,10 +61,16 @@ def test_each_engine_launches_the_exported_directory_with_its_own_flag() -> None
     catalog = load_catalog()
     candidate = Candidate("fp8", "modelopt-fp8", "l40s", 64, 4)
     commands = {
-        e.engine: e for e in launch_commands(candidate, model="meta-llama/Llama-3.1-70B", max_model_len=768,
-                                            checkpoint="/ckpt/llama-70b-modelopt-fp8",
-                                            device=catalog.get("l40s").device, engine="trtllm")
-    }  # fmt: skip
+        e.engine: e
+        for e in launch_commands(
+            candidate,
+            model="meta-llama/Llama-3.1-70B",
+            max_model_len=768,
+            checkpoint="/ckpt/llama-70b-modelopt-fp8",
+            device=catalog.get("l40s").device,
+            engine="trtllm",
+        )
+    }
     trtllm = shlex.split(commands["trtllm"].command or "")
     assert trtllm[:2] == ["trtllm-serve", "/ckpt/llama-70b-modelopt-fp8"] and "--quantization" not in trtllm
     assert any("hf_quant_config.json" in note for note in commands["trtllm"].notes)
@@ -81,10 +87,17 @@ def test_plan_for_tensorrt_llm_on_l40s_projects_modelopt_fp8_with_its_launch() -
     catalog = load_catalog()
     _, config = read_architecture("llama-3.1-70b")
     traffic = Traffic(prompt_tokens=512, output_tokens=256, requests_per_second=2.0)
-    rows = plan(ModelShape.from_config(config), catalog, hardware=["l40s"], precisions=["fp8"], traffic=traffic,
-                sla=LatencySLA(ttft_p99_ms=3000, tpot_p99_ms=100), scope=PlanScope(batch_sizes=(64,)),
-                engines=("trtllm",),
-                model="meta-llama/Llama-3.1-70B")  # fmt: skip
+    rows = plan(
+        ModelShape.from_config(config),
+        catalog,
+        hardware=["l40s"],
+        precisions=["fp8"],
+        traffic=traffic,
+        sla=LatencySLA(ttft_p99_ms=3000, tpot_p99_ms=100),
+        scope=PlanScope(batch_sizes=(64,)),
+        engines=("trtllm",),
+        model="meta-llama/Llama-3.1-70B",
+    )
     (row,) = rows
     assert (row.method, row.engine) == ("modelopt-fp8", "trtllm"), row.note
     assert row.launch.startswith("trtllm-serve Llama-3.1-70B-modelopt-fp8 --backend pytorch")

@@ -38,9 +38,16 @@ def test_vllm_on_an_mi300x_serves_the_exported_directory_with_the_quark_flag() -
     assert mi300x.kind == "rocm"
     candidate = Candidate("fp8", "quark-fp8", "mi300x", 64, 1)
     commands = {
-        e.engine: e for e in launch_commands(candidate, model="meta-llama/Llama-3.1-70B", max_model_len=768,
-                                            checkpoint="/ckpt/llama-70b-quark-fp8", device=mi300x, engine="vllm")
-    }  # fmt: skip
+        e.engine: e
+        for e in launch_commands(
+            candidate,
+            model="meta-llama/Llama-3.1-70B",
+            max_model_len=768,
+            checkpoint="/ckpt/llama-70b-quark-fp8",
+            device=mi300x,
+            engine="vllm",
+        )
+    }
     vllm = shlex.split(commands["vllm"].command or "")
     assert vllm[:3] == ["vllm", "serve", "/ckpt/llama-70b-quark-fp8"]
     assert vllm[vllm.index("--quantization") + 1] == "quark"

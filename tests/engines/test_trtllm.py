@@ -92,8 +92,9 @@ def test_the_16_bit_baseline_on_two_h100s() -> None:
     assert config.config_yaml is None
     notes = " ".join(config.notes)
     assert "takes no dtype" in notes and "localhost" in notes and "after weights" in notes
-    assert config.sources and all(source.startswith("https://github.com/NVIDIA/TensorRT-LLM/") for source in
-                                  config.sources)  # fmt: skip
+    assert config.sources and all(
+        source.startswith("https://github.com/NVIDIA/TensorRT-LLM/") for source in config.sources
+    )
 
 
 def test_fp8_kv_cache_and_chunked_prefill_go_to_the_extra_options_yaml() -> None:
@@ -110,8 +111,9 @@ def test_fp8_kv_cache_and_chunked_prefill_go_to_the_extra_options_yaml() -> None
     notes = " ".join(config.notes)
     assert EXTRA_OPTIONS_FILE in notes and "enable_chunked_prefill" in notes and "free_gpu_memory_fraction" in notes
     only_kv = emit(kv_cache_dtype="fp8")
-    assert yaml.safe_load(only_kv.config_yaml or "") == {"kv_cache_config": {"free_gpu_memory_fraction": 0.9,
-                                                                              "dtype": "fp8"}}  # fmt: skip
+    assert yaml.safe_load(only_kv.config_yaml or "") == {
+        "kv_cache_config": {"free_gpu_memory_fraction": 0.9, "dtype": "fp8"}
+    }
 
 
 def test_fp8_dynamic_checkpoint_runs_on_hopper_only() -> None:
@@ -151,8 +153,9 @@ def test_schemes_it_does_not_load_are_refused_with_the_reason(method: str, words
 def test_amd_and_the_cpu_are_refused() -> None:
     mi300x = emit(device=device("mi300x"))
     assert not mi300x.supported and mi300x.command is None
-    assert mi300x.notes == ["TensorRT-LLM does not serve baseline on AMD ROCm as it was measured: "
-                            "TensorRT-LLM bf16 does not run on ROCm."]  # fmt: skip
+    assert mi300x.notes == [
+        "TensorRT-LLM does not serve baseline on AMD ROCm as it was measured: TensorRT-LLM bf16 does not run on ROCm."
+    ]
     for method in ("baseline", "fp16", "fp8-dynamic"):
         assert "does not run on ROCm" in (refusal("trtllm", get_scheme(method), device("mi300x")) or ""), method
         assert "does not run on the CPU" in (refusal("trtllm", get_scheme(method), DeviceInfo("cpu")) or ""), method
@@ -168,8 +171,11 @@ def test_16_bit_needs_ampere() -> None:
 def test_the_support_rows_are_exactly_the_schemes_with_a_flag() -> None:
     rows = {family for engine, family in SUPPORT if engine == "trtllm"}
     flagged = {m.kernel_family for m in METHODS.values() if launch_flags(m)["trtllm"] is not None}
-    assert rows == flagged == {"bf16", "fp16", "ct-fp8-w8a8", "ct-fp8-block", "ct-nvfp4", "mo-fp8", "mo-nvfp4",
-                               "mo-w4a16-awq"}
+    assert (
+        rows
+        == flagged
+        == {"bf16", "fp16", "ct-fp8-w8a8", "ct-fp8-block", "ct-nvfp4", "mo-fp8", "mo-nvfp4", "mo-w4a16-awq"}
+    )
     # trtllm-serve has no quantization flag
     assert all(launch_flags(m)["trtllm"] in (None, "") for m in METHODS.values())
 

@@ -18,8 +18,12 @@ H100 = Candidate("bf16", "baseline", "h100-sxm", 64)
 def test_conversations_cost_less_with_their_history_cached_and_the_lever_says_so() -> None:
     """Under a TTFT limit that prefill binds (on the H100's measured kernels this traffic meets a 2 s TTFT with or
     without the cache, both at the capacity search's ceiling; 150 ms it meets only with the history cached)."""
-    traffic = Traffic(prompt_tokens=1500, output_tokens=150, requests_per_second=60,
-                      conversation={"turns": 4, "think_time_s": 30, "message_tokens": 200})  # fmt: skip
+    traffic = Traffic(
+        prompt_tokens=1500,
+        output_tokens=150,
+        requests_per_second=60,
+        conversation={"turns": 4, "think_time_s": 30, "message_tokens": 200},
+    )
     assert (traffic.mean_prompt_tokens, traffic.longest_prompt_tokens) == (2025, 2550)
     sla = LatencySLA(ttft_p99_ms=150, tpot_p99_ms=80)
     cached = PerformanceEvaluator(load_catalog(), LLAMA3_8B, traffic, sla)
@@ -40,5 +44,6 @@ def test_conversations_cost_less_with_their_history_cached_and_the_lever_says_so
 def test_no_shared_prompt_no_prefix_lever() -> None:
     traffic = Traffic(prompt_tokens=1500, output_tokens=150, requests_per_second=20)
     evaluator = PerformanceEvaluator(load_catalog(), LLAMA3_8B, traffic, SLA)
-    assert [e.lever for e in lever_effects(evaluator, build_spec({"space.speculative": ["none"]}),
-                                           evaluator.evaluate(H100))] == []  # fmt: skip
+    assert [
+        e.lever for e in lever_effects(evaluator, build_spec({"space.speculative": ["none"]}), evaluator.evaluate(H100))
+    ] == []

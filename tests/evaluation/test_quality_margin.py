@@ -31,8 +31,9 @@ def _checks(acc_margin: float, mean_kl: float) -> list[Check]:
 
 
 def _result(method: str, checks: list[Check]) -> CandidateResult:
-    cost = CostEstimate(usd_per_1m_tokens=0.5, replicas=1, accelerators=1, usd_per_month=500.0,
-                        price_per_hour_usd=1.0, price_source="t")  # fmt: skip
+    cost = CostEstimate(
+        usd_per_1m_tokens=0.5, replicas=1, accelerators=1, usd_per_month=500.0, price_per_hour_usd=1.0, price_source="t"
+    )
     bare = CandidateResult(Candidate("int8", method, "l4", 8), "evaluated", Constraints(quality=1.0), [], cost=cost)
     return with_quality(bare, QualityResult(method, "int8", overall(checks), checks, None, "cpu", 0.0))
 

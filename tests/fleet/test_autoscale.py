@@ -43,9 +43,15 @@ def test_a_constant_profile_gives_the_constant_rates_answer() -> None:
     assert flat.traffic.requests_per_second == constant.traffic.requests_per_second
     a, b = _evaluate(constant), _evaluate(flat)
     assert a.serving == b.serving and a.cost == b.cost and a.cost is not None
-    plan = schedule(hourly_rates(flat.traffic.profile, flat.traffic.requests_per_second), candidate_key=H100.key,
-                    capacity_rps=b.serving.requests_per_s, usd_per_replica_hour=b.cost.price_per_hour_usd,
-                    headroom=1.0, min_replicas=1, provenance=b.serving.provenance)  # fmt: skip
+    plan = schedule(
+        hourly_rates(flat.traffic.profile, flat.traffic.requests_per_second),
+        candidate_key=H100.key,
+        capacity_rps=b.serving.requests_per_s,
+        usd_per_replica_hour=b.cost.price_per_hour_usd,
+        headroom=1.0,
+        min_replicas=1,
+        provenance=b.serving.provenance,
+    )
     assert {h.replicas for h in plan.hours} == {a.cost.replicas} and plan.static_replicas == a.cost.replicas
     assert plan.usd_per_month_autoscaled == pytest.approx(plan.usd_per_month_static)
     assert plan.usd_per_month_static == pytest.approx(a.cost.usd_per_month)
@@ -58,8 +64,15 @@ def test_a_3x_peak_saves_what_the_off_peak_hours_do_not_pay() -> None:
     capacity = result.serving.requests_per_s
     base = 2 * capacity * 0.99
     rates = [base] * 8 + [3 * base] * 8 + [base] * 8
-    plan = schedule(rates, candidate_key=H100.key, capacity_rps=capacity, usd_per_replica_hour=3.0, headroom=1.0,
-                    min_replicas=1, provenance=Provenance("modeled", "test"))  # fmt: skip
+    plan = schedule(
+        rates,
+        candidate_key=H100.key,
+        capacity_rps=capacity,
+        usd_per_replica_hour=3.0,
+        headroom=1.0,
+        min_replicas=1,
+        provenance=Provenance("modeled", "test"),
+    )
     assert [h.replicas for h in plan.hours] == [2] * 8 + [6] * 8 + [2] * 8 and plan.static_replicas == 6
     assert plan.usd_per_month_static == pytest.approx(6 * 3.0 * HOURS_PER_MONTH)
     assert plan.usd_per_month_autoscaled == pytest.approx((16 * 2 + 8 * 6) / 24 * 3.0 * HOURS_PER_MONTH)
@@ -85,8 +98,13 @@ def test_plan_spec_prints_both_answers(tmp_path: Path) -> None:
     data["use_case"] = str(REPO / "evals" / "chat-assistant.yaml")
     data["space"] = {"methods": {"fp8": ["fp8-dynamic"]}, "hardware": ["l40s", "h100-sxm"], "batch_sizes": [64]}
     (tmp_path / "small.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
-    run = subprocess.run([sys.executable, "-m", "recommender.cli.main", "plan", "--spec", str(tmp_path / "small.yaml"),
-                          "--json"], capture_output=True, text=True, check=True, cwd=REPO)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "recommender.cli.main", "plan", "--spec", str(tmp_path / "small.yaml"), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    )
     fleet = json.loads(run.stdout)
     hours = fleet["autoscale"]["hours"]
     assert len(hours) == 24 and max(h["replicas"] for h in hours) == fleet["autoscale"]["static_replicas"]
@@ -102,10 +120,18 @@ def test_the_report_plots_rate_and_replicas_over_the_day() -> None:
     from recommender.report.plots import draw_figures
 
     rates = [10.0] * 8 + [30.0] * 8 + [10.0] * 8
-    plan = schedule(rates, candidate_key=H100.key, capacity_rps=7.0, usd_per_replica_hour=3.0, headroom=1.2,
-                    min_replicas=1, provenance=Provenance("modeled", "test"))  # fmt: skip
-    recommendation = Recommendation("s", "m", "r", "u", None, None, None, [], "policy", Counts(0, 0, 0, 0, 0),
-                                    autoscale=plan)  # fmt: skip
+    plan = schedule(
+        rates,
+        candidate_key=H100.key,
+        capacity_rps=7.0,
+        usd_per_replica_hour=3.0,
+        headroom=1.2,
+        min_replicas=1,
+        provenance=Provenance("modeled", "test"),
+    )
+    recommendation = Recommendation(
+        "s", "m", "r", "u", None, None, None, [], "policy", Counts(0, 0, 0, 0, 0), autoscale=plan
+    )
     plots = [p for p in draw_figures(recommendation, []) if p.info.name == DAILY]
     assert len(plots) == 1 and plots[0].png.startswith(b"\x89PNG")
     assert f"{usd(plan.usd_per_month_static)}/month" in plots[0].info.caption
@@ -128,8 +154,11 @@ def test_a_search_with_a_profile_schedules_its_winner_and_mixes_only_passed_sche
     _, shape = load_architecture("llama-3.1-8b")
     performance = PerformanceEvaluator(load_catalog(), shape, spec.traffic, SLA)
     unverified = performance.evaluate(Candidate("int4", "w4a16-gptq-g128", "l40s", 64))
-    results = [passed(performance.evaluate(H100)), passed(performance.evaluate(Candidate("fp8", "fp8-dynamic",
-               "l40s", 64))), unverified]  # fmt: skip
+    results = [
+        passed(performance.evaluate(H100)),
+        passed(performance.evaluate(Candidate("fp8", "fp8-dynamic", "l40s", 64))),
+        unverified,
+    ]
     winner = decision.pick(results)
     assert winner is not None
     autoscale, mix = daily_answers(spec, performance, results, winner)

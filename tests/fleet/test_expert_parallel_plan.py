@@ -32,8 +32,7 @@ FP8 = get_scheme("fp8-dynamic")
 
 
 def test_attention_data_parallelism_with_expert_parallelism_needs_fewer_gpus_than_tensor_parallelism() -> None:
-    tp = plan_one(DEEPSEEK_V3, H200, "fp8", traffic=TRAFFIC, sla=SLA, scope=SCOPE, catalog=CATALOG,
-                  engines=("sglang",))  # fmt: skip
+    tp = plan_one(DEEPSEEK_V3, H200, "fp8", traffic=TRAFFIC, sla=SLA, scope=SCOPE, catalog=CATALOG, engines=("sglang",))
     ep = plan_expert_parallel(PERFORMANCE, H200, FP8, scope=SCOPE)
     assert tp.replicas is not None and ep.gpus is not None and ep.replicas is not None
     # MLA's latent is whole on every GPU of an attention rank: eight ranks of one GPU hold 8x the sequences.
@@ -68,13 +67,15 @@ def test_a_replica_too_large_for_one_node_spans_two_over_the_network_link() -> N
     row = plan_expert_parallel(PERFORMANCE, h100, FP8, scope=scope, network=network)
     assert row.ep == 16 and row.gpus is not None and row.provenance is not None
     assert "over nvlink and infiniband-ndr" in row.provenance.detail
-    one_node = plan_expert_parallel(PERFORMANCE, h100, FP8, scope=PlanScope(batch_sizes=(64,),
-                                                                            kv_cache_dtypes=("auto",)))
+    one_node = plan_expert_parallel(
+        PERFORMANCE, h100, FP8, scope=PlanScope(batch_sizes=(64,), kv_cache_dtypes=("auto",))
+    )
     assert one_node.gpus is None and "holds a request" in one_node.note
 
 
 def test_a_link_within_a_node_between_the_nodes_of_a_replica_is_refused_naming_the_flag() -> None:
     with pytest.raises(BadInputError) as info:
-        plan_parallelism(DEEPSEEK_V3, CATALOG, hardware=["h200"], precisions=["fp8"], traffic=TRAFFIC, sla=SLA,
-                         link="nvlink")  # fmt: skip
+        plan_parallelism(
+            DEEPSEEK_V3, CATALOG, hardware=["h200"], precisions=["fp8"], traffic=TRAFFIC, sla=SLA, link="nvlink"
+        )
     assert info.value.field == "--link"

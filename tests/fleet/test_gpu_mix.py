@@ -36,8 +36,15 @@ def _routable(problem: MixProblem, replicas: tuple[int, ...]) -> bool:
             if caps[b, p] > 0:
                 a_ub[p, b * n_p + p] = problem.bucket_rates[b] / caps[b, p]
             bounds.append((0.0, 1.0 if caps[b, p] > 0 else 0.0))
-    result = linprog(np.zeros(n_b * n_p), A_ub=a_ub, b_ub=np.asarray(replicas, dtype=float) + 1e-9,
-                     A_eq=a_eq, b_eq=np.ones(n_b), bounds=bounds, method="highs")  # fmt: skip
+    result = linprog(
+        np.zeros(n_b * n_p),
+        A_ub=a_ub,
+        b_ub=np.asarray(replicas, dtype=float) + 1e-9,
+        A_eq=a_eq,
+        b_eq=np.ones(n_b),
+        bounds=bounds,
+        method="highs",
+    )
     return bool(result.status == 0)
 
 
@@ -55,8 +62,11 @@ def _assert_serves(problem: MixProblem, solution: MixSolution) -> None:
     shares = np.asarray(solution.shares)
     assert np.allclose(shares.sum(axis=1), 1.0, atol=1e-6)
     for p, n in enumerate(solution.replicas):
-        load = sum(shares[b, p] * problem.bucket_rates[b] / problem.capacities[b][p]
-                   for b in range(problem.n_buckets) if problem.capacities[b][p] > 0)  # fmt: skip
+        load = sum(
+            shares[b, p] * problem.bucket_rates[b] / problem.capacities[b][p]
+            for b in range(problem.n_buckets)
+            if problem.capacities[b][p] > 0
+        )
         assert load <= n + 1e-6
         assert all(shares[b, p] < 1e-9 for b in range(problem.n_buckets) if problem.capacities[b][p] == 0)
 
@@ -87,8 +97,9 @@ def test_milp_equals_brute_force_on_random_instances(seed: int) -> None:
 def test_dropping_dominated_pools_keeps_the_optimum(seed: int) -> None:
     problem = _random_problem(seed)
     kept = undominated(problem)
-    reduced = MixProblem(problem.bucket_rates, [[row[k] for k in kept] for row in problem.capacities],
-                         [problem.prices[k] for k in kept])  # fmt: skip
+    reduced = MixProblem(
+        problem.bucket_rates, [[row[k] for k in kept] for row in problem.capacities], [problem.prices[k] for k in kept]
+    )
     full, small = solve_mix(problem), solve_mix(reduced)
     assert full is not None and small is not None
     assert small.usd_per_hour == pytest.approx(full.usd_per_hour, abs=1e-9)
@@ -103,19 +114,33 @@ def test_milp_equals_brute_force_on_simulated_capacities() -> None:
     """Three prompt-length buckets x three catalog GPUs, capacities from the simulator (modeled), 8B in fp8/bf16."""
     _, shape = load_architecture("llama-3.1-8b")
     sla = LatencySLA(ttft_p99_ms=1500, tpot_p99_ms=60)
-    performance = PerformanceEvaluator(load_catalog(), shape, Traffic(prompt_tokens=1000, output_tokens=200,
-                                       requests_per_second=10), sla)  # fmt: skip
-    pools = [Candidate("fp8", "fp8-dynamic", "l40s", 64), Candidate("bf16", "baseline", "a100-80gb", 64),
-             Candidate("fp8", "fp8-dynamic", "h100-sxm", 64)]  # fmt: skip
+    performance = PerformanceEvaluator(
+        load_catalog(), shape, Traffic(prompt_tokens=1000, output_tokens=200, requests_per_second=10), sla
+    )
+    pools = [
+        Candidate("fp8", "fp8-dynamic", "l40s", 64),
+        Candidate("bf16", "baseline", "a100-80gb", 64),
+        Candidate("fp8", "fp8-dynamic", "h100-sxm", 64),
+    ]
     setups = [performance.setup(c) for c in pools]
     assert all(isinstance(s, Setup) for s in setups)
     buckets = [(200, 200), (1500, 250), (5000, 250)]
     capacities = [
-        [max_rate_within_sla(s.step_cost, s.scheduler, prompt=p, output=o, ttft_p99_ms=sla.ttft_p99_ms,
-                             tpot_p99_ms=sla.tpot_p99_ms, n_requests=300).rate_per_s
-         for s in setups if isinstance(s, Setup)]
+        [
+            max_rate_within_sla(
+                s.step_cost,
+                s.scheduler,
+                prompt=p,
+                output=o,
+                ttft_p99_ms=sla.ttft_p99_ms,
+                tpot_p99_ms=sla.tpot_p99_ms,
+                n_requests=300,
+            ).rate_per_s
+            for s in setups
+            if isinstance(s, Setup)
+        ]
         for p, o in buckets
-    ]  # fmt: skip
+    ]
     prices = [s.price_per_hour_usd for s in setups if isinstance(s, Setup)]
     problem = MixProblem([12.0, 6.0, 2.0], capacities, prices)
     solution, single = solve_mix(problem), best_single(problem)

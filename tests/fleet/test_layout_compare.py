@@ -26,8 +26,17 @@ def test_disaggregation_wins_where_prefill_interruptions_break_the_tpot_limit() 
     traffic = Traffic(prompt_tokens=8000, output_tokens=256, requests_per_second=20)
     sla = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=15)
     scope = PlanScope(tensor_parallel=(2,), batch_sizes=(128,), kv_cache_dtypes=("auto",))
-    [got] = plan_layouts(LLAMA_8B, CATALOG, hardware=["h100-sxm"], precisions=["fp8"], traffic=traffic, sla=sla,
-                         link="nvlink", scope=scope, engines=("sglang",))  # fmt: skip
+    [got] = plan_layouts(
+        LLAMA_8B,
+        CATALOG,
+        hardware=["h100-sxm"],
+        precisions=["fp8"],
+        traffic=traffic,
+        sla=sla,
+        link="nvlink",
+        scope=scope,
+        engines=("sglang",),
+    )
     d, a = got.disaggregated, got.aggregated
     assert got.winner == "disaggregated", got.reason
     assert d.gpus is not None and a.replicas is not None and d.gpus < a.replicas * 2
@@ -44,8 +53,17 @@ def test_disaggregation_loses_at_short_prompts_where_the_transfer_and_ttft_split
     traffic = Traffic(prompt_tokens=128, output_tokens=256, requests_per_second=200)
     sla = LatencySLA(ttft_p99_ms=150, tpot_p99_ms=30)
     scope = PlanScope(tensor_parallel=(1,), batch_sizes=(256,), kv_cache_dtypes=("auto",))
-    [got] = plan_layouts(LLAMA_8B, CATALOG, hardware=["h100-sxm"], precisions=["fp8"], traffic=traffic, sla=sla,
-                         link="infiniband-ndr", scope=scope, engines=("vllm",))  # fmt: skip
+    [got] = plan_layouts(
+        LLAMA_8B,
+        CATALOG,
+        hardware=["h100-sxm"],
+        precisions=["fp8"],
+        traffic=traffic,
+        sla=sla,
+        link="infiniband-ndr",
+        scope=scope,
+        engines=("vllm",),
+    )
     assert got.winner == "aggregated", got.reason
     a, d = got.aggregated, got.disaggregated
     assert a.replicas is not None and d.gpus is not None and d.gpus > a.replicas
@@ -56,8 +74,17 @@ def test_disaggregation_loses_at_low_traffic_where_each_pool_rounds_up_to_a_whol
     traffic = Traffic(prompt_tokens=128, output_tokens=256, requests_per_second=5)
     sla = LatencySLA(ttft_p99_ms=300, tpot_p99_ms=30)
     scope = PlanScope(tensor_parallel=(1,), batch_sizes=(256,), kv_cache_dtypes=("auto",))
-    [got] = plan_layouts(LLAMA_8B, CATALOG, hardware=["h100-sxm"], precisions=["fp8"], traffic=traffic, sla=sla,
-                         link="infiniband-ndr", scope=scope, engines=("vllm",))  # fmt: skip
+    [got] = plan_layouts(
+        LLAMA_8B,
+        CATALOG,
+        hardware=["h100-sxm"],
+        precisions=["fp8"],
+        traffic=traffic,
+        sla=sla,
+        link="infiniband-ndr",
+        scope=scope,
+        engines=("vllm",),
+    )
     assert got.winner == "aggregated", got.reason
     assert got.aggregated.replicas == 1 and got.disaggregated.gpus == 2
     assert got.reason.startswith("aggregated wins: 1 GPUs") and "prefill" in got.reason
@@ -67,8 +94,15 @@ def test_disaggregation_loses_at_low_traffic_where_each_pool_rounds_up_to_a_whol
 def test_an_unknown_link_or_nvlink_on_a_pcie_card_is_refused_naming_the_flag(link: str, hardware: str) -> None:
     traffic = Traffic(prompt_tokens=128, output_tokens=16, requests_per_second=1)
     with pytest.raises(BadInputError) as info:
-        plan_layouts(LLAMA_8B, CATALOG, hardware=[hardware], precisions=["fp8"], traffic=traffic,
-                     sla=LatencySLA(ttft_p99_ms=300, tpot_p99_ms=30), link=link)  # fmt: skip
+        plan_layouts(
+            LLAMA_8B,
+            CATALOG,
+            hardware=[hardware],
+            precisions=["fp8"],
+            traffic=traffic,
+            sla=LatencySLA(ttft_p99_ms=300, tpot_p99_ms=30),
+            link=link,
+        )
     assert info.value.field == "--link" and "\n" not in str(info.value)
 
 

@@ -25,9 +25,15 @@ _, LLAMA8 = load_architecture("llama-3.1-8b")
 
 @pytest.mark.parametrize(
     ("name", "billions"),
-    [("llama-3.1-8b", 8.03), ("llama-3.1-70b", 70.6), ("mistral-7b-v0.3", 7.25), ("qwen2.5-7b", 7.62),
-     ("qwen2.5-72b", 72.7), ("mixtral-8x7b", 46.7)],
-)  # fmt: skip
+    [
+        ("llama-3.1-8b", 8.03),
+        ("llama-3.1-70b", 70.6),
+        ("mistral-7b-v0.3", 7.25),
+        ("qwen2.5-7b", 7.62),
+        ("qwen2.5-72b", 72.7),
+        ("mixtral-8x7b", 46.7),
+    ],
+)
 def test_shipped_architectures_have_their_published_sizes(name: str, billions: float) -> None:
     assert name in known_architectures()
     _, shape = load_architecture(name)
@@ -38,8 +44,7 @@ def test_shipped_architectures_have_their_published_sizes(name: str, billions: f
 def test_plan_rows_fit_price_and_label_quality(tmp_path: Path) -> None:
     catalog = load_catalog()
     # The default price set (RunPod Secure Cloud, both dates) lists no T4: planned all the same, no dollars ...
-    t4_unpriced = plan_one(LLAMA8, catalog.get("t4"), "bf16", traffic=TRAFFIC, sla=SLA, scope=CAPS_64,
-                           catalog=catalog)  # fmt: skip
+    t4_unpriced = plan_one(LLAMA8, catalog.get("t4"), "bf16", traffic=TRAFFIC, sla=SLA, scope=CAPS_64, catalog=catalog)
     assert t4_unpriced.unpriced.startswith("t4 has no price in price set runpod-secure (")
     assert t4_unpriced.usd_per_month is None and t4_unpriced.ttft_p99_ms is not None
     # ... and a contract price (hardware_catalog) prices it.
@@ -70,8 +75,12 @@ def test_plan_rows_fit_price_and_label_quality(tmp_path: Path) -> None:
 
 
 def test_plan_cli_unknown_model_lists_known_ones() -> None:
-    result = subprocess.run([sys.executable, "-m", "recommender.cli.main", "plan", "--model", "llama-9"],
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "recommender.cli.main", "plan", "--model", "llama-9"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "--model" in result.stderr and "llama-3.1-8b" in result.stderr
 
@@ -87,8 +96,14 @@ def test_plan_and_search_model_a_catalog_candidate_identically(hardware: str, ba
     spec = load_spec(Path(__file__).parents[2] / "recommender" / "demo" / "search_space.yaml")
     prepared = prepare(spec)
     searched = prepared.evaluator().performance.evaluate(Candidate("bf16", "baseline", hardware, batch))
-    planned = plan_one(prepared.shape, prepared.catalog.get(hardware), "bf16", traffic=spec.traffic, sla=spec.sla,
-                       scope=PlanScope(batch_sizes=(batch,), kv_cache_dtypes=("auto",)))  # fmt: skip
+    planned = plan_one(
+        prepared.shape,
+        prepared.catalog.get(hardware),
+        "bf16",
+        traffic=spec.traffic,
+        sla=spec.sla,
+        scope=PlanScope(batch_sizes=(batch,), kv_cache_dtypes=("auto",)),
+    )
     assert searched.serving is not None and searched.cost is not None
     assert planned.tensor_parallel == 1 and planned.batch_size == batch
     assert planned.ttft_p99_ms == searched.serving.ttft_ms.p99
@@ -106,8 +121,15 @@ def test_plan_prices_every_degree_that_fits_not_only_the_smallest() -> None:
     sla = LatencySLA(ttft_p99_ms=1000, tpot_p99_ms=50)
     h100 = catalog.get("h100-sxm")
     row = plan_one(llama70, h100, "fp8", traffic=traffic, sla=sla, scope=CAPS_64, catalog=catalog)
-    one_gpu = plan_one(llama70, h100.model_copy(update={"max_tensor_parallel": 1}), "fp8", traffic=traffic, sla=sla,
-                       scope=CAPS_64, catalog=catalog)  # fmt: skip
+    one_gpu = plan_one(
+        llama70,
+        h100.model_copy(update={"max_tensor_parallel": 1}),
+        "fp8",
+        traffic=traffic,
+        sla=sla,
+        scope=CAPS_64,
+        catalog=catalog,
+    )
     assert one_gpu.tensor_parallel == 1 and one_gpu.usd_per_month is not None  # it does fit one GPU ...
     assert row.tensor_parallel == 2 and row.usd_per_month is not None  # ... and two cost less a month
     assert row.usd_per_month < one_gpu.usd_per_month / 2
@@ -140,14 +162,19 @@ def test_a_candidates_performance_is_computed_once_per_evaluator() -> None:
     from recommender.perf.catalog.architectures import load_architecture
     from recommender.perf.catalog.gpus import load_catalog
 
-    evaluator = PerformanceEvaluator(load_catalog(), load_architecture("llama-3.1-8b")[1],
-                                     Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5),
-                                     LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100))  # fmt: skip
+    evaluator = PerformanceEvaluator(
+        load_catalog(),
+        load_architecture("llama-3.1-8b")[1],
+        Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5),
+        LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100),
+    )
     c = Candidate(precision="fp8", method="fp8-dynamic", hardware="h100-sxm", batch_size=64)
     first = evaluator.performance(c)
     assert evaluator.performance(c) is first
-    assert evaluator.performance(Candidate(precision="fp8", method="fp8-dynamic", hardware="h100-sxm",
-                                           batch_size=256)) is not first  # fmt: skip
+    assert (
+        evaluator.performance(Candidate(precision="fp8", method="fp8-dynamic", hardware="h100-sxm", batch_size=256))
+        is not first
+    )
 
 
 def test_plan_rows_are_served_by_the_engines_given() -> None:
@@ -159,9 +186,12 @@ def test_plan_rows_are_served_by_the_engines_given() -> None:
     from recommender.perf.catalog.gpus import load_catalog
 
     catalog = load_catalog()
-    args = {"traffic": Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5),
-            "sla": LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100), "catalog": catalog,
-                "scope": PlanScope(batch_sizes=(64,), kv_cache_dtypes=("auto",))}
+    args = {
+        "traffic": Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5),
+        "sla": LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100),
+        "catalog": catalog,
+        "scope": PlanScope(batch_sizes=(64,), kv_cache_dtypes=("auto",)),
+    }
     shape, h100 = load_architecture("llama-3.1-8b")[1], catalog.get("h100-sxm")
     for engines in (("sglang",), ("vllm",)):
         row = plan_one(shape, h100, "fp8", engines=engines, **args)  # type: ignore[arg-type]
@@ -175,8 +205,12 @@ def test_a_plan_row_launches_with_room_for_the_longest_conversation_turn() -> No
     from recommender.fleet.plan import launch_of
 
     catalog = load_catalog()
-    traffic = Traffic(prompt_tokens=1500, output_tokens=150, requests_per_second=5,
-                      conversation={"turns": 4, "think_time_s": 30, "message_tokens": 200})  # fmt: skip
+    traffic = Traffic(
+        prompt_tokens=1500,
+        output_tokens=150,
+        requests_per_second=5,
+        conversation={"turns": 4, "think_time_s": 30, "message_tokens": 200},
+    )
     assert traffic.max_model_len == traffic.longest_prompt_tokens + 150 == 2700
     row = plan_one(LLAMA8, catalog.get("h100-sxm"), "bf16", traffic=traffic, sla=SLA, scope=CAPS_64, catalog=catalog)
     launch = launch_of(row, "meta-llama/Llama-3.1-8B-Instruct", catalog, traffic)

@@ -29,12 +29,31 @@ def _rows(args: list[str]) -> list[dict[str, object]]:
 
 
 def test_a_pointed_plan_answers_for_exactly_that_configuration() -> None:
-    rows = _rows(["--model", "llama-3.1-70b", "--engine", "trtllm", "--precision", "fp8", "--tensor-parallel", "2",
-                  "--kv-cache-dtype", "fp8", "--hardware", "h100-sxm"])  # fmt: skip
+    rows = _rows(
+        [
+            "--model",
+            "llama-3.1-70b",
+            "--engine",
+            "trtllm",
+            "--precision",
+            "fp8",
+            "--tensor-parallel",
+            "2",
+            "--kv-cache-dtype",
+            "fp8",
+            "--hardware",
+            "h100-sxm",
+        ]
+    )
     assert len(rows) == 1
     row = rows[0]
     assert (row["hardware"], row["precision"], row["engine"], row["tensor_parallel"], row["kv_cache_dtype"]) == (
-        "h100-sxm", "fp8", "trtllm", 2, "fp8")  # fmt: skip
+        "h100-sxm",
+        "fp8",
+        "trtllm",
+        2,
+        "fp8",
+    )
     assert "FP8 KV cache: a prior" in str(row["quality"]) and row["quality_verdict"] == "unverified"
     assert str(row["launch"]).startswith("trtllm-serve") and "--tp_size 2" in str(row["launch"])
 
@@ -75,9 +94,19 @@ def test_the_plan_climbs_past_256_and_fp8_kv_holds_more() -> None:
     _, llama70 = load_architecture("llama-3.1-70b")
     h100 = catalog.get("h100-sxm")
     busy = Traffic(prompt_tokens=512, output_tokens=256, requests_per_second=40)
-    rows = {kv: plan_one(llama70, h100, "fp8", traffic=busy, sla=SLA, catalog=catalog, engines=("trtllm",),
-                         scope=PlanScope(tensor_parallel=(2,), kv_cache_dtypes=(kv,)))  # fmt: skip
-            for kv in ("auto", "fp8")}
+    rows = {
+        kv: plan_one(
+            llama70,
+            h100,
+            "fp8",
+            traffic=busy,
+            sla=SLA,
+            catalog=catalog,
+            engines=("trtllm",),
+            scope=PlanScope(tensor_parallel=(2,), kv_cache_dtypes=(kv,)),
+        )
+        for kv in ("auto", "fp8")
+    }
     fp8_pruned, auto_pruned = rows["fp8"].batch_caps_pruned, rows["auto"].batch_caps_pruned
     assert "batch caps 1024, 2048 pruned" in fp8_pruned and "prompts of 512 tokens" in fp8_pruned
     assert auto_pruned.startswith("batch caps 512, 1024, 2048 pruned") and rows["fp8"].note == ""

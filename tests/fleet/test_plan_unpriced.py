@@ -25,7 +25,13 @@ from recommender.quantize import get_scheme
 from recommender.quantize.precisions import PLANNED_PRECISIONS
 
 #: The batch caps 64, 256 with the 16-bit KV cache: the plan as it was before the ladder.
-CAPS_64_256 = PlanScope(batch_sizes=(64, 256,), kv_cache_dtypes=("auto",))
+CAPS_64_256 = PlanScope(
+    batch_sizes=(
+        64,
+        256,
+    ),
+    kv_cache_dtypes=("auto",),
+)
 
 TRAFFIC = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5)
 SLA = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100)
@@ -34,9 +40,30 @@ _, LLAMA8 = load_architecture("llama-3.1-8b")
 #: it says of the L4.
 NO_L4 = "runpod-secure-2026-09-25"
 NO_L4_PRICE = f"l4 has no price in price set {NO_L4}"
-PLAN_L4 = [sys.executable, "-m", "recommender.cli.main", "plan", "--model", "llama-3.1-8b", "--prompt-tokens", "512",
-           "--output-tokens", "128", "--rps", "5", "--ttft-ms", "2000", "--tpot-ms", "100", "--hardware", "l4",
-           "--batch-size", "64", "--price-set", NO_L4]  # fmt: skip
+PLAN_L4 = [
+    sys.executable,
+    "-m",
+    "recommender.cli.main",
+    "plan",
+    "--model",
+    "llama-3.1-8b",
+    "--prompt-tokens",
+    "512",
+    "--output-tokens",
+    "128",
+    "--rps",
+    "5",
+    "--ttft-ms",
+    "2000",
+    "--tpot-ms",
+    "100",
+    "--hardware",
+    "l4",
+    "--batch-size",
+    "64",
+    "--price-set",
+    NO_L4,
+]
 
 
 def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
@@ -75,15 +102,26 @@ def test_an_unpriced_row_is_the_configuration_a_price_would_pick(tmp_path: Path)
     contract = tmp_path / "contract.yaml"
     contract.write_text("accelerators:\n  l4: {price_per_hour_usd: 0.80, price_source: our contract}\n")
     for precision in ("bf16", "fp8"):
-        unpriced = plan_one(LLAMA8, load_catalog(price_set=NO_L4).get("l4"), precision, traffic=TRAFFIC, sla=SLA,
-                            scope=CAPS_64_256, catalog=load_catalog(price_set=NO_L4))  # fmt: skip
+        unpriced = plan_one(
+            LLAMA8,
+            load_catalog(price_set=NO_L4).get("l4"),
+            precision,
+            traffic=TRAFFIC,
+            sla=SLA,
+            scope=CAPS_64_256,
+            catalog=load_catalog(price_set=NO_L4),
+        )
         contracted = load_catalog(contract, price_set=NO_L4)
-        priced = plan_one(LLAMA8, contracted.get("l4"), precision, traffic=TRAFFIC, sla=SLA, scope=CAPS_64_256,
-                          catalog=contracted)  # fmt: skip
+        priced = plan_one(
+            LLAMA8, contracted.get("l4"), precision, traffic=TRAFFIC, sla=SLA, scope=CAPS_64_256, catalog=contracted
+        )
         assert priced.usd_per_month is not None and priced.unpriced == ""
         assert unpriced.usd_per_month is None and unpriced.unpriced.startswith(NO_L4_PRICE)
         assert (unpriced.tensor_parallel, unpriced.batch_size, unpriced.replicas) == (
-            priced.tensor_parallel, priced.batch_size, priced.replicas)  # fmt: skip
+            priced.tensor_parallel,
+            priced.batch_size,
+            priced.replicas,
+        )
         assert unpriced.ttft_p99_ms == priced.ttft_p99_ms and unpriced.max_rps_per_replica == priced.max_rps_per_replica
 
 
@@ -100,17 +138,43 @@ def test_the_search_still_prunes_an_unpriced_gpu_and_plan_evaluates_it() -> None
 def test_estimate_gives_an_unpriced_gpu_its_latencies() -> None:
     accel = load_catalog(price_set=NO_L4).get("l4")
     assert accel.price_per_hour_usd is None
-    request = EstimateRequest(model="llama-3.1-8b", shape=LLAMA8, method=get_scheme("fp8-dynamic"), accel=accel,
-                              profile=PROFILES["vllm"], tensor_parallel=1, concurrency=8, prompt_tokens=512,
-                              output_tokens=128)
+    request = EstimateRequest(
+        model="llama-3.1-8b",
+        shape=LLAMA8,
+        method=get_scheme("fp8-dynamic"),
+        accel=accel,
+        profile=PROFILES["vllm"],
+        tensor_parallel=1,
+        concurrency=8,
+        prompt_tokens=512,
+        output_tokens=128,
+    )
     got = estimate(request, CalibratedModel(load_fit()))
     assert got.hardware == "l4" and 0 < got.ttft_ms["p99"].value < math.inf and 0 < got.tpot_ms["p99"].value < 1000
     assert got.output_tokens_per_s.value > 0
 
 
 def test_estimate_cli_on_an_unpriced_gpu() -> None:
-    out = _run([sys.executable, "-m", "recommender.cli.main", "estimate", "--model", "llama-3.1-8b", "--hardware", "l4",
-                "--concurrency", "4", "--prompt-tokens", "512", "--output-tokens", "128", "--precision", "fp8",
-                "--json"]).stdout  # fmt: skip
+    out = _run(
+        [
+            sys.executable,
+            "-m",
+            "recommender.cli.main",
+            "estimate",
+            "--model",
+            "llama-3.1-8b",
+            "--hardware",
+            "l4",
+            "--concurrency",
+            "4",
+            "--prompt-tokens",
+            "512",
+            "--output-tokens",
+            "128",
+            "--precision",
+            "fp8",
+            "--json",
+        ]
+    ).stdout
     data = json.loads(out)
     assert data["hardware"] == "l4" and data["ttft_ms"]["p99"]["value"] > 0 and data["tpot_ms"]["p99"]["value"] > 0

@@ -12,9 +12,12 @@ from tests.benchmark_scripts import load_benchmark
 #: The probe calibration behind benchmarks/calibration_fidelity.py (not on the search path: it lives there).
 _calibration = load_benchmark("probe_calibration")
 CalibratedStepTime, decode_work, fit, fit_kernel_rates, prefill_work = (
-    _calibration.CalibratedStepTime, _calibration.decode_work, _calibration.fit, _calibration.fit_kernel_rates,
+    _calibration.CalibratedStepTime,
+    _calibration.decode_work,
+    _calibration.fit,
+    _calibration.fit_kernel_rates,
     _calibration.prefill_work,
-)  # fmt: skip
+)
 
 SMALL = ModelShape(n_layers=4, hidden=256, intermediate=768, n_heads=4, n_kv_heads=2, head_dim=64, vocab=2048)
 LARGE = ModelShape(n_layers=8, hidden=512, intermediate=1536, n_heads=8, n_kv_heads=2, head_dim=64, vocab=2048)

@@ -17,9 +17,15 @@ def _llama(seed: int, *, vocab: int = 512) -> nn.Module:
 
     torch.manual_seed(seed)
     config = LlamaConfig(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        vocab_size=vocab, max_position_embeddings=64, tie_word_embeddings=False,
-    )  # fmt: skip
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=vocab,
+        max_position_embeddings=64,
+        tie_word_embeddings=False,
+    )
     model: nn.Module = LlamaForCausalLM(config).eval()  # type: ignore[no-untyped-call]
     return model
 

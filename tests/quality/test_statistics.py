@@ -130,15 +130,16 @@ def test_concentrated_damage_widens_the_studentised_interval() -> None:
     base = np.stack([-0.8 * size, size], axis=1)
     damage = np.where(np.arange(60) < 6, 1.104, 1.0) * (1 + rng.normal(0, 0.001, 60))
     worse = np.stack([base[:, 0] * damage, size], axis=1)
-    one_pct = TaskThreshold(task="p", metric="bits_per_byte", higher_is_better=False,
-                            threshold=Threshold(max_relative_drop=0.01))  # fmt: skip
+    one_pct = TaskThreshold(
+        task="p", metric="bits_per_byte", higher_is_better=False, threshold=Threshold(max_relative_drop=0.01)
+    )
     result = paired_bootstrap(one_pct, base, worse)
     assert result.decisive and result.verdict == "inconclusive"
     low, high = result.margin_ci
     assert high - result.margin > result.margin - low  # skewed: longer on the damaged side
     # A jackknife error of zero (every document alike) is a zero-width interval, believed only from 40 documents.
     col = np.stack([base[:, 0], size, base[:, 0] * 1.001, size], axis=1)[:40]
-    (point, lo, hi), = studentised_intervals(col, [lambda s: s[..., 2] / s[..., 0] - 1.0], 0.025)
+    ((point, lo, hi),) = studentised_intervals(col, [lambda s: s[..., 2] / s[..., 0] - 1.0], 0.025)
     assert lo == hi == point and point == pytest.approx(0.001)
 
 

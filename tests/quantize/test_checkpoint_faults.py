@@ -30,9 +30,26 @@ def _quantize(cache: Path, out: Path, *, file_limit: int | None = None) -> subpr
             resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
 
     env = {**os.environ, "PYTHONPATH": str(REPO), "RECOMMENDER_CACHE_DIR": str(cache)}
-    return subprocess.run([sys.executable, "-m", "recommender.cli.main", "quantize", "--model", str(DEMO_MODEL),
-                           "--scheme", "w4a16-rtn-g128", "--out", str(out)], capture_output=True, text=True, env=env,
-                          preexec_fn=limited, timeout=600, check=False)  # fmt: skip
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "recommender.cli.main",
+            "quantize",
+            "--model",
+            str(DEMO_MODEL),
+            "--scheme",
+            "w4a16-rtn-g128",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        preexec_fn=limited,
+        timeout=600,
+        check=False,
+    )
 
 
 def _lying_header(weights: Path) -> None:

@@ -46,7 +46,8 @@ def test_preset_row_is_the_preset_llm_compressor_expects(row: PresetRow) -> None
     assert promised.weights is not None
     activations = promised.input_activations
     assert PROMISED[row.name] == (
-        promised.weights.strategy, promised.weights.group_size,
+        promised.weights.strategy,
+        promised.weights.group_size,
         None if activations is None else (activations.strategy, activations.dynamic),
     )
     groups = modifier.resolved_config.config_groups
@@ -98,7 +99,16 @@ def test_preset_recipe_is_the_recipe_text_every_checkpoint_was_keyed_by() -> Non
 
 def test_the_schemes_that_are_not_one_preset_stay_whole_and_the_registry_keeps_its_order() -> None:
     assert [m.name for m in METHODS] == [
-        "fp8-dynamic", "int8-w8a8", "w4a16-gptq-g128", "w4a16-awq-g128", "w4a16-rtn-g128", "fp8-tensor",
-        "fp8-block", "nvfp4", "nvfp4a16", "mxfp4", "fp8-online",
+        "fp8-dynamic",
+        "int8-w8a8",
+        "w4a16-gptq-g128",
+        "w4a16-awq-g128",
+        "w4a16-rtn-g128",
+        "fp8-tensor",
+        "fp8-block",
+        "nvfp4",
+        "nvfp4a16",
+        "mxfp4",
+        "fp8-online",
     ]
     assert {row.name for row in PRESETS} == {m.name for m in METHODS} - {"int8-w8a8", "w4a16-awq-g128", "fp8-online"}

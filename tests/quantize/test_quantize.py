@@ -17,9 +17,10 @@ CPU = DeviceInfo("cpu")
 # Checkpoint schemes (llm-compressor, ModelOpt) are made, saved and loaded back in tests/quantize/test_checkpoints.py,
 # tests/quantize/test_modelopt.py and tests/cli/test_quantize_cli.py: here, the methods that quantize as they load.
 CPU_METHODS = sorted(
-    name for name, m in all_schemes().items()
+    name
+    for name, m in all_schemes().items()
     if m.unavailable_reason(CPU) is None and not isinstance(m, CheckpointScheme)
-)  # fmt: skip
+)
 
 
 def _weight_class(model: torch.nn.Module) -> str:

@@ -74,8 +74,9 @@ def test_scheme_is_refused_with_the_install_line_without_the_extra() -> None:
 def test_quantize_cli_refuses_in_one_line_and_writes_nothing(tmp_path: Path, demo_model_dir: Path) -> None:
     out = tmp_path / "ckpt"
     args = ["quantize", "--model", str(demo_model_dir), "--scheme", "quark-fp8", "--out", str(out)]
-    result = subprocess.run([sys.executable, "-m", "recommender.cli.main", *args], capture_output=True, text=True,
-                            timeout=300, cwd=tmp_path)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "recommender.cli.main", *args], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines() == [
         "error: --scheme: quark-fp8 needs amd-quark (the amd extra), which is not installed "

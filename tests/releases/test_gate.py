@@ -42,8 +42,14 @@ def _candidate(precision: str, method: str, usd: float, reference: list[int], va
     same = method == "baseline"
     paired = paired_bootstrap(ACC, _pairs(reference), _pairs(variant), same_model=same)
     checks = [task_check(ACC, paired)]
-    cost = CostEstimate(usd_per_1m_tokens=usd, replicas=1, accelerators=1, usd_per_month=1000 * usd,
-                        price_per_hour_usd=1.0, price_source="t")  # fmt: skip
+    cost = CostEstimate(
+        usd_per_1m_tokens=usd,
+        replicas=1,
+        accelerators=1,
+        usd_per_month=1000 * usd,
+        price_per_hour_usd=1.0,
+        price_source="t",
+    )
     bare = CandidateResult(Candidate(precision, method, "l4", 8), "evaluated", Constraints(quality=1.0), [], cost=cost)
     return with_quality(bare, QualityResult(method, precision, overall(checks), checks, None, "cpu", 0.0))
 
@@ -113,9 +119,16 @@ def test_an_unchanged_release_passes_the_gate_at_its_defaults() -> None:
 
 def test_a_release_without_per_document_scores_is_not_compared_silently() -> None:
     v1 = _release("v1", V1_BF16)
-    old = [replace(r, quality=replace(r.quality, checks=[replace(c, reference_docs=(), variant_docs=())
-                                                        for c in r.quality.checks]))
-           for r in v1.results if r.quality is not None]  # fmt: skip
+    old = [
+        replace(
+            r,
+            quality=replace(
+                r.quality, checks=[replace(c, reference_docs=(), variant_docs=()) for c in r.quality.checks]
+            ),
+        )
+        for r in v1.results
+        if r.quality is not None
+    ]
     legacy = replace(v1, results=old)
     lines = _quality_lines(_release("v2", V1_BF16), legacy, 1.0)
     assert lines == [

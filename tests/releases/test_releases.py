@@ -38,7 +38,7 @@ def _study(tmp_path: Path, *, model_dir: Path, release: str, hardware: list[str]
             "methods": {"bf16": ["baseline"], "fp16": ["fp16"]},
             "hardware": hardware,
             "batch_sizes": [4],
-        },  # fmt: skip
+        },
         "current": {"precision": "bf16", "method": "baseline", "hardware": "h100-sxm", "batch_size": 4},
         "search": {"n_trials": 4, "seed": 0},
     }
@@ -67,8 +67,18 @@ def tracked(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 def test_compare_reads_both_releases_from_mlflow(tracked: tuple[Path, str]) -> None:
     tmp, tracking = tracked
-    result = _run_cli("compare", "--model", "demo-code-llama", "--tracking-uri", tracking, "--format", "json",
-                      "--plot", str(tmp / "compare.png"), cwd=tmp)  # fmt: skip
+    result = _run_cli(
+        "compare",
+        "--model",
+        "demo-code-llama",
+        "--tracking-uri",
+        tracking,
+        "--format",
+        "json",
+        "--plot",
+        str(tmp / "compare.png"),
+        cwd=tmp,
+    )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert [r["release"] for r in data["releases"]] == ["v1", "v2"]

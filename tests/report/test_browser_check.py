@@ -33,7 +33,9 @@ def check() -> ModuleType:
 
 
 def test_report_passes_in_chromium_and_a_broken_page_fails(
-    tmp_path: Path, study: Study, check: ModuleType  # noqa: F811  (the imported fixture)
+    tmp_path: Path,
+    study: Study,  # noqa: F811  (the imported fixture)
+    check: ModuleType,
 ) -> None:
     rec = _with_assumptions(study)
     report = write_report(tmp_path / "report", rec, study[1], study[2])["html"]
@@ -44,13 +46,18 @@ def test_report_passes_in_chromium_and_a_broken_page_fails(
         '<script>console.error("boom")</script></body></html>',
         encoding="utf-8",
     )
-    good, bad = check.check_pages([str(report), str(broken)], tmp_path / "shots", expect=["Buy:"], settle_s=1.0,
-                                  install=False)  # fmt: skip
+    good, bad = check.check_pages(
+        [str(report), str(broken)], tmp_path / "shots", expect=["Buy:"], settle_s=1.0, install=False
+    )
     assert good.ok, good.problems
     assert "Buy:" in good.first_screen_text and "Assumptions" in good.first_screen_text
     for shot in good.screenshots:
         assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 10_000
     problems = " | ".join(bad.problems)
-    for expected in ("console error: boom", "image did not load: a missing figure", "code block cut off",
-                     "expected text not on the page: 'Buy:'"):  # fmt: skip
+    for expected in (
+        "console error: boom",
+        "image did not load: a missing figure",
+        "code block cut off",
+        "expected text not on the page: 'Buy:'",
+    ):
         assert expected in problems

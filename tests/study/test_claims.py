@@ -48,8 +48,11 @@ def test_a_dead_owners_claim_is_taken_over_after_the_grace_period(tmp_path: Path
     store = _store(tmp_path, heartbeat_s=0.2)
     # What a SIGKILLed worker leaves: a running claim whose beat never moves again.
     with store.engine.begin() as db:
-        db.execute(sa.insert(CLAIMS).values(key="k", label="quality of k", owner="dead:1:abc", state="running",
-                                            beat=3, attempts=1, result=None))  # fmt: skip
+        db.execute(
+            sa.insert(CLAIMS).values(
+                key="k", label="quality of k", owner="dead:1:abc", state="running", beat=3, attempts=1, result=None
+            )
+        )
     waits: list[str] = []
     store.on_wait = waits.append
     started = time.monotonic()
@@ -95,9 +98,14 @@ def test_method_identity_is_the_same_in_every_process() -> None:
     """Quality cache keys and claim keys must agree across workers: no set order or address may leak in."""
     code = "from recommender.quantize import all_schemes as a; print('\\n'.join(m.identity() for m in a().values()))"
     outputs = [
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                       env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
         for seed in ("1", "2", "3")
-    ]  # fmt: skip
+    ]
     assert outputs[0] and outputs[0] == outputs[1] == outputs[2]
     assert "0x" not in outputs[0]

@@ -29,28 +29,35 @@ from recommender.config.candidate import Candidate
 from recommender.study.claims import ClaimStore
 from tests.conftest import write_contract_prices, write_spec, write_suite
 
-COMPLETE, RUNNING, FAIL, WAITING, PRUNED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.RUNNING,
-                                    optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING,
-                                    optuna.trial.TrialState.PRUNED)  # fmt: skip
+COMPLETE, RUNNING, FAIL, WAITING, PRUNED = (
+    optuna.trial.TrialState.COMPLETE,
+    optuna.trial.TrialState.RUNNING,
+    optuna.trial.TrialState.FAIL,
+    optuna.trial.TrialState.WAITING,
+    optuna.trial.TrialState.PRUNED,
+)
 CLI = [sys.executable, "-m", "recommender.cli.main"]
 
 
 def _spec(
     tmp_path: Path, demo_model_dir: Path, methods: dict[str, list[str]], n_trials: int, documents: int = 6
 ) -> Path:
-    return write_spec(tmp_path / "faults.yaml", {
-        "name": "faults",
-        "model": {"source": str(demo_model_dir), "release": "test"},
-        "use_case": str(write_suite(tmp_path / "suite.yaml", limit=documents)),
-        "traffic": {"prompt_tokens": 32, "output_tokens": 16, "requests_per_second": 5},
-        "sla": {"ttft_p99_ms": 5000, "tpot_p99_ms": 1000},
-        "space": {"methods": methods, "hardware": ["l4", "h100-sxm"], "batch_sizes": [4]},
-        "current": {"precision": "bf16", "method": "baseline", "hardware": "h100-sxm", "batch_size": 4},
-        # The L4 at a contract price: the default price set (RunPod Secure Cloud) lists none.
-        "hardware_catalog": str(write_contract_prices(tmp_path / "contract.yaml")),
-        "search": {"n_trials": n_trials, "seed": 0, "heartbeat_s": 1},
-        "engines": None,
-    })
+    return write_spec(
+        tmp_path / "faults.yaml",
+        {
+            "name": "faults",
+            "model": {"source": str(demo_model_dir), "release": "test"},
+            "use_case": str(write_suite(tmp_path / "suite.yaml", limit=documents)),
+            "traffic": {"prompt_tokens": 32, "output_tokens": 16, "requests_per_second": 5},
+            "sla": {"ttft_p99_ms": 5000, "tpot_p99_ms": 1000},
+            "space": {"methods": methods, "hardware": ["l4", "h100-sxm"], "batch_sizes": [4]},
+            "current": {"precision": "bf16", "method": "baseline", "hardware": "h100-sxm", "batch_size": 4},
+            # The L4 at a contract price: the default price set (RunPod Secure Cloud) lists none.
+            "hardware_catalog": str(write_contract_prices(tmp_path / "contract.yaml")),
+            "search": {"n_trials": n_trials, "seed": 0, "heartbeat_s": 1},
+            "engines": None,
+        },
+    )
 
 
 class Observer:
@@ -131,16 +138,25 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 @pytest.mark.slow  # 45 s on two cores: the slow CI step runs it
 def test_ctrl_c_then_sigkill_then_resume_loses_nothing(tmp_path: Path, demo_model_dir: Path) -> None:
     """One worker on SQLite: Ctrl-C stops cleanly, SIGKILL loses only the trial in flight, a rerun finishes."""
-    spec = _spec(tmp_path, demo_model_dir, {"bf16": ["baseline"], "fp16": ["fp16"], "int4": ["bnb-nf4"]},
-                 n_trials=6)  # fmt: skip
+    spec = _spec(tmp_path, demo_model_dir, {"bf16": ["baseline"], "fp16": ["fp16"], "int4": ["bnb-nf4"]}, n_trials=6)
     storage, tracking = f"sqlite:///{tmp_path}/optuna.db", f"sqlite:///{tmp_path}/mlflow.db"
-    command = [*CLI, "search", str(spec), "--storage", storage, "--tracking-uri", tracking,
-               "--output-dir", str(tmp_path / "out")]  # fmt: skip
+    command = [
+        *CLI,
+        "search",
+        str(spec),
+        "--storage",
+        storage,
+        "--tracking-uri",
+        tracking,
+        "--output-dir",
+        str(tmp_path / "out"),
+    ]
     env, observer = _env(tmp_path), Observer(storage)
 
     def started(**kwargs: object) -> subprocess.Popen:
-        return subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                text=True, **kwargs)  # type: ignore[call-overload]  # fmt: skip
+        return subprocess.Popen(
+            command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **kwargs
+        )  # type: ignore[call-overload]
 
     def mid_quality(process: subprocess.Popen) -> Callable[[], bool]:
         return lambda: process.pid in {_pid_of(o) for o in observer.claim_holders()}
@@ -177,8 +193,10 @@ def test_ctrl_c_then_sigkill_then_resume_loses_nothing(tmp_path: Path, demo_mode
     assert all(trials[n].state == COMPLETE and trials[n].params == p for n, p in completed_before.items())
     evaluated = _assert_evaluated_once(observer)
     assert (tmp_path / "out" / study.study_name / "recommendation.json").is_file()
-    print(f"\nfaults/sqlite: 1 worker, 1 Ctrl-C, 1 SIGKILL, {len(trials)} trials, "
-          f"{len(evaluated)} claimed evaluations (quality, candidates), duplicates 0, lost 0")  # fmt: skip
+    print(
+        f"\nfaults/sqlite: 1 worker, 1 Ctrl-C, 1 SIGKILL, {len(trials)} trials, "
+        f"{len(evaluated)} claimed evaluations (quality, candidates), duplicates 0, lost 0"
+    )
 
 
 def _three_workers_one_killed(tmp_path: Path, demo_model_dir: Path, storage: str) -> None:
@@ -194,8 +212,11 @@ def _three_workers_one_killed(tmp_path: Path, demo_model_dir: Path, storage: str
     logs = {name: (tmp_path / f"{name}.log").open("w") for name in ("search", "worker-1", "worker-2")}
     coordinator = subprocess.Popen(
         [*CLI, "search", str(spec), "--storage", storage, "--tracking-uri", tracking, "--output-dir", str(out)],
-        cwd=tmp_path, env=env, stdout=logs["search"], stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        stdout=logs["search"],
+        stderr=subprocess.STDOUT,
+    )
 
     def ready() -> bool:
         study = observer.study()
@@ -204,10 +225,16 @@ def _three_workers_one_killed(tmp_path: Path, demo_model_dir: Path, storage: str
     _wait_for(ready, [coordinator], "the study set up by `recommender search`")
     study_name = observer.study().study_name  # type: ignore[union-attr]
     workers = [
-        subprocess.Popen([*CLI, "worker", "--study", study_name, "--storage", storage, "--json"], cwd=tmp_path,
-                         env=env, stdout=subprocess.PIPE, stderr=logs[name], text=True)
+        subprocess.Popen(
+            [*CLI, "worker", "--study", study_name, "--storage", storage, "--json"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=logs[name],
+            text=True,
+        )
         for name in ("worker-1", "worker-2")
-    ]  # fmt: skip
+    ]
     everyone = [coordinator, *workers]
     try:
         # SIGKILL the first joined worker seen evaluating a method's quality (it holds a claim, inside a trial).
@@ -224,8 +251,11 @@ def _three_workers_one_killed(tmp_path: Path, demo_model_dir: Path, storage: str
         dead.wait(timeout=30)
         study = observer.study()
         assert study is not None
-        killed = [t for t in study.get_trials(deepcopy=False) if t.state == RUNNING
-                  and str(t.user_attrs.get("worker", "")).split(":")[1:2] == [str(dead.pid)]]  # fmt: skip
+        killed = [
+            t
+            for t in study.get_trials(deepcopy=False)
+            if t.state == RUNNING and str(t.user_attrs.get("worker", "")).split(":")[1:2] == [str(dead.pid)]
+        ]
         completed_before = {t.number: t.params for t in study.get_trials(deepcopy=False) if t.state == COMPLETE}
         assert len(killed) == 1
 
@@ -259,9 +289,11 @@ def _three_workers_one_killed(tmp_path: Path, demo_model_dir: Path, storage: str
     client = MlflowClient(tracking_uri=tracking)
     artifacts = [a.path for a in client.list_artifacts(study.user_attrs["mlflow_parent_run_id"])]
     assert artifacts.count("recommendation.json") == 1
-    print(f"\nfaults/{storage.split(':')[0]}: 3 workers, 1 SIGKILL, {len(trials)} trials "
-          f"({sum(t.state == COMPLETE for t in trials.values())} complete), {len(evaluated)} claimed evaluations, "
-          f"duplicates 0, lost 0")  # fmt: skip
+    print(
+        f"\nfaults/{storage.split(':')[0]}: 3 workers, 1 SIGKILL, {len(trials)} trials "
+        f"({sum(t.state == COMPLETE for t in trials.values())} complete), {len(evaluated)} claimed evaluations, "
+        f"duplicates 0, lost 0"
+    )
 
 
 @pytest.mark.slow
@@ -303,11 +335,25 @@ def test_out_of_memory_trial_is_recorded_and_the_study_goes_on(tmp_path: Path, d
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
     result = subprocess.run(
-        [*CLI, "search", str(spec), "--storage", storage, "--tracking-uri", tracking,
-         "--output-dir", str(tmp_path / "out"), "--json"],
-        cwd=tmp_path, env=_env(tmp_path, MALLOC_ARENA_MAX="2", OMP_NUM_THREADS="1"), capture_output=True, text=True,
-        timeout=600, preexec_fn=limit_memory,
-    )  # fmt: skip
+        [
+            *CLI,
+            "search",
+            str(spec),
+            "--storage",
+            storage,
+            "--tracking-uri",
+            tracking,
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--json",
+        ],
+        cwd=tmp_path,
+        env=_env(tmp_path, MALLOC_ARENA_MAX="2", OMP_NUM_THREADS="1"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=limit_memory,
+    )
     assert result.returncode in (0, 1), result.stderr[-3000:]
     recommendation = json.loads(result.stdout)
     study = optuna.load_study(study_name=recommendation["study"], storage=storage)

@@ -62,16 +62,32 @@ def test_postgresql_restart_while_three_workers_search(tmp_path: Path, demo_mode
     env, observer = _env(tmp_path, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"), Observer(storage)
     names = ("search", "worker-1", "worker-2")
     logs = {name: (tmp_path / f"{name}.log").open("w") for name in names}
-    coordinator = subprocess.Popen([*CLI, "search", str(spec), "--storage", storage, "--tracking-uri", tracking,
-                                    "--output-dir", str(tmp_path / "out")], cwd=tmp_path, env=env,
-                                   stdout=logs["search"], stderr=subprocess.STDOUT)  # fmt: skip
+    coordinator = subprocess.Popen(
+        [
+            *CLI,
+            "search",
+            str(spec),
+            "--storage",
+            storage,
+            "--tracking-uri",
+            tracking,
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=logs["search"],
+        stderr=subprocess.STDOUT,
+    )
     everyone = [coordinator]
     try:
         wait_for(lambda: "spec_fingerprint" in getattr(observer.study(), "user_attrs", {}), everyone, "the study")
         study_name = observer.study().study_name  # type: ignore[union-attr]
         worker = [*CLI, "worker", "--study", study_name, "--storage", storage]
-        everyone += [subprocess.Popen(worker, cwd=tmp_path, env=env, stdout=logs[name], stderr=subprocess.STDOUT)
-                     for name in names[1:]]  # fmt: skip
+        everyone += [
+            subprocess.Popen(worker, cwd=tmp_path, env=env, stdout=logs[name], stderr=subprocess.STDOUT)
+            for name in names[1:]
+        ]
 
         def three_inside_trials() -> bool:  # every process has a trial RUNNING (a heartbeat beating), one a claim
             study = observer.study()
@@ -90,8 +106,11 @@ def test_postgresql_restart_while_three_workers_search(tmp_path: Path, demo_mode
         for log in logs.values():
             log.close()
     output = {name: (tmp_path / f"{name}.log").read_text() for name in names}
-    failed = [(t.number, t.datetime_complete.timestamp() - restarted_at) for t in Observer(storage).study().trials  # type: ignore[union-attr]
-              if t.state == FAIL and t.datetime_complete is not None]  # fmt: skip
+    failed = [
+        (t.number, t.datetime_complete.timestamp() - restarted_at)
+        for t in Observer(storage).study().trials  # type: ignore[union-attr]
+        if t.state == FAIL and t.datetime_complete is not None
+    ]
     assert codes[0] in (0, 1) and codes[1:] == [0, 0], ({n: o[-2000:] for n, o in output.items()}, failed, down)
     assert all("stopped answering" in o and "answers again" in o for o in output.values()), output
     assert not any("Traceback" in o for o in output.values())
@@ -111,16 +130,33 @@ def test_postgresql_restart_while_three_workers_search(tmp_path: Path, demo_mode
     assert len(quality) == 2 and max(completed.values()) == 1, completed  # and each candidate's claim once
 
     # The same search undisturbed (one process, SQLite, the quality cache now warm): the same recommendation.
-    alone = subprocess.run([*CLI, "search", str(spec), "--storage", f"sqlite:///{tmp_path}/alone.db", "--tracking-uri",
-                            f"sqlite:///{tmp_path}/alone-mlflow.db", "--output-dir", str(tmp_path / "alone")],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    alone = subprocess.run(
+        [
+            *CLI,
+            "search",
+            str(spec),
+            "--storage",
+            f"sqlite:///{tmp_path}/alone.db",
+            "--tracking-uri",
+            f"sqlite:///{tmp_path}/alone-mlflow.db",
+            "--output-dir",
+            str(tmp_path / "alone"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert alone.returncode in (0, 1), alone.stderr[-2000:]
     disturbed, undisturbed = _recommended(tmp_path / "out"), _recommended(tmp_path / "alone")
     assert disturbed["winner"] is not None and disturbed["winner"] == undisturbed["winner"]
     assert disturbed["counts"] == undisturbed["counts"]
-    print(f"\nfaults/postgresql restart: server down {down:.1f} s with {len(before)} trials started, 3 workers: "
-          f"{len(trials)} trials, lost 0, failed 0, retried 0, quality evaluations {sum(quality.values())} "
-          f"(2 needed), recommendation = undisturbed run's")  # fmt: skip
+    print(
+        f"\nfaults/postgresql restart: server down {down:.1f} s with {len(before)} trials started, 3 workers: "
+        f"{len(trials)} trials, lost 0, failed 0, retried 0, quality evaluations {sum(quality.values())} "
+        f"(2 needed), recommendation = undisturbed run's"
+    )
 
 
 @pytest.mark.slow  # about 2 min on two cores: four processes importing torch, two lm-eval runs, 16 trials
@@ -132,8 +168,10 @@ def test_four_workers_on_one_postgresql_study_lose_and_repeat_nothing(tmp_path: 
     assert result["lost"] == 0 and result["run_twice"] == 0, result
     assert set(result["states"]) <= {"COMPLETE", "PRUNED"}, result
     assert sorted(result["quality_evaluations"].values()) == [1, 1], result
-    print(f"\nmany workers: 4 processes, {result['trials']} trials, lost 0, run twice 0, "
-          f"{result['wall_s_per_trial']} s of wall per trial")  # fmt: skip
+    print(
+        f"\nmany workers: 4 processes, {result['trials']} trials, lost 0, run twice 0, "
+        f"{result['wall_s_per_trial']} s of wall per trial"
+    )
 
 
 @pytest.mark.slow  # 15-30 s: a server of its own, started, restarted, stopped

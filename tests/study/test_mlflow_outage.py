@@ -41,11 +41,24 @@ def _server(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
     """A real tracking server on loopback; its database and artifacts in `tmp_path`, kept across restarts."""
     log = (tmp_path / f"server-{time.monotonic_ns()}.log").open("wb")
     server = subprocess.Popen(
-        [str(MLFLOW), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--backend-store-uri", f"sqlite:///{tmp_path}/mlflow.db",
-         "--artifacts-destination", str(tmp_path / "mlartifacts")],
-        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            str(MLFLOW),
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--backend-store-uri",
+            f"sqlite:///{tmp_path}/mlflow.db",
+            "--artifacts-destination",
+            str(tmp_path / "mlartifacts"),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         assert server.poll() is None, f"mlflow server exited: {log.name}"
@@ -69,20 +82,26 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
 
 
 def _spec(tmp_path: Path, demo_model_dir: Path) -> Path:
-    return write_spec(tmp_path / "outage.yaml", {
-        "name": "outage",
-        "model": {"source": str(demo_model_dir), "release": "test"},
-        "use_case": str(write_suite(tmp_path / "suite.yaml", limit=6)),
-        "traffic": {"prompt_tokens": 32, "output_tokens": 16, "requests_per_second": 5},
-        "sla": {"ttft_p99_ms": 5000, "tpot_p99_ms": 1000},
-        "space": {"methods": {"bf16": ["baseline"], "int4": ["bnb-nf4"]}, "hardware": ["local", "l4"],
-                  "batch_sizes": [4]},
-        "current": {"precision": "bf16", "method": "baseline", "hardware": "l4", "batch_size": 4},
-        "local_device": {"price_per_hour_usd": 0.1, "price_source": "test"},
-        "hardware_catalog": str(write_contract_prices(tmp_path / "contract.yaml")),
-        "search": {"n_trials": 3, "seed": 0},
-        "engines": None,
-    })  # fmt: skip
+    return write_spec(
+        tmp_path / "outage.yaml",
+        {
+            "name": "outage",
+            "model": {"source": str(demo_model_dir), "release": "test"},
+            "use_case": str(write_suite(tmp_path / "suite.yaml", limit=6)),
+            "traffic": {"prompt_tokens": 32, "output_tokens": 16, "requests_per_second": 5},
+            "sla": {"ttft_p99_ms": 5000, "tpot_p99_ms": 1000},
+            "space": {
+                "methods": {"bf16": ["baseline"], "int4": ["bnb-nf4"]},
+                "hardware": ["local", "l4"],
+                "batch_sizes": [4],
+            },
+            "current": {"precision": "bf16", "method": "baseline", "hardware": "l4", "batch_size": 4},
+            "local_device": {"price_per_hour_usd": 0.1, "price_source": "test"},
+            "hardware_catalog": str(write_contract_prices(tmp_path / "contract.yaml")),
+            "search": {"n_trials": 3, "seed": 0},
+            "engines": None,
+        },
+    )
 
 
 def _children(client: MlflowClient, experiment: str, parent: str) -> Counter[int]:
@@ -109,8 +128,9 @@ def test_store_down_mid_search_then_report_logs_every_trial_once(
             server = None
 
     try:
-        outcome = run_search(spec, storage=storage, tracking_uri=uri, output_root=tmp_path / "out",
-                             on_trial=stop_after_first)  # fmt: skip
+        outcome = run_search(
+            spec, storage=storage, tracking_uri=uri, output_root=tmp_path / "out", on_trial=stop_after_first
+        )
     finally:
         if server is not None:
             _stop(server)
@@ -136,21 +156,29 @@ def test_store_down_mid_search_then_report_logs_every_trial_once(
         experiment = parent.info.experiment_id
         assert parent.info.status == "RUNNING" and _children(client, experiment, outcome.parent_run_id) == {0: 1}
 
-        report = subprocess.run([*CLI, "report", outcome.parent_run_id, "--tracking-uri", uri, "--output-dir",
-                                 str(tmp_path / "report")], capture_output=True, text=True, timeout=300)  # fmt: skip
+        report = subprocess.run(
+            [*CLI, "report", outcome.parent_run_id, "--tracking-uri", uri, "--output-dir", str(tmp_path / "report")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert report.returncode == 0, report.stderr
         assert f"{len(waiting)} trial run(s) and the study's results" in report.stderr
         assert (tmp_path / "report" / "report.md").is_file()
         assert _children(client, experiment, outcome.parent_run_id) == dict.fromkeys(evaluated, 1)
         parent = client.get_run(outcome.parent_run_id)
         assert parent.info.status == "FINISHED" and "recommender.winner" in parent.data.tags
-        assert PARENT_PENDING_ATTR not in {k for k, v in
-                                           optuna.load_study(study_name=spec.study_name, storage=storage)
-                                           .user_attrs.items() if v}  # fmt: skip
+        assert PARENT_PENDING_ATTR not in {
+            k for k, v in optuna.load_study(study_name=spec.study_name, storage=storage).user_attrs.items() if v
+        }
 
         # Idempotent: a second report writes nothing more.
-        again = subprocess.run([*CLI, "report", outcome.parent_run_id, "--tracking-uri", uri, "--output-dir",
-                                str(tmp_path / "report2")], capture_output=True, text=True, timeout=300)  # fmt: skip
+        again = subprocess.run(
+            [*CLI, "report", outcome.parent_run_id, "--tracking-uri", uri, "--output-dir", str(tmp_path / "report2")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert again.returncode == 0 and "waited for the MLflow store" not in again.stderr, again.stderr
         assert _children(client, experiment, outcome.parent_run_id) == dict.fromkeys(evaluated, 1)
     finally:

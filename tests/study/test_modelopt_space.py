@@ -20,13 +20,22 @@ def test_the_demo_space_on_tensorrt_llm_chooses_the_modelopt_checkpoint_on_an_l4
     spec["model"]["source"] = str(DEMO_SPEC.parent / spec["model"]["source"])
     spec["use_case"] = str(DEMO_SPEC.parent / spec["use_case"])
     spec["engines"] = ["trtllm"]
-    spec["space"] |= {"methods": {"bf16": ["baseline"], "fp8": ["fp8-dynamic", "modelopt-fp8"]},
-                      "hardware": ["l40s"], "speculative": ["none"]}  # fmt: skip
+    spec["space"] |= {
+        "methods": {"bf16": ["baseline"], "fp8": ["fp8-dynamic", "modelopt-fp8"]},
+        "hardware": ["l40s"],
+        "speculative": ["none"],
+    }
     path = tmp_path / "trtllm.yaml"
     path.write_text(yaml.safe_dump(spec), encoding="utf-8")
     env = {**os.environ, "RECOMMENDER_CACHE_DIR": str(tmp_path / "cache")}
-    done = subprocess.run([sys.executable, "-m", "recommender.cli.main", "search", str(path), "--dry-run", "--json"],
-                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "recommender.cli.main", "search", str(path), "--dry-run", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     pruned = dict(answer["pruned"])

@@ -23,24 +23,27 @@ from tests.conftest import write_contract_prices, write_spec, write_suite
 
 def _small_spec(tmp_path: Path, demo_model_dir: Path) -> Path:
     suite = write_suite(tmp_path / "suite.yaml", limit=6)
-    return write_spec(tmp_path / "tiny.yaml", {
-        "name": "tiny",
-        "model": {"source": str(demo_model_dir), "release": "test"},
-        "use_case": str(suite),
-        "traffic": {"prompt_tokens": 32, "output_tokens": 16, "requests_per_second": 5},
-        "sla": {"ttft_p99_ms": 5000, "tpot_p99_ms": 1000},
-        "space": {
-            "methods": {"bf16": ["baseline"], "int4": ["bnb-nf4"]},
-            "hardware": ["local", "l4"],
-            "batch_sizes": [4],
+    return write_spec(
+        tmp_path / "tiny.yaml",
+        {
+            "name": "tiny",
+            "model": {"source": str(demo_model_dir), "release": "test"},
+            "use_case": str(suite),
+            "traffic": {"prompt_tokens": 32, "output_tokens": 16, "requests_per_second": 5},
+            "sla": {"ttft_p99_ms": 5000, "tpot_p99_ms": 1000},
+            "space": {
+                "methods": {"bf16": ["baseline"], "int4": ["bnb-nf4"]},
+                "hardware": ["local", "l4"],
+                "batch_sizes": [4],
+            },
+            "current": {"precision": "bf16", "method": "baseline", "hardware": "l4", "batch_size": 4},
+            "local_device": {"price_per_hour_usd": 0.1, "price_source": "test"},
+            # L4 and A10G at contract prices: the default price set (RunPod Secure Cloud) lists neither.
+            "hardware_catalog": str(write_contract_prices(tmp_path / "contract.yaml")),
+            "search": {"n_trials": 3, "seed": 0},
+            "engines": None,
         },
-        "current": {"precision": "bf16", "method": "baseline", "hardware": "l4", "batch_size": 4},
-        "local_device": {"price_per_hour_usd": 0.1, "price_source": "test"},
-        # L4 and A10G at contract prices: the default price set (RunPod Secure Cloud) lists neither.
-        "hardware_catalog": str(write_contract_prices(tmp_path / "contract.yaml")),
-        "search": {"n_trials": 3, "seed": 0},
-        "engines": None,
-    })
+    )
 
 
 def test_small_study_logs_runs_writes_recommendation_and_resumes(tmp_path: Path, demo_model_dir: Path) -> None:
@@ -116,8 +119,9 @@ def test_interrupted_search_resumes(tmp_path: Path, demo_model_dir: Path) -> Non
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_search(spec, storage=storage, tracking_uri=tracking, output_root=tmp_path / "out",
-                   on_trial=interrupt_after_first)  # fmt: skip
+        run_search(
+            spec, storage=storage, tracking_uri=tracking, output_root=tmp_path / "out", on_trial=interrupt_after_first
+        )
     study = optuna.load_study(study_name=spec.study_name, storage=storage)
     states = [t.state for t in study.trials]
     # The interrupted trial failed; the unquantized references enqueued behind it still wait; nothing completed.
@@ -149,8 +153,9 @@ def test_search_matches_exhaustive_grid_and_report_regenerates(tmp_path: Path, d
     path.write_text(yaml.safe_dump(data))
     spec = load_spec(path)
     storage, tracking = f"sqlite:///{tmp_path}/optuna.db", f"sqlite:///{tmp_path}/mlflow.db"
-    outcome = run_search(spec, storage=storage, tracking_uri=tracking, output_root=tmp_path / "out",
-                         write_documents=write_documents)  # the command line passes the report writer
+    outcome = run_search(
+        spec, storage=storage, tracking_uri=tracking, output_root=tmp_path / "out", write_documents=write_documents
+    )  # the command line passes the report writer
 
     exhaustive = [prepare(spec).evaluator().evaluate(c) for c in grid(spec)]
     assert len(exhaustive) == 9
@@ -162,8 +167,12 @@ def test_search_matches_exhaustive_grid_and_report_regenerates(tmp_path: Path, d
         assert winner.usd_per_1m_tokens == pytest.approx(best.usd_per_1m_tokens, rel=1e-9)
         launch = {item.engine: item for item in outcome.recommendation.launch}
         assert set(launch) == {"vllm", "sglang", "tgi", "trtllm"}
-        batch_flag = {"vllm": "--max-num-seqs 4", "sglang": "--max-running-requests 4", "tgi": "--max-batch-size 4",
-                      "trtllm": "--max_batch_size 4"}  # fmt: skip
+        batch_flag = {
+            "vllm": "--max-num-seqs 4",
+            "sglang": "--max-running-requests 4",
+            "tgi": "--max-batch-size 4",
+            "trtllm": "--max_batch_size 4",
+        }
         supported = [engine for engine, item in launch.items() if item.supported]
         assert supported, launch
         assert all(batch_flag[engine] in (launch[engine].command or "") for engine in supported)
@@ -180,18 +189,33 @@ def test_search_matches_exhaustive_grid_and_report_regenerates(tmp_path: Path, d
         assert (outcome.output_dir / name).is_file(), name
     regenerated = tmp_path / "regenerated"
     result = subprocess.run(
-        [sys.executable, "-m", "recommender.cli.main", "report", outcome.parent_run_id, "--tracking-uri", tracking,
-         "--output-dir", str(regenerated)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "recommender.cli.main",
+            "report",
+            outcome.parent_run_id,
+            "--tracking-uri",
+            tracking,
+            "--output-dir",
+            str(regenerated),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     assert (regenerated / "report.md").read_text() == (outcome.output_dir / "report.md").read_text()
     assert "data:image/png;base64," in (regenerated / "report.html").read_text()
 
     unknown = subprocess.run(
         [sys.executable, "-m", "recommender.cli.main", "report", "0" * 32, "--tracking-uri", tracking],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert unknown.returncode == 2 and "Traceback" not in unknown.stderr and "run_id" in unknown.stderr
 
 

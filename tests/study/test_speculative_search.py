@@ -16,20 +16,27 @@ from tests.conftest import write_contract_prices, write_spec, write_suite
 
 def _spec(tmp_path: Path, demo_model_dir: Path, rps: float) -> Path:
     suite = write_suite(tmp_path / "suite.yaml", limit=6)
-    return write_spec(tmp_path / f"spec-{rps:g}.yaml", {
-        "name": "speculative",
-        "model": {"source": str(demo_model_dir), "release": "test"},
-        "use_case": str(suite),
-        "traffic": {"prompt_tokens": 256, "output_tokens": 256, "requests_per_second": rps},
-        "sla": {"ttft_p99_ms": 5000, "tpot_p99_ms": 1000},
-        "space": {"methods": {"bf16": ["baseline"]}, "hardware": ["l4"], "batch_sizes": [8],
-                  "speculative": ["none", "ngram"]},
-        "current": {"precision": "bf16", "method": "baseline", "hardware": "l4", "batch_size": 8},
-        "hardware_catalog": str(write_contract_prices(tmp_path / "contract.yaml")),
-        "speculation": {"documents": 4, "prompt_tokens": 256, "new_tokens": 32},
-        "search": {"n_trials": 4, "seed": 0},
-        "engines": None,
-    })  # fmt: skip
+    return write_spec(
+        tmp_path / f"spec-{rps:g}.yaml",
+        {
+            "name": "speculative",
+            "model": {"source": str(demo_model_dir), "release": "test"},
+            "use_case": str(suite),
+            "traffic": {"prompt_tokens": 256, "output_tokens": 256, "requests_per_second": rps},
+            "sla": {"ttft_p99_ms": 5000, "tpot_p99_ms": 1000},
+            "space": {
+                "methods": {"bf16": ["baseline"]},
+                "hardware": ["l4"],
+                "batch_sizes": [8],
+                "speculative": ["none", "ngram"],
+            },
+            "current": {"precision": "bf16", "method": "baseline", "hardware": "l4", "batch_size": 8},
+            "hardware_catalog": str(write_contract_prices(tmp_path / "contract.yaml")),
+            "speculation": {"documents": 4, "prompt_tokens": 256, "new_tokens": 32},
+            "search": {"n_trials": 4, "seed": 0},
+            "engines": None,
+        },
+    )
 
 
 def test_acceptance_is_measured_once_per_scheme_and_read_back_from_the_cache(
@@ -52,8 +59,12 @@ def test_the_search_says_whether_speculation_pays_and_launches_what_it_assumed(
 ) -> None:
     """A trickle of long answers: decode binds, speculation lowers TPOT and never raises $/month."""
     spec = load_spec(_spec(tmp_path, demo_model_dir, 0.5))
-    outcome = run_search(spec, storage=f"sqlite:///{tmp_path}/o.db", tracking_uri=f"sqlite:///{tmp_path}/m.db",
-                         output_root=tmp_path / "out")  # fmt: skip
+    outcome = run_search(
+        spec,
+        storage=f"sqlite:///{tmp_path}/o.db",
+        tracking_uri=f"sqlite:///{tmp_path}/m.db",
+        output_root=tmp_path / "out",
+    )
     rec = outcome.recommendation
     assert rec.winner is not None
     keys = {r.key for r in outcome.results}

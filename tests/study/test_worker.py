@@ -15,8 +15,14 @@ from recommender.study.worker import load_known, record_on_trial
 
 
 def _result(batch: int, constraints: Constraints) -> CandidateResult:
-    cost = CostEstimate(usd_per_1m_tokens=0.5, replicas=1, accelerators=1, usd_per_month=300.0 + batch,
-                        price_per_hour_usd=0.4, price_source="test")  # fmt: skip
+    cost = CostEstimate(
+        usd_per_1m_tokens=0.5,
+        replicas=1,
+        accelerators=1,
+        usd_per_month=300.0 + batch,
+        price_per_hour_usd=0.4,
+        price_source="test",
+    )
     return CandidateResult(Candidate("bf16", "baseline", "l4", batch), "evaluated", constraints, [], cost=cost)
 
 

@@ -42,9 +42,16 @@ def tensor_parallel_refusal(shape: ModelShape, tensor_parallel: int) -> str | No
 
 
 def check_request_fits(
-    config: Any, shape: ModelShape, catalog: Catalog, *, prompt_tokens: int, output_tokens: int, field: str,
-    what: str = "prompt + output tokens", fix: str = "shorten the request",
-) -> None:  # fmt: skip
+    config: Any,
+    shape: ModelShape,
+    catalog: Catalog,
+    *,
+    prompt_tokens: int,
+    output_tokens: int,
+    field: str,
+    what: str = "prompt + output tokens",
+    fix: str = "shorten the request",
+) -> None:
     """A request longer than the model's positions, or whose KV cache (at 1 byte per value) alone exceeds the
     largest catalog node, is refused naming the limit: no candidate could serve it. `what` and `fix` say it in
     the words of the field that set the length (a conversation's last turn, a request)."""
@@ -53,8 +60,11 @@ def check_request_fits(
     largest = max((a.device_memory_gb * a.max_tensor_parallel for a in catalog.accelerators.values()), default=0.0)
     needed_gb = shape.kv_bytes_per_token(1.0) * tokens / 1e9
     if needed_gb > largest:
-        raise BadInputError(field, f"one request's KV cache ({needed_gb:,.0f} GB at fp8) exceeds the largest catalog "
-                            f"node ({largest:,.0f} GB)", fix)  # fmt: skip
+        raise BadInputError(
+            field,
+            f"one request's KV cache ({needed_gb:,.0f} GB at fp8) exceeds the largest catalog node ({largest:,.0f} GB)",
+            fix,
+        )
 
 
 def check_positions(
@@ -63,8 +73,9 @@ def check_positions(
     """A sequence longer than the model's positions (max_position_embeddings, where the config has it)."""
     positions = getattr(config, "max_position_embeddings", None)
     if isinstance(positions, int) and not isinstance(positions, bool) and tokens > positions:
-        raise BadInputError(field, f"{what} ({tokens}) exceed the model's {positions} positions "
-                            "(max_position_embeddings)", fix)  # fmt: skip
+        raise BadInputError(
+            field, f"{what} ({tokens}) exceed the model's {positions} positions (max_position_embeddings)", fix
+        )
 
 
 def check_traffic_fits(config: Any, shape: ModelShape, catalog: Catalog, traffic: Any, *, field_prefix: str) -> None:
@@ -77,21 +88,41 @@ def check_traffic_fits(config: Any, shape: ModelShape, catalog: Catalog, traffic
     if profile is not None and profile.requests is not None:
         check_trace_fits(config, traffic, field_prefix=field_prefix)
         if traffic.conversation is None:  # the longest row's KV cache against the largest node
-            longest = max(p + o for p, o in zip(profile.requests.prompt_tokens, profile.requests.output_tokens,
-                                                strict=True))  # fmt: skip
-            check_request_fits(config, shape, catalog, prompt_tokens=longest, output_tokens=0,
-                               field=f"{field_prefix}traffic.profile.trace", what="the trace's longest request",
-                               fix="drop or shorten the longest requests")  # fmt: skip
+            longest = max(
+                p + o for p, o in zip(profile.requests.prompt_tokens, profile.requests.output_tokens, strict=True)
+            )
+            check_request_fits(
+                config,
+                shape,
+                catalog,
+                prompt_tokens=longest,
+                output_tokens=0,
+                field=f"{field_prefix}traffic.profile.trace",
+                what="the trace's longest request",
+                fix="drop or shorten the longest requests",
+            )
         return
     if traffic.conversation is None:
-        check_request_fits(config, shape, catalog, prompt_tokens=traffic.prompt_tokens,
-                           output_tokens=traffic.output_tokens, field=f"{field_prefix}traffic.prompt_tokens")
+        check_request_fits(
+            config,
+            shape,
+            catalog,
+            prompt_tokens=traffic.prompt_tokens,
+            output_tokens=traffic.output_tokens,
+            field=f"{field_prefix}traffic.prompt_tokens",
+        )
     else:
         turns = traffic.conversation.turns
-        check_request_fits(config, shape, catalog, prompt_tokens=traffic.longest_prompt_tokens,
-                           output_tokens=traffic.output_tokens, field=f"{field_prefix}traffic.conversation",
-                           what=f"turn {turns}'s prompt (its history) + output tokens",
-                           fix="fewer turns, shorter messages or a shorter first prompt")  # fmt: skip
+        check_request_fits(
+            config,
+            shape,
+            catalog,
+            prompt_tokens=traffic.longest_prompt_tokens,
+            output_tokens=traffic.output_tokens,
+            field=f"{field_prefix}traffic.conversation",
+            what=f"turn {turns}'s prompt (its history) + output tokens",
+            fix="fewer turns, shorter messages or a shorter first prompt",
+        )
 
 
 def check_trace_fits(config: Any, traffic: Any, *, field_prefix: str) -> None:
@@ -121,9 +152,12 @@ def check_trace_fits(config: Any, traffic: Any, *, field_prefix: str) -> None:
         where = f"{field_prefix}traffic.profile.trace: {row}"
         if conversation is not None:
             where = f"{field_prefix}traffic.conversation (started by {row})"
-        raise BadInputError(where, f"{what} ({int(totals[first])}) exceed the model's {positions} positions "
-                            f"(max_position_embeddings; {over.size} such requests in the trace)",
-                            "drop or shorten those requests, or plan a model with a longer context")  # fmt: skip
+        raise BadInputError(
+            where,
+            f"{what} ({int(totals[first])}) exceed the model's {positions} positions "
+            f"(max_position_embeddings; {over.size} such requests in the trace)",
+            "drop or shorten those requests, or plan a model with a longer context",
+        )
 
 
 def check_speculation_fits(config: Any, prompt_tokens: int, new_tokens: int, *, field_prefix: str) -> None:
@@ -131,9 +165,12 @@ def check_speculation_fits(config: Any, prompt_tokens: int, new_tokens: int, *, 
     acceptance would be measured where the model has no position embeddings, not on text it can serve."""
     positions = getattr(config, "max_position_embeddings", None)
     if isinstance(positions, int) and not isinstance(positions, bool) and prompt_tokens + new_tokens > positions:
-        raise BadInputError(f"{field_prefix}speculation", f"prompt_tokens + new_tokens ({prompt_tokens} + "
-                            f"{new_tokens}) exceed the model's {positions} positions (max_position_embeddings)",
-                            f"make prompt_tokens + new_tokens at most {positions}")  # fmt: skip
+        raise BadInputError(
+            f"{field_prefix}speculation",
+            f"prompt_tokens + new_tokens ({prompt_tokens} + "
+            f"{new_tokens}) exceed the model's {positions} positions (max_position_embeddings)",
+            f"make prompt_tokens + new_tokens at most {positions}",
+        )
 
 
 def check_tensor_parallel(shape: ModelShape, accel: Accelerator, tp: int, *, field: str = "--tensor-parallel") -> None:
@@ -141,8 +178,9 @@ def check_tensor_parallel(shape: ModelShape, accel: Accelerator, tp: int, *, fie
     that do): what `plan` and `estimate` both check before simulating."""
 
     if tp > accel.max_tensor_parallel:
-        raise BadInputError(field, f"{tp} > {accel.max_tensor_parallel} GPUs per node on {accel.key}",
-                            "pick a smaller degree")  # fmt: skip
+        raise BadInputError(
+            field, f"{tp} > {accel.max_tensor_parallel} GPUs per node on {accel.key}", "pick a smaller degree"
+        )
     if (split := tensor_parallel_refusal(shape, tp)) is not None:
         fits = [d for d in range(1, accel.max_tensor_parallel + 1) if tensor_parallel_refusal(shape, d) is None]
         raise BadInputError(field, f"{tp}: {split}", f"pick a degree that splits them: {', '.join(map(str, fits))}")

@@ -21,8 +21,13 @@ from recommender.perf.catalog.architecture_check import check_architecture
 from recommender.perf.model.shape import ModelShape
 
 __all__ = [
-    "ARCHITECTURES", "hub_ids", "known_architectures", "load_architecture", "read_architecture", "shipped_for_hub_id",
-]  # fmt: skip
+    "ARCHITECTURES",
+    "hub_ids",
+    "known_architectures",
+    "load_architecture",
+    "read_architecture",
+    "shipped_for_hub_id",
+]
 
 ARCHITECTURES = Path(str(resources.files("recommender.perf.catalog") / "architectures"))
 
@@ -96,10 +101,11 @@ def read_architecture(model: str, *, field: str = "--model") -> tuple[str, Simpl
         found = False
     if not found:
         raise BadInputError(
-            field, f"no architecture {model!r}",
+            field,
+            f"no architecture {model!r}",
             f"pass a config.json, a model directory, a hub id of a shipped one, or one of "
             f"{', '.join(known_architectures())}",
-        )  # fmt: skip
+        )
     config = SimpleNamespace(**load_json(path, field=field, what="config.json"))
     check_architecture(config, field=f"{field}: {path}")
     name = config._name if isinstance(getattr(config, "_name", None), str) else path.parent.name

@@ -69,11 +69,15 @@ class ConfigFields(BaseModel):
     def _heads_fit(self) -> ConfigFields:
         heads, kv_heads, hidden = self.num_attention_heads, self.num_key_value_heads, self.hidden_size
         if heads is not None and kv_heads is not None and heads % kv_heads:
-            raise ValueError(f"num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads} "
-                             "(each KV head serves a whole group of query heads)")  # fmt: skip
+            raise ValueError(
+                f"num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads} "
+                "(each KV head serves a whole group of query heads)"
+            )
         if heads is not None and hidden is not None and hidden % heads:
-            raise ValueError(f"hidden_size {hidden} is not divisible by num_attention_heads {heads} "
-                             "(transformers refuses such a model, whatever head_dim says)")  # fmt: skip
+            raise ValueError(
+                f"hidden_size {hidden} is not divisible by num_attention_heads {heads} "
+                "(transformers refuses such a model, whatever head_dim says)"
+            )
         return self
 
     @model_validator(mode="after")
@@ -105,15 +109,21 @@ def check_config_fields(config: Any, *, field: str, required: bool = True) -> Co
     except ValidationError as exc:
         first = exc.errors()[0]
         if not first["loc"]:  # a rule tying fields together
-            raise BadInputError(field, f"config {pydantic_message(dict(first))}",
-                                "give the real model's values (its published config.json)") from None  # fmt: skip
+            raise BadInputError(
+                field,
+                f"config {pydantic_message(dict(first))}",
+                "give the real model's values (its published config.json)",
+            ) from None
         name = pydantic_location(tuple(first["loc"]))
         raise BadInputError(field, f"config {name} is {first['input']!r}, {_problem(first)}", _fix(first)) from None
     if required:
         missing = [name for name in REQUIRED if getattr(fields, name) is None]
         if missing:
-            raise BadInputError(field, f"the model config has no {missing[0]}",
-                                "pass a decoder-only transformer config (Llama, Mistral, Qwen, ...)")  # fmt: skip
+            raise BadInputError(
+                field,
+                f"the model config has no {missing[0]}",
+                "pass a decoder-only transformer config (Llama, Mistral, Qwen, ...)",
+            )
     return fields
 
 
@@ -146,7 +156,7 @@ def _fix(error: Any) -> str:
     """What to write instead, by the kind of mistake."""
     kind = str(error.get("type", ""))
     if kind.endswith("_type") and "int" in kind:
-        return "write it as a JSON whole number (8, not \"8\" or 8.0)"
+        return 'write it as a JSON whole number (8, not "8" or 8.0)'
     if kind.startswith("list"):
         return "write it as a JSON list of layer numbers, e.g. [0, 1]"
     if kind.startswith("bool"):

@@ -65,8 +65,9 @@ class Accelerator(BaseModel):
     @model_validator(mode="after")
     def _capability_matches_vendor(self) -> Accelerator:
         if self.vendor == "nvidia" and self.compute_capability is None:
-            raise ValueError("an NVIDIA entry needs its compute_capability, e.g. \"8.9\" (it decides which engine "
-                             "kernels run on it)")  # fmt: skip
+            raise ValueError(
+                'an NVIDIA entry needs its compute_capability, e.g. "8.9" (it decides which engine kernels run on it)'
+            )
         if self.vendor == "amd" and self.compute_capability is not None:
             raise ValueError("compute_capability is NVIDIA's; leave it out (null) for an AMD entry")
         return self
@@ -150,8 +151,11 @@ def _read(path: Path) -> dict[str, dict[str, object]]:
         )
     for key, fields in entries.items():
         if not isinstance(key, str) or not isinstance(fields, dict | None):
-            raise BadInputError(f"hardware_catalog: accelerators.{key}", f"must be a mapping of fields, not "
-                                f"{type(fields).__name__}", "see recommender/perf/catalog/hardware.yaml")  # fmt: skip
+            raise BadInputError(
+                f"hardware_catalog: accelerators.{key}",
+                f"must be a mapping of fields, not {type(fields).__name__}",
+                "see recommender/perf/catalog/hardware.yaml",
+            )
     return entries
 
 
@@ -169,9 +173,11 @@ def _priced(entries: dict[str, dict[str, object]], prices: PriceSet) -> None:
             raise ValueError(f"price set {prices.name} prices {key!r}, which is not in {BUILTIN_CATALOG.name}")
         price = prices.prices[key]
         entries[key].update(
-            price_per_hour_usd=price.usd_per_hour, price_source=prices.source_of(key), price_date=price.date,
+            price_per_hour_usd=price.usd_per_hour,
+            price_source=prices.source_of(key),
+            price_date=price.date,
             price_set=prices.name,
-        )  # fmt: skip
+        )
 
 
 def load_catalog(override: Path | None = None, *, price_set: str | None = None) -> Catalog:
@@ -197,9 +203,12 @@ def load_catalog(override: Path | None = None, *, price_set: str | None = None) 
         except ValidationError as exc:
             first = exc.errors()[0]
             loc = pydantic_location(tuple(first["loc"]))
-            fix = ("give the hourly price in USD (above 0), or leave the key out to leave the GPU unpriced"
-                   if loc == "price_per_hour_usd" else
-                   "every entry needs the fields of the built-in entries in recommender/perf/catalog/hardware.yaml")
-            raise BadInputError(f"hardware_catalog: accelerators.{key}.{loc}", pydantic_message(dict(first)),
-                                fix) from None  # fmt: skip
+            fix = (
+                "give the hourly price in USD (above 0), or leave the key out to leave the GPU unpriced"
+                if loc == "price_per_hour_usd"
+                else "every entry needs the fields of the built-in entries in recommender/perf/catalog/hardware.yaml"
+            )
+            raise BadInputError(
+                f"hardware_catalog: accelerators.{key}.{loc}", pydantic_message(dict(first)), fix
+            ) from None
     return Catalog(accelerators=accelerators, source=source, prices=prices)

@@ -60,12 +60,20 @@ def resolve_link(name: str, accel: Accelerator, *, field: str = "link") -> Link:
         raise BadInputError(field, f"unknown link {name!r}", f"use one of {', '.join(known_links())}")
     kind = accel.interconnect.kind
     if name in ("nvlink", "pcie") and not kind.startswith(name):
-        raise BadInputError(field, f"{accel.key or accel.name} has no {name} (its interconnect is {kind})",
-                            f"use {'pcie' if name == 'nvlink' else 'nvlink'} or a network link "
-                            f"({', '.join(n for n in known_links() if _rows()[n].scope == 'cluster')})")  # fmt: skip
+        raise BadInputError(
+            field,
+            f"{accel.key or accel.name} has no {name} (its interconnect is {kind})",
+            f"use {'pcie' if name == 'nvlink' else 'nvlink'} or a network link "
+            f"({', '.join(n for n in known_links() if _rows()[n].scope == 'cluster')})",
+        )
     peak_gbps = row.bandwidth_gbps if row.bandwidth_gbps is not None else accel.interconnect.bandwidth_gbps / 2
     return Link(
-        name=name, scope=row.scope, bytes_per_s=peak_gbps * row.efficiency * 1e9, latency_s=row.latency_us * 1e-6,
-        source=row.source if row.bandwidth_gbps is not None else f"{accel.interconnect.kind} "
+        name=name,
+        scope=row.scope,
+        bytes_per_s=peak_gbps * row.efficiency * 1e9,
+        latency_s=row.latency_us * 1e-6,
+        source=row.source
+        if row.bandwidth_gbps is not None
+        else f"{accel.interconnect.kind} "
         f"{accel.interconnect.bandwidth_gbps:g} GB/s bidirectional ({accel.spec_source[:60]}...); {row.source}",
-    )  # fmt: skip
+    )

@@ -81,8 +81,9 @@ def union_of(name: str, dated: list[PriceSet]) -> PriceSet:
             prices.setdefault(key, price.model_copy(update={"dated_set": s.name}))
     names = ", ".join(s.name for s in dated)
     absent = "; ".join(f"{s.name}: {s.absent}" for s in dated)  # a GPU the union lacks, every member names
-    return PriceSet(name=name, provider=first.provider, tier=f"{first.tier}; newest of {names}", absent=absent,
-                    prices=prices)  # fmt: skip
+    return PriceSet(
+        name=name, provider=first.provider, tier=f"{first.tier}; newest of {names}", absent=absent, prices=prices
+    )
 
 
 @cache

@@ -20,14 +20,14 @@ from recommender.perf.fit.step_fit import (
     fit_pooled,
     in_sample,
     residuals,
-)  # fmt: skip
+)
 from recommender.perf.fit.validation import (
     BracketRows,
     holdout_table,
     interval_predictions,
     step_residuals,
     step_residuals_by_engine,
-)  # fmt: skip
+)
 from recommender.perf.sim.engine_profiles import EngineProfile
 from recommender.perf.step.calibrated import StepCostFit
 
@@ -41,8 +41,14 @@ def _holdouts(rows: Sequence[DesignRow]) -> list[str]:
 
 
 def build_fit(
-    bracket: Sequence[BracketRows], *, data: str, data_sha256: str, protocol: BenchmarkProtocol, settings: FitSettings,
-    profiles: Mapping[str, EngineProfile], interval_holdouts: Sequence[str] = ("group",),
+    bracket: Sequence[BracketRows],
+    *,
+    data: str,
+    data_sha256: str,
+    protocol: BenchmarkProtocol,
+    settings: FitSettings,
+    profiles: Mapping[str, EngineProfile],
+    interval_holdouts: Sequence[str] = ("group",),
 ) -> StepCostFit:
     """The shipped artifact from every run's design rows under each client protocol (see the module docstring)."""
     rows = [b.fitted for b in bracket]
@@ -52,19 +58,27 @@ def build_fit(
     cv = cross_validate(rows, settings)
     steps = interval_predictions(bracket, settings, interval_holdouts)
     return StepCostFit(
-        data=data, data_sha256=data_sha256, protocol_rounds=protocol.rounds,
-        protocol_warmup_rounds=protocol.warmup_rounds, tpot_weight=settings.tpot_weight,
-        shrinkage=settings.shrinkage, min_engine_runs=settings.min_engine_runs,
-        coefficient_names=list(COEFFICIENTS), pooled=pooled.tolist(),
+        data=data,
+        data_sha256=data_sha256,
+        protocol_rounds=protocol.rounds,
+        protocol_warmup_rounds=protocol.warmup_rounds,
+        tpot_weight=settings.tpot_weight,
+        shrinkage=settings.shrinkage,
+        min_engine_runs=settings.min_engine_runs,
+        coefficient_names=list(COEFFICIENTS),
+        pooled=pooled.tolist(),
         engines={e: c.tolist() for e, c in coefs.items()},
         engine_runs={e: sum(r.run.engine == e for r in rows) for e in coefs},
         residuals_engine_seen=residuals([p for p in cv if p.engine_fit]),
         residuals_engine_unseen=residuals([p for p in cv if not p.engine_fit]),
-        cross_validation=by_group(cv), in_sample=by_group(in_sample(rows, settings)),
+        cross_validation=by_group(cv),
+        in_sample=by_group(in_sample(rows, settings)),
         engine_batching={e: p.describe() for e, p in profiles.items()},
         step_residuals_engine_seen=step_residuals([p for p in steps if p.engine_fit]),
         step_residuals_engine_unseen=step_residuals([p for p in steps if not p.engine_fit]),
         step_residuals_by_engine=step_residuals_by_engine(steps),
-        validation={name: holdout_table(bracket, settings, name, interval_holdouts=interval_holdouts)
-                    for name in _holdouts(rows)},
-    )  # fmt: skip
+        validation={
+            name: holdout_table(bracket, settings, name, interval_holdouts=interval_holdouts)
+            for name in _holdouts(rows)
+        },
+    )

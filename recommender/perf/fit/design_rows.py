@@ -29,9 +29,19 @@ from recommender.perf.step.kernel_tables import KernelTables
 from recommender.provenance import Provenance
 
 __all__ = [
-    "CAMPAIGN_PROTOCOLS", "CLIENT_PROTOCOLS", "COEFFICIENTS", "N_COEFFICIENTS", "BenchmarkProtocol", "DesignRow",
-    "client_benchmark", "design_rows", "replay_config", "run_setup", "static_row", "step_features",
-]  # fmt: skip
+    "CAMPAIGN_PROTOCOLS",
+    "CLIENT_PROTOCOLS",
+    "COEFFICIENTS",
+    "N_COEFFICIENTS",
+    "BenchmarkProtocol",
+    "DesignRow",
+    "client_benchmark",
+    "design_rows",
+    "replay_config",
+    "run_setup",
+    "static_row",
+    "step_features",
+]
 
 #: The fitted coefficients: the step features, then a fixed time added to every TTFT (the request's way
 #: in and out of the engine: HTTP, tokenization, the first token's detokenization and streaming), s.
@@ -62,10 +72,11 @@ class BenchmarkProtocol:
 #: (``validation.py``): they bracket what a client could have reported from the same steps, so no protocol hides
 #: in a coefficient.
 CLIENT_PROTOCOLS = {
-    "burst": BenchmarkProtocol(8, 0), "steady": BenchmarkProtocol(8, 4),
+    "burst": BenchmarkProtocol(8, 0),
+    "steady": BenchmarkProtocol(8, 4),
     "burst, decode ITL": BenchmarkProtocol(8, 0, "decode_itl"),
     "steady, decode ITL": BenchmarkProtocol(8, 4, "decode_itl"),
-}  # fmt: skip
+}
 #: The protocol each campaign's client is modelled with when fitting (``MeasuredRun.campaign``): the sweep's
 #: TTFTs grow with concurrency as an opening burst does; the steady campaign's are far below any burst's.
 CAMPAIGN_PROTOCOLS = {"sweep": "burst", "steady": "steady"}
@@ -81,19 +92,32 @@ class DesignRow:
 
 
 def replay_config(
-    shape: ModelShape, features: StepFeatureSource, profile: EngineProfile, *, concurrency: int,
+    shape: ModelShape,
+    features: StepFeatureSource,
+    profile: EngineProfile,
+    *,
+    concurrency: int,
     kv_cache_dtype: str = "auto",
 ) -> SchedulerConfig:
     """The engine's scheduler at its defaults (`profile`), with the KV cache the GPU leaves and room for
     `concurrency`."""
     seqs = max(profile.max_num_seqs, concurrency)
     tokens = kv_cache_tokens(
-        shape, features.method, features.accel, tensor_parallel=features.tensor_parallel,
-        max_num_batched_tokens=profile.max_num_batched_tokens, max_num_seqs=seqs, kv_cache_dtype=kv_cache_dtype,
-    )  # fmt: skip
-    return profile.batching(SchedulerConfig(
-        kv_cache_tokens=max(tokens, 16), max_num_seqs=seqs, max_num_batched_tokens=profile.max_num_batched_tokens,
-    ))  # fmt: skip
+        shape,
+        features.method,
+        features.accel,
+        tensor_parallel=features.tensor_parallel,
+        max_num_batched_tokens=profile.max_num_batched_tokens,
+        max_num_seqs=seqs,
+        kv_cache_dtype=kv_cache_dtype,
+    )
+    return profile.batching(
+        SchedulerConfig(
+            kv_cache_tokens=max(tokens, 16),
+            max_num_seqs=seqs,
+            max_num_batched_tokens=profile.max_num_batched_tokens,
+        )
+    )
 
 
 def client_benchmark(run: MeasuredRun, protocol: BenchmarkProtocol, *, as_run: bool = True) -> ClosedLoopBenchmark:
@@ -102,9 +126,12 @@ def client_benchmark(run: MeasuredRun, protocol: BenchmarkProtocol, *, as_run: b
     steady = as_run and CAMPAIGN_PROTOCOLS.get(run.campaign, "burst") == "steady"
     warmup = protocol.rounds // 2 if steady else protocol.warmup_rounds
     return ClosedLoopBenchmark(
-        concurrency=run.concurrency, prompt_tokens=run.prompt_tokens, output_tokens=run.output_tokens,
-        rounds=protocol.rounds, warmup_rounds=warmup,
-    )  # fmt: skip
+        concurrency=run.concurrency,
+        prompt_tokens=run.prompt_tokens,
+        output_tokens=run.output_tokens,
+        rounds=protocol.rounds,
+        warmup_rounds=warmup,
+    )
 
 
 def step_features(
@@ -113,7 +140,11 @@ def step_features(
     """The step features of `run`'s configuration (its engine release's KV read width included): datasheet
     features, or with `kernels` its measured kernels (``KernelTablesUnavailable`` where they have none)."""
     topology = StepFeatures(
-        shape, run.numerics, catalog.get(run.hardware), run.tensor_parallel, run.kv_cache_dtype,
+        shape,
+        run.numerics,
+        catalog.get(run.hardware),
+        run.tensor_parallel,
+        run.kv_cache_dtype,
         run.profile.reads_kv_at_cache_width(run.engine_version),
     )
     if kernels is None:
@@ -132,8 +163,13 @@ def run_setup(
 
 
 def _design_row(
-    run: MeasuredRun, shape: ModelShape, catalog: Catalog, protocol: BenchmarkProtocol, as_run: bool,
-    same_client: DesignRow | None, kernels: KernelTables | None,
+    run: MeasuredRun,
+    shape: ModelShape,
+    catalog: Catalog,
+    protocol: BenchmarkProtocol,
+    as_run: bool,
+    same_client: DesignRow | None,
+    kernels: KernelTables | None,
 ) -> DesignRow:
     features, config = run_setup(run, shape, catalog, kernels)
     if run.static_batch:  # no client protocol to bracket: every protocol's row is the same
@@ -183,8 +219,14 @@ def _linear_means(
 
 
 def design_rows(
-    runs: Sequence[MeasuredRun], shapes: dict[str, ModelShape], catalog: Catalog, protocol: BenchmarkProtocol,
-    *, as_run: bool = True, same_client: Sequence[DesignRow] | None = None, kernels: KernelTables | None = None,
+    runs: Sequence[MeasuredRun],
+    shapes: dict[str, ModelShape],
+    catalog: Catalog,
+    protocol: BenchmarkProtocol,
+    *,
+    as_run: bool = True,
+    same_client: Sequence[DesignRow] | None = None,
+    kernels: KernelTables | None = None,
 ) -> list[DesignRow]:
     """One design row per run (a few closed-loop replays each); `as_run` as in :func:`client_benchmark`.
     `same_client`: the runs' rows under a protocol with the same requests and warm-up, whose TTFT a "decode_itl"

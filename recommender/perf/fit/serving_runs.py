@@ -23,10 +23,19 @@ from recommender.perf.scheme import Scheme, SchemeLookup
 from recommender.perf.sim.engine_profiles import EngineProfile
 
 __all__ = [
-    "DEFAULT_RUNS", "DLI_STATIC_RUNS", "KERNEL_RUNS", "KERNEL_RUNS_SOURCE", "NIM_RUNS", "LoadedRuns", "MeasuredRun",
+    "DEFAULT_RUNS",
+    "DLI_STATIC_RUNS",
+    "KERNEL_RUNS",
+    "KERNEL_RUNS_SOURCE",
+    "NIM_RUNS",
+    "LoadedRuns",
+    "MeasuredRun",
     "RUNS_SOURCE",
-    "SYSTEMS", "load_runs", "read_runs", "runs_digest",
-]  # fmt: skip
+    "SYSTEMS",
+    "load_runs",
+    "read_runs",
+    "runs_digest",
+]
 
 #: The measured runs shipped in the package (their source, commit and licence in ``measured_runs/SOURCE.md``).
 DEFAULT_RUNS = Path(str(resources.files("recommender.perf.fit") / "measured_runs" / "serving_runs_h100.csv"))
@@ -54,20 +63,42 @@ RUNS_SOURCE = (
 
 #: AIConfigurator's system names -> catalog keys (an a100_sxm is the 80 GB SXM4 part).
 SYSTEMS = {
-    "h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "gb200_sxm": "gb200", "gb200": "gb200",
-    "a100_sxm": "a100-80gb", "l40s": "l40s",
-}  # fmt: skip
+    "h100_sxm": "h100-sxm",
+    "h200_sxm": "h200",
+    "b200_sxm": "b200",
+    "gb200_sxm": "gb200",
+    "gb200": "gb200",
+    "a100_sxm": "a100-80gb",
+    "l40s": "l40s",
+}
 #: The file's precision (or GEMM quantization mode) -> the serving scheme with the same step physics: 1-byte
 #: weights and FP8 GEMMs for fp8 (per-tensor or block scales alike); an empty precision is the engine's
 #: 16-bit default; weight-only INT4/INT8 compute in 16-bit like the Marlin/AWQ kernels.
 SCHEMES = {
-    "": "baseline", "bf16": "baseline", "bfloat16": "baseline", "float16": "fp16", "fp16": "fp16",
-    "fp8": "fp8-dynamic", "fp8_block": "fp8-dynamic", "fp8_ootb": "fp8-dynamic", "sq": "int8-w8a8",
-    "int8_wo": "torchao-int8-wo", "int4_wo": "w4a16-awq-g128", "fp4": "nvfp4", "nvfp4": "nvfp4",
-}  # fmt: skip
+    "": "baseline",
+    "bf16": "baseline",
+    "bfloat16": "baseline",
+    "float16": "fp16",
+    "fp16": "fp16",
+    "fp8": "fp8-dynamic",
+    "fp8_block": "fp8-dynamic",
+    "fp8_ootb": "fp8-dynamic",
+    "sq": "int8-w8a8",
+    "int8_wo": "torchao-int8-wo",
+    "int4_wo": "w4a16-awq-g128",
+    "fp4": "nvfp4",
+    "nvfp4": "nvfp4",
+}
 #: KV-cache dtypes the file may name -> ``memory.KV_DTYPE_BYTES`` keys.
-KV_DTYPES = {"": "auto", "auto": "auto", "float16": "auto", "bfloat16": "auto", "fp16": "auto", "bf16": "auto",
-             "fp8": "fp8"}  # fmt: skip
+KV_DTYPES = {
+    "": "auto",
+    "auto": "auto",
+    "float16": "auto",
+    "bfloat16": "auto",
+    "fp16": "auto",
+    "bf16": "auto",
+    "fp8": "fp8",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,16 +210,20 @@ def _run(row: dict[str, str], schemes: SchemeLookup, profiles: Mapping[str, Engi
 def _check_positive(run: MeasuredRun) -> None:
     """A run whose latencies or sizes are not finite and positive cannot be replayed: ValueError (the row is skipped
     as malformed, counted with the others, never a division by zero or a nan% table)."""
-    figures = {"silicon_ttft_ms": run.ttft_ms, "silicon_tpot_ms": run.tpot_ms, "batch_size": run.concurrency,
-               "isl": run.prompt_tokens, "osl": run.output_tokens, "tp_size": run.tensor_parallel}  # fmt: skip
+    figures = {
+        "silicon_ttft_ms": run.ttft_ms,
+        "silicon_tpot_ms": run.tpot_ms,
+        "batch_size": run.concurrency,
+        "isl": run.prompt_tokens,
+        "osl": run.output_tokens,
+        "tp_size": run.tensor_parallel,
+    }
     for column, value in figures.items():
         if not math.isfinite(value) or value <= 0:
             raise ValueError(f"{column} {value!r} is not a positive number")
 
 
-def read_runs(
-    path: Path = DEFAULT_RUNS, *, schemes: SchemeLookup, profiles: Mapping[str, EngineProfile]
-) -> LoadedRuns:
+def read_runs(path: Path = DEFAULT_RUNS, *, schemes: SchemeLookup, profiles: Mapping[str, EngineProfile]) -> LoadedRuns:
     """Every row of `path` (AIConfigurator's silicon-sample columns) the model can replay, and what it skipped.
 
     A row is skipped, counted by reason, when its engine, GPU, precision or model is unknown here or it

@@ -43,11 +43,29 @@ from recommender.perf.step.calibrated import CalibratedModel, ErrorSummary, Resi
 
 # The design rows' names are part of the fit's surface: importers may name them from here.
 __all__ = [
-    "CAMPAIGN_PROTOCOLS", "CLIENT_PROTOCOLS", "COEFFICIENTS", "PHYSICAL_FLOORS", "BenchmarkProtocol", "DesignRow",
-    "FitSettings", "Prediction", "by_group", "coefficients_for", "cross_validate", "design_rows", "error_summary",
-    "fit_engine", "fit_pooled", "held_out_coefficients", "in_sample", "predict_run", "client_benchmark",
-    "replay_config", "residuals", "step_features",
-]  # fmt: skip
+    "CAMPAIGN_PROTOCOLS",
+    "CLIENT_PROTOCOLS",
+    "COEFFICIENTS",
+    "PHYSICAL_FLOORS",
+    "BenchmarkProtocol",
+    "DesignRow",
+    "FitSettings",
+    "Prediction",
+    "by_group",
+    "coefficients_for",
+    "cross_validate",
+    "design_rows",
+    "error_summary",
+    "fit_engine",
+    "fit_pooled",
+    "held_out_coefficients",
+    "in_sample",
+    "predict_run",
+    "client_benchmark",
+    "replay_config",
+    "residuals",
+    "step_features",
+]
 
 #: The least each coefficient may be: what physics allows, whatever the fit prefers. A datasheet figure is an
 #: upper bound on speed, so streaming the weights or the KV cache, the linear layers' matrix work and the
@@ -58,9 +76,13 @@ __all__ = [
 #: 20.9 / 60.9 % (median / P90) and TPOT 7.8 / 21.8 % -> 7.4 / 20.9 % (benchmarks/gpu_fidelity.py), and a
 #: model or GPU with another KV-to-weights ratio than the calibration's no longer inherits the trade.
 PHYSICAL_FLOORS = {
-    "weights": 1.0, "kv": 1.0, "linear": 1.0, "allreduce_bytes": 1.0, "attention": 0.5,
+    "weights": 1.0,
+    "kv": 1.0,
+    "linear": 1.0,
+    "allreduce_bytes": 1.0,
+    "attention": 0.5,
     "kernels": 1.0,  # measured kernel times: no engine runs its kernels faster than they were timed
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,9 +129,15 @@ def predict_run(
     """`run` replayed through a shipped fit (out of sample: the fit never saw it), on the run's own GPU."""
     model = CalibratedModel(fit)
     features, config = run_setup(run, shape, catalog, None)
-    cost = model.step_cost(shape, features.method, features.accel, run.engine, tensor_parallel=run.tensor_parallel,
-                           kv_cache_dtype=run.kv_cache_dtype,
-                           kv_read_at_cache_width=run.profile.reads_kv_at_cache_width(run.engine_version))  # fmt: skip
+    cost = model.step_cost(
+        shape,
+        features.method,
+        features.accel,
+        run.engine,
+        tensor_parallel=run.tensor_parallel,
+        kv_cache_dtype=run.kv_cache_dtype,
+        kv_read_at_cache_width=run.profile.reads_kv_at_cache_width(run.engine_version),
+    )
     got = replay(cost, config, client_benchmark(run, protocol))
     ttft_ms = got.ttft_ms.mean + model.request_overhead_ms(run.engine)
     return Prediction(run, ttft_ms, got.tpot_ms.mean, model.knows(run.engine))
@@ -186,8 +214,15 @@ def in_sample(rows: Sequence[DesignRow], settings: FitSettings) -> list[Predicti
     """Every run predicted by the fit that saw it (the shipped coefficients' own error; optimistic)."""
     pooled = fit_pooled(rows, settings)
     coefs = {e: coefficients_for(e, rows, settings, pooled) for e in {r.run.engine for r in rows}}
-    return [Prediction(r.run, float(r.ttft @ coefs[r.run.engine][0]), float(r.tpot @ coefs[r.run.engine][0]),
-                       coefs[r.run.engine][1]) for r in rows]  # fmt: skip
+    return [
+        Prediction(
+            r.run,
+            float(r.ttft @ coefs[r.run.engine][0]),
+            float(r.tpot @ coefs[r.run.engine][0]),
+            coefs[r.run.engine][1],
+        )
+        for r in rows
+    ]
 
 
 class PredictedRun(Protocol):
@@ -206,9 +241,12 @@ def error_summary(predictions: Sequence[PredictedRun]) -> ErrorSummary:
     ttft = np.abs([p.ttft_ms / p.run.ttft_ms - 1 for p in predictions])
     tpot = np.abs([p.tpot_ms / p.run.tpot_ms - 1 for p in predictions])
     return ErrorSummary(
-        runs=len(predictions), ttft_median=float(np.median(ttft)), ttft_p90=float(np.percentile(ttft, 90)),
-        tpot_median=float(np.median(tpot)), tpot_p90=float(np.percentile(tpot, 90)),
-    )  # fmt: skip
+        runs=len(predictions),
+        ttft_median=float(np.median(ttft)),
+        ttft_p90=float(np.percentile(ttft, 90)),
+        tpot_median=float(np.median(tpot)),
+        tpot_p90=float(np.percentile(tpot, 90)),
+    )
 
 
 def by_group(

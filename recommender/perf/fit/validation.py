@@ -43,16 +43,26 @@ from recommender.perf.step.calibrated import (
     StepResiduals,
     interval_factors,
     step_pools,
-)  # fmt: skip
+)
 from recommender.perf.step.cost import PrefillChunks
 from recommender.perf.step.features import N_FEATURES
 from recommender.perf.step.kernel_tables import KernelTables
 
 __all__ = [
-    "HOLDOUTS", "PREFILL_DOMINATED", "USE_HOLDOUTS", "BracketRows", "HeldOutPrediction", "bracket_rows",
-    "held_out_predictions", "holdout_table", "interval_predictions", "shipped_predictions", "shipped_table",
-    "step_residuals", "step_residuals_by_engine",
-]  # fmt: skip
+    "HOLDOUTS",
+    "PREFILL_DOMINATED",
+    "USE_HOLDOUTS",
+    "BracketRows",
+    "HeldOutPrediction",
+    "bracket_rows",
+    "held_out_predictions",
+    "holdout_table",
+    "interval_predictions",
+    "shipped_predictions",
+    "shipped_table",
+    "step_residuals",
+    "step_residuals_by_engine",
+]
 
 #: What is left out whole: a (model, engine, precision) group, a collection campaign, a model.
 HOLDOUTS: dict[str, Callable[[MeasuredRun], str]] = {
@@ -93,12 +103,23 @@ def bracket_rows(
     per_protocol: dict[str, list[DesignRow]] = {}
     for name, protocol in CLIENT_PROTOCOLS.items():
         client = (protocol.rounds, protocol.warmup_rounds)
-        same = next((per_protocol[n] for n in per_protocol
-                     if (CLIENT_PROTOCOLS[n].rounds, CLIENT_PROTOCOLS[n].warmup_rounds) == client), None)  # fmt: skip
-        per_protocol[name] = design_rows(runs, shapes, catalog, protocol, as_run=False, same_client=same,
-                                         kernels=kernels)  # fmt: skip
-    return [BracketRows({name: rows[i] for name, rows in per_protocol.items()},
-                        _lone_prefill(run, shapes, catalog, kernels)) for i, run in enumerate(runs)]  # fmt: skip
+        same = next(
+            (
+                per_protocol[n]
+                for n in per_protocol
+                if (CLIENT_PROTOCOLS[n].rounds, CLIENT_PROTOCOLS[n].warmup_rounds) == client
+            ),
+            None,
+        )
+        per_protocol[name] = design_rows(
+            runs, shapes, catalog, protocol, as_run=False, same_client=same, kernels=kernels
+        )
+    return [
+        BracketRows(
+            {name: rows[i] for name, rows in per_protocol.items()}, _lone_prefill(run, shapes, catalog, kernels)
+        )
+        for i, run in enumerate(runs)
+    ]
 
 
 def _lone_prefill(
@@ -165,8 +186,15 @@ def _predicted(rows: BracketRows, coef: np.ndarray, engine_fit: bool) -> HeldOut
     ttfts = [float(r.ttft @ coef) for r in rows.by_protocol.values()]
     tpots = [float(r.tpot @ coef) for r in rows.by_protocol.values()]
     row = rows.fitted
-    return HeldOutPrediction(row.run, float(row.ttft @ coef), float(row.tpot @ coef), (min(ttfts), max(ttfts)),
-                             (min(tpots), max(tpots)), engine_fit, float(rows.lone_prefill @ coef))  # fmt: skip
+    return HeldOutPrediction(
+        row.run,
+        float(row.ttft @ coef),
+        float(row.tpot @ coef),
+        (min(ttfts), max(ttfts)),
+        (min(tpots), max(tpots)),
+        engine_fit,
+        float(rows.lone_prefill @ coef),
+    )
 
 
 def step_residuals_by_engine(predictions: Sequence[HeldOutPrediction]) -> dict[str, StepResiduals]:
@@ -196,8 +224,12 @@ class _Pools:
     @classmethod
     def of_fit(cls, fit: StepCostFit) -> _Pools:
         seen, unseen = fit.residuals_engine_seen, fit.residuals_engine_unseen
-        return cls((fit.step_residuals_engine_seen, fit.step_residuals_engine_unseen), (seen.ttft, unseen.ttft),
-                   (seen.tpot, unseen.tpot), fit.step_residuals_by_engine)  # fmt: skip
+        return cls(
+            (fit.step_residuals_engine_seen, fit.step_residuals_engine_unseen),
+            (seen.ttft, unseen.ttft),
+            (seen.tpot, unseen.tpot),
+            fit.step_residuals_by_engine,
+        )
 
     @classmethod
     def of(cls, inner: Sequence[HeldOutPrediction]) -> _Pools:
@@ -207,8 +239,12 @@ class _Pools:
         def logs(ps: list[HeldOutPrediction], metric: str) -> list[float]:
             return [math.log(getattr(p.run, metric) / getattr(p, metric)) for p in ps]
 
-        return cls((step_residuals(seen), step_residuals(unseen)), (logs(seen, "ttft_ms"), logs(unseen, "ttft_ms")),
-                   (logs(seen, "tpot_ms"), logs(unseen, "tpot_ms")), step_residuals_by_engine(inner))  # fmt: skip
+        return cls(
+            (step_residuals(seen), step_residuals(unseen)),
+            (logs(seen, "ttft_ms"), logs(unseen, "ttft_ms")),
+            (logs(seen, "tpot_ms"), logs(unseen, "tpot_ms")),
+            step_residuals_by_engine(inner),
+        )
 
 
 def _covered(p: HeldOutPrediction, pools: _Pools, confidence: float) -> tuple[bool, bool, bool, bool]:
@@ -249,8 +285,13 @@ def interval_predictions(
     return out
 
 
-def _fold_pools(rows: Sequence[BracketRows], held: set[str], key: Callable[[MeasuredRun], str],
-                settings: FitSettings, holdouts: Sequence[str]) -> _Pools | None:  # fmt: skip
+def _fold_pools(
+    rows: Sequence[BracketRows],
+    held: set[str],
+    key: Callable[[MeasuredRun], str],
+    settings: FitSettings,
+    holdouts: Sequence[str],
+) -> _Pools | None:
     """Residual pools from the `holdouts` inside the fold's training runs (nested; None: a single group)."""
     train = [r for r in rows if key(r.fitted.run) not in held]
     if len({r.fitted.run.group for r in train}) < 2:
@@ -258,17 +299,23 @@ def _fold_pools(rows: Sequence[BracketRows], held: set[str], key: Callable[[Meas
     return _Pools.of(interval_predictions(train, settings, holdouts))
 
 
-def _summary(predictions: Sequence[HeldOutPrediction], covered: Sequence[tuple[bool, ...]],
-             confidence: float) -> HoldoutSummary:  # fmt: skip
+def _summary(
+    predictions: Sequence[HeldOutPrediction], covered: Sequence[tuple[bool, ...]], confidence: float
+) -> HoldoutSummary:
     bracket = np.abs(np.expm1([-p.prefill_residual for p in predictions]))
     cover = [float(np.mean(c)) for c in zip(*covered, strict=True)] if covered else [None] * 4
     return HoldoutSummary(
         **error_summary(predictions).model_dump(),
-        bracket_ttft_median=float(np.median(bracket)), bracket_ttft_p90=float(np.percentile(bracket, 90)),
+        bracket_ttft_median=float(np.median(bracket)),
+        bracket_ttft_p90=float(np.percentile(bracket, 90)),
         explained_ttft=float(np.mean([p.prefill_residual == 0 for p in predictions])),
-        explained_tpot=float(np.mean([p.decode_residual == 0 for p in predictions])), confidence=confidence,
-        coverage_ttft=cover[0], coverage_tpot=cover[1], coverage_ttft_before=cover[2], coverage_tpot_before=cover[3],
-    )  # fmt: skip
+        explained_tpot=float(np.mean([p.decode_residual == 0 for p in predictions])),
+        confidence=confidence,
+        coverage_ttft=cover[0],
+        coverage_tpot=cover[1],
+        coverage_ttft_before=cover[2],
+        coverage_tpot_before=cover[3],
+    )
 
 
 #: Held-out predictions by the value left out, each with whether it lay in its intervals (None: no interval).
@@ -276,7 +323,11 @@ _ByValue = dict[str, list[tuple[HeldOutPrediction, "tuple[bool, ...] | None"]]]
 
 
 def holdout_table(
-    rows: Sequence[BracketRows], settings: FitSettings, holdout: str, *, confidence: float = 0.9,
+    rows: Sequence[BracketRows],
+    settings: FitSettings,
+    holdout: str,
+    *,
+    confidence: float = 0.9,
     interval_holdouts: Sequence[str] = ("group",),
 ) -> dict[str, HoldoutSummary]:
     """Leave each value of `holdout` (a ``HOLDOUTS`` key) out: errors, bracket and interval coverage, per held-out
@@ -293,7 +344,10 @@ def holdout_table(
 
 
 def shipped_table(
-    predictions: Sequence[HeldOutPrediction], fit: StepCostFit, key: Callable[[MeasuredRun], str], *,
+    predictions: Sequence[HeldOutPrediction],
+    fit: StepCostFit,
+    key: Callable[[MeasuredRun], str],
+    *,
     confidence: float = 0.9,
 ) -> dict[str, HoldoutSummary]:
     """The shipped fit on runs it never saw, by `key` and "overall", its intervals from its own residuals."""

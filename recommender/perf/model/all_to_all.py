@@ -67,10 +67,18 @@ def _transfer(
 
 
 def all_to_all_cost(
-    tokens_per_gpu: float, *, top_k: int, hidden: int, ep: int, gpus_per_node: int, node_link: Link,
-    network_link: Link | None = None, dispatch_bytes: float = FP8_DISPATCH_BYTES, combine_bytes: float = COMBINE_BYTES,
+    tokens_per_gpu: float,
+    *,
+    top_k: int,
+    hidden: int,
+    ep: int,
+    gpus_per_node: int,
+    node_link: Link,
+    network_link: Link | None = None,
+    dispatch_bytes: float = FP8_DISPATCH_BYTES,
+    combine_bytes: float = COMBINE_BYTES,
     imbalance: float = 1.0,
-) -> AllToAllCost:  # fmt: skip
+) -> AllToAllCost:
     """Dispatch and combine of one MoE layer for `tokens_per_gpu` tokens on each of `ep` GPUs.
 
     Args:
@@ -84,8 +92,11 @@ def all_to_all_cost(
         imbalance: the busiest GPU's load over the mean (``expert_load``): it receives that much more.
     """
     if ep > gpus_per_node and network_link is None:
-        raise BadInputError("link", f"expert parallelism over {ep} GPUs spans nodes of {gpus_per_node}",
-                            "name the network between nodes (infiniband-ndr or roce-400g)")  # fmt: skip
+        raise BadInputError(
+            "link",
+            f"expert parallelism over {ep} GPUs spans nodes of {gpus_per_node}",
+            "name the network between nodes (infiniband-ndr or roce-400g)",
+        )
     if ep <= 1:
         return AllToAllCost(0.0, 0.0, 0.0, 0.0)
     values = tokens_per_gpu * top_k * hidden * max(1.0, imbalance)

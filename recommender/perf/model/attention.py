@@ -86,8 +86,11 @@ def _int(config: Any, name: str, default: int | None = None) -> int:
     value = getattr(config, name, None)
     if value is None:
         if default is None:
-            raise BadInputError(name, "missing from a multi-head latent attention config",
-                                f"add {name} to config.json (all of {', '.join(MLA_FIELDS)} define MLA)")  # fmt: skip
+            raise BadInputError(
+                name,
+                "missing from a multi-head latent attention config",
+                f"add {name} to config.json (all of {', '.join(MLA_FIELDS)} define MLA)",
+            )
         return default
     return int(value)
 
@@ -97,10 +100,12 @@ def parse_latent(config: Any) -> LatentAttention | None:
     if not getattr(config, "kv_lora_rank", None):
         return None
     return LatentAttention(
-        kv_lora_rank=_int(config, "kv_lora_rank"), qk_rope_head_dim=_int(config, "qk_rope_head_dim"),
-        qk_nope_head_dim=_int(config, "qk_nope_head_dim"), v_head_dim=_int(config, "v_head_dim"),
+        kv_lora_rank=_int(config, "kv_lora_rank"),
+        qk_rope_head_dim=_int(config, "qk_rope_head_dim"),
+        qk_nope_head_dim=_int(config, "qk_nope_head_dim"),
+        v_head_dim=_int(config, "v_head_dim"),
         q_lora_rank=_int(config, "q_lora_rank", 0),
-    )  # fmt: skip
+    )
 
 
 def _window_layers(config: Any, n_layers: int) -> tuple[int, int]:
@@ -110,12 +115,18 @@ def _window_layers(config: Any, n_layers: int) -> tuple[int, int]:
     if types is None:
         return 0, 0
     if len(types) != n_layers:
-        raise BadInputError("layer_types", f"{len(types)} entries for {n_layers} layers",
-                            "give one layer type per layer (num_hidden_layers of them)")  # fmt: skip
+        raise BadInputError(
+            "layer_types",
+            f"{len(types)} entries for {n_layers} layers",
+            "give one layer type per layer (num_hidden_layers of them)",
+        )
     unknown = sorted({t for t in types if t not in LAYER_TYPES})
     if unknown:
-        raise BadInputError("layer_types", f"layer type {unknown[0]!r} is not modeled",
-                            f"project a model whose layers are {' or '.join(LAYER_TYPES)}")  # fmt: skip
+        raise BadInputError(
+            "layer_types",
+            f"layer type {unknown[0]!r} is not modeled",
+            f"project a model whose layers are {' or '.join(LAYER_TYPES)}",
+        )
     windowed = sum(1 for t in types if t == "sliding_attention")
     window = getattr(config, "sliding_window", None)
     if not windowed or not window:

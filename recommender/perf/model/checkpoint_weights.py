@@ -41,5 +41,8 @@ def checkpoint_weight_bytes(shape: ModelShape, quantization: Mapping[str, Any] |
         block = (quantization or {}).get("weight_block_size")
         bits = 8.0 + 32.0 / (block[0] * block[1]) if block else 8.0
         return shape.body_params * bits / 8 + sixteen_bit * 2.0
-    raise BadInputError("quantization_config.quant_method", f"{method!r} is not a published format this tool sizes",
-                        "give the model's BF16 config (drop quantization_config) or one of mxfp4, fp8")  # fmt: skip
+    raise BadInputError(
+        "quantization_config.quant_method",
+        f"{method!r} is not a published format this tool sizes",
+        "give the model's BF16 config (drop quantization_config) or one of mxfp4, fp8",
+    )

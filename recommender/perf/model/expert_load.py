@@ -65,9 +65,10 @@ def check_expert_split(n_experts: int, ep: int, redundant: int = 0, *, field: st
     if slots % ep:
         fits = [d for d in (1, 2, 4, 8, 16, 32, 64, 128, 256) if slots % d == 0]
         raise BadInputError(
-            field, f"{ep} GPUs do not split {slots} experts{f' ({redundant} redundant)' if redundant else ''} evenly",
+            field,
+            f"{ep} GPUs do not split {slots} experts{f' ({redundant} redundant)' if redundant else ''} evenly",
             f"use a degree dividing {slots} (e.g. {', '.join(map(str, fits[-4:]))})",
-        )  # fmt: skip
+        )
 
 
 def static_load(popularity: np.ndarray, ep: int, *, seed: int = 0) -> ExpertLoad:

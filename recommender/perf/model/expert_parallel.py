@@ -40,8 +40,11 @@ class ExpertParallelLayout:
 
     def __post_init__(self) -> None:
         if self.attention_dp < 1 or self.ep % self.attention_dp:
-            raise BadInputError("attention_dp", f"{self.attention_dp} attention ranks over {self.ep} GPUs",
-                                f"give a divisor of the expert-parallel degree {self.ep}")  # fmt: skip
+            raise BadInputError(
+                "attention_dp",
+                f"{self.attention_dp} attention ranks over {self.ep} GPUs",
+                f"give a divisor of the expert-parallel degree {self.ep}",
+            )
         if self.redundant_experts < 0:
             raise BadInputError("redundant_experts", f"{self.redundant_experts}", "give 0 or more")
 
@@ -53,8 +56,11 @@ class ExpertParallelLayout:
     def check(self, shape: ModelShape, *, field: str = "expert_parallel") -> None:
         """Refuse a dense model, or a degree that does not split the experts, naming `field`."""
         if shape.moe is None:
-            raise BadInputError(field, "expert parallelism needs a mixture-of-experts model",
-                                "serve a dense model with tensor parallelism")  # fmt: skip
+            raise BadInputError(
+                field,
+                "expert parallelism needs a mixture-of-experts model",
+                "serve a dense model with tensor parallelism",
+            )
         check_expert_split(shape.moe.n_experts, self.ep, self.redundant_experts, field=field)
 
 
@@ -98,10 +104,17 @@ def ep_kv_bytes_per_token_per_gpu(shape: ModelShape, kv_cache_dtype: str, layout
 
 
 def ep_memory(
-    shape: ModelShape, layout: ExpertParallelLayout, *, bits_per_weight: float, device_gb: float,
-    memory_utilization: float = 0.9, max_num_batched_tokens: int = 8192, max_num_seqs: int = 256,
-    kv_cache_dtype: str = "auto", runtime_overhead_gb: float = RUNTIME_OVERHEAD_GB,
-) -> ExpertParallelMemory:  # fmt: skip
+    shape: ModelShape,
+    layout: ExpertParallelLayout,
+    *,
+    bits_per_weight: float,
+    device_gb: float,
+    memory_utilization: float = 0.9,
+    max_num_batched_tokens: int = 8192,
+    max_num_seqs: int = 256,
+    kv_cache_dtype: str = "auto",
+    runtime_overhead_gb: float = RUNTIME_OVERHEAD_GB,
+) -> ExpertParallelMemory:
     """Per-GPU memory of `shape` laid out as `layout` with linear weights at `bits_per_weight`."""
     layout.check(shape)
     assert shape.moe is not None  # checked above
@@ -116,7 +129,7 @@ def ep_memory(
         activation_gb=activation_bytes(
             shape, batched_tokens=max_num_batched_tokens, running_seqs=max_num_seqs, tensor_parallel=layout.attention_tp
         )
-        / 1e9,  # fmt: skip
+        / 1e9,
         runtime_overhead_gb=runtime_overhead_gb,
         kv_bytes_per_token=ep_kv_bytes_per_token_per_gpu(shape, kv_cache_dtype, layout),
         attention_dp=layout.attention_dp,

@@ -63,9 +63,15 @@ def _link_share(shape: ModelShape, prefill_tp: int, decode_tp: int) -> float:
 
 
 def kv_transfer(
-    shape: ModelShape, *, prompt_tokens: int, link: Link, cached_tokens: int = 0, kv_cache_dtype: str = "auto",
-    prefill_tp: int = 1, decode_tp: int = 1,
-) -> KvTransfer:  # fmt: skip
+    shape: ModelShape,
+    *,
+    prompt_tokens: int,
+    link: Link,
+    cached_tokens: int = 0,
+    kv_cache_dtype: str = "auto",
+    prefill_tp: int = 1,
+    decode_tp: int = 1,
+) -> KvTransfer:
     """The KV transfer of one request of `prompt_tokens` over `link` between pools of the given TP degrees."""
     if prompt_tokens < 1:
         raise BadInputError("prompt_tokens", f"{prompt_tokens}", "give a prompt of at least one token")
@@ -75,6 +81,9 @@ def kv_transfer(
     sent = missing_kv_bytes(shape, prompt_tokens, cached_tokens, dtype)
     per_link = sent * _link_share(shape, prefill_tp, decode_tp)
     return KvTransfer(
-        sent_bytes=sent, bytes_per_link=per_link, reserved_bytes=shape.kv_bytes_for_context(prompt_tokens, dtype),
-        seconds=link.seconds(per_link), link=link.name,
-    )  # fmt: skip
+        sent_bytes=sent,
+        bytes_per_link=per_link,
+        reserved_bytes=shape.kv_bytes_for_context(prompt_tokens, dtype),
+        seconds=link.seconds(per_link),
+        link=link.name,
+    )

@@ -34,16 +34,32 @@ from recommender.errors import BadInputError
 #: The expert-count fields, by family; the first present (and > 1) makes the model MoE.
 EXPERT_COUNT_FIELDS = ("num_local_experts", "num_experts", "n_routed_experts")
 #: MoE fields this module reads.
-UNDERSTOOD_FIELDS = frozenset({
-    *EXPERT_COUNT_FIELDS, "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
-    "n_shared_experts", "first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers",
-})  # fmt: skip
+UNDERSTOOD_FIELDS = frozenset(
+    {
+        *EXPERT_COUNT_FIELDS,
+        "num_experts_per_tok",
+        "moe_intermediate_size",
+        "shared_expert_intermediate_size",
+        "n_shared_experts",
+        "first_k_dense_replace",
+        "moe_layer_freq",
+        "decoder_sparse_step",
+        "mlp_only_layers",
+    }
+)
 #: MoE fields that only matter to training (load-balancing losses, router noise) or to the router's
 #: arithmetic, not to what is stored, read or computed.
-IGNORED_FIELDS = frozenset({
-    "router_aux_loss_coef", "output_router_logits", "router_jitter_noise", "norm_topk_prob", "router_z_loss_coef",
-    "moe_aux_loss_coef", "experts_per_token",
-})  # fmt: skip
+IGNORED_FIELDS = frozenset(
+    {
+        "router_aux_loss_coef",
+        "output_router_logits",
+        "router_jitter_noise",
+        "norm_topk_prob",
+        "router_z_loss_coef",
+        "moe_aux_loss_coef",
+        "experts_per_token",
+    }
+)
 #: Substrings that mark a field as part of a MoE layout.
 _MOE_MARKERS = ("expert", "moe", "router")
 
@@ -71,9 +87,10 @@ class MoeLayout:
     def __post_init__(self) -> None:
         if not 1 <= self.experts_per_token <= self.n_experts:
             raise BadInputError(
-                "num_experts_per_tok", f"{self.experts_per_token} experts per token of {self.n_experts}",
+                "num_experts_per_tok",
+                f"{self.experts_per_token} experts per token of {self.n_experts}",
                 "give 1 <= num_experts_per_tok <= the number of experts",
-            )  # fmt: skip
+            )
 
     def expected_distinct_experts(self, tokens: int) -> float:
         """Experts of one MoE layer that a step of `tokens` tokens reads, in expectation: E(1 - (1 - k/E)^T)."""
@@ -115,9 +132,10 @@ def _check_understood(config: Any) -> None:
             continue
         if any(marker in leaf.lower() for marker in _MOE_MARKERS):
             raise BadInputError(
-                key, "a mixture-of-experts field this tool does not model",
+                key,
+                "a mixture-of-experts field this tool does not model",
                 f"supported layouts: Mixtral, Qwen-MoE, DeepSeek-MoE ({', '.join(sorted(UNDERSTOOD_FIELDS))})",
-            )  # fmt: skip
+            )
 
 
 def _moe_layer_count(config: Any, n_layers: int) -> int:

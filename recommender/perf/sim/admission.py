@@ -31,10 +31,28 @@ class Admission:
     """
 
     __slots__ = (
-        "_bs", "_cap", "_chunked", "_computed", "_d", "_decoding", "_generated", "_held", "_held_prefill",
-        "_max_seqs", "_outputs", "_preempted", "_preemptions", "_prefilling", "_prefix", "_prompts", "_reserve",
-        "_reserved", "_running", "_state", "_waiting",
-    )  # fmt: skip
+        "_bs",
+        "_cap",
+        "_chunked",
+        "_computed",
+        "_d",
+        "_decoding",
+        "_generated",
+        "_held",
+        "_held_prefill",
+        "_max_seqs",
+        "_outputs",
+        "_preempted",
+        "_preemptions",
+        "_prefilling",
+        "_prefix",
+        "_prompts",
+        "_reserve",
+        "_reserved",
+        "_running",
+        "_state",
+        "_waiting",
+    )
 
     def __init__(self, workload: Workload, config: SchedulerConfig) -> None:
         self._bs = config.block_size
@@ -120,8 +138,12 @@ class Admission:
         their chunks read from the prefix cache (part of the step's context)."""
         waiting, running, prefilling = self._waiting, self._running, self._prefilling
         prompts, generated, state, computed, held = (
-            self._prompts, self._generated, self._state, self._computed, self._held
-        )  # fmt: skip
+            self._prompts,
+            self._generated,
+            self._state,
+            self._computed,
+            self._held,
+        )
         chunked, bs, max_seqs = self._chunked, self._bs, self._max_seqs
         prior_context = 0
         while waiting and budget > 0 and len(running) < max_seqs:

@@ -57,8 +57,14 @@ class _RateTrials:
 
     def workload(self, rate: float) -> Workload:
         return make_workload(
-            prompt=self.prompt, output=self.output, n_requests=self.n_requests, rate=rate, seed=self.seed,
-            prefix=self.prefix, conversation=self.conversation, cache_prefixes=self.cache_prefixes,
+            prompt=self.prompt,
+            output=self.output,
+            n_requests=self.n_requests,
+            rate=rate,
+            seed=self.seed,
+            prefix=self.prefix,
+            conversation=self.conversation,
+            cache_prefixes=self.cache_prefixes,
         )
 
     def run(self, rate: float) -> SimulationResult:
@@ -110,8 +116,20 @@ def max_rate_within_sla(
     P99s near capacity rise steeply (queueing), so a rate a few percent above the answer
     can already miss the SLA.
     """
-    trials = _RateTrials(cost, config, prompt, output, n_requests, seed, ttft_p99_ms, tpot_p99_ms, prefix,
-                         conversation, cache_prefixes, speculation)  # fmt: skip
+    trials = _RateTrials(
+        cost,
+        config,
+        prompt,
+        output,
+        n_requests,
+        seed,
+        ttft_p99_ms,
+        tpot_p99_ms,
+        prefix,
+        conversation,
+        cache_prefixes,
+        speculation,
+    )
     if not fits_kv_cache(trials.workload(1.0), config):
         # Drawn lengths (a long tail, a trace) can hold a request no KV cache of this replica holds: it would
         # never be scheduled, so no arrival rate meets the SLA.

@@ -56,9 +56,15 @@ class ConversationRequests:
 
 
 def conversation_requests(
-    *, first: npt.NDArray[np.int64], outputs: npt.NDArray[np.int64], starts: npt.NDArray[np.float64],
-    conversation: Conversation, first_keys: npt.NDArray[np.int64], first_shared: npt.NDArray[np.int64],
-    own_key0: int, n_requests: int,
+    *,
+    first: npt.NDArray[np.int64],
+    outputs: npt.NDArray[np.int64],
+    starts: npt.NDArray[np.float64],
+    conversation: Conversation,
+    first_keys: npt.NDArray[np.int64],
+    first_shared: npt.NDArray[np.int64],
+    own_key0: int,
+    n_requests: int,
 ) -> ConversationRequests:
     """The first `n_requests` turns, in arrival order, of conversations starting at `starts`.
 
@@ -82,8 +88,14 @@ def conversation_requests(
     arrivals = starts[:, None] + conversation.think_time_s * np.arange(turns)[None, :]
     order = np.argsort(arrivals, axis=None, kind="stable")[:n_requests]
     arrived = arrivals.ravel()[order]
-    return ConversationRequests(arrived - arrived[0], prompts.ravel()[order], out.ravel()[order],
-                                keys.ravel()[order], shared.ravel()[order], history_keys.ravel()[order])  # fmt: skip
+    return ConversationRequests(
+        arrived - arrived[0],
+        prompts.ravel()[order],
+        out.ravel()[order],
+        keys.ravel()[order],
+        shared.ravel()[order],
+        history_keys.ravel()[order],
+    )
 
 
 def conversations_for(n_requests: int, turns: int) -> int:

@@ -124,15 +124,26 @@ def _unserved(provenance: Provenance) -> PoolEstimate:
 def _at_load(
     cost: StepCostModel, traffic: TrafficLoad, output: int | None, rate: float, config: SchedulerConfig
 ) -> SimulationResult:
-    workload = make_workload(prompt=traffic.prompt, output=traffic.output if output is None else output,
-                             n_requests=SIMULATED_REQUESTS, rate=rate, **traffic.sharing)  # fmt: skip
+    workload = make_workload(
+        prompt=traffic.prompt,
+        output=traffic.output if output is None else output,
+        n_requests=SIMULATED_REQUESTS,
+        rate=rate,
+        **traffic.sharing,
+    )
     return simulate(cost, workload, config)
 
 
 def _pool(
-    pool: PoolSetup, traffic: TrafficLoad, *, ttft_budget_ms: float, tpot_limit_ms: float, decode: bool,
-    longest_prompt: int, label: str,
-) -> PoolEstimate:  # fmt: skip
+    pool: PoolSetup,
+    traffic: TrafficLoad,
+    *,
+    ttft_budget_ms: float,
+    tpot_limit_ms: float,
+    decode: bool,
+    longest_prompt: int,
+    label: str,
+) -> PoolEstimate:
     point = DecodeOnlyStepCost(pool.point) if decode else pool.point
     upper = DecodeOnlyStepCost(pool.upper) if decode else pool.upper
     config = pool_config(pool.config, decode=decode, longest_prompt=longest_prompt)
@@ -142,9 +153,15 @@ def _pool(
     if budget <= 0:
         return _unserved(provenance)
     search = max_rate_within_sla(
-        upper, config, prompt=traffic.prompt, output=traffic.output if decode else 1, ttft_p99_ms=budget,
-        tpot_p99_ms=tpot_limit_ms, n_requests=SIMULATED_REQUESTS, **traffic.sharing,
-    )  # fmt: skip
+        upper,
+        config,
+        prompt=traffic.prompt,
+        output=traffic.output if decode else 1,
+        ttft_p99_ms=budget,
+        tpot_p99_ms=tpot_limit_ms,
+        n_requests=SIMULATED_REQUESTS,
+        **traffic.sharing,
+    )
     if search.rate_per_s <= 0:
         return _unserved(provenance)
     workers = replicas_needed(traffic.requests_per_second, search.rate_per_s)
@@ -152,17 +169,29 @@ def _pool(
     high = _at_load(upper, traffic, output, load, config)
     low = _at_load(point, traffic, output, load, config)
     return PoolEstimate(
-        requests_per_s=search.rate_per_s, workers=workers, gpus=workers * pool.gpus_per_worker,
-        ttft_p99_ms=low.ttft_ms.p99 + pool.ttft_offset_ms, tpot_p99_ms=low.tpot_ms.p99,
-        ttft_p99_high_ms=high.ttft_ms.p99 + pool.ttft_offset_ms, tpot_p99_high_ms=high.tpot_ms.p99,
-        load_per_worker_rps=load, provenance=provenance,
-    )  # fmt: skip
+        requests_per_s=search.rate_per_s,
+        workers=workers,
+        gpus=workers * pool.gpus_per_worker,
+        ttft_p99_ms=low.ttft_ms.p99 + pool.ttft_offset_ms,
+        tpot_p99_ms=low.tpot_ms.p99,
+        ttft_p99_high_ms=high.ttft_ms.p99 + pool.ttft_offset_ms,
+        tpot_p99_high_ms=high.tpot_ms.p99,
+        load_per_worker_rps=load,
+        provenance=provenance,
+    )
 
 
 def prefill_pool(pool: PoolSetup, traffic: TrafficLoad, *, ttft_budget_ms: float) -> PoolEstimate:
     """The prefill pool: workers whose P99 TTFT (one output token, the prefill worker's whole job) meets its budget."""
-    return _pool(pool, traffic, ttft_budget_ms=ttft_budget_ms, tpot_limit_ms=math.inf, decode=False,
-                 longest_prompt=0, label="prefill pool: prompts only (max_tokens 1), the KV handed on")  # fmt: skip
+    return _pool(
+        pool,
+        traffic,
+        ttft_budget_ms=ttft_budget_ms,
+        tpot_limit_ms=math.inf,
+        decode=False,
+        longest_prompt=0,
+        label="prefill pool: prompts only (max_tokens 1), the KV handed on",
+    )
 
 
 def decode_pool(
@@ -170,6 +199,12 @@ def decode_pool(
 ) -> PoolEstimate:
     """The decode pool: workers whose P99 TPOT meets the limit and whose P99 wait for a transferred request's first
     decode step (room for its KV, then one step) meets its share of the TTFT."""
-    return _pool(pool, traffic, ttft_budget_ms=ttft_budget_ms, tpot_limit_ms=tpot_limit_ms, decode=True,
-                 longest_prompt=longest_prompt, label="decode pool: transferred KV reserved on admission, no prefill "
-                 "interrupting the batch")  # fmt: skip
+    return _pool(
+        pool,
+        traffic,
+        ttft_budget_ms=ttft_budget_ms,
+        tpot_limit_ms=tpot_limit_ms,
+        decode=True,
+        longest_prompt=longest_prompt,
+        label="decode pool: transferred KV reserved on admission, no prefill interrupting the batch",
+    )

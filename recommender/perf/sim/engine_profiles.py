@@ -60,16 +60,22 @@ class EngineProfile:
         budget = config.max_num_batched_tokens
         if self.step_budget_cap is not None:
             budget = max(min(budget, self.step_budget_cap), config.max_num_seqs)
-        return replace(config, mixed_prefill=self.mixed_prefill, reserve_whole_request=self.reserve_whole_request,
-                       max_num_batched_tokens=budget)  # fmt: skip
+        return replace(
+            config,
+            mixed_prefill=self.mixed_prefill,
+            reserve_whole_request=self.reserve_whole_request,
+            max_num_batched_tokens=budget,
+        )
 
     def describe(self) -> str:
         """The batching in words, for provenance lines."""
         cap = f" (simulated with at most {self.step_budget_cap})" if self.step_budget_cap is not None else ""
         since = self.kv_read_at_width_since
         reads = f", an fp8 KV cache read at 16-bit cost before {since}" if since else ""
-        return (f"{self.max_num_batched_tokens} tokens per step{cap}, prefill "
-                f"{'mixed with decodes' if self.mixed_prefill else 'alone'}{reads}")  # fmt: skip
+        return (
+            f"{self.max_num_batched_tokens} tokens per step{cap}, prefill "
+            f"{'mixed with decodes' if self.mixed_prefill else 'alone'}{reads}"
+        )
 
 
 def _major_minor(release: str) -> tuple[int, int] | None:

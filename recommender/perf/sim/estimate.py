@@ -81,8 +81,13 @@ class BenchmarkEstimate:
 
 
 def _with_intervals(
-    summary: LatencySummary, metric: Metric, model: CalibratedModel, cost: FeatureStepCost, engine: str,
-    confidence: float, extra_ms: float,
+    summary: LatencySummary,
+    metric: Metric,
+    model: CalibratedModel,
+    cost: FeatureStepCost,
+    engine: str,
+    confidence: float,
+    extra_ms: float,
 ) -> dict[str, FigureWithInterval]:
     values = {"mean": summary.mean, "p50": summary.p50, "p90": summary.p90, "p99": summary.p99}
     return {
@@ -99,35 +104,51 @@ def _warmup(bench: ClosedLoopBenchmark) -> str:
 def estimate(request: EstimateRequest, model: CalibratedModel) -> BenchmarkEstimate:
     """Replay the benchmark through the calibrated step cost of the request's engine."""
     r = request
-    cost = model.step_cost(r.shape, r.method, r.accel, r.engine, tensor_parallel=r.tensor_parallel,
-                           kv_cache_dtype=r.kv_cache_dtype)  # fmt: skip
-    config = replay_config(r.shape, cost.features, r.profile, concurrency=r.concurrency,
-                           kv_cache_dtype=r.kv_cache_dtype)  # fmt: skip
+    cost = model.step_cost(
+        r.shape, r.method, r.accel, r.engine, tensor_parallel=r.tensor_parallel, kv_cache_dtype=r.kv_cache_dtype
+    )
+    config = replay_config(
+        r.shape, cost.features, r.profile, concurrency=r.concurrency, kv_cache_dtype=r.kv_cache_dtype
+    )
     fit = model.fit
     bench = ClosedLoopBenchmark(
-        concurrency=r.concurrency, prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens,
-        rounds=r.rounds or fit.protocol_rounds, warmup_rounds=r.warmup_rounds,
-    )  # fmt: skip
+        concurrency=r.concurrency,
+        prompt_tokens=r.prompt_tokens,
+        output_tokens=r.output_tokens,
+        rounds=r.rounds or fit.protocol_rounds,
+        warmup_rounds=r.warmup_rounds,
+    )
     got: BenchmarkLatencies = replay(cost, config, bench)
     request_ms = model.request_overhead_ms(r.engine, cost)
     # Throughput is output tokens over time: its error mirrors TPOT's (the decode steps dominate it).
     tps = model.interval(got.output_tokens_per_s, "tpot", r.engine, r.confidence, cost)
     throughput = FigureWithInterval(
         got.output_tokens_per_s,
-        Interval(low=got.output_tokens_per_s ** 2 / tps.high, high=got.output_tokens_per_s ** 2 / tps.low,
-                 confidence=r.confidence),
-    )  # fmt: skip
+        Interval(
+            low=got.output_tokens_per_s**2 / tps.high,
+            high=got.output_tokens_per_s**2 / tps.low,
+            confidence=r.confidence,
+        ),
+    )
     profile = r.profile
     return BenchmarkEstimate(
-        model=r.model, hardware=r.accel.key, scheme=r.method.name, engine=r.engine, tensor_parallel=r.tensor_parallel,
-        concurrency=r.concurrency, prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens,
+        model=r.model,
+        hardware=r.accel.key,
+        scheme=r.method.name,
+        engine=r.engine,
+        tensor_parallel=r.tensor_parallel,
+        concurrency=r.concurrency,
+        prompt_tokens=r.prompt_tokens,
+        output_tokens=r.output_tokens,
         ttft_ms=_with_intervals(got.ttft_ms, "ttft", model, cost, r.engine, r.confidence, request_ms),
         tpot_ms=_with_intervals(got.tpot_ms, "tpot", model, cost, r.engine, r.confidence, 0.0),
-        output_tokens_per_s=throughput, kv_cache_tokens=config.kv_cache_tokens, kv_cache_dtype=r.kv_cache_dtype,
+        output_tokens_per_s=throughput,
+        kv_cache_tokens=config.kv_cache_tokens,
+        kv_cache_dtype=r.kv_cache_dtype,
         requests_simulated=got.requests,
         provenance=cost.provenance.extended(
             f"closed-loop replay: {r.concurrency} in flight, {bench.n_requests} requests, {_warmup(bench)}; "
             f"{r.engine} batching: {profile.describe()}; intervals: central "
             f"{r.confidence:.0%} of cross-validated log residuals of mean latencies"
         ),
-    )  # fmt: skip
+    )

@@ -60,15 +60,28 @@ class PhysicsCapacity:
 
 
 def physics_capacity(
-    shape: ModelShape, method: Scheme, accel: Accelerator, *, tensor_parallel: int, prompt_tokens: int,
-    output_tokens: int, max_num_seqs: int = 256, kv_cache_dtype: str = "auto", max_num_batched_tokens: int = 8192,
-) -> PhysicsCapacity:  # fmt: skip
+    shape: ModelShape,
+    method: Scheme,
+    accel: Accelerator,
+    *,
+    tensor_parallel: int,
+    prompt_tokens: int,
+    output_tokens: int,
+    max_num_seqs: int = 256,
+    kv_cache_dtype: str = "auto",
+    max_num_batched_tokens: int = 8192,
+) -> PhysicsCapacity:
     """One replica's throughput ceiling in requests/s at fixed lengths, no SLA (0 when one request does not fit)."""
     tp, context = tensor_parallel, prompt_tokens + output_tokens
     kv_tokens = kv_cache_tokens(
-        shape, method, accel, tensor_parallel=tp, max_num_seqs=max_num_seqs, kv_cache_dtype=kv_cache_dtype,
+        shape,
+        method,
+        accel,
+        tensor_parallel=tp,
+        max_num_seqs=max_num_seqs,
+        kv_cache_dtype=kv_cache_dtype,
         max_num_batched_tokens=max_num_batched_tokens,
-    )  # fmt: skip
+    )
     batch = min(max_num_seqs, kv_tokens // context)
     kv_per_token = kv_bytes_per_token_per_device(shape, kv_cache_dtype, tp)
     weights = weight_bytes(shape, method, max(1, batch)) / tp

@@ -99,7 +99,11 @@ class PrefixSharing:
     __slots__ = ("_bs", "_history", "_keys", "_tokens", "cache", "decoding_shared", "hit_tokens", "shared")
 
     def __init__(
-        self, keys: list[int] | None, tokens: list[int] | None, n_requests: int, block_size: int,
+        self,
+        keys: list[int] | None,
+        tokens: list[int] | None,
+        n_requests: int,
+        block_size: int,
         history: list[int] | None = None,
     ) -> None:
         self.cache = PrefixCache() if keys is not None else None
@@ -115,8 +119,13 @@ class PrefixSharing:
     def of(cls, workload: Workload, block_size: int) -> PrefixSharing:
         """The sharing `workload` declares (its prefix and history keys; none: inert)."""
         keys, tokens, history = workload.prefix_keys, workload.prefix_tokens, workload.history_keys
-        return cls(None if keys is None else keys.tolist(), None if tokens is None else tokens.tolist(),
-                   len(workload), block_size, None if history is None else history.tolist())  # fmt: skip
+        return cls(
+            None if keys is None else keys.tolist(),
+            None if tokens is None else tokens.tolist(),
+            len(workload),
+            block_size,
+            None if history is None else history.tolist(),
+        )
 
     @property
     def pinned(self) -> int:

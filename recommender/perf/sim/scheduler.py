@@ -66,9 +66,22 @@ class ContinuousBatchingSimulation(Admission):
     """
 
     __slots__ = (
-        "_arrivals", "_budget_max", "_cost", "_fast_decode", "_finish", "_first_token", "_max_step_tokens", "_mixed",
-        "_next", "_prefill_cost", "_prefilled_tokens", "_steps", "_t", "_vector_cost", "_workload",
-    )  # fmt: skip
+        "_arrivals",
+        "_budget_max",
+        "_cost",
+        "_fast_decode",
+        "_finish",
+        "_first_token",
+        "_max_step_tokens",
+        "_mixed",
+        "_next",
+        "_prefill_cost",
+        "_prefilled_tokens",
+        "_steps",
+        "_t",
+        "_vector_cost",
+        "_workload",
+    )
 
     def __init__(
         self, cost: StepCostModel, workload: Workload, config: SchedulerConfig, *, fast_decode: bool = True
@@ -107,10 +120,17 @@ class ContinuousBatchingSimulation(Admission):
                 continue
             self._step()
         return SimulationResult.of_run(
-            self._served_workload(), self._first_token, self._finish, preemptions=self._preemptions, steps=self._steps,
-            max_step_tokens=self._max_step_tokens, ttft_sla_ms=ttft_sla_ms, tpot_sla_ms=tpot_sla_ms,
-            prefix_hit_tokens=self._prefix.hit_tokens, prefill_tokens=self._prefilled_tokens,
-        )  # fmt: skip
+            self._served_workload(),
+            self._first_token,
+            self._finish,
+            preemptions=self._preemptions,
+            steps=self._steps,
+            max_step_tokens=self._max_step_tokens,
+            ttft_sla_ms=ttft_sla_ms,
+            tpot_sla_ms=tpot_sla_ms,
+            prefix_hit_tokens=self._prefix.hit_tokens,
+            prefill_tokens=self._prefilled_tokens,
+        )
 
     def _served_workload(self) -> Workload:
         """The requests as served, with the arrival times they had (a closed loop sets them as it runs)."""
@@ -149,9 +169,14 @@ class ContinuousBatchingSimulation(Admission):
             return False
         nxt, cap = self._next, self._cap + self._prefix.decoding_shared - self._prefix.pinned
         run = decoding.decode_run(
-            self._cost, self._vector_cost, t=self._t, d=d, horizon=horizon, cap=cap,
+            self._cost,
+            self._vector_cost,
+            t=self._t,
+            d=d,
+            horizon=horizon,
+            cap=cap,
             next_arrival=self._arrivals[nxt] if (nxt < len(self._arrivals) and not blocked) else math.inf,
-        )  # fmt: skip
+        )
         if run is None:
             return False
         k, elapsed = run
@@ -214,8 +239,13 @@ class ContinuousBatchingSimulation(Admission):
     def _finish_chunks(self, chunks: list[tuple[int, int]]) -> None:
         """Prefills that reached the end of their tokens sample one, then decode from the next step or finish."""
         prompts, generated, outputs, computed, held, state = (
-            self._prompts, self._generated, self._outputs, self._computed, self._held, self._state
-        )  # fmt: skip
+            self._prompts,
+            self._generated,
+            self._outputs,
+            self._computed,
+            self._held,
+            self._state,
+        )
         t, d = self._t, self._d
         for rid, chunk in chunks:
             computed[rid] += chunk

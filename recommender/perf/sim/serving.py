@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from recommender.perf.sim.speculative import SpeculativeDecoding
     from recommender.perf.step.cost import StepCostModel
 
+
 @dataclass(frozen=True, slots=True)
 class TrafficLoad:
     """The traffic a configuration must carry, as the simulator draws it (``config.traffic.traffic_load`` builds it
@@ -109,9 +110,10 @@ class ServingEstimate:
             return ""
         ttft, tpot = self.ttft_p99_checked_ms, self.tpot_p99_checked_ms
         which, value, limit = (
-            ("TTFT", ttft, sla.ttft_p99_ms) if ttft / sla.ttft_p99_ms >= tpot / sla.tpot_p99_ms
+            ("TTFT", ttft, sla.ttft_p99_ms)
+            if ttft / sla.ttft_p99_ms >= tpot / sla.tpot_p99_ms
             else ("TPOT", tpot, sla.tpot_p99_ms)
-        )  # fmt: skip
+        )
         return (
             f"{self.requests_per_s:.3g} req/s is under 1/{ALARM_FACTOR:g} of the {self.physics_rps_per_replica:.3g} "
             f"req/s throughput ceiling: the P99 {which} SLA binds (upper end {value:.4g} ms at this load, SLA "
@@ -129,7 +131,11 @@ class ServingEstimate:
 
 
 def simulate_serving(
-    cost: StepCostModel, config: SchedulerConfig, *, traffic: TrafficLoad, sla: LatencyLimits,
+    cost: StepCostModel,
+    config: SchedulerConfig,
+    *,
+    traffic: TrafficLoad,
+    sla: LatencyLimits,
     speculation: SpeculativeDecoding | None = None,
 ) -> ServingEstimate:
     """Capacity within the SLA and the latency percentiles at the target load per replica, from simulation
@@ -141,20 +147,35 @@ def simulate_serving(
     # Fixed lengths for a constant rate; a profile's lognormal lengths or its trace's histogram.
     prompt, output = traffic.prompt, traffic.output
     search = max_rate_within_sla(
-        cost, config, prompt=prompt, output=output, ttft_p99_ms=sla.ttft_p99_ms, tpot_p99_ms=sla.tpot_p99_ms,
-        n_requests=SIMULATED_REQUESTS, speculation=speculation, **traffic.sharing,
-    )  # fmt: skip
+        cost,
+        config,
+        prompt=prompt,
+        output=output,
+        ttft_p99_ms=sla.ttft_p99_ms,
+        tpot_p99_ms=sla.tpot_p99_ms,
+        n_requests=SIMULATED_REQUESTS,
+        speculation=speculation,
+        **traffic.sharing,
+    )
     if search.rate_per_s <= 0:
         # Not even a lone request meets the SLA: report the latencies at a trickle of traffic.
         # At the mean lengths: a drawn tail may hold a request that never fits (then the capacity is 0 for that).
         mean_prompt, mean_output = traffic.prompt_tokens, traffic.output_tokens
-        lone = simulate(cost, make_workload(prompt=mean_prompt, output=mean_output, n_requests=20, rate=1e-3), config,
-                        speculation=speculation)  # fmt: skip
+        lone = simulate(
+            cost,
+            make_workload(prompt=mean_prompt, output=mean_output, n_requests=20, rate=1e-3),
+            config,
+            speculation=speculation,
+        )
         return ServingEstimate(lone.ttft_ms, lone.tpot_ms, 0.0, 0.0, 1e-3, label)
     replicas = replicas_needed(traffic.requests_per_second, search.rate_per_s)
     load = traffic.requests_per_second / replicas
-    at_load = simulate(cost, make_workload(prompt=prompt, output=output, n_requests=SIMULATED_REQUESTS, rate=load,
-                                           **traffic.sharing), config, speculation=speculation)  # fmt: skip
+    at_load = simulate(
+        cost,
+        make_workload(prompt=prompt, output=output, n_requests=SIMULATED_REQUESTS, rate=load, **traffic.sharing),
+        config,
+        speculation=speculation,
+    )
     return ServingEstimate(
         ttft_ms=at_load.ttft_ms,
         tpot_ms=at_load.tpot_ms,
@@ -167,8 +188,16 @@ def simulate_serving(
 
 
 def simulate_serving_interval(
-    point: StepCostModel, upper: StepCostModel, config: SchedulerConfig, *, traffic: TrafficLoad, sla: LatencyLimits,
-    engine: str, confidence: float, ttft_offset_ms: float = 0.0, speculation: SpeculativeDecoding | None = None,
+    point: StepCostModel,
+    upper: StepCostModel,
+    config: SchedulerConfig,
+    *,
+    traffic: TrafficLoad,
+    sla: LatencyLimits,
+    engine: str,
+    confidence: float,
+    ttft_offset_ms: float = 0.0,
+    speculation: SpeculativeDecoding | None = None,
 ) -> ServingEstimate:
     """Capacity within `sla` and the P99s' upper ends from the user's traffic simulated with every step at the upper
     end of its interval (`upper`); the point P99s at the same load from the point step costs (`point`).
@@ -177,14 +206,22 @@ def simulate_serving_interval(
     engine); `sla`'s TTFT is the user's less that offset, and the reported TTFTs include it.
     """
     high = simulate_serving(upper, config, traffic=traffic, sla=sla, speculation=speculation)
-    workload = make_workload(prompt=traffic.prompt, output=traffic.output, n_requests=SIMULATED_REQUESTS,
-                             rate=high.load_per_replica_rps, **traffic.sharing)  # fmt: skip
+    workload = make_workload(
+        prompt=traffic.prompt,
+        output=traffic.output,
+        n_requests=SIMULATED_REQUESTS,
+        rate=high.load_per_replica_rps,
+        **traffic.sharing,
+    )
     at_load = simulate(point, workload, config, speculation=speculation)
     t = at_load.ttft_ms
     return replace(
-        high, ttft_ms=Percentiles(t.p50 + ttft_offset_ms, t.p95 + ttft_offset_ms, t.p99 + ttft_offset_ms),
-        tpot_ms=at_load.tpot_ms, engine=engine, ttft_p99_high_ms=high.ttft_ms.p99 + ttft_offset_ms,
-        tpot_p99_high_ms=high.tpot_ms.p99, confidence=confidence,
+        high,
+        ttft_ms=Percentiles(t.p50 + ttft_offset_ms, t.p95 + ttft_offset_ms, t.p99 + ttft_offset_ms),
+        tpot_ms=at_load.tpot_ms,
+        engine=engine,
+        ttft_p99_high_ms=high.ttft_ms.p99 + ttft_offset_ms,
+        tpot_p99_high_ms=high.tpot_ms.p99,
+        confidence=confidence,
         prefix_hit_rate=at_load.prefix_hit_rate if traffic.shares_prompts else None,
-    )  # fmt: skip
-
+    )

@@ -73,8 +73,12 @@ def _in_flight(result: SimulationResult, rate: float) -> float:
 
 def _rewarmed(result: SimulationResult, warmup: int) -> SimulationResult:
     """`result` with its percentiles over the requests after `warmup`."""
-    return replace(result, ttft_ms=Percentiles.of(result.ttft_s[warmup:]),
-                   tpot_ms=Percentiles.of(result.tpot_s[warmup:]), e2e_ms=Percentiles.of(result.e2e_s[warmup:]))
+    return replace(
+        result,
+        ttft_ms=Percentiles.of(result.ttft_s[warmup:]),
+        tpot_ms=Percentiles.of(result.tpot_s[warmup:]),
+        e2e_ms=Percentiles.of(result.e2e_s[warmup:]),
+    )
 
 
 def _moved(a: SimulationResult, b: SimulationResult) -> float:

@@ -32,8 +32,9 @@ def simulate(
     verify drafts and advance by the measured tokens per step (``speculative.py``); latencies are per token.
     """
     if speculation is None:
-        return ContinuousBatchingSimulation(cost, workload, config).run(ttft_sla_ms=ttft_sla_ms,
-                                                                        tpot_sla_ms=tpot_sla_ms)  # fmt: skip
+        return ContinuousBatchingSimulation(cost, workload, config).run(
+            ttft_sla_ms=ttft_sla_ms, tpot_sla_ms=tpot_sla_ms
+        )
     steps = ContinuousBatchingSimulation(
         SpeculativeStepCost(cost, speculation), decode_steps_workload(workload, speculation), config
     ).run()

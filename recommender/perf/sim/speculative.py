@@ -99,8 +99,9 @@ class SpeculativeStepCost:
         if not drafts:
             return chunks
         per_draft_context = (context_tokens - chunks.prior_tokens) / decode_seqs  # a decoding sequence's KV
-        return replace(chunks, tokens=chunks.tokens + drafts,
-                       sum_cross=chunks.sum_cross + round(drafts * per_draft_context))  # fmt: skip
+        return replace(
+            chunks, tokens=chunks.tokens + drafts, sum_cross=chunks.sum_cross + round(drafts * per_draft_context)
+        )
 
     def prefill_step_seconds(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> float:
         with_drafts = self._with_drafts(chunks, decode_seqs, context_tokens)
@@ -138,8 +139,14 @@ def per_token_result(
     from recommender.perf.sim.results import SimulationResult
 
     return SimulationResult.of_run(
-        workload, workload.arrivals_s + result.ttft_s, workload.arrivals_s + result.e2e_s,
-        preemptions=result.preemptions, steps=result.steps, max_step_tokens=result.max_step_tokens,
-        ttft_sla_ms=ttft_sla_ms, tpot_sla_ms=tpot_sla_ms, prefix_hit_tokens=result.prefix_hit_tokens,
+        workload,
+        workload.arrivals_s + result.ttft_s,
+        workload.arrivals_s + result.e2e_s,
+        preemptions=result.preemptions,
+        steps=result.steps,
+        max_step_tokens=result.max_step_tokens,
+        ttft_sla_ms=ttft_sla_ms,
+        tpot_sla_ms=tpot_sla_ms,
+        prefix_hit_tokens=result.prefix_hit_tokens,
         prefill_tokens=result.prefill_tokens,
-    )  # fmt: skip
+    )

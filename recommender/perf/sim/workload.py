@@ -184,8 +184,9 @@ def make_workload(
         raise ValueError("give exactly one of rate (Poisson arrivals) or arrivals (a trace)")
     arrival_rng, prompt_rng, output_rng, prefix_rng = np.random.default_rng(seed).spawn(4)
     if conversation is not None:
-        made = _conversations(prompt, output, n_requests, rate, conversation, prefix,
-                              (arrival_rng, prompt_rng, output_rng, prefix_rng))  # fmt: skip
+        made = _conversations(
+            prompt, output, n_requests, rate, conversation, prefix, (arrival_rng, prompt_rng, output_rng, prefix_rng)
+        )
         return made if cache_prefixes else replace(made, prefix_keys=None, prefix_tokens=None, history_keys=None)
     if arrivals is not None:
         times = np.sort(np.asarray(arrivals, dtype=float))
@@ -207,8 +208,13 @@ def make_workload(
 
 
 def _conversations(
-    prompt: Lengths, output: Lengths, n_requests: int | None, rate: float | None, conversation: Conversation,
-    prefix: SharedPrefix | None, rngs: tuple[np.random.Generator, ...],
+    prompt: Lengths,
+    output: Lengths,
+    n_requests: int | None,
+    rate: float | None,
+    conversation: Conversation,
+    prefix: SharedPrefix | None,
+    rngs: tuple[np.random.Generator, ...],
 ) -> Workload:
     """Poisson conversation starts at `rate` / turns; the first prompts and every answer drawn (``conversation.py``)."""
     if n_requests is None or n_requests < 1 or rate is None or rate <= 0:
@@ -223,10 +229,15 @@ def _conversations(
     if prefix is not None:
         keys, shared, first = prefix.assign(first, prefix_rng)
     r = conversation_requests(
-        first=first, outputs=output_dist.sample(n_conv * conversation.turns, output_rng), starts=starts,
-        conversation=conversation, first_keys=keys, first_shared=shared, n_requests=n_requests,
+        first=first,
+        outputs=output_dist.sample(n_conv * conversation.turns, output_rng),
+        starts=starts,
+        conversation=conversation,
+        first_keys=keys,
+        first_shared=shared,
+        n_requests=n_requests,
         own_key0=prefix.templates if prefix is not None else 0,  # conversations' keys after the templates'
-    )  # fmt: skip
+    )
     return Workload(r.arrivals_s, r.prompt_tokens, r.output_tokens, r.prefix_keys, r.prefix_tokens, r.history_keys)
 
 

@@ -36,9 +36,21 @@ if TYPE_CHECKING:
     from recommender.perf.scheme import Scheme
 
 __all__ = [
-    "FIT_PATH", "KERNEL_FIT_PATH", "MIN_ENGINE_RESIDUALS", "CalibratedModel", "ErrorSummary", "HoldoutSummary",
-    "Interval", "KernelCalibration", "StepCostFit", "load_kernel_calibration", "shipped_model",
-    "StepResiduals", "interval_factors", "load_fit", "step_pools",
+    "FIT_PATH",
+    "KERNEL_FIT_PATH",
+    "MIN_ENGINE_RESIDUALS",
+    "CalibratedModel",
+    "ErrorSummary",
+    "HoldoutSummary",
+    "Interval",
+    "KernelCalibration",
+    "StepCostFit",
+    "load_kernel_calibration",
+    "shipped_model",
+    "StepResiduals",
+    "interval_factors",
+    "load_fit",
+    "step_pools",
 ]
 
 FIT_PATH = Path(__file__).with_name("step_cost_fit.json")
@@ -200,9 +212,7 @@ class KernelCalibration:
     tables: KernelTables
 
 
-def load_kernel_calibration(
-    path: Path = KERNEL_FIT_PATH, *, cache_dir: Path | None = None
-) -> KernelCalibration | None:
+def load_kernel_calibration(path: Path = KERNEL_FIT_PATH, *, cache_dir: Path | None = None) -> KernelCalibration | None:
     """The shipped kernel fit with its tables (kept on disk under `cache_dir` where given), or None where the
     artifact is absent."""
     return KernelCalibration(load_fit(path), KernelTables(cache_dir)) if path.is_file() else None
@@ -246,9 +256,16 @@ class CalibratedModel:
         return float(self.coefficients(engine, self._fit_of(point))[N_FEATURES]) * 1e3
 
     def step_cost(
-        self, shape: ModelShape, method: Scheme, accel: Accelerator, engine: str, *,
-        tensor_parallel: int = 1, kv_cache_dtype: str = "auto", kv_read_at_cache_width: bool = True,
-    ) -> FeatureStepCost:  # fmt: skip
+        self,
+        shape: ModelShape,
+        method: Scheme,
+        accel: Accelerator,
+        engine: str,
+        *,
+        tensor_parallel: int = 1,
+        kv_cache_dtype: str = "auto",
+        kv_read_at_cache_width: bool = True,
+    ) -> FeatureStepCost:
         """The calibrated step cost of `engine` serving `method` on `accel`: on measured kernels where there are
         tables, else on the datasheet; `kv_read_at_cache_width` False for an engine release that reads an fp8 KV
         cache at 16-bit cost (``EngineProfile.reads_kv_at_cache_width``: every current release reads it at its
@@ -263,8 +280,12 @@ class CalibratedModel:
             else:
                 kernel_fit = self.kernels.fit
                 provenance = self._provenance(kernel_fit, accel, engine, table.source)
-                return FeatureStepCost(KernelStepFeatures(features, table), self.coefficients(engine, kernel_fit)[
-                    :N_FEATURES], provenance, floor_s=1e-6)  # fmt: skip
+                return FeatureStepCost(
+                    KernelStepFeatures(features, table),
+                    self.coefficients(engine, kernel_fit)[:N_FEATURES],
+                    provenance,
+                    floor_s=1e-6,
+                )
         coef = self.coefficients(engine)[:N_FEATURES]
         provenance = self.provenance(accel, engine, why_not)
         if method.precision in UNMEASURED_PRECISIONS:
@@ -293,14 +314,17 @@ class CalibratedModel:
         else:
             whose = f"engine-agnostic step cost (no measured {engine} runs; wider interval)"
         where = (
-            "on the GPU the runs measured" if accel.key == CALIBRATED_ON else
-            f"moved from {CALIBRATED_ON} to {accel.key} through its datasheet "
+            "on the GPU the runs measured"
+            if accel.key == CALIBRATED_ON
+            else f"moved from {CALIBRATED_ON} to {accel.key} through its datasheet "
             f"({accel.memory_bandwidth_gbps:g} GB/s, dense peaks {accel.peak_tflops}; unmeasured step)"
-        )  # fmt: skip
+        )
         kernels = f"; no measured kernels: {why_not_kernels}" if why_not_kernels else ""
         if _uncalibrated(accel):
-            where += (f"; datasheet, uncalibrated: no measured {accel.vendor.upper()} serving run calibrates it, "
-                      "intervals from the pools of engines the fit never saw")  # fmt: skip
+            where += (
+                f"; datasheet, uncalibrated: no measured {accel.vendor.upper()} serving run calibrates it, "
+                "intervals from the pools of engines the fit never saw"
+            )
         return Provenance(
             "calibrated",
             f"datasheet step cost: {whose}, of {sum(fit.engine_runs.values())} runs in {fit.data.split(':')[0]} "
@@ -329,8 +353,13 @@ class CalibratedModel:
         never saw does."""
         fit, central = self._fit_of(point), 2 * confidence - 1  # one-sided: the central interval's upper end
         known = self.knows(engine, fit) and not (point is not None and _uncalibrated(point.features.accel))
-        p, p_extra, d, d_extra = step_pools(fit.step_residuals_engine_seen, fit.step_residuals_engine_unseen,
-                                            fit.step_residuals_by_engine, engine, known)  # fmt: skip
+        p, p_extra, d, d_extra = step_pools(
+            fit.step_residuals_engine_seen,
+            fit.step_residuals_engine_unseen,
+            fit.step_residuals_by_engine,
+            engine,
+            known,
+        )
         prefill, decode = interval_factors(p, p_extra, central)[1], interval_factors(d, d_extra, central)[1]
         return StepFactors(prefill=max(prefill, 1.0), decode=max(decode, 1.0))
 

@@ -29,9 +29,13 @@ if TYPE_CHECKING:
     from recommender.perf.scheme import Scheme
 
 __all__ = [
-    "PrefillAwareStepCostModel", "PrefillChunks", "RooflineStepCost", "StepCostModel", "TableStepCost",
+    "PrefillAwareStepCostModel",
+    "PrefillChunks",
+    "RooflineStepCost",
+    "StepCostModel",
+    "TableStepCost",
     "VectorStepCostModel",
-]  # fmt: skip
+]
 
 
 @runtime_checkable

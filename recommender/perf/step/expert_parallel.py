@@ -181,10 +181,16 @@ class ExpertParallelStepCost:
         shape, layout = f.shape, f.layout
         assert shape.moe is not None
         layer = all_to_all_cost(
-            rank_tokens / layout.attention_tp, top_k=shape.moe.experts_per_token, hidden=shape.hidden, ep=layout.ep,
-            gpus_per_node=links.gpus_per_node, node_link=links.node, network_link=links.network,
-            dispatch_bytes=dispatch_bytes_per_element(f.method.precision), imbalance=f.imbalance,
-        )  # fmt: skip
+            rank_tokens / layout.attention_tp,
+            top_k=shape.moe.experts_per_token,
+            hidden=shape.hidden,
+            ep=layout.ep,
+            gpus_per_node=links.gpus_per_node,
+            node_link=links.node,
+            network_link=links.network,
+            dispatch_bytes=dispatch_bytes_per_element(f.method.precision),
+            imbalance=f.imbalance,
+        )
         return shape.moe.n_moe_layers * layer.seconds
 
     def all_to_all_seconds(self, rank_tokens: int) -> float:
@@ -204,19 +210,32 @@ class ExpertParallelStepCost:
 
 
 def expert_parallel_step_costs(
-    calibrated: CalibratedModel, features: ExpertParallelStepFeatures, engine: str, links: AllToAllLinks, *,
+    calibrated: CalibratedModel,
+    features: ExpertParallelStepFeatures,
+    engine: str,
+    links: AllToAllLinks,
+    *,
     confidence: float,
-) -> tuple[ExpertParallelStepCost, ExpertParallelStepCost]:  # fmt: skip
+) -> tuple[ExpertParallelStepCost, ExpertParallelStepCost]:
     """The rank's step cost at its point and at the upper end of its interval (the SLA check's), each with the
     all-to-all: `engine`'s calibrated coefficients on the datasheet features (no kernel table has an EP layout)."""
     coefficients = calibrated.coefficients(engine)[:N_FEATURES]
     layout = features.layout
-    note = (f"expert parallelism {layout.ep} GPUs, {layout.attention_dp} attention ranks of {layout.attention_tp}, "
-            f"{layout.redundant_experts} redundant experts, busiest GPU at {features.imbalance:.2f}x the mean expert "
-            f"load; all-to-all modeled over {links.node.name}"
-            + (f" and {links.network.name}" if links.network is not None else "") + " (uncalibrated)")  # fmt: skip
-    point = FeatureStepCost(features, coefficients, calibrated.provenance(features.accel, engine, "expert-parallel "
-                            "layout: datasheet features").extended(note), floor_s=1e-6)  # fmt: skip
+    note = (
+        f"expert parallelism {layout.ep} GPUs, {layout.attention_dp} attention ranks of {layout.attention_tp}, "
+        f"{layout.redundant_experts} redundant experts, busiest GPU at {features.imbalance:.2f}x the mean expert "
+        f"load; all-to-all modeled over {links.node.name}"
+        + (f" and {links.network.name}" if links.network is not None else "")
+        + " (uncalibrated)"
+    )
+    point = FeatureStepCost(
+        features,
+        coefficients,
+        calibrated.provenance(features.accel, engine, "expert-parallel layout: datasheet features").extended(note),
+        floor_s=1e-6,
+    )
     upper = calibrated.upper_step_cost(point, engine, confidence)
-    return (ExpertParallelStepCost(point, features, links, point.provenance),
-            ExpertParallelStepCost(upper, features, links, upper.provenance))  # fmt: skip
+    return (
+        ExpertParallelStepCost(point, features, links, point.provenance),
+        ExpertParallelStepCost(upper, features, links, upper.provenance),
+    )

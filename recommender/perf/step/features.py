@@ -69,9 +69,18 @@ __all__ = ["FEATURES", "FeatureStepCost", "StepFeatureSource", "StepFeatures", "
 
 #: The features, in coefficient order.
 FEATURES = (
-    "step", "prefill_step", "layers", "weights", "linear", "attention", "kv", "tokens", "allreduce_bytes",
-    "allreduce_calls", "kernels",
-)  # fmt: skip
+    "step",
+    "prefill_step",
+    "layers",
+    "weights",
+    "linear",
+    "attention",
+    "kv",
+    "tokens",
+    "allreduce_bytes",
+    "allreduce_calls",
+    "kernels",
+)
 N_FEATURES = len(FEATURES)
 _KV = FEATURES.index("kv")
 #: Datasheet features leave the measured-kernel feature empty.
@@ -131,19 +140,21 @@ class StepFeatures:
         """The features of one step (see the module docstring), seconds at datasheet rates."""
         r, tokens = self.rates, chunks.tokens + decode_seqs
         linear = (tokens * r.body_flops_per_token + (chunks.seqs + decode_seqs) * r.head_flops_per_seq) / r.peak
-        return np.array([
-            1.0,
-            1.0 if chunks.seqs else 0.0,
-            float(self.shape.n_layers),
-            r.weight_bytes_at(tokens) / r.bandwidth,
-            linear,
-            r.attention_flops / r.peak16 * (chunks.sum_sq + chunks.sum_cross),
-            r.kv_bytes_per_token / r.bandwidth * context_tokens,
-            self._token_s * tokens,
-            self.allreduce_per_token_s * tokens,
-            self.allreduce_calls,
-            0.0,  # measured kernel seconds: ``kernel_features.KernelStepFeatures`` fills it, the datasheet does not
-        ])  # fmt: skip
+        return np.array(
+            [
+                1.0,
+                1.0 if chunks.seqs else 0.0,
+                float(self.shape.n_layers),
+                r.weight_bytes_at(tokens) / r.bandwidth,
+                linear,
+                r.attention_flops / r.peak16 * (chunks.sum_sq + chunks.sum_cross),
+                r.kv_bytes_per_token / r.bandwidth * context_tokens,
+                self._token_s * tokens,
+                self.allreduce_per_token_s * tokens,
+                self.allreduce_calls,
+                0.0,  # measured kernel seconds: ``kernel_features.KernelStepFeatures`` fills it, the datasheet does not
+            ]
+        )
 
     def of_decode_steps(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
         """Features of many pure-decode steps (one row each)."""
@@ -172,6 +183,7 @@ class StepFeatureSource(Protocol):
     def always_zero(self) -> frozenset[int]:
         """Indices of features this source never fills (the fit skips their replays)."""
         ...
+
     def of_step(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> np.ndarray: ...
     def of_decode_steps(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray: ...
 

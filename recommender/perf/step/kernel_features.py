@@ -95,7 +95,8 @@ class KernelStepFeatures:
         c, topology = coefficients, self.topology
         tokens = chunks.tokens + decode_seqs
         return (
-            float(c[_STEP]) + (float(c[_PREFILL_STEP]) if chunks.seqs else 0.0)
+            float(c[_STEP])
+            + (float(c[_PREFILL_STEP]) if chunks.seqs else 0.0)
             + float(c[_LAYERS]) * topology.shape.n_layers
             + float(c[_AR_BYTES]) * topology.allreduce_per_token_s * tokens
             + float(c[_AR_CALLS]) * topology.allreduce_calls

@@ -108,10 +108,16 @@ class _ScalarGrid:
         def logs(a: np.ndarray) -> list[float]:
             return [math.log(max(float(v), 1e-12)) for v in a]
 
-        return cls(logs(t.tokens), logs(t.linear_s), logs(t.prompts), logs(t.context_attention_s), logs(t.seqs),
-                   logs(t.contexts), [logs(row) for row in t.decode_attention_s],
-                   (float(t.tokens[-1]), float(t.prompts[-1]), float(t.seqs[0]), float(t.seqs[-1]),
-                    float(t.contexts[-1])))  # fmt: skip
+        return cls(
+            logs(t.tokens),
+            logs(t.linear_s),
+            logs(t.prompts),
+            logs(t.context_attention_s),
+            logs(t.seqs),
+            logs(t.contexts),
+            [logs(row) for row in t.decode_attention_s],
+            (float(t.tokens[-1]), float(t.prompts[-1]), float(t.seqs[0]), float(t.seqs[-1]), float(t.contexts[-1])),
+        )
 
     def linear(self, tokens: int) -> float:
         found = self._linear_memo.get(tokens)

@@ -45,17 +45,29 @@ if TYPE_CHECKING:
     from recommender.perf.scheme import Scheme
 
 __all__ = [
-    "AIC_VERSION", "ENGINES", "SYSTEMS", "KernelTable", "KernelTables", "KernelTablesUnavailable", "gemm_mode",
+    "AIC_VERSION",
+    "ENGINES",
+    "SYSTEMS",
+    "KernelTable",
+    "KernelTables",
+    "KernelTablesUnavailable",
+    "gemm_mode",
     "kernel_package_version",
-]  # fmt: skip
+]
 
 #: The aiconfigurator-core release the tables are read from (pyproject pins it; another release is refused).
 AIC_VERSION = "0.12.0"
 #: Catalog GPU keys -> aiconfigurator-core system names (the GPUs it ships kernel tables for).
 SYSTEMS = {
-    "l40s": "l40s", "h100-sxm": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm", "b300": "b300_sxm",
-    "gb200": "gb200", "a100-80gb": "a100_sxm", "rtx-pro-6000": "rtx_pro_6000_server",
-}  # fmt: skip
+    "l40s": "l40s",
+    "h100-sxm": "h100_sxm",
+    "h200": "h200_sxm",
+    "b200": "b200_sxm",
+    "b300": "b300_sxm",
+    "gb200": "gb200",
+    "a100-80gb": "a100_sxm",
+    "rtx-pro-6000": "rtx_pro_6000_server",
+}
 #: Our engine names -> the package's backend names.
 ENGINES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm"}
 #: The narrowest model the package ships a config of (Qwen/Qwen3-0.6B, hidden_size 1024): its GEMM tables were
@@ -95,9 +107,13 @@ def gemm_mode(scheme: Scheme) -> str:
     if family.startswith("bnb") or family == "online-fp8" and scheme.weight_only:
         raise KernelTablesUnavailable(f"{scheme.name}'s kernels ({family}) are not in the kernel tables")
     modes = {
-        ("fp8", False): "fp8_block" if "block" in family else "fp8", ("int8", False): "sq", ("int8", True): "int8_wo",
-        ("int4", True): "int4_wo", ("fp4", False): "nvfp4" if "nvfp4" in family else "", ("fp4", True): "nvfp4_wo",
-    }  # fmt: skip
+        ("fp8", False): "fp8_block" if "block" in family else "fp8",
+        ("int8", False): "sq",
+        ("int8", True): "int8_wo",
+        ("int4", True): "int4_wo",
+        ("fp4", False): "nvfp4" if "nvfp4" in family else "",
+        ("fp4", True): "nvfp4_wo",
+    }
     mode = modes.get((precision, scheme.weight_only), "")
     if not mode:
         raise KernelTablesUnavailable(f"{scheme.name} ({precision}, kernels {family}) has no kernel-table mode")
@@ -114,12 +130,21 @@ def _config_json(shape: ModelShape) -> dict[str, Any]:
             f"(>= {MIN_HIDDEN}: the package's smallest model, Qwen3-0.6B)"
         )
     return {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "torch_dtype": "bfloat16",
-        "hidden_size": shape.hidden, "intermediate_size": shape.intermediate, "num_hidden_layers": shape.n_layers,
-        "num_attention_heads": shape.n_heads, "num_key_value_heads": shape.n_kv_heads, "head_dim": shape.head_dim,
-        "vocab_size": shape.vocab, "tie_word_embeddings": shape.tie_word_embeddings, "rms_norm_eps": 1e-5,
-        "max_position_embeddings": 131072, "hidden_act": "silu",
-    }  # fmt: skip
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "torch_dtype": "bfloat16",
+        "hidden_size": shape.hidden,
+        "intermediate_size": shape.intermediate,
+        "num_hidden_layers": shape.n_layers,
+        "num_attention_heads": shape.n_heads,
+        "num_key_value_heads": shape.n_kv_heads,
+        "head_dim": shape.head_dim,
+        "vocab_size": shape.vocab,
+        "tie_word_embeddings": shape.tie_word_embeddings,
+        "rms_norm_eps": 1e-5,
+        "max_position_embeddings": 131072,
+        "hidden_act": "silu",
+    }
 
 
 @contextmanager
@@ -152,15 +177,20 @@ def _sample(handle: Any, system: str, engine: str) -> KernelTable:
 
     linear_s = np.array([linear(t) for t in _TOKENS])
     attention = np.array([handle.mixed_step_breakdown(int(s), 0, int(s), 2)[2] / 1e3 for s in _PROMPTS])
-    decode = np.array([[handle.mixed_step_breakdown(0, int(b), int(c), 2)[3] / 1e3 for c in _CONTEXTS]
-                       for b in _SEQS])  # fmt: skip
+    decode = np.array([[handle.mixed_step_breakdown(0, int(b), int(c), 2)[3] / 1e3 for c in _CONTEXTS] for b in _SEQS])
     if not (np.all(linear_s > 0) and np.all(attention > 0) and np.all(decode > 0)):
         raise KernelTablesUnavailable(f"aiconfigurator-core returned a non-positive kernel time on {system}/{engine}")
     return KernelTable(
-        source="", tokens=_TOKENS.astype(float), linear_s=linear_s, prompts=_PROMPTS.astype(float),
-        context_attention_s=attention, seqs=_SEQS.astype(float), contexts=_CONTEXTS.astype(float),
-        decode_attention_s=decode, measured_share=measured / total if total else 0.0,
-    )  # fmt: skip
+        source="",
+        tokens=_TOKENS.astype(float),
+        linear_s=linear_s,
+        prompts=_PROMPTS.astype(float),
+        context_attention_s=attention,
+        seqs=_SEQS.astype(float),
+        contexts=_CONTEXTS.astype(float),
+        decode_attention_s=decode,
+        measured_share=measured / total if total else 0.0,
+    )
 
 
 def _check_package() -> None:
@@ -169,8 +199,9 @@ def _check_package() -> None:
     if version is None:
         raise KernelTablesUnavailable("aiconfigurator-core is not installed (pip install aiconfigurator-core)")
     if version != AIC_VERSION:
-        raise KernelTablesUnavailable(f"aiconfigurator-core {version} is installed; the tables are read at "
-                                      f"{AIC_VERSION}")  # fmt: skip
+        raise KernelTablesUnavailable(
+            f"aiconfigurator-core {version} is installed; the tables are read at {AIC_VERSION}"
+        )
 
 
 def _build(
@@ -187,9 +218,13 @@ def _build(
             from aiconfigurator_core.sdk import EngineHandle
 
             handle = EngineHandle.compile(
-                folder, system, ENGINES[engine], tp_size=tensor_parallel, gemm_quant_mode=mode,
+                folder,
+                system,
+                ENGINES[engine],
+                tp_size=tensor_parallel,
+                gemm_quant_mode=mode,
                 kvcache_quant_mode="fp8" if kv_dtype == "fp8" else None,
-            )  # fmt: skip
+            )
             table = _sample(handle, system, engine)
             engine_version = _engine_version(system, ENGINES[engine])
         except KernelTablesUnavailable:
@@ -206,10 +241,16 @@ def _build(
 
 def _with_source(table: KernelTable, source: str) -> KernelTable:
     return KernelTable(
-        source=source, tokens=table.tokens, linear_s=table.linear_s, prompts=table.prompts,
-        context_attention_s=table.context_attention_s, seqs=table.seqs, contexts=table.contexts,
-        decode_attention_s=table.decode_attention_s, measured_share=table.measured_share,
-    )  # fmt: skip
+        source=source,
+        tokens=table.tokens,
+        linear_s=table.linear_s,
+        prompts=table.prompts,
+        context_attention_s=table.context_attention_s,
+        seqs=table.seqs,
+        contexts=table.contexts,
+        decode_attention_s=table.decode_attention_s,
+        measured_share=table.measured_share,
+    )
 
 
 def _engine_version(system: str, backend: str) -> str:
@@ -250,8 +291,9 @@ class KernelTables:
         if key not in self._built:
             try:
                 _check_package()  # a cached table is the package's figures: read only where the package is
-                self._built[key] = self._read(key) or self._write(key, _build(shape, scheme, gpu, engine,
-                                                                              tensor_parallel, kv))  # fmt: skip
+                self._built[key] = self._read(key) or self._write(
+                    key, _build(shape, scheme, gpu, engine, tensor_parallel, kv)
+                )
             except KernelTablesUnavailable as exc:
                 self._built[key] = exc
         found = self._built[key]
@@ -283,8 +325,12 @@ class KernelTables:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".npz", delete=False) as tmp:
-                np.savez(tmp, source=np.array(table.source), measured_share=np.array(table.measured_share),
-                         **{name: getattr(table, name) for name in _ARRAYS})  # fmt: skip
+                np.savez(
+                    tmp,
+                    source=np.array(table.source),
+                    measured_share=np.array(table.measured_share),
+                    **{name: getattr(table, name) for name in _ARRAYS},
+                )
             os.replace(tmp.name, path)  # whole or not at all: a reader never sees half a table
         except OSError:  # an unwritable cache only costs the next process a resample
             pass

@@ -22,8 +22,15 @@ from recommender.perf.scheme import Scheme
 from recommender.perf.step.kernels import compute_dtype, kernel_note, linear_time_factor
 from recommender.provenance import Provenance
 
-__all__ = ["Efficiency", "StepTimes", "allreduce_seconds", "compute_dtype", "linear_flops", "project_step_times",
-           "roofline_provenance"]  # fmt: skip
+__all__ = [
+    "Efficiency",
+    "StepTimes",
+    "allreduce_seconds",
+    "compute_dtype",
+    "linear_flops",
+    "project_step_times",
+    "roofline_provenance",
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,11 @@ from tests.conftest import DEMO_MODEL
 
 
 def _traffic(rows: list[tuple[int, int]]) -> SimpleNamespace:
-    requests = TraceRequests(arrivals_s=[float(i) for i in range(len(rows))], prompt_tokens=[p for p, _ in rows],
-                             output_tokens=[o for _, o in rows])  # fmt: skip
+    requests = TraceRequests(
+        arrivals_s=[float(i) for i in range(len(rows))],
+        prompt_tokens=[p for p, _ in rows],
+        output_tokens=[o for _, o in rows],
+    )
     profile = SimpleNamespace(requests=requests, trace=Path("day.csv"))
     mean = sum(p for p, _ in rows) // len(rows)
     return SimpleNamespace(profile=profile, conversation=None, prompt_tokens=mean, output_tokens=1)

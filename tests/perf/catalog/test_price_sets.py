@@ -58,7 +58,12 @@ def test_the_new_sets_carry_their_figures() -> None:
     """RunPod's 2026-08-27 Secure Cloud list, CoreWeave's on-demand instances (per GPU) and Vultr's AMD rows."""
     runpod = SETS.price_sets["runpod-secure-2026-08-27"].prices
     assert {k: runpod[k].usd_per_hour for k in ("b300", "rtx-pro-6000", "a40", "l4", "mi300x")} == {
-        "b300": 7.89, "rtx-pro-6000": 2.09, "a40": 0.44, "l4": 0.49, "mi300x": 2.39}  # fmt: skip
+        "b300": 7.89,
+        "rtx-pro-6000": 2.09,
+        "a40": 0.44,
+        "l4": 0.49,
+        "mi300x": 2.39,
+    }
     coreweave = SETS.price_sets["coreweave-on-demand-2026-09-20"].prices
     assert coreweave["gb200"].usd_per_hour == 42.00 / 4 and coreweave["b200"].usd_per_hour == 68.80 / 8
     vultr = SETS.price_sets["vultr-cloud-gpu-on-demand-2026-07-31"]
@@ -94,8 +99,10 @@ def test_unknown_price_set_is_refused_with_a_suggestion() -> None:
 
 def test_a_contract_price_overrides_the_set(tmp_path: Path) -> None:
     path = tmp_path / "contract.yaml"
-    path.write_text("accelerators:\n  h100-sxm: {price_per_hour_usd: 1.85, price_source: 3-year reservation, "
-                    "price_date: '2026-11-01'}\n  l4: {price_per_hour_usd: 0.40}\n")  # fmt: skip
+    path.write_text(
+        "accelerators:\n  h100-sxm: {price_per_hour_usd: 1.85, price_source: 3-year reservation, "
+        "price_date: '2026-11-01'}\n  l4: {price_per_hour_usd: 0.40}\n"
+    )
     catalog = load_catalog(path)
     h100, l4 = catalog.get("h100-sxm"), catalog.get("l4")
     assert h100.price_per_hour_usd == 1.85 and h100.price_set == "hardware_catalog"
@@ -187,8 +194,9 @@ def test_a_spec_without_price_set_keeps_its_study_name() -> None:
 def test_the_default_union_prices_every_gpu_its_provider_rents_each_from_its_newest_date() -> None:
     """RunPod's 2026-09-25 set prices 7 GPUs and its 2026-08-27 set 12: the union prices all 12, each price
     from the newest set that lists it, with that set's date and source."""
-    union, newest, older = (get_price_set(n) for n in ("runpod-secure", "runpod-secure-2026-09-25",
-                                                       "runpod-secure-2026-08-27"))  # fmt: skip
+    union, newest, older = (
+        get_price_set(n) for n in ("runpod-secure", "runpod-secure-2026-09-25", "runpod-secure-2026-08-27")
+    )
     assert set(union.prices) == set(newest.prices) | set(older.prices) and len(union.prices) == 12
     assert union.prices["h100-sxm"].usd_per_hour == newest.prices["h100-sxm"].usd_per_hour == 3.49
     assert union.prices["h100-sxm"].date == "2026-09-25" and union.prices["h100-sxm"].dated_set == newest.name

@@ -17,8 +17,10 @@ from recommender.perf.fit.serving_runs import read_runs
 from recommender.quantize import get_scheme
 from tests.conftest import REPO
 
-HEADER = ("campaign,id,backend,backend_version,model_path,system,precision,gemm_quant_mode,isl,osl,batch_size,"
-          "tp_size,pp_size,attention_dp_size,silicon_ttft_ms,silicon_tpot_ms")  # fmt: skip
+HEADER = (
+    "campaign,id,backend,backend_version,model_path,system,precision,gemm_quant_mode,isl,osl,batch_size,"
+    "tp_size,pp_size,attention_dp_size,silicon_ttft_ms,silicon_tpot_ms"
+)
 ROWS = [
     "made-up-fp4,fp4_a,trtllm,1.2.0,meta-llama/Llama-3.1-8B-Instruct,b200_sxm,fp4,nvfp4,1024,128,8,1,1,,60.0,4.0",
     "made-up-fp4,fp4_b,trtllm,1.2.0,meta-llama/Llama-3.1-8B-Instruct,b200_sxm,fp4,nvfp4,1024,128,32,1,1,,120.0,6.0",
@@ -41,10 +43,18 @@ def test_fp4_rows_read_as_the_nvfp4_scheme(tmp_path: Path) -> None:
 def test_gpu_fidelity_predicts_a_small_fp4_file(tmp_path: Path) -> None:
     out = tmp_path / "predict.json"
     done = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "gpu_fidelity.py"), "--predict", str(_file(tmp_path)), "--json",
-         str(out)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "gpu_fidelity.py"),
+            "--predict",
+            str(_file(tmp_path)),
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert "3 runs of" in done.stdout
     groups = json.loads(out.read_text())["out_of_sample"]

@@ -19,8 +19,10 @@ def test_converted_campaigns_load_whole() -> None:
     nim = load_runs(NIM_RUNS, schemes=get_scheme, profiles=PROFILES)
     dli = load_runs(DLI_STATIC_RUNS, schemes=get_scheme, profiles=PROFILES)
     assert len(nim) == 787 and {r.campaign for r in nim} == {"nim-genaiperf"}
-    assert {r.hardware for r in nim} == {"a100-80gb", "h100-sxm"} and {r.model for r in nim} == {"llama-3-8b",
-                                                                                                  "llama-3-70b"}
+    assert {r.hardware for r in nim} == {"a100-80gb", "h100-sxm"} and {r.model for r in nim} == {
+        "llama-3-8b",
+        "llama-3-70b",
+    }
     assert not any(r.static_batch for r in nim)
     assert len(dli) == 924 and all(r.static_batch for r in dli)
     assert {r.hardware for r in dli} == {"l40s", "h100-sxm", "h200", "a100-80gb"}
@@ -31,8 +33,11 @@ def test_converted_campaigns_load_whole() -> None:
 def test_static_batch_rows_count_one_context_step_and_every_decode_step() -> None:
     """Known answers: with only the per-step feature (1 s a step), a static batch's TTFT is one step and its mean
     TPOT one step; with only per-prefill-step overhead, TPOT is 0."""
-    run = next(r for r in load_runs(DLI_STATIC_RUNS, schemes=get_scheme, profiles=PROFILES)
-               if r.hardware == "h100-sxm" and r.tensor_parallel == 1 and r.concurrency > 1)  # fmt: skip
+    run = next(
+        r
+        for r in load_runs(DLI_STATIC_RUNS, schemes=get_scheme, profiles=PROFILES)
+        if r.hardware == "h100-sxm" and r.tensor_parallel == 1 and r.concurrency > 1
+    )
     shape = load_architecture(run.model)[1]
     row = static_row(run, step_features(run, shape, load_catalog()))
     step, prefill_step = FEATURES.index("step"), FEATURES.index("prefill_step")
@@ -41,8 +46,10 @@ def test_static_batch_rows_count_one_context_step_and_every_decode_step() -> Non
     assert row.ttft[N_FEATURES] == 0  # no request overhead in an in-process static benchmark
     # the context phase attends over `concurrency` prompts, each to itself: concurrency x prompt^2 of work
     attention = FEATURES.index("attention")
-    single = static_row(run.__class__(**{**{f: getattr(run, f) for f in run.__dataclass_fields__},
-                                         "concurrency": 1}), step_features(run, shape, load_catalog()))  # fmt: skip
+    single = static_row(
+        run.__class__(**{**{f: getattr(run, f) for f in run.__dataclass_fields__}, "concurrency": 1}),
+        step_features(run, shape, load_catalog()),
+    )
     assert row.ttft[attention] == pytest.approx(run.concurrency * single.ttft[attention])
 
 

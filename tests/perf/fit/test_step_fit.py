@@ -41,8 +41,11 @@ def test_no_fitted_part_of_a_step_runs_faster_than_the_datasheet() -> None:
 
 def test_cross_validation_predicts_a_held_out_group_better_than_chance() -> None:
     """A small refit from scratch: two groups, each predicted by the other engine's fit alone."""
-    runs = [r for r in load_runs(schemes=get_scheme, profiles=PROFILES)
-            if r.model == "qwen3-32b" and r.tensor_parallel == 4 and r.concurrency <= 16]
+    runs = [
+        r
+        for r in load_runs(schemes=get_scheme, profiles=PROFILES)
+        if r.model == "qwen3-32b" and r.tensor_parallel == 4 and r.concurrency <= 16
+    ]
     shapes = {"qwen3-32b": load_architecture("qwen3-32b")[1]}
     rows = design_rows(runs, shapes, load_catalog(), BenchmarkProtocol())
     predictions = cross_validate(rows, FitSettings())
@@ -50,8 +53,10 @@ def test_cross_validation_predicts_a_held_out_group_better_than_chance() -> None
     assert len(predictions) == len(runs) and float(np.median(errors)) < 0.5
 
 
-_HEADER = ("id,backend,backend_version,model_path,system,precision,gemm_quant_mode,isl,osl,batch_size,tp_size,pp_size,"
-           "attention_dp_size,silicon_ttft_ms,silicon_tpot_ms")  # fmt: skip
+_HEADER = (
+    "id,backend,backend_version,model_path,system,precision,gemm_quant_mode,isl,osl,batch_size,tp_size,pp_size,"
+    "attention_dp_size,silicon_ttft_ms,silicon_tpot_ms"
+)
 
 
 def _runs_file(tmp_path: Path, *rows: str) -> Path:
@@ -74,17 +79,23 @@ def test_a_file_of_other_gpus_and_models_loads_and_says_what_it_left_out(tmp_pat
         "i,trtllm,1.2,Qwen/Qwen3-32B,b200_sxm,fp4,nvfp4,1024,128,8,1,1,,50,4",
         "g,trtllm,1.0,Qwen/Qwen3-32B,b200_sxm,,,1024,128,,1,1,,50,4",
         "h,vllm,0.12,RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8,h200_sxm,fp8,fp8,1024,128,8,2,1,,50,4",
-    )  # fmt: skip
+    )
     loaded = read_runs(path, schemes=get_scheme, profiles=PROFILES)
     assert [(r.hardware, r.model, r.scheme, r.kv_cache_dtype, r.campaign) for r in loaded.runs] == [
-        ("h200", "qwen3-32b", "fp8-dynamic", "fp8", "steady"), ("b200", "llama-3.1-8b", "baseline", "auto", "sweep"),
+        ("h200", "qwen3-32b", "fp8-dynamic", "fp8", "steady"),
+        ("b200", "llama-3.1-8b", "baseline", "auto", "sweep"),
         ("b200", "qwen3-32b", "nvfp4", "auto", "sweep"),  # FP4 rows replay as NVFP4
         ("h200", "llama-3.1-70b", "fp8-dynamic", "fp8", "sweep"),  # a quantized re-upload: the base model's shape
-    ]  # fmt: skip
+    ]
     reasons = " | ".join(loaded.skipped)
     assert sum(loaded.skipped.values()) == 5
-    for part in ("'mi999' is not in the GPU catalog", "'Some/Unknown-Model' has no shipped architecture",
-                 "pipeline", "'fp6' has no serving scheme", "malformed column"):  # fmt: skip
+    for part in (
+        "'mi999' is not in the GPU catalog",
+        "'Some/Unknown-Model' has no shipped architecture",
+        "pipeline",
+        "'fp6' has no serving scheme",
+        "malformed column",
+    ):
         assert part in reasons
 
 
@@ -94,8 +105,11 @@ def test_predicting_a_run_replays_what_the_fit_computed_for_it() -> None:
     from recommender.perf.fit.step_fit import in_sample, predict_run
 
     fit = load_fit()
-    runs = [r for r in load_runs(schemes=get_scheme, profiles=PROFILES)
-            if r.tensor_parallel == 4 and r.concurrency == 16 and r.output_tokens == 128]
+    runs = [
+        r
+        for r in load_runs(schemes=get_scheme, profiles=PROFILES)
+        if r.tensor_parallel == 4 and r.concurrency == 16 and r.output_tokens == 128
+    ]
     shapes = {m: load_architecture(m)[1] for m in {r.model for r in runs}}
     protocol = BenchmarkProtocol(rounds=fit.protocol_rounds, warmup_rounds=fit.protocol_warmup_rounds)
     rows = design_rows(runs, shapes, load_catalog(), protocol)
@@ -115,10 +129,14 @@ def test_fidelity_benchmark_predicts_another_file_out_of_sample(tmp_path: Path) 
         "a,sglang,0.5.1,Qwen/Qwen3-32B,h200_sxm,,,2048,256,16,4,1,,500,11",
         "b,vllm,0.12,meta-llama/Llama-3.1-8B-Instruct,a100_sxm,,,1024,128,8,1,1,,60,9",
         "c,vllm,0.12,Some/Unknown-Model,a100_sxm,,,1024,128,8,1,1,,60,9",
-    )  # fmt: skip
+    )
     out = tmp_path / "errors.json"
-    run = subprocess.run([sys.executable, "benchmarks/gpu_fidelity.py", "--predict", str(path), "--json", str(out)],
-                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "benchmarks/gpu_fidelity.py", "--predict", str(path), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     assert "skipped 1 rows" in run.stdout and "h200/qwen3-32b/sglang/baseline" in run.stdout
     doc = json.loads(out.read_text())
@@ -131,7 +149,11 @@ def test_fidelity_benchmark_predicts_another_file_out_of_sample(tmp_path: Path) 
 def test_fidelity_benchmark_refuses_a_file_it_cannot_replay_in_one_line(tmp_path: Path) -> None:
     nothing = _runs_file(tmp_path, "c,vllm,0.12,Some/Unknown-Model,a100_sxm,,,1024,128,8,1,1,,60,9")
     for path, needle in ((tmp_path / "missing.csv", "no file"), (nothing, "none of the 1 rows")):
-        run = subprocess.run([sys.executable, "benchmarks/gpu_fidelity.py", "--predict", str(path)],
-                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        run = subprocess.run(
+            [sys.executable, "benchmarks/gpu_fidelity.py", "--predict", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert run.returncode == 2 and run.stderr.count("error:") == 1 and needle in run.stderr
         assert "--predict" in run.stderr and "Traceback" not in run.stderr

@@ -71,7 +71,7 @@ def test_interval_pools_mix_every_holdout_that_splits_the_runs(rows: list) -> No
     mixed = interval_predictions(rows, FitSettings(), ("group", "campaign", "gpu"))
     assert len(mixed) == 2 * len(rows)
     assert sorted(p.run.group for p in mixed[: len(group)]) == sorted(p.run.group for p in group)
-    campaign_out = mixed[len(group):]
+    campaign_out = mixed[len(group) :]
     # The seven steady runs predicted from the sweep alone, not from a fit that saw the steady campaign.
     steady = [p for p in campaign_out if p.run.campaign == "steady"]
     assert steady and all(p.ttft_ms > 0 for p in steady)
@@ -98,8 +98,12 @@ def test_an_engine_draws_its_step_interval_from_its_own_residuals_only_when_it_h
     by_engine = {"vllm": StepResiduals(prefill=many, decode=few)}
     assert step_pools(seen, unseen, by_engine, "vllm", True) == (many, None, seen.decode, None)
     assert step_pools(seen, unseen, by_engine, "sglang", True) == (seen.prefill, None, seen.decode, None)
-    assert step_pools(seen, unseen, by_engine, "tgi", False) == (seen.prefill, unseen.prefill, seen.decode,
-                                                                  unseen.decode)  # fmt: skip
+    assert step_pools(seen, unseen, by_engine, "tgi", False) == (
+        seen.prefill,
+        unseen.prefill,
+        seen.decode,
+        unseen.decode,
+    )
 
 
 def _cost() -> tuple[UpperStepCost, StepFactors]:
@@ -152,4 +156,5 @@ def test_a_decode_itl_client_sees_no_prefill_stalls() -> None:
     assert itl.tpot_ms.mean < 0.9 * mean.tpot_ms.mean
     alone = ClosedLoopBenchmark(concurrency=1, prompt_tokens=2048, output_tokens=256, rounds=2)
     assert replay(InterTokenStepCost(cost), config, alone).tpot_ms.mean == pytest.approx(
-        replay(cost, config, alone).tpot_ms.mean, rel=1e-6)
+        replay(cost, config, alone).tpot_ms.mean, rel=1e-6
+    )

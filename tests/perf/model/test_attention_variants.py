@@ -55,8 +55,10 @@ def test_deepseek_v3_mla_caches_one_latent_per_token_and_layer() -> None:
 def test_tensor_parallelism_does_not_split_an_mla_cache_but_splits_gqa_heads() -> None:
     one = kv_bytes_per_token_per_device(DEEPSEEK_V3, "auto", 1)
     assert kv_bytes_per_token_per_device(DEEPSEEK_V3, "auto", 8) == one  # every rank holds the whole latent
-    assert kv_bytes_per_token_per_device(GPT_OSS_120B, "auto", 8) == kv_bytes_per_token_per_device(
-        GPT_OSS_120B, "auto", 1) / 8  # fmt: skip
+    assert (
+        kv_bytes_per_token_per_device(GPT_OSS_120B, "auto", 8)
+        == kv_bytes_per_token_per_device(GPT_OSS_120B, "auto", 1) / 8
+    )
 
 
 def test_gpt_oss_window_layers_keep_only_the_window() -> None:
@@ -88,10 +90,18 @@ def test_hub_ids_of_the_new_architectures_resolve_offline() -> None:
 
 def _config(**overrides: Any) -> SimpleNamespace:
     base: dict[str, Any] = {
-        "hidden_size": 2880, "intermediate_size": 2880, "num_hidden_layers": 4, "num_attention_heads": 64,
-        "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 1000, "num_local_experts": 8,
-        "num_experts_per_tok": 2, "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"] * 2,
-    }  # fmt: skip
+        "hidden_size": 2880,
+        "intermediate_size": 2880,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+        "vocab_size": 1000,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+        "sliding_window": 128,
+        "layer_types": ["sliding_attention", "full_attention"] * 2,
+    }
     return SimpleNamespace(**{**base, **overrides})
 
 

@@ -37,14 +37,16 @@ def test_all_to_all_reproduces_deepep_published_times(ep: int) -> None:
 
 
 def test_all_to_all_volume_is_tokens_times_top_k_times_hidden_times_bytes() -> None:
-    cost = all_to_all_cost(100, top_k=4, hidden=1000, ep=8, gpus_per_node=8, node_link=NVLINK,
-                           dispatch_bytes=2.0, combine_bytes=2.0)  # fmt: skip
+    cost = all_to_all_cost(
+        100, top_k=4, hidden=1000, ep=8, gpus_per_node=8, node_link=NVLINK, dispatch_bytes=2.0, combine_bytes=2.0
+    )
     assert cost.network_bytes == 0.0
     assert cost.node_bytes == pytest.approx(100 * 4 * 1000 * (2 + 2) * 7 / 8)  # 7 of 8 pairs leave the GPU
     assert cost.dispatch_s == pytest.approx(NVLINK.latency_s + 100 * 4 * 1000 * 2 * 7 / 8 / NVLINK.bytes_per_s)
     skewed = all_to_all_cost(100, top_k=4, hidden=1000, ep=8, gpus_per_node=8, node_link=NVLINK, imbalance=2.0)
-    assert skewed.node_bytes == pytest.approx(2 * all_to_all_cost(
-        100, top_k=4, hidden=1000, ep=8, gpus_per_node=8, node_link=NVLINK).node_bytes)  # fmt: skip
+    assert skewed.node_bytes == pytest.approx(
+        2 * all_to_all_cost(100, top_k=4, hidden=1000, ep=8, gpus_per_node=8, node_link=NVLINK).node_bytes
+    )
 
 
 def test_fp8_schemes_dispatch_in_fp8_and_16_bit_schemes_in_16_bits() -> None:
@@ -106,8 +108,10 @@ def test_an_expert_parallel_degree_that_does_not_divide_the_experts_is_refused()
 def test_experts_are_sharded_by_ep_and_attention_dp_multiplies_mla_cache_room() -> None:
     device_gb = 143771 * 2**20 / 1e9  # H200's nvidia-smi total
     fp8 = 8 + 32 / (128 * 128)  # DeepSeek-V3's block-128 FP8 with fp32 scales
-    tp_like, dp = (ep_memory(DEEPSEEK_V3, ExpertParallelLayout(ep=8, attention_dp=d), bits_per_weight=fp8,
-                             device_gb=device_gb) for d in (1, 8))  # fmt: skip
+    tp_like, dp = (
+        ep_memory(DEEPSEEK_V3, ExpertParallelLayout(ep=8, attention_dp=d), bits_per_weight=fp8, device_gb=device_gb)
+        for d in (1, 8)
+    )
     moe = DEEPSEEK_V3.moe
     assert moe is not None
     all_experts_gb = moe.n_moe_layers * moe.n_experts * DEEPSEEK_V3.expert_params * fp8 / 8 / 1e9
@@ -118,4 +122,5 @@ def test_experts_are_sharded_by_ep_and_attention_dp_multiplies_mla_cache_room() 
     assert dp.kv_tokens > 4 * tp_like.kv_tokens
     # Grouped-query heads split inside an attention rank.
     assert ep_kv_bytes_per_token_per_gpu(GPT_OSS_120B, "auto", ExpertParallelLayout(ep=8, attention_dp=2)) == (
-        GPT_OSS_120B.kv_bytes_per_token(2.0) / 4)  # fmt: skip
+        GPT_OSS_120B.kv_bytes_per_token(2.0) / 4
+    )

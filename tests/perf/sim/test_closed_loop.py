@@ -24,8 +24,7 @@ def qwen() -> StepFeatures:
 
 
 def _config(mixed: bool = True) -> SchedulerConfig:
-    return SchedulerConfig(kv_cache_tokens=300_000, max_num_seqs=1024, max_num_batched_tokens=8192,
-                           mixed_prefill=mixed)  # fmt: skip
+    return SchedulerConfig(kv_cache_tokens=300_000, max_num_seqs=1024, max_num_batched_tokens=8192, mixed_prefill=mixed)
 
 
 def test_closed_loop_keeps_concurrency_in_flight_and_sends_on_completion(qwen: StepFeatures) -> None:

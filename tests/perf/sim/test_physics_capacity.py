@@ -28,8 +28,14 @@ def test_llama_70b_fp8_on_two_l40s_is_a_few_requests_per_second() -> None:
     """The issue's worked example: 70.6 GB of FP8 weights over 2 x 864 GB/s is >= 41 ms a decode step, ~10-20 GB
     of KV cache holds a few dozen 1,280-token requests, a 1,024-token prefill is ~145 TFLOP against 1,466 dense
     FP8 TFLOPS: roughly 1.5-3 requests/s per replica."""
-    got = physics_capacity(LLAMA70, get_scheme("fp8-dynamic"), CATALOG.get("l40s"), tensor_parallel=2,
-                           prompt_tokens=1024, output_tokens=256)  # fmt: skip
+    got = physics_capacity(
+        LLAMA70,
+        get_scheme("fp8-dynamic"),
+        CATALOG.get("l40s"),
+        tensor_parallel=2,
+        prompt_tokens=1024,
+        output_tokens=256,
+    )
     assert 1.5 <= got.requests_per_s <= 6
     assert got.decode_step_s >= 0.041 and 0.08 <= got.prefill_s <= 0.15
     assert 15 <= got.batch <= 60  # the engine's 10 % reserve, activations and runtime leave ~10 GB, not 20
@@ -55,9 +61,15 @@ def _flag_is_consistent(row: PlanRow) -> None:
 
 def _lone_ttft_high_ms() -> float:
     """The upper end of a lone request's P99 TTFT for Llama-3.1-8B FP8 on an H100 (a trickle of traffic, loose SLA)."""
-    trickle = plan_one(LLAMA8, CATALOG.get("h100-sxm"), "fp8", traffic=Traffic(prompt_tokens=512, output_tokens=128,
-                       requests_per_second=0.01), sla=LatencySLA(ttft_p99_ms=10_000, tpot_p99_ms=1000),
-                       scope=CAPS_256, catalog=CATALOG)  # fmt: skip
+    trickle = plan_one(
+        LLAMA8,
+        CATALOG.get("h100-sxm"),
+        "fp8",
+        traffic=Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=0.01),
+        sla=LatencySLA(ttft_p99_ms=10_000, tpot_p99_ms=1000),
+        scope=CAPS_256,
+        catalog=CATALOG,
+    )
     assert trickle.ttft_p99_high_ms is not None
     return trickle.ttft_p99_high_ms
 
@@ -66,24 +78,56 @@ def test_plan_flags_a_capacity_the_sla_holds_far_below_the_ceiling() -> None:
     """A TTFT SLA 10 % above a lone request's leaves no room to queue: the replica carries a sliver of what it could."""
     tight = LatencySLA(ttft_p99_ms=1.1 * _lone_ttft_high_ms(), tpot_p99_ms=1000)
     traffic = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5)
-    row = plan_one(LLAMA8, CATALOG.get("h100-sxm"), "fp8", traffic=traffic, sla=tight, scope=CAPS_256,
-                   catalog=CATALOG)  # fmt: skip
+    row = plan_one(LLAMA8, CATALOG.get("h100-sxm"), "fp8", traffic=traffic, sla=tight, scope=CAPS_256, catalog=CATALOG)
     _flag_is_consistent(row)
     assert row.physics_alarm and "the P99 TTFT SLA binds" in row.physics_alarm
-    loose = plan_one(LLAMA8, CATALOG.get("h100-sxm"), "fp8", traffic=traffic, sla=LatencySLA(ttft_p99_ms=2000,
-                     tpot_p99_ms=100), scope=CAPS_256, catalog=CATALOG)  # fmt: skip
+    loose = plan_one(
+        LLAMA8,
+        CATALOG.get("h100-sxm"),
+        "fp8",
+        traffic=traffic,
+        sla=LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100),
+        scope=CAPS_256,
+        catalog=CATALOG,
+    )
     _flag_is_consistent(loose)
     assert loose.physics_alarm == "" and loose.physics_rps_per_replica == pytest.approx(
-        physics_capacity(LLAMA8, get_scheme("fp8-dynamic"), CATALOG.get("h100-sxm"), tensor_parallel=1,
-                         prompt_tokens=512, output_tokens=128, max_num_seqs=256).requests_per_s)  # fmt: skip
+        physics_capacity(
+            LLAMA8,
+            get_scheme("fp8-dynamic"),
+            CATALOG.get("h100-sxm"),
+            tensor_parallel=1,
+            prompt_tokens=512,
+            output_tokens=128,
+            max_num_seqs=256,
+        ).requests_per_s
+    )
 
 
 @pytest.mark.slow  # minutes of plan or search on 2 cores: make test-slow
 def test_plan_cli_shows_the_physics_column_and_the_flag() -> None:
-    command = [sys.executable, "-m", "recommender.cli.main", "plan", "--model", "llama-3.1-8b",
-               "--prompt-tokens", "512", "--output-tokens", "128", "--rps", "5",
-               "--ttft-ms", f"{1.1 * _lone_ttft_high_ms():.3f}",
-               "--tpot-ms", "1000", "--hardware", "h100-sxm", "--batch-size", "256"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "recommender.cli.main",
+        "plan",
+        "--model",
+        "llama-3.1-8b",
+        "--prompt-tokens",
+        "512",
+        "--output-tokens",
+        "128",
+        "--rps",
+        "5",
+        "--ttft-ms",
+        f"{1.1 * _lone_ttft_high_ms():.3f}",
+        "--tpot-ms",
+        "1000",
+        "--hardware",
+        "h100-sxm",
+        "--batch-size",
+        "256",
+    ]
     table = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert table.returncode == 0, table.stderr
     assert "physics" in table.stdout and "(!)" in table.stdout and "throughput ceiling" in table.stdout
@@ -109,9 +153,19 @@ def test_the_search_flags_a_far_off_capacity_in_its_line_and_the_recommendations
     from recommender.report.console import _line
 
     sla = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=80)
-    serving = ServingEstimate(Percentiles(500, 900, 1000), Percentiles(40, 50, 60), 0.2, 256.0, 0.2,
-                              Provenance("modeled", "test"), engine="vllm", ttft_p99_high_ms=1990,
-                              tpot_p99_high_ms=70, confidence=0.9, physics_rps_per_replica=3.0)  # fmt: skip
+    serving = ServingEstimate(
+        Percentiles(500, 900, 1000),
+        Percentiles(40, 50, 60),
+        0.2,
+        256.0,
+        0.2,
+        Provenance("modeled", "test"),
+        engine="vllm",
+        ttft_p99_high_ms=1990,
+        tpot_p99_high_ms=70,
+        confidence=0.9,
+        physics_rps_per_replica=3.0,
+    )
     assert serving.physics_alarm and "P99 TTFT SLA binds" in serving.physics_alarm_reason(sla)
     near = replace(serving, physics_rps_per_replica=0.2 * ALARM_FACTOR * 0.9)
     assert not near.physics_alarm and near.physics_alarm_reason(sla) == ""
@@ -120,7 +174,7 @@ def test_the_search_flags_a_far_off_capacity_in_its_line_and_the_recommendations
     c = Candidate(precision="fp8", method="fp8-dynamic", hardware="l40s", batch_size=64, tensor_parallel=2)
     result = CandidateResult(c, "evaluated", Constraints(), [], serving=serving)
     assert "(!)" in _line(result)
-    rec = build([result], winner=pick([result]), current=result, study="s", model="m", release="r", use_case="u",
-                sla=sla)
+    rec = build(
+        [result], winner=pick([result]), current=result, study="s", model="m", release="r", use_case="u", sla=sla
+    )
     assert any(n.startswith("physics alarm, current") and "throughput ceiling" in n for n in rec.notes)
-

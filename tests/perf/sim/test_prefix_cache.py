@@ -53,8 +53,11 @@ def test_a_shared_prefix_skips_exactly_the_prefill_the_hit_rate_says(roofline: R
     assert result.prefix_hit_tokens == (n - 1) * PREFIX
     assert result.prefill_tokens == n * PROMPT - (n - 1) * PREFIX
     assert result.prefix_hit_rate == pytest.approx((n - 1) * PREFIX / (n * PROMPT))
-    alone = simulate(roofline, make_workload(prompt=PROMPT, output=OUTPUT, arrivals=APART),
-                     SchedulerConfig(kv_cache_tokens=200_000, max_num_seqs=32))  # fmt: skip
+    alone = simulate(
+        roofline,
+        make_workload(prompt=PROMPT, output=OUTPUT, arrivals=APART),
+        SchedulerConfig(kv_cache_tokens=200_000, max_num_seqs=32),
+    )
     # A hit's TTFT is the prefill of its last 952 tokens (reading the cached 2,048), not of 3,000.
     hit_ttft = roofline.prefill_step_seconds(PrefillChunks.of([(PROMPT - PREFIX, PREFIX)]), 0, PREFIX)
     assert result.ttft_s[1:] == pytest.approx([hit_ttft] * (n - 1), rel=1e-9)
@@ -118,13 +121,18 @@ def test_a_conversation_s_next_turn_reads_its_history_from_the_cache(roofline: R
     assert result.prefix_hit_tokens == expected
     assert result.prefill_tokens == int(workload.prompt_tokens.sum()) - expected
     fast = ContinuousBatchingSimulation(roofline, workload, SchedulerConfig(kv_cache_tokens=6_000, max_num_seqs=8))
-    slow = ContinuousBatchingSimulation(roofline, workload, SchedulerConfig(kv_cache_tokens=6_000, max_num_seqs=8),
-                                        fast_decode=False)  # fmt: skip
+    slow = ContinuousBatchingSimulation(
+        roofline, workload, SchedulerConfig(kv_cache_tokens=6_000, max_num_seqs=8), fast_decode=False
+    )
     a, b = fast.run(), slow.run()
     assert a.prefix_hit_tokens == b.prefix_hit_tokens and a.ttft_ms.p99 == pytest.approx(b.ttft_ms.p99, rel=1e-9)
 
 
 def test_a_conversation_longer_than_any_request_may_be_is_refused() -> None:
     with pytest.raises(BadInputError, match="traffic.conversation: the longest request"):
-        Traffic(prompt_tokens=1000, output_tokens=100, requests_per_second=1.0,
-                conversation={"turns": 1000, "think_time_s": 1, "message_tokens": 100_000})  # fmt: skip
+        Traffic(
+            prompt_tokens=1000,
+            output_tokens=100,
+            requests_per_second=1.0,
+            conversation={"turns": 1000, "think_time_s": 1, "message_tokens": 100_000},
+        )

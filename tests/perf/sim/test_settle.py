@@ -39,8 +39,10 @@ def test_p99s_settle_and_stay_within_the_tolerance_when_the_count_doubles() -> N
     in_flight = _in_flight(settled.result, 30.0)
     assert in_flight > 300
     doubled = settle(lambda n: run(2 * n), 30.0)  # the same traffic, twice the requests at every step
-    for a, b in ((settled.result.ttft_ms.p99, doubled.result.ttft_ms.p99),
-                 (settled.result.tpot_ms.p99, doubled.result.tpot_ms.p99)):  # fmt: skip
+    for a, b in (
+        (settled.result.ttft_ms.p99, doubled.result.ttft_ms.p99),
+        (settled.result.tpot_ms.p99, doubled.result.tpot_ms.p99),
+    ):
         assert b == pytest.approx(a, rel=TOLERANCE)
     assert "P99s over" in settled.describe() and "settled within 5%" in settled.describe()
 

@@ -74,9 +74,14 @@ def test_roofline_step_cost_equals_project_step_times(roofline: RooflineStepCost
     for tp in (1, 2):
         cost = RooflineStepCost(LLAMA3_8B, get_scheme("baseline"), accel, tensor_parallel=tp)
         ref = project_step_times(
-            LLAMA3_8B, get_scheme("baseline"), accel, prompt_tokens=512, batch_size=64, context_tokens=700,
+            LLAMA3_8B,
+            get_scheme("baseline"),
+            accel,
+            prompt_tokens=512,
+            batch_size=64,
+            context_tokens=700,
             tensor_parallel=tp,
-        )  # fmt: skip
+        )
         assert cost.step_seconds(512, 0, 0) == pytest.approx(ref.prefill_s, rel=1e-12)
         assert cost.step_seconds(0, 64, 64 * 700) == pytest.approx(ref.decode_step_s, rel=1e-12)
         contexts = np.array([64 * 700, 64 * 9000])
@@ -181,8 +186,9 @@ def test_max_rate_meets_the_sla_and_twenty_percent_more_does_not() -> None:
 
 
 def test_unreachable_sla_gives_zero_rate() -> None:
-    search = max_rate_within_sla(FakeCost(), _config(), prompt=100, output=10, ttft_p99_ms=5.0, tpot_p99_ms=50.0,
-                                 n_requests=100)  # fmt: skip
+    search = max_rate_within_sla(
+        FakeCost(), _config(), prompt=100, output=10, ttft_p99_ms=5.0, tpot_p99_ms=50.0, n_requests=100
+    )
     assert search.rate_per_s == 0.0 and search.result is None
     with pytest.raises(ValueError):
         replicas_needed(10.0, search.rate_per_s)
@@ -199,8 +205,9 @@ def test_replicas_needed_rounds_up_exact_multiples_stay() -> None:
 
 def test_same_seed_same_result_other_seed_differs(roofline: RooflineStepCost) -> None:
     def run(seed: int) -> SimulationResult:
-        workload = make_workload(prompt=LengthDist(300, 1.0), output=LengthDist(100, 1.0), n_requests=500, rate=20.0,
-                                 seed=seed)  # fmt: skip
+        workload = make_workload(
+            prompt=LengthDist(300, 1.0), output=LengthDist(100, 1.0), n_requests=500, rate=20.0, seed=seed
+        )
         return simulate(roofline, workload, _config(max_num_seqs=32, kv_cache_tokens=20_000))
 
     first, second, other = run(7), run(7), run(8)

@@ -23,8 +23,10 @@ def test_linear_work_runs_at_the_peak_of_the_schemes_compute_dtype() -> None:
 
     shape, h100 = load_architecture("qwen3-32b")[1], load_catalog().get("h100-sxm")
     prompt, at = PrefillChunks.single(4096), FEATURES.index("linear")
-    linear = {s: StepFeatures(shape, get_scheme(s), h100).of_step(prompt, 0, 0)[at]
-              for s in ("baseline", "fp8-dynamic", "w4a16-awq-g128")}  # fmt: skip
+    linear = {
+        s: StepFeatures(shape, get_scheme(s), h100).of_step(prompt, 0, 0)[at]
+        for s in ("baseline", "fp8-dynamic", "w4a16-awq-g128")
+    }
     assert linear["fp8-dynamic"] == pytest.approx(linear["baseline"] / 2, rel=0.02)
     assert linear["w4a16-awq-g128"] == pytest.approx(linear["baseline"], rel=0.02)
     # 4096 tokens x 2 x 32 B parameters at 989 TFLOP/s: about 0.27 s of matrix work at the BF16 peak.
@@ -54,8 +56,10 @@ def test_an_fp8_kv_cache_doubles_capacity_and_its_reads_cost_what_the_release_me
     assert read("fp8", "trtllm", "1.2.0rc6.post1") == read("fp8", "trtllm") == pytest.approx(sixteen / 2)
     assert read("fp8", "trtllm", "main") == read("fp8", "trtllm", "2.0") == read("fp8", "trtllm")  # current
     model = CalibratedModel(load_fit())
-    assert all(model.step_cost(shape, fp8, h100, e, kv_cache_dtype="fp8").features.kv_read_at_cache_width
-               for e in ("vllm", "sglang", "trtllm"))  # fmt: skip
+    assert all(
+        model.step_cost(shape, fp8, h100, e, kv_cache_dtype="fp8").features.kv_read_at_cache_width
+        for e in ("vllm", "sglang", "trtllm")
+    )
 
 
 def test_allreduce_uses_the_one_direction_link_bandwidth() -> None:

@@ -60,8 +60,15 @@ def test_a_decode_step_streams_the_rank_share_of_dense_weights_and_the_busiest_g
 
 def test_the_all_to_all_is_every_moe_layers_dispatch_and_combine_of_the_rank_tokens() -> None:
     point, _ = _costs(ExpertParallelLayout(ep=8, attention_dp=8))
-    layer = all_to_all_cost(128, top_k=8, hidden=7168, ep=8, gpus_per_node=8, node_link=NVLINK,
-                            dispatch_bytes=dispatch_bytes_per_element("fp8"))  # fmt: skip
+    layer = all_to_all_cost(
+        128,
+        top_k=8,
+        hidden=7168,
+        ep=8,
+        gpus_per_node=8,
+        node_link=NVLINK,
+        dispatch_bytes=dispatch_bytes_per_element("fp8"),
+    )
     assert point.all_to_all_seconds(128) == pytest.approx(58 * layer.seconds, rel=1e-9)
     assert point.all_to_all_seconds(0) == 0.0
     with_a2a = point.step_seconds(0, 128, 128 * 2000)
@@ -82,9 +89,12 @@ def test_skewed_expert_load_slows_the_step_and_eplb_redundant_experts_win_it_bac
     skewed = static_load(popularity, 8).imbalance
     balanced = eplb_load(popularity, 8, redundant=32).imbalance
     assert skewed > 1.5 > balanced
-    step = {name: _costs(ExpertParallelLayout(ep=8, attention_dp=8, redundant_experts=32 if name == "eplb" else 0),
-                         imbalance)[0].step_seconds(2048, 0, 0)  # fmt: skip
-            for name, imbalance in (("even", 1.0), ("static", skewed), ("eplb", balanced))}
+    step = {
+        name: _costs(
+            ExpertParallelLayout(ep=8, attention_dp=8, redundant_experts=32 if name == "eplb" else 0), imbalance
+        )[0].step_seconds(2048, 0, 0)
+        for name, imbalance in (("even", 1.0), ("static", skewed), ("eplb", balanced))
+    }
     assert step["static"] > step["even"] * 1.2
     assert step["eplb"] < step["static"]
 
@@ -96,7 +106,8 @@ def test_more_attention_ranks_stream_fewer_dense_weights_per_gpu_and_hold_the_la
     w = FEATURES.index("weights")
     assert one_rank.of_step(PrefillChunks(), 8, 0)[w] < eight.of_step(PrefillChunks(), 1, 0)[w]
     assert one_rank.of_step(PrefillChunks(), 8, 8000)[FEATURES.index("kv")] == pytest.approx(
-        8 * eight.of_step(PrefillChunks(), 1, 1000)[FEATURES.index("kv")])  # latent whole on every GPU of a rank
+        8 * eight.of_step(PrefillChunks(), 1, 1000)[FEATURES.index("kv")]
+    )  # latent whole on every GPU of a rank
 
 
 def test_a_dense_model_or_a_degree_that_does_not_split_the_experts_is_refused() -> None:

@@ -23,11 +23,12 @@ from recommender.perf.step.kernel_tables import (
     KernelTablesUnavailable,
     gemm_mode,
     kernel_package_version,
-)  # fmt: skip
+)
 from recommender.quantize import get_scheme
 
-needs_package = pytest.mark.skipif(kernel_package_version() != AIC_VERSION,
-                                   reason=f"aiconfigurator-core {AIC_VERSION} is not installed here")  # fmt: skip
+needs_package = pytest.mark.skipif(
+    kernel_package_version() != AIC_VERSION, reason=f"aiconfigurator-core {AIC_VERSION} is not installed here"
+)
 
 
 @pytest.fixture(scope="module")
@@ -84,13 +85,16 @@ def test_fp8_kernels_beat_bf16_on_the_same_gpu(tables: KernelTables, llama8b) ->
 
 
 @needs_package
-@pytest.mark.parametrize(("gpu", "scheme", "model", "why"), [
-    ("h100-pcie", "baseline", "llama-3.1-8b", "no kernel tables for h100-pcie"),
-    ("mi300x", "baseline", "llama-3.1-8b", "no kernel tables for mi300x"),
-    ("h100-sxm", "bnb-nf4", "llama-3.1-8b", "not in the kernel tables"),
-    ("h100-sxm", "baseline", "mixtral-8x7b", "MoE"),
-    ("h100-sxm", "w4a16-awq-g128", "llama-3.1-8b", "int4_wo"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("gpu", "scheme", "model", "why"),
+    [
+        ("h100-pcie", "baseline", "llama-3.1-8b", "no kernel tables for h100-pcie"),
+        ("mi300x", "baseline", "llama-3.1-8b", "no kernel tables for mi300x"),
+        ("h100-sxm", "bnb-nf4", "llama-3.1-8b", "not in the kernel tables"),
+        ("h100-sxm", "baseline", "mixtral-8x7b", "MoE"),
+        ("h100-sxm", "w4a16-awq-g128", "llama-3.1-8b", "int4_wo"),
+    ],
+)
 def test_unavailable_configurations_say_why(tables: KernelTables, gpu: str, scheme: str, model: str, why: str) -> None:
     shape = load_architecture(model)[1]
     with pytest.raises(KernelTablesUnavailable, match=why):
@@ -156,8 +160,25 @@ def test_plan_of_a_70b_fp8_on_two_l40s_stands_on_measured_kernels(engine: str, s
     (ModelOpt checkpoint), planned on the L40S's measured kernels."""
     import json
 
-    plan = [sys.executable, "-m", "recommender.cli.main", "plan", "--model", "llama-3.1-70b", "--hardware", "l40s",
-            "--engine", engine, "--precision", "fp8", "--tensor-parallel", "2", "--rps", "2", "--json"]  # fmt: skip
+    plan = [
+        sys.executable,
+        "-m",
+        "recommender.cli.main",
+        "plan",
+        "--model",
+        "llama-3.1-70b",
+        "--hardware",
+        "l40s",
+        "--engine",
+        engine,
+        "--precision",
+        "fp8",
+        "--tensor-parallel",
+        "2",
+        "--rps",
+        "2",
+        "--json",
+    ]
     out = subprocess.run(plan, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     (row,) = json.loads(out.stdout)

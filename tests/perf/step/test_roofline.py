@@ -139,34 +139,69 @@ def test_expected_distinct_experts_per_step() -> None:
 
 def test_mixtral_config_was_silently_dense_before() -> None:
     # What the same config.json read as before this fix: one 14336-wide MLP per layer, a 7.24 B model.
-    dense = _shape(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
-                   num_key_value_heads=8, vocab_size=32000)  # fmt: skip
+    dense = _shape(
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        vocab_size=32000,
+    )
     assert dense.moe is None and dense.total_params / 1e9 == pytest.approx(7.24, abs=0.01)
     assert MIXTRAL.total_params > 6 * dense.total_params
 
 
 def test_qwen_moe_and_deepseek_moe_parameter_counts() -> None:
     # Qwen1.5-MoE-A2.7B (config.json numbers): 14.3 B total, 2.7 B active per its model card.
-    qwen = _shape(hidden_size=2048, intermediate_size=5632, num_hidden_layers=24, num_attention_heads=16,
-                  num_key_value_heads=16, vocab_size=151936, num_experts=60, num_experts_per_tok=4,
-                  moe_intermediate_size=1408, shared_expert_intermediate_size=5632, decoder_sparse_step=1,
-                  mlp_only_layers=[], tie_word_embeddings=False, norm_topk_prob=False)  # fmt: skip
+    qwen = _shape(
+        hidden_size=2048,
+        intermediate_size=5632,
+        num_hidden_layers=24,
+        num_attention_heads=16,
+        num_key_value_heads=16,
+        vocab_size=151936,
+        num_experts=60,
+        num_experts_per_tok=4,
+        moe_intermediate_size=1408,
+        shared_expert_intermediate_size=5632,
+        decoder_sparse_step=1,
+        mlp_only_layers=[],
+        tie_word_embeddings=False,
+        norm_topk_prob=False,
+    )
     assert qwen.total_params / 1e9 == pytest.approx(14.32, abs=0.01)
     assert qwen.active_params / 1e9 == pytest.approx(2.69, abs=0.01)
     # deepseek-moe-16b-base: first layer dense, 64 routed + 2 shared experts; 16.4 B total, 2.8 B active.
-    deepseek = _shape(hidden_size=2048, intermediate_size=10944, num_hidden_layers=28, num_attention_heads=16,
-                      num_key_value_heads=16, vocab_size=102400, n_routed_experts=64, n_shared_experts=2,
-                      num_experts_per_tok=6, moe_intermediate_size=1408, first_k_dense_replace=1, moe_layer_freq=1,
-                      scoring_func="softmax", aux_loss_alpha=0.001, seq_aux=True)  # fmt: skip
+    deepseek = _shape(
+        hidden_size=2048,
+        intermediate_size=10944,
+        num_hidden_layers=28,
+        num_attention_heads=16,
+        num_key_value_heads=16,
+        vocab_size=102400,
+        n_routed_experts=64,
+        n_shared_experts=2,
+        num_experts_per_tok=6,
+        moe_intermediate_size=1408,
+        first_k_dense_replace=1,
+        moe_layer_freq=1,
+        scoring_func="softmax",
+        aux_loss_alpha=0.001,
+        seq_aux=True,
+    )
     assert deepseek.moe is not None and deepseek.moe.n_moe_layers == 27
     assert deepseek.total_params / 1e9 == pytest.approx(16.38, abs=0.01)
     assert deepseek.active_params / 1e9 == pytest.approx(2.83, abs=0.01)
 
 
 _MIXTRAL_CONFIG: dict[str, Any] = {
-    "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
-    "num_key_value_heads": 8, "vocab_size": 32000,
-}  # fmt: skip
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 32000,
+}
 
 
 @pytest.mark.parametrize(
@@ -191,9 +226,14 @@ def test_unknown_moe_layouts_are_refused_by_field(extra: dict[str, Any], field_n
 def test_tied_embeddings_are_counted_once() -> None:
     # Qwen2.5-0.5B (config.json numbers, tie_word_embeddings true): 0.49 B parameters, 0.36 B non-embedding.
     config: dict[str, Any] = {
-        "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14,
-        "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 151936,
-    }  # fmt: skip
+        "hidden_size": 896,
+        "intermediate_size": 4864,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 14,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "vocab_size": 151936,
+    }
     tied, untied = _shape(**config, tie_word_embeddings=True), _shape(**config, tie_word_embeddings=False)
     assert tied.body_params / 1e9 == pytest.approx(0.358, abs=0.001)
     assert tied.total_params / 1e9 == pytest.approx(0.494, abs=0.001)  # before: 0.630 (embeddings twice)
@@ -207,8 +247,9 @@ def test_tied_embeddings_are_counted_once() -> None:
 
 def test_lm_head_runs_on_the_last_prompt_token_only() -> None:
     bf16 = get_scheme("baseline")
-    step = project_step_times(LLAMA3_8B, bf16, H100, prompt_tokens=4000, batch_size=1, context_tokens=1,
-                              efficiency=IDEAL)  # fmt: skip
+    step = project_step_times(
+        LLAMA3_8B, bf16, H100, prompt_tokens=4000, batch_size=1, context_tokens=1, efficiency=IDEAL
+    )
     body, head = LLAMA3_8B.body_params, LLAMA3_8B.lm_head_params
     flops = 2.0 * 4000 * body + 2.0 * head + LLAMA3_8B.attention_flops(4000, 4000)
     assert step.prefill_s == pytest.approx(flops / 989e12)  # compute-bound: 64.94 ms
@@ -284,8 +325,9 @@ def test_step_cost_agrees_with_the_roofline_for_every_kernel_path(scheme: str, a
     _, shape = load_architecture(arch)
     method = get_scheme(scheme)
     cost = RooflineStepCost(shape, method, H100, tensor_parallel=tp)
-    ref = project_step_times(shape, method, H100, prompt_tokens=512, batch_size=64, context_tokens=700,
-                             tensor_parallel=tp)  # fmt: skip
+    ref = project_step_times(
+        shape, method, H100, prompt_tokens=512, batch_size=64, context_tokens=700, tensor_parallel=tp
+    )
     assert cost.step_seconds(512, 0, 0) == pytest.approx(ref.prefill_s, rel=1e-12)
     assert cost.step_seconds(0, 64, 64 * 700) == pytest.approx(ref.decode_step_s, rel=1e-12)
     assert cost.decode_steps_seconds(64, np.array([64 * 700]))[0] == pytest.approx(ref.decode_step_s, rel=1e-12)
