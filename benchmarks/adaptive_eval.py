@@ -37,7 +37,7 @@ def main() -> None:
     use_case = load_use_case(spec.use_case)  # load_spec made the spec's paths absolute
     source = ModelSource.resolve(spec.model.source, base_dir=args.spec.resolve().parent)
     manager = task_manager(use_case)
-    methods = [get_scheme(m) for ms in spec.space.methods.values() for m in ms if m != "baseline"]
+    methods = [get_scheme(m) for ms in spec.space.schemes.values() for m in ms if m != "baseline"]
 
     runs = {}
     for adaptive in (False, True):

@@ -161,7 +161,7 @@ toy = get_scheme("toy-fp16")
 h100 = load_catalog().get("h100-sxm")
 demo = Path(DEMO_SPEC)
 raw = yaml.safe_load(demo.read_text())
-raw["space"]["methods"] = {"fp16": ["toy-fp16"]}
+raw["space"]["schemes"] = {"fp16": ["toy-fp16"]}
 raw["engines"] = ["toy"]
 spec = spec_from_mapping(raw, spec_path=demo, label=str(demo))
 answer = eligibility(toy, h100.device, ("vllm", "toy"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from recommender.config.candidate import (
     MAX_BATCH,
@@ -18,6 +18,7 @@ from recommender.config.candidate import (
     Speculative,
     TokenCount,
 )
+from recommender.config.spellings import refuse_both_spellings
 
 __all__ = ["Space"]
 
@@ -27,7 +28,11 @@ class Space(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    methods: dict[Precision, list[str]] = Field(description="Precision -> quantization methods to try.")
+    schemes: dict[Precision, list[str]] = Field(
+        validation_alias=AliasChoices("schemes", "methods"),
+        description="Precision -> quantization schemes to try (`recommender quantize --help` lists them); "
+        "`methods`, the old spelling of this key, is read too.",
+    )
     hardware: list[str] = Field(min_length=1, description="Catalog accelerator names, or 'local'.")
     batch_sizes: list[Annotated[int, Field(gt=0, le=MAX_BATCH)]] | None = Field(
         default=None,
@@ -46,11 +51,17 @@ class Space(BaseModel):
         default=["none"], min_length=1, description="Speculative decoding to try: none, ngram, ngram:K (K drafts)."
     )
 
-    @field_validator("methods")
+    @model_validator(mode="before")
+    @classmethod
+    def _one_spelling(cls, data: Any) -> Any:
+        refuse_both_spellings(data, "space", "schemes", "methods")
+        return data
+
+    @field_validator("schemes")
     @classmethod
     def _non_empty(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
         if not value or not any(value.values()):
-            raise ValueError("no methods to search; list at least one, e.g. bf16: [baseline]")
+            raise ValueError("no schemes to search; list at least one, e.g. bf16: [baseline]")
         for names in value.values():
             _refuse_repeats(names)
         return value

@@ -13,11 +13,12 @@ import os
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import BeforeValidator, Field, ValidationError, field_validator
 
 from recommender.config.candidate import Candidate
 from recommender.config.destinations import MAX_NAME_BYTES
 from recommender.config.space import Space
+from recommender.config.spellings import as_written, current_scheme_as_method, schema_with_current_scheme
 from recommender.config.strict import StrictModel
 from recommender.config.traffic import FleetPolicy, with_absolute_trace
 from recommender.config.workload import DEFAULT_SLA_CONFIDENCE, LatencySLA, Traffic
@@ -111,7 +112,9 @@ class SearchSpec(StrictModel):
     traffic: Traffic
     sla: LatencySLA
     space: Space
-    current: Candidate = Field(description="What runs today: the baseline every saving is measured against.")
+    current: Annotated[Candidate, BeforeValidator(current_scheme_as_method)] = Field(
+        description="What runs today: the baseline every saving is measured against."
+    )
     local_device: LocalDevice | None = None
     hardware_catalog: Path | None = Field(default=None, description="A catalog file overriding the built-in one.")
     price_set: str | None = Field(
@@ -140,6 +143,7 @@ class SearchSpec(StrictModel):
         spec's folder, so the name does not change with where the checkout lives."""
         # Fields added later are left out while unset, so specs written before them keep their study names.
         data = self.model_dump(mode="json", exclude={"search"} | ({"price_set"} if self.price_set is None else set()))
+        data["space"]["methods"] = data["space"].pop("schemes")  # hashed under its first name, as studies were
         if data["space"]["speculative"] == ["none"]:  # added later: left out at its default, like the others
             del data["space"]["speculative"], data["speculation"]
         if data["current"]["speculative"] == "none":
@@ -186,10 +190,10 @@ class SearchSpec(StrictModel):
 def spec_json_schema() -> dict[str, Any]:
     """The JSON Schema of a spec file (`recommender schema`): for an editor's YAML checks, and what the
     property-based tests generate specs from. What a schema cannot say is checked by `spec_from_mapping`:
-    names the catalog and the method registry know, paths that exist, a request the model has positions
+    names the catalog and the scheme registry know, paths that exist, a request the model has positions
     for. A trace profile's lengths and peak fill ``traffic``'s three fields, which the schema lists as
     required."""
-    schema = SearchSpec.model_json_schema(mode="validation")
+    schema = schema_with_current_scheme(SearchSpec.model_json_schema(mode="validation"))
     del schema["properties"]["spec_path"]  # set from where the file was read, never written by the user
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
@@ -218,7 +222,7 @@ def load_spec(path: Path, *, timeout_s: float | None = None) -> SearchSpec:
 def spec_from_mapping(raw: dict[str, Any], *, spec_path: Path | None, label: str) -> SearchSpec:
     """The one place a spec is built: paths resolved against the spec's folder, validated, names checked.
 
-    Validators do no I/O; the checks that read the catalog or the method registry run here, after the
+    Validators do no I/O; the checks that read the catalog or the scheme registry run here, after the
     paths are resolved, so a relative ``hardware_catalog`` means the same file from any directory.
 
     Args:
@@ -234,11 +238,11 @@ def spec_from_mapping(raw: dict[str, Any], *, spec_path: Path | None, label: str
         _check_study_name(spec)
         _check_names(spec)
     except BadInputError as exc:
-        raise BadInputError(f"{label}: {exc.field}", exc.problem, exc.fix) from None
+        raise BadInputError(f"{label}: {as_written(exc.field, raw)}", exc.problem, exc.fix) from None
     except ValidationError as exc:
         first = exc.errors()[0]
         raise BadInputError(
-            f"{label}: {pydantic_location(tuple(first['loc']))}",
+            f"{label}: {as_written(pydantic_location(tuple(first['loc'])), raw)}",
             pydantic_message(dict(first)),
             "see recommender/demo/search_space.yaml for a valid spec",
         ) from None
@@ -296,19 +300,20 @@ def _kv_dtype_apart(name: str, field: str, fix: str) -> None:
 
 
 def _check_names(spec: SearchSpec) -> None:
-    """Every method and accelerator the spec names exists (the catalog read from the resolved path)."""
-    for precision, names in spec.space.methods.items():
+    """Every scheme and accelerator the spec names exists (the catalog read from the resolved path). Fields are
+    named in the spec's current spelling; `spec_from_mapping` names them as the file wrote them."""
+    for precision, names in spec.space.schemes.items():
         for name in names:
-            _kv_dtype_apart(name, f"space.methods.{precision}", "add fp8 to space.kv_cache_dtypes")
-            method = get_scheme(name, field=f"space.methods.{precision}")
-            if method.precision != precision:
+            _kv_dtype_apart(name, f"space.schemes.{precision}", "add fp8 to space.kv_cache_dtypes")
+            scheme = get_scheme(name, field=f"space.schemes.{precision}")
+            if scheme.precision != precision:
                 raise BadInputError(
-                    f"space.methods.{precision}",
-                    f"method {name!r} is a {method.precision} method, listed under {precision}",
-                    f"move it under {method.precision}",
+                    f"space.schemes.{precision}",
+                    f"scheme {name!r} is a {scheme.precision} scheme, listed under {precision}",
+                    f"move it under {scheme.precision}",
                 )
-    _kv_dtype_apart(spec.current.method, "current.method", "set current.kv_cache_dtype: fp8")
-    get_scheme(spec.current.method, field="current.method")
+    _kv_dtype_apart(spec.current.method, "current.scheme", "set current.kv_cache_dtype: fp8")
+    get_scheme(spec.current.method, field="current.scheme")
     catalog = load_catalog(spec.hardware_catalog, price_set=spec.price_set)
     for i, hw in enumerate([*spec.space.hardware, spec.current.hardware]):
         where = f"space.hardware[{i}]" if i < len(spec.space.hardware) else "current.hardware"

@@ -75,7 +75,7 @@ def plan_hardware(spec: SearchSpec) -> list[str]:
 
 def plan_precisions(spec: SearchSpec) -> list[str]:
     """The spec's precisions `plan` has a scheme for (PLAN_METHODS), in the spec's order."""
-    return [p for p in spec.space.methods if p in PLAN_METHODS]
+    return [p for p in spec.space.schemes if p in PLAN_METHODS]
 
 
 def plan_fleet(

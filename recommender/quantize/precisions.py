@@ -1,6 +1,6 @@
 """The precision families, declared once: their bits, the scheme `plan` projects for each, and its quality prior.
 
-A spec lists methods under a family (``space.methods``), the tie rule prefers more bits per weight
+A spec lists schemes under a family (``space.schemes``), the tie rule prefers more bits per weight
 (`recommender.decision.rules`), and `plan` projects each family with one served scheme. Add a family
 here (and its schemes to a backend's ``METHODS``); nothing else lists them.
 """

@@ -118,7 +118,7 @@ def _check_against_model(spec: SearchSpec, config: Any) -> tuple[Catalog, ModelS
         [
             (catalog.get(hw), get_scheme(m))
             for hw in {*spec.space.hardware, spec.current.hardware} - {LOCAL_DEVICE}
-            for ms in spec.space.methods.values()
+            for ms in spec.space.schemes.values()
             for m in ms
         ],
         traffic=spec.traffic,

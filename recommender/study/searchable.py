@@ -40,7 +40,7 @@ def check_something_to_search(spec: SearchSpec, catalog: Catalog, *, field_prefi
             "choose a price_set that lists them, add a GPU it prices, or give contract "
             "prices (price_per_hour_usd) in a hardware_catalog file",
         )
-    methods = [get_scheme(name) for names in spec.space.methods.values() for name in names]
+    methods = [get_scheme(name) for names in spec.space.schemes.values() for name in names]
     served = [m for m in methods if not evaluation_only(m)]
     reasons = []
     for hw in priced:

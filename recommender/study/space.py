@@ -28,7 +28,7 @@ def space_choices(spec: SearchSpec) -> dict[str, list[Any]]:
     searched: dict[str, list[Any]] = {"speculative": sorted(speculative)} if speculative != {NONE} else {}
     choices: dict[str, list[Any]] = {
         "method": sorted(
-            {method_choice(p, m) for p, ms in spec.space.methods.items() for m in ms}
+            {method_choice(p, m) for p, ms in spec.space.schemes.items() for m in ms}
             | {method_choice(current.precision, current.method)}
         ),
         "hardware": sorted(set(spec.space.hardware) | {current.hardware}),

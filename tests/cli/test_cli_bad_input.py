@@ -51,9 +51,9 @@ def test_malformed_yaml_names_the_line(tmp_path: Path) -> None:
             {"space.hardware": ["h100-sxm", "h1000"]},
             ("space.hardware[1]", "unknown accelerator 'h1000'", "did you mean"),
         ),
-        ({"space.methods": {"int4": ["bnb-nf5"]}}, ("space.methods.int4", "unknown quantization method 'bnb-nf5'")),
-        ({"space.methods": {"int8": ["bnb-nf4"]}}, ("is a int4 method, listed under int8",)),
-        ({"space.methods": {"int3": ["bnb-nf4"]}}, ("space.methods.int3",)),
+        ({"space.schemes": {"int4": ["bnb-nf5"]}}, ("space.schemes.int4", "unknown quantization method 'bnb-nf5'")),
+        ({"space.schemes": {"int8": ["bnb-nf4"]}}, ("is a int4 scheme, listed under int8",)),
+        ({"space.schemes": {"int3": ["bnb-nf4"]}}, ("space.schemes.int3",)),
         ({"traffic.prompt_tokens": -5}, ("traffic.prompt_tokens", "greater than 0")),
         ({"sla.tpot_p99_ms": "fast"}, ("sla.tpot_p99_ms",)),
         ({"speed": 3}, ("speed", "unknown key")),
@@ -65,6 +65,27 @@ def test_malformed_yaml_names_the_line(tmp_path: Path) -> None:
     ],
 )
 def test_bad_spec_fields(tmp_path: Path, changes: dict[str, object], needles: tuple[str, ...]) -> None:
+    _assert_one_line_error(_run("search", str(_spec_with(tmp_path, **changes))), *needles)
+
+
+@pytest.mark.parametrize(
+    ("changes", "needles"),
+    [
+        (
+            {"space.methods": {"bf16": ["baseline"]}},
+            ("spec.yaml: space.schemes: given twice, as schemes and as methods (its old spelling)", "keep one"),
+        ),
+        (
+            {"current.method": "baseline"},
+            ("spec.yaml: current.scheme: given twice, as scheme and as method (its old spelling)", "keep one"),
+        ),
+    ],
+    ids=["space.schemes", "current.scheme"],
+)
+def test_a_key_given_in_both_spellings_is_refused(
+    tmp_path: Path, changes: dict[str, object], needles: tuple[str, ...]
+) -> None:
+    """The demo spec writes the new spellings; adding the old one beside them is one line, exit 2."""
     _assert_one_line_error(_run("search", str(_spec_with(tmp_path, **changes))), *needles)
 
 

@@ -236,15 +236,15 @@ def test_the_kv_cache_dtype_is_its_own_setting_in_a_spec(methods: list[str], cur
     """B, 15 cases: `x+kv-fp8` (the `--scheme` spelling) beside `x` and an fp8 KV dtype would be one candidate
     twice (it crashed the dry run after the simulation); in a spec it is refused naming the field and the fix."""
     changes: dict[str, Any] = {
-        "space.methods": {"bf16": ["baseline"], "fp8": methods},
+        "space.schemes": {"bf16": ["baseline"], "fp8": methods},
         "space.kv_cache_dtypes": ["auto", "fp8"],
     }
     if current:
-        changes["current.method"], changes["current.precision"] = methods[0], "fp8"
+        changes["current.scheme"], changes["current.precision"] = methods[0], "fp8"
     with tempfile.TemporaryDirectory() as tmp:
         outcome, seconds = _run(["plan", "--spec", "{spec}"], Path(tmp), spec_mapping(changes))
-    if any(m.endswith("+kv-fp8") for m in methods):  # space.methods is checked before current.method
-        _refused(outcome, seconds, "space.methods.fp8:", "in a spec the KV cache dtype is its own setting")
+    if any(m.endswith("+kv-fp8") for m in methods):  # space.schemes is checked before current.scheme
+        _refused(outcome, seconds, "space.schemes.fp8:", "in a spec the KV cache dtype is its own setting")
     else:
         assert_clean(outcome)
         assert outcome.code == "reached", outcome.err
