@@ -159,7 +159,7 @@ def postgres_url(postgres_server: str, request: pytest.FixtureRequest) -> str:
 
 def spec_mapping(changes: Mapping[str, Any] | None = None, *, base: Path = DEMO_SPEC) -> dict[str, Any]:
     """The one spec factory: a shipped spec (`base`) as a mapping, its relative paths (model, use case, catalog)
-    made absolute so it can be written anywhere, with each dotted key of `changes` set ("space.methods"; a
+    made absolute so it can be written anywhere, with each dotted key of `changes` set ("space.schemes"; a
     value of None removes the key)."""
     data: dict[str, Any] = yaml.safe_load(base.read_text(encoding="utf-8"))
     for section, key in (("model", "source"), (None, "use_case"), (None, "hardware_catalog")):
