@@ -143,7 +143,7 @@ class SearchSpec(StrictModel):
         spec's folder, so the name does not change with where the checkout lives."""
         # Fields added later are left out while unset, so specs written before them keep their study names.
         data = self.model_dump(mode="json", exclude={"search"} | ({"price_set"} if self.price_set is None else set()))
-        data["space"]["methods"] = data["space"].pop("schemes")  # hashed under its first name, as studies were
+        data["space"]["methods"] = data["space"].pop("schemes")  # its name when study names began: they stay
         if data["space"]["speculative"] == ["none"]:  # added later: left out at its default, like the others
             del data["space"]["speculative"], data["speculation"]
         if data["current"]["speculative"] == "none":

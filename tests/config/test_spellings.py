@@ -4,6 +4,7 @@ spellings at once are refused, and the JSON Schema shows the key a spec writes."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +115,10 @@ def test_a_missing_key_is_named_in_the_new_spelling(tmp_path: Path) -> None:
 
 
 def test_the_json_schema_shows_the_keys_a_spec_writes() -> None:
-    defs = spec_json_schema()["$defs"]
+    schema = spec_json_schema()
+    defs = schema["$defs"]
+    # `scheme` is shown on the Candidate the spec holds as `current`, the one place its input is mapped to `method`.
+    assert json.dumps(schema).count('"#/$defs/Candidate"') == 1 and "$ref" in schema["properties"]["current"]
     assert "schemes" in defs["Space"]["properties"] and "methods" not in defs["Space"]["properties"]
     assert "schemes" in defs["Space"]["required"]
     current = defs["Candidate"]
