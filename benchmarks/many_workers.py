@@ -181,13 +181,13 @@ def write_spec(folder: Path, *, gpus: list[str], batch_sizes: list[int], documen
                 "traffic": {"prompt_tokens": 32, "output_tokens": 16, "requests_per_second": 5},
                 "sla": {"ttft_p99_ms": 5000, "tpot_p99_ms": 1000},
                 "space": {
-                    "methods": {"bf16": ["baseline"], "fp16": ["fp16"]},
+                    "schemes": {"bf16": ["baseline"], "fp16": ["fp16"]},
                     "hardware": gpus,
                     "batch_sizes": batch_sizes,
                 },
                 "current": {
                     "precision": "bf16",
-                    "method": "baseline",
+                    "scheme": "baseline",
                     "hardware": gpus[-1],
                     "batch_size": batch_sizes[0],
                 },
