@@ -17,7 +17,7 @@ from recommender.engines.eligibility import Eligibility, eligibility
 from recommender.perf.probe import ProbeResult, probe
 from recommender.perf.step.cost import TableStepCost
 from recommender.provenance import Provenance
-from recommender.quantize import QuantScheme, get_scheme
+from recommender.quantize import QuantScheme
 
 if TYPE_CHECKING:
     from recommender.config.candidate import Candidate
@@ -59,10 +59,10 @@ def local_refusal(
     return served
 
 
-def _probe(local: LocalMeasurement, probes: Probes, method: str, batch_size: int, prompt_tokens: int) -> ProbeResult:
-    key = (method, batch_size)
+def _probe(local: LocalMeasurement, probes: Probes, c: Candidate, batch_size: int, prompt_tokens: int) -> ProbeResult:
+    key = (c.method, batch_size)
     if key not in probes:
-        model = local.models.get(get_scheme(method))
+        model = local.models.get(c.base_scheme)
         probes[key] = probe(model, prompt_tokens=prompt_tokens, batch_size=batch_size)
     return probes[key]
 
@@ -74,7 +74,7 @@ def measured_step_cost(
     simulator's decode steps run at every batch size up to ``max_num_seqs``, interpolated between them.
     `probes` caches each (scheme, batch size) measured."""
     sizes = sorted({1, c.batch_size} | {b for b in local.batch_sizes if b <= c.batch_size})
-    measured = [_probe(local, probes, c.method, b, prompt_tokens) for b in sizes]
+    measured = [_probe(local, probes, c, b, prompt_tokens) for b in sizes]
     own = measured[-1]
     table = TableStepCost(
         prefill={prompt_tokens: statistics.median(p.prefill_s for p in measured)},

@@ -47,7 +47,7 @@ from recommender.perf.sim.serving import (
 from recommender.perf.step.calibrated import CalibratedModel, shipped_model
 from recommender.perf.step.cost import StepCostModel
 from recommender.perf.step.features import FeatureStepCost
-from recommender.quantize import QuantScheme, get_scheme
+from recommender.quantize import QuantScheme
 
 if TYPE_CHECKING:
     from recommender.perf.sim.speculative import SpeculativeDecoding
@@ -287,7 +287,7 @@ class PerformanceEvaluator:
 
     def setup(self, c: Candidate) -> CandidateResult | Setup:
         """The pruned result, or what evaluating `c` needs: its step-cost model, scheduler, price, memory."""
-        method = get_scheme(c.method)
+        method = c.base_scheme
         accel = None if c.hardware == LOCAL_DEVICE else self.catalog.get(c.hardware)
         refused = self._refusal(c, method, accel)
         speculating = refused if isinstance(refused, str) else speculation_for(c, method, refused, self.speculation)

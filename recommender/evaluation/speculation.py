@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from recommender.engines import ENGINES_BY_NAME
 from recommender.errors import SchemeUnavailableError
-from recommender.quantize import with_kv_cache
 from recommender.speculation.methods import NONE
 
 if TYPE_CHECKING:
@@ -48,7 +47,7 @@ def speculation_for(
         why = "; ".join(f"{e}: {ENGINES_BY_NAME[e].speculation_refusal}" for e in served.engines)
         return f"speculative {c.speculative}: no engine that launches {method.name} runs it as measured — {why}"
     try:
-        decoding = source.decoding(with_kv_cache(method, c.kv_cache_dtype), c.speculative)
+        decoding = source.decoding(c.scheme, c.speculative)
     except SchemeUnavailableError as exc:
         return f"speculative {c.speculative}: acceptance not measured ({exc})"
     return replace(served, engines=engines), decoding

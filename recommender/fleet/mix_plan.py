@@ -32,7 +32,6 @@ from recommender.perf.pricing import COST_TOLERANCE, HOURS_PER_MONTH
 from recommender.perf.sim.capacity import max_rate_within_sla
 from recommender.perf.sim.serving import SIMULATED_REQUESTS
 from recommender.provenance import Provenance
-from recommender.quantize import get_scheme
 from recommender.quantize.precisions import least_quantized
 
 __all__ = ["GpuMix", "MixPool", "PoolOption", "Route", "plan_mix"]
@@ -153,7 +152,7 @@ def _verdict(mix_usd: float, single: SingleFleet, single_key: str) -> tuple[bool
 
 def _checkpoint(c: Candidate, model: str) -> tuple[str | None, str | None]:
     """A checkpoint scheme's directory and the command that writes it (engines serve it from there), or Nones."""
-    if get_scheme(c.method).checkpoint_format is None:
+    if c.base_scheme.checkpoint_format is None:
         return None, None
     directory = f"checkpoints/{model.rsplit('/', 1)[-1]}-{c.method}"
     command = ["recommender", "quantize", "--model", model, "--scheme", c.method, "--out", directory]
