@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 from recommender.config.candidate import Candidate
 from recommender.evaluation.candidate import MARGIN_BOUND, CandidateResult, quality_margin
 from recommender.evaluation.load_curve import LoadCurve, load_curve
-from recommender.evaluation.performance import PerformanceEvaluator, pruned
+from recommender.evaluation.performance import PerformanceEvaluator
+from recommender.evaluation.refusal import Refused
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.result import QualityResult
 from recommender.quality.verdict import Check
@@ -106,12 +107,11 @@ class CandidateEvaluator:
             if quality is None
             else (f"{quality.verdict}" + (f" ({quality.reason})" if quality.reason else ""))
         )
-        return pruned(
-            c,
+        return Refused(
             "quality",
             f"{method.name}'s quality is {verdict}; speculative acceptance is measured only "
             "on schemes whose quality passed",
-        )
+        ).result(c)
 
     def load_curve(self, c: Candidate) -> LoadCurve | None:
         return load_curve(self.performance, c)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from recommender.config.spec import LOCAL_DEVICE, LocalDevice
 from recommender.engines.eligibility import Eligibility, eligibility
+from recommender.evaluation.refusal import Refused
 from recommender.perf.probe import ProbeResult, probe
 from recommender.perf.step.cost import TableStepCost
 from recommender.provenance import Provenance
@@ -36,26 +37,27 @@ class LocalMeasurement:
     price: LocalDevice
 
 
-def local_refusal(
+def local_eligibility(
     c: Candidate, method: QuantScheme, local: LocalMeasurement | None, *, engines: tuple[str, ...], head_dim: int
-) -> str | Eligibility:
-    """Why `c` cannot be measured and served on this machine, or who serves it here."""
+) -> Eligibility:
+    """Who serves `c` on this machine; `Refused` ("runnable") where it cannot be measured and served here."""
     if local is None:
-        return "the local device is not measured in this command (architecture-only projection)"
+        raise Refused("runnable", "the local device is not measured in this command (architecture-only projection)")
     device = local.models.device
     reason = method.unavailable_reason(device)
     if reason is not None:
-        return reason
+        raise Refused("runnable", reason)
     served = eligibility(method, device, engines, head_dim)
     if not served.launchable:
-        return served.reason(f"{LOCAL_DEVICE} ({device.label})")
+        raise Refused("runnable", served.reason(f"{LOCAL_DEVICE} ({device.label})"))
     if c.kv_cache_dtype != "auto":
-        return (
+        raise Refused(
+            "runnable",
             f"kv_cache_dtype {c.kv_cache_dtype}: the local probe (transformers) has no fp8 KV "
-            "storage to time; its quality is measured, its speed only modeled on catalog GPUs"
+            "storage to time; its quality is measured, its speed only modeled on catalog GPUs",
         )
     if c.tensor_parallel > 1:
-        return f"tensor_parallel {c.tensor_parallel} > 1 devices per node"
+        raise Refused("runnable", f"tensor_parallel {c.tensor_parallel} > 1 devices per node")
     return served
 
 

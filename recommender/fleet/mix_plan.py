@@ -122,9 +122,8 @@ def _problem(
     performance: PerformanceEvaluator, candidates: list[Candidate], buckets: list[BucketLengths], peak_rps: float
 ) -> tuple[MixProblem, list[int]]:
     """The MILP over the pools no other pool dominates, and their indices in `candidates`."""
-    setups = [performance.chosen_setup(c) for c in candidates]  # each with the engine its evaluation picked
-    usable = [s for s in setups if isinstance(s, Setup)]
-    assert len(usable) == len(setups), "planned configurations run and fit"
+    # Each with the engine its evaluation picked; planned configurations run and fit (else `Refused` propagates).
+    usable = [performance.chosen_setup(c) for c in candidates]
     capacities = [[_capacity(s, b, performance) for s in usable] for b in buckets]
     prices = [_hourly(s) * c.tensor_parallel for s, c in zip(usable, candidates, strict=True)]
     full = MixProblem([peak_rps * b.bucket.share for b in buckets], capacities, prices)

@@ -1,4 +1,4 @@
-"""A candidate's scheme objects: the registry's scheme its `method` names, and that scheme as scored (KV dtype applied)."""
+"""A candidate's scheme objects: the one its `method` names, and that one as scored (KV dtype applied)."""
 
 from __future__ import annotations
 
