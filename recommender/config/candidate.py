@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema
 from pydantic.dataclasses import dataclass
 
+from recommender.quantize import QuantScheme, get_scheme, with_kv_cache
 from recommender.quantize.precisions import PRECISION_NAMES, precision_family
 from recommender.speculation.methods import NONE, parse_speculative
 
@@ -74,3 +75,16 @@ class Candidate:
         if self.speculative != NONE:
             key += f"/spec-{self.speculative}"
         return key
+
+    @property
+    def base_scheme(self) -> QuantScheme:
+        """The registry's scheme `method` names, before the KV-cache dtype: what the engines are asked to launch
+        (their flags and refusals name it) and what the memory and step-cost models read beside `kv_cache_dtype`."""
+        return get_scheme(self.method)
+
+    @property
+    def scheme(self) -> QuantScheme:
+        """The scheme as scored and served: `base_scheme` with this candidate's KV-cache dtype applied
+        (``quantize.with_kv_cache``; a ModelOpt scheme's own calibrated-KV variant). Quality is measured, cached and
+        claimed under its name, and its checkpoint is the one the winner ships."""
+        return with_kv_cache(self.base_scheme, self.kv_cache_dtype)

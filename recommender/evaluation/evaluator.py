@@ -18,11 +18,11 @@ from dataclasses import dataclass, replace
 from recommender.config.candidate import Candidate
 from recommender.evaluation.candidate import MARGIN_BOUND, CandidateResult, quality_margin
 from recommender.evaluation.load_curve import LoadCurve, load_curve
-from recommender.evaluation.performance import PerformanceEvaluator, pruned
+from recommender.evaluation.performance import PerformanceEvaluator
+from recommender.evaluation.refusal import Refused
 from recommender.quality.evaluate import QualityEvaluator
 from recommender.quality.result import QualityResult
 from recommender.quality.verdict import Check
-from recommender.quantize import get_scheme, with_kv_cache
 from recommender.speculation.methods import NONE
 
 #: Why a candidate cannot be recommended whatever its quality, given its speed-and-cost result and the results known
@@ -88,7 +88,7 @@ class CandidateEvaluator:
         result = self.performance.evaluate(c)
         if result.status != "evaluated":
             return result
-        method = with_kv_cache(get_scheme(c.method), c.kv_cache_dtype)
+        method = c.scheme
         skip = None if self.quality.has(method.name) else self.skip_quality(result, known)
         quality = self.quality.evaluate(method) if skip is None else self.quality.not_evaluated(method, skip)
         return with_quality(result, quality)
@@ -96,7 +96,7 @@ class CandidateEvaluator:
     def _unverified_for_speculation(self, c: Candidate, known: Sequence[CandidateResult]) -> CandidateResult | None:
         """None when `c`'s scheme passed its quality checks (evaluating its twin without speculation first, which
         measures the quality where it can matter); else `c` pruned, saying why."""
-        method = with_kv_cache(get_scheme(c.method), c.kv_cache_dtype)
+        method = c.scheme
         if not self.quality.has(method.name):
             self.evaluate(replace(c, speculative=NONE), known=known)
         quality = self.quality.evaluate(method) if self.quality.has(method.name) else None
@@ -107,12 +107,11 @@ class CandidateEvaluator:
             if quality is None
             else (f"{quality.verdict}" + (f" ({quality.reason})" if quality.reason else ""))
         )
-        return pruned(
-            c,
+        return Refused(
             "quality",
             f"{method.name}'s quality is {verdict}; speculative acceptance is measured only "
             "on schemes whose quality passed",
-        )
+        ).result(c)
 
     def load_curve(self, c: Candidate) -> LoadCurve | None:
         return load_curve(self.performance, c)

@@ -12,10 +12,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from recommender.evaluation.performance import Performance, PerformanceEvaluator
+from recommender.evaluation.refusal import Refused
 from recommender.money import usd
 from recommender.speculation.methods import NONE
 
 if TYPE_CHECKING:
+    from recommender.config.candidate import Candidate
     from recommender.config.spec import SearchSpec
     from recommender.evaluation.candidate import CandidateResult
 
@@ -48,10 +50,18 @@ class LeverEffect:
     verdict: str
 
 
-def _figures(performance: Performance | CandidateResult) -> tuple[float | None, float | None, str]:
-    """P99 TPOT, $/month and why there is none (a pruned configuration), of one evaluation."""
-    if not isinstance(performance, Performance):
-        return None, None, "; ".join(performance.broken)
+def _performance(evaluator: PerformanceEvaluator, c: Candidate) -> Performance | Refused:
+    """`c`'s performance, or its refusal: a lever compares both sides, refused or not."""
+    try:
+        return evaluator.performance(c)
+    except Refused as refused:
+        return refused
+
+
+def _figures(performance: Performance | Refused) -> tuple[float | None, float | None, str]:
+    """P99 TPOT, $/month and why there is none (a refused configuration), of one evaluation."""
+    if isinstance(performance, Refused):
+        return None, None, performance.broken
     cost = performance.cost.usd_per_month if performance.cost is not None else None
     return performance.serving.tpot_ms.p99, cost, ""
 
@@ -75,10 +85,10 @@ def _speculation(evaluator: PerformanceEvaluator, spec: SearchSpec, winner: Cand
     effects = []
     for method in methods:
         on, off = replace(c, speculative=method), replace(c, speculative=NONE)
-        with_perf = evaluator.performance(on)
+        with_perf = _performance(evaluator, on)
         with_tpot, with_cost, why_on = _figures(with_perf)
         same = _on_engine(evaluator, with_perf.setup.engine) if isinstance(with_perf, Performance) else evaluator
-        without_perf = same.performance(off)
+        without_perf = _performance(same, off)
         without_tpot, without_cost, why_off = _figures(without_perf)
         measured = why_on if not isinstance(with_perf, Performance) else _acceptance(with_perf)
         binding = (
@@ -87,7 +97,7 @@ def _speculation(evaluator: PerformanceEvaluator, spec: SearchSpec, winner: Cand
             else "the prefill and the KV cache, not the decode steps speculation shortens"
         )
         verdict = _verdict(with_cost, without_cost, why_on or why_off, binding) + _engine_note(with_perf)
-        verdict += _cheaper_elsewhere(evaluator.performance(off), with_cost)
+        verdict += _cheaper_elsewhere(_performance(evaluator, off), with_cost)
         effects.append(
             LeverEffect(f"speculative {method}", measured, with_tpot, without_tpot, with_cost, without_cost, verdict)
         )
@@ -99,12 +109,12 @@ def _on_engine(evaluator: PerformanceEvaluator, engine: str) -> PerformanceEvalu
     return replace(evaluator, engines=(engine,)) if engine else evaluator
 
 
-def _engine_note(performance: Performance | CandidateResult) -> str:
+def _engine_note(performance: Performance | Refused) -> str:
     engine = performance.setup.engine if isinstance(performance, Performance) else ""
     return f" (both on {engine})" if engine else ""
 
 
-def _cheaper_elsewhere(best_without: Performance | CandidateResult, with_cost: float | None) -> str:
+def _cheaper_elsewhere(best_without: Performance | Refused, with_cost: float | None) -> str:
     """'; without it, <engine> serves it for $X/month' where another engine does cheaper without speculation."""
     _, cost, _ = _figures(best_without)
     if not isinstance(best_without, Performance) or cost is None or with_cost is None or cost >= with_cost:
@@ -128,8 +138,8 @@ def _prefix_caching(evaluator: PerformanceEvaluator, winner: CandidateResult) ->
     if not (traffic.shared_prefix or traffic.conversation) or winner.serving is None:
         return []
     without = replace(evaluator, cache_prefixes=False)
-    with_tpot, with_cost, _ = _figures(evaluator.performance(winner.candidate))
-    without_tpot, without_cost, why = _figures(without.performance(winner.candidate))
+    with_tpot, with_cost, _ = _figures(_performance(evaluator, winner.candidate))
+    without_tpot, without_cost, why = _figures(_performance(without, winner.candidate))
     hit = winner.serving.prefix_hit_rate or 0.0
     shared = []
     if traffic.shared_prefix is not None:

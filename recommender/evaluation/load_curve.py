@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 # LatencySLA and Provenance at run time, not under TYPE_CHECKING: serialization reads LoadCurve's annotations.
 from recommender.config.spec import LatencySLA
-from recommender.evaluation.candidate import CandidateResult
+from recommender.evaluation.refusal import Refused
 from recommender.perf.sim.serving import SIMULATED_REQUESTS
 from recommender.perf.sim.simulate import simulate as simulate_workload
 from recommender.perf.sim.workload import make_workload
@@ -41,8 +41,9 @@ class LoadCurve:
 def load_curve(evaluator: PerformanceEvaluator, c: Candidate, *, points: int = 8) -> LoadCurve | None:
     """P99 TTFT and TPOT of one replica from a trickle of traffic up to 1.3x its capacity within the SLA (None:
     pruned). Probes are kept per process: after a resume a local winner is probed again."""
-    performance = evaluator.performance(c)
-    if isinstance(performance, CandidateResult):
+    try:
+        performance = evaluator.performance(c)
+    except Refused:
         return None
     setup = performance.setup
     cost, scheduler, traffic = setup.step_cost, setup.scheduler, evaluator.traffic

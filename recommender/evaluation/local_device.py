@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 
 from recommender.config.spec import LOCAL_DEVICE, LocalDevice
 from recommender.engines.eligibility import Eligibility, eligibility
+from recommender.evaluation.refusal import Refused
 from recommender.perf.probe import ProbeResult, probe
 from recommender.perf.step.cost import TableStepCost
 from recommender.provenance import Provenance
-from recommender.quantize import QuantScheme, get_scheme
+from recommender.quantize import QuantScheme
 
 if TYPE_CHECKING:
     from recommender.config.candidate import Candidate
@@ -36,33 +37,34 @@ class LocalMeasurement:
     price: LocalDevice
 
 
-def local_refusal(
+def local_eligibility(
     c: Candidate, method: QuantScheme, local: LocalMeasurement | None, *, engines: tuple[str, ...], head_dim: int
-) -> str | Eligibility:
-    """Why `c` cannot be measured and served on this machine, or who serves it here."""
+) -> Eligibility:
+    """Who serves `c` on this machine; `Refused` ("runnable") where it cannot be measured and served here."""
     if local is None:
-        return "the local device is not measured in this command (architecture-only projection)"
+        raise Refused("runnable", "the local device is not measured in this command (architecture-only projection)")
     device = local.models.device
     reason = method.unavailable_reason(device)
     if reason is not None:
-        return reason
+        raise Refused("runnable", reason)
     served = eligibility(method, device, engines, head_dim)
     if not served.launchable:
-        return served.reason(f"{LOCAL_DEVICE} ({device.label})")
+        raise Refused("runnable", served.reason(f"{LOCAL_DEVICE} ({device.label})"))
     if c.kv_cache_dtype != "auto":
-        return (
+        raise Refused(
+            "runnable",
             f"kv_cache_dtype {c.kv_cache_dtype}: the local probe (transformers) has no fp8 KV "
-            "storage to time; its quality is measured, its speed only modeled on catalog GPUs"
+            "storage to time; its quality is measured, its speed only modeled on catalog GPUs",
         )
     if c.tensor_parallel > 1:
-        return f"tensor_parallel {c.tensor_parallel} > 1 devices per node"
+        raise Refused("runnable", f"tensor_parallel {c.tensor_parallel} > 1 devices per node")
     return served
 
 
-def _probe(local: LocalMeasurement, probes: Probes, method: str, batch_size: int, prompt_tokens: int) -> ProbeResult:
-    key = (method, batch_size)
+def _probe(local: LocalMeasurement, probes: Probes, c: Candidate, batch_size: int, prompt_tokens: int) -> ProbeResult:
+    key = (c.method, batch_size)
     if key not in probes:
-        model = local.models.get(get_scheme(method))
+        model = local.models.get(c.base_scheme)
         probes[key] = probe(model, prompt_tokens=prompt_tokens, batch_size=batch_size)
     return probes[key]
 
@@ -74,7 +76,7 @@ def measured_step_cost(
     simulator's decode steps run at every batch size up to ``max_num_seqs``, interpolated between them.
     `probes` caches each (scheme, batch size) measured."""
     sizes = sorted({1, c.batch_size} | {b for b in local.batch_sizes if b <= c.batch_size})
-    measured = [_probe(local, probes, c.method, b, prompt_tokens) for b in sizes]
+    measured = [_probe(local, probes, c, b, prompt_tokens) for b in sizes]
     own = measured[-1]
     table = TableStepCost(
         prefill={prompt_tokens: statistics.median(p.prefill_s for p in measured)},

@@ -8,7 +8,7 @@ probes measured here for the local device), the continuous-batching simulation a
 Runnable means servable as measured: an evaluation-only scheme, or one none of the spec's engines launches on
 the device (each engine's `kernels`: compute capability, vendor, kernel), is pruned before anything loads,
 with the engines checked and the fix; those that launch it travel with the result (ties prefer more of them),
-and the least load peak among them sizes the memory check.
+and the least load peak among them sizes the memory check. A check that fails raises `Refused` (``refusal.py``).
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from recommender.engines.eligibility import Eligibility, eligibility
 from recommender.errors import SchemeUnavailableError
 from recommender.evaluation.batch_caps import engines_for, unheld_cap
 from recommender.evaluation.candidate import CandidateResult
-from recommender.evaluation.constraints import ConstraintKey, Constraints
-from recommender.evaluation.local_device import LocalMeasurement, Probes, local_refusal, measured_step_cost
+from recommender.evaluation.constraints import Constraints
+from recommender.evaluation.local_device import LocalMeasurement, Probes, local_eligibility, measured_step_cost
+from recommender.evaluation.refusal import Refused
 from recommender.evaluation.speculation import SpeculationSource, speculation_for
 from recommender.paths import cache_root
 from recommender.perf.catalog.architecture_check import tensor_parallel_refusal
@@ -47,18 +48,13 @@ from recommender.perf.sim.serving import (
 from recommender.perf.step.calibrated import CalibratedModel, shipped_model
 from recommender.perf.step.cost import StepCostModel
 from recommender.perf.step.features import FeatureStepCost
-from recommender.quantize import QuantScheme, get_scheme
+from recommender.quantize import QuantScheme
 
 if TYPE_CHECKING:
     from recommender.perf.sim.speculative import SpeculativeDecoding
 
 #: Fraction of accelerator memory the serving engine may use (vLLM's default gpu_memory_utilization).
 GPU_MEMORY_UTILIZATION = DEFAULT_GPU_MEMORY_UTILIZATION
-
-
-def pruned(c: Candidate, key: ConstraintKey, why: str, memory: MemoryFit | None = None) -> CandidateResult:
-    """A candidate refused before anything ran: `key` is the constraint it breaks."""
-    return CandidateResult(c, "pruned", Constraints.refused(key), [f"{key}: {why}"], memory=memory)
 
 
 @dataclass(frozen=True)
@@ -153,7 +149,8 @@ class PerformanceEvaluator:
     cache_prefixes: bool = True
     calibrated: CalibratedModel = field(default_factory=lambda: shipped_model(cache_root() / "kernel_tables"))
     _probes: Probes = field(default_factory=dict)
-    _performances: dict[Candidate, CandidateResult | Performance] = field(default_factory=dict, init=False, repr=False)
+    #: Each candidate's performance, or its refusal (raised again when asked again).
+    _performances: dict[Candidate, Performance | Refused] = field(default_factory=dict, init=False, repr=False)
 
     @cached_property
     def load(self) -> TrafficLoad:
@@ -165,22 +162,27 @@ class PerformanceEvaluator:
         return len(self._probes)
 
     def evaluate(self, c: Candidate) -> CandidateResult:
-        """The pruned result, or the candidate judged on speed, memory and cost (its quality still unknown)."""
-        performance = self.performance(c)
-        return performance if isinstance(performance, CandidateResult) else speed_result(c, performance, self.sla)
+        """The candidate judged on speed, memory and cost (its quality still unknown), or pruned (`Refused`)."""
+        try:
+            performance = self.performance(c)
+        except Refused as refused:
+            return refused.result(c)
+        return speed_result(c, performance, self.sla)
 
-    def performance(self, c: Candidate) -> CandidateResult | Performance:
-        """The pruned result, or the candidate's serving estimate and price: computed once per candidate (the
-        search, its GPU mix and the load curve all ask; each answer simulates every launching engine)."""
+    def performance(self, c: Candidate) -> Performance:
+        """The candidate's serving estimate and price, computed once per candidate (the search, its GPU mix and the
+        load curve all ask; each answer simulates every launching engine); `Refused` where it cannot run or fit."""
         if c not in self._performances:
-            self._performances[c] = self._performance(c)
-        return self._performances[c]
+            try:
+                self._performances[c] = self._performance(c)
+            except Refused as refused:
+                self._performances[c] = refused
+        if isinstance(found := self._performances[c], Refused):
+            raise found.with_traceback(None)  # a fresh traceback each time: the stored one would grow
+        return found
 
-    def _performance(self, c: Candidate) -> CandidateResult | Performance:
-        setup = self.setup(c)
-        if isinstance(setup, CandidateResult):
-            return setup
-        setup, serving = self._fastest_engine(c, setup)
+    def _performance(self, c: Candidate) -> Performance:
+        setup, serving = self._fastest_engine(c, self.setup(c))
         if c.hardware != LOCAL_DEVICE:  # the datasheet's throughput ceiling beside the calibrated capacity
             t, accel = self.traffic, self.catalog.get(c.hardware)
             ceiling = physics_capacity(
@@ -266,10 +268,10 @@ class PerformanceEvaluator:
             return cost
         return self.calibrated.upper_step_cost(cost, engine, self.sla.confidence)
 
-    def chosen_setup(self, c: Candidate) -> CandidateResult | Setup:
-        """`c`'s setup with the engine the evaluation picked (its calibrated step cost and batching)."""
-        performance = self.performance(c)
-        return performance if isinstance(performance, CandidateResult) else performance.setup
+    def chosen_setup(self, c: Candidate) -> Setup:
+        """`c`'s setup with the engine the evaluation picked (its calibrated step cost and batching); `Refused`
+        where it cannot run or fit."""
+        return self.performance(c).setup
 
     def _calibrated_serving(self, setup: Setup, engine: str) -> ServingEstimate:
         """Capacity and the P99s' upper ends with the steps at their intervals' upper ends; point P99s beside."""
@@ -285,15 +287,12 @@ class PerformanceEvaluator:
             speculation=setup.speculation,
         )
 
-    def setup(self, c: Candidate) -> CandidateResult | Setup:
-        """The pruned result, or what evaluating `c` needs: its step-cost model, scheduler, price, memory."""
-        method = get_scheme(c.method)
+    def setup(self, c: Candidate) -> Setup:
+        """What evaluating `c` needs: its step-cost model, scheduler, price, memory; `Refused` (with the constraint
+        it breaks) where it cannot run or fit."""
+        method = c.base_scheme
         accel = None if c.hardware == LOCAL_DEVICE else self.catalog.get(c.hardware)
-        refused = self._refusal(c, method, accel)
-        speculating = refused if isinstance(refused, str) else speculation_for(c, method, refused, self.speculation)
-        if isinstance(speculating, str):
-            return pruned(c, "runnable", speculating)
-        served, speculation = speculating
+        served, speculation = speculation_for(c, self._served(c, method, accel), self.speculation)
         memory = plan_memory(
             self.shape,
             method,
@@ -312,7 +311,7 @@ class PerformanceEvaluator:
         fit = MemoryFit(memory.needed_gb(must_fit, context), memory.usable_gb)
         shortfall = memory.shortfall(must_fit, context)
         if shortfall is not None:
-            return pruned(c, "memory", shortfall, fit)
+            raise Refused("memory", shortfall, fit)
         scheduler = SchedulerConfig(
             kv_cache_tokens=memory.kv_cache_tokens,
             max_num_seqs=c.batch_size,
@@ -321,18 +320,18 @@ class PerformanceEvaluator:
         fitted = _Fitted(method, served, fit, scheduler, speculation)
         return self._local_setup(c, fitted) if accel is None else self._catalog_setup(c, accel, fitted)
 
-    def _catalog_setup(self, c: Candidate, accel: Accelerator, fitted: _Fitted) -> CandidateResult | Setup:
+    def _catalog_setup(self, c: Candidate, accel: Accelerator, fitted: _Fitted) -> Setup:
         """`c` on a catalog GPU: the engines that run its cap and KV dtype (a cap its KV cache never fills is
         pruned), the first launching engine's calibrated cost and batching (`performance` tries every one)."""
         kept, why = engines_for(c, fitted.served.engines, accel.device)
         if not kept:
-            return pruned(c, "runnable", f"no engine runs it on {accel.key}: {why}")
+            raise Refused("runnable", f"no engine runs it on {accel.key}: {why}")
         kv_cache_tokens = fitted.scheduler.kv_cache_tokens
         if not self.load.shares_prompts and (
             unheld := unheld_cap(c.batch_size, kv_cache_tokens, self.traffic.prompt_tokens)
         ):
-            return pruned(c, "memory", unheld, fitted.fit)
-        hourly = accel.price_per_hour_usd  # None only when `require_price` is off (_refusal prunes it otherwise)
+            raise Refused("memory", unheld, fitted.fit)
+        hourly = accel.price_per_hour_usd  # None only when `require_price` is off (_served refuses it otherwise)
         engine = kept[0]
         cost = self._engine_cost(c, fitted.method, accel, engine)
         return Setup(
@@ -349,13 +348,13 @@ class PerformanceEvaluator:
             speculation=fitted.speculation,
         )
 
-    def _local_setup(self, c: Candidate, fitted: _Fitted) -> CandidateResult | Setup:
+    def _local_setup(self, c: Candidate, fitted: _Fitted) -> Setup:
         """`c` on this machine: its step times measured here (probes cached per scheme and batch size)."""
-        assert self.local is not None  # _refusal prunes local candidates without a local measurement
+        assert self.local is not None  # _served refuses local candidates without a local measurement
         try:
             table, own = measured_step_cost(c, self.local, self._probes, prompt_tokens=self.traffic.prompt_tokens)
         except SchemeUnavailableError as exc:
-            return pruned(c, "runnable", str(exc))
+            raise Refused("runnable", str(exc)) from exc
         local = self.local.price
         return Setup(
             fitted.method,
@@ -376,20 +375,26 @@ class PerformanceEvaluator:
             return self.catalog.get(c.hardware).device
         return None if self.local is None else self.local.models.device
 
-    def _refusal(self, c: Candidate, method: QuantScheme, accel: Accelerator | None) -> str | Eligibility:
-        """Why `c` cannot run at all (serving engines, device, KV dtype, tensor-parallel degree), or who serves it."""
+    def _served(self, c: Candidate, method: QuantScheme, accel: Accelerator | None) -> Eligibility:
+        """Who serves `c`; `Refused` ("runnable") where it cannot run at all (serving engines, device, KV dtype,
+        tensor-parallel degree, an unpriced GPU the search could never recommend)."""
         if evaluation_only(method):
-            return (
+            raise Refused(
+                "runnable",
                 f"{method.name} is evaluation only: no serving engine launches it as it was evaluated "
-                "(`recommender eval` scores it; pick a scheme an engine serves to get a recommendation)"
+                "(`recommender eval` scores it; pick a scheme an engine serves to get a recommendation)",
             )
         if accel is None:
-            return local_refusal(c, method, self.local, engines=self.engines, head_dim=self.shape.head_dim)
+            return local_eligibility(c, method, self.local, engines=self.engines, head_dim=self.shape.head_dim)
         served = eligibility(method, accel.device, self.engines, self.shape.head_dim)
         if not served.launchable:
-            return served.reason(accel.key)
+            raise Refused("runnable", served.reason(accel.key))
         if c.tensor_parallel > accel.max_tensor_parallel:
-            return f"tensor_parallel {c.tensor_parallel} > {accel.max_tensor_parallel} devices per node"
+            raise Refused(
+                "runnable", f"tensor_parallel {c.tensor_parallel} > {accel.max_tensor_parallel} devices per node"
+            )
         if (split := tensor_parallel_refusal(self.shape, c.tensor_parallel)) is not None:
-            return f"tensor_parallel {c.tensor_parallel}: {split}"
-        return (self.catalog.price_refusal(accel.key) if self.require_price else None) or served
+            raise Refused("runnable", f"tensor_parallel {c.tensor_parallel}: {split}")
+        if self.require_price and (unpriced := self.catalog.price_refusal(accel.key)):
+            raise Refused("runnable", unpriced)
+        return served

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from recommender.engines import ENGINES_BY_NAME
 from recommender.errors import SchemeUnavailableError
-from recommender.quantize import with_kv_cache
+from recommender.evaluation.refusal import Refused
 from recommender.speculation.methods import NONE
 
 if TYPE_CHECKING:
@@ -33,22 +33,26 @@ class SpeculationSource(Protocol):
 
 
 def speculation_for(
-    c: Candidate, method: QuantScheme, served: Eligibility, source: SpeculationSource | None
-) -> str | tuple[Eligibility, SpeculativeDecoding | None]:
-    """Why `c`'s speculation cannot run, or the engines that launch it and its measured acceptance (None: none)."""
+    c: Candidate, served: Eligibility, source: SpeculationSource | None
+) -> tuple[Eligibility, SpeculativeDecoding | None]:
+    """The engines of `served` that launch `c` with its speculation and its measured acceptance (None: none);
+    `Refused` ("runnable") where its speculation cannot run."""
     if c.speculative == NONE:
         return served, None
     if source is None:
-        return (
+        raise Refused(
+            "runnable",
             f"speculative {c.speculative}: its acceptance is measured on the model by `recommender search`; "
-            "this command loads no model"
+            "this command loads no model",
         )
     engines = tuple(e for e in served.engines if not ENGINES_BY_NAME[e].speculation_refusal)
     if not engines:
         why = "; ".join(f"{e}: {ENGINES_BY_NAME[e].speculation_refusal}" for e in served.engines)
-        return f"speculative {c.speculative}: no engine that launches {method.name} runs it as measured — {why}"
+        raise Refused(
+            "runnable", f"speculative {c.speculative}: no engine that launches {c.method} runs it as measured — {why}"
+        )
     try:
-        decoding = source.decoding(with_kv_cache(method, c.kv_cache_dtype), c.speculative)
+        decoding = source.decoding(c.scheme, c.speculative)
     except SchemeUnavailableError as exc:
-        return f"speculative {c.speculative}: acceptance not measured ({exc})"
+        raise Refused("runnable", f"speculative {c.speculative}: acceptance not measured ({exc})") from exc
     return replace(served, engines=engines), decoding

@@ -21,7 +21,7 @@ from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, 
 from recommender.engines import PROFILES
 from recommender.engines.batch_limits import batch_ladder
 from recommender.engines.disaggregated_launch import DisaggregatedLaunch, disaggregated_launch, equal_pool_tp_reason
-from recommender.evaluation.performance import Setup
+from recommender.evaluation.refusal import Refused
 from recommender.fleet.launch import launch_commands
 from recommender.fleet.plan_scope import LADDER_GAIN, PlanScope
 from recommender.perf.model.kv_transfer import kv_transfer
@@ -132,8 +132,11 @@ def _pool_setup(
     performance: PerformanceEvaluator, accel: Accelerator, method: QuantScheme, c: Candidate, engine: str
 ) -> PoolSetup | None:
     """`c` served by `engine` as one pool's worker (None: it does not run or fit, or `engine` does not serve it)."""
-    setup = performance.setup(c)
-    if not isinstance(setup, Setup) or engine not in setup.engines:
+    try:
+        setup = performance.setup(c)
+    except Refused:
+        return None
+    if engine not in setup.engines:
         return None
     point = performance.calibrated.step_cost(
         performance.shape, method, accel, engine, tensor_parallel=c.tensor_parallel, kv_cache_dtype=c.kv_cache_dtype

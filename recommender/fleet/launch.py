@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 from recommender.engines import EngineLaunch, LaunchSettings, emit_all
 from recommender.engines.kernels import compute_dtype
 from recommender.perf.model.memory import DEFAULT_GPU_MEMORY_UTILIZATION
-from recommender.quantize import get_scheme
 
 if TYPE_CHECKING:
     from recommender.config.candidate import Candidate
@@ -36,7 +35,7 @@ def launch_commands(
         device: the GPU it runs on; an engine that does not serve the scheme there as measured refuses.
         engine: the engine the latencies and price were estimated for ('' keeps the engines' order).
     """
-    method = get_scheme(candidate.method)
+    method = candidate.base_scheme
     served = checkpoint if checkpoint is not None and method.checkpoint_format is not None else model
     settings = LaunchSettings(
         model=served,

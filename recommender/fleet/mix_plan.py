@@ -32,7 +32,6 @@ from recommender.perf.pricing import COST_TOLERANCE, HOURS_PER_MONTH
 from recommender.perf.sim.capacity import max_rate_within_sla
 from recommender.perf.sim.serving import SIMULATED_REQUESTS
 from recommender.provenance import Provenance
-from recommender.quantize import get_scheme
 from recommender.quantize.precisions import least_quantized
 
 __all__ = ["GpuMix", "MixPool", "PoolOption", "Route", "plan_mix"]
@@ -123,9 +122,8 @@ def _problem(
     performance: PerformanceEvaluator, candidates: list[Candidate], buckets: list[BucketLengths], peak_rps: float
 ) -> tuple[MixProblem, list[int]]:
     """The MILP over the pools no other pool dominates, and their indices in `candidates`."""
-    setups = [performance.chosen_setup(c) for c in candidates]  # each with the engine its evaluation picked
-    usable = [s for s in setups if isinstance(s, Setup)]
-    assert len(usable) == len(setups), "planned configurations run and fit"
+    # Each with the engine its evaluation picked; planned configurations run and fit (else `Refused` propagates).
+    usable = [performance.chosen_setup(c) for c in candidates]
     capacities = [[_capacity(s, b, performance) for s in usable] for b in buckets]
     prices = [_hourly(s) * c.tensor_parallel for s, c in zip(usable, candidates, strict=True)]
     full = MixProblem([peak_rps * b.bucket.share for b in buckets], capacities, prices)
@@ -153,7 +151,7 @@ def _verdict(mix_usd: float, single: SingleFleet, single_key: str) -> tuple[bool
 
 def _checkpoint(c: Candidate, model: str) -> tuple[str | None, str | None]:
     """A checkpoint scheme's directory and the command that writes it (engines serve it from there), or Nones."""
-    if get_scheme(c.method).checkpoint_format is None:
+    if c.base_scheme.checkpoint_format is None:
         return None, None
     directory = f"checkpoints/{model.rsplit('/', 1)[-1]}-{c.method}"
     command = ["recommender", "quantize", "--model", model, "--scheme", c.method, "--out", directory]

@@ -17,7 +17,8 @@ from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, 
 from recommender.engines.batch_limits import batch_ladder
 from recommender.evaluation.batch_caps import prompts_held
 from recommender.evaluation.candidate import CandidateResult
-from recommender.evaluation.performance import PerformanceEvaluator, Setup
+from recommender.evaluation.performance import PerformanceEvaluator
+from recommender.evaluation.refusal import Refused
 
 __all__ = ["LADDER_GAIN", "PlanScope", "caps_evaluated"]
 
@@ -48,8 +49,11 @@ class PlanScope:
 
 def _held(performance: PerformanceEvaluator, c: Candidate) -> int | None:
     """How many prompts the KV cache of `c`'s replica holds (None: `c` does not run, or its prompts share)."""
-    setup = performance.setup(c)  # the memory plan, no simulation
-    if not isinstance(setup, Setup) or performance.load.shares_prompts:
+    if performance.load.shares_prompts:
+        return None
+    try:
+        setup = performance.setup(c)  # the memory plan, no simulation
+    except Refused:
         return None
     return prompts_held(setup.scheduler.kv_cache_tokens, performance.traffic.prompt_tokens)
 

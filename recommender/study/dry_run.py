@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from recommender.config.spec import LOCAL_DEVICE
 from recommender.device import local_device, quality_compute_dtype
 from recommender.evaluation.performance import PerformanceEvaluator
-from recommender.quantize import get_scheme, with_kv_cache
+from recommender.quantize import get_scheme
 from recommender.speculation.methods import NONE
 from recommender.study.prepare import Prepared
 from recommender.study.space import UNQUANTIZED, grid
@@ -54,7 +54,9 @@ def dry_run(prepared: Prepared) -> DryRun:
         prepared.catalog, prepared.shape, spec.traffic, spec.sla, engines=tuple(spec.engines)
     )
     candidates = grid(spec)
-    pruned, measured_here, scored, speculative = [], [], {get_scheme("baseline").name}, []
+    pruned, measured_here, speculative = [], [], []
+    reference = get_scheme("baseline")
+    scored = {reference.name: reference}  # the schemes whose quality would be measured, by name
     for c in candidates:
         if c.speculative != NONE:
             speculative.append(c.key)  # its acceptance is measured on the model, when its scheme's quality passed
@@ -66,8 +68,9 @@ def dry_run(prepared: Prepared) -> DryRun:
         if result.status != "evaluated":
             pruned.append((c.key, "; ".join(result.broken)))
         elif c.precision not in UNQUANTIZED:
-            scored.add(with_kv_cache(get_scheme(c.method), c.kv_cache_dtype).name)
-    methods = [get_scheme(name) for name in sorted(scored)]
+            scheme = c.scheme
+            scored[scheme.name] = scheme
+    methods = [scored[name] for name in sorted(scored)]
     documents = {t.task: t.limit or prepared.use_case.limit or 0 for t in prepared.use_case.tasks}
     fidelity = prepared.use_case.fidelity
     kl_tokens = fidelity.text_windows * fidelity.window_tokens if fidelity.max_mean_kl is not None else 0

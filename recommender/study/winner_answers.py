@@ -18,7 +18,6 @@ from recommender.evaluation.levers import LeverEffect, lever_effects
 from recommender.fleet.daily import daily_answers
 from recommender.fleet.launch import launch_commands
 from recommender.quality.calibration_docs import quantize_context
-from recommender.quantize import get_scheme, with_kv_cache
 from recommender.study.winner_checkpoint import WinnerCheckpoint, place_checkpoint
 
 if TYPE_CHECKING:
@@ -83,9 +82,8 @@ def _place_checkpoint(
     source = prepared.source
     context = context or quantize_context(prepared.use_case, prepared.manager, source)
     # The scheme as scored: a ModelOpt scheme with an FP8 KV cache is its own checkpoint (it carries the KV scales).
-    scored = with_kv_cache(get_scheme(candidate.method), candidate.kv_cache_dtype).name
     return place_checkpoint(
-        scored,
+        candidate.scheme,
         source,
         context,
         output_dir,

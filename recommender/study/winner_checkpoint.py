@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recommender.models.source import ModelSource
-from recommender.quantize import QuantScheme, get_scheme
+from recommender.quantize import QuantScheme
 from recommender.quantize.checkpoint import QuantizeContext
 from recommender.quantize.checkpoint_scheme import CheckpointScheme
 from recommender.quantize.kv_cache import FP8KVCache
@@ -45,7 +45,7 @@ def weights_scheme(method: QuantScheme) -> QuantScheme:
 
 
 def place_checkpoint(
-    method_name: str,
+    scored: QuantScheme,
     source: ModelSource,
     context: QuantizeContext,
     output_dir: Path,
@@ -53,8 +53,9 @@ def place_checkpoint(
     use_case: Path,
     calibration_samples: int,
 ) -> WinnerCheckpoint:
-    """Copy the scored checkpoint under `output_dir`, or write the recipe and the command that makes it."""
-    scheme = weights_scheme(get_scheme(method_name))
+    """Copy the checkpoint `scored` (the scheme quality was scored on) under `output_dir`, or write the recipe and
+    the command that makes it."""
+    scheme = weights_scheme(scored)
     if not isinstance(scheme, CheckpointScheme) or scheme.checkpoint_format is None:
         return WinnerCheckpoint(source.location, [], f"{scheme.name} serves the original weights")
     target = output_dir / CHECKPOINT_DIR

@@ -28,7 +28,6 @@ from recommender.config.candidate import Candidate
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.constraints import Constraints
 from recommender.evaluation.evaluator import CandidateEvaluator
-from recommender.quantize import get_scheme, with_kv_cache
 from recommender.serialization import from_data, to_data
 from recommender.study.claims import ClaimStore
 from recommender.study.deferred_tracking import DeferredTracking
@@ -208,7 +207,7 @@ class StudyWorker:
             raise KeyboardInterrupt
 
     def _describe(self, candidate: Candidate) -> str:
-        method = with_kv_cache(get_scheme(candidate.method), candidate.kv_cache_dtype)
+        method = candidate.scheme
         if not self.evaluator.quality.has(method.name):
             return f"quality of {candidate.precision}/{method.name} (quantize + lm-eval + KL, or another worker's)"
         return candidate.key

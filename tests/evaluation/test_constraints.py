@@ -11,11 +11,11 @@ import pytest
 from recommender.config.candidate import Candidate
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.constraints import CONSTRAINT_KEYS, Constraints
-from recommender.evaluation.performance import pruned
+from recommender.evaluation.refusal import Refused
 from recommender.serialization import from_data, list_from_data, to_data
 
 #: A pruned candidate as results.json and the trials' user attributes held it before `Constraints` (written by
-#: main at 6316c19, `to_data(pruned(...))`): the constraints a plain mapping.
+#: main at 6316c19, `to_data(pruned(...))`, now `Refused(...).result`): the constraints a plain mapping.
 OLD_PRUNED = (
     '{"candidate": {"precision": "bf16", "method": "baseline", "hardware": "t4", "batch_size": 8, '
     '"tensor_parallel": 1, "max_num_batched_tokens": 8192, "kv_cache_dtype": "auto", "speculative": "none"}, '
@@ -48,7 +48,7 @@ def test_a_mapping_that_is_not_numbers_is_refused_naming_the_type() -> None:
 
 
 def test_a_refusal_breaks_its_one_limit_and_leaves_quality_at_zero_as_before() -> None:
-    refused = pruned(Candidate("bf16", "baseline", "t4", 8), "memory", "does not fit").constraints
+    refused = Refused("memory", "does not fit").result(Candidate("bf16", "baseline", "t4", 8)).constraints
     assert refused.items() == (("runnable", 0.0), ("memory", 1.0), ("quality", 0.0), ("ttft", 0.0), ("tpot", 0.0))
     assert Constraints.refused("quality").broken == ("quality",)
     assert not refused.latency_broken

@@ -25,7 +25,7 @@ def test_scored_checkpoint_is_copied_under_the_study(tmp_path: Path, demo_model_
     assert isinstance(scheme, LlmCompressorScheme)
     scored = scheme.checkpoint(source, context)
     placed = place_checkpoint(
-        "fp8-dynamic+kv-fp8", source, context, tmp_path / "study", use_case=SUITE, calibration_samples=16
+        get_scheme("fp8-dynamic+kv-fp8"), source, context, tmp_path / "study", use_case=SUITE, calibration_samples=16
     )
     target = tmp_path / "study" / CHECKPOINT_DIR
     assert placed.model == str(target) and placed.written == [target]
@@ -38,7 +38,7 @@ def test_hub_model_gets_the_recipe_and_the_command(tmp_path: Path) -> None:
     source = ModelSource.resolve("meta-llama/Llama-3.1-8B-Instruct", base_dir=tmp_path)
     context = QuantizeContext(CheckpointStore(tmp_path / "store"))
     placed = place_checkpoint(
-        "w4a16-gptq-g128", source, context, tmp_path / "study", use_case=SUITE, calibration_samples=128
+        get_scheme("w4a16-gptq-g128"), source, context, tmp_path / "study", use_case=SUITE, calibration_samples=128
     )
     recipe, command = (tmp_path / "study" / "recipe.yaml"), (tmp_path / "study" / "quantize.sh")
     assert placed.written == [recipe, command] and "GPU machine" in placed.note
@@ -53,7 +53,7 @@ def test_in_flight_schemes_serve_the_original_weights(tmp_path: Path, demo_model
     source = ModelSource.resolve(str(demo_model_dir), base_dir=demo_model_dir)
     for name in ("bnb-nf4", "fp8-online", "baseline"):
         placed = place_checkpoint(
-            name,
+            get_scheme(name),
             source,
             QuantizeContext(CheckpointStore(tmp_path)),
             tmp_path / name,
