@@ -18,7 +18,8 @@ from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.autoscale import AutoscaleSchedule
 from recommender.fleet.daily import ScheduledWinner, schedule_and_mix
 from recommender.fleet.mix_plan import GpuMix, PoolOption
-from recommender.fleet.plan import PLAN_METHODS, PlanRow, plan
+from recommender.fleet.plan import PLAN_METHODS, plan
+from recommender.fleet.plan_row import PlanRow
 from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.gpus import Catalog
 from recommender.perf.model.shape import ModelShape
