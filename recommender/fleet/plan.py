@@ -242,4 +242,5 @@ def launch_of(row: PlanRow, model: str, catalog: Catalog, traffic: Traffic) -> s
 
 
 def rows_to_json(rows: list[PlanRow]) -> str:
+    """`plan --json`: each row as its flat `PlanRowJson` (``plan_row.plan_row_json`` writes every plan row)."""
     return dumps(list_to_data(rows))

@@ -14,7 +14,7 @@ read-only views of the result for the table, the comparisons and the JSON.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import CoreSchema, core_schema
@@ -25,6 +25,9 @@ from recommender.perf.sim.capacity import replicas_needed
 
 # Imported at run time, not under TYPE_CHECKING: pydantic reads PlanRowJson's annotations.
 from recommender.provenance import Provenance
+
+if TYPE_CHECKING:
+    from recommender.perf.sim.serving import ServingEstimate
 
 __all__ = ["PlanRow", "PlanRowJson", "plan_row_json"]
 
@@ -69,10 +72,13 @@ class PlanRow:
         )
 
     @property
+    def _serving(self) -> ServingEstimate | None:
+        return None if self.result is None else self.result.serving
+
+    @property
     def capacity(self) -> float:
         """Requests per second one replica carries within the SLA (0: none, or not even a lone request)."""
-        serving = None if self.result is None else self.result.serving
-        return 0.0 if serving is None else serving.requests_per_s
+        return 0.0 if self._serving is None else self._serving.requests_per_s
 
     @property
     def tensor_parallel(self) -> int | None:
@@ -109,45 +115,38 @@ class PlanRow:
 
     @property
     def max_rps_per_replica(self) -> float | None:
-        return None if self.result is None or self.result.serving is None else self.capacity
+        return None if self._serving is None else self.capacity
 
     @property
     def ttft_p99_ms(self) -> float | None:
-        serving = None if self.result is None else self.result.serving
-        return None if serving is None else serving.ttft_ms.p99
+        return None if self._serving is None else self._serving.ttft_ms.p99
 
     @property
     def tpot_p99_ms(self) -> float | None:
-        serving = None if self.result is None else self.result.serving
-        return None if serving is None else serving.tpot_ms.p99
+        return None if self._serving is None else self._serving.tpot_ms.p99
 
     @property
     def ttft_p99_high_ms(self) -> float | None:
         """The upper end of the P99 TTFT's interval (the SLA check's figure)."""
-        serving = None if self.result is None else self.result.serving
-        return None if serving is None else serving.ttft_p99_high_ms
+        return None if self._serving is None else self._serving.ttft_p99_high_ms
 
     @property
     def tpot_p99_high_ms(self) -> float | None:
-        serving = None if self.result is None else self.result.serving
-        return None if serving is None else serving.tpot_p99_high_ms
+        return None if self._serving is None else self._serving.tpot_p99_high_ms
 
     @property
     def engine(self) -> str:
         """The engine the latencies are calibrated for ("" where nothing is served)."""
-        serving = None if self.result is None else self.result.serving
-        return "" if serving is None else serving.engine
+        return "" if self._serving is None else self._serving.engine
 
     @property
     def provenance(self) -> Provenance | None:
-        serving = None if self.result is None else self.result.serving
-        return None if serving is None else serving.provenance
+        return None if self._serving is None else self._serving.provenance
 
     @property
     def physics_rps_per_replica(self) -> float | None:
         """The datasheet's throughput ceiling on one replica, no SLA (`perf.sim.physics_capacity`)."""
-        serving = None if self.result is None else self.result.serving
-        return None if serving is None else serving.physics_rps_per_replica
+        return None if self._serving is None else self._serving.physics_rps_per_replica
 
 
 def _only_rows(value: object) -> PlanRow:
