@@ -12,7 +12,7 @@ from pydantic import TypeAdapter
 from recommender.decision.recommendation import Recommendation
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.load_curve import LoadCurve
-from recommender.fleet.plan import PlanRow
+from recommender.fleet.plan_row import PlanRow
 from recommender.fleet.spec_plan import FleetPlan
 from recommender.perf.sim.estimate import BenchmarkEstimate
 from recommender.quality.result import QualityResult

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from recommender.config.spec import LatencySLA, Traffic
     from recommender.fleet.layout_compare import LayoutComparison
     from recommender.fleet.parallelism import ParallelismComparison
-    from recommender.fleet.plan import PlanRow
+    from recommender.fleet.plan_row import PlanRow
 
 EPILOG = (
     "Latencies and capacities are calibrated (step costs fitted on measured serving runs, their uncertainty from "

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 from recommender.engines import DEFAULT_ENGINES
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.disaggregated_plan import DisaggregatedRow, plan_disaggregated, with_launch
-from recommender.fleet.plan import PlanRow, plan_one
+from recommender.fleet.plan import plan_one
+from recommender.fleet.plan_row import PlanRow
 from recommender.perf.catalog.links import resolve_link
 from recommender.quantize import get_scheme
 

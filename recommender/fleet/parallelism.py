@@ -16,7 +16,8 @@ from recommender.engines import DEFAULT_ENGINES
 from recommender.errors import BadInputError
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.expert_parallel_plan import ExpertParallelRow, plan_expert_parallel, require_moe
-from recommender.fleet.plan import PlanRow, plan_one
+from recommender.fleet.plan import plan_one
+from recommender.fleet.plan_row import PlanRow
 from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.links import resolve_link
 from recommender.perf.model.expert_load import check_expert_split

@@ -18,7 +18,7 @@ shows the configuration a price would pick. The search still never recommends su
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, KVCacheDtype
 from recommender.config.spec import LatencySLA, Traffic
@@ -28,12 +28,12 @@ from recommender.engines.eligibility import eligibility
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.launch import launch_commands
+from recommender.fleet.plan_row import PlanRow
 from recommender.fleet.plan_scope import PlanScope, caps_evaluated
 from recommender.perf.catalog.gpus import Accelerator, Catalog
 from recommender.perf.model.memory import plan_memory
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.sim.capacity import replicas_needed
-from recommender.provenance import Provenance
 from recommender.quantize import QuantScheme, get_scheme
 from recommender.quantize.precisions import PRECISIONS
 from recommender.serialization import dumps, list_to_data
@@ -42,47 +42,6 @@ from recommender.serialization import dumps, list_to_data
 PLAN_METHODS: dict[str, tuple[str, ...]] = {p.name: p.plan_schemes for p in PRECISIONS if p.plan_schemes}
 #: Labelled priors, not measurements (``quantize/precisions.py``).
 QUALITY_PRIORS: dict[str, str] = {p.name: p.prior for p in PRECISIONS if p.plan_schemes}
-
-
-@dataclass(frozen=True, slots=True)
-class PlanRow:
-    """The cheapest modeled configuration of one GPU at one precision, or why there is none."""
-
-    hardware: str
-    precision: str
-    method: str
-    tensor_parallel: int | None
-    batch_size: int | None
-    usd_per_1m_tokens: float | None
-    replicas: int | None
-    usd_per_month: float | None
-    ttft_p99_ms: float | None
-    tpot_p99_ms: float | None
-    max_rps_per_replica: float | None
-    weights_gb_per_gpu: float | None
-    quality: str
-    quality_verdict: str
-    note: str
-    provenance: Provenance | None
-    #: The named price set (or "hardware_catalog" contract price) the row's dollars come from; "" when unpriced.
-    price_set: str = ""
-    #: The engine the latencies are calibrated for, and the upper ends of their P99 intervals (SLA confidence).
-    engine: str = ""
-    ttft_p99_high_ms: float | None = None
-    tpot_p99_high_ms: float | None = None
-    #: Why a row with a fit and latencies has no dollar figures: its GPU has no price in the price set (and the fix).
-    unpriced: str = ""
-    #: The datasheet's throughput ceiling on one replica, no SLA (`perf.physics_capacity`), and why the row's
-    #: capacity is flagged below it by more than ALARM_FACTOR ("" when it is not).
-    physics_rps_per_replica: float | None = None
-    physics_alarm: str = ""
-    #: The command that launches the row's configuration on its engine ("" where nothing is served); for a
-    #: checkpoint scheme it serves ``<model name>-<scheme>``, the directory `recommender quantize --out` writes.
-    launch: str = ""
-    #: The KV cache dtype of the row's configuration ("auto": the model's 16-bit dtype; "fp8").
-    kv_cache_dtype: str = "auto"
-    #: The batch caps the KV cache cannot hold, pruned with the reason ("" when none was).
-    batch_caps_pruned: str = ""
 
 
 #: What an FP8 KV cache adds to a row's quality prior: unmeasured until its `+kv-fp8` scheme is evaluated.
@@ -109,37 +68,21 @@ def _row(
     unpriced: str = "",
 ) -> PlanRow:
     """One row; `result` is the configuration shown (its capacity 0 when not even a lone request meets the SLA)."""
-    serving = None if result is None else result.serving
-    cost = None if result is None else result.cost
-    capacity = 0.0 if serving is None else serving.requests_per_s
-    target = performance.traffic.requests_per_second
     kv = "auto" if result is None else result.candidate.kv_cache_dtype
+    serving = None if result is None else result.serving
     return PlanRow(
         hardware=accel.key,
         precision=precision,
         method=method.name,
-        tensor_parallel=None if result is None else result.candidate.tensor_parallel,
-        batch_size=result.candidate.batch_size if result is not None and capacity > 0 else None,
-        usd_per_1m_tokens=cost.usd_per_1m_tokens if cost else None,
-        replicas=replicas_needed(target, capacity) if capacity > 0 else None,
-        usd_per_month=cost.usd_per_month if cost else None,
-        ttft_p99_ms=serving.ttft_ms.p99 if serving else None,
-        tpot_p99_ms=serving.tpot_ms.p99 if serving else None,
-        max_rps_per_replica=capacity if serving else None,
+        result=result,
+        target_rps=performance.traffic.requests_per_second,
         weights_gb_per_gpu=None
         if result is None
         else weights_gb(performance.shape, method, result.candidate.tensor_parallel),
         quality=QUALITY_PRIORS[precision] + (FP8_KV_PRIOR.format(method=method.name) if kv == "fp8" else ""),
         quality_verdict="reference" if precision == "bf16" and kv == "auto" else "unverified",
-        kv_cache_dtype=kv,
         note=note,
-        provenance=serving.provenance if serving else None,
-        price_set=cost.price_set if cost else "",
-        engine=serving.engine if serving else "",
-        ttft_p99_high_ms=serving.ttft_p99_high_ms if serving else None,
-        tpot_p99_high_ms=serving.tpot_p99_high_ms if serving else None,
         unpriced=unpriced,
-        physics_rps_per_replica=serving.physics_rps_per_replica if serving else None,
         physics_alarm=serving.physics_alarm_reason(performance.sla) if serving else "",
     )
 
@@ -283,16 +226,9 @@ def plan(
 
 def launch_of(row: PlanRow, model: str, catalog: Catalog, traffic: Traffic) -> str:
     """The row's engine command for its configuration serving `model` ("" where the row serves nothing)."""
-    if not row.engine or row.batch_size is None or row.tensor_parallel is None:
+    if not row.engine or row.batch_size is None or row.result is None:
         return ""
-    candidate = Candidate(
-        row.precision,
-        row.method,
-        row.hardware,
-        row.batch_size,
-        row.tensor_parallel,
-        kv_cache_dtype="fp8" if row.kv_cache_dtype == "fp8" else "auto",
-    )
+    candidate = row.result.candidate
     checkpoint = f"{model.rstrip('/').rsplit('/', 1)[-1]}-{row.method}"  # where `recommender quantize --out` puts it
     commands = launch_commands(
         candidate,
@@ -306,4 +242,5 @@ def launch_of(row: PlanRow, model: str, catalog: Catalog, traffic: Traffic) -> s
 
 
 def rows_to_json(rows: list[PlanRow]) -> str:
+    """`plan --json`: each row as its flat `PlanRowJson` (``plan_row.plan_row_json`` writes every plan row)."""
     return dumps(list_to_data(rows))

@@ -12,14 +12,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate
 from recommender.config.spec import LOCAL_DEVICE, SearchSpec
 from recommender.config.traffic import FleetPolicy
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.autoscale import AutoscaleSchedule
 from recommender.fleet.daily import ScheduledWinner, schedule_and_mix
 from recommender.fleet.mix_plan import GpuMix, PoolOption
-from recommender.fleet.plan import PLAN_METHODS, PlanRow, plan
+from recommender.fleet.plan import PLAN_METHODS, plan
+from recommender.fleet.plan_row import PlanRow
 from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.gpus import Catalog
 from recommender.perf.model.shape import ModelShape
@@ -48,24 +48,15 @@ def winner_row(rows: list[PlanRow]) -> PlanRow | None:
 
 
 def _scheduled(winner: PlanRow, catalog: Catalog) -> ScheduledWinner | None:
-    if winner.max_rps_per_replica is None or winner.tensor_parallel is None or winner.provenance is None:
+    if winner.result is None or winner.max_rps_per_replica is None or winner.provenance is None:
         return None
-    price = catalog.hourly_price(winner.hardware) * winner.tensor_parallel
-    return ScheduledWinner(_option(winner).candidate.key, winner.max_rps_per_replica, price, winner.provenance)
+    price = catalog.hourly_price(winner.hardware) * winner.result.candidate.tensor_parallel
+    return ScheduledWinner(winner.result.candidate.key, winner.max_rps_per_replica, price, winner.provenance)
 
 
 def _option(row: PlanRow) -> PoolOption:
-    assert row.tensor_parallel is not None and row.batch_size is not None  # priced rows only
-    candidate = Candidate(
-        row.precision,
-        row.method,
-        row.hardware,
-        row.batch_size,
-        row.tensor_parallel,
-        DEFAULT_MAX_BATCHED_TOKENS,
-        "fp8" if row.kv_cache_dtype == "fp8" else "auto",
-    )
-    return PoolOption(candidate, f"{row.quality} [{row.quality_verdict}]")
+    assert row.result is not None  # priced rows only
+    return PoolOption(row.result.candidate, f"{row.quality} [{row.quality_verdict}]")
 
 
 def plan_hardware(spec: SearchSpec) -> list[str]:

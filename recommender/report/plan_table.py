@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from recommender.config.spec import LatencySLA, Traffic
-    from recommender.fleet.plan import PlanRow
+    from recommender.fleet.plan_row import PlanRow
 
 _COLUMNS = (
     "GPU",

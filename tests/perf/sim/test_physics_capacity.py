@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from recommender.config.spec import LatencySLA, Traffic
-from recommender.fleet.plan import PlanRow, plan_one
+from recommender.fleet.plan import plan_one
+from recommender.fleet.plan_row import PlanRow
 from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
