@@ -20,12 +20,12 @@ _BACKENDS = (baseline, llmcompressor, modelopt, quark, bitsandbytes, torchao)
 
 
 def all_schemes() -> dict[str, QuantScheme]:
-    """Every registered method by name."""
+    """Every registered scheme by name."""
     return {m.name: m for backend in _BACKENDS for m in backend.METHODS}
 
 
-def get_scheme(name: str, *, field: str = "method") -> QuantScheme:
-    """The method called `name`, or a BadInputError naming the field and the closest names."""
+def get_scheme(name: str, *, field: str = "scheme") -> QuantScheme:
+    """The scheme called `name`, or a BadInputError naming the field and the closest names."""
     methods = all_schemes()
     if name.endswith(FP8_KV_SUFFIX):
         base = name.removesuffix(FP8_KV_SUFFIX)
@@ -40,4 +40,4 @@ def get_scheme(name: str, *, field: str = "method") -> QuantScheme:
         return methods[name]
     close = difflib.get_close_matches(name, methods, n=3)
     hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(sorted(methods))}"
-    raise BadInputError(field, f"unknown quantization method {name!r}", hint)
+    raise BadInputError(field, f"unknown quantization scheme {name!r}", hint)

@@ -51,7 +51,7 @@ def test_malformed_yaml_names_the_line(tmp_path: Path) -> None:
             {"space.hardware": ["h100-sxm", "h1000"]},
             ("space.hardware[1]", "unknown accelerator 'h1000'", "did you mean"),
         ),
-        ({"space.schemes": {"int4": ["bnb-nf5"]}}, ("space.schemes.int4", "unknown quantization method 'bnb-nf5'")),
+        ({"space.schemes": {"int4": ["bnb-nf5"]}}, ("space.schemes.int4", "unknown quantization scheme 'bnb-nf5'")),
         ({"space.schemes": {"int8": ["bnb-nf4"]}}, ("is a int4 scheme, listed under int8",)),
         ({"space.schemes": {"int3": ["bnb-nf4"]}}, ("space.schemes.int3",)),
         ({"traffic.prompt_tokens": -5}, ("traffic.prompt_tokens", "greater than 0")),

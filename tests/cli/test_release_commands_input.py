@@ -35,7 +35,7 @@ def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         ),
         (
             ("gate", "--model", "m", "--candidate", "v2", "--against", "v1", "--require-pass", "int8/bnb-llm-int9"),
-            "error: --require-pass: unknown quantization method 'bnb-llm-int9' (fix: did you mean bnb-llm-int8?)",
+            "error: --require-pass: unknown quantization scheme 'bnb-llm-int9' (fix: did you mean bnb-llm-int8?)",
         ),
         (
             ("gate", "--model", "m", "--candidate", "v2", "--against", "v1", "--require-pass", "int4/bnb-llm-int8"),

@@ -88,7 +88,7 @@ def test_both_spellings_at_once_are_refused_naming_the_key(
     [
         ("space", {"int8": ["bnb-nf4"]}, "space.{schemes}.int8: scheme 'bnb-nf4' is a int4 scheme, listed under int8"),
         ("space", {}, "space.{schemes}: no schemes to search"),
-        ("current", "fp9", "current.{scheme}: unknown quantization method 'fp9'"),
+        ("current", "fp9", "current.{scheme}: unknown quantization scheme 'fp9'"),
         ("current", 3, "current.{scheme}: Input should be a valid string"),
     ],
 )
