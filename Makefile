@@ -25,8 +25,8 @@ test: $(STAMP)
 # The long real runs (fault injection with killed workers, a PostgreSQL restart mid-search, many workers on one study,
 # a full disk, corrupted checkpoints, MLflow down mid-search, hostile-input properties at 10x, every checkpoint scheme
 # quantized then scored, two releases gated, the ready spaces planned, and the plan- and search-heavy CLI tests):
-# 46 tests (the 2 Quark ones skip without the amd extra, the browser one without Chromium), 41 min on two cores with
-# other work beside them (the ready spaces' plans alone 16 min: chat-70b 9, rag-8b 7). CI runs them too.
+# 46 tests (the 2 Quark ones skip without the amd extra, the browser one without Chromium), 42.5 min on two cores with
+# other work beside them (the ready spaces' plans alone 17.6 min: chat-70b 10.0, rag-8b 7.6; 2026-11-28). CI runs them too.
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m "slow and not gpu" --durations=10
 

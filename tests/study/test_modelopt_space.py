@@ -21,7 +21,7 @@ def test_the_demo_space_on_tensorrt_llm_chooses_the_modelopt_checkpoint_on_an_l4
     spec["use_case"] = str(DEMO_SPEC.parent / spec["use_case"])
     spec["engines"] = ["trtllm"]
     spec["space"] |= {
-        "methods": {"bf16": ["baseline"], "fp8": ["fp8-dynamic", "modelopt-fp8"]},
+        "schemes": {"bf16": ["baseline"], "fp8": ["fp8-dynamic", "modelopt-fp8"]},
         "hardware": ["l40s"],
         "speculative": ["none"],
     }
