@@ -83,6 +83,10 @@ class PlanRow:
     kv_cache_dtype: str = "auto"
     #: The batch caps the KV cache cannot hold, pruned with the reason ("" when none was).
     batch_caps_pruned: str = ""
+    #: How many simulated requests the P99s rest on after the warm-up, and whether they settled (moved under 5 %
+    #: when the count doubled; ``perf/sim/settle.py``); None where nothing was simulated at a load.
+    p99_requests: int | None = None
+    p99s_settled: bool | None = None
 
 
 #: What an FP8 KV cache adds to a row's quality prior: unmeasured until its `+kv-fp8` scheme is evaluated.
@@ -128,6 +132,8 @@ def _row(
         tpot_p99_high_ms=serving.tpot_p99_high_ms if serving else None,
         unpriced=unpriced, physics_rps_per_replica=serving.physics_rps_per_replica if serving else None,
         physics_alarm=serving.physics_alarm_reason(performance.sla) if serving else "",
+        p99_requests=serving.requests_measured if serving else None,
+        p99s_settled=serving.p99s_settled if serving else None,
     )  # fmt: skip
 
 

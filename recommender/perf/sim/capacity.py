@@ -1,16 +1,23 @@
-"""Capacity of one replica: the highest arrival rate whose simulated P99s meet the SLA.
+"""Capacity of one replica: the highest arrival rate whose simulated P99s meet the SLA at steady state.
 
 P99s near capacity rise steeply (queueing), so the answer is found by simulation, not by
-a formula: bisect the Poisson arrival rate, replaying the same requests at every rate.
+a formula: bisect the Poisson arrival rate, replaying the same requests at every rate. Each rate is
+simulated long enough for its own requests in flight (``settle.steady``: Little's law, the warm-up
+dropped), and a rate whose queue still grows is refused as overloaded whatever its P99s: a finite run
+of it understates them. The answer's P99s are then checked by another block of requests, doubling the run
+until they hold (``settle.settle``); a rate whose P99s then miss the SLA is refused, and the search goes on
+below it.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from recommender.perf.sim.scheduler_config import fits_kv_cache
+from recommender.perf.sim.settle import FIRST_REQUESTS, Settled, in_flight, settle, steady
 from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.workload import make_workload
 
@@ -24,17 +31,24 @@ if TYPE_CHECKING:
 
 __all__ = ["RateSearch", "max_rate_within_sla", "replicas_needed"]
 
+#: How far over its mean-context count a KV cache's batch is let run in the throughput ceiling (short requests).
+KV_SLACK = 1.25
+
 
 @dataclass(frozen=True)
 class RateSearch:
     """The highest arrival rate found within the SLA, the simulation there, and how many runs it took.
 
-    ``rate_per_s`` is 0.0 (and ``result`` None) when even a lone request misses the SLA.
+    ``rate_per_s`` is 0.0 (and ``result`` None) when even a lone request misses the SLA. ``settled`` says
+    how many requests the answer's P99s rest on and how they held when doubled; ``limit`` why the lowest
+    rate refused above it was refused ("" when none was: the decode-only ceiling itself met the SLA).
     """
 
     rate_per_s: float
     result: SimulationResult | None
     evaluations: int
+    settled: Settled | None = None
+    limit: str = ""
 
 
 @dataclass
@@ -54,26 +68,62 @@ class _RateTrials:
     cache_prefixes: bool = True
     speculation: SpeculativeDecoding | None = None
     evaluations: int = 0
+    #: The mean time a request spent in the system at the highest rate judged feasible so far: at a higher
+    #: rate it is at least this, so rate x it is a floor on the requests in flight there.
+    request_s: float = 0.0
 
-    def workload(self, rate: float) -> Workload:
+    def workload(self, rate: float, n: int) -> Workload:
         return make_workload(
-            prompt=self.prompt, output=self.output, n_requests=self.n_requests, rate=rate, seed=self.seed,
+            prompt=self.prompt, output=self.output, n_requests=n, rate=rate, seed=self.seed,
             prefix=self.prefix, conversation=self.conversation, cache_prefixes=self.cache_prefixes,
         )
 
-    def run(self, rate: float) -> SimulationResult:
-        self.evaluations += 1
-        return simulate(self.cost, self.workload(rate), self.config, speculation=self.speculation)
+    def runner(self, rate: float) -> Callable[[int], SimulationResult]:
+        """The first n of the same requests at `rate`, simulated (each run counted)."""
 
-    def ok(self, result: SimulationResult) -> bool:
-        return result.meets(ttft_p99_ms=self.ttft_p99_ms, tpot_p99_ms=self.tpot_p99_ms)
+        def run(n: int) -> SimulationResult:
+            self.evaluations += 1
+            return simulate(self.cost, self.workload(rate, n), self.config, speculation=self.speculation)
+
+        return run
+
+    def judge(self, rate: float) -> Settled:
+        """`rate` simulated at its steady state, its requests in flight predicted from the last feasible rate."""
+        return steady(self.runner(rate), rate, rate * self.request_s, first=self.n_requests)
+
+    def ok(self, rate: float, run: Settled) -> bool:
+        """Whether `run` is within the SLA at a steady state (a feasible run's request time is remembered)."""
+        if run.overloaded:
+            return False
+        if not run.result.meets(ttft_p99_ms=self.ttft_p99_ms, tpot_p99_ms=self.tpot_p99_ms):
+            return False
+        self.request_s = max(self.request_s, in_flight(run.result, rate) / rate)
+        return True
+
+    def why(self, rate: float, run: Settled) -> str:
+        """Why `rate` was refused: overloaded, or the P99 over its limit."""
+        r = run.result
+        at = f"at {rate:.3g} req/s ({run.describe()})"
+        if run.overloaded:
+            return f"refused {at}"
+        over = []
+        if r.ttft_ms.p99 > self.ttft_p99_ms:
+            over.append(f"P99 TTFT {r.ttft_ms.p99:,.0f} ms > {self.ttft_p99_ms:g} ms")
+        if r.tpot_ms.p99 > self.tpot_p99_ms:
+            over.append(f"P99 TPOT {r.tpot_ms.p99:,.1f} ms > {self.tpot_p99_ms:g} ms")
+        return f"{' and '.join(over)} {at}"
 
     def decode_only_rate(self) -> float:
-        """Requests/s a full batch finishes when it only decodes: an upper bound on any sustainable rate."""
-        unit = self.workload(1.0)
+        """Requests/s a full batch finishes when it only decodes: an upper bound on any sustainable rate (a full
+        batch: the cap, or as many sequences of the mean context as the KV cache holds, if fewer)."""
+        unit = self.workload(1.0, FIRST_REQUESTS)
         mean_prompt = float(unit.prompt_tokens.mean())
         mean_output = float(unit.output_tokens.mean())
-        batch = self.config.max_num_seqs
+        # The batch the KV cache holds at the mean context, if fewer than the cap, with room for a spell of short
+        # requests (shared prefixes hold less each: there, the cap).
+        held = self.config.kv_cache_tokens * KV_SLACK // (mean_prompt + mean_output / 2)
+        shared = self.prefix is not None or self.conversation is not None
+        batch = self.config.max_num_seqs if shared else max(1, min(self.config.max_num_seqs, int(held)))
         context = int(batch * (mean_prompt + mean_output / 2))
         if self.speculation is None:
             return batch / (mean_output * self.cost.step_seconds(0, batch, context))
@@ -91,7 +141,7 @@ def max_rate_within_sla(
     output: Lengths,
     ttft_p99_ms: float,
     tpot_p99_ms: float,
-    n_requests: int = 2000,
+    n_requests: int = FIRST_REQUESTS,
     seed: int = 0,
     rel_tol: float = 0.02,
     prefix: SharedPrefix | None = None,
@@ -99,44 +149,61 @@ def max_rate_within_sla(
     speculation: SpeculativeDecoding | None = None,
     cache_prefixes: bool = True,
 ) -> RateSearch:
-    """Bisect the Poisson arrival rate for the highest one whose P99 TTFT and P99 TPOT meet the SLA.
+    """Bisect the Poisson arrival rate for the highest one whose steady-state P99 TTFT and TPOT meet the SLA.
 
     Every rate replays the same requests (``make_workload`` with the same seed: same lengths,
     the same arrival gaps rescaled), so the comparison between rates is not blurred by
-    sampling noise, and ``make_workload(rate=search.rate_per_s, ...)`` reproduces ``result``.
-    The search brackets the rate between a trickle and the batch's decode-only throughput
-    (an upper bound on any sustainable rate), then narrows the bracket until it is within
-    `rel_tol` of its upper end.
-    P99s near capacity rise steeply (queueing), so a rate a few percent above the answer
-    can already miss the SLA.
+    sampling noise, and ``make_workload(rate=search.rate_per_s, n_requests=search.settled.requests, ...)``
+    reproduces ``result``. Each rate runs at least `n_requests`, more where its requests in flight ask for
+    more (``settle.steady``); an overloaded rate is refused. The search brackets the rate between a trickle
+    and the batch's decode-only throughput (an upper bound on any sustainable rate), narrows the bracket
+    until it is within `rel_tol` of its upper end, then doubles the answer's requests until its P99s settle
+    (``settle.settle``); an answer whose P99s then miss the SLA, or whose queue then grows, is refused and the
+    search goes on below it (P99s still moving at ``settle.MAX_REQUESTS`` are kept, and said to be).
     """
     trials = _RateTrials(cost, config, prompt, output, n_requests, seed, ttft_p99_ms, tpot_p99_ms, prefix,
                          conversation, cache_prefixes, speculation)  # fmt: skip
-    if not fits_kv_cache(trials.workload(1.0), config):
+    if not fits_kv_cache(trials.workload(1.0, n_requests), config):
         # Drawn lengths (a long tail, a trace) can hold a request no KV cache of this replica holds: it would
         # never be scheduled, so no arrival rate meets the SLA.
         return RateSearch(0.0, None, 0)
     guess = trials.decode_only_rate()
+    trickle = trials.judge(guess / 1000)
+    if not trials.ok(guess / 1000, trickle):
+        return RateSearch(0.0, None, trials.evaluations, limit=trials.why(guess / 1000, trickle))
+    # `guess` is the decode-only throughput of a full batch: no rate above it is sustainable.
+    feasible, hi, limit = [(guess / 1000, trickle)], guess, ""
+    ceiling = trials.judge(hi)
+    if trials.ok(hi, ceiling):
+        feasible.append((hi, ceiling))
+    else:
+        limit = trials.why(hi, ceiling)
+    while feasible:
+        hi, limit = _bisect(trials, feasible, hi, limit, rel_tol)
+        rate, start = feasible.pop()
+        final = settle(trials.runner(rate), rate, start)
+        if trials.ok(rate, final):
+            return RateSearch(rate, final.result, trials.evaluations, final, limit)
+        hi, limit = rate, trials.why(rate, final)
+    return RateSearch(0.0, None, trials.evaluations, limit=limit)
 
-    probe = trials.run(guess / 1000)
-    if not trials.ok(probe):
-        return RateSearch(0.0, None, trials.evaluations)
-    lo, lo_result = guess / 1000, probe
-    # `guess` is the decode-only throughput of a full batch: no rate above it is sustainable,
-    # however loose the SLA (a finite simulation of an overloaded queue can still look fine).
-    hi = guess
-    ceiling = trials.run(hi)
-    if trials.ok(ceiling):
-        return RateSearch(hi, ceiling, trials.evaluations)
+
+def _bisect(
+    trials: _RateTrials, feasible: list[tuple[float, Settled]], hi: float, limit: str, rel_tol: float
+) -> tuple[float, str]:
+    """Narrow [the highest feasible rate, `hi`] to within `rel_tol` of `hi`, appending each feasible rate found
+    to `feasible`; the new `hi` and why it was refused."""
+    lo = feasible[-1][0]
     while hi - lo > rel_tol * hi:
         # Geometric steps while the bracket spans more than 2x, arithmetic after.
         mid = math.sqrt(lo * hi) if hi > 2 * lo else (lo + hi) / 2
-        result = trials.run(mid)
-        if trials.ok(result):
-            lo, lo_result = mid, result
+        run = trials.judge(mid)
+        if trials.ok(mid, run):
+            feasible.append((mid, run))
+            lo = mid
         else:
-            hi = mid
-    return RateSearch(lo, lo_result, trials.evaluations)
+            hi, limit = mid, trials.why(mid, run)
+    return hi, limit
 
 
 def replicas_needed(target_rate: float, max_rate: float) -> int:

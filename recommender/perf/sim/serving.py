@@ -18,12 +18,14 @@ from recommender.perf.sim.conversation import Conversation
 from recommender.perf.sim.physics_capacity import ALARM_FACTOR
 from recommender.perf.sim.results import Percentiles
 from recommender.perf.sim.scheduler import SchedulerConfig
+from recommender.perf.sim.settle import FIRST_REQUESTS, Settled, in_flight, settle, steady
 from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.speculative import SpeculativeStepCost
 from recommender.perf.sim.workload import Lengths, SharedPrefix, make_workload
 from recommender.provenance import Provenance
 
 if TYPE_CHECKING:
+    from recommender.perf.sim.results import SimulationResult
     from recommender.perf.sim.speculative import SpeculativeDecoding
     from recommender.perf.step.cost import StepCostModel
 
@@ -65,8 +67,9 @@ class LatencyLimits(Protocol):
     def tpot_p99_ms(self) -> float: ...
 
 
-#: Requests per simulation: enough for stable P99s (the first 10 % are warm-up).
-SIMULATED_REQUESTS = 600
+#: Requests of a simulation's first run, where nothing predicts more: it then grows to the count its own requests
+#: in flight ask for and doubles until its P99s settle (``settle.py``).
+SIMULATED_REQUESTS = FIRST_REQUESTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +97,17 @@ class ServingEstimate:
     physics_rps_per_replica: float | None = None
     #: The fraction of prompt tokens the replica's prefix cache served at its load (None: no prompt shares a prefix).
     prefix_hit_rate: float | None = None
+    #: How many simulated requests the P99s at the load rest on, after the warm-up, and whether they settled (moved
+    #: under ``settle.TOLERANCE`` when the count doubled); None: not simulated at a load (not even a lone request
+    #: meets the SLA).
+    requests_measured: int | None = None
+    p99s_settled: bool | None = None
+
+    def p99_basis(self) -> str:
+        """What the P99s rest on, for a reader ("2,400 requests, settled within 5%"); "" where not simulated."""
+        if self.requests_measured is None:
+            return ""
+        return f"{self.requests_measured:,} requests, " + ("settled within 5%" if self.p99s_settled else "not settled")
 
     @property
     def physics_alarm(self) -> bool:
@@ -135,7 +149,7 @@ def simulate_serving(
     """Capacity within the SLA and the latency percentiles at the target load per replica, from simulation
     (with `speculation`: decode steps verify drafts at the measured acceptance, ``speculative.py``)."""
     label = (cost if speculation is None else SpeculativeStepCost(cost, speculation)).provenance.extended(
-        f"continuous-batching simulation ({SIMULATED_REQUESTS} Poisson requests, max_num_seqs {config.max_num_seqs}, "
+        f"continuous-batching simulation (Poisson requests to steady state, max_num_seqs {config.max_num_seqs}, "
         f"{config.max_num_batched_tokens} tokens per simulated step, chunked prefill)"
     )
     # Fixed lengths for a constant rate; a profile's lognormal lengths or its trace's histogram.
@@ -153,17 +167,37 @@ def simulate_serving(
         return ServingEstimate(lone.ttft_ms, lone.tpot_ms, 0.0, 0.0, 1e-3, label)
     replicas = replicas_needed(traffic.requests_per_second, search.rate_per_s)
     load = traffic.requests_per_second / replicas
-    at_load = simulate(cost, make_workload(prompt=prompt, output=output, n_requests=SIMULATED_REQUESTS, rate=load,
-                                           **traffic.sharing), config, speculation=speculation)  # fmt: skip
+    assert search.settled is not None and search.result is not None  # a capacity above 0 was simulated to settle
+    request_s = in_flight(search.result, search.rate_per_s) / search.rate_per_s
+    settled = search.settled if load == search.rate_per_s else settled_at(
+        cost, config, traffic, load, speculation, request_s=request_s)
+    at_load = settled.result
     return ServingEstimate(
         ttft_ms=at_load.ttft_ms,
         tpot_ms=at_load.tpot_ms,
         requests_per_s=search.rate_per_s,
         tokens_per_s=search.rate_per_s * (traffic.prompt_tokens + traffic.output_tokens),
         load_per_replica_rps=load,
-        provenance=label,
+        provenance=label.extended(f"P99s at the load: {settled.describe()}; capacity: {search.limit or 'the ceiling'}"),
         prefix_hit_rate=at_load.prefix_hit_rate if traffic.shares_prompts else None,
+        requests_measured=settled.measured, p99s_settled=settled.settled,
     )
+
+
+def settled_at(
+    cost: StepCostModel, config: SchedulerConfig, traffic: TrafficLoad, rate: float,
+    speculation: SpeculativeDecoding | None, *, request_s: float = 0.0, first: int = FIRST_REQUESTS,
+) -> Settled:  # fmt: skip
+    """The traffic simulated at `rate` until its P99s settle (``settle.py``): the same requests, more of them; the
+    first run of at least `first` requests, sized for `rate` x `request_s` in flight (the request time at the
+    capacity, an upper bound at a lower rate)."""
+
+    def run(n: int) -> SimulationResult:
+        workload = make_workload(prompt=traffic.prompt, output=traffic.output, n_requests=n, rate=rate,
+                                 **traffic.sharing)  # fmt: skip
+        return simulate(cost, workload, config, speculation=speculation)
+
+    return settle(run, rate, steady(run, rate, rate * request_s, first=first))
 
 
 def simulate_serving_interval(
@@ -177,14 +211,23 @@ def simulate_serving_interval(
     engine); `sla`'s TTFT is the user's less that offset, and the reported TTFTs include it.
     """
     high = simulate_serving(upper, config, traffic=traffic, sla=sla, speculation=speculation)
-    workload = make_workload(prompt=traffic.prompt, output=traffic.output, n_requests=SIMULATED_REQUESTS,
-                             rate=high.load_per_replica_rps, **traffic.sharing)  # fmt: skip
-    at_load = simulate(point, workload, config, speculation=speculation)
+    if high.requests_measured is None:
+        workload = make_workload(prompt=traffic.prompt, output=traffic.output, n_requests=SIMULATED_REQUESTS,
+                                 rate=high.load_per_replica_rps, **traffic.sharing)  # fmt: skip
+        at_load = simulate(point, workload, config, speculation=speculation)
+        settled: Settled | None = None
+    else:
+        # The point steps are faster than the upper ones: their requests in flight at the load are no more.
+        settled = settled_at(point, config, traffic, high.load_per_replica_rps, speculation,
+                             first=high.requests_measured)  # fmt: skip
+        at_load = settled.result
     t = at_load.ttft_ms
     return replace(
         high, ttft_ms=Percentiles(t.p50 + ttft_offset_ms, t.p95 + ttft_offset_ms, t.p99 + ttft_offset_ms),
         tpot_ms=at_load.tpot_ms, engine=engine, ttft_p99_high_ms=high.ttft_ms.p99 + ttft_offset_ms,
         tpot_p99_high_ms=high.tpot_ms.p99, confidence=confidence,
         prefix_hit_rate=at_load.prefix_hit_rate if traffic.shares_prompts else None,
+        requests_measured=None if settled is None else settled.measured,
+        p99s_settled=None if settled is None else settled.settled and high.p99s_settled,
     )  # fmt: skip
 
