@@ -43,7 +43,8 @@ def test_p99s_settle_and_stay_within_the_tolerance_when_the_count_doubles() -> N
     for a, b in ((settled.result.ttft_ms.p99, doubled.result.ttft_ms.p99),
                  (settled.result.tpot_ms.p99, doubled.result.tpot_ms.p99)):  # fmt: skip
         assert b == pytest.approx(a, rel=TOLERANCE)
-    assert settled.describe().endswith("settled within 5% when doubled") and f"{settled.measured:,} requests" in settled.describe()
+    described = settled.describe()
+    assert described.endswith("settled within 5% when doubled") and f"{settled.measured:,} requests" in described
 
 
 def test_an_overloaded_rate_is_called_overloaded_where_600_requests_looked_fine() -> None:

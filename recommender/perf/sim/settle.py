@@ -67,8 +67,8 @@ class Settled:
     #: them), so their batch shrinks and their latencies understate the steady state's.
     cooldown: int = 0
     #: Whether the queue still grows: completions per second more than `OVERLOAD` below arrivals while the
-    #: waiting (TTFT) climbs, or in a run long enough for its own requests in flight (a backlog in a shorter run
-    #: may be a batch still filling).
+    #: waiting (TTFT) climbs, or still at ``MAX_REQUESTS`` (a backlog alone may be a batch still filling: a
+    #: batch whose long requests take many request times to reach their share fills for ~10 x L requests).
     overloaded: bool = False
     moved: float | None = None
     settled: bool = False
@@ -165,8 +165,7 @@ def _judged(result: SimulationResult, n: int, rate: float) -> Settled:
     warm = warmup_of(n, flight)
     cool = cooldown_of(n, warm, flight)
     backlog = backlog_growth(result, n // 2)
-    long_enough = requests_for(flight) <= GROW_SLACK * n or n >= MAX_REQUESTS
-    overloaded = backlog > OVERLOAD and (long_enough or _waiting_grows(result))
+    overloaded = backlog > OVERLOAD and (n >= MAX_REQUESTS or _waiting_grows(result))
     return Settled(_measured(result, warm, n - cool), n, warm, backlog, cool, overloaded)
 
 
@@ -175,18 +174,19 @@ def steady(
 ) -> Settled:
     """One run of `run(n)` (the same requests' first n at `rate`) long enough for its own Little's law: from
     the count `expected_in_flight` asks for (at least `first`), grown while the run's requests in
-    flight ask for more than ``GROW_SLACK`` times its count, unless it is seen overloaded first (its queue
-    climbing: longer runs only grow it). Its P99s are over the requests after the
-    warm-up, its backlog says whether the rate is overloaded; the P99s are not yet checked by doubling
-    (``settle``)."""
+    flight ask for more than ``GROW_SLACK`` times its count, and doubled while its backlog grows with no queue
+    climbing (a batch still filling), until it is seen overloaded (longer runs only grow its queue). Its P99s
+    are over the requests between the warm-up and the drain, its backlog says whether the rate is overloaded;
+    the P99s are not yet checked by doubling (``settle``)."""
     n = min(MAX_REQUESTS, max(first, requests_for(expected_in_flight)))
     while True:
         result = run(n)
         judged = _judged(result, n, rate)
         wanted = requests_for(in_flight(result, rate))
-        if n >= MAX_REQUESTS or judged.overloaded or wanted <= GROW_SLACK * n:
+        filling = judged.backlog > OVERLOAD  # with no queue climbing yet: the batch still filling, its steps slowing
+        if n >= MAX_REQUESTS or judged.overloaded or (wanted <= GROW_SLACK * n and not filling):
             return judged
-        n = min(MAX_REQUESTS, max(wanted, math.ceil(GROW_SLACK * n)))
+        n = min(MAX_REQUESTS, max(wanted, 2 * n if filling else math.ceil(GROW_SLACK * n)))
 
 
 def settle(run: Callable[[int], SimulationResult], rate: float, start: Settled | None = None) -> Settled:
