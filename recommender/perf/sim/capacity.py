@@ -89,7 +89,11 @@ class _RateTrials:
 
     def judge(self, rate: float) -> Settled:
         """`rate` simulated at its steady state, its requests in flight predicted from the last feasible rate."""
-        return steady(self.runner(rate), rate, rate * self.request_s, first=self.n_requests)
+        return steady(self.runner(rate), rate, rate * self.request_s, first=self.n_requests, decided=self._breaks)
+
+    def _breaks(self, run: Settled) -> bool:
+        """Whether `run` already misses the SLA (a longer run, its batch fuller, would miss it by more)."""
+        return not run.result.meets(ttft_p99_ms=self.ttft_p99_ms, tpot_p99_ms=self.tpot_p99_ms)
 
     def ok(self, rate: float, run: Settled) -> bool:
         """Whether `run` is within the SLA at a steady state (a feasible run's request time is remembered)."""

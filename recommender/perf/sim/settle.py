@@ -170,21 +170,25 @@ def _judged(result: SimulationResult, n: int, rate: float) -> Settled:
 
 
 def steady(
-    run: Callable[[int], SimulationResult], rate: float, expected_in_flight: float = 0.0, first: int = FIRST_REQUESTS
+    run: Callable[[int], SimulationResult], rate: float, expected_in_flight: float = 0.0, first: int = FIRST_REQUESTS,
+    decided: Callable[[Settled], bool] | None = None,
 ) -> Settled:
     """One run of `run(n)` (the same requests' first n at `rate`) long enough for its own Little's law: from
     the count `expected_in_flight` asks for (at least `first`), grown while the run's requests in
     flight ask for more than ``GROW_SLACK`` times its count, and doubled while its backlog grows with no queue
     climbing (a batch still filling), until it is seen overloaded (longer runs only grow its queue). Its P99s
     are over the requests between the warm-up and the drain, its backlog says whether the rate is overloaded;
-    the P99s are not yet checked by doubling (``settle``)."""
+    the P99s are not yet checked by doubling (``settle``). `decided` stops the growth early where a shorter run
+    already answers the caller (a capacity probe whose P99 already breaks the SLA: a longer run, its batch fuller,
+    only raises it)."""
     n = min(MAX_REQUESTS, max(first, requests_for(expected_in_flight)))
     while True:
         result = run(n)
         judged = _judged(result, n, rate)
         wanted = requests_for(in_flight(result, rate))
         filling = judged.backlog > OVERLOAD  # with no queue climbing yet: the batch still filling, its steps slowing
-        if n >= MAX_REQUESTS or judged.overloaded or (wanted <= GROW_SLACK * n and not filling):
+        if n >= MAX_REQUESTS or judged.overloaded or (wanted <= GROW_SLACK * n and not filling) or (
+                decided is not None and decided(judged)):
             return judged
         n = min(MAX_REQUESTS, max(wanted, 2 * n if filling else math.ceil(GROW_SLACK * n)))
 
