@@ -4,9 +4,8 @@ P99s near capacity rise steeply (queueing), so the answer is found by simulation
 a formula: bisect the Poisson arrival rate, replaying the same requests at every rate. Each rate is
 simulated long enough for its own requests in flight (``settle.steady``: Little's law, the warm-up
 dropped), and a rate whose queue still grows is refused as overloaded whatever its P99s: a finite run
-of it understates them. The answer's P99s are then checked by another block of requests, doubling the run
-until they hold (``settle.settle``); a rate whose P99s then miss the SLA is refused, and the search goes on
-below it.
+of it understates them. The answer is then checked at twice its requests (``settle.settle``); a rate whose
+P99s then miss the SLA is refused, and the search goes on below it.
 """
 
 from __future__ import annotations
@@ -161,9 +160,9 @@ def max_rate_within_sla(
     reproduces ``result``. Each rate runs at least `n_requests`, more where its requests in flight ask for
     more (``settle.steady``); an overloaded rate is refused. The search brackets the rate between a trickle
     and the batch's decode-only throughput (an upper bound on any sustainable rate), narrows the bracket
-    until it is within `rel_tol` of its upper end, then doubles the answer's requests until its P99s settle
-    (``settle.settle``); an answer whose P99s then miss the SLA, or whose queue then grows, is refused and the
-    search goes on below it (P99s still moving at ``settle.MAX_REQUESTS`` are kept, and said to be).
+    until it is within `rel_tol` of its upper end, then doubles the answer's requests once (``settle.settle``);
+    an answer whose P99s then miss the SLA, or whose queue then grows, is refused and the search goes on below
+    it (P99s that moved by ``settle.TOLERANCE`` or more are kept, and said to be: ``settled``).
     """
     trials = _RateTrials(cost, config, prompt, output, n_requests, seed, ttft_p99_ms, tpot_p99_ms, prefix,
                          conversation, cache_prefixes, speculation)  # fmt: skip
@@ -185,7 +184,9 @@ def max_rate_within_sla(
     while feasible:
         hi, limit = _bisect(trials, feasible, hi, limit, rel_tol)
         rate, start = feasible.pop()
-        final = settle(trials.runner(rate), rate, start)
+        # Checked at twice the requests (the SLA still met, no queue growing); the P99s a plan reports are those
+        # at a replica's load, settled there (``serving.settled_at``).
+        final = settle(trials.runner(rate), rate, start, doublings=1)
         if trials.ok(rate, final):
             return RateSearch(rate, final.result, trials.evaluations, final, limit)
         hi, limit = rate, trials.why(rate, final)

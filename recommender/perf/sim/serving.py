@@ -25,6 +25,8 @@ from recommender.perf.sim.workload import Lengths, SharedPrefix, make_workload
 from recommender.provenance import Provenance
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from recommender.perf.sim.results import SimulationResult
     from recommender.perf.sim.speculative import SpeculativeDecoding
     from recommender.perf.step.cost import StepCostModel
@@ -169,8 +171,10 @@ def simulate_serving(
     load = traffic.requests_per_second / replicas
     assert search.settled is not None and search.result is not None  # a capacity above 0 was simulated to settle
     request_s = in_flight(search.result, search.rate_per_s) / search.rate_per_s
-    settled = search.settled if load == search.rate_per_s else settled_at(
-        cost, config, traffic, load, speculation, request_s=request_s)
+    if load == search.rate_per_s:  # the capacity's own run, doubled once there: settled the rest of the way
+        settled = settle(_runner(cost, config, traffic, load, speculation), load, search.settled)
+    else:
+        settled = settled_at(cost, config, traffic, load, speculation, request_s=request_s)
     at_load = settled.result
     return ServingEstimate(
         ttft_ms=at_load.ttft_ms,
@@ -192,12 +196,22 @@ def settled_at(
     first run of at least `first` requests, sized for `rate` x `request_s` in flight (the request time at the
     capacity, an upper bound at a lower rate)."""
 
+    run = _runner(cost, config, traffic, rate, speculation)
+    return settle(run, rate, steady(run, rate, rate * request_s, first=first))
+
+
+def _runner(
+    cost: StepCostModel, config: SchedulerConfig, traffic: TrafficLoad, rate: float,
+    speculation: SpeculativeDecoding | None,
+) -> Callable[[int], SimulationResult]:  # fmt: skip
+    """The traffic's first n requests at `rate`, simulated."""
+
     def run(n: int) -> SimulationResult:
         workload = make_workload(prompt=traffic.prompt, output=traffic.output, n_requests=n, rate=rate,
                                  **traffic.sharing)  # fmt: skip
         return simulate(cost, workload, config, speculation=speculation)
 
-    return settle(run, rate, steady(run, rate, rate * request_s, first=first))
+    return run
 
 
 def simulate_serving_interval(

@@ -193,14 +193,20 @@ def steady(
         n = min(MAX_REQUESTS, max(wanted, 2 * n if filling else math.ceil(GROW_SLACK * n)))
 
 
-def settle(run: Callable[[int], SimulationResult], rate: float, start: Settled | None = None) -> Settled:
+def settle(
+    run: Callable[[int], SimulationResult], rate: float, start: Settled | None = None, doublings: int | None = None
+) -> Settled:
     """`steady` (or `start`, a steady run already made at `rate`), then the same traffic with twice the requests,
     doubling until its P99s move by less than ``TOLERANCE`` (settled: the doubled run is returned, its P99s over
     more requests) or the count would pass ``MAX_REQUESTS`` (not settled). An overloaded run is returned as it
-    is: its P99s grow with the run, and no count settles them."""
+    is: its P99s grow with the run, and no count settles them. `doublings` caps the doublings (a check that the
+    P99s hold at twice the requests, not that they settle)."""
     current = start if start is not None else steady(run, rate)
-    while not current.overloaded:
-        n = 2 * current.requests
+    if current.settled:
+        return current
+    left = math.inf if doublings is None else doublings
+    while not current.overloaded and left > 0:
+        n, left = 2 * current.requests, left - 1
         if n > MAX_REQUESTS:
             return current
         doubled = _judged(run(n), n, rate)
