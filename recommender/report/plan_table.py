@@ -101,8 +101,8 @@ def render_plan(rows: Sequence[PlanRow], *, name: str, traffic: Traffic, sla: La
         "moved to other GPUs through their datasheets, + continuous-batching simulation; (≤x): the P99 with every "
         f"step at its one-sided {sla.confidence:.0%} upper bound (held-out step residuals), which the SLA check uses; "
         f"prices: {', '.join(sets)} (sources and dates in recommender/perf/catalog/price_sets.yaml); "
-        f"P99s over: the simulated requests the P99s rest on after the warm-up, settled when another block as "
-        f"large moved them under 5% (recommender/perf/sim/settle.py); "
+        f"P99s over: the simulated requests the P99s rest on (warm-up and drain left out), settled when doubling "
+        f"the requests moved them under 5% (recommender/perf/sim/settle.py); "
         f"req/s per replica: the highest arrival rate one replica carries within the SLA at steady state"
         f"{_physics_footnote(rows)}{_unpriced_footnote(rows)}[/]"
     )
