@@ -1,11 +1,13 @@
 """Capacity of one replica: the highest arrival rate whose simulated P99s meet the SLA at steady state.
 
 P99s near capacity rise steeply (queueing), so the answer is found by simulation, not by
-a formula: bisect the Poisson arrival rate, replaying the same requests at every rate. Each rate is
-simulated long enough for its own requests in flight (``settle.steady``: Little's law, the warm-up
-dropped), and a rate whose queue still grows is refused as overloaded whatever its P99s: a finite run
-of it understates them. The answer is then checked at twice its requests (``settle.settle``); a rate whose
-P99s then miss the SLA is refused, and the search goes on below it.
+a formula: bisect the Poisson arrival rate, replaying the same requests at every rate. The bisection's
+probes are short runs (``settle.probe``: the first run's requests, the warm-up and drain dropped), each
+still judged for overload (its backlog growing while the time to first token climbs: refused whatever its
+P99s). Only the answer is run to steady state (``settle.steady``: Little's law) and checked at twice its
+requests (``settle.settle``); an answer that fails there (a queue a short run ended before, or P99s that
+rose with the batch filling) steps down to the rate the check points at, at most ``STEP_DOWNS`` times, each
+step checked the same way, before the search falls back to steady-state probes below it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from recommender.perf.sim.scheduler_config import fits_kv_cache
-from recommender.perf.sim.settle import FIRST_REQUESTS, Settled, in_flight, settle, steady
+from recommender.perf.sim.settle import FIRST_REQUESTS, Settled, in_flight, probe, requests_for, settle, steady
 from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.workload import make_workload
 
@@ -32,6 +34,11 @@ __all__ = ["RateSearch", "max_rate_within_sla", "replicas_needed"]
 
 #: How far over its mean-context count a KV cache's batch is let run in the throughput ceiling (short requests).
 KV_SLACK = 1.25
+#: How many times an answer refused at steady state steps down to the rate its check points at (each step checked at
+#: steady state) before the search falls back to steady-state probes below it.
+STEP_DOWNS = 2
+#: The range of one step down, as a fraction of the refused rate.
+STEP_RANGE = (0.5, 0.95)
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,9 @@ class _RateTrials:
     #: The mean time a request spent in the system at the highest rate judged feasible so far: at a higher
     #: rate it is at least this, so rate x it is a floor on the requests in flight there.
     request_s: float = 0.0
+    #: The lowest rate refused at steady state so far, and why.
+    refused: float = math.inf
+    refusal: str = ""
 
     def workload(self, rate: float, n: int) -> Workload:
         return make_workload(
@@ -87,8 +97,30 @@ class _RateTrials:
         return run
 
     def judge(self, rate: float) -> Settled:
+        """`rate`'s probe: the first run alone (`n_requests`, fewer where the last feasible rate's requests in
+        flight ask for fewer), judged for overload but not grown (``settle.probe``)."""
+        return probe(self.runner(rate), rate, min(self.n_requests, requests_for(rate * self.request_s)))
+
+    def judge_steady(self, rate: float) -> Settled:
         """`rate` simulated at its steady state, its requests in flight predicted from the last feasible rate."""
         return steady(self.runner(rate), rate, rate * self.request_s, first=self.n_requests, decided=self._breaks)
+
+    def check(self, rate: float, start: Settled | None = None) -> Settled:
+        """`rate` at its steady state (or `start`, a steady run already made there), checked at twice its requests."""
+        run = self.runner(rate)
+        return settle(run, rate, start if start is not None else steady(run, rate, rate * self.request_s,
+                                                                        first=self.n_requests), doublings=1)
+
+    def step_down(self, rate: float, run: Settled) -> float:
+        """The rate an answer refused at steady state points at: the rate its completions kept up with (overloaded),
+        or the rate scaled by how far its P99 nearest over the limit was over it, within ``STEP_RANGE``."""
+        r = run.result
+        if run.overloaded:
+            factor = (1 - run.backlog) * STEP_RANGE[1]
+        else:
+            limits = ((self.ttft_p99_ms, r.ttft_ms.p99), (self.tpot_p99_ms, r.tpot_ms.p99))
+            factor = min((limit / p99 for limit, p99 in limits if p99 > limit), default=STEP_RANGE[1])
+        return rate * min(STEP_RANGE[1], max(STEP_RANGE[0], factor))
 
     def _breaks(self, run: Settled) -> bool:
         """Whether `run` already misses the SLA (a longer run, its batch fuller, would miss it by more)."""
@@ -157,12 +189,13 @@ def max_rate_within_sla(
     Every rate replays the same requests (``make_workload`` with the same seed: same lengths,
     the same arrival gaps rescaled), so the comparison between rates is not blurred by
     sampling noise, and ``make_workload(rate=search.rate_per_s, n_requests=search.settled.requests, ...)``
-    reproduces ``result``. Each rate runs at least `n_requests`, more where its requests in flight ask for
-    more (``settle.steady``); an overloaded rate is refused. The search brackets the rate between a trickle
-    and the batch's decode-only throughput (an upper bound on any sustainable rate), narrows the bracket
-    until it is within `rel_tol` of its upper end, then doubles the answer's requests once (``settle.settle``);
-    an answer whose P99s then miss the SLA, or whose queue then grows, is refused and the search goes on below
-    it (P99s that moved by ``settle.TOLERANCE`` or more are kept, and said to be: ``settled``).
+    reproduces ``result``. Each probe runs `n_requests` (``settle.probe``); an overloaded rate is refused. The
+    search brackets the rate between a trickle and the batch's decode-only throughput (an upper bound on any
+    sustainable rate) and narrows the bracket until it is within `rel_tol` of its upper end. The answer alone
+    is then run to its steady state and its requests doubled once (``settle.settle``); an answer whose P99s
+    then miss the SLA, or whose queue then grows, is refused and the search steps down (``_checked``), then,
+    if that fails too, bisects below it with steady-state probes (P99s that moved by ``settle.TOLERANCE`` or
+    more are kept, and said to be: ``settled``).
     """
     trials = _RateTrials(cost, config, prompt, output, n_requests, seed, ttft_p99_ms, tpot_p99_ms, prefix,
                          conversation, cache_prefixes, speculation)  # fmt: skip
@@ -181,20 +214,39 @@ def max_rate_within_sla(
         feasible.append((hi, ceiling))
     else:
         limit = trials.why(hi, ceiling)
-    while feasible:
-        hi, limit = _bisect(trials, feasible, hi, limit, rel_tol)
+    hi, limit = _bisect(trials, feasible, hi, limit, rel_tol, trials.judge)
+    found = _checked(trials, feasible[-1][0], limit, lowest=guess / 1000)
+    if found is not None:
+        return found
+    # Short probes misled the search more than STEP_DOWNS steps mend: steady-state probes below the last refusal.
+    hi, limit, feasible = trials.refused, trials.refusal, [(guess / 1000, trickle)]
+    while True:
+        hi, limit = _bisect(trials, feasible, hi, limit, rel_tol, trials.judge_steady)
         rate, start = feasible.pop()
-        # Checked at twice the requests (the SLA still met, no queue growing); the P99s a plan reports are those
-        # at a replica's load, settled there (``serving.settled_at``).
-        final = settle(trials.runner(rate), rate, start, doublings=1)
+        final = trials.check(rate, start if feasible else None)  # the trickle's run is a probe, not a steady one
         if trials.ok(rate, final):
             return RateSearch(rate, final.result, trials.evaluations, final, limit)
+        if not feasible:
+            return RateSearch(0.0, None, trials.evaluations, limit=trials.why(rate, final))
         hi, limit = rate, trials.why(rate, final)
-    return RateSearch(0.0, None, trials.evaluations, limit=limit)
+
+
+def _checked(trials: _RateTrials, rate: float, limit: str, lowest: float) -> RateSearch | None:
+    """The short search's answer `rate` checked at steady state, stepping down at most ``STEP_DOWNS`` times (never
+    below `lowest`); None when every step was refused (``trials.refused``/``refusal`` say the last)."""
+    for _ in range(1 + STEP_DOWNS):
+        final = trials.check(rate)
+        if trials.ok(rate, final):
+            return RateSearch(rate, final.result, trials.evaluations, final, limit)
+        trials.refused, trials.refusal = rate, trials.why(rate, final)
+        limit = trials.refusal
+        rate = max(lowest, trials.step_down(rate, final))
+    return None
 
 
 def _bisect(
-    trials: _RateTrials, feasible: list[tuple[float, Settled]], hi: float, limit: str, rel_tol: float
+    trials: _RateTrials, feasible: list[tuple[float, Settled]], hi: float, limit: str, rel_tol: float,
+    judge: Callable[[float], Settled],
 ) -> tuple[float, str]:
     """Narrow [the highest feasible rate, `hi`] to within `rel_tol` of `hi`, appending each feasible rate found
     to `feasible`; the new `hi` and why it was refused."""
@@ -202,7 +254,7 @@ def _bisect(
     while hi - lo > rel_tol * hi:
         # Geometric steps while the bracket spans more than 2x, arithmetic after.
         mid = math.sqrt(lo * hi) if hi > 2 * lo else (lo + hi) / 2
-        run = trials.judge(mid)
+        run = judge(mid)
         if trials.ok(mid, run):
             feasible.append((mid, run))
             lo = mid

@@ -104,6 +104,9 @@ class ServingEstimate:
     #: meets the SLA).
     requests_measured: int | None = None
     p99s_settled: bool | None = None
+    #: How many requests the run behind those P99s simulated in all (warm-up and drain included): a later run of the
+    #: same traffic at no more load starts from half of it (``settled_at``).
+    requests_simulated: int | None = None
 
     def p99_basis(self) -> str:
         """What the P99s rest on, for a reader ("2,400 requests, settled within 5%"); "" where not simulated."""
@@ -173,8 +176,9 @@ def simulate_serving(
     request_s = in_flight(search.result, search.rate_per_s) / search.rate_per_s
     if load == search.rate_per_s:  # the capacity's own run, doubled once there: settled the rest of the way
         settled = settle(_runner(cost, config, traffic, load, speculation), load, search.settled)
-    else:
-        settled = settled_at(cost, config, traffic, load, speculation, request_s=request_s)
+    else:  # from half the requests the capacity's check ended on: at a lower load, its P99s move no more
+        settled = settled_at(cost, config, traffic, load, speculation, request_s=request_s,
+                             first=max(FIRST_REQUESTS, search.settled.requests // 2))  # fmt: skip
     at_load = settled.result
     return ServingEstimate(
         ttft_ms=at_load.ttft_ms,
@@ -184,7 +188,7 @@ def simulate_serving(
         load_per_replica_rps=load,
         provenance=label.extended(f"P99s at the load: {settled.describe()}; capacity: {search.limit or 'the ceiling'}"),
         prefix_hit_rate=at_load.prefix_hit_rate if traffic.shares_prompts else None,
-        requests_measured=settled.measured, p99s_settled=settled.settled,
+        requests_measured=settled.measured, p99s_settled=settled.settled, requests_simulated=settled.requests,
     )
 
 
@@ -231,9 +235,10 @@ def simulate_serving_interval(
         at_load = simulate(point, workload, config, speculation=speculation)
         settled: Settled | None = None
     else:
-        # The point steps are faster than the upper ones: their requests in flight at the load are no more.
-        settled = settled_at(point, config, traffic, high.load_per_replica_rps, speculation,
-                             first=high.requests_measured)  # fmt: skip
+        # The point steps are faster than the upper ones: their requests in flight at the load are no more, so half
+        # the requests the upper ones settled on is a steady run for them, and its doubling the check.
+        first = max(FIRST_REQUESTS, (high.requests_simulated or 0) // 2)
+        settled = settled_at(point, config, traffic, high.load_per_replica_rps, speculation, first=first)
         at_load = settled.result
     t = at_load.ttft_ms
     return replace(
@@ -242,6 +247,7 @@ def simulate_serving_interval(
         tpot_p99_high_ms=high.tpot_ms.p99, confidence=confidence,
         prefix_hit_rate=at_load.prefix_hit_rate if traffic.shares_prompts else None,
         requests_measured=None if settled is None else settled.measured,
+        requests_simulated=None if settled is None else settled.requests,
         p99s_settled=None if settled is None else settled.settled and high.p99s_settled,
     )  # fmt: skip
 

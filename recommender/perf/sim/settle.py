@@ -36,7 +36,7 @@ from recommender.perf.sim.results import WARMUP_FRACTION, Percentiles
 if TYPE_CHECKING:
     from recommender.perf.sim.results import SimulationResult
 
-__all__ = ["MAX_REQUESTS", "OVERLOAD", "TOLERANCE", "Settled", "requests_for", "settle", "steady"]
+__all__ = ["MAX_REQUESTS", "OVERLOAD", "TOLERANCE", "Settled", "probe", "requests_for", "settle", "steady"]
 
 #: Another block of requests moving a P99 by less than this (relative) is settled.
 TOLERANCE = 0.05
@@ -167,6 +167,13 @@ def _judged(result: SimulationResult, n: int, rate: float) -> Settled:
     backlog = backlog_growth(result, n // 2)
     overloaded = backlog > OVERLOAD and (n >= MAX_REQUESTS or _waiting_grows(result))
     return Settled(_measured(result, warm, n - cool), n, warm, backlog, cool, overloaded)
+
+
+def probe(run: Callable[[int], SimulationResult], rate: float, n: int) -> Settled:
+    """One run of `n` requests at `rate`, judged like a steady one (warm-up and drain dropped, its backlog's growth
+    while the TTFT climbs called overloaded) but not grown: the capacity search's cheap probe, whose answer alone is
+    then run to steady state (``capacity.py``)."""
+    return _judged(run(n), n, rate)
 
 
 def steady(
