@@ -56,12 +56,32 @@ def test_an_overloaded_rate_is_called_overloaded_where_600_requests_looked_fine(
     assert settle(run, 40.0, judged) is judged  # no count settles a growing queue: not doubled
 
 
-def test_the_rate_search_refuses_overloaded_rates_that_600_requests_called_within_the_sla() -> None:
+def test_the_rate_search_refuses_overloaded_rates_that_600_requests_called_within_the_sla(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """600-request runs meet P99 TTFT <= 1 s up to the decode-only ceiling (~39 req/s: the old search's answer);
-    at steady state the queue grows well below it, so the capacity is lower, and its P99s say what they rest on."""
+    at steady state the queue grows well below it, so the capacity is lower, and its P99s say what they rest on.
+    The bisection's probes are the first run alone (600 requests); only its answer runs to steady state, and an
+    answer refused there steps down to the rate its completions kept up with."""
+    import recommender.perf.sim.capacity as capacity
+
+    counts: list[int] = []
+    real = capacity.simulate
+
+    def counted(cost, workload, config, speculation=None):  # type: ignore[no-untyped-def]
+        counts.append(len(workload.prompt_tokens))
+        return real(cost, workload, config, speculation=speculation)
+
     assert _runner(40.0)(600).meets(ttft_p99_ms=1000.0, tpot_p99_ms=100.0)
+    monkeypatch.setattr(capacity, "simulate", counted)
     search = max_rate_within_sla(COST, CONFIG, prompt=PROMPT, output=OUTPUT, ttft_p99_ms=1000.0, tpot_p99_ms=100.0)
     assert search.settled is not None and not search.settled.overloaded and search.result is search.settled.result
     assert 25.0 <= search.rate_per_s < 37.0 and search.settled.measured > 4 * 1000  # over a thousand in flight
     assert search.result.meets(ttft_p99_ms=1000.0, tpot_p99_ms=100.0)
     assert "req/s" in search.limit and f"{search.settled.measured:,} requests" in search.settled.describe()
+    # Here 600 requests meet the SLA at the decode-only ceiling (~39 req/s), so the probes end there: the ceiling's
+    # steady run finds it overloaded and the search steps down once, to what its completions kept up with.
+    probes = counts[: counts.index(next(n for n in counts if n != 600))]
+    assert len(probes) >= 2 and set(probes) == {600}
+    assert counts[-1] == search.settled.requests > 4 * 600  # the answer's P99s rest on its doubled steady run
+    assert "overloaded" in search.limit and search.rate_per_s < 37.0
