@@ -7,11 +7,12 @@ calibrated step cost (datasheet fit, no kernel tables: the same on every machine
 ~128, outputs ~256 tokens, lognormal CV 0.5). For each target, the arrival rate is set (a
 bisection below the capacity) so that one replica holds that many requests at once, and then timed:
 
-- ``settle``: the P99s at that rate as `plan` reports them at a replica's load (``serving.settled_at``: a
-  steady run of the Little's-law count, grown while the batch fills, then doubled until the P99s move < 5 %);
+- ``settle``: the P99s at that rate as `plan` reports them at a replica's load (``serving.settled_at``: one
+  run of at least twice the Little's-law count, doubled while the batch fills or its P99s move >= 5 % from its
+  own first half's);
 - ``capacity`` (once: the same replica): its capacity search for P99 TTFT <= 2 s and TPOT <= 150 ms
-  (``capacity.max_rate_within_sla``: every probe at its steady state, the answer settled), which holds
-  more than 1,500 at once;
+  (``capacity.max_rate_within_sla``: 600-request probes judged for overload, the answer alone at steady
+  state and doubled once, stepping down if refused there), which holds more than 1,500 at once;
 
 so ``settle + capacity`` is what one GPU x configuration x engine costs `plan` (an engine's interval adds a
 second settle at the load). Prints a table and, with --json, writes the rows.

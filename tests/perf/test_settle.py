@@ -85,3 +85,15 @@ def test_the_rate_search_refuses_overloaded_rates_that_600_requests_called_withi
     assert len(probes) >= 2 and set(probes) == {600}
     assert counts[-1] == search.settled.requests > 4 * 600  # the answer's P99s rest on its doubled steady run
     assert "overloaded" in search.limit and search.rate_per_s < 37.0
+
+
+@pytest.mark.slow
+def test_with_no_step_down_the_search_falls_back_to_steady_state_probes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the steps down do not mend what the short probes got wrong, the bisection goes on below the refused
+    answer with steady-state probes: the same overloaded ceiling refused, a capacity that holds at steady state."""
+    import recommender.perf.sim.capacity as capacity
+
+    monkeypatch.setattr(capacity, "STEP_DOWNS", 0)
+    search = max_rate_within_sla(COST, CONFIG, prompt=PROMPT, output=OUTPUT, ttft_p99_ms=1000.0, tpot_p99_ms=100.0)
+    assert search.settled is not None and not search.settled.overloaded and search.result is search.settled.result
+    assert 25.0 <= search.rate_per_s < 37.0 and search.result.meets(ttft_p99_ms=1000.0, tpot_p99_ms=100.0)

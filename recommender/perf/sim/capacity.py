@@ -219,7 +219,13 @@ def max_rate_within_sla(
     if found is not None:
         return found
     # Short probes misled the search more than STEP_DOWNS steps mend: steady-state probes below the last refusal.
-    hi, limit, feasible = trials.refused, trials.refusal, [(guess / 1000, trickle)]
+    return _steady_search(trials, [(guess / 1000, trickle)], rel_tol)
+
+
+def _steady_search(trials: _RateTrials, feasible: list[tuple[float, Settled]], rel_tol: float) -> RateSearch:
+    """The bisection below ``trials.refused`` with steady-state probes, each answer checked at twice its requests and
+    the search going on below it if refused there; `feasible` holds the trickle."""
+    hi, limit = trials.refused, trials.refusal
     while True:
         hi, limit = _bisect(trials, feasible, hi, limit, rel_tol, trials.judge_steady)
         rate, start = feasible.pop()
