@@ -151,6 +151,9 @@ class PerformanceEvaluator:
     speculation: SpeculationSource | None = None
     #: Whether replicas keep computed prefixes (every engine's default; False: the lever off, for comparison).
     cache_prefixes: bool = True
+    #: Whether every candidate's P99s at its load settle (``perf/sim/settle.py``); False: one first run's, for a
+    #: caller that ranks by capacity alone and settles what it shows (``settled``: `plan`).
+    settle_at_load: bool = True
     calibrated: CalibratedModel = field(default_factory=lambda: shipped_model(cache_root() / "kernel_tables"))
     _probes: dict[tuple[str, int], ProbeResult] = field(default_factory=dict)
     _performances: dict[Candidate, CandidateResult | Performance] = field(default_factory=dict, init=False, repr=False)
@@ -168,6 +171,13 @@ class PerformanceEvaluator:
         """The pruned result, or the candidate judged on speed, memory and cost (its quality still unknown)."""
         performance = self.performance(c)
         return performance if isinstance(performance, CandidateResult) else speed_result(c, performance, self.sla)
+
+    def settled(self, c: Candidate) -> CandidateResult:
+        """`c` evaluated with its P99s at the load settled, whatever `settle_at_load` says (the same capacity: the
+        search replays the same requests)."""
+        if self.settle_at_load:
+            return self.evaluate(c)
+        return replace(self, settle_at_load=True, _probes=self._probes).evaluate(c)
 
     def performance(self, c: Candidate) -> CandidateResult | Performance:
         """The pruned result, or the candidate's serving estimate and price: computed once per candidate (the
@@ -205,7 +215,7 @@ class PerformanceEvaluator:
         """
         if setup.probe is not None or c.hardware == LOCAL_DEVICE:
             return setup, simulate_serving(setup.step_cost, setup.scheduler, traffic=self.load, sla=self.sla,
-                                           speculation=setup.speculation)  # fmt: skip
+                                           speculation=setup.speculation, settle_at_load=self.settle_at_load)
         accel = self.catalog.get(c.hardware)
         best: tuple[Setup, ServingEstimate] | None = None
         for engine in setup.engines or self.engines[:1]:
@@ -261,6 +271,7 @@ class PerformanceEvaluator:
             setup.step_cost, self.checked_step_cost(setup.step_cost, engine), setup.scheduler, traffic=self.load,
             sla=self.simulated_sla(engine, setup.step_cost), engine=engine, confidence=self.sla.confidence,
             ttft_offset_ms=self.request_overhead_ms(engine, setup.step_cost), speculation=setup.speculation,
+            settle_at_load=self.settle_at_load,
         )  # fmt: skip
 
     def setup(self, c: Candidate) -> CandidateResult | Setup:

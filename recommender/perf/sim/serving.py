@@ -18,7 +18,7 @@ from recommender.perf.sim.conversation import Conversation
 from recommender.perf.sim.physics_capacity import ALARM_FACTOR
 from recommender.perf.sim.results import Percentiles
 from recommender.perf.sim.scheduler import SchedulerConfig
-from recommender.perf.sim.settle import FIRST_REQUESTS, Settled, in_flight, requests_for, settle, settle_in_one
+from recommender.perf.sim.settle import FIRST_REQUESTS, Settled, in_flight, probe, requests_for, settle, settle_in_one
 from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.speculative import SpeculativeStepCost
 from recommender.perf.sim.workload import Lengths, SharedPrefix, make_workload
@@ -149,10 +149,12 @@ class ServingEstimate:
 
 def simulate_serving(
     cost: StepCostModel, config: SchedulerConfig, *, traffic: TrafficLoad, sla: LatencyLimits,
-    speculation: SpeculativeDecoding | None = None,
+    speculation: SpeculativeDecoding | None = None, settle_at_load: bool = True,
 ) -> ServingEstimate:
     """Capacity within the SLA and the latency percentiles at the target load per replica, from simulation
-    (with `speculation`: decode steps verify drafts at the measured acceptance, ``speculative.py``)."""
+    (with `speculation`: decode steps verify drafts at the measured acceptance, ``speculative.py``). The P99s at
+    the load settle (``settled_at``); with `settle_at_load` False they are one first run's, not checked (a caller
+    that compares capacities alone and settles only the configurations it shows: ``fleet/plan.py``)."""
     label = (cost if speculation is None else SpeculativeStepCost(cost, speculation)).provenance.extended(
         f"continuous-batching simulation (Poisson requests to steady state, max_num_seqs {config.max_num_seqs}, "
         f"{config.max_num_batched_tokens} tokens per simulated step, chunked prefill)"
@@ -175,7 +177,10 @@ def simulate_serving(
     assert search.settled is not None and search.result is not None  # a capacity above 0 was simulated to settle
     request_s = in_flight(search.result, search.rate_per_s) / search.rate_per_s
     if load == search.rate_per_s:  # the capacity's own run, doubled once there: settled the rest of the way
-        settled = settle(_runner(cost, config, traffic, load, speculation), load, search.settled)
+        settled = settle(_runner(cost, config, traffic, load, speculation), load, search.settled,
+                         doublings=None if settle_at_load else 0)  # fmt: skip
+    elif not settle_at_load:
+        settled = probe(_runner(cost, config, traffic, load, speculation), load, FIRST_REQUESTS)
     else:  # as many requests as the capacity's check ended on: at a lower load its P99s move no more
         settled = settled_at(cost, config, traffic, load, speculation, request_s=request_s,
                              first=search.settled.requests)  # fmt: skip
@@ -220,6 +225,7 @@ def _runner(
 def simulate_serving_interval(
     point: StepCostModel, upper: StepCostModel, config: SchedulerConfig, *, traffic: TrafficLoad, sla: LatencyLimits,
     engine: str, confidence: float, ttft_offset_ms: float = 0.0, speculation: SpeculativeDecoding | None = None,
+    settle_at_load: bool = True,
 ) -> ServingEstimate:
     """Capacity within `sla` and the P99s' upper ends from the user's traffic simulated with every step at the upper
     end of its interval (`upper`); the point P99s at the same load from the point step costs (`point`).
@@ -227,12 +233,17 @@ def simulate_serving_interval(
     `ttft_offset_ms` is the fixed time every TTFT carries outside the steps (the request's way through the
     engine); `sla`'s TTFT is the user's less that offset, and the reported TTFTs include it.
     """
-    high = simulate_serving(upper, config, traffic=traffic, sla=sla, speculation=speculation)
-    if high.requests_measured is None:
+    high = simulate_serving(upper, config, traffic=traffic, sla=sla, speculation=speculation,
+                            settle_at_load=settle_at_load)  # fmt: skip
+    settled: Settled | None = None
+    if high.requests_measured is not None and not settle_at_load:
+        load = high.load_per_replica_rps
+        settled = probe(_runner(point, config, traffic, load, speculation), load, FIRST_REQUESTS)
+        at_load = settled.result
+    elif high.requests_measured is None:
         workload = make_workload(prompt=traffic.prompt, output=traffic.output, n_requests=SIMULATED_REQUESTS,
                                  rate=high.load_per_replica_rps, **traffic.sharing)  # fmt: skip
         at_load = simulate(point, workload, config, speculation=speculation)
-        settled: Settled | None = None
     else:
         # The point steps are faster than the upper ones: their requests in flight at the load are no more, so the
         # count the upper ones settled on is one run for them, checked against its own first half.
