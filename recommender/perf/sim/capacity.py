@@ -215,7 +215,7 @@ def max_rate_within_sla(
     else:
         limit = trials.why(hi, ceiling)
     hi, limit = _bisect(trials, feasible, hi, limit, rel_tol, trials.judge)
-    found = _checked(trials, feasible[-1][0], limit, lowest=guess / 1000)
+    found = _checked(trials, feasible[-1][0], limit, guess / 1000, rel_tol)
     if found is not None:
         return found
     # Short probes misled the search more than STEP_DOWNS steps mend: steady-state probes below the last refusal.
@@ -237,17 +237,35 @@ def _steady_search(trials: _RateTrials, feasible: list[tuple[float, Settled]], r
         hi, limit = rate, trials.why(rate, final)
 
 
-def _checked(trials: _RateTrials, rate: float, limit: str, lowest: float) -> RateSearch | None:
+def _checked(trials: _RateTrials, rate: float, limit: str, lowest: float, rel_tol: float) -> RateSearch | None:
     """The short search's answer `rate` checked at steady state, stepping down at most ``STEP_DOWNS`` times (never
-    below `lowest`); None when every step was refused (``trials.refused``/``refusal`` say the last)."""
-    for _ in range(1 + STEP_DOWNS):
+    below `lowest`) and, from a step that holds, bisecting back up to the refusal with steady-state probes; None
+    when every step was refused (``trials.refused``/``refusal`` say the last)."""
+    for step in range(1 + STEP_DOWNS):
         final = trials.check(rate)
         if trials.ok(rate, final):
-            return RateSearch(rate, final.result, trials.evaluations, final, limit)
+            return RateSearch(rate, final.result, trials.evaluations, final, limit) if step == 0 else (
+                _refined(trials, rate, final, rel_tol))  # fmt: skip
         trials.refused, trials.refusal = rate, trials.why(rate, final)
         limit = trials.refusal
         rate = max(lowest, trials.step_down(rate, final))
     return None
+
+
+def _refined(trials: _RateTrials, rate: float, final: Settled, rel_tol: float) -> RateSearch:
+    """`rate`, a step down that held at steady state, bisected up towards the refusal above it with steady-state
+    probes (a step down lands below the capacity: P99s near it rise steeply); the highest found whose check at twice
+    its requests holds (the bisection going on below one refused there), or `rate`."""
+    feasible, hi, limit = [(rate, final)], trials.refused, trials.refusal
+    while True:
+        hi, limit = _bisect(trials, feasible, hi, limit, rel_tol, trials.judge_steady)
+        if len(feasible) == 1:
+            return RateSearch(rate, final.result, trials.evaluations, final, limit)
+        higher, start = feasible.pop()
+        checked = trials.check(higher, start)
+        if trials.ok(higher, checked):
+            return RateSearch(higher, checked.result, trials.evaluations, checked, limit)
+        hi, limit = higher, trials.why(higher, checked)
 
 
 def _bisect(
