@@ -18,7 +18,7 @@ from recommender.perf.sim.conversation import Conversation
 from recommender.perf.sim.physics_capacity import ALARM_FACTOR
 from recommender.perf.sim.results import Percentiles
 from recommender.perf.sim.scheduler import SchedulerConfig
-from recommender.perf.sim.settle import FIRST_REQUESTS, Settled, in_flight, probe, requests_for, settle, settle_in_one
+from recommender.perf.sim.settle import FIRST_REQUESTS, Settled, in_flight, probe, settle, steady
 from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.speculative import SpeculativeStepCost
 from recommender.perf.sim.workload import Lengths, SharedPrefix, make_workload
@@ -105,7 +105,7 @@ class ServingEstimate:
     requests_measured: int | None = None
     p99s_settled: bool | None = None
     #: How many requests the run behind those P99s simulated in all (warm-up and drain included): a later run of the
-    #: same traffic at no more load starts there (``settled_at``).
+    #: same traffic at no more load starts from half of it (``settled_at``).
     requests_simulated: int | None = None
 
     def p99_basis(self) -> str:
@@ -181,9 +181,9 @@ def simulate_serving(
                          doublings=None if settle_at_load else 0)  # fmt: skip
     elif not settle_at_load:
         settled = probe(_runner(cost, config, traffic, load, speculation), load, FIRST_REQUESTS)
-    else:  # as many requests as the capacity's check ended on: at a lower load its P99s move no more
+    else:  # from half the requests the capacity's check ended on: at a lower load, its P99s move no more
         settled = settled_at(cost, config, traffic, load, speculation, request_s=request_s,
-                             first=search.settled.requests)  # fmt: skip
+                             first=max(FIRST_REQUESTS, search.settled.requests // 2))  # fmt: skip
     at_load = settled.result
     return ServingEstimate(
         ttft_ms=at_load.ttft_ms,
@@ -201,11 +201,12 @@ def settled_at(
     cost: StepCostModel, config: SchedulerConfig, traffic: TrafficLoad, rate: float,
     speculation: SpeculativeDecoding | None, *, request_s: float = 0.0, first: int = FIRST_REQUESTS,
 ) -> Settled:  # fmt: skip
-    """The traffic simulated at `rate` until its P99s settle (``settle.settle_in_one``): the same requests, more of
-    them; one run of at least `first` requests and at least twice the count `rate` x `request_s` in flight asks for
-    (the request time at the capacity, an upper bound at a lower rate), checked against its own first half."""
+    """The traffic simulated at `rate` until its P99s settle (``settle.py``): the same requests, more of them; the
+    first run of at least `first` requests, sized for `rate` x `request_s` in flight (the request time at the
+    capacity, an upper bound at a lower rate), grown to its own steady state, then doubled until its P99s move
+    by under ``settle.TOLERANCE``."""
     run = _runner(cost, config, traffic, rate, speculation)
-    return settle_in_one(run, rate, max(first, 2 * requests_for(rate * request_s)))
+    return settle(run, rate, steady(run, rate, rate * request_s, first=first))
 
 
 def _runner(
@@ -245,9 +246,9 @@ def simulate_serving_interval(
                                  rate=high.load_per_replica_rps, **traffic.sharing)  # fmt: skip
         at_load = simulate(point, workload, config, speculation=speculation)
     else:
-        # The point steps are faster than the upper ones: their requests in flight at the load are no more, so the
-        # count the upper ones settled on is one run for them, checked against its own first half.
-        first = max(FIRST_REQUESTS, high.requests_simulated or 0)
+        # The point steps are faster than the upper ones: their requests in flight at the load are no more, so half
+        # the requests the upper ones settled on is a steady run for them, and its doubling the check.
+        first = max(FIRST_REQUESTS, (high.requests_simulated or 0) // 2)
         settled = settled_at(point, config, traffic, high.load_per_replica_rps, speculation, first=first)
         at_load = settled.result
     t = at_load.ttft_ms

@@ -36,9 +36,7 @@ from recommender.perf.sim.results import WARMUP_FRACTION, Percentiles
 if TYPE_CHECKING:
     from recommender.perf.sim.results import SimulationResult
 
-__all__ = [
-    "MAX_REQUESTS", "OVERLOAD", "TOLERANCE", "Settled", "probe", "requests_for", "settle", "settle_in_one", "steady",
-]
+__all__ = ["MAX_REQUESTS", "OVERLOAD", "TOLERANCE", "Settled", "probe", "requests_for", "settle", "steady"]
 
 #: Another block of requests moving a P99 by less than this (relative) is settled.
 TOLERANCE = 0.05
@@ -225,24 +223,3 @@ def settle(
             return current
     return current
 
-
-def settle_in_one(run: Callable[[int], SimulationResult], rate: float, n: int) -> Settled:
-    """`run(n)` checked against its own first half: the P99s over the first n/2 requests' window (their own warm-up
-    and drain dropped) are those a run of n/2 measures, the same requests, so one run of n is the doubling check
-    ``settle`` makes with two (its first half served, if anything, nearer steady state: no drain follows it). The
-    count doubles while the P99s move by ``TOLERANCE`` or more, the backlog grows (a batch still filling) or the
-    run's own requests in flight ask for more (up to ``MAX_REQUESTS``); an overloaded run is returned as it is."""
-    n = min(MAX_REQUESTS, n)
-    while True:
-        result = run(n)
-        whole = _judged(result, n, rate)
-        if whole.overloaded:
-            return whole
-        flight, half = in_flight(result, rate), n // 2
-        warm = warmup_of(half, flight)
-        moved = _moved(_measured(result, warm, half - cooldown_of(half, warm, flight)), whole.result)
-        wanted = requests_for(flight)
-        steady_enough = whole.backlog <= OVERLOAD and wanted <= GROW_SLACK * n
-        if (moved < TOLERANCE and steady_enough) or n >= MAX_REQUESTS:
-            return replace(whole, moved=moved, settled=moved < TOLERANCE and steady_enough)
-        n = min(MAX_REQUESTS, max(2 * n, wanted))
