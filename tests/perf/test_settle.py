@@ -80,11 +80,12 @@ def test_the_rate_search_refuses_overloaded_rates_that_600_requests_called_withi
     assert search.result.meets(ttft_p99_ms=1000.0, tpot_p99_ms=100.0)
     assert "req/s" in search.limit and f"{search.settled.measured:,} requests" in search.settled.describe()
     # Here 600 requests meet the SLA at the decode-only ceiling (~39 req/s), so the probes end there: the ceiling's
-    # steady run finds it overloaded and the search steps down once, to what its completions kept up with.
+    # steady run finds it overloaded, the search steps down to what its completions kept up with, and bisects back
+    # up from there with steady-state probes.
     probes = counts[: counts.index(next(n for n in counts if n != 600))]
     assert len(probes) >= 2 and set(probes) == {600}
-    assert counts[-1] == search.settled.requests > 4 * 600  # the answer's P99s rest on its doubled steady run
-    assert "overloaded" in search.limit and search.rate_per_s < 37.0
+    assert search.settled.requests in counts[len(probes):] and search.settled.requests > 4 * 600  # a steady run's
+    assert search.rate_per_s < 37.0
 
 
 @pytest.mark.slow
