@@ -18,7 +18,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from recommender.perf.sim.scheduler_config import fits_kv_cache
-from recommender.perf.sim.settle import FIRST_REQUESTS, Settled, in_flight, probe, requests_for, settle, steady
+from recommender.perf.sim.settle import (
+    FIRST_REQUESTS,
+    Settled,
+    in_flight,
+    is_steady,
+    probe,
+    requests_for,
+    settle,
+    steady,
+)
 from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.workload import make_workload
 
@@ -113,13 +122,14 @@ class _RateTrials:
 
     def step_down(self, rate: float, run: Settled) -> float:
         """The rate an answer refused at steady state points at: the rate its completions kept up with (overloaded),
-        or the rate scaled by how far its P99 nearest over the limit was over it, within ``STEP_RANGE``."""
+        or the rate scaled by the fourth root of how far its P99 nearest over the limit was over it (P99s near the
+        capacity rise steeply: a few percent of rate moves them tens of percent), within ``STEP_RANGE``."""
         r = run.result
         if run.overloaded:
             factor = (1 - run.backlog) * STEP_RANGE[1]
         else:
             limits = ((self.ttft_p99_ms, r.ttft_ms.p99), (self.tpot_p99_ms, r.tpot_ms.p99))
-            factor = min((limit / p99 for limit, p99 in limits if p99 > limit), default=STEP_RANGE[1])
+            factor = min(((limit / p99) ** 0.25 for limit, p99 in limits if p99 > limit), default=STEP_RANGE[1])
         return rate * min(STEP_RANGE[1], max(STEP_RANGE[0], factor))
 
     def _breaks(self, run: Settled) -> bool:
@@ -215,7 +225,7 @@ def max_rate_within_sla(
     else:
         limit = trials.why(hi, ceiling)
     hi, limit = _bisect(trials, feasible, hi, limit, rel_tol, trials.judge)
-    found = _checked(trials, feasible[-1][0], limit, guess / 1000, rel_tol)
+    found = _checked(trials, feasible[-1], limit, guess / 1000, rel_tol)
     if found is not None:
         return found
     # Short probes misled the search more than STEP_DOWNS steps mend: steady-state probes below the last refusal.
@@ -237,12 +247,16 @@ def _steady_search(trials: _RateTrials, feasible: list[tuple[float, Settled]], r
         hi, limit = rate, trials.why(rate, final)
 
 
-def _checked(trials: _RateTrials, rate: float, limit: str, lowest: float, rel_tol: float) -> RateSearch | None:
-    """The short search's answer `rate` checked at steady state, stepping down at most ``STEP_DOWNS`` times (never
-    below `lowest`) and, from a step that holds, bisecting back up to the refusal with steady-state probes; None
-    when every step was refused (``trials.refused``/``refusal`` say the last)."""
+def _checked(
+    trials: _RateTrials, answer: tuple[float, Settled], limit: str, lowest: float, rel_tol: float
+) -> RateSearch | None:
+    """The short search's answer (its rate and probe) checked at steady state (from its probe where that is already
+    steady), stepping down at most ``STEP_DOWNS`` times (never below `lowest`) and, from a step that holds, bisecting
+    back up to the refusal with steady-state probes; None when every step was refused (``trials.refused``/``refusal``
+    say the last)."""
+    rate, start = answer
     for step in range(1 + STEP_DOWNS):
-        final = trials.check(rate)
+        final = trials.check(rate, start if step == 0 and is_steady(start, rate) else None)
         if trials.ok(rate, final):
             return RateSearch(rate, final.result, trials.evaluations, final, limit) if step == 0 else (
                 _refined(trials, rate, final, rel_tol))  # fmt: skip

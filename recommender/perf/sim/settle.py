@@ -36,7 +36,7 @@ from recommender.perf.sim.results import WARMUP_FRACTION, Percentiles
 if TYPE_CHECKING:
     from recommender.perf.sim.results import SimulationResult
 
-__all__ = ["MAX_REQUESTS", "OVERLOAD", "TOLERANCE", "Settled", "probe", "requests_for", "settle", "steady"]
+__all__ = ["MAX_REQUESTS", "OVERLOAD", "TOLERANCE", "Settled", "is_steady", "probe", "requests_for", "settle", "steady"]
 
 #: Another block of requests moving a P99 by less than this (relative) is settled.
 TOLERANCE = 0.05
@@ -174,6 +174,13 @@ def probe(run: Callable[[int], SimulationResult], rate: float, n: int) -> Settle
     while the TTFT climbs called overloaded) but not grown: the capacity search's cheap probe, whose answer alone is
     then run to steady state (``capacity.py``)."""
     return _judged(run(n), n, rate)
+
+
+def is_steady(run: Settled, rate: float) -> bool:
+    """Whether `run` already holds the count its own requests in flight ask for, its backlog flat: ``steady`` would
+    stop at it (a short probe at a light load is its own steady run)."""
+    wanted = requests_for(in_flight(run.result, rate))
+    return not run.overloaded and run.backlog <= OVERLOAD and wanted <= GROW_SLACK * run.requests
 
 
 def steady(
