@@ -46,6 +46,8 @@ KV_SLACK = 1.25
 #: How many times an answer refused at steady state steps down to the rate its check points at (each step checked at
 #: steady state) before the search falls back to steady-state probes below it.
 STEP_DOWNS = 2
+#: How much coarser than the search's tolerance a refined step down is bisected (each probe a steady run).
+REFINE_TOL = 2.0
 #: The range of one step down, as a fraction of the refused rate.
 STEP_RANGE = (0.5, 0.95)
 
@@ -268,11 +270,12 @@ def _checked(
 
 def _refined(trials: _RateTrials, rate: float, final: Settled, rel_tol: float) -> RateSearch:
     """`rate`, a step down that held at steady state, bisected up towards the refusal above it with steady-state
-    probes (a step down lands below the capacity: P99s near it rise steeply); the highest found whose check at twice
+    probes to within ``REFINE_TOL`` x `rel_tol` of it (a step down lands below the capacity: P99s near it rise
+    steeply); the highest found whose check at twice
     its requests holds (the bisection going on below one refused there), or `rate`."""
     feasible, hi, limit = [(rate, final)], trials.refused, trials.refusal
     while True:
-        hi, limit = _bisect(trials, feasible, hi, limit, rel_tol, trials.judge_steady)
+        hi, limit = _bisect(trials, feasible, hi, limit, REFINE_TOL * rel_tol, trials.judge_steady)
         if len(feasible) == 1:
             return RateSearch(rate, final.result, trials.evaluations, final, limit)
         higher, start = feasible.pop()
