@@ -293,8 +293,9 @@ def _bisect(
     to `feasible`; the new `hi` and why it was refused."""
     lo = feasible[-1][0]
     while hi - lo > rel_tol * hi:
-        # Geometric steps while the bracket spans more than 2x, arithmetic after.
-        mid = math.sqrt(lo * hi) if hi > 2 * lo else (lo + hi) / 2
+        # Geometric steps while the bracket spans more than 2x (the first at a quarter of the top at least: a probe at a
+        # trickle's rate is the costliest, one request's steps at a time), arithmetic after.
+        mid = max(math.sqrt(lo * hi), hi / 4) if hi > 2 * lo else (lo + hi) / 2
         run = judge(mid)
         if trials.ok(mid, run):
             feasible.append((mid, run))
