@@ -88,30 +88,60 @@ def main() -> None:
     )
     capacity_s = time.perf_counter() - started
     assert search.settled is not None
-    print(f"capacity for P99 TTFT <= {TTFT_MS:g} ms, TPOT <= {TPOT_MS:g} ms: {search.rate_per_s:.1f} req/s, "
-          f"{in_flight(search.settled.result, search.rate_per_s):.0f} in flight, {search.evaluations} simulations, "
-          f"{capacity_s:.1f} s; P99s over {search.settled.describe()}")  # fmt: skip
+    print(
+        f"capacity for P99 TTFT <= {TTFT_MS:g} ms, TPOT <= {TPOT_MS:g} ms: {search.rate_per_s:.1f} req/s, "
+        f"{in_flight(search.settled.result, search.rate_per_s):.0f} in flight, {search.evaluations} simulations, "
+        f"{capacity_s:.1f} s; P99s over {search.settled.describe()}"
+    )
     rows: list[dict[str, Any]] = []
     for target in TARGETS:
         rate = _rate_for(target, cost, config, search.rate_per_s)
         started = time.perf_counter()
         settled = settled_at(cost, config, TrafficLoad(rate, 128, 256, PROMPT, OUTPUT), rate, None)
         settle_s = time.perf_counter() - started
-        rows.append({
-            "target_in_flight": target, "rate_per_s": round(rate, 2),
-            "in_flight": round(in_flight(settled.result, rate)), "requests": settled.requests,
-            "p99s": settled.describe(), "ttft_p99_ms": round(settled.result.ttft_ms.p99, 1),
-            "tpot_p99_ms": round(settled.result.tpot_ms.p99, 2), "settle_s": round(settle_s, 2),
-            "capacity_rps": round(search.rate_per_s, 2), "capacity_simulations": search.evaluations,
-            "capacity_s": round(capacity_s, 2), "per_gpu_s": round(settle_s + capacity_s, 2),
-        })  # fmt: skip
-    header = ("in flight", "req/s", "requests", "P99 TTFT ms", "P99 TPOT ms", "settle s", "capacity s (sims)",
-              "per GPU s")  # fmt: skip
+        rows.append(
+            {
+                "target_in_flight": target,
+                "rate_per_s": round(rate, 2),
+                "in_flight": round(in_flight(settled.result, rate)),
+                "requests": settled.requests,
+                "p99s": settled.describe(),
+                "ttft_p99_ms": round(settled.result.ttft_ms.p99, 1),
+                "tpot_p99_ms": round(settled.result.tpot_ms.p99, 2),
+                "settle_s": round(settle_s, 2),
+                "capacity_rps": round(search.rate_per_s, 2),
+                "capacity_simulations": search.evaluations,
+                "capacity_s": round(capacity_s, 2),
+                "per_gpu_s": round(settle_s + capacity_s, 2),
+            }
+        )
+    header = (
+        "in flight",
+        "req/s",
+        "requests",
+        "P99 TTFT ms",
+        "P99 TPOT ms",
+        "settle s",
+        "capacity s (sims)",
+        "per GPU s",
+    )
     print(" | ".join(header))
     for r in rows:
-        print(" | ".join(str(x) for x in (
-            r["in_flight"], r["rate_per_s"], f"{r['requests']:,}", r["ttft_p99_ms"], r["tpot_p99_ms"], r["settle_s"],
-            f"{r['capacity_s']} ({r['capacity_simulations']})", r["per_gpu_s"])))  # fmt: skip
+        print(
+            " | ".join(
+                str(x)
+                for x in (
+                    r["in_flight"],
+                    r["rate_per_s"],
+                    f"{r['requests']:,}",
+                    r["ttft_p99_ms"],
+                    r["tpot_p99_ms"],
+                    r["settle_s"],
+                    f"{r['capacity_s']} ({r['capacity_simulations']})",
+                    r["per_gpu_s"],
+                )
+            )
+        )
     for r in rows:
         print(f"  {r['in_flight']} in flight: P99s over {r['p99s']}")
     if args.json:

@@ -113,10 +113,20 @@ class PerformanceEvaluator:
         return speed_result(c, performance, self.sla)
 
     def settled(self, c: Candidate) -> CandidateResult:
-        """`c` evaluated with its P99s at the load settled (the same capacity: the search replays the same runs)."""
+        """`c` evaluated with its P99s at the load settled: only the engine its evaluation picked is simulated again
+        (the capacity, and so the price, come out the same: the same requests are replayed)."""
         if self.settle_at_load:
             return self.evaluate(c)
-        return replace(self, settle_at_load=True, _probes=self._probes).evaluate(c)
+        try:
+            perf = self.performance(c)
+        except Refused as refused:
+            return refused.result(c)
+        settling = replace(self, settle_at_load=True, _probes=self._probes)
+        if perf.setup.probe is not None or c.hardware == LOCAL_DEVICE:
+            return settling.evaluate(c)
+        serving = settling._calibrated_serving(perf.setup, perf.setup.engine)
+        serving = replace(serving, physics_rps_per_replica=perf.serving.physics_rps_per_replica)
+        return speed_result(c, replace(perf, serving=serving), self.sla)
 
     def performance(self, c: Candidate) -> Performance:
         """The candidate's serving estimate and price, computed once per candidate (the search, its GPU mix and the

@@ -5,24 +5,26 @@ from __future__ import annotations
 from rich.console import Console
 
 from recommender.config.spec import LatencySLA, Traffic
-from recommender.fleet.plan_row import PlanRow
+from recommender.fleet.plan import plan_one
+from recommender.fleet.plan_scope import PlanScope
+from recommender.perf.catalog.architectures import load_architecture
+from recommender.perf.catalog.gpus import load_catalog
 from recommender.report.plan_table import render_plan
 
-
-def _row(p99_requests: int | None, settled: bool | None) -> PlanRow:
-    return PlanRow(
-        hardware="h100-sxm", precision="fp8", method="fp8-dynamic", tensor_parallel=1, batch_size=256,
-        usd_per_1m_tokens=0.1, replicas=2, usd_per_month=5095.0, ttft_p99_ms=166.0, tpot_p99_ms=13.5,
-        max_rps_per_replica=12.99, weights_gb_per_gpu=8.5, quality="prior", quality_verdict="unverified", note="",
-        provenance=None, engine="vllm", p99_requests=p99_requests, p99s_settled=settled,
-    )  # fmt: skip
+TRAFFIC = Traffic(requests_per_second=15, prompt_tokens=2048, output_tokens=256)
+SLA = LatencySLA(ttft_p99_ms=1000, tpot_p99_ms=50)
 
 
 def test_each_row_names_the_requests_its_p99s_rest_on_and_whether_they_settled() -> None:
+    _, llama8 = load_architecture("llama-3.1-8b")
+    catalog = load_catalog()
+    scope = PlanScope(batch_sizes=(64,), kv_cache_dtypes=("auto",), tensor_parallel=(1,))
+    served = plan_one(llama8, catalog.get("h100-sxm"), "fp8", traffic=TRAFFIC, sla=SLA, scope=scope, catalog=catalog)
+    refused = plan_one(llama8, catalog.get("t4"), "fp8", traffic=TRAFFIC, sla=SLA, scope=scope, catalog=catalog)
+    assert served.p99_requests is not None and served.p99_requests >= 1000
+    assert served.p99s_settled is True and refused.p99_requests is None
     console = Console(record=True, width=400)
-    render_plan([_row(2106, True), _row(24120, False), _row(None, None)], name="m",
-                traffic=Traffic(requests_per_second=20, prompt_tokens=2048, output_tokens=256),
-                sla=LatencySLA(ttft_p99_ms=1000, tpot_p99_ms=50), console=console)  # fmt: skip
+    render_plan([served, refused], name="m", traffic=TRAFFIC, sla=SLA, console=console)
     text = console.export_text()
-    assert "P99s over" in text and "2,106 settled" in text and "24,120 not settled" in text
+    assert "P99s over" in text and f"{served.p99_requests:,} settled" in text
     assert "settled when doubling the requests moved them under 5%" in text

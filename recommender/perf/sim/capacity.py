@@ -240,8 +240,20 @@ def max_rate_within_sla(
     if that fails too, bisects below it with steady-state probes (P99s that moved by ``settle.TOLERANCE`` or
     more are kept, and said to be: ``settled``).
     """
-    trials = _RateTrials(cost, config, prompt, output, n_requests, seed, ttft_p99_ms, tpot_p99_ms, prefix,
-                         conversation, cache_prefixes, speculation)  # fmt: skip
+    trials = _RateTrials(
+        cost,
+        config,
+        prompt,
+        output,
+        n_requests,
+        seed,
+        ttft_p99_ms,
+        tpot_p99_ms,
+        prefix,
+        conversation,
+        cache_prefixes,
+        speculation,
+    )
     if not fits_kv_cache(trials.workload(1.0, n_requests), config):
         # Drawn lengths (a long tail, a trace) can hold a request no KV cache of this replica holds: it would
         # never be scheduled, so no arrival rate meets the SLA.
@@ -295,8 +307,11 @@ def _checked(
     for step in range(1 + STEP_DOWNS):
         final = trials.check(rate, start if step == 0 and is_steady(start, rate) else None)
         if trials.ok(rate, final):
-            return RateSearch(rate, final.result, trials.evaluations, final, limit) if step == 0 else (
-                _refined(trials, rate, final, rel_tol))  # fmt: skip
+            return (
+                RateSearch(rate, final.result, trials.evaluations, final, limit)
+                if step == 0
+                else (_refined(trials, rate, final, rel_tol))
+            )
         trials.refused, trials.refusal = rate, trials.why(rate, final)
         limit = trials.refusal
         rate = max(lowest, trials.step_down(rate, final))

@@ -140,9 +140,10 @@ class ServingEstimate:
             return ""
         ttft, tpot = self.ttft_p99_checked_ms, self.tpot_p99_checked_ms
         which, value, limit = (
-            ("TTFT", ttft, sla.ttft_p99_ms) if ttft / sla.ttft_p99_ms >= tpot / sla.tpot_p99_ms
+            ("TTFT", ttft, sla.ttft_p99_ms)
+            if ttft / sla.ttft_p99_ms >= tpot / sla.tpot_p99_ms
             else ("TPOT", tpot, sla.tpot_p99_ms)
-        )  # fmt: skip
+        )
         return (
             f"{self.requests_per_s:.3g} req/s is under 1/{ALARM_FACTOR:g} of the {self.physics_rps_per_replica:.3g} "
             f"req/s throughput ceiling: the P99 {which} SLA binds (upper end {value:.4g} ms at this load, SLA "
@@ -179,28 +180,50 @@ def simulate_serving(
     # Fixed lengths for a constant rate; a profile's lognormal lengths or its trace's histogram.
     prompt, output = traffic.prompt, traffic.output
     search = max_rate_within_sla(
-        cost, config, prompt=prompt, output=output, ttft_p99_ms=sla.ttft_p99_ms, tpot_p99_ms=sla.tpot_p99_ms,
-        n_requests=SIMULATED_REQUESTS, speculation=speculation, **traffic.sharing,
-    )  # fmt: skip
+        cost,
+        config,
+        prompt=prompt,
+        output=output,
+        ttft_p99_ms=sla.ttft_p99_ms,
+        tpot_p99_ms=sla.tpot_p99_ms,
+        n_requests=SIMULATED_REQUESTS,
+        speculation=speculation,
+        **traffic.sharing,
+    )
     if search.rate_per_s <= 0:
         # Not even a lone request meets the SLA: report the latencies at a trickle of traffic.
         # At the mean lengths: a drawn tail may hold a request that never fits (then the capacity is 0 for that).
         mean_prompt, mean_output = traffic.prompt_tokens, traffic.output_tokens
-        lone = simulate(cost, make_workload(prompt=mean_prompt, output=mean_output, n_requests=20, rate=1e-3), config,
-                        speculation=speculation)  # fmt: skip
+        lone = simulate(
+            cost,
+            make_workload(prompt=mean_prompt, output=mean_output, n_requests=20, rate=1e-3),
+            config,
+            speculation=speculation,
+        )
         return ServingEstimate(lone.ttft_ms, lone.tpot_ms, 0.0, 0.0, 1e-3, label)
     replicas = replicas_needed(traffic.requests_per_second, search.rate_per_s)
     load = traffic.requests_per_second / replicas
     assert search.settled is not None and search.result is not None  # a capacity above 0 was simulated to settle
     request_s = in_flight(search.result, search.rate_per_s) / search.rate_per_s
     if load == search.rate_per_s:  # the capacity's own run, doubled once there: settled the rest of the way
-        settled = settle(_runner(cost, config, traffic, load, speculation), load, search.settled,
-                         doublings=None if settle_at_load else 0)  # fmt: skip
+        settled = settle(
+            _runner(cost, config, traffic, load, speculation),
+            load,
+            search.settled,
+            doublings=None if settle_at_load else 0,
+        )
     elif not settle_at_load:
         settled = probe(_runner(cost, config, traffic, load, speculation), load, FIRST_REQUESTS)
     else:  # from half the requests the capacity's check ended on: at a lower load, its P99s move no more
-        settled = settled_at(cost, config, traffic, load, speculation, request_s=request_s,
-                             first=max(FIRST_REQUESTS, search.settled.requests // 2))  # fmt: skip
+        settled = settled_at(
+            cost,
+            config,
+            traffic,
+            load,
+            speculation,
+            request_s=request_s,
+            first=max(FIRST_REQUESTS, search.settled.requests // 2),
+        )
     at_load = settled.result
     return ServingEstimate(
         ttft_ms=at_load.ttft_ms,
@@ -217,9 +240,15 @@ def simulate_serving(
 
 
 def settled_at(
-    cost: StepCostModel, config: SchedulerConfig, traffic: TrafficLoad, rate: float,
-    speculation: SpeculativeDecoding | None, *, request_s: float = 0.0, first: int = FIRST_REQUESTS,
-) -> Settled:  # fmt: skip
+    cost: StepCostModel,
+    config: SchedulerConfig,
+    traffic: TrafficLoad,
+    rate: float,
+    speculation: SpeculativeDecoding | None,
+    *,
+    request_s: float = 0.0,
+    first: int = FIRST_REQUESTS,
+) -> Settled:
     """The traffic simulated at `rate` until its P99s settle (``settle.py``): the same requests, more of them; the
     first run of at least `first` requests, sized for `rate` x `request_s` in flight (the request time at the
     capacity, an upper bound at a lower rate), grown to its own steady state, then doubled until its P99s move
@@ -229,14 +258,18 @@ def settled_at(
 
 
 def _runner(
-    cost: StepCostModel, config: SchedulerConfig, traffic: TrafficLoad, rate: float,
+    cost: StepCostModel,
+    config: SchedulerConfig,
+    traffic: TrafficLoad,
+    rate: float,
     speculation: SpeculativeDecoding | None,
-) -> Callable[[int], SimulationResult]:  # fmt: skip
+) -> Callable[[int], SimulationResult]:
     """The traffic's first n requests at `rate`, simulated."""
 
     def run(n: int) -> SimulationResult:
-        workload = make_workload(prompt=traffic.prompt, output=traffic.output, n_requests=n, rate=rate,
-                                 **traffic.sharing)  # fmt: skip
+        workload = make_workload(
+            prompt=traffic.prompt, output=traffic.output, n_requests=n, rate=rate, **traffic.sharing
+        )
         return simulate(cost, workload, config, speculation=speculation)
 
     return run
@@ -261,16 +294,22 @@ def simulate_serving_interval(
     `ttft_offset_ms` is the fixed time every TTFT carries outside the steps (the request's way through the
     engine); `sla`'s TTFT is the user's less that offset, and the reported TTFTs include it.
     """
-    high = simulate_serving(upper, config, traffic=traffic, sla=sla, speculation=speculation,
-                            settle_at_load=settle_at_load)  # fmt: skip
+    high = simulate_serving(
+        upper, config, traffic=traffic, sla=sla, speculation=speculation, settle_at_load=settle_at_load
+    )
     settled: Settled | None = None
     if high.requests_measured is not None and not settle_at_load:
         load = high.load_per_replica_rps
         settled = probe(_runner(point, config, traffic, load, speculation), load, FIRST_REQUESTS)
         at_load = settled.result
     elif high.requests_measured is None:
-        workload = make_workload(prompt=traffic.prompt, output=traffic.output, n_requests=SIMULATED_REQUESTS,
-                                 rate=high.load_per_replica_rps, **traffic.sharing)  # fmt: skip
+        workload = make_workload(
+            prompt=traffic.prompt,
+            output=traffic.output,
+            n_requests=SIMULATED_REQUESTS,
+            rate=high.load_per_replica_rps,
+            **traffic.sharing,
+        )
         at_load = simulate(point, workload, config, speculation=speculation)
     else:
         # The point steps are faster than the upper ones: their requests in flight at the load are no more, so half
@@ -280,11 +319,15 @@ def simulate_serving_interval(
         at_load = settled.result
     t = at_load.ttft_ms
     return replace(
-        high, ttft_ms=Percentiles(t.p50 + ttft_offset_ms, t.p95 + ttft_offset_ms, t.p99 + ttft_offset_ms),
-        tpot_ms=at_load.tpot_ms, engine=engine, ttft_p99_high_ms=high.ttft_ms.p99 + ttft_offset_ms,
-        tpot_p99_high_ms=high.tpot_ms.p99, confidence=confidence,
+        high,
+        ttft_ms=Percentiles(t.p50 + ttft_offset_ms, t.p95 + ttft_offset_ms, t.p99 + ttft_offset_ms),
+        tpot_ms=at_load.tpot_ms,
+        engine=engine,
+        ttft_p99_high_ms=high.ttft_ms.p99 + ttft_offset_ms,
+        tpot_p99_high_ms=high.tpot_ms.p99,
+        confidence=confidence,
         prefix_hit_rate=at_load.prefix_hit_rate if traffic.shares_prompts else None,
         requests_measured=None if settled is None else settled.measured,
         requests_simulated=None if settled is None else settled.requests,
         p99s_settled=None if settled is None else settled.settled and high.p99s_settled,
-    )  # fmt: skip
+    )

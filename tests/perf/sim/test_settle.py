@@ -52,8 +52,10 @@ def test_p99s_settle_and_stay_within_the_tolerance_when_the_count_doubles() -> N
     assert in_flight(settled.result, 30.0) > 300 and settled.measured >= 4 * 300
     # The same traffic, twice the requests, the same warm-up rule: the P99s hold within the tolerance.
     doubled = _judged(run(2 * settled.requests), 2 * settled.requests, 30.0)
-    for a, b in ((settled.result.ttft_ms.p99, doubled.result.ttft_ms.p99),
-                 (settled.result.tpot_ms.p99, doubled.result.tpot_ms.p99)):  # fmt: skip
+    for a, b in (
+        (settled.result.ttft_ms.p99, doubled.result.ttft_ms.p99),
+        (settled.result.tpot_ms.p99, doubled.result.tpot_ms.p99),
+    ):
         assert b == pytest.approx(a, rel=TOLERANCE)
     described = settled.describe()
     assert described.endswith("settled within 5% when doubled") and f"{settled.measured:,} requests" in described

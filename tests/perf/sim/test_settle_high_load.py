@@ -37,11 +37,14 @@ def test_p99s_at_over_a_thousand_in_flight_hold_within_5_percent_when_the_reques
     assert reported.settled and not reported.overloaded
     assert in_flight(reported.result, RATE) > 1000
     n = 2 * reported.requests
-    doubled = _judged(simulate(cost, make_workload(prompt=prompt, output=output, n_requests=n, rate=RATE), config),
-                      n, RATE)  # fmt: skip
+    doubled = _judged(
+        simulate(cost, make_workload(prompt=prompt, output=output, n_requests=n, rate=RATE), config), n, RATE
+    )
     assert not doubled.overloaded
-    for a, b in ((reported.result.ttft_ms.p99, doubled.result.ttft_ms.p99),
-                 (reported.result.tpot_ms.p99, doubled.result.tpot_ms.p99)):  # fmt: skip
+    for a, b in (
+        (reported.result.ttft_ms.p99, doubled.result.ttft_ms.p99),
+        (reported.result.tpot_ms.p99, doubled.result.tpot_ms.p99),
+    ):
         assert b == pytest.approx(a, rel=TOLERANCE)
     # The first 600 requests, the old fixed count, end while the batch still fills: their P99 TPOT is far lower.
     short = simulate(cost, make_workload(prompt=prompt, output=output, n_requests=600, rate=RATE), config)
