@@ -50,6 +50,9 @@ STEP_DOWNS = 2
 REFINE_TOL = 2.0
 #: The range of one step down, as a fraction of the refused rate.
 STEP_RANGE = (0.5, 0.95)
+#: Where the steps down do not mend a refusal, steady runs descend from it by this factor until one holds (high
+#: rates are the cheap runs: a batch's steps serve many requests at once; a trickle's, one).
+DESCENT = 0.7
 
 
 @dataclass(frozen=True)
@@ -273,8 +276,27 @@ def max_rate_within_sla(
     found = _checked(trials, feasible[-1], limit, guess / 1000, rel_tol)
     if found is not None:
         return found
-    # Short probes misled the search more than STEP_DOWNS steps mend: steady-state probes below the last refusal.
+    # Short probes misled the search more than STEP_DOWNS steps mend: steady runs descend from the last refusal,
+    # and only if they reach the trickle does a bisection with steady-state probes start from it.
+    descended = _descend(trials, guess / 1000, rel_tol)
+    if descended is not None:
+        return descended
     return _steady_search(trials, [(guess / 1000, trickle)], rel_tol)
+
+
+def _descend(trials: _RateTrials, lowest: float, rel_tol: float) -> RateSearch | None:
+    """Steady runs at rates falling by ``DESCENT`` from ``trials.refused`` until one holds at twice its requests,
+    then bisected back up towards the refusal above it (``_refined``); None where the descent reaches `lowest`."""
+    rate = trials.refused * DESCENT
+    while rate > lowest:
+        run = trials.judge_steady(rate)
+        if trials.ok(rate, run):
+            run = trials.check(rate, run)
+            if trials.ok(rate, run):
+                return _refined(trials, rate, run, rel_tol)
+        trials.refused, trials.refusal = rate, trials.why(rate, run)
+        rate *= DESCENT
+    return None
 
 
 def _steady_search(trials: _RateTrials, feasible: list[tuple[float, Settled]], rel_tol: float) -> RateSearch:
