@@ -1,109 +1,152 @@
-"""Wall time of the continuous-batching simulator: 10,000 requests, and a capacity search.
+"""Wall time of the simulation per GPU at 100, 500 and 1,500 requests in flight, settled as `plan` settles it.
 
-    .venv/bin/python benchmarks/simulator_speed.py [--requests 10000] [--repeats 3] [--ttft-ms 500] [--tpot-ms 50]
+    .venv/bin/python benchmarks/simulator_speed.py [--hardware b200] [--json out.json]
 
-A Llama-3-8B-shaped model in bf16 (``baseline``) on the catalog's H100 SXM, roofline step
-costs, vLLM-like defaults (256 sequences, 8192 tokens per step, chunked prefill, KV cache
-from 90 % of memory). Prompts ~512 and outputs ~256 tokens, lognormal with CV 0.5.
-First the highest Poisson rate whose P99 TTFT and TPOT meet the SLA (bisection, each
-probe simulating all the requests), then the best-of-N wall time of one simulation at a
-light load, at that rate, and at twice it (overload: the queue grows without bound).
-Target: every simulation of 10,000 requests in <= 1 s on 2 CPU cores.
+Llama 3.1 8B in FP8 (``fp8-dynamic``) under vLLM with an FP8 KV cache and a batch cap of 2048, on the shipped
+calibrated step cost (datasheet fit, no kernel tables: the same on every machine), short chat turns (prompts
+~128, outputs ~256 tokens, lognormal CV 0.5). For each target, the arrival rate is set (a
+bisection below the capacity) so that one replica holds that many requests at once, and then timed:
 
-Then the cost at high load: 100, 500 and 1,500 requests running at once (max_num_seqs that many, arrivals
-at 1.2x what that batch decodes, so it stays full), each simulating the Little's-law count a settled run
-takes (``perf/sim/settle.py``: the requests in flight as warm-up, then 4x them measured), and one doubled
-run, as the convergence check does.
+- ``settle``: the P99s at that rate as `plan` reports them at a replica's load (``serving.settled_at``: one
+  run of at least twice the Little's-law count, doubled while the batch fills or its P99s move >= 5 % from its
+  own first half's);
+- ``capacity`` (once: the same replica): its capacity search for P99 TTFT <= 2 s and TPOT <= 150 ms
+  (``capacity.max_rate_within_sla``: 600-request probes judged for overload, the answer alone at steady
+  state and doubled once, stepping down if refused there), which holds more than 1,500 at once;
+
+so ``settle + capacity`` is what one GPU x configuration x engine costs `plan` (an engine's interval adds a
+second settle at the load). Prints a table and, with --json, writes the rows.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from typing import Any
 
+from recommender.engines import PROFILES
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.model.memory import kv_cache_tokens
 from recommender.perf.sim.capacity import max_rate_within_sla
 from recommender.perf.sim.scheduler import SchedulerConfig
-from recommender.perf.sim.settle import requests_for
+from recommender.perf.sim.serving import TrafficLoad, settled_at
+from recommender.perf.sim.settle import in_flight, steady
 from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.workload import LengthDist, make_workload
-from recommender.perf.step.cost import RooflineStepCost
+from recommender.perf.step.calibrated import CalibratedModel, load_fit
 from recommender.quantize import get_scheme
 
-_, LLAMA3_8B = load_architecture("llama-3.1-8b")  # the shipped config.json numbers
+PROMPT, OUTPUT = LengthDist(128, 0.5), LengthDist(256, 0.5)
+TARGETS = (100, 500, 1500)
+#: An SLA loose enough that the replica's capacity holds more than the largest target at once.
+TTFT_MS, TPOT_MS = 2000.0, 150.0
+
+
+def _rate_for(target: float, cost: Any, config: SchedulerConfig, hi: float) -> float:
+    """The arrival rate below `hi` at which a settled replica holds about `target` requests at once (bisection:
+    the requests in flight grow with the rate)."""
+    lo, rate = 0.0, hi
+    for _ in range(12):
+
+        def run(n: int, r: float = rate) -> Any:
+            return simulate(
+                cost,
+                make_workload(prompt=PROMPT, output=OUTPUT, n_requests=n, rate=r),
+                config,
+            )
+
+        got = steady(run, rate)
+        flight = in_flight(got.result, rate)
+        if not got.overloaded and abs(flight / target - 1) < 0.08:
+            return rate
+        lo, hi = (lo, rate) if got.overloaded or flight > target else (rate, hi)
+        rate = (lo + hi) / 2
+    return rate
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=10_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--ttft-ms", type=float, default=500.0)
-    parser.add_argument("--tpot-ms", type=float, default=50.0)
+    parser.add_argument("--hardware", default="b200")
+    parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()
-
-    method, accel = get_scheme("baseline"), load_catalog().get("h100-sxm")
-    cost = RooflineStepCost(LLAMA3_8B, method, accel)
-    config = SchedulerConfig(kv_cache_tokens=kv_cache_tokens(LLAMA3_8B, method, accel))
-    prompt, output = LengthDist(512, 0.5), LengthDist(256, 0.5)
-    print(f"{accel.name}, {method.name}, {config}")
-
-    start = time.perf_counter()
+    _, shape = load_architecture("llama-3.1-8b")
+    method, accel = get_scheme("fp8-dynamic"), load_catalog().get(args.hardware)
+    cost = CalibratedModel(load_fit(), None).step_cost(shape, method, accel, "vllm", kv_cache_dtype="fp8")
+    kv = kv_cache_tokens(shape, method, accel, max_num_seqs=2048, kv_cache_dtype="fp8")
+    config = PROFILES["vllm"].batching(SchedulerConfig(kv_cache_tokens=kv, max_num_seqs=2048))
+    print(f"llama-3.1-8b fp8-dynamic on {accel.name}, vllm, fp8 KV ({kv:,} tokens), max_num_seqs 2048")
+    started = time.perf_counter()
     search = max_rate_within_sla(
         cost,
         config,
-        prompt=prompt,
-        output=output,
-        ttft_p99_ms=args.ttft_ms,
-        tpot_p99_ms=args.tpot_ms,
-        n_requests=args.requests,
+        prompt=PROMPT,
+        output=OUTPUT,
+        ttft_p99_ms=TTFT_MS,
+        tpot_p99_ms=TPOT_MS,
     )
-    search_s = time.perf_counter() - start
+    capacity_s = time.perf_counter() - started
+    assert search.settled is not None
     print(
-        f"max rate within P99 TTFT <= {args.ttft_ms:g} ms, TPOT <= {args.tpot_ms:g} ms: "
-        f"{search.rate_per_s:.2f} req/s ({search.evaluations} simulations of {args.requests} requests, "
-        f"{search_s:.2f} s)"
+        f"capacity for P99 TTFT <= {TTFT_MS:g} ms, TPOT <= {TPOT_MS:g} ms: {search.rate_per_s:.1f} req/s, "
+        f"{in_flight(search.settled.result, search.rate_per_s):.0f} in flight, {search.evaluations} simulations, "
+        f"{capacity_s:.1f} s; P99s over {search.settled.describe()}"
     )
-    if search.result is not None:
-        r = search.result
-        print(
-            f"  there: P99 TTFT {r.ttft_ms.p99:.0f} ms, P99 TPOT {r.tpot_ms.p99:.1f} ms, "
-            f"{r.output_tokens_per_s:.0f} output tok/s"
+    rows: list[dict[str, Any]] = []
+    for target in TARGETS:
+        rate = _rate_for(target, cost, config, search.rate_per_s)
+        started = time.perf_counter()
+        settled = settled_at(cost, config, TrafficLoad(rate, 128, 256, PROMPT, OUTPUT), rate, None)
+        settle_s = time.perf_counter() - started
+        rows.append(
+            {
+                "target_in_flight": target,
+                "rate_per_s": round(rate, 2),
+                "in_flight": round(in_flight(settled.result, rate)),
+                "requests": settled.requests,
+                "p99s": settled.describe(),
+                "ttft_p99_ms": round(settled.result.ttft_ms.p99, 1),
+                "tpot_p99_ms": round(settled.result.tpot_ms.p99, 2),
+                "settle_s": round(settle_s, 2),
+                "capacity_rps": round(search.rate_per_s, 2),
+                "capacity_simulations": search.evaluations,
+                "capacity_s": round(capacity_s, 2),
+                "per_gpu_s": round(settle_s + capacity_s, 2),
+            }
         )
-
-    rate = search.rate_per_s or 1.0
-    for label, at in (("light load (1 req/s)", 1.0), ("at the max rate", rate), ("overload (2x max)", 2 * rate)):
-        workload = make_workload(prompt=prompt, output=output, n_requests=args.requests, rate=at, seed=0)
-        times = []
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            result = simulate(cost, workload, config)
-            times.append(time.perf_counter() - start)
+    header = (
+        "in flight",
+        "req/s",
+        "requests",
+        "P99 TTFT ms",
+        "P99 TPOT ms",
+        "settle s",
+        "capacity s (sims)",
+        "per GPU s",
+    )
+    print(" | ".join(header))
+    for r in rows:
         print(
-            f"{label:>22}: {min(times):.3f} s wall (best of {args.repeats}) for {args.requests} requests, "
-            f"{result.steps} steps, {result.preemptions} preemptions, P99 TTFT {result.ttft_ms.p99:.0f} ms"
-        )
-
-    _in_flight(cost, prompt, output, args.repeats)
-
-
-def _in_flight(cost: RooflineStepCost, prompt: LengthDist, output: LengthDist, repeats: int) -> None:
-    """Wall time of a settled run's simulations with 100, 500 and 1,500 requests running at once."""
-    for seats in (100, 500, 1500):
-        config = SchedulerConfig(kv_cache_tokens=seats * 4096, max_num_seqs=seats, max_num_batched_tokens=8192)
-        rate = 1.2 * seats / (output.mean * cost.step_seconds(0, seats, int(seats * (prompt.mean + output.mean / 2))))
-        for n in (requests_for(seats), 2 * requests_for(seats)):
-            workload = make_workload(prompt=prompt, output=output, n_requests=n, rate=rate, seed=0)
-            times = []
-            for _ in range(repeats):
-                start = time.perf_counter()
-                result = simulate(cost, workload, config)
-                times.append(time.perf_counter() - start)
-            print(
-                f"{seats:>5} in flight: {min(times):.3f} s wall (best of {repeats}) for {n} requests at "
-                f"{rate:.1f} req/s, {result.steps} steps"
+            " | ".join(
+                str(x)
+                for x in (
+                    r["in_flight"],
+                    r["rate_per_s"],
+                    f"{r['requests']:,}",
+                    r["ttft_p99_ms"],
+                    r["tpot_p99_ms"],
+                    r["settle_s"],
+                    f"{r['capacity_s']} ({r['capacity_simulations']})",
+                    r["per_gpu_s"],
+                )
             )
+        )
+    for r in rows:
+        print(f"  {r['in_flight']} in flight: P99s over {r['p99s']}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"hardware": args.hardware, "rows": rows}, f, indent=2)
 
 
 if __name__ == "__main__":

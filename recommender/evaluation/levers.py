@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from recommender.evaluation.performance import Performance, PerformanceEvaluator
+from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.evaluation.refusal import Refused
+from recommender.evaluation.speed import Performance
 from recommender.money import usd
 from recommender.speculation.methods import NONE
 

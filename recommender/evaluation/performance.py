@@ -26,17 +26,16 @@ from recommender.engines.eligibility import Eligibility, eligibility
 from recommender.errors import SchemeUnavailableError
 from recommender.evaluation.batch_caps import engines_for, unheld_cap
 from recommender.evaluation.candidate import CandidateResult
-from recommender.evaluation.constraints import Constraints
 from recommender.evaluation.local_device import LocalMeasurement, Probes, local_eligibility, measured_step_cost
 from recommender.evaluation.refusal import Refused
 from recommender.evaluation.speculation import SpeculationSource, speculation_for
+from recommender.evaluation.speed import Performance, Setup, speed_result
 from recommender.paths import cache_root
 from recommender.perf.catalog.architecture_check import tensor_parallel_refusal
 from recommender.perf.catalog.gpus import Accelerator, Catalog
 from recommender.perf.model.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryFit, plan_memory
 from recommender.perf.model.shape import ModelShape
-from recommender.perf.pricing import CostEstimate, estimate_cost
-from recommender.perf.probe import ProbeResult
+from recommender.perf.pricing import estimate_cost
 from recommender.perf.sim.physics_capacity import physics_capacity
 from recommender.perf.sim.scheduler import SchedulerConfig
 from recommender.perf.sim.serving import (
@@ -55,65 +54,6 @@ if TYPE_CHECKING:
 
 #: Fraction of accelerator memory the serving engine may use (vLLM's default gpu_memory_utilization).
 GPU_MEMORY_UTILIZATION = DEFAULT_GPU_MEMORY_UTILIZATION
-
-
-@dataclass(frozen=True)
-class Setup:
-    """A candidate that passed the runnable and memory checks, ready to simulate."""
-
-    method: QuantScheme
-    step_cost: StepCostModel
-    scheduler: SchedulerConfig
-    price_per_hour_usd: float | None  # None: a GPU the price set does not price (`require_price` off: `plan`)
-    price_source: str
-    memory: MemoryFit
-    probe: ProbeResult | None
-    engines: tuple[str, ...] = ()
-    #: The named price set the hourly price comes from ("hardware_catalog": a contract price; "local_device").
-    price_set: str = ""
-    #: The engine whose calibrated step cost `step_cost` is ('' for the local device's measured steps).
-    engine: str = ""
-    #: Speculative decoding at its measured acceptance (None: none).
-    speculation: SpeculativeDecoding | None = None
-
-
-@dataclass(frozen=True)
-class Performance:
-    """The serving estimate and the price of a candidate that runs and fits (no price: `cost` None)."""
-
-    setup: Setup
-    serving: ServingEstimate
-    cost: CostEstimate | None
-
-
-def speed_result(c: Candidate, perf: Performance, sla: LatencySLA) -> CandidateResult:
-    """The candidate judged on speed, memory and cost alone; its quality still unknown (constraint 1)."""
-    serving = perf.serving
-    constraints = Constraints(
-        runnable=0.0,
-        memory=perf.setup.memory.constraint,
-        quality=1.0,
-        ttft=serving.ttft_p99_checked_ms / sla.ttft_p99_ms - 1.0,
-        tpot=serving.tpot_p99_checked_ms / sla.tpot_p99_ms - 1.0,
-    )
-    at = "" if serving.confidence is None else f" (upper end at {serving.confidence:.0%} confidence)"
-    broken = []
-    if constraints.ttft > 0:
-        broken.append(f"ttft: P99 {serving.ttft_p99_checked_ms:.1f} ms{at} > SLA {sla.ttft_p99_ms:g} ms")
-    if constraints.tpot > 0:
-        broken.append(f"tpot: P99 {serving.tpot_p99_checked_ms:.2f} ms{at} > SLA {sla.tpot_p99_ms:g} ms")
-    return CandidateResult(
-        candidate=c,
-        status="evaluated",
-        constraints=constraints,
-        broken=broken,
-        serving=serving,
-        cost=perf.cost,
-        memory=perf.setup.memory,
-        probe=perf.setup.probe,
-        # The engine the figures are for comes first: the recommendation names it.
-        engines=tuple(sorted(perf.setup.engines, key=lambda e: e != perf.setup.engine)),
-    )
 
 
 @dataclass(frozen=True)
@@ -148,6 +88,9 @@ class PerformanceEvaluator:
     #: Whether replicas keep computed prefixes (every engine's default; False: the lever off, for comparison).
     cache_prefixes: bool = True
     calibrated: CalibratedModel = field(default_factory=lambda: shipped_model(cache_root() / "kernel_tables"))
+    #: Whether every candidate's P99s at its load settle (``perf/sim/settle.py``); False: one first run's, for a
+    #: caller that ranks by capacity alone and settles what it shows (``settled``: `plan`).
+    settle_at_load: bool = True
     _probes: Probes = field(default_factory=dict)
     #: Each candidate's performance, or its refusal (raised again when asked again).
     _performances: dict[Candidate, Performance | Refused] = field(default_factory=dict, init=False, repr=False)
@@ -168,6 +111,22 @@ class PerformanceEvaluator:
         except Refused as refused:
             return refused.result(c)
         return speed_result(c, performance, self.sla)
+
+    def settled(self, c: Candidate) -> CandidateResult:
+        """`c` evaluated with its P99s at the load settled: only the engine its evaluation picked is simulated again
+        (the capacity, and so the price, come out the same: the same requests are replayed)."""
+        if self.settle_at_load:
+            return self.evaluate(c)
+        try:
+            perf = self.performance(c)
+        except Refused as refused:
+            return refused.result(c)
+        settling = replace(self, settle_at_load=True, _probes=self._probes)
+        if perf.setup.probe is not None or c.hardware == LOCAL_DEVICE:
+            return settling.evaluate(c)
+        serving = settling._calibrated_serving(perf.setup, perf.setup.engine)
+        serving = replace(serving, physics_rps_per_replica=perf.serving.physics_rps_per_replica)
+        return speed_result(c, replace(perf, serving=serving), self.sla)
 
     def performance(self, c: Candidate) -> Performance:
         """The candidate's serving estimate and price, computed once per candidate (the search, its GPU mix and the
@@ -218,7 +177,12 @@ class PerformanceEvaluator:
         """
         if setup.probe is not None or c.hardware == LOCAL_DEVICE:
             return setup, simulate_serving(
-                setup.step_cost, setup.scheduler, traffic=self.load, sla=self.sla, speculation=setup.speculation
+                setup.step_cost,
+                setup.scheduler,
+                traffic=self.load,
+                sla=self.sla,
+                speculation=setup.speculation,
+                settle_at_load=self.settle_at_load,
             )
         accel = self.catalog.get(c.hardware)
         best: tuple[Setup, ServingEstimate] | None = None
@@ -285,6 +249,7 @@ class PerformanceEvaluator:
             confidence=self.sla.confidence,
             ttft_offset_ms=self.request_overhead_ms(engine, setup.step_cost),
             speculation=setup.speculation,
+            settle_at_load=self.settle_at_load,
         )
 
     def setup(self, c: Candidate) -> Setup:

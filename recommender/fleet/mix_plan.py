@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from recommender.config.candidate import Candidate
 from recommender.engines import EngineLaunch
-from recommender.evaluation.performance import PerformanceEvaluator, Setup
+from recommender.evaluation.performance import PerformanceEvaluator
+from recommender.evaluation.speed import Setup
 from recommender.fleet.gpu_mix import (
     MixProblem,
     MixSolution,

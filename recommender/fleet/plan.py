@@ -156,7 +156,10 @@ def plan_one(
     """
     scope = scope or PlanScope()
     catalog = catalog or Catalog(accelerators={accel.key: accel}, source="plan")
-    performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines, require_price=False)
+    # Ranked by capacity alone: only the row shown has its P99s at the load settled (``settled``).
+    performance = PerformanceEvaluator(
+        catalog, shape, traffic, sla, engines=engines, require_price=False, settle_at_load=False
+    )
     method = (
         get_scheme(scope.schemes[precision])
         if precision in scope.schemes
@@ -169,7 +172,8 @@ def plan_one(
     fitting, refusal, pruned = _fitting(performance, accel, precision, method, scope)
     within_sla = [r for r in fitting if r.serving is not None and r.serving.requests_per_s > 0]
     if within_sla:
-        best = min(within_sla, key=lambda r: _gpu_rank(r, traffic.requests_per_second))
+        ranked = min(within_sla, key=lambda r: _gpu_rank(r, traffic.requests_per_second))
+        best = performance.settled(ranked.candidate)
         shown = pruned.get((best.candidate.tensor_parallel, best.candidate.kv_cache_dtype), "")
         return replace(_row(performance, accel, precision, method, "", best, unpriced), batch_caps_pruned=shown)
     if fitting:

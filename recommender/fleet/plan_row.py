@@ -148,6 +148,16 @@ class PlanRow:
         """The datasheet's throughput ceiling on one replica, no SLA (`perf.sim.physics_capacity`)."""
         return None if self._serving is None else self._serving.physics_rps_per_replica
 
+    @property
+    def p99_requests(self) -> int | None:
+        """How many simulated requests the P99s rest on after the warm-up (None where nothing ran at a load)."""
+        return None if self._serving is None else self._serving.requests_measured
+
+    @property
+    def p99s_settled(self) -> bool | None:
+        """Whether the P99s moved under 5 % when the simulated requests doubled (``perf/sim/settle.py``)."""
+        return None if self._serving is None else self._serving.p99s_settled
+
 
 def _only_rows(value: object) -> PlanRow:
     if isinstance(value, PlanRow):
@@ -184,6 +194,8 @@ class PlanRowJson(TypedDict):
     launch: str
     kv_cache_dtype: str
     batch_caps_pruned: str
+    p99_requests: int | None
+    p99s_settled: bool | None
 
 
 def plan_row_json(row: PlanRow) -> PlanRowJson:
@@ -215,4 +227,6 @@ def plan_row_json(row: PlanRow) -> PlanRowJson:
         launch=row.launch,
         kv_cache_dtype=row.kv_cache_dtype,
         batch_caps_pruned=row.batch_caps_pruned,
+        p99_requests=row.p99_requests,
+        p99s_settled=row.p99s_settled,
     )

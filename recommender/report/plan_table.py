@@ -27,12 +27,20 @@ _COLUMNS = (
     "$/month",
     "P99 TTFT ms",
     "P99 TPOT ms",
+    "P99s over",
     "req/s per replica",
     "physics req/s",
     "quality",
 )
 #: After a capacity far below the physics ceiling (`PlanRow.physics_alarm`).
 ALARM_MARK = "(!)"
+
+
+def _p99_basis(r: PlanRow) -> str:
+    """How many simulated requests the row's P99s rest on, and whether they settled ("2,400 settled")."""
+    if r.p99_requests is None:
+        return "-"
+    return f"{r.p99_requests:,} " + ("settled" if r.p99s_settled else "not settled")
 
 
 def _latency(value: float | None, high: float | None, digits: int) -> str:
@@ -63,6 +71,7 @@ def _cells(r: PlanRow) -> tuple[str, ...]:
         usd(r.usd_per_month),
         _latency(r.ttft_p99_ms, r.ttft_p99_high_ms, 0),
         _latency(r.tpot_p99_ms, r.tpot_p99_high_ms, 1),
+        _p99_basis(r),
         _rate(r.max_rps_per_replica) + (f" {ALARM_MARK}" if r.physics_alarm else ""),
         _rate(r.physics_rps_per_replica),
         r.note or f"{r.quality} [{r.quality_verdict}]",
@@ -106,7 +115,9 @@ def render_plan(rows: Sequence[PlanRow], *, name: str, traffic: Traffic, sla: La
         "moved to other GPUs through their datasheets, + continuous-batching simulation; (≤x): the P99 with every "
         f"step at its one-sided {sla.confidence:.0%} upper bound (held-out step residuals), which the SLA check uses; "
         f"prices: {', '.join(sets)} (sources and dates in recommender/perf/catalog/price_sets.yaml); "
-        f"req/s per replica: the highest arrival rate one replica carries within the SLA"
+        f"P99s over: the simulated requests the P99s rest on (warm-up and drain left out), settled when doubling "
+        f"the requests moved them under 5% (recommender/perf/sim/settle.py); "
+        f"req/s per replica: the highest arrival rate one replica carries within the SLA at steady state"
         f"{_physics_footnote(rows)}{_unpriced_footnote(rows)}[/]"
     )
 

@@ -155,7 +155,8 @@ def test_a_request_longer_than_the_kv_cache_leaves_no_capacity() -> None:
     """A long tail (or a trace) may hold a request no replica's KV cache holds: it would never run, so rate 0."""
     from recommender.config.candidate import Candidate
     from recommender.config.spec import LatencySLA, Traffic
-    from recommender.evaluation.performance import PerformanceEvaluator, Setup
+    from recommender.evaluation.performance import PerformanceEvaluator
+    from recommender.evaluation.speed import Setup
     from recommender.perf.catalog.architectures import load_architecture
     from recommender.perf.catalog.gpus import load_catalog
     from recommender.perf.sim.capacity import max_rate_within_sla

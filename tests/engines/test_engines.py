@@ -16,7 +16,8 @@ from recommender.config.spec import LatencySLA, Traffic
 from recommender.device import DeviceInfo
 from recommender.engines import ENGINE_NAMES, SUPPORT, evaluation_only, launch_flags
 from recommender.engines.eligibility import eligibility, refusal
-from recommender.evaluation.performance import PerformanceEvaluator, Setup
+from recommender.evaluation.performance import PerformanceEvaluator
+from recommender.evaluation.speed import Setup
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import Catalog, load_catalog
 from recommender.perf.model.memory import plan_memory

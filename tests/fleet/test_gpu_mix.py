@@ -16,7 +16,8 @@ from scipy.optimize import linprog
 
 from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA, Traffic
-from recommender.evaluation.performance import PerformanceEvaluator, Setup
+from recommender.evaluation.performance import PerformanceEvaluator
+from recommender.evaluation.speed import Setup
 from recommender.fleet.gpu_mix import MixProblem, MixSolution, best_single, solve_mix, undominated
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog

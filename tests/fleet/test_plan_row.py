@@ -48,6 +48,8 @@ PLAN_JSON_KEYS = [
     "launch",
     "kv_cache_dtype",
     "batch_caps_pruned",
+    "p99_requests",
+    "p99s_settled",
 ]
 
 

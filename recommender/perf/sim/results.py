@@ -70,6 +70,9 @@ class SimulationResult:
     #: after a preemption included).
     prefix_hit_tokens: int = 0
     prefill_tokens: int = 0
+    #: Each request's arrival (seconds, arrival order; None where a result was built without them): with
+    #: `e2e_s` it says when each finished, so whether completions kept up with arrivals (``settle.py``).
+    arrivals_s: FloatArray | None = None
 
     @property
     def prefix_hit_rate(self) -> float:
@@ -130,6 +133,7 @@ class SimulationResult:
             max_step_tokens=max_step_tokens,
             prefix_hit_tokens=prefix_hit_tokens,
             prefill_tokens=prefill_tokens,
+            arrivals_s=np.asarray(arrivals, dtype=float),
         )
 
 

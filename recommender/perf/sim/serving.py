@@ -18,12 +18,23 @@ from recommender.perf.sim.conversation import Conversation
 from recommender.perf.sim.physics_capacity import ALARM_FACTOR
 from recommender.perf.sim.results import Percentiles
 from recommender.perf.sim.scheduler import SchedulerConfig
+from recommender.perf.sim.settle import (
+    FIRST_REQUESTS,
+    Settled,
+    in_flight,
+    probe,
+    settle,
+    steady,
+)
 from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.speculative import SpeculativeStepCost
 from recommender.perf.sim.workload import Lengths, SharedPrefix, make_workload
 from recommender.provenance import Provenance
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from recommender.perf.sim.results import SimulationResult
     from recommender.perf.sim.speculative import SpeculativeDecoding
     from recommender.perf.step.cost import StepCostModel
 
@@ -53,7 +64,11 @@ class TrafficLoad:
     @property
     def sharing(self) -> dict[str, Any]:
         """What `make_workload` draws besides the lengths: the prefixes, the conversations, whether they are cached."""
-        return {"prefix": self.prefix, "conversation": self.conversation, "cache_prefixes": self.cache_prefixes}
+        return {
+            "prefix": self.prefix,
+            "conversation": self.conversation,
+            "cache_prefixes": self.cache_prefixes,
+        }
 
 
 class LatencyLimits(Protocol):
@@ -66,8 +81,9 @@ class LatencyLimits(Protocol):
     def tpot_p99_ms(self) -> float: ...
 
 
-#: Requests per simulation: enough for stable P99s (the first 10 % are warm-up).
-SIMULATED_REQUESTS = 600
+#: Requests of a simulation's first run, where nothing predicts more: it then grows to the count its own requests
+#: in flight ask for and doubles until its P99s settle (``settle.py``).
+SIMULATED_REQUESTS = FIRST_REQUESTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +111,20 @@ class ServingEstimate:
     physics_rps_per_replica: float | None = None
     #: The fraction of prompt tokens the replica's prefix cache served at its load (None: no prompt shares a prefix).
     prefix_hit_rate: float | None = None
+    #: How many simulated requests the P99s at the load rest on, after the warm-up, and whether they settled (moved
+    #: under ``settle.TOLERANCE`` when the count doubled); None: not simulated at a load (not even a lone request
+    #: meets the SLA).
+    requests_measured: int | None = None
+    p99s_settled: bool | None = None
+    #: How many requests the run behind those P99s simulated in all (warm-up and drain included): a later run of the
+    #: same traffic at no more load starts from half of it (``settled_at``).
+    requests_simulated: int | None = None
+
+    def p99_basis(self) -> str:
+        """What the P99s rest on, for a reader ("2,400 requests, settled within 5%"); "" where not simulated."""
+        if self.requests_measured is None:
+            return ""
+        return f"{self.requests_measured:,} requests, " + ("settled within 5%" if self.p99s_settled else "not settled")
 
     @property
     def physics_alarm(self) -> bool:
@@ -137,11 +167,14 @@ def simulate_serving(
     traffic: TrafficLoad,
     sla: LatencyLimits,
     speculation: SpeculativeDecoding | None = None,
+    settle_at_load: bool = True,
 ) -> ServingEstimate:
     """Capacity within the SLA and the latency percentiles at the target load per replica, from simulation
-    (with `speculation`: decode steps verify drafts at the measured acceptance, ``speculative.py``)."""
+    (with `speculation`: decode steps verify drafts at the measured acceptance, ``speculative.py``). The P99s at
+    the load settle (``settled_at``); with `settle_at_load` False they are one first run's, not checked (a caller
+    that compares capacities alone and settles only the configurations it shows: ``fleet/plan.py``)."""
     label = (cost if speculation is None else SpeculativeStepCost(cost, speculation)).provenance.extended(
-        f"continuous-batching simulation ({SIMULATED_REQUESTS} Poisson requests, max_num_seqs {config.max_num_seqs}, "
+        f"continuous-batching simulation (Poisson requests to steady state, max_num_seqs {config.max_num_seqs}, "
         f"{config.max_num_batched_tokens} tokens per simulated step, chunked prefill)"
     )
     # Fixed lengths for a constant rate; a profile's lognormal lengths or its trace's histogram.
@@ -170,21 +203,76 @@ def simulate_serving(
         return ServingEstimate(lone.ttft_ms, lone.tpot_ms, 0.0, 0.0, 1e-3, label)
     replicas = replicas_needed(traffic.requests_per_second, search.rate_per_s)
     load = traffic.requests_per_second / replicas
-    at_load = simulate(
-        cost,
-        make_workload(prompt=prompt, output=output, n_requests=SIMULATED_REQUESTS, rate=load, **traffic.sharing),
-        config,
-        speculation=speculation,
-    )
+    assert search.settled is not None and search.result is not None  # a capacity above 0 was simulated to settle
+    request_s = in_flight(search.result, search.rate_per_s) / search.rate_per_s
+    if load == search.rate_per_s:  # the capacity's own run, doubled once there: settled the rest of the way
+        settled = settle(
+            _runner(cost, config, traffic, load, speculation),
+            load,
+            search.settled,
+            doublings=None if settle_at_load else 0,
+        )
+    elif not settle_at_load:
+        settled = probe(_runner(cost, config, traffic, load, speculation), load, FIRST_REQUESTS)
+    else:  # from half the requests the capacity's check ended on: at a lower load, its P99s move no more
+        settled = settled_at(
+            cost,
+            config,
+            traffic,
+            load,
+            speculation,
+            request_s=request_s,
+            first=max(FIRST_REQUESTS, search.settled.requests // 2),
+        )
+    at_load = settled.result
     return ServingEstimate(
         ttft_ms=at_load.ttft_ms,
         tpot_ms=at_load.tpot_ms,
         requests_per_s=search.rate_per_s,
         tokens_per_s=search.rate_per_s * (traffic.prompt_tokens + traffic.output_tokens),
         load_per_replica_rps=load,
-        provenance=label,
+        provenance=label.extended(f"P99s at the load: {settled.describe()}; capacity: {search.limit or 'the ceiling'}"),
         prefix_hit_rate=at_load.prefix_hit_rate if traffic.shares_prompts else None,
+        requests_measured=settled.measured,
+        p99s_settled=settled.settled,
+        requests_simulated=settled.requests,
     )
+
+
+def settled_at(
+    cost: StepCostModel,
+    config: SchedulerConfig,
+    traffic: TrafficLoad,
+    rate: float,
+    speculation: SpeculativeDecoding | None,
+    *,
+    request_s: float = 0.0,
+    first: int = FIRST_REQUESTS,
+) -> Settled:
+    """The traffic simulated at `rate` until its P99s settle (``settle.py``): the same requests, more of them; the
+    first run of at least `first` requests, sized for `rate` x `request_s` in flight (the request time at the
+    capacity, an upper bound at a lower rate), grown to its own steady state, then doubled until its P99s move
+    by under ``settle.TOLERANCE``."""
+    run = _runner(cost, config, traffic, rate, speculation)
+    return settle(run, rate, steady(run, rate, rate * request_s, first=first))
+
+
+def _runner(
+    cost: StepCostModel,
+    config: SchedulerConfig,
+    traffic: TrafficLoad,
+    rate: float,
+    speculation: SpeculativeDecoding | None,
+) -> Callable[[int], SimulationResult]:
+    """The traffic's first n requests at `rate`, simulated."""
+
+    def run(n: int) -> SimulationResult:
+        workload = make_workload(
+            prompt=traffic.prompt, output=traffic.output, n_requests=n, rate=rate, **traffic.sharing
+        )
+        return simulate(cost, workload, config, speculation=speculation)
+
+    return run
 
 
 def simulate_serving_interval(
@@ -198,6 +286,7 @@ def simulate_serving_interval(
     confidence: float,
     ttft_offset_ms: float = 0.0,
     speculation: SpeculativeDecoding | None = None,
+    settle_at_load: bool = True,
 ) -> ServingEstimate:
     """Capacity within `sla` and the P99s' upper ends from the user's traffic simulated with every step at the upper
     end of its interval (`upper`); the point P99s at the same load from the point step costs (`point`).
@@ -205,15 +294,29 @@ def simulate_serving_interval(
     `ttft_offset_ms` is the fixed time every TTFT carries outside the steps (the request's way through the
     engine); `sla`'s TTFT is the user's less that offset, and the reported TTFTs include it.
     """
-    high = simulate_serving(upper, config, traffic=traffic, sla=sla, speculation=speculation)
-    workload = make_workload(
-        prompt=traffic.prompt,
-        output=traffic.output,
-        n_requests=SIMULATED_REQUESTS,
-        rate=high.load_per_replica_rps,
-        **traffic.sharing,
+    high = simulate_serving(
+        upper, config, traffic=traffic, sla=sla, speculation=speculation, settle_at_load=settle_at_load
     )
-    at_load = simulate(point, workload, config, speculation=speculation)
+    settled: Settled | None = None
+    if high.requests_measured is not None and not settle_at_load:
+        load = high.load_per_replica_rps
+        settled = probe(_runner(point, config, traffic, load, speculation), load, FIRST_REQUESTS)
+        at_load = settled.result
+    elif high.requests_measured is None:
+        workload = make_workload(
+            prompt=traffic.prompt,
+            output=traffic.output,
+            n_requests=SIMULATED_REQUESTS,
+            rate=high.load_per_replica_rps,
+            **traffic.sharing,
+        )
+        at_load = simulate(point, workload, config, speculation=speculation)
+    else:
+        # The point steps are faster than the upper ones: their requests in flight at the load are no more, so half
+        # the requests the upper ones settled on is a steady run for them, and its doubling the check.
+        first = max(FIRST_REQUESTS, (high.requests_simulated or 0) // 2)
+        settled = settled_at(point, config, traffic, high.load_per_replica_rps, speculation, first=first)
+        at_load = settled.result
     t = at_load.ttft_ms
     return replace(
         high,
@@ -224,4 +327,7 @@ def simulate_serving_interval(
         tpot_p99_high_ms=high.tpot_ms.p99,
         confidence=confidence,
         prefix_hit_rate=at_load.prefix_hit_rate if traffic.shares_prompts else None,
+        requests_measured=None if settled is None else settled.measured,
+        requests_simulated=None if settled is None else settled.requests,
+        p99s_settled=None if settled is None else settled.settled and high.p99s_settled,
     )

@@ -9,7 +9,8 @@ import pytest
 from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.errors import BadInputError
-from recommender.evaluation.performance import Performance, PerformanceEvaluator
+from recommender.evaluation.performance import PerformanceEvaluator
+from recommender.evaluation.speed import Performance
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.sim.conversation import Conversation

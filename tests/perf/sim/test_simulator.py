@@ -176,11 +176,13 @@ def test_max_rate_meets_the_sla_and_twenty_percent_more_does_not() -> None:
     config = _config(max_num_seqs=8)
     kwargs = {"prompt": LengthDist(100, 0.5), "output": LengthDist(50, 0.5), "n_requests": 600, "seed": 6}
     search = max_rate_within_sla(FakeCost(), config, ttft_p99_ms=100.0, tpot_p99_ms=15.0, **kwargs)  # type: ignore[arg-type]
-    assert search.rate_per_s > 0 and search.result is not None
+    assert search.rate_per_s > 0 and search.result is not None and search.settled is not None
+    # The answer's run is reproduced by the same requests, as many as it settled on.
+    kwargs["n_requests"] = search.settled.requests
     at = simulate(FakeCost(), make_workload(rate=search.rate_per_s, **kwargs), config)  # type: ignore[arg-type]
     above = simulate(FakeCost(), make_workload(rate=search.rate_per_s * 1.2, **kwargs), config)  # type: ignore[arg-type]
-    assert at.ttft_ms == search.result.ttft_ms
-    assert at.meets(ttft_p99_ms=100.0, tpot_p99_ms=15.0)
+    assert np.array_equal(at.ttft_s, search.result.ttft_s)
+    assert search.result.meets(ttft_p99_ms=100.0, tpot_p99_ms=15.0)
     assert not above.meets(ttft_p99_ms=100.0, tpot_p99_ms=15.0)
     assert replicas_needed(search.rate_per_s * 2.5, search.rate_per_s) == 3
 
