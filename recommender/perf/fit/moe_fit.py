@@ -23,7 +23,6 @@ from recommender.perf.fit.moe_rows import COLUMNS, MoeRow
 from recommender.perf.fit.step_fit import FitSettings
 
 __all__ = [
-    "ENGINES",
     "PARAMETERS",
     "LeftOut",
     "MoeFit",
@@ -35,12 +34,15 @@ __all__ = [
     "summarize",
 ]
 
-ENGINES = ("sglang", "trtllm", "vllm")
-_ADDED = ("layers", "weights", "linear", "kv", "all_to_all")
-#: The fitted parameters, in order: a scale on the prior step cost, per-engine step overheads (s), added terms.
-PARAMETERS = ("scale", *(f"step:{e}" for e in ENGINES), *_ADDED, "request")
-_STEP, _REQUEST = COLUMNS.index("step"), COLUMNS.index("request")
+#: The fitted parameters: a scale on the prior's whole step cost (MoE kernels' efficiency against the dense fit's,
+#: the all-to-all's against its model) and a per-layer overhead added to every step (the MoE layers' routing,
+#: permutation and launches beyond a dense layer's), s.
+PARAMETERS = ("scale", "layers")
+_LAYERS, _REQUEST = COLUMNS.index("layers"), COLUMNS.index("request")
 CONFIDENCE = 0.9
+#: Iterations of the reweighted fit (least absolute relative error: one run's outlier TTFT, a 462 s queue, must not
+#: set the scale of every other) and the residual below which a row's weight stops growing.
+_IRLS_ROUNDS, _IRLS_FLOOR = 8, 0.02
 
 
 def prior_coefficients(engine_coefficients: Sequence[float]) -> np.ndarray:
@@ -50,15 +52,9 @@ def prior_coefficients(engine_coefficients: Sequence[float]) -> np.ndarray:
 
 
 def _design(row: MoeRow, prior: np.ndarray, metric: str) -> tuple[np.ndarray, float]:
-    """(`metric`'s columns over ``PARAMETERS``, its fixed ms) for `row`."""
+    """(`metric`'s columns over ``PARAMETERS``, its fixed ms: the request's time and the KV transfer) for `row`."""
     cols = row.ttft if metric == "ttft" else row.tpot
-    x = np.zeros(len(PARAMETERS))
-    x[0] = float(cols[:_REQUEST] @ prior[:_REQUEST])
-    if row.run.engine in ENGINES:
-        x[1 + ENGINES.index(row.run.engine)] = cols[_STEP]
-    for i, name in enumerate(_ADDED):
-        x[1 + len(ENGINES) + i] = cols[COLUMNS.index(name)]
-    x[-1] = cols[_REQUEST]
+    x = np.array([float(cols[:_REQUEST] @ prior[:_REQUEST]), cols[_LAYERS]])
     fixed = cols[_REQUEST] * prior[_REQUEST] + (row.ttft_fixed_ms if metric == "ttft" else 0.0)
     return x, fixed
 
@@ -77,18 +73,23 @@ class MoePrediction:
 Priors = Callable[[str], np.ndarray]
 
 
-def fit_extras(rows: Sequence[MoeRow], priors: Priors, settings: FitSettings = FitSettings()) -> np.ndarray:
-    """``PARAMETERS`` fitted on `rows`: NNLS on relative error, TPOT rows weighted by `settings.tpot_weight`."""
+def fit_extras(rows: Sequence[MoeRow], priors: Priors, settings: FitSettings | None = None) -> np.ndarray:
+    """``PARAMETERS`` fitted on `rows`: least absolute relative error (reweighted NNLS), TPOT rows weighted by
+    `settings.tpot_weight` as the dense fit weights them."""
     a, b = [], []
+    w = (settings or FitSettings()).tpot_weight
     for row in rows:
-        prior, w = priors(row.run.engine), settings.tpot_weight
+        prior = priors(row.run.engine)
         for metric, measured, weight in (("ttft", row.run.ttft_ms, 1.0), ("tpot", row.run.tpot_ms, w)):
             x, fixed = _design(row, prior, metric)
             a.append(weight * x / measured)
             b.append(weight * (1.0 - fixed / measured))
-    matrix = np.array(a)
+    matrix, target = np.array(a), np.array(b)
     scale = np.where(matrix.max(axis=0) > 0, matrix.max(axis=0), 1.0)
-    theta, _ = nnls(matrix / scale, np.array(b), maxiter=100 * len(PARAMETERS))
+    weights = np.ones(len(target))
+    for _ in range(_IRLS_ROUNDS):
+        theta, _ = nnls(matrix / scale * weights[:, None], target * weights, maxiter=100 * len(PARAMETERS))
+        weights = 1.0 / np.sqrt(np.maximum(np.abs(matrix / scale @ theta - target), _IRLS_FLOOR))
     return np.asarray(theta / scale)
 
 
@@ -163,40 +164,49 @@ class Summary(BaseModel):
     before_tpot_median: float | None = None
 
 
-def _summary(ps: Sequence[MoePrediction], before: Sequence[MoePrediction], held: LeftOut | None) -> Summary:
-    ttft = np.abs([p.ttft_ms / p.row.run.ttft_ms - 1 for p in ps])
-    tpot = np.abs([p.tpot_ms / p.row.run.tpot_ms - 1 for p in ps])
+def _covered(p: MoePrediction, fold: LeftOut) -> tuple[bool, bool]:
+    """Whether `p`'s measured TTFT and TPOT lie inside its fold's 90 % intervals."""
+    (tlo, thi), (plo, phi), run = fold.ttft_interval, fold.tpot_interval, p.row.run
+    return tlo * p.ttft_ms <= run.ttft_ms <= thi * p.ttft_ms, plo * p.tpot_ms <= run.tpot_ms <= phi * p.tpot_ms
 
-    def covered(metric: int, interval: tuple[float, float]) -> float:
-        measured = [(p.row.run.ttft_ms, p.ttft_ms) if metric == 0 else (p.row.run.tpot_ms, p.tpot_ms) for p in ps]
-        return float(np.mean([interval[0] * q <= m <= interval[1] * q for m, q in measured]))
 
+def _median_error(ps: Sequence[MoePrediction], metric: int) -> np.ndarray:
+    if metric == 0:
+        return np.abs([p.ttft_ms / p.row.run.ttft_ms - 1 for p in ps])
+    return np.abs([p.tpot_ms / p.row.run.tpot_ms - 1 for p in ps])
+
+
+def _summary(triples: Sequence[tuple[MoePrediction, MoePrediction, LeftOut]]) -> Summary:
+    """The errors of (prediction, the prior's prediction, its fold) triples, and their interval coverage."""
+    ps, before = [t[0] for t in triples], [t[1] for t in triples]
+    ttft, tpot = _median_error(ps, 0), _median_error(ps, 1)
+    covered = np.array([_covered(p, fold) for p, _, fold in triples])
     return Summary(
         runs=len(ps),
         ttft_median=float(np.median(ttft)),
         ttft_p90=float(np.percentile(ttft, 90)),
         tpot_median=float(np.median(tpot)),
         tpot_p90=float(np.percentile(tpot, 90)),
-        coverage_ttft=covered(0, held.ttft_interval) if held else None,
-        coverage_tpot=covered(1, held.tpot_interval) if held else None,
-        before_ttft_median=float(np.median(np.abs([p.ttft_ms / p.row.run.ttft_ms - 1 for p in before]))),
-        before_tpot_median=float(np.median(np.abs([p.tpot_ms / p.row.run.tpot_ms - 1 for p in before]))),
+        coverage_ttft=float(covered[:, 0].mean()),
+        coverage_tpot=float(covered[:, 1].mean()),
+        before_ttft_median=float(np.median(_median_error(before, 0))),
+        before_tpot_median=float(np.median(_median_error(before, 1))),
     )
 
 
 def summarize(folds: Sequence[LeftOut]) -> dict[str, Summary]:
-    """Per left-out model and layout, per model, and over all left-out runs ("overall")."""
+    """Per left-out model, per left-out model and layout, and over every left-out run ("overall")."""
+    triples = [(p, b, fold) for fold in folds for p, b in zip(fold.predictions, fold.before, strict=True)]
     table: dict[str, Summary] = {}
     for fold in folds:
-        table[fold.model] = _summary(fold.predictions, fold.before, fold)
+        table[fold.model] = _summary([t for t in triples if t[2] is fold])
         for layout in ("agg", "disagg"):
-            idx = [i for i, p in enumerate(fold.predictions) if p.row.run.layout == layout]
-            if idx:
-                ps, bs = [fold.predictions[i] for i in idx], [fold.before[i] for i in idx]
-                table[f"{fold.model}/{layout}"] = _summary(ps, bs, fold)
-    every = [p for f in folds for p in f.predictions]
-    before = [p for f in folds for p in f.before]
-    table["overall"] = _summary(every, before, None)
+            chosen = [t for t in triples if t[2] is fold and t[0].row.run.layout == layout]
+            if chosen:
+                table[f"{fold.model}/{layout}"] = _summary(chosen)
+    for layout in ("agg", "disagg"):
+        table[f"all/{layout}"] = _summary([t for t in triples if t[0].row.run.layout == layout])
+    table["overall"] = _summary(triples)
     return table
 
 
