@@ -19,7 +19,6 @@ import argparse
 import json
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -40,9 +39,9 @@ from recommender.perf.fit.moe_rows import MoeRow, moe_row
 from recommender.perf.fit.moe_runs import MOE_RUNS, MOE_RUNS_SOURCE, MoeRun, read_moe_runs
 from recommender.perf.fit.serving_runs import runs_digest
 from recommender.perf.step.calibrated import load_fit
+from recommender.perf.step.moe_calibration import MOE_FIT_PATH
 from recommender.quantize import get_scheme
 
-MOE_FIT_PATH = Path(__file__).resolve().parents[1] / "recommender/perf/step/moe_step_fit.json"
 #: Runs whose in-sample predictions the artifact keeps for its consistency test (every CHECK_STRIDE-th run).
 CHECK_STRIDE = 97
 

@@ -16,11 +16,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 from scipy.optimize import nnls
 
 from recommender.perf.fit.moe_rows import COLUMNS, MoeRow
 from recommender.perf.fit.step_fit import FitSettings
+from recommender.perf.step.moe_calibration import MoeFit, MoeSummary
 
 __all__ = [
     "PARAMETERS",
@@ -148,20 +148,7 @@ def leave_one_model_out(rows: Sequence[MoeRow], priors: Priors) -> list[LeftOut]
     return out
 
 
-class Summary(BaseModel):
-    """Median and P90 |predicted / measured - 1| and the share inside the 90 % interval (None: no interval)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    runs: int
-    ttft_median: float
-    ttft_p90: float
-    tpot_median: float
-    tpot_p90: float
-    coverage_ttft: float | None = None
-    coverage_tpot: float | None = None
-    before_ttft_median: float | None = None
-    before_tpot_median: float | None = None
+Summary = MoeSummary
 
 
 def _covered(p: MoePrediction, fold: LeftOut) -> tuple[bool, bool]:
@@ -208,21 +195,3 @@ def summarize(folds: Sequence[LeftOut]) -> dict[str, Summary]:
         table[f"all/{layout}"] = _summary([t for t in triples if t[0].row.run.layout == layout])
     table["overall"] = _summary(triples)
     return table
-
-
-class MoeFit(BaseModel):
-    """``moe_step_fit.json``: the parameters fitted on every run, and how they did leave-one-model-out."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    data: str
-    data_sha256: str
-    provenance: str
-    parameters: list[str]
-    theta: list[float]
-    ttft_interval: tuple[float, float]
-    tpot_interval: tuple[float, float]
-    leave_one_model_out: dict[str, Summary]
-    skipped: dict[str, int]
-    #: In-sample predictions (ms) of a few runs, for the consistency test: run id -> [TTFT, TPOT].
-    check_runs: dict[str, tuple[float, float]]

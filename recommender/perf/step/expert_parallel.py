@@ -31,6 +31,7 @@ from recommender.perf.model.expert_parallel import ep_kv_bytes_per_token_per_gpu
 from recommender.perf.step.cost import PrefillAwareStepCostModel, PrefillChunks, VectorStepCostModel
 from recommender.perf.step.features import FEATURES, N_FEATURES, FeatureStepCost, StepFeatures
 from recommender.perf.step.kernels import weight_traffic_bytes_per_param
+from recommender.perf.step.moe_calibration import load_moe_fit
 
 if TYPE_CHECKING:
     from recommender.perf.catalog.gpus import Accelerator
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["AllToAllLinks", "ExpertParallelStepCost", "ExpertParallelStepFeatures", "expert_parallel_step_costs"]
 
 _WEIGHTS, _LINEAR, _KV = FEATURES.index("weights"), FEATURES.index("linear"), FEATURES.index("kv")
+_LAYERS = FEATURES.index("layers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,11 +167,14 @@ class ExpertParallelStepCost:
     features: ExpertParallelStepFeatures
     links: AllToAllLinks
     provenance: Provenance
+    #: The MoE runs' scale on the whole step (``moe_calibration.py``), here on the all-to-all (the rank's
+    #: coefficients carry it already).
+    a2a_scale: float = 1.0
     _a2a_fixed_s: float = field(init=False, repr=False)
     _a2a_per_token_s: float = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        one, two = self._all_to_all_s(1), self._all_to_all_s(2)
+        one, two = self.a2a_scale * self._all_to_all_s(1), self.a2a_scale * self._all_to_all_s(2)
         object.__setattr__(self, "_a2a_per_token_s", two - one)
         object.__setattr__(self, "_a2a_fixed_s", one - (two - one))
 
@@ -218,15 +223,19 @@ def expert_parallel_step_costs(
     confidence: float,
 ) -> tuple[ExpertParallelStepCost, ExpertParallelStepCost]:
     """The rank's step cost at its point and at the upper end of its interval (the SLA check's), each with the
-    all-to-all: `engine`'s calibrated coefficients on the datasheet features (no kernel table has an EP layout)."""
-    coefficients = calibrated.coefficients(engine)[:N_FEATURES]
+    all-to-all: `engine`'s calibrated coefficients on the datasheet features (no kernel table has an EP layout),
+    scaled and with the per-layer time the measured MoE runs add (``moe_step_fit.json``)."""
+    moe = load_moe_fit()
+    scale = moe.parameter("scale")
+    coefficients = calibrated.coefficients(engine)[:N_FEATURES] * scale
+    coefficients[_LAYERS] += moe.parameter("layers")
     layout = features.layout
     note = (
         f"expert parallelism {layout.ep} GPUs, {layout.attention_dp} attention ranks of {layout.attention_tp}, "
         f"{layout.redundant_experts} redundant experts, busiest GPU at {features.imbalance:.2f}x the mean expert "
         f"load; all-to-all modeled over {links.node.name}"
         + (f" and {links.network.name}" if links.network is not None else "")
-        + " (uncalibrated)"
+        + f" (modeled), the step scaled by {scale:.3f}: {moe.provenance}"
     )
     point = FeatureStepCost(
         features,
@@ -236,6 +245,6 @@ def expert_parallel_step_costs(
     )
     upper = calibrated.upper_step_cost(point, engine, confidence)
     return (
-        ExpertParallelStepCost(point, features, links, point.provenance),
-        ExpertParallelStepCost(upper, features, links, upper.provenance),
+        ExpertParallelStepCost(point, features, links, point.provenance, scale),
+        ExpertParallelStepCost(upper, features, links, upper.provenance, scale),
     )

@@ -25,6 +25,7 @@ from recommender.perf.step.expert_parallel import (
     expert_parallel_step_costs,
 )
 from recommender.perf.step.features import FEATURES
+from recommender.perf.step.moe_calibration import load_moe_fit
 from recommender.quantize import get_scheme
 
 H200 = load_catalog().get("h200")
@@ -69,10 +70,21 @@ def test_the_all_to_all_is_every_moe_layers_dispatch_and_combine_of_the_rank_tok
         node_link=NVLINK,
         dispatch_bytes=dispatch_bytes_per_element("fp8"),
     )
-    assert point.all_to_all_seconds(128) == pytest.approx(58 * layer.seconds, rel=1e-9)
+    scale = load_moe_fit().parameter("scale")  # the measured MoE runs' scale on the whole step, all-to-all included
+    assert point.all_to_all_seconds(128) == pytest.approx(scale * 58 * layer.seconds, rel=1e-9)
     assert point.all_to_all_seconds(0) == 0.0
     with_a2a = point.step_seconds(0, 128, 128 * 2000)
-    assert with_a2a == pytest.approx(point.rank.step_seconds(0, 128, 128 * 2000) + 58 * layer.seconds)
+    assert with_a2a == pytest.approx(point.rank.step_seconds(0, 128, 128 * 2000) + scale * 58 * layer.seconds)
+
+
+def test_the_step_carries_the_moe_runs_calibration_and_its_provenance() -> None:
+    point, _ = _costs(ExpertParallelLayout(ep=8, attention_dp=8))
+    moe = load_moe_fit()
+    dense = MODEL.coefficients("sglang")[: len(FEATURES)]
+    expected = dense * moe.parameter("scale")
+    expected[FEATURES.index("layers")] += moe.parameter("layers")
+    assert point.rank.coefficients == pytest.approx(expected)
+    assert moe.provenance in point.provenance.detail
 
 
 def test_vector_decode_steps_match_single_steps() -> None:
