@@ -261,7 +261,9 @@ def main() -> None:
         action="append",
         help="with --kernels: a runs file to fit on (repeatable; default: the shipped files)",
     )
-    parser.add_argument("--write", action="store_true", help=f"write the fitted artifact to {FIT_PATH}")
+    parser.add_argument(
+        "--write", action="store_true", help=f"write the fitted artifact to {FIT_PATH} (with --moe: moe_step_fit.json)"
+    )
     parser.add_argument("--json", type=Path, help="also write the error tables as JSON here")
     parser.add_argument(
         "--predict",
