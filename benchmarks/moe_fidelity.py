@@ -27,6 +27,7 @@ from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.fit.moe_fit import (
     PARAMETERS,
+    LeftOut,
     MoeFit,
     Summary,
     fit_extras,
@@ -83,7 +84,7 @@ def _print(table: dict[str, Summary]) -> None:
         )
 
 
-def _artifact(rows: list[MoeRow], table: dict[str, Summary], skipped: dict[str, int], folds: list) -> MoeFit:
+def _artifact(rows: list[MoeRow], table: dict[str, Summary], skipped: dict[str, int], folds: list[LeftOut]) -> MoeFit:
     prior = priors()
     theta = fit_extras(rows, prior.__getitem__)
     check = rows[::CHECK_STRIDE]
