@@ -7,7 +7,8 @@ TensorRT-LLM's attention DP gather the ranks' tokens before the MoE layers). A s
 the calibrated features of ``features.py``, each at what one GPU of the rank does:
 
 - attention, KV reads, per-token work and the rank's all-reduces at the rank's width ``ep / attention_dp``
-  (``StepFeatures`` at that tensor-parallel degree; MLA's latent whole on every GPU of the rank);
+  (``StepFeatures`` at that tensor-parallel degree; MLA's latent whole on every GPU of the rank, its absorbed
+  decode FLOPs over the rank's ``heads / (ep / attention_dp)`` heads where they outlast the read);
 - dense weights (attention, shared experts, dense MLPs, lm_head) streamed and multiplied at the rank's width;
 - routed experts on the busiest GPU: the replica's step routes ``attention_dp x rank tokens x top_k``
   token-expert pairs, the busiest GPU computes ``imbalance / ep`` of them (``expert_load.py``) and streams
@@ -29,7 +30,13 @@ import numpy as np
 from recommender.perf.model.all_to_all import all_to_all_cost, dispatch_bytes_per_element
 from recommender.perf.model.expert_parallel import ep_kv_bytes_per_token_per_gpu
 from recommender.perf.step.cost import PrefillAwareStepCostModel, PrefillChunks, VectorStepCostModel
-from recommender.perf.step.features import FEATURES, N_FEATURES, FeatureStepCost, StepFeatures
+from recommender.perf.step.features import (
+    FEATURES,
+    N_FEATURES,
+    FeatureStepCost,
+    StepFeatures,
+    decode_attention_extra_s,
+)
 from recommender.perf.step.kernels import weight_traffic_bytes_per_param
 from recommender.perf.step.moe_calibration import load_moe_fit
 
@@ -80,6 +87,7 @@ class ExpertParallelStepFeatures:
     _expert_flops_pair: float = field(init=False, repr=False)
     _expert_bytes_s: float = field(init=False, repr=False)
     _kv_s: float = field(init=False, repr=False)
+    _decode_extra_s: float = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.layout.check(self.shape)
@@ -98,6 +106,8 @@ class ExpertParallelStepFeatures:
             "_expert_bytes_s": self._moe_layers * shape.expert_params * per_param / bw,
             "_kv_s": ep_kv_bytes_per_token_per_gpu(shape, self._rank_kv_dtype(), self.layout) / bw,
         }
+        # MLA's absorbed decode over the rank's heads: compute-bound at attention DP (features.py's docstring).
+        values["_decode_extra_s"] = decode_attention_extra_s(rank.rates, values["_kv_s"])
         for name, value in values.items():
             object.__setattr__(self, name, value)
 
@@ -141,12 +151,12 @@ class ExpertParallelStepFeatures:
     def of_step(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> np.ndarray:
         row = self._rank.of_step(chunks, decode_seqs, context_tokens)
         row[_WEIGHTS], row[_LINEAR] = self._moe_terms(chunks.tokens + decode_seqs, chunks.seqs + decode_seqs)
-        row[_KV] = self._kv_s * context_tokens
+        row[_KV] = self._kv_s * context_tokens + self._decode_extra_s * (context_tokens - chunks.prior_tokens)
         return row
 
     def of_decode_steps(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
         rows = np.tile(self.of_step(PrefillChunks(), decode_seqs, 0), (len(context_tokens), 1))
-        rows[:, _KV] = self._kv_s * context_tokens
+        rows[:, _KV] = (self._kv_s + self._decode_extra_s) * context_tokens
         return rows
 
 
