@@ -97,6 +97,7 @@ class ExpertParallelStepFeatures:
         rank = StepFeatures(shape, self.method, self.accel, tp, self.kv_cache_dtype, self.kv_read_at_cache_width)
         bw = rank.rates.bandwidth
         per_param = weight_traffic_bytes_per_param(self.method, 1)
+        kv_s = ep_kv_bytes_per_token_per_gpu(shape, self._rank_kv_dtype(), self.layout) / bw
         values = {
             "_rank": rank,
             "_dense_bytes_s": (shape.dense_body_params * per_param + shape.lm_head_params * 2.0) / tp / bw,
@@ -104,10 +105,10 @@ class ExpertParallelStepFeatures:
             # One token-expert pair through one expert of every MoE layer; the busiest GPU does imbalance/ep of them.
             "_expert_flops_pair": 2.0 * shape.expert_params * self._moe_layers * self.imbalance / self.layout.ep,
             "_expert_bytes_s": self._moe_layers * shape.expert_params * per_param / bw,
-            "_kv_s": ep_kv_bytes_per_token_per_gpu(shape, self._rank_kv_dtype(), self.layout) / bw,
+            "_kv_s": kv_s,
+            # MLA's absorbed decode over the rank's heads: compute-bound at attention DP (features.py's docstring).
+            "_decode_extra_s": decode_attention_extra_s(rank.rates, kv_s),
         }
-        # MLA's absorbed decode over the rank's heads: compute-bound at attention DP (features.py's docstring).
-        values["_decode_extra_s"] = decode_attention_extra_s(rank.rates, values["_kv_s"])
         for name, value in values.items():
             object.__setattr__(self, name, value)
 
