@@ -1,6 +1,7 @@
 """Fidelity of the calibrated GPU step-cost model: leave one campaign, model or (model, engine, precision) group out.
 
     .venv/bin/python benchmarks/gpu_fidelity.py [--runs FILE] [--write] [--json OUT] [--predict FILE]
+    .venv/bin/python benchmarks/gpu_fidelity.py --moe [--limit N] [--write]   (MoE / disaggregated: moe_fidelity.py)
 
 (--runs defaults to the runs shipped in recommender/perf/fit/measured_runs, with their source in SOURCE.md.)
 
@@ -260,7 +261,9 @@ def main() -> None:
         action="append",
         help="with --kernels: a runs file to fit on (repeatable; default: the shipped files)",
     )
-    parser.add_argument("--write", action="store_true", help=f"write the fitted artifact to {FIT_PATH}")
+    parser.add_argument(
+        "--write", action="store_true", help=f"write the fitted artifact to {FIT_PATH} (with --moe: moe_step_fit.json)"
+    )
     parser.add_argument("--json", type=Path, help="also write the error tables as JSON here")
     parser.add_argument(
         "--predict",
@@ -268,6 +271,10 @@ def main() -> None:
         metavar="FILE",
         help="replay FILE's runs through the shipped fit (out of sample) instead of refitting",
     )
+    parser.add_argument(
+        "--moe", action="store_true", help="validate the MoE / disaggregated step model (moe_fidelity.py)"
+    )
+    parser.add_argument("--limit", type=int, default=0, help="with --moe: replay every N-th run (development)")
     args = parser.parse_args()
     if args.json is not None:  # before any table is printed: a missing or read-only folder is refused first
         _check_json_out(args.json)
@@ -276,6 +283,11 @@ def main() -> None:
         return
     if args.kernels:
         _kernel_fit(args)
+        return
+    if args.moe:
+        from moe_fidelity import main as moe_main  # benchmarks/moe_fidelity.py, beside this script
+
+        moe_main(args)
         return
     runs = load_runs(args.runs, schemes=get_scheme, profiles=PROFILES)
     shapes = {m: load_architecture(m)[1] for m in sorted({r.model for r in runs})}

@@ -7,7 +7,8 @@ TensorRT-LLM's attention DP gather the ranks' tokens before the MoE layers). A s
 the calibrated features of ``features.py``, each at what one GPU of the rank does:
 
 - attention, KV reads, per-token work and the rank's all-reduces at the rank's width ``ep / attention_dp``
-  (``StepFeatures`` at that tensor-parallel degree; MLA's latent whole on every GPU of the rank);
+  (``StepFeatures`` at that tensor-parallel degree; MLA's latent whole on every GPU of the rank, its absorbed
+  decode FLOPs over the rank's ``heads / (ep / attention_dp)`` heads where they outlast the read);
 - dense weights (attention, shared experts, dense MLPs, lm_head) streamed and multiplied at the rank's width;
 - routed experts on the busiest GPU: the replica's step routes ``attention_dp x rank tokens x top_k``
   token-expert pairs, the busiest GPU computes ``imbalance / ep`` of them (``expert_load.py``) and streams
@@ -29,8 +30,15 @@ import numpy as np
 from recommender.perf.model.all_to_all import all_to_all_cost, dispatch_bytes_per_element
 from recommender.perf.model.expert_parallel import ep_kv_bytes_per_token_per_gpu
 from recommender.perf.step.cost import PrefillAwareStepCostModel, PrefillChunks, VectorStepCostModel
-from recommender.perf.step.features import FEATURES, N_FEATURES, FeatureStepCost, StepFeatures
+from recommender.perf.step.features import (
+    FEATURES,
+    N_FEATURES,
+    FeatureStepCost,
+    StepFeatures,
+    decode_attention_extra_s,
+)
 from recommender.perf.step.kernels import weight_traffic_bytes_per_param
+from recommender.perf.step.moe_calibration import load_moe_fit
 
 if TYPE_CHECKING:
     from recommender.perf.catalog.gpus import Accelerator
@@ -44,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = ["AllToAllLinks", "ExpertParallelStepCost", "ExpertParallelStepFeatures", "expert_parallel_step_costs"]
 
 _WEIGHTS, _LINEAR, _KV = FEATURES.index("weights"), FEATURES.index("linear"), FEATURES.index("kv")
+_LAYERS = FEATURES.index("layers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +87,7 @@ class ExpertParallelStepFeatures:
     _expert_flops_pair: float = field(init=False, repr=False)
     _expert_bytes_s: float = field(init=False, repr=False)
     _kv_s: float = field(init=False, repr=False)
+    _decode_extra_s: float = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.layout.check(self.shape)
@@ -87,6 +97,7 @@ class ExpertParallelStepFeatures:
         rank = StepFeatures(shape, self.method, self.accel, tp, self.kv_cache_dtype, self.kv_read_at_cache_width)
         bw = rank.rates.bandwidth
         per_param = weight_traffic_bytes_per_param(self.method, 1)
+        kv_s = ep_kv_bytes_per_token_per_gpu(shape, self._rank_kv_dtype(), self.layout) / bw
         values = {
             "_rank": rank,
             "_dense_bytes_s": (shape.dense_body_params * per_param + shape.lm_head_params * 2.0) / tp / bw,
@@ -94,7 +105,9 @@ class ExpertParallelStepFeatures:
             # One token-expert pair through one expert of every MoE layer; the busiest GPU does imbalance/ep of them.
             "_expert_flops_pair": 2.0 * shape.expert_params * self._moe_layers * self.imbalance / self.layout.ep,
             "_expert_bytes_s": self._moe_layers * shape.expert_params * per_param / bw,
-            "_kv_s": ep_kv_bytes_per_token_per_gpu(shape, self._rank_kv_dtype(), self.layout) / bw,
+            "_kv_s": kv_s,
+            # MLA's absorbed decode over the rank's heads: compute-bound at attention DP (features.py's docstring).
+            "_decode_extra_s": decode_attention_extra_s(rank.rates, kv_s),
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -139,12 +152,12 @@ class ExpertParallelStepFeatures:
     def of_step(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> np.ndarray:
         row = self._rank.of_step(chunks, decode_seqs, context_tokens)
         row[_WEIGHTS], row[_LINEAR] = self._moe_terms(chunks.tokens + decode_seqs, chunks.seqs + decode_seqs)
-        row[_KV] = self._kv_s * context_tokens
+        row[_KV] = self._kv_s * context_tokens + self._decode_extra_s * (context_tokens - chunks.prior_tokens)
         return row
 
     def of_decode_steps(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
         rows = np.tile(self.of_step(PrefillChunks(), decode_seqs, 0), (len(context_tokens), 1))
-        rows[:, _KV] = self._kv_s * context_tokens
+        rows[:, _KV] = (self._kv_s + self._decode_extra_s) * context_tokens
         return rows
 
 
@@ -165,11 +178,14 @@ class ExpertParallelStepCost:
     features: ExpertParallelStepFeatures
     links: AllToAllLinks
     provenance: Provenance
+    #: The MoE runs' scale on the whole step (``moe_calibration.py``), here on the all-to-all (the rank's
+    #: coefficients carry it already).
+    a2a_scale: float = 1.0
     _a2a_fixed_s: float = field(init=False, repr=False)
     _a2a_per_token_s: float = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        one, two = self._all_to_all_s(1), self._all_to_all_s(2)
+        one, two = self.a2a_scale * self._all_to_all_s(1), self.a2a_scale * self._all_to_all_s(2)
         object.__setattr__(self, "_a2a_per_token_s", two - one)
         object.__setattr__(self, "_a2a_fixed_s", one - (two - one))
 
@@ -218,15 +234,19 @@ def expert_parallel_step_costs(
     confidence: float,
 ) -> tuple[ExpertParallelStepCost, ExpertParallelStepCost]:
     """The rank's step cost at its point and at the upper end of its interval (the SLA check's), each with the
-    all-to-all: `engine`'s calibrated coefficients on the datasheet features (no kernel table has an EP layout)."""
-    coefficients = calibrated.coefficients(engine)[:N_FEATURES]
+    all-to-all: `engine`'s calibrated coefficients on the datasheet features (no kernel table has an EP layout),
+    scaled and with the per-layer time the measured MoE runs add (``moe_step_fit.json``)."""
+    moe = load_moe_fit()
+    scale = moe.parameter("scale")
+    coefficients = calibrated.coefficients(engine)[:N_FEATURES] * scale
+    coefficients[_LAYERS] += moe.parameter("layers")
     layout = features.layout
     note = (
         f"expert parallelism {layout.ep} GPUs, {layout.attention_dp} attention ranks of {layout.attention_tp}, "
         f"{layout.redundant_experts} redundant experts, busiest GPU at {features.imbalance:.2f}x the mean expert "
         f"load; all-to-all modeled over {links.node.name}"
         + (f" and {links.network.name}" if links.network is not None else "")
-        + " (uncalibrated)"
+        + f" (modeled), the step scaled by {scale:.3f}: {moe.provenance}"
     )
     point = FeatureStepCost(
         features,
@@ -236,6 +256,6 @@ def expert_parallel_step_costs(
     )
     upper = calibrated.upper_step_cost(point, engine, confidence)
     return (
-        ExpertParallelStepCost(point, features, links, point.provenance),
-        ExpertParallelStepCost(upper, features, links, upper.provenance),
+        ExpertParallelStepCost(point, features, links, point.provenance, scale),
+        ExpertParallelStepCost(upper, features, links, upper.provenance, scale),
     )

@@ -38,6 +38,18 @@ TensorRT-LLM 1.0rc3's decode-attention kernels did not run twice as fast on it (
 held-out FP8 group's TPOT error was 17 % against 10 %), while vLLM 0.12's and TensorRT-LLM 1.2's runs
 measured at or below the 16-bit bound.
 
+Decode attention is one kernel per layer that reads the cache and multiplies it by the step's queries, so its
+time is the larger of the two (``decode_attention_extra_s``). Grouped-query attention's decode multiplies a few
+FLOPs per byte read (2 x the group size) and is always bandwidth-bound: the KV read alone. Multi-head latent
+attention decodes absorbed: every head attends over the shared latent, ``2 x heads x (kv_lora_rank + rope +
+kv_lora_rank)`` FLOPs per cached token and layer against ``kv_lora_rank + rope`` elements read, ~2 x heads FLOPs
+per element, so with all 128 of DeepSeek-V3's heads on one GPU (attention data parallelism) it is compute-bound
+(deepseek-ai/FlashMLA ``docs/20250422-new-kernel-deep-dive.md`` @ 12cfd32b: "when h_q s_q >= 128 the kernel is
+compute-bound", and 660 TFLOPS reached on H800 SXM5, whose 16-bit peak is 990). Those FLOPs are counted at the
+16-bit peak times that published efficiency (:data:`DECODE_ATTENTION_EFFICIENCY`) and the excess over the KV
+read is added to the ``kv`` feature; with tensor-parallel attention each GPU has ``heads / tp`` of them and the
+read usually binds again. Not fitted: no measured MLA run sets it.
+
 The fit keeps every coefficient at or above its physical floor (``step_fit.PHYSICAL_FLOORS``): the
 bandwidth and compute terms at 1 (no kernel beats its datasheet), attention at 0.5 (the causal half of
 the square its FLOPs count).
@@ -65,7 +77,15 @@ if TYPE_CHECKING:
     from recommender.perf.model.shape import ModelShape
     from recommender.perf.scheme import Scheme
 
-__all__ = ["FEATURES", "FeatureStepCost", "StepFeatureSource", "StepFeatures", "link_bandwidth_one_direction"]
+__all__ = [
+    "DECODE_ATTENTION_EFFICIENCY",
+    "FEATURES",
+    "FeatureStepCost",
+    "StepFeatureSource",
+    "StepFeatures",
+    "decode_attention_extra_s",
+    "link_bandwidth_one_direction",
+]
 
 #: The features, in coefficient order.
 FEATURES = (
@@ -87,6 +107,18 @@ _KV = FEATURES.index("kv")
 _DATASHEET_ZERO = frozenset({FEATURES.index("kernels")})
 #: All-reduce features: zero without tensor parallelism.
 _ALLREDUCE = frozenset({FEATURES.index("allreduce_bytes"), FEATURES.index("allreduce_calls")})
+
+
+#: The fraction of the 16-bit tensor-core peak a compute-bound decode attention kernel reaches: FlashMLA's
+#: 660 TFLOPS on H800 SXM5 (990 dense bf16) (module docstring).
+DECODE_ATTENTION_EFFICIENCY = 660.0 / 990.0
+
+
+def decode_attention_extra_s(rates: StepRates, kv_read_s_per_token: float) -> float:
+    """Seconds per decoded context token by which decode attention's FLOPs outlast its KV read (0 when the read
+    binds, as for every grouped-query model): the kernel's time is the larger of the two (module docstring)."""
+    compute = rates.decode_attention_flops / (rates.peak16 * DECODE_ATTENTION_EFFICIENCY)
+    return max(0.0, compute - kv_read_s_per_token)
 
 
 def link_bandwidth_one_direction(accel: Accelerator) -> float:
@@ -112,6 +144,8 @@ class StepFeatures:
     _token_s: float = field(init=False, repr=False)
     allreduce_per_token_s: float = field(init=False, repr=False)
     allreduce_calls: float = field(init=False, repr=False)
+    _kv_token_s: float = field(init=False, repr=False)
+    _decode_extra_s: float = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         tp, shape = self.tensor_parallel, self.shape
@@ -124,6 +158,8 @@ class StepFeatures:
             "allreduce_per_token_s": 2 * shape.n_layers * shape.hidden * 2.0 * ring / link,
             # 2 per layer with tensor parallelism, else 0
             "allreduce_calls": 2.0 * shape.n_layers if tp > 1 else 0.0,
+            "_kv_token_s": rates.kv_bytes_per_token / rates.bandwidth,
+            "_decode_extra_s": decode_attention_extra_s(rates, rates.kv_bytes_per_token / rates.bandwidth),
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -148,7 +184,7 @@ class StepFeatures:
                 r.weight_bytes_at(tokens) / r.bandwidth,
                 linear,
                 r.attention_flops / r.peak16 * (chunks.sum_sq + chunks.sum_cross),
-                r.kv_bytes_per_token / r.bandwidth * context_tokens,
+                self._kv_token_s * context_tokens + self._decode_extra_s * (context_tokens - chunks.prior_tokens),
                 self._token_s * tokens,
                 self.allreduce_per_token_s * tokens,
                 self.allreduce_calls,
@@ -159,7 +195,7 @@ class StepFeatures:
     def of_decode_steps(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
         """Features of many pure-decode steps (one row each)."""
         rows = np.tile(self.of_step(PrefillChunks(), decode_seqs, 0), (len(context_tokens), 1))
-        rows[:, _KV] = self.rates.kv_bytes_per_token / self.rates.bandwidth * context_tokens
+        rows[:, _KV] = (self._kv_token_s + self._decode_extra_s) * context_tokens
         return rows
 
 

@@ -25,6 +25,7 @@ from recommender.perf.step.expert_parallel import (
     expert_parallel_step_costs,
 )
 from recommender.perf.step.features import FEATURES
+from recommender.perf.step.moe_calibration import load_moe_fit
 from recommender.quantize import get_scheme
 
 H200 = load_catalog().get("h200")
@@ -51,8 +52,13 @@ def test_a_decode_step_streams_the_rank_share_of_dense_weights_and_the_busiest_g
     expert_bytes = moe.n_moe_layers * touched * SHAPE.expert_params * 1.0
     dense_bytes = SHAPE.dense_body_params * 1.0 + SHAPE.lm_head_params * 2.0  # attention rank of one GPU
     assert row[FEATURES.index("weights")] == pytest.approx((expert_bytes + dense_bytes) / bw, rel=1e-6)
-    # KV: MLA's latent, 61 layers x 576 values x 2 bytes (16-bit cache) per context token, whole on the GPU.
-    assert row[FEATURES.index("kv")] == pytest.approx(64_000 * 61 * 576 * 2 / bw, rel=1e-6)
+    # KV: MLA's latent, 61 layers x 576 values x 2 bytes (16-bit cache) per context token, whole on the GPU; with all
+    # 128 heads on the GPU the absorbed attention's 2 x 128 x (576 + 512) FLOPs per token and layer outlast the read
+    # (at FlashMLA's 660 of 990 TFLOPS): the kernel is compute-bound.
+    read = 61 * 576 * 2 / bw
+    compute = 2 * 128 * (576 + 512) * 61 / (H200.peak_flops("bf16") * 660 / 990)
+    assert compute > read
+    assert row[FEATURES.index("kv")] == pytest.approx(64_000 * compute, rel=1e-6)
     pairs = 64 * 8 * 8
     flops = 64 * 2 * SHAPE.dense_body_params + 64 * 2 * SHAPE.lm_head_params + pairs / 8 * 2 * SHAPE.expert_params * 58
     assert row[FEATURES.index("linear")] == pytest.approx(flops / H200.peak_flops("fp8"), rel=1e-6)
@@ -69,10 +75,21 @@ def test_the_all_to_all_is_every_moe_layers_dispatch_and_combine_of_the_rank_tok
         node_link=NVLINK,
         dispatch_bytes=dispatch_bytes_per_element("fp8"),
     )
-    assert point.all_to_all_seconds(128) == pytest.approx(58 * layer.seconds, rel=1e-9)
+    scale = load_moe_fit().parameter("scale")  # the measured MoE runs' scale on the whole step, all-to-all included
+    assert point.all_to_all_seconds(128) == pytest.approx(scale * 58 * layer.seconds, rel=1e-9)
     assert point.all_to_all_seconds(0) == 0.0
     with_a2a = point.step_seconds(0, 128, 128 * 2000)
-    assert with_a2a == pytest.approx(point.rank.step_seconds(0, 128, 128 * 2000) + 58 * layer.seconds)
+    assert with_a2a == pytest.approx(point.rank.step_seconds(0, 128, 128 * 2000) + scale * 58 * layer.seconds)
+
+
+def test_the_step_carries_the_moe_runs_calibration_and_its_provenance() -> None:
+    point, _ = _costs(ExpertParallelLayout(ep=8, attention_dp=8))
+    moe = load_moe_fit()
+    dense = MODEL.coefficients("sglang")[: len(FEATURES)]
+    expected = dense * moe.parameter("scale")
+    expected[FEATURES.index("layers")] += moe.parameter("layers")
+    assert point.rank.coefficients == pytest.approx(expected)
+    assert moe.provenance in point.provenance.detail
 
 
 def test_vector_decode_steps_match_single_steps() -> None:
@@ -105,9 +122,13 @@ def test_more_attention_ranks_stream_fewer_dense_weights_per_gpu_and_hold_the_la
     # The same per-GPU tokens: 8 on one rank of 8 GPUs vs 1 on each of 8 ranks.
     w = FEATURES.index("weights")
     assert one_rank.of_step(PrefillChunks(), 8, 0)[w] < eight.of_step(PrefillChunks(), 1, 0)[w]
-    assert one_rank.of_step(PrefillChunks(), 8, 8000)[FEATURES.index("kv")] == pytest.approx(
-        8 * eight.of_step(PrefillChunks(), 1, 1000)[FEATURES.index("kv")]
-    )  # latent whole on every GPU of a rank
+    # The latent is whole on every GPU of a rank: one rank of 8 GPUs reads 8x the context per GPU, at 16 heads a GPU
+    # bandwidth-bound; eight ranks of one GPU read an eighth as much, but all 128 heads make them compute-bound.
+    bw = H200.memory_bandwidth_gbps * 1e9
+    read = 61 * 576 * 2 / bw
+    assert one_rank.of_step(PrefillChunks(), 8, 8000)[FEATURES.index("kv")] == pytest.approx(8000 * read)
+    heads_128 = 2 * 128 * (576 + 512) * 61 / (H200.peak_flops("bf16") * 660 / 990)
+    assert eight.of_step(PrefillChunks(), 1, 1000)[FEATURES.index("kv")] == pytest.approx(1000 * heads_128)
 
 
 def test_a_dense_model_or_a_degree_that_does_not_split_the_experts_is_refused() -> None:

@@ -1,0 +1,59 @@
+"""The ``kv`` feature: decode attention's KV read, or its FLOPs where they outlast the read (MLA's absorbed decode).
+
+Known answers: DeepSeek-V3 on H200 with all 128 heads on one GPU decodes compute-bound (FlashMLA's analysis: 2 x
+heads FLOPs per latent element read), at 16 heads a GPU (TP 8) bandwidth-bound; a grouped-query model's feature is
+the read alone, unchanged; a prefill chunk's prefix is read, not decoded.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from recommender.perf.catalog.architectures import load_architecture
+from recommender.perf.catalog.gpus import load_catalog
+from recommender.perf.step.cost import PrefillChunks
+from recommender.perf.step.features import DECODE_ATTENTION_EFFICIENCY, FEATURES, StepFeatures
+from recommender.quantize import get_scheme
+
+H200 = load_catalog().get("h200")
+FP8 = get_scheme("fp8-dynamic")
+DEEPSEEK = load_architecture("deepseek-v3")[1]
+KV = FEATURES.index("kv")
+BW = H200.memory_bandwidth_gbps * 1e9
+#: Absorbed decode FLOPs per cached token of DeepSeek-V3, all layers, per head: 2 x (576 + 512) x 61.
+PER_HEAD = 2 * (576 + 512) * 61
+
+
+def _kv(features: StepFeatures, context: int, chunks: PrefillChunks | None = None) -> float:
+    return float(features.of_step(chunks or PrefillChunks(), 4, context)[KV])
+
+
+def test_mla_with_every_head_on_one_gpu_decodes_compute_bound() -> None:
+    one_gpu = StepFeatures(DEEPSEEK, FP8, H200, 1, "fp8")
+    compute = 128 * PER_HEAD / (H200.peak_flops("bf16") * DECODE_ATTENTION_EFFICIENCY)
+    read = 61 * 576 * 1.0 / BW  # fp8 latent
+    assert compute > 2 * read
+    assert _kv(one_gpu, 10_000) == pytest.approx(10_000 * compute, rel=1e-9)
+    steps = one_gpu.of_decode_steps(4, np.array([10_000, 20_000]))
+    assert steps[:, KV] == pytest.approx([10_000 * compute, 20_000 * compute], rel=1e-9)
+
+
+def test_mla_at_sixteen_heads_a_gpu_is_bandwidth_bound_the_latent_whole_on_each() -> None:
+    tp8 = StepFeatures(DEEPSEEK, FP8, H200, 8, "fp8")
+    assert 16 * PER_HEAD / (H200.peak_flops("bf16") * DECODE_ATTENTION_EFFICIENCY) < 61 * 576 / BW
+    assert _kv(tp8, 10_000) == pytest.approx(10_000 * 61 * 576 / BW, rel=1e-9)
+
+
+def test_a_prefill_chunks_prefix_is_read_not_decoded() -> None:
+    one_gpu = StepFeatures(DEEPSEEK, FP8, H200, 1, "fp8")
+    chunk = PrefillChunks(tokens=512, seqs=1, sum_sq=512 * 512, sum_cross=512 * 2048, prior_tokens=2048)
+    read = 61 * 576 / BW
+    compute = 128 * PER_HEAD / (H200.peak_flops("bf16") * DECODE_ATTENTION_EFFICIENCY)
+    assert _kv(one_gpu, 2048 + 6000, chunk) == pytest.approx(2048 * read + 6000 * compute, rel=1e-9)
+
+
+def test_a_grouped_query_models_kv_feature_is_the_read_alone() -> None:
+    llama = load_architecture("llama-3.1-8b")[1]
+    f = StepFeatures(llama, FP8, H200, 1, "fp8")
+    assert _kv(f, 10_000) == 10_000 * (f.rates.kv_bytes_per_token / f.rates.bandwidth)
