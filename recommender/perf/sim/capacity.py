@@ -261,6 +261,12 @@ def max_rate_within_sla(
         # Drawn lengths (a long tail, a trace) can hold a request no KV cache of this replica holds: it would
         # never be scheduled, so no arrival rate meets the SLA.
         return RateSearch(0.0, None, 0)
+    return _search(trials, rel_tol)
+
+
+def _search(trials: _RateTrials, rel_tol: float) -> RateSearch:
+    """Short probes bracket the rate between a trickle and the decode-only ceiling; the answer is checked at steady
+    state, stepping down, descending and at worst bisecting with steady runs where the probes misled it."""
     guess = trials.decode_only_rate()
     trickle = trials.judge(guess / 1000)
     if not trials.ok(guess / 1000, trickle):

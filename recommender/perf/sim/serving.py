@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from recommender.perf.sim.capacity import max_rate_within_sla, replicas_needed
+from recommender.perf.sim.capacity import RateSearch, max_rate_within_sla, replicas_needed
 from recommender.perf.sim.conversation import Conversation
 from recommender.perf.sim.physics_capacity import ALARM_FACTOR
 from recommender.perf.sim.results import Percentiles
@@ -204,26 +204,7 @@ def simulate_serving(
     replicas = replicas_needed(traffic.requests_per_second, search.rate_per_s)
     load = traffic.requests_per_second / replicas
     assert search.settled is not None and search.result is not None  # a capacity above 0 was simulated to settle
-    request_s = in_flight(search.result, search.rate_per_s) / search.rate_per_s
-    if load == search.rate_per_s:  # the capacity's own run, doubled once there: settled the rest of the way
-        settled = settle(
-            _runner(cost, config, traffic, load, speculation),
-            load,
-            search.settled,
-            doublings=None if settle_at_load else 0,
-        )
-    elif not settle_at_load:
-        settled = probe(_runner(cost, config, traffic, load, speculation), load, FIRST_REQUESTS)
-    else:  # from half the requests the capacity's check ended on: at a lower load, its P99s move no more
-        settled = settled_at(
-            cost,
-            config,
-            traffic,
-            load,
-            speculation,
-            request_s=request_s,
-            first=max(FIRST_REQUESTS, search.settled.requests // 2),
-        )
+    settled = _at_load(cost, config, traffic, load, search, speculation, settle_at_load)
     at_load = settled.result
     return ServingEstimate(
         ttft_ms=at_load.ttft_ms,
@@ -236,6 +217,39 @@ def simulate_serving(
         requests_measured=settled.measured,
         p99s_settled=settled.settled,
         requests_simulated=settled.requests,
+    )
+
+
+def _at_load(
+    cost: StepCostModel,
+    config: SchedulerConfig,
+    traffic: TrafficLoad,
+    load: float,
+    search: RateSearch,
+    speculation: SpeculativeDecoding | None,
+    settle_at_load: bool,
+) -> Settled:
+    """The run behind the P99s at a replica's `load`: the capacity's own run where the load is the capacity, one
+    first run where nothing asks them settled, else a steady run settled by doubling."""
+    assert search.settled is not None and search.result is not None  # a capacity above 0 was simulated to settle
+    if load == search.rate_per_s:  # the capacity's own run, doubled once there: settled the rest of the way
+        return settle(
+            _runner(cost, config, traffic, load, speculation),
+            load,
+            search.settled,
+            doublings=None if settle_at_load else 0,
+        )
+    if not settle_at_load:
+        return probe(_runner(cost, config, traffic, load, speculation), load, FIRST_REQUESTS)
+    # From half the requests the capacity's check ended on: at a lower load, its P99s move no more.
+    return settled_at(
+        cost,
+        config,
+        traffic,
+        load,
+        speculation,
+        request_s=in_flight(search.result, search.rate_per_s) / search.rate_per_s,
+        first=max(FIRST_REQUESTS, search.settled.requests // 2),
     )
 
 
