@@ -27,6 +27,7 @@ from recommender.perf.fit.validation import (
     interval_predictions,
     judged_predictions,
     new_gpu_pool,
+    new_gpu_residuals,
     serving_gpus,
     step_residuals,
     step_residuals_by_engine,
@@ -63,6 +64,7 @@ def build_fit(
     coefs = {e: c for e, (c, own) in fitted.items() if own}
     cv = cross_validate(rows, settings)
     steps = interval_predictions(bracket, settings, interval_holdouts)
+    new_gpu = [*steps, *judged_predictions(bracket, settings, judged)]
     return StepCostFit(
         data=data,
         data_sha256=data_sha256,
@@ -84,7 +86,8 @@ def build_fit(
         step_residuals_engine_unseen=step_residuals([p for p in steps if not p.engine_fit]),
         step_residuals_by_engine=step_residuals_by_engine(steps),
         serving_gpus=sorted(serving_gpus(rows)),
-        step_residuals_new_gpu=new_gpu_pool([*steps, *judged_predictions(bracket, settings, judged)]),
+        step_residuals_new_gpu=new_gpu_pool(new_gpu),
+        residuals_new_gpu=new_gpu_residuals(new_gpu),
         validation={
             name: holdout_table(bracket, settings, name, interval_holdouts=interval_holdouts, judged=judged)
             for name in _holdouts(rows)

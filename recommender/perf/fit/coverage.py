@@ -25,11 +25,13 @@ from recommender.perf.fit.validation import (
     interval_predictions,
     judged_predictions,
     new_gpu_pool,
+    new_gpu_residuals,
     step_residuals,
     step_residuals_by_engine,
 )
 from recommender.perf.step.calibrated import (
     HoldoutSummary,
+    Residuals,
     StepCostFit,
     StepResiduals,
     interval_factors,
@@ -49,6 +51,7 @@ class _Pools:
     step_by_engine: dict[str, StepResiduals]
     #: A serving client's on a GPU the fit has no serving runs on (``validation.new_gpu_pool``; None: none).
     new_gpu: StepResiduals | None = None
+    new_gpu_mean: Residuals | None = None
 
     @classmethod
     def of_fit(cls, fit: StepCostFit) -> _Pools:
@@ -59,10 +62,12 @@ class _Pools:
             (seen.tpot, unseen.tpot),
             fit.step_residuals_by_engine,
             fit.step_residuals_new_gpu,
+            fit.residuals_new_gpu,
         )
 
     @classmethod
-    def of(cls, inner: Sequence[HeldOutPrediction], new_gpu: StepResiduals | None = None) -> _Pools:
+    def of(cls, inner: Sequence[HeldOutPrediction], new: Sequence[HeldOutPrediction] = ()) -> _Pools:
+        """`inner`'s pools, and the new-GPU ones of `new` (``validation.new_gpu_pool``)."""
         seen = [p for p in inner if p.engine_fit]
         unseen = [p for p in inner if not p.engine_fit]
 
@@ -74,13 +79,15 @@ class _Pools:
             (logs(seen, "ttft_ms"), logs(unseen, "ttft_ms")),
             (logs(seen, "tpot_ms"), logs(unseen, "tpot_ms")),
             step_residuals_by_engine(inner),
-            new_gpu,
+            new_gpu_pool(new),
+            new_gpu_residuals(new),
         )
 
 
 def _covered(p: HeldOutPrediction, pools: _Pools, confidence: float) -> tuple[bool, bool, bool, bool]:
     """Whether `p`'s measured TTFT and TPOT lie in the step-and-bracket interval, and in the earlier mean one."""
     new_gpu = None if p.run.static_batch or p.gpu_serving_seen else pools.new_gpu
+    mean = pools.new_gpu_mean if new_gpu is not None and pools.new_gpu_mean is not None else None
     pre, pre_extra, dec, dec_extra = step_pools(
         *pools.step, pools.step_by_engine, p.run.engine, p.engine_fit, new_gpu=new_gpu
     )
@@ -88,8 +95,8 @@ def _covered(p: HeldOutPrediction, pools: _Pools, confidence: float) -> tuple[bo
     d_lo, d_hi = interval_factors(dec, dec_extra, confidence)
     # The earlier benchmark-mean intervals: an engine the fold did not fit adds the wider pool.
     ttft_extra, tpot_extra = (None, None) if p.engine_fit else (pools.mean_ttft[1], pools.mean_tpot[1])
-    t_lo, t_hi = interval_factors(pools.mean_ttft[0], ttft_extra, confidence)
-    o_lo, o_hi = interval_factors(pools.mean_tpot[0], tpot_extra, confidence)
+    t_lo, t_hi = interval_factors(mean.ttft if mean else pools.mean_ttft[0], ttft_extra, confidence)
+    o_lo, o_hi = interval_factors(mean.tpot if mean else pools.mean_tpot[0], tpot_extra, confidence)
     r = p.run
     return (
         p.ttft_bracket_ms[0] * p_lo <= r.ttft_ms <= p.ttft_bracket_ms[1] * p_hi,
@@ -114,7 +121,7 @@ def _fold_pools(
         return None
     inner = interval_predictions(train, settings, holdouts)
     kept = [j for j in judged if key(j.fitted.run) not in held]  # a left-out GPU's judged runs inform nothing
-    return _Pools.of(inner, new_gpu_pool([*inner, *judged_predictions(train, settings, kept)]))
+    return _Pools.of(inner, [*inner, *judged_predictions(train, settings, kept)])
 
 
 def _summary(

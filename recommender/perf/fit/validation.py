@@ -44,6 +44,7 @@ from recommender.perf.model.shape import ModelShape
 from recommender.perf.step.calibrated import (
     MIN_ENGINE_RESIDUALS,
     CalibratedModel,
+    Residuals,
     StepCostFit,
     StepResiduals,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "shipped_predictions",
     "judged_predictions",
     "new_gpu_pool",
+    "new_gpu_residuals",
     "serving_gpus",
     "step_residuals",
     "step_residuals_by_engine",
@@ -273,5 +275,21 @@ def new_gpu_pool(predictions: Sequence[HeldOutPrediction]) -> StepResiduals | No
     static batch's TTFT is one context step, a serving client's a queue and a request overhead as well, so static
     batches on a GPU calibrate its steps but not its serving clients: drawn from the pool of all held-out runs, a
     left-out GPU's serving TTFTs were 53 % covered at a nominal 90 % (the H100, whose runs are all the serving ones)."""
-    new = [p for p in predictions if not p.run.static_batch and not p.gpu_serving_seen]
+    new = _new_gpu(predictions)
     return step_residuals(new) if sum(p.prefill_dominated for p in new) >= MIN_ENGINE_RESIDUALS else None
+
+
+def new_gpu_residuals(predictions: Sequence[HeldOutPrediction]) -> Residuals | None:
+    """The benchmark-mean residuals log(measured / predicted) of the same runs as :func:`new_gpu_pool` (None where
+    that is None): ``estimate``'s intervals on a GPU without serving runs."""
+    new = _new_gpu(predictions)
+    if sum(p.prefill_dominated for p in new) < MIN_ENGINE_RESIDUALS:
+        return None
+    return Residuals(
+        ttft=sorted(round(math.log(p.run.ttft_ms / p.ttft_ms), 5) for p in new),
+        tpot=sorted(round(math.log(p.run.tpot_ms / p.tpot_ms), 5) for p in new),
+    )
+
+
+def _new_gpu(predictions: Sequence[HeldOutPrediction]) -> list[HeldOutPrediction]:
+    return [p for p in predictions if not p.run.static_batch and not p.gpu_serving_seen]

@@ -181,10 +181,11 @@ class StepCostFit(BaseModel):
     step_residuals_engine_unseen: StepResiduals
     #: Each engine's held-out step residuals (its runs, each predicted by a fit that left the run's group out).
     step_residuals_by_engine: dict[str, StepResiduals]
-    #: The GPUs the fit has serving runs of, and the step residuals of serving clients predicted by a fit without
-    #: serving runs on their GPU: the step intervals on any other GPU (``validation.new_gpu_pool``; None: none).
+    #: The GPUs the fit has serving runs of; the step and benchmark-mean residuals of serving clients predicted by a
+    #: fit without serving runs on their GPU: the intervals on any other GPU (``validation.new_gpu_pool``; None: none).
     serving_gpus: list[str] = Field(default_factory=list)
     step_residuals_new_gpu: StepResiduals | None = None
+    residuals_new_gpu: Residuals | None = None
     #: Leave-one-campaign-out, leave-one-model-out and leave-one-group-out, each table by held-out value
     #: and "overall" (``validation.py``).
     validation: dict[str, dict[str, HoldoutSummary]]
@@ -352,10 +353,11 @@ class CalibratedModel:
     ) -> Interval:
         """The interval of a predicted closed-loop benchmark mean at `confidence` (central, from the
         cross-validation residuals of benchmark means of the fit `point` stands on): what ``estimate`` reports
-        for a benchmark client."""
+        for a benchmark client; on a GPU the fit has no serving runs on, of serving clients predicted so."""
         fit = self._fit_of(point)
         unseen = None if self.knows(engine, fit) else getattr(fit.residuals_engine_unseen, metric)
-        lo, hi = interval_factors(getattr(fit.residuals_engine_seen, metric), unseen, confidence)
+        seen = fit.residuals_new_gpu if self._new_gpu(fit, point) else None
+        lo, hi = interval_factors(getattr(seen or fit.residuals_engine_seen, metric), unseen, confidence)
         return Interval(low=value * lo, high=value * hi, confidence=confidence)
 
     def step_factors(self, engine: str, confidence: float, point: FeatureStepCost | None = None) -> StepFactors:
@@ -379,9 +381,9 @@ class CalibratedModel:
 
     @staticmethod
     def _new_gpu(fit: StepCostFit, point: FeatureStepCost | None) -> bool:
-        """Whether `point` runs on a GPU `fit` has no serving runs on, and `fit` has a pool for that."""
+        """Whether `point` runs on a GPU `fit` has no serving runs on, and `fit` has pools for that."""
         gpu = None if point is None else point.features.accel.key
-        return fit.step_residuals_new_gpu is not None and gpu is not None and gpu not in fit.serving_gpus
+        return fit.residuals_new_gpu is not None and gpu is not None and gpu not in fit.serving_gpus
 
     def upper_step_cost(self, point: FeatureStepCost, engine: str, confidence: float) -> UpperStepCost:
         """`point`'s steps at the upper ends of their intervals (see :meth:`step_factors`)."""

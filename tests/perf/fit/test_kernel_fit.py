@@ -99,3 +99,6 @@ def test_a_gpu_without_serving_runs_draws_its_step_intervals_from_the_new_gpu_po
     new_gpu = fit.step_residuals_new_gpu
     assert new_gpu is not None and len(new_gpu.prefill) >= 30
     assert np.quantile(new_gpu.prefill, 0.9) > np.quantile(fit.step_residuals_engine_seen.prefill, 0.9)
+    # estimate's benchmark-mean intervals on such a GPU: the same runs' residuals
+    assert fit.residuals_new_gpu is not None and len(fit.residuals_new_gpu.ttft) == len(new_gpu.decode)
+    assert np.quantile(fit.residuals_new_gpu.ttft, 0.95) > np.quantile(fit.residuals_engine_seen.ttft, 0.95)

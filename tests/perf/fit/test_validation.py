@@ -17,6 +17,7 @@ from recommender.perf.fit.validation import (
     held_out_predictions,
     interval_predictions,
     new_gpu_pool,
+    new_gpu_residuals,
     step_residuals,
 )
 from recommender.perf.sim.simulate import simulate
@@ -136,7 +137,9 @@ def test_serving_runs_left_out_with_their_gpu_make_the_new_gpu_pool(rows: list) 
     assert not any(p.gpu_serving_seen for p in gpu_out if p.run.static_batch)  # no serving run on an L40S
     assert sum(p.prefill_dominated for p in serving) >= MIN_ENGINE_RESIDUALS
     assert new_gpu_pool([*group_out, *gpu_out]) == step_residuals(serving)
-    assert new_gpu_pool(group_out) is None
+    assert new_gpu_pool(group_out) is None and new_gpu_residuals(group_out) is None
+    means = new_gpu_residuals([*group_out, *gpu_out])
+    assert means is not None and len(means.ttft) == len(serving)
 
 
 def _cost() -> tuple[UpperStepCost, StepFactors]:

@@ -136,6 +136,8 @@ def test_calibrated_model_answers_on_kernels_where_there_are_tables() -> None:
     assert upper.factors.prefill > h100_upper.factors.prefill and upper.factors.decode > h100_upper.factors.decode
     assert "no serving run measured on this GPU" in upper.provenance.detail
     assert "no serving run measured" not in h100_upper.provenance.detail
+    # and estimate's interval of a benchmark mean there is wider too
+    assert model.interval(100.0, "ttft", "vllm", 0.9, l40s).high > model.interval(100.0, "ttft", "vllm", 0.9, h100).high
 
 
 def test_without_the_package_the_datasheet_answers_and_says_so() -> None:
