@@ -33,6 +33,12 @@ Precision = Annotated[
 ]
 #: KV-cache storage dtypes, named as vLLM names them (`--kv-cache-dtype`); see perf/model/memory.py.
 KVCacheDtype = Literal["auto", "fp8"]
+#: How a candidate's GPUs are laid out: every replica prefills and decodes its own requests (`aggregated`), or a
+#: prefill pool hands each prompt's KV cache to a decode pool (`disaggregated`, ``fleet/disaggregated_plan.py``).
+#: The words of `recommender plan --layout`.
+Layout = Literal["aggregated", "disaggregated"]
+LAYOUTS: tuple[Layout, ...] = ("aggregated", "disaggregated")
+AGGREGATED: Layout = "aggregated"
 #: Speculative decoding: "none", "ngram" or "ngram:K" (``speculation/methods.py``).
 Speculative = Annotated[
     str, AfterValidator(_speculative), WithJsonSchema({"type": "string", "pattern": "^(none|ngram(:[0-9]{1,2})?)$"})
@@ -63,6 +69,9 @@ class Candidate:
     )
     kv_cache_dtype: KVCacheDtype = "auto"
     speculative: Speculative = NONE
+    #: Aggregated replicas, or a prefill and a decode pool (both at `tensor_parallel`, the decode pool's batch cap
+    #: `batch_size`). Last, with a default: candidates stored before it read back as aggregated.
+    layout: Layout = AGGREGATED
 
     @property
     def key(self) -> str:
@@ -74,6 +83,8 @@ class Candidate:
             key += f"/kv-{self.kv_cache_dtype}"
         if self.speculative != NONE:
             key += f"/spec-{self.speculative}"
+        if self.layout != AGGREGATED:
+            key += "/disagg"
         return key
 
     @property

@@ -14,13 +14,17 @@ from recommender.config.candidate import (
     MAX_BATCH,
     MAX_TENSOR_PARALLEL,
     KVCacheDtype,
+    Layout,
     Precision,
     Speculative,
     TokenCount,
 )
 from recommender.config.spellings import refuse_both_spellings
 
-__all__ = ["Space"]
+__all__ = ["DEFAULT_LINK", "Space"]
+
+#: The link the KV cache crosses between pools when a spec names none: `recommender plan --link`'s default.
+DEFAULT_LINK = "infiniband-ndr"
 
 
 class Space(BaseModel):
@@ -50,6 +54,20 @@ class Space(BaseModel):
     speculative: list[Speculative] = Field(
         default=["none"], min_length=1, description="Speculative decoding to try: none, ngram, ngram:K (K drafts)."
     )
+    layout: list[Layout] = Field(
+        default=["aggregated"],
+        min_length=1,
+        description="Layouts to try, as `recommender plan --layout` names them: aggregated (every replica prefills "
+        "and decodes) and/or disaggregated (a prefill pool and a decode pool, each at the candidate's "
+        "tensor-parallel degree, the KV cache moved over `link`; docs/moe-and-disaggregation.md).",
+    )
+    link: str = Field(
+        default=DEFAULT_LINK,
+        min_length=1,
+        max_length=64,
+        description="The link the KV cache crosses between a disaggregated candidate's pools, as `recommender plan "
+        "--link` names it (recommender/perf/catalog/links.yaml): nvlink, pcie, infiniband-ndr, roce-400g.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -67,7 +85,13 @@ class Space(BaseModel):
         return value
 
     @field_validator(
-        "hardware", "batch_sizes", "tensor_parallel", "max_num_batched_tokens", "kv_cache_dtypes", "speculative"
+        "hardware",
+        "batch_sizes",
+        "tensor_parallel",
+        "max_num_batched_tokens",
+        "kv_cache_dtypes",
+        "speculative",
+        "layout",
     )
     @classmethod
     def _distinct(cls, value: list[Any] | None) -> list[Any] | None:
