@@ -32,7 +32,15 @@ from dataclasses import dataclass, replace
 
 import yaml
 
-__all__ = ["DISAGGREGATED_ENGINES", "DisaggregatedLaunch", "disaggregated_launch", "equal_pool_tp_reason"]
+from recommender.engines._base import EngineLaunch
+
+__all__ = [
+    "DISAGGREGATED_ENGINES",
+    "DisaggregatedLaunch",
+    "disaggregated_launch",
+    "engine_launches",
+    "equal_pool_tp_reason",
+]
 
 #: The engines whose pool roles are emitted here.
 DISAGGREGATED_ENGINES = ("vllm", "sglang")
@@ -51,6 +59,42 @@ class DisaggregatedLaunch:
     notes: tuple[str, ...]
     #: The Dynamo deployment file (a DynamoGraphDeployment; "" where not emitted).
     dynamo: str = ""
+
+
+#: Where each engine's pool roles were read (the module docstring has the details).
+_SOURCES = {
+    "vllm": [
+        "vllm-project/vllm docs/features/nixl_connector_usage.md @ 029e67cd",
+        "ai-dynamo/dynamo examples/backends/vllm/deploy/disagg.yaml @ 7893f268",
+    ],
+    "sglang": ["sgl-project/sglang docs/advanced_features/pd_disaggregation.md @ cccb6546"],
+}
+
+
+def engine_launches(launch: DisaggregatedLaunch) -> list[EngineLaunch]:
+    """The pools' launch as the recommendation's launch entries: the prefill worker, the decode worker, then the
+    router (carrying the Dynamo deployment file where one is emitted), each named by its role and count."""
+    sources = _SOURCES.get(launch.engine, [])
+    return [
+        EngineLaunch(
+            engine=f"{launch.engine} prefill pool ({launch.prefill_workers} workers)",
+            supported=True,
+            command=launch.prefill,
+        ),
+        EngineLaunch(
+            engine=f"{launch.engine} decode pool ({launch.decode_workers} workers)",
+            supported=True,
+            command=launch.decode,
+        ),
+        EngineLaunch(
+            engine=f"{launch.engine} router",
+            supported=True,
+            command=launch.router,
+            config_yaml=launch.dynamo or None,
+            notes=list(launch.notes),
+            sources=list(sources),
+        ),
+    ]
 
 
 def equal_pool_tp_reason(engine: str, *, window_layers: bool, latent_kv: bool) -> str | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from recommender.engines.disaggregated_launch import DisaggregatedLaunch
 from recommender.perf.sim.disaggregated import PoolEstimate
 
-__all__ = ["PoolChoice", "TwoPools"]
+__all__ = ["LayoutVerdict", "PoolChoice", "TwoPools"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,3 +51,19 @@ class TwoPools:
             f"{p.estimate.workers} prefill x TP{p.tensor_parallel} + {d.estimate.workers} decode x "
             f"TP{d.tensor_parallel} (batch {d.batch_size})"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutVerdict:
+    """Aggregated against disaggregated for the winner's scheme and GPU in a search: each layout's best candidate,
+    the winner and why (`plan --layout`'s reason, ``fleet/layout_compare.py``)."""
+
+    aggregated: str
+    disaggregated: str
+    aggregated_gpus: int | None
+    disaggregated_gpus: int | None
+    aggregated_usd_per_month: float | None
+    disaggregated_usd_per_month: float | None
+    #: "aggregated", "disaggregated", or "" when neither meets the SLA.
+    winner: str
+    reason: str

@@ -207,12 +207,12 @@ def _metrics_of(result: CandidateResult) -> dict[str, float]:
     return {k: v for k, v in metrics.items() if math.isfinite(v)}
 
 
-def _pool_params(result: CandidateResult) -> dict[str, Any]:
+def _pool_params(result: CandidateResult) -> dict[str, str | int]:
     """A disaggregated candidate's pools as run parameters (the layout itself is the candidate's `layout`)."""
     pools = result.pools
     if pools is None:
         return {}
-    params: dict[str, Any] = {
+    params: dict[str, str | int] = {
         "link": pools.link,
         "pool_engine": pools.engine,
         "kv_transfer_ms": f"{pools.transfer_ms:.3f}",
