@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from recommender.config.spec import LOCAL_DEVICE, SearchSpec
 from recommender.config.traffic import FleetPolicy
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.autoscale import AutoscaleSchedule
 from recommender.fleet.daily import ScheduledWinner, schedule_and_mix
+from recommender.fleet.layout_compare import LayoutComparison, plan_layouts
 from recommender.fleet.mix_plan import GpuMix, PoolOption
 from recommender.fleet.plan import PLAN_METHODS, plan
 from recommender.fleet.plan_row import PlanRow
@@ -38,6 +39,9 @@ class FleetPlan:
     autoscale: AutoscaleSchedule | None
     mix: GpuMix | None
     policy: FleetPolicy
+    #: With ``space.layout: [..., disaggregated]``: each GPU and precision's aggregated row against its pools, the
+    #: winner and why (`plan --layout`'s comparison at the spec's link); empty otherwise.
+    layouts: list[LayoutComparison] = field(default_factory=list)
 
 
 def winner_row(rows: list[PlanRow]) -> PlanRow | None:
@@ -100,4 +104,18 @@ def plan_fleet(
     options = [_option(r) for r in rows if r.usd_per_month is not None]
     scheduled = None if winner is None else _scheduled(winner, catalog)
     autoscale, mix = schedule_and_mix(spec, performance, options, scheduled)
-    return FleetPlan(rows, winner, autoscale, mix, policy)
+    layouts = []
+    if "disaggregated" in spec.space.layout:
+        layouts = plan_layouts(
+            shape,
+            catalog,
+            hardware=hardware,
+            precisions=precisions,
+            traffic=traffic,
+            sla=sla,
+            link=spec.space.link,
+            scope=replace(scope, tensor_parallel=tuple(spec.space.tensor_parallel)),  # the pools' degrees searched
+            engines=engines,
+            model=spec.model.source,
+        )
+    return FleetPlan(rows, winner, autoscale, mix, policy, layouts)
