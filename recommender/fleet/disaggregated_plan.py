@@ -72,7 +72,7 @@ def with_launch(row: DisaggregatedRow, *, model: str, accel: Accelerator, max_mo
     if row.prefill is None or row.decode is None or not row.engine:
         return row
     checkpoint = f"{model.rstrip('/').rsplit('/', 1)[-1]}-{row.method}"  # where `recommender quantize --out` puts it
-    commands = []
+    commands, options = [], []
     for pool in (row.prefill, row.decode):
         candidate = Candidate(
             row.precision,
@@ -93,6 +93,7 @@ def with_launch(row: DisaggregatedRow, *, model: str, accel: Accelerator, max_mo
         if not emitted or emitted[0].engine != row.engine or not emitted[0].command:
             return row
         commands.append(emitted[0].command)
+        options.append(emitted[0].config_yaml)
     return replace(
         row,
         launch=disaggregated_launch(
@@ -101,6 +102,9 @@ def with_launch(row: DisaggregatedRow, *, model: str, accel: Accelerator, max_mo
             decode_command=commands[1],
             prefill_workers=row.prefill.estimate.workers,
             decode_workers=row.decode.estimate.workers,
+            prefill_options=options[0],
+            decode_options=options[1],
+            max_prompt_tokens=max_model_len,
         ),
     )
 
