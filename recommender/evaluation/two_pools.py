@@ -43,15 +43,6 @@ class TwoPools:
     def gpus(self) -> int:
         return self.prefill.estimate.gpus + self.decode.estimate.gpus
 
-    @property
-    def summary(self) -> str:
-        """``3 prefill x TP2 + 2 decode x TP2 (batch 128)``: the words `plan`'s layout comparison uses."""
-        p, d = self.prefill, self.decode
-        return (
-            f"{p.estimate.workers} prefill x TP{p.tensor_parallel} + {d.estimate.workers} decode x "
-            f"TP{d.tensor_parallel} (batch {d.batch_size})"
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class LayoutVerdict:

@@ -63,16 +63,21 @@ def winner_answers(
     spec = prepared.spec
     checkpoint = _place_checkpoint(prepared, evaluator.quality.models.context, winner.candidate, output_dir)
     status(checkpoint.note)
-    if winner.pools is not None:  # both pools' workers and the router, as the search priced them
+    layouts = layout_verdict(results, winner, target_rps=spec.traffic.requests_per_second, sla=spec.sla)
+    placed = [p for p in checkpoint.written if p.is_file()]
+    if winner.pools is not None:
+        # Both pools' workers and the router, as the search priced them. The load curve, the levers and the daily
+        # profile's schedule and mix model one replica: not answered for pools rather than for another layout.
+        status("disaggregated winner: no load curve, levers or daily schedule (they model aggregated replicas)")
         launch = engine_launches(winner.pools.launch) if winner.pools.launch is not None else []
-    else:
-        launch = launch_commands(
-            winner.candidate,
-            model=checkpoint.model,
-            max_model_len=spec.traffic.max_model_len,
-            device=evaluator.performance.device_of(winner.candidate),
-            engine=winner.serving.engine if winner.serving is not None else "",
-        )
+        return WinnerAnswers(placed, launch, layouts=layouts)
+    launch = launch_commands(
+        winner.candidate,
+        model=checkpoint.model,
+        max_model_len=spec.traffic.max_model_len,
+        device=evaluator.performance.device_of(winner.candidate),
+        engine=winner.serving.engine if winner.serving is not None else "",
+    )
     status("latency against load of the winner")
     load_curve = evaluator.load_curve(winner.candidate)
     autoscale, gpu_mix = None, None
@@ -80,8 +85,6 @@ def winner_answers(
         status("the daily profile: autoscaling and the GPU mix")
         autoscale, gpu_mix = daily_answers(spec, evaluator.performance, results, winner)
     levers = lever_effects(evaluator.performance, spec, winner)
-    layouts = layout_verdict(results, winner, target_rps=spec.traffic.requests_per_second, sla=spec.sla)
-    placed = [p for p in checkpoint.written if p.is_file()]
     return WinnerAnswers(placed, launch, load_curve, autoscale, gpu_mix, levers, layouts)
 
 
