@@ -50,6 +50,8 @@ MAX_TOKENS = 10_000_000
 MAX_BATCH = 65_536
 #: Tensor-parallel degree: 64 (the largest NVLink domains hold 72 GPUs).
 MAX_TENSOR_PARALLEL = 64
+#: Expert-parallel degree: 512 GPUs (DeepSeek's decode deployment spans 144; `plan` tries up to four nodes).
+MAX_EXPERT_PARALLEL = 512
 TokenCount = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
 #: vLLM's default token budget per step with chunked prefill.
 DEFAULT_MAX_BATCHED_TOKENS = 8192
@@ -72,6 +74,9 @@ class Candidate:
     #: Aggregated replicas, or a prefill and a decode pool (both at `tensor_parallel`, the decode pool's batch cap
     #: `batch_size`). Last, with a default: candidates stored before it read back as aggregated.
     layout: Layout = AGGREGATED
+    #: A mixture-of-experts model's expert-parallel degree: 1, tensor parallelism only; N > 1, one replica of N GPUs
+    #: with the experts split over them and N attention ranks (`plan --expert-parallel`), `tensor_parallel` unused.
+    expert_parallel: Annotated[int, Field(gt=0, le=MAX_EXPERT_PARALLEL)] = 1
 
     @property
     def key(self) -> str:
@@ -85,6 +90,8 @@ class Candidate:
             key += f"/spec-{self.speculative}"
         if self.layout != AGGREGATED:
             key += "/disagg"
+        if self.expert_parallel != 1:
+            key += f"/ep{self.expert_parallel}"
         return key
 
     @property

@@ -12,6 +12,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from recommender.config.candidate import (
     MAX_BATCH,
+    MAX_EXPERT_PARALLEL,
     MAX_TENSOR_PARALLEL,
     KVCacheDtype,
     Layout,
@@ -60,6 +61,14 @@ class Space(BaseModel):
         description="Layouts to try, as `recommender plan --layout` names them: aggregated (every replica prefills "
         "and decodes) and/or disaggregated (a prefill pool and a decode pool, each at the candidate's "
         "tensor-parallel degree, the KV cache moved over `link`; docs/moe-and-disaggregation.md).",
+    )
+    expert_parallel: list[Annotated[int, Field(gt=0, le=MAX_EXPERT_PARALLEL)]] = Field(
+        default=[1],
+        min_length=1,
+        description="For a mixture-of-experts model, expert-parallel degrees to try, as `recommender plan "
+        "--expert-parallel` plans them: 1 is tensor parallelism only; N > 1 is one replica of N GPUs with the experts "
+        "split over them and N attention ranks (each degree must divide the experts; beyond one node the all-to-all "
+        "crosses `link`).",
     )
     link: str = Field(
         default=DEFAULT_LINK,

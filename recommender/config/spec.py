@@ -152,10 +152,7 @@ class SearchSpec(StrictModel):
             del data["space"]["speculative"], data["speculation"]
         if data["current"]["speculative"] == "none":
             del data["current"]["speculative"]
-        if "disaggregated" not in self.space.layout:  # added later: an aggregated-only space hashes as before
-            del data["space"]["layout"], data["space"]["link"]
-        if data["current"]["layout"] == "aggregated":
-            del data["current"]["layout"]
+        _drop_default_layouts(data)
         if data["fleet"] is None:
             del data["fleet"]
         if self.sla.confidence == DEFAULT_SLA_CONFIDENCE:
@@ -193,6 +190,21 @@ class SearchSpec(StrictModel):
         from recommender.perf.step.calibrated import fit_digest
 
         return self.search.study_name or f"{self.name}-{self.fingerprint()}-{fit_digest()[:6]}"
+
+
+def _drop_default_layouts(data: dict[str, Any]) -> None:
+    """The layout keys (added later) left out of a fingerprint at their defaults, so a spec that searches only
+    aggregated tensor parallelism names the study it named before them; the link too while nothing reads it."""
+    space, current = data["space"], data["current"]
+    if "disaggregated" not in space["layout"] and space["expert_parallel"] == [1]:
+        del space["link"]
+    if "disaggregated" not in space["layout"]:
+        del space["layout"]
+    if space["expert_parallel"] == [1]:
+        del space["expert_parallel"]
+    for key, default in (("layout", "aggregated"), ("expert_parallel", 1)):
+        if current[key] == default:
+            del current[key]
 
 
 def spec_json_schema() -> dict[str, Any]:
@@ -343,11 +355,12 @@ def _check_names(spec: SearchSpec) -> None:
 
 
 def _check_link(spec: SearchSpec, catalog: Catalog) -> None:
-    """``space.link`` is a link the catalog knows and, where disaggregated pools are searched, one every catalog GPU
-    of the space has (NVLink on a PCIe card is refused), as `plan --link` is checked."""
+    """``space.link`` is a link the catalog knows and, where disaggregated pools or expert parallelism are searched,
+    one every catalog GPU of the space has (NVLink on a PCIe card is refused), as `plan --link` is checked."""
     if spec.space.link not in known_links():
         raise BadInputError("space.link", f"unknown link {spec.space.link!r}", f"use one of {', '.join(known_links())}")
-    if "disaggregated" in spec.space.layout or spec.current.layout != "aggregated":
+    pools = "disaggregated" in spec.space.layout or spec.current.layout != "aggregated"
+    if pools or spec.space.expert_parallel != [1] or spec.current.expert_parallel != 1:
         for hw in dict.fromkeys([*spec.space.hardware, spec.current.hardware]):
             if hw != LOCAL_DEVICE:
                 resolve_link(spec.space.link, catalog.get(hw), field="space.link")

@@ -28,9 +28,9 @@ from recommender.speculation.methods import NONE
 #: Why a candidate cannot be recommended whatever its quality, given its speed-and-cost result and the results known
 #: so far (every worker's), or None when its quality decides.
 QualityPolicy = Callable[[CandidateResult, Sequence[CandidateResult]], str | None]
-#: A disaggregated candidate judged on speed, memory and cost (``fleet/disaggregated_candidate.py``, a layer above:
-#: the search injects it, as it injects the quality policy).
-TwoPoolPolicy = Callable[[Candidate], CandidateResult]
+#: A disaggregated or expert-parallel candidate judged on speed, memory and cost (``fleet/disaggregated_candidate.py``,
+#: ``fleet/expert_parallel_candidate.py``, a layer above: the search injects it, as it injects the quality policy).
+LayoutPolicy = Callable[[Candidate], CandidateResult]
 
 
 def describe_broken_check(check: Check) -> str:
@@ -67,13 +67,13 @@ class CandidateEvaluator:
         performance: speed and cost.
         quality: quality, once per method.
         skip_quality: says when quality cannot decide (the search passes `decision.rules.quality_skip`).
-        two_pools: sizes and prices a disaggregated candidate's pools (None: such candidates are pruned).
+        other_layouts: sizes and prices a disaggregated or expert-parallel candidate (None: such candidates are pruned).
     """
 
     performance: PerformanceEvaluator
     quality: QualityEvaluator
     skip_quality: QualityPolicy
-    two_pools: TwoPoolPolicy | None = None
+    other_layouts: LayoutPolicy | None = None
 
     @property
     def probes_run(self) -> int:
@@ -82,14 +82,14 @@ class CandidateEvaluator:
     def evaluate(self, c: Candidate, *, known: Sequence[CandidateResult] = ()) -> CandidateResult:
         """Everything about `c`, cheapest checks first; `known`: the results stored so far (`skip_quality` reads them).
 
-        A disaggregated candidate's pools are sized by `two_pools`; its quality is its scheme's, measured (or read
-        back) once whatever the layout, since both pools serve the same checkpoint.
+        A disaggregated or expert-parallel candidate is sized by `other_layouts`; its quality is its scheme's, measured
+        (or read back) once whatever the layout, since every layout serves the same checkpoint.
         A speculative candidate is evaluated once its scheme's quality passed without speculation (its twin):
         greedy verification keeps the target's own tokens, so quality is the twin's, and measuring the
         acceptance (quantizing and generating) is spent only on schemes that can be recommended.
         """
-        if c.layout != AGGREGATED:
-            result = self._disaggregated(c)
+        if c.layout != AGGREGATED or c.expert_parallel != 1:
+            result = self._other_layout(c)
         elif c.speculative != NONE and (refused := self._unverified_for_speculation(c, known)) is not None:
             return refused
         else:
@@ -101,10 +101,10 @@ class CandidateEvaluator:
         quality = self.quality.evaluate(method) if skip is None else self.quality.not_evaluated(method, skip)
         return with_quality(result, quality)
 
-    def _disaggregated(self, c: Candidate) -> CandidateResult:
-        if self.two_pools is None:
-            return Refused("runnable", "disaggregated pools are not sized by this evaluator").result(c)
-        return self.two_pools(c)
+    def _other_layout(self, c: Candidate) -> CandidateResult:
+        if self.other_layouts is None:
+            return Refused("runnable", "disaggregated pools and expert parallelism are not sized here").result(c)
+        return self.other_layouts(c)
 
     def _unverified_for_speculation(self, c: Candidate, known: Sequence[CandidateResult]) -> CandidateResult | None:
         """None when `c`'s scheme passed its quality checks (evaluating its twin without speculation first, which

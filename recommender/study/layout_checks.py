@@ -3,7 +3,7 @@
 A pool's worker is a replica of the space's scheme, GPU and tensor-parallel degree; where no such worker holds
 the model's weights and one request's KV cache, every disaggregated candidate would be pruned for memory and the
 search would answer as if the layout had been tried. That is bad input, said with the shortfall and the fix.
-The link is checked with the spec (``config/spec.py``); EP degrees are not searched yet.
+The link is checked with the spec (``config/spec.py``); expert-parallel degrees against the model's experts here.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from recommender.config.spec import LOCAL_DEVICE
 from recommender.errors import BadInputError
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.evaluation.refusal import Refused
+from recommender.perf.model.expert_parallel import ExpertParallelLayout
 from recommender.study.space import batch_caps
 
 if TYPE_CHECKING:
@@ -26,7 +27,12 @@ __all__ = ["check_layouts"]
 
 
 def check_layouts(spec: SearchSpec, catalog: Catalog, shape: ModelShape, *, field_prefix: str) -> None:
-    """Refuse a space with disaggregated pools none of whose workers (scheme x GPU x degree x KV dtype) fits."""
+    """Refuse expert-parallel degrees a model cannot take (a dense model, a degree not dividing the experts, as
+    `plan --expert-parallel` refuses them), and a space with disaggregated pools none of whose workers (scheme x GPU x
+    degree x KV dtype) fits."""
+    for degree in spec.space.expert_parallel:
+        if degree > 1:
+            ExpertParallelLayout(degree).check(shape, field=f"{field_prefix}space.expert_parallel")
     if "disaggregated" not in spec.space.layout:
         return
     hardware = [hw for hw in spec.space.hardware if hw != LOCAL_DEVICE]

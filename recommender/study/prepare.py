@@ -20,7 +20,7 @@ from recommender.errors import BadInputError
 from recommender.evaluation.evaluator import CandidateEvaluator
 from recommender.evaluation.local_device import LocalMeasurement
 from recommender.evaluation.performance import PerformanceEvaluator
-from recommender.fleet.disaggregated_candidate import evaluate_disaggregated
+from recommender.fleet.expert_parallel_candidate import evaluate_layout
 from recommender.models.source import ModelSource
 from recommender.perf.catalog.architecture_check import check_architecture
 from recommender.perf.catalog.gpus import Accelerator, Catalog, load_catalog
@@ -77,11 +77,11 @@ class Prepared:
             engines=tuple(self.spec.engines),
             speculation=speculation,
         )
-        two_pools = None
-        if "disaggregated" in self.spec.space.layout:
+        other_layouts = None
+        if "disaggregated" in self.spec.space.layout or self.spec.space.expert_parallel != [1]:
             link, model = self.spec.space.link, self.spec.model.source
-            two_pools = partial(evaluate_disaggregated, performance, link=link, model=model)
-        return CandidateEvaluator(performance, quality, skip_quality=quality_skip, two_pools=two_pools)
+            other_layouts = partial(evaluate_layout, performance, link=link, model=model)
+        return CandidateEvaluator(performance, quality, skip_quality=quality_skip, other_layouts=other_layouts)
 
 
 def prepare(spec: SearchSpec) -> Prepared:

@@ -29,6 +29,9 @@ def space_choices(spec: SearchSpec) -> dict[str, list[Any]]:
     layouts = set(spec.space.layout) | {current.layout}
     if layouts != {AGGREGATED}:  # likewise: a parameter only where a spec searches disaggregated pools
         searched["layout"] = sorted(layouts)
+    degrees = set(spec.space.expert_parallel) | {current.expert_parallel}
+    if degrees != {1}:  # and where it searches expert parallelism
+        searched["expert_parallel"] = sorted(degrees)
     choices: dict[str, list[Any]] = {
         "method": sorted(
             {method_choice(p, m) for p, ms in spec.space.schemes.items() for m in ms}
@@ -61,6 +64,7 @@ def candidate_of(params: dict[str, Any]) -> Candidate:
         kv_cache_dtype=params["kv_cache_dtype"],
         speculative=params.get("speculative", NONE),  # studies from before it have no such parameter
         layout=params.get("layout", AGGREGATED),  # likewise
+        expert_parallel=params.get("expert_parallel", 1),
     )
 
 
@@ -74,6 +78,7 @@ def params_of(c: Candidate) -> dict[str, Any]:
         "kv_cache_dtype": c.kv_cache_dtype,
         "speculative": c.speculative,
         "layout": c.layout,
+        "expert_parallel": c.expert_parallel,
     }
 
 
@@ -95,6 +100,7 @@ def neighbourhood(c: Candidate, choices: dict[str, list[Any]]) -> list[Candidate
             "kv_cache_dtype",
             "speculative",
             "layout",
+            "expert_parallel",
         )
         for value in choices.get(name, ())
         if value != here[name]

@@ -65,6 +65,9 @@ def winner_answers(
     status(checkpoint.note)
     layouts = layout_verdict(results, winner, target_rps=spec.traffic.requests_per_second, sla=spec.sla)
     placed = [p for p in checkpoint.written if p.is_file()]
+    if winner.candidate.expert_parallel != 1:
+        status("expert-parallel winner: its launch is not emitted yet; no load curve, levers or daily schedule")
+        return WinnerAnswers(placed, [], layouts=layouts)
     if winner.pools is not None:
         # Both pools' workers and the router, as the search priced them. The load curve, the levers and the daily
         # profile's schedule and mix model one replica: not answered for pools rather than for another layout.

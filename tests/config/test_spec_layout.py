@@ -23,6 +23,11 @@ def test_a_spec_without_layout_is_aggregated_and_keeps_its_study_name(tmp_path: 
     assert plain.current.layout == "aggregated" and "layout" not in space_choices(plain)
     spelled = load_spec(write_spec(tmp_path / "a.yaml", {"space.layout": ["aggregated"]}))
     assert spelled.fingerprint() == plain.fingerprint()
+    ep_one = load_spec(write_spec(tmp_path / "e.yaml", {"space.expert_parallel": [1], "space.link": "nvlink"}))
+    assert ep_one.fingerprint() == plain.fingerprint()  # the link is read by no layout searched: left out too
+    assert "expert_parallel" not in space_choices(ep_one)
+    ep = load_spec(write_spec(tmp_path / "ep.yaml", {"space.expert_parallel": [1, 8]}))
+    assert ep.fingerprint() != plain.fingerprint() and space_choices(ep)["expert_parallel"] == [1, 8]
     both = load_spec(write_spec(tmp_path / "b.yaml", {"space.layout": ["aggregated", "disaggregated"]}))
     assert both.fingerprint() != plain.fingerprint()  # a new space is a new study
     assert space_choices(both)["layout"] == ["aggregated", "disaggregated"]
@@ -44,6 +49,7 @@ def test_a_disaggregated_trial_round_trips_through_its_parameters_and_key(tmp_pa
     [
         ({"space.layout": ["disaggregated", "split"]}, ("space.layout", "aggregated", "disaggregated")),
         ({"space.layout": ["disaggregated", "disaggregated"]}, ("space.layout", "listed twice")),
+        ({"space.expert_parallel": [0]}, ("space.expert_parallel", "greater than 0")),
         ({"space.link": "infiniband-xdr"}, ("space.link", "unknown link 'infiniband-xdr'", "infiniband-ndr")),
         # An RTX 4090 has no NVLink: the KV cannot cross one between its pools.
         (
