@@ -19,6 +19,7 @@ from recommender.fleet.autoscale import AutoscaleSchedule
 from recommender.fleet.daily import ScheduledWinner, schedule_and_mix
 from recommender.fleet.layout_compare import LayoutComparison, plan_layouts
 from recommender.fleet.mix_plan import GpuMix, PoolOption
+from recommender.fleet.parallelism import ParallelismComparison, plan_parallelism
 from recommender.fleet.plan import PLAN_METHODS, plan
 from recommender.fleet.plan_row import PlanRow
 from recommender.fleet.plan_scope import PlanScope
@@ -42,6 +43,9 @@ class FleetPlan:
     #: With ``space.layout: [..., disaggregated]``: each GPU and precision's aggregated row against its pools, the
     #: winner and why (`plan --layout`'s comparison at the spec's link); empty otherwise.
     layouts: list[LayoutComparison] = field(default_factory=list)
+    #: With ``space.expert_parallel`` degrees above 1: tensor against expert parallelism per GPU and precision
+    #: (`plan --expert-parallel`'s comparison at those degrees); empty otherwise.
+    parallelism: list[ParallelismComparison] = field(default_factory=list)
 
 
 def winner_row(rows: list[PlanRow]) -> PlanRow | None:
@@ -118,4 +122,17 @@ def plan_fleet(
             engines=engines,
             model=spec.model.source,
         )
-    return FleetPlan(rows, winner, autoscale, mix, policy, layouts)
+    parallelism = []
+    if degrees := tuple(d for d in spec.space.expert_parallel if d > 1):
+        parallelism = plan_parallelism(
+            shape,
+            catalog,
+            hardware=hardware,
+            precisions=precisions,
+            traffic=traffic,
+            sla=sla,
+            scope=replace(scope, tensor_parallel=degrees),
+            engines=engines,
+            link=spec.space.link,
+        )
+    return FleetPlan(rows, winner, autoscale, mix, policy, layouts, parallelism)

@@ -50,3 +50,36 @@ def test_plan_spec_compares_the_layouts_the_spec_searches(
     assert "--disaggregation-mode prefill" in pools["launch"]["prefill"]
     assert "--disaggregation-mode decode" in pools["launch"]["decode"]
     assert plan["rows"]  # the plan's own rows are kept
+
+
+@pytest.mark.slow  # about a minute on 2 cores: DeepSeek-V3's plan rows, then TP 8 against EP 8
+def test_plan_spec_compares_tensor_and_expert_parallelism_at_the_spec_degrees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = write_spec(
+        tmp_path / "ep.yaml",
+        {
+            "use_case": str(write_suite(tmp_path / "suite.yaml")),
+            "traffic": {"prompt_tokens": 2000, "output_tokens": 500, "requests_per_second": 20},
+            "sla": {"ttft_p99_ms": 2000, "tpot_p99_ms": 50},
+            "engines": ["sglang"],
+            "space": {
+                "schemes": {"fp8": ["fp8-dynamic"]},
+                "hardware": ["h200"],
+                "batch_sizes": [64],
+                "tensor_parallel": [8],
+                "kv_cache_dtypes": ["auto"],
+                "expert_parallel": [1, 8],
+            },
+            "current": {"precision": "fp8", "scheme": "fp8-dynamic", "hardware": "h200", "batch_size": 64},
+        },
+    )
+    monkeypatch.setattr(sys, "argv", ["recommender", "plan", "--spec", str(spec), "--model", "deepseek-v3", "--json"])
+    with pytest.raises(SystemExit) as done:
+        cli.main()
+    assert done.value.code == 0
+    [got] = json.loads(capsys.readouterr().out)["parallelism"]
+    assert got["winner"] == "expert-parallel" and got["reason"].startswith("expert parallelism saves 50%"), got[
+        "reason"
+    ]
+    assert got["expert_parallel"]["gpus"] == 32 and got["expert_parallel"]["ep"] == 8
