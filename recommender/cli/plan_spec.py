@@ -29,6 +29,7 @@ def plan_spec(path: Path, model: str | None, json_output: bool) -> None:
     from recommender.fleet.spec_plan import plan_fleet, plan_hardware, plan_precisions
     from recommender.perf.catalog.architecture_check import check_traffic_fits
     from recommender.perf.catalog.gpus import load_catalog
+    from recommender.perf.model.expert_parallel import ExpertParallelLayout
     from recommender.perf.model.shape import ModelShape
     from recommender.report.fleet_table import render_fleet
     from recommender.report.plan_table import render_plan
@@ -39,6 +40,8 @@ def plan_spec(path: Path, model: str | None, json_output: bool) -> None:
     shape, catalog = ModelShape.from_config(config), load_catalog(loaded.hardware_catalog, price_set=loaded.price_set)
     check_runnable(shape.head_dim, loaded.engines, field=f"{path}: model.source")
     check_traffic_fits(config, shape, catalog, loaded.traffic, field_prefix=f"{path}: ")
+    for degree in (d for d in loaded.space.expert_parallel if d > 1):  # as the search refuses them
+        ExpertParallelLayout(degree).check(shape, field=f"{path}: space.expert_parallel")
     pairs = len(plan_hardware(loaded)) * len(plan_precisions(loaded))
     with step_progress(make_console(stderr=True), total=pairs, description="planning the peak hour") as done:
         fleet = plan_fleet(loaded, shape, catalog, on_row=done)
@@ -48,6 +51,12 @@ def plan_spec(path: Path, model: str | None, json_output: bool) -> None:
     console = make_console(stderr=False)
     render_plan(fleet.rows, name=name, traffic=loaded.traffic, sla=loaded.sla, console=console)
     render_fleet(fleet.autoscale, fleet.mix, console)
+    from recommender.report.layout_table import render_layouts, render_parallelism
+
+    if fleet.layouts:
+        render_layouts(fleet.layouts, name=name, traffic=loaded.traffic, sla=loaded.sla, console=console)
+    if fleet.parallelism:
+        render_parallelism(fleet.parallelism, name=name, traffic=loaded.traffic, sla=loaded.sla, console=console)
 
 
 def _architecture(path: Path, model: str | None, spec: SearchSpec) -> tuple[str, SimpleNamespace]:

@@ -33,6 +33,12 @@ Precision = Annotated[
 ]
 #: KV-cache storage dtypes, named as vLLM names them (`--kv-cache-dtype`); see perf/model/memory.py.
 KVCacheDtype = Literal["auto", "fp8"]
+#: How a candidate's GPUs are laid out: every replica prefills and decodes its own requests (`aggregated`), or a
+#: prefill pool hands each prompt's KV cache to a decode pool (`disaggregated`, ``fleet/disaggregated_plan.py``).
+#: The words of `recommender plan --layout`.
+Layout = Literal["aggregated", "disaggregated"]
+LAYOUTS: tuple[Layout, ...] = ("aggregated", "disaggregated")
+AGGREGATED: Layout = "aggregated"
 #: Speculative decoding: "none", "ngram" or "ngram:K" (``speculation/methods.py``).
 Speculative = Annotated[
     str, AfterValidator(_speculative), WithJsonSchema({"type": "string", "pattern": "^(none|ngram(:[0-9]{1,2})?)$"})
@@ -44,6 +50,8 @@ MAX_TOKENS = 10_000_000
 MAX_BATCH = 65_536
 #: Tensor-parallel degree: 64 (the largest NVLink domains hold 72 GPUs).
 MAX_TENSOR_PARALLEL = 64
+#: Expert-parallel degree: 512 GPUs (DeepSeek's decode deployment spans 144; `plan` tries up to four nodes).
+MAX_EXPERT_PARALLEL = 512
 TokenCount = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
 #: vLLM's default token budget per step with chunked prefill.
 DEFAULT_MAX_BATCHED_TOKENS = 8192
@@ -63,6 +71,12 @@ class Candidate:
     )
     kv_cache_dtype: KVCacheDtype = "auto"
     speculative: Speculative = NONE
+    #: Aggregated replicas, or a prefill and a decode pool (both at `tensor_parallel`, the decode pool's batch cap
+    #: `batch_size`). Last, with a default: candidates stored before it read back as aggregated.
+    layout: Layout = AGGREGATED
+    #: A mixture-of-experts model's expert-parallel degree: 1, tensor parallelism only; N > 1, one replica of N GPUs
+    #: with the experts split over them and N attention ranks (`plan --expert-parallel`), `tensor_parallel` unused.
+    expert_parallel: Annotated[int, Field(gt=0, le=MAX_EXPERT_PARALLEL)] = 1
 
     @property
     def key(self) -> str:
@@ -74,6 +88,10 @@ class Candidate:
             key += f"/kv-{self.kv_cache_dtype}"
         if self.speculative != NONE:
             key += f"/spec-{self.speculative}"
+        if self.layout != AGGREGATED:
+            key += "/disagg"
+        if self.expert_parallel != 1:
+            key += f"/ep{self.expert_parallel}"
         return key
 
     @property

@@ -12,15 +12,20 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from recommender.config.candidate import (
     MAX_BATCH,
+    MAX_EXPERT_PARALLEL,
     MAX_TENSOR_PARALLEL,
     KVCacheDtype,
+    Layout,
     Precision,
     Speculative,
     TokenCount,
 )
 from recommender.config.spellings import refuse_both_spellings
 
-__all__ = ["Space"]
+__all__ = ["DEFAULT_LINK", "Space"]
+
+#: The link the KV cache crosses between pools when a spec names none: `recommender plan --link`'s default.
+DEFAULT_LINK = "infiniband-ndr"
 
 
 class Space(BaseModel):
@@ -50,6 +55,28 @@ class Space(BaseModel):
     speculative: list[Speculative] = Field(
         default=["none"], min_length=1, description="Speculative decoding to try: none, ngram, ngram:K (K drafts)."
     )
+    layout: list[Layout] = Field(
+        default=["aggregated"],
+        min_length=1,
+        description="Layouts to try, as `recommender plan --layout` names them: aggregated (every replica prefills "
+        "and decodes) and/or disaggregated (a prefill pool and a decode pool, each at the candidate's "
+        "tensor-parallel degree, the KV cache moved over `link`; docs/moe-and-disaggregation.md).",
+    )
+    expert_parallel: list[Annotated[int, Field(gt=0, le=MAX_EXPERT_PARALLEL)]] = Field(
+        default=[1],
+        min_length=1,
+        description="For a mixture-of-experts model, expert-parallel degrees to try, as `recommender plan "
+        "--expert-parallel` plans them: 1 is tensor parallelism only; N > 1 is one replica of N GPUs with the experts "
+        "split over them and N attention ranks (each degree must divide the experts; beyond one node the all-to-all "
+        "crosses `link`).",
+    )
+    link: str = Field(
+        default=DEFAULT_LINK,
+        min_length=1,
+        max_length=64,
+        description="The link the KV cache crosses between a disaggregated candidate's pools, as `recommender plan "
+        "--link` names it (recommender/perf/catalog/links.yaml): nvlink, pcie, infiniband-ndr, roce-400g.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -67,7 +94,13 @@ class Space(BaseModel):
         return value
 
     @field_validator(
-        "hardware", "batch_sizes", "tensor_parallel", "max_num_batched_tokens", "kv_cache_dtypes", "speculative"
+        "hardware",
+        "batch_sizes",
+        "tensor_parallel",
+        "max_num_batched_tokens",
+        "kv_cache_dtypes",
+        "speculative",
+        "layout",
     )
     @classmethod
     def _distinct(cls, value: list[Any] | None) -> list[Any] | None:

@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BeforeValidator, Field, ValidationError, field_validator
 
@@ -27,9 +27,13 @@ from recommender.errors import BadInputError, pydantic_location, pydantic_messag
 from recommender.input_files import expand_user, load_yaml_mapping
 from recommender.models.source import looks_like_hub_id
 from recommender.perf.catalog.gpus import load_catalog
+from recommender.perf.catalog.links import known_links, resolve_link
 from recommender.quantize import get_scheme
 from recommender.quantize.kv_cache import FP8_KV_SUFFIX
 from recommender.speculation.settings import SpeculationSettings
+
+if TYPE_CHECKING:
+    from recommender.perf.catalog.gpus import Catalog
 
 # Traffic and LatencySLA are the spec's `traffic` and `sla` sections; importers may name them from here.
 __all__ = [
@@ -148,6 +152,7 @@ class SearchSpec(StrictModel):
             del data["space"]["speculative"], data["speculation"]
         if data["current"]["speculative"] == "none":
             del data["current"]["speculative"]
+        _drop_default_layouts(data)
         if data["fleet"] is None:
             del data["fleet"]
         if self.sla.confidence == DEFAULT_SLA_CONFIDENCE:
@@ -185,6 +190,21 @@ class SearchSpec(StrictModel):
         from recommender.perf.step.calibrated import fit_digest
 
         return self.search.study_name or f"{self.name}-{self.fingerprint()}-{fit_digest()[:6]}"
+
+
+def _drop_default_layouts(data: dict[str, Any]) -> None:
+    """The layout keys (added later) left out of a fingerprint at their defaults, so a spec that searches only
+    aggregated tensor parallelism names the study it named before them; the link too while nothing reads it."""
+    space, current = data["space"], data["current"]
+    if "disaggregated" not in space["layout"] and space["expert_parallel"] == [1]:
+        del space["link"]
+    if "disaggregated" not in space["layout"]:
+        del space["layout"]
+    if space["expert_parallel"] == [1]:
+        del space["expert_parallel"]
+    for key, default in (("layout", "aggregated"), ("expert_parallel", 1)):
+        if current[key] == default:
+            del current[key]
 
 
 def spec_json_schema() -> dict[str, Any]:
@@ -326,8 +346,21 @@ def _check_names(spec: SearchSpec) -> None:
                 )
             continue
         catalog.get(hw, field=where)
+    _check_link(spec, catalog)
     # The baseline every saving is measured against needs a price; candidates without one are pruned.
     if spec.current.hardware != LOCAL_DEVICE:
         unpriced = catalog.price_refusal(spec.current.hardware)
         if unpriced is not None:
             raise BadInputError("current.hardware", unpriced)
+
+
+def _check_link(spec: SearchSpec, catalog: Catalog) -> None:
+    """``space.link`` is a link the catalog knows and, where disaggregated pools or expert parallelism are searched,
+    one every catalog GPU of the space has (NVLink on a PCIe card is refused), as `plan --link` is checked."""
+    if spec.space.link not in known_links():
+        raise BadInputError("space.link", f"unknown link {spec.space.link!r}", f"use one of {', '.join(known_links())}")
+    pools = "disaggregated" in spec.space.layout or spec.current.layout != "aggregated"
+    if pools or spec.space.expert_parallel != [1] or spec.current.expert_parallel != 1:
+        for hw in dict.fromkeys([*spec.space.hardware, spec.current.hardware]):
+            if hw != LOCAL_DEVICE:
+                resolve_link(spec.space.link, catalog.get(hw), field="space.link")

@@ -17,6 +17,7 @@ from recommender.decision.assumptions import Assumptions
 from recommender.engines import EngineLaunch
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.levers import LeverEffect
+from recommender.evaluation.two_pools import LayoutVerdict
 from recommender.fleet.autoscale import AutoscaleSchedule
 from recommender.fleet.mix_plan import GpuMix
 
@@ -71,6 +72,8 @@ class Recommendation:
     assumptions: Assumptions | None = None
     #: Prefix caching and speculative decoding on the winner: what was measured, TPOT and $/month with and without.
     levers: list[LeverEffect] = field(default_factory=list)
+    #: Aggregated against disaggregated for the winner's scheme and GPU, where the search priced both layouts.
+    layouts: LayoutVerdict | None = None
 
 
 def saving_of(winner: CandidateResult | None, current: CandidateResult | None) -> Saving | None:
@@ -114,6 +117,7 @@ def build(
     autoscale: AutoscaleSchedule | None = None,
     gpu_mix: GpuMix | None = None,
     levers: list[LeverEffect] | None = None,
+    layouts: LayoutVerdict | None = None,
 ) -> Recommendation:
     """Assemble the recommendation, whole, from every distinct evaluated candidate and what was worked out for
     its winner: the assumptions, the launch commands, and with a daily profile the autoscaling schedule and the
@@ -155,4 +159,5 @@ def build(
         gpu_mix=gpu_mix,
         assumptions=assumptions,
         levers=levers or [],
+        layouts=layouts,
     )

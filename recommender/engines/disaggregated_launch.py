@@ -20,8 +20,22 @@ For vLLM the Dynamo deployment file is emitted too, as ai-dynamo/dynamo ``exampl
 ``--disaggregation-mode``, ``replicas`` the pool's workers and ``gpu`` its tensor-parallel degree; ``dynamo.vllm``
 takes every vLLM engine flag (``components/src/dynamo/vllm/args.py`` @ b6d5e487 adds
 ``AsyncEngineArgs.add_cli_args``) but not the server's ``--port``, which is dropped. TensorRT-LLM's
-disaggregated serving (``trtllm-serve disaggregated``), SGLang's Dynamo file and llm-d's are not emitted yet:
-the launch says so instead of guessing them.
+SGLang's Dynamo file is not emitted yet: the launch says so instead of guessing it.
+
+- TensorRT-LLM (NVIDIA/TensorRT-LLM ``examples/disaggregated/README.md`` @ c3c3d76e): each context (prefill) and
+  generation (decode) server is a plain ``trtllm-serve MODEL ... --extra_llm_api_options FILE`` whose YAML adds
+  ``cache_transceiver_config`` (``backend``: "DEFAULT (i.e., NIXL), UCX, NIXL"; ``max_tokens_in_buffer``: "Set it
+  >= the maximum ISL") and, on context servers, ``disable_overlap_scheduler: True`` ("not yet supported in
+  disaggregated context server architectures"); ``trtllm-serve disaggregated -c disagg_config.yaml`` routes between
+  them, its file listing ``hostname``, ``port``, ``backend: pytorch``, ``context_servers`` and
+  ``generation_servers`` each with ``num_instances`` and ``urls``.
+- llm-d, for vLLM (llm-d/llm-d ``guides/pd-disaggregation/ms-pd/values.yaml`` @ 28719ceb): the ModelService
+  chart's values, ``modelArtifacts`` (``uri``, ``name``), ``routing`` (``servicePort: 8000``, the routing sidecar's
+  ``proxy.connector: nixlv2``), and ``prefill``/``decode`` each with ``parallelism.tensor``, ``replicas`` and one
+  ``vllm`` container (``modelCommand: vllmServe``, the pool's vLLM flags as ``args``, tensor parallelism first,
+  ``--kv-transfer-config {"kv_connector":"NixlConnector", "kv_role":"kv_both"}``,
+  ``VLLM_NIXL_SIDE_CHANNEL_HOST`` from the pod IP, ``nvidia.com/gpu`` limits); the chart sets the port, so
+  ``--port`` is dropped.
 """
 
 from __future__ import annotations
@@ -32,10 +46,18 @@ from dataclasses import dataclass, replace
 
 import yaml
 
-__all__ = ["DISAGGREGATED_ENGINES", "DisaggregatedLaunch", "disaggregated_launch", "equal_pool_tp_reason"]
+from recommender.engines._base import EngineLaunch
+
+__all__ = [
+    "DISAGGREGATED_ENGINES",
+    "DisaggregatedLaunch",
+    "disaggregated_launch",
+    "engine_launches",
+    "equal_pool_tp_reason",
+]
 
 #: The engines whose pool roles are emitted here.
-DISAGGREGATED_ENGINES = ("vllm", "sglang")
+DISAGGREGATED_ENGINES = ("vllm", "sglang", "trtllm")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +73,64 @@ class DisaggregatedLaunch:
     notes: tuple[str, ...]
     #: The Dynamo deployment file (a DynamoGraphDeployment; "" where not emitted).
     dynamo: str = ""
+    #: llm-d's ModelService values for the two pools (vLLM; "" where not emitted).
+    llm_d: str = ""
+    #: Files the commands name, (file name, content): TensorRT-LLM's per-pool options and router config.
+    files: tuple[tuple[str, str], ...] = ()
+
+
+#: Where each engine's pool roles were read (the module docstring has the details).
+_SOURCES = {
+    "vllm": [
+        "vllm-project/vllm docs/features/nixl_connector_usage.md @ 029e67cd",
+        "ai-dynamo/dynamo examples/backends/vllm/deploy/disagg.yaml @ 7893f268",
+    ],
+    "sglang": ["sgl-project/sglang docs/advanced_features/pd_disaggregation.md @ cccb6546"],
+    "trtllm": ["NVIDIA/TensorRT-LLM examples/disaggregated/README.md @ c3c3d76e"],
+}
+LLM_D_SOURCE = "llm-d/llm-d guides/pd-disaggregation/ms-pd/values.yaml @ 28719ceb"
+
+
+def engine_launches(launch: DisaggregatedLaunch) -> list[EngineLaunch]:
+    """The pools' launch as the recommendation's launch entries: the prefill worker, the decode worker, then the
+    router (carrying the Dynamo deployment file where one is emitted), each named by its role and count."""
+    sources = _SOURCES.get(launch.engine, [])
+    files = [
+        EngineLaunch(engine=f"{launch.engine} {name}", supported=True, command=None, config_yaml=content)
+        for name, content in launch.files
+    ]
+    if launch.llm_d:
+        files.append(
+            EngineLaunch(
+                engine="llm-d ModelService values (the two pools on Kubernetes)",
+                supported=True,
+                command=None,
+                config_yaml=launch.llm_d,
+                notes=["modelArtifacts.uri names the checkpoint as hf://; point it where the checkpoint is stored"],
+                sources=[LLM_D_SOURCE],
+            )
+        )
+    return [
+        EngineLaunch(
+            engine=f"{launch.engine} prefill pool ({launch.prefill_workers} workers)",
+            supported=True,
+            command=launch.prefill,
+        ),
+        EngineLaunch(
+            engine=f"{launch.engine} decode pool ({launch.decode_workers} workers)",
+            supported=True,
+            command=launch.decode,
+        ),
+        EngineLaunch(
+            engine=f"{launch.engine} router",
+            supported=True,
+            command=launch.router,
+            config_yaml=launch.dynamo or None,
+            notes=list(launch.notes),
+            sources=list(sources),
+        ),
+        *files,
+    ]
 
 
 def equal_pool_tp_reason(engine: str, *, window_layers: bool, latent_kv: bool) -> str | None:
@@ -75,52 +155,85 @@ def _hosts(kind: str, count: int) -> list[str]:
 
 
 def disaggregated_launch(
-    engine: str, *, prefill_command: str, decode_command: str, prefill_workers: int, decode_workers: int
+    engine: str,
+    *,
+    prefill_command: str,
+    decode_command: str,
+    prefill_workers: int,
+    decode_workers: int,
+    prefill_options: str | None = None,
+    decode_options: str | None = None,
+    max_prompt_tokens: int = 0,
 ) -> DisaggregatedLaunch | None:
-    """The pools' commands for `engine`, from each pool's aggregated command (None: roles not emitted for it)."""
+    """The pools' commands for `engine`, from each pool's aggregated command (None: roles not emitted for it).
+
+    `prefill_options`/`decode_options`: the YAML an aggregated TensorRT-LLM command's ``--extra_llm_api_options``
+    names (None: none); `max_prompt_tokens`: the longest prompt, the size of TensorRT-LLM's transfer buffer."""
+    if engine == "trtllm":
+        return trtllm_launch(
+            prefill_command,
+            decode_command,
+            (prefill_workers, decode_workers),
+            (prefill_options, decode_options),
+            max_prompt_tokens,
+        )
     if engine == "vllm":
-        p_hosts, d_hosts = _hosts("prefill", prefill_workers), _hosts("decode", decode_workers)
-        router = (
-            "python toy_proxy_server.py --port 8192 --prefiller-hosts "
-            f"{' '.join(p_hosts)} --prefiller-ports {' '.join(['8000'] * prefill_workers)} --decoder-hosts "
-            f"{' '.join(d_hosts)} --decoder-ports {' '.join(['8000'] * decode_workers)}"
-        )
-        proxy = "tests/v1/kv_connector/nixl_integration/toy_proxy_server.py @ 029e67cd"
-        notes = (
-            "set VLLM_NIXL_SIDE_CHANNEL_HOST to each instance's address and VLLM_NIXL_SIDE_CHANNEL_PORT (default "
-            f"5600) on every instance; the proxy is vLLM's test proxy ({proxy}): deploy behind llm-d or Dynamo's "
-            "router",
-        )
-        launch = DisaggregatedLaunch(
-            engine,
-            _vllm_role(prefill_command, "kv_producer"),
-            _vllm_role(decode_command, "kv_consumer"),
-            router,
-            prefill_workers,
-            decode_workers,
-            notes,
-        )
-        return replace(
-            launch, dynamo=dynamo_vllm_deployment(prefill_command, decode_command, prefill_workers, decode_workers)
-        )
+        return _vllm_launch(prefill_command, decode_command, prefill_workers, decode_workers)
     if engine == "sglang":
-        role = "--disaggregation-transfer-backend nixl --disaggregation-mode"
-        urls = [f"--prefill http://{h}:8000" for h in _hosts("prefill", prefill_workers)]
-        urls += [f"--decode http://{h}:8000" for h in _hosts("decode", decode_workers)]
-        router = (
-            f"python -m sglang_router.launch_router --pd-disaggregation {' '.join(urls)} --host 0.0.0.0 --port 8000"
-        )
-        note = "each worker serves on port 8000 of its host (--port); fill in the hosts"
-        return DisaggregatedLaunch(
-            engine,
-            f"{prefill_command} {role} prefill",
-            f"{decode_command} {role} decode",
-            router,
-            prefill_workers,
-            decode_workers,
-            (note,),
-        )
+        return _sglang_launch(prefill_command, decode_command, prefill_workers, decode_workers)
     return None
+
+
+def _vllm_launch(
+    prefill_command: str, decode_command: str, prefill_workers: int, decode_workers: int
+) -> DisaggregatedLaunch:
+    """vLLM's NIXL roles behind its test proxy, with the Dynamo and llm-d files."""
+    p_hosts, d_hosts = _hosts("prefill", prefill_workers), _hosts("decode", decode_workers)
+    router = (
+        "python toy_proxy_server.py --port 8192 --prefiller-hosts "
+        f"{' '.join(p_hosts)} --prefiller-ports {' '.join(['8000'] * prefill_workers)} --decoder-hosts "
+        f"{' '.join(d_hosts)} --decoder-ports {' '.join(['8000'] * decode_workers)}"
+    )
+    proxy = "tests/v1/kv_connector/nixl_integration/toy_proxy_server.py @ 029e67cd"
+    notes = (
+        "set VLLM_NIXL_SIDE_CHANNEL_HOST to each instance's address and VLLM_NIXL_SIDE_CHANNEL_PORT (default "
+        f"5600) on every instance; the proxy is vLLM's test proxy ({proxy}): deploy behind llm-d or Dynamo's "
+        "router",
+    )
+    launch = DisaggregatedLaunch(
+        "vllm",
+        _vllm_role(prefill_command, "kv_producer"),
+        _vllm_role(decode_command, "kv_consumer"),
+        router,
+        prefill_workers,
+        decode_workers,
+        notes,
+    )
+    return replace(
+        launch,
+        dynamo=dynamo_vllm_deployment(prefill_command, decode_command, prefill_workers, decode_workers),
+        llm_d=llm_d_values(prefill_command, decode_command, prefill_workers, decode_workers),
+    )
+
+
+def _sglang_launch(
+    prefill_command: str, decode_command: str, prefill_workers: int, decode_workers: int
+) -> DisaggregatedLaunch:
+    """SGLang's disaggregation modes behind its router."""
+    role = "--disaggregation-transfer-backend nixl --disaggregation-mode"
+    urls = [f"--prefill http://{h}:8000" for h in _hosts("prefill", prefill_workers)]
+    urls += [f"--decode http://{h}:8000" for h in _hosts("decode", decode_workers)]
+    router = f"python -m sglang_router.launch_router --pd-disaggregation {' '.join(urls)} --host 0.0.0.0 --port 8000"
+    note = "each worker serves on port 8000 of its host (--port); fill in the hosts"
+    return DisaggregatedLaunch(
+        "sglang",
+        f"{prefill_command} {role} prefill",
+        f"{decode_command} {role} decode",
+        router,
+        prefill_workers,
+        decode_workers,
+        (note,),
+    )
 
 
 #: The Dynamo vLLM runtime image; its tag is the user's (the example's "my-tag").
@@ -176,5 +289,98 @@ def dynamo_vllm_deployment(prefill_command: str, decode_command: str, prefill_wo
                 "VllmPrefillWorker": _worker(prefill_args, prefill_gpus, prefill_workers, "prefill"),
             }
         },
+    }
+    return yaml.safe_dump(document, sort_keys=False)
+
+
+#: TensorRT-LLM's per-pool option files and router config, named as its disaggregated README names them.
+TRTLLM_FILES = ("ctx_extra-llm-api-config.yaml", "gen_extra-llm-api-config.yaml", "disagg_config.yaml")
+
+
+def _trtllm_pool(command: str, options: str | None, file: str, extra: dict[str, object]) -> tuple[str, str]:
+    """A pool's ``trtllm-serve`` command naming `file`, and that file: the aggregated options plus `extra`."""
+    merged = {**(yaml.safe_load(options) or {}), **extra} if options else dict(extra)
+    argv = shlex.split(command)
+    if "--extra_llm_api_options" in argv:
+        argv[argv.index("--extra_llm_api_options") + 1] = file
+    else:
+        argv += ["--extra_llm_api_options", file]
+    argv += ["--host", "0.0.0.0"]  # trtllm-serve listens on localhost by default; the router reaches it by address
+    return shlex.join(argv), yaml.safe_dump(merged, sort_keys=False)
+
+
+def trtllm_launch(
+    prefill_command: str,
+    decode_command: str,
+    workers: tuple[int, int],
+    options: tuple[str | None, str | None],
+    max_prompt_tokens: int,
+) -> DisaggregatedLaunch:
+    """TensorRT-LLM's context and generation servers with their option files, and its disaggregated router."""
+    transceiver: dict[str, object] = {
+        "cache_transceiver_config": {"backend": "DEFAULT", "max_tokens_in_buffer": max_prompt_tokens}
+    }
+    ctx_file, gen_file, router_file = TRTLLM_FILES
+    prefill, ctx = _trtllm_pool(
+        prefill_command, options[0], ctx_file, {"disable_overlap_scheduler": True, **transceiver}
+    )
+    decode, gen = _trtllm_pool(decode_command, options[1], gen_file, transceiver)
+    config = {
+        "hostname": "0.0.0.0",
+        "port": 8000,
+        "backend": "pytorch",
+        "context_servers": {"num_instances": workers[0], "urls": [f"{h}:8000" for h in _hosts("prefill", workers[0])]},
+        "generation_servers": {
+            "num_instances": workers[1],
+            "urls": [f"{h}:8000" for h in _hosts("decode", workers[1])],
+        },
+    }
+    notes = (
+        f"save {ctx_file} beside each context server, {gen_file} beside each generation server and {router_file} "
+        "beside the router; fill in the hosts (each server listens on port 8000 of its own)",
+        "backend DEFAULT is NIXL; max_tokens_in_buffer is the longest context (the README: at least the longest input)",
+    )
+    files = ((ctx_file, ctx), (gen_file, gen), (router_file, yaml.safe_dump(config, sort_keys=False)))
+    router = f"trtllm-serve disaggregated -c {router_file}"
+    return DisaggregatedLaunch("trtllm", prefill, decode, router, workers[0], workers[1], notes, files=files)
+
+
+#: llm-d's vLLM image; its tag is the user's (the guide pins a release).
+LLM_D_IMAGE = "ghcr.io/llm-d/llm-d-cuda:${LLM_D_VERSION}"
+
+
+def _llm_d_pool(vllm_command: str, replicas: int) -> tuple[dict[str, object], str]:
+    """One pool of llm-d's ModelService values from its ``vllm serve`` command, and the model it serves."""
+    argv = shlex.split(vllm_command)
+    model, flags = argv[2], argv[3:]
+    for flag in ("--port", "--tensor-parallel-size"):
+        if flag in flags:
+            at = flags.index(flag)
+            flags = flags[:at] + flags[at + 2 :]
+    tp = int(argv[argv.index("--tensor-parallel-size") + 1]) if "--tensor-parallel-size" in argv else 1
+    connector = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
+    container = {
+        "name": "vllm",
+        "image": LLM_D_IMAGE,
+        "modelCommand": "vllmServe",
+        "args": ["--tensor-parallel-size", str(tp), *flags, "--kv-transfer-config", connector],
+        "env": [{"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+        "resources": {"limits": {"nvidia.com/gpu": str(tp)}, "requests": {"nvidia.com/gpu": str(tp)}},
+        "mountModelVolume": True,
+    }
+    pool = {"parallelism": {"tensor": tp, "data": 1}, "create": True, "replicas": replicas, "containers": [container]}
+    return pool, model
+
+
+def llm_d_values(prefill_command: str, decode_command: str, prefill_workers: int, decode_workers: int) -> str:
+    """llm-d's ModelService values for vLLM prefill and decode pools (layout of its P/D guide's ``ms-pd``)."""
+    prefill, model = _llm_d_pool(prefill_command, prefill_workers)
+    decode, _ = _llm_d_pool(decode_command, decode_workers)
+    document = {
+        "multinode": False,
+        "modelArtifacts": {"uri": f"hf://{model}", "name": model},
+        "routing": {"servicePort": 8000, "proxy": {"connector": "nixlv2"}},
+        "decode": decode,
+        "prefill": prefill,
     }
     return yaml.safe_dump(document, sort_keys=False)

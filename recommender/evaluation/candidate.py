@@ -14,6 +14,7 @@ from typing import Literal
 
 from recommender.config.candidate import Candidate
 from recommender.evaluation.constraints import Constraints
+from recommender.evaluation.two_pools import TwoPools
 from recommender.perf.model.memory import MemoryFit
 
 # Imported at run time, not under TYPE_CHECKING: serialization reads these annotations.
@@ -68,6 +69,8 @@ class CandidateResult:
     memory: MemoryFit | None = None
     probe: ProbeResult | None = None
     engines: tuple[str, ...] = ()
+    #: A disaggregated candidate's prefill and decode pools (None: aggregated replicas, or not sized).
+    pools: TwoPools | None = None
 
     @property
     def key(self) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from recommender.config.candidate import Candidate
+from recommender.config.candidate import AGGREGATED, Candidate
 from recommender.evaluation.candidate import MARGIN_BOUND, CandidateResult, quality_margin
 from recommender.evaluation.load_curve import LoadCurve, load_curve
 from recommender.evaluation.performance import PerformanceEvaluator
@@ -28,6 +28,9 @@ from recommender.speculation.methods import NONE
 #: Why a candidate cannot be recommended whatever its quality, given its speed-and-cost result and the results known
 #: so far (every worker's), or None when its quality decides.
 QualityPolicy = Callable[[CandidateResult, Sequence[CandidateResult]], str | None]
+#: A disaggregated or expert-parallel candidate judged on speed, memory and cost (``fleet/disaggregated_candidate.py``,
+#: ``fleet/expert_parallel_candidate.py``, a layer above: the search injects it, as it injects the quality policy).
+LayoutPolicy = Callable[[Candidate], CandidateResult]
 
 
 def describe_broken_check(check: Check) -> str:
@@ -64,11 +67,13 @@ class CandidateEvaluator:
         performance: speed and cost.
         quality: quality, once per method.
         skip_quality: says when quality cannot decide (the search passes `decision.rules.quality_skip`).
+        other_layouts: sizes and prices a disaggregated or expert-parallel candidate (None: such candidates are pruned).
     """
 
     performance: PerformanceEvaluator
     quality: QualityEvaluator
     skip_quality: QualityPolicy
+    other_layouts: LayoutPolicy | None = None
 
     @property
     def probes_run(self) -> int:
@@ -77,21 +82,29 @@ class CandidateEvaluator:
     def evaluate(self, c: Candidate, *, known: Sequence[CandidateResult] = ()) -> CandidateResult:
         """Everything about `c`, cheapest checks first; `known`: the results stored so far (`skip_quality` reads them).
 
+        A disaggregated or expert-parallel candidate is sized by `other_layouts`; its quality is its scheme's, measured
+        (or read back) once whatever the layout, since every layout serves the same checkpoint.
         A speculative candidate is evaluated once its scheme's quality passed without speculation (its twin):
         greedy verification keeps the target's own tokens, so quality is the twin's, and measuring the
         acceptance (quantizing and generating) is spent only on schemes that can be recommended.
         """
-        if c.speculative != NONE:
-            refused = self._unverified_for_speculation(c, known)
-            if refused is not None:
-                return refused
-        result = self.performance.evaluate(c)
+        if c.layout != AGGREGATED or c.expert_parallel != 1:
+            result = self._other_layout(c)
+        elif c.speculative != NONE and (refused := self._unverified_for_speculation(c, known)) is not None:
+            return refused
+        else:
+            result = self.performance.evaluate(c)
         if result.status != "evaluated":
             return result
         method = c.scheme
         skip = None if self.quality.has(method.name) else self.skip_quality(result, known)
         quality = self.quality.evaluate(method) if skip is None else self.quality.not_evaluated(method, skip)
         return with_quality(result, quality)
+
+    def _other_layout(self, c: Candidate) -> CandidateResult:
+        if self.other_layouts is None:
+            return Refused("runnable", "disaggregated pools and expert parallelism are not sized here").result(c)
+        return self.other_layouts(c)
 
     def _unverified_for_speculation(self, c: Candidate, known: Sequence[CandidateResult]) -> CandidateResult | None:
         """None when `c`'s scheme passed its quality checks (evaluating its twin without speculation first, which

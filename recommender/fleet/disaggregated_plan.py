@@ -22,11 +22,12 @@ from recommender.engines import PROFILES
 from recommender.engines.batch_limits import batch_ladder
 from recommender.engines.disaggregated_launch import DisaggregatedLaunch, disaggregated_launch, equal_pool_tp_reason
 from recommender.evaluation.refusal import Refused
+from recommender.evaluation.two_pools import PoolChoice
 from recommender.fleet.launch import launch_commands
 from recommender.fleet.plan_scope import LADDER_GAIN, PlanScope
 from recommender.perf.model.kv_transfer import kv_transfer
 from recommender.perf.pricing import HOURS_PER_MONTH
-from recommender.perf.sim.disaggregated import PoolEstimate, PoolSetup, decode_pool, prefill_pool
+from recommender.perf.sim.disaggregated import PoolSetup, decode_pool, prefill_pool
 from recommender.provenance import Provenance  # at run time: the rows' types are resolved when serialized
 
 if TYPE_CHECKING:
@@ -39,15 +40,6 @@ __all__ = ["DECODE_TTFT_SHARE", "DisaggregatedRow", "PoolChoice", "plan_disaggre
 
 #: Share of the TTFT left after the KV transfer given to the decode side (its wait for KV room, then one step).
 DECODE_TTFT_SHARE = 0.2
-
-
-@dataclass(frozen=True, slots=True)
-class PoolChoice:
-    """One pool's worker configuration and how it does at the target traffic."""
-
-    tensor_parallel: int
-    batch_size: int
-    estimate: PoolEstimate
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +72,7 @@ def with_launch(row: DisaggregatedRow, *, model: str, accel: Accelerator, max_mo
     if row.prefill is None or row.decode is None or not row.engine:
         return row
     checkpoint = f"{model.rstrip('/').rsplit('/', 1)[-1]}-{row.method}"  # where `recommender quantize --out` puts it
-    commands = []
+    commands, options = [], []
     for pool in (row.prefill, row.decode):
         candidate = Candidate(
             row.precision,
@@ -101,6 +93,7 @@ def with_launch(row: DisaggregatedRow, *, model: str, accel: Accelerator, max_mo
         if not emitted or emitted[0].engine != row.engine or not emitted[0].command:
             return row
         commands.append(emitted[0].command)
+        options.append(emitted[0].config_yaml)
     return replace(
         row,
         launch=disaggregated_launch(
@@ -109,6 +102,9 @@ def with_launch(row: DisaggregatedRow, *, model: str, accel: Accelerator, max_mo
             decode_command=commands[1],
             prefill_workers=row.prefill.estimate.workers,
             decode_workers=row.decode.estimate.workers,
+            prefill_options=options[0],
+            decode_options=options[1],
+            max_prompt_tokens=max_model_len,
         ),
     )
 

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from recommender.config.spec import LOCAL_DEVICE, SearchSpec
 from recommender.config.traffic import FleetPolicy
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.autoscale import AutoscaleSchedule
 from recommender.fleet.daily import ScheduledWinner, schedule_and_mix
+from recommender.fleet.layout_compare import LayoutComparison, plan_layouts
 from recommender.fleet.mix_plan import GpuMix, PoolOption
+from recommender.fleet.parallelism import ParallelismComparison, plan_parallelism
 from recommender.fleet.plan import PLAN_METHODS, plan
 from recommender.fleet.plan_row import PlanRow
 from recommender.fleet.plan_scope import PlanScope
@@ -38,6 +40,12 @@ class FleetPlan:
     autoscale: AutoscaleSchedule | None
     mix: GpuMix | None
     policy: FleetPolicy
+    #: With ``space.layout: [..., disaggregated]``: each GPU and precision's aggregated row against its pools, the
+    #: winner and why (`plan --layout`'s comparison at the spec's link); empty otherwise.
+    layouts: list[LayoutComparison] = field(default_factory=list)
+    #: With ``space.expert_parallel`` degrees above 1: tensor against expert parallelism per GPU and precision
+    #: (`plan --expert-parallel`'s comparison at those degrees); empty otherwise.
+    parallelism: list[ParallelismComparison] = field(default_factory=list)
 
 
 def winner_row(rows: list[PlanRow]) -> PlanRow | None:
@@ -100,4 +108,31 @@ def plan_fleet(
     options = [_option(r) for r in rows if r.usd_per_month is not None]
     scheduled = None if winner is None else _scheduled(winner, catalog)
     autoscale, mix = schedule_and_mix(spec, performance, options, scheduled)
-    return FleetPlan(rows, winner, autoscale, mix, policy)
+    layouts = []
+    if "disaggregated" in spec.space.layout:
+        layouts = plan_layouts(
+            shape,
+            catalog,
+            hardware=hardware,
+            precisions=precisions,
+            traffic=traffic,
+            sla=sla,
+            link=spec.space.link,
+            scope=replace(scope, tensor_parallel=tuple(spec.space.tensor_parallel)),  # the pools' degrees searched
+            engines=engines,
+            model=spec.model.source,
+        )
+    parallelism = []
+    if degrees := tuple(d for d in spec.space.expert_parallel if d > 1):
+        parallelism = plan_parallelism(
+            shape,
+            catalog,
+            hardware=hardware,
+            precisions=precisions,
+            traffic=traffic,
+            sla=sla,
+            scope=replace(scope, tensor_parallel=degrees),
+            engines=engines,
+            link=spec.space.link,
+        )
+    return FleetPlan(rows, winner, autoscale, mix, policy, layouts, parallelism)

@@ -207,6 +207,26 @@ def _metrics_of(result: CandidateResult) -> dict[str, float]:
     return {k: v for k, v in metrics.items() if math.isfinite(v)}
 
 
+def _pool_params(result: CandidateResult) -> dict[str, str | int]:
+    """A disaggregated candidate's pools as run parameters (the layout itself is the candidate's `layout`)."""
+    pools = result.pools
+    if pools is None:
+        return {}
+    params: dict[str, str | int] = {
+        "link": pools.link,
+        "pool_engine": pools.engine,
+        "kv_transfer_ms": f"{pools.transfer_ms:.3f}",
+    }
+    for role, pool in (("prefill", pools.prefill), ("decode", pools.decode)):
+        params |= {
+            f"{role}_tensor_parallel": pool.tensor_parallel,
+            f"{role}_batch_size": pool.batch_size,
+            f"{role}_workers": pool.estimate.workers,
+            f"{role}_gpus": pool.estimate.gpus,
+        }
+    return params
+
+
 @dataclass
 class Tracker:
     """Logs a study into MLflow."""
@@ -253,7 +273,7 @@ class Tracker:
             tags={"mlflow.parentRunId": parent_run_id, TRIAL_TAG: str(trial_number)},
         )
         run_id = run.info.run_id
-        params = asdict(c) | {"trial_number": trial_number}
+        params = asdict(c) | {"trial_number": trial_number} | _pool_params(result)
         tags = trial_tags(result)
         metrics = [Metric(k, v, 0, 0) for k, v in _metrics_of(result).items()]
         self.client.log_batch(

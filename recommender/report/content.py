@@ -36,7 +36,7 @@ from recommender.report.blocks import (
     para,
 )
 from recommender.report.figure_data import describe_figures, speed_kind
-from recommender.report.levers_block import levers
+from recommender.report.levers_block import layouts, levers
 from recommender.report.quality_block import multiplicity_note, quality_of
 
 if TYPE_CHECKING:
@@ -328,6 +328,7 @@ def build_blocks(
         *launch(rec),
         *comparison(rec, sla),
         *levers(rec),
+        *layouts(rec),
         *quality(rec),
         *rejected(rec),
         *ties(rec),

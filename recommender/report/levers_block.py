@@ -1,4 +1,5 @@
-"""The serving levers on the winner: prefix caching and speculative decoding, with and without each."""
+"""The serving levers on the winner: prefix caching and speculative decoding, with and without each; and its
+layout, aggregated against disaggregated pools."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ if TYPE_CHECKING:
     from recommender.decision.recommendation import Recommendation
     from recommender.evaluation.levers import LeverEffect
 
-__all__ = ["lever_lines", "levers"]
+__all__ = ["layouts", "lever_lines", "levers"]
 
 
 def lever_lines(effect: LeverEffect) -> tuple[str, str]:
@@ -44,4 +45,20 @@ def levers(rec: Recommendation) -> list[Block]:
         Heading("Serving levers on the recommended configuration"),
         Table(header, rows),
         *(para(f"{e.lever}: {e.measured}") for e in rec.levers),
+    ]
+
+
+def layouts(rec: Recommendation) -> list[Block]:
+    """The winner's scheme and GPU aggregated against disaggregated, side by side, then why the winner wins."""
+    v = rec.layouts
+    if v is None:
+        return []
+    rows = (
+        ("aggregated", v.aggregated, num(v.aggregated_gpus, "d"), usd(v.aggregated_usd_per_month)),
+        ("disaggregated", v.disaggregated, num(v.disaggregated_gpus, "d"), usd(v.disaggregated_usd_per_month)),
+    )
+    return [
+        Heading("Aggregated against disaggregated"),
+        Table(("layout", "config", "GPUs", "$/month"), rows),
+        para(v.reason),
     ]

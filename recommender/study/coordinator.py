@@ -242,6 +242,7 @@ def _finish(
         autoscale=answer.autoscale,
         gpu_mix=answer.gpu_mix,
         levers=answer.levers,
+        layouts=answer.layouts,
     )
     evaluator.quality.models.release()
     evidence = StudyEvidence(recommendation, results, answer.load_curve)

@@ -7,6 +7,7 @@ Also the spec's round trip through the study (stored by the coordinator, read ba
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from recommender.errors import BadInputError
 from recommender.evaluation.evaluator import CandidateEvaluator
 from recommender.evaluation.local_device import LocalMeasurement
 from recommender.evaluation.performance import PerformanceEvaluator
+from recommender.fleet.expert_parallel_candidate import evaluate_layout
 from recommender.models.source import ModelSource
 from recommender.perf.catalog.architecture_check import check_architecture
 from recommender.perf.catalog.gpus import Accelerator, Catalog, load_catalog
@@ -33,6 +35,7 @@ from recommender.quantize import QuantScheme, get_scheme
 from recommender.quantize.model_cache import ModelCache
 from recommender.speculation.evaluator import AcceptanceEvaluator
 from recommender.study.claims import ClaimStore
+from recommender.study.layout_checks import check_layouts
 from recommender.study.searchable import check_something_to_search, check_speculation_launchable
 from recommender.study.storage import SPEC_JSON_ATTR
 
@@ -74,7 +77,11 @@ class Prepared:
             engines=tuple(self.spec.engines),
             speculation=speculation,
         )
-        return CandidateEvaluator(performance, quality, skip_quality=quality_skip)
+        other_layouts = None
+        if "disaggregated" in self.spec.space.layout or self.spec.space.expert_parallel != [1]:
+            link, model = self.spec.space.link, self.spec.model.source
+            other_layouts = partial(evaluate_layout, performance, link=link, model=model)
+        return CandidateEvaluator(performance, quality, skip_quality=quality_skip, other_layouts=other_layouts)
 
 
 def prepare(spec: SearchSpec) -> Prepared:
@@ -113,6 +120,7 @@ def _check_against_model(spec: SearchSpec, config: Any) -> tuple[Catalog, ModelS
     shape = ModelShape.from_config(config)
     check_runnable(shape.head_dim, spec.engines, field=f"{spec.spec_path}: model.source")
     check_lengths(spec, config, shape, catalog)
+    check_layouts(spec, catalog, shape, field_prefix=f"{spec.spec_path}: ")
     check_sla_reachable(
         shape,
         [

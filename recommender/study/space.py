@@ -10,7 +10,7 @@ import itertools
 import math
 from typing import Any
 
-from recommender.config.candidate import Candidate
+from recommender.config.candidate import AGGREGATED, Candidate
 from recommender.config.spec import SearchSpec
 from recommender.engines.batch_limits import batch_ladder
 from recommender.speculation.methods import NONE
@@ -26,6 +26,12 @@ def space_choices(spec: SearchSpec) -> dict[str, list[Any]]:
     speculative = set(spec.space.speculative) | {current.speculative}
     # A parameter only where the spec searches it, so a study without speculation samples as it always did.
     searched: dict[str, list[Any]] = {"speculative": sorted(speculative)} if speculative != {NONE} else {}
+    layouts = set(spec.space.layout) | {current.layout}
+    if layouts != {AGGREGATED}:  # likewise: a parameter only where a spec searches disaggregated pools
+        searched["layout"] = sorted(layouts)
+    degrees = set(spec.space.expert_parallel) | {current.expert_parallel}
+    if degrees != {1}:  # and where it searches expert parallelism
+        searched["expert_parallel"] = sorted(degrees)
     choices: dict[str, list[Any]] = {
         "method": sorted(
             {method_choice(p, m) for p, ms in spec.space.schemes.items() for m in ms}
@@ -57,6 +63,8 @@ def candidate_of(params: dict[str, Any]) -> Candidate:
         max_num_batched_tokens=params["max_num_batched_tokens"],
         kv_cache_dtype=params["kv_cache_dtype"],
         speculative=params.get("speculative", NONE),  # studies from before it have no such parameter
+        layout=params.get("layout", AGGREGATED),  # likewise
+        expert_parallel=params.get("expert_parallel", 1),
     )
 
 
@@ -69,6 +77,8 @@ def params_of(c: Candidate) -> dict[str, Any]:
         "max_num_batched_tokens": c.max_num_batched_tokens,
         "kv_cache_dtype": c.kv_cache_dtype,
         "speculative": c.speculative,
+        "layout": c.layout,
+        "expert_parallel": c.expert_parallel,
     }
 
 
@@ -82,7 +92,16 @@ def neighbourhood(c: Candidate, choices: dict[str, list[Any]]) -> list[Candidate
     here = params_of(c)
     return [
         candidate_of(here | {name: value})
-        for name in ("method", "hardware", "batch_size", "max_num_batched_tokens", "kv_cache_dtype", "speculative")
+        for name in (
+            "method",
+            "hardware",
+            "batch_size",
+            "max_num_batched_tokens",
+            "kv_cache_dtype",
+            "speculative",
+            "layout",
+            "expert_parallel",
+        )
         for value in choices.get(name, ())
         if value != here[name]
     ]

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recommender.config.candidate import Candidate
+from recommender.engines.disaggregated_launch import engine_launches
 from recommender.evaluation.levers import LeverEffect, lever_effects
 from recommender.fleet.daily import daily_answers
 from recommender.fleet.launch import launch_commands
+from recommender.fleet.search_layouts import layout_verdict
 from recommender.quality.calibration_docs import quantize_context
 from recommender.study.winner_checkpoint import WinnerCheckpoint, place_checkpoint
 
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from recommender.evaluation.candidate import CandidateResult
     from recommender.evaluation.evaluator import CandidateEvaluator
     from recommender.evaluation.load_curve import LoadCurve
+    from recommender.evaluation.two_pools import LayoutVerdict
     from recommender.fleet.autoscale import AutoscaleSchedule
     from recommender.fleet.mix_plan import GpuMix
     from recommender.quantize.checkpoint import QuantizeContext
@@ -42,6 +45,8 @@ class WinnerAnswers:
     autoscale: AutoscaleSchedule | None = None
     gpu_mix: GpuMix | None = None
     levers: list[LeverEffect] = field(default_factory=list)
+    #: The winner's scheme and GPU in both layouts, where the search priced both.
+    layouts: LayoutVerdict | None = None
 
 
 def winner_answers(
@@ -58,6 +63,17 @@ def winner_answers(
     spec = prepared.spec
     checkpoint = _place_checkpoint(prepared, evaluator.quality.models.context, winner.candidate, output_dir)
     status(checkpoint.note)
+    layouts = layout_verdict(results, winner, target_rps=spec.traffic.requests_per_second, sla=spec.sla)
+    placed = [p for p in checkpoint.written if p.is_file()]
+    if winner.candidate.expert_parallel != 1:
+        status("expert-parallel winner: its launch is not emitted yet; no load curve, levers or daily schedule")
+        return WinnerAnswers(placed, [], layouts=layouts)
+    if winner.pools is not None:
+        # Both pools' workers and the router, as the search priced them. The load curve, the levers and the daily
+        # profile's schedule and mix model one replica: not answered for pools rather than for another layout.
+        status("disaggregated winner: no load curve, levers or daily schedule (they model aggregated replicas)")
+        launch = engine_launches(winner.pools.launch) if winner.pools.launch is not None else []
+        return WinnerAnswers(placed, launch, layouts=layouts)
     launch = launch_commands(
         winner.candidate,
         model=checkpoint.model,
@@ -72,7 +88,7 @@ def winner_answers(
         status("the daily profile: autoscaling and the GPU mix")
         autoscale, gpu_mix = daily_answers(spec, evaluator.performance, results, winner)
     levers = lever_effects(evaluator.performance, spec, winner)
-    return WinnerAnswers([p for p in checkpoint.written if p.is_file()], launch, load_curve, autoscale, gpu_mix, levers)
+    return WinnerAnswers(placed, launch, load_curve, autoscale, gpu_mix, levers, layouts)
 
 
 def _place_checkpoint(

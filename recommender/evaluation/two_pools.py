@@ -1,0 +1,60 @@
+"""A disaggregated candidate's two pools: what the search and `plan` know about a prefill pool and a decode pool.
+
+The pools are sized by ``fleet/disaggregated_plan.py`` (a layer above); their figures live here, beside the
+candidate's result, so a result read back from a study carries both pools, the KV transfer between them and the
+commands that launch them, without importing the planner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Imported at run time, not under TYPE_CHECKING: serialization reads these annotations.
+from recommender.engines.disaggregated_launch import DisaggregatedLaunch
+from recommender.perf.sim.disaggregated import PoolEstimate
+
+__all__ = ["LayoutVerdict", "PoolChoice", "TwoPools"]
+
+
+@dataclass(frozen=True, slots=True)
+class PoolChoice:
+    """One pool's worker configuration and how it does at the target traffic."""
+
+    tensor_parallel: int
+    batch_size: int
+    estimate: PoolEstimate
+
+
+@dataclass(frozen=True, slots=True)
+class TwoPools:
+    """A disaggregated candidate's prefill and decode pools, the KV transfer between them, and their launch."""
+
+    engine: str
+    kv_cache_dtype: str
+    link: str
+    #: The longest prompt's KV over `link` at the pools' degrees, ms (part of the TTFT).
+    transfer_ms: float
+    prefill: PoolChoice
+    decode: PoolChoice
+    #: Each pool's worker command with its role, the router and (vLLM) the Dynamo file; None: not emitted.
+    launch: DisaggregatedLaunch | None = None
+
+    @property
+    def gpus(self) -> int:
+        return self.prefill.estimate.gpus + self.decode.estimate.gpus
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutVerdict:
+    """Aggregated against disaggregated for the winner's scheme and GPU in a search: each layout's best candidate,
+    the winner and why (`plan --layout`'s reason, ``fleet/layout_compare.py``)."""
+
+    aggregated: str
+    disaggregated: str
+    aggregated_gpus: int | None
+    disaggregated_gpus: int | None
+    aggregated_usd_per_month: float | None
+    disaggregated_usd_per_month: float | None
+    #: "aggregated", "disaggregated", or "" when neither meets the SLA.
+    winner: str
+    reason: str

@@ -1,0 +1,121 @@
+"""A search candidate served with expert parallelism: priced by the planner of `plan --expert-parallel`.
+
+The candidate names a mixture-of-experts model's scheme, GPU, batch cap per attention rank, KV cache dtype and an
+expert-parallel degree N: one replica of N GPUs with the routed experts split over them and 1 or N attention
+ranks, whichever needs fewer GPUs (``plan_expert_parallel`` at a scope narrowed to that degree, cap and KV dtype;
+beyond one node the all-to-all crosses the spec's link when it is a network link). Its result reads like an
+aggregated candidate's: the rank's P99s with their upper ends (P50/P95 not simulated, NaN), capacity per replica,
+replicas and price. Its quality is its scheme's, measured once whatever the layout.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from recommender.config.candidate import AGGREGATED, Candidate
+from recommender.config.spec import LOCAL_DEVICE
+from recommender.engines.eligibility import eligibility
+from recommender.evaluation.candidate import CandidateResult
+from recommender.evaluation.constraints import Constraints
+from recommender.evaluation.refusal import Refused
+from recommender.fleet.disaggregated_candidate import evaluate_disaggregated
+from recommender.fleet.expert_parallel_plan import ExpertParallelRow, plan_expert_parallel
+from recommender.fleet.plan_scope import PlanScope
+from recommender.perf.catalog.links import resolve_link
+from recommender.perf.pricing import estimate_cost
+from recommender.perf.sim.results import Percentiles
+from recommender.perf.sim.serving import ServingEstimate
+from recommender.speculation.methods import NONE
+
+if TYPE_CHECKING:
+    from recommender.evaluation.performance import PerformanceEvaluator
+    from recommender.perf.catalog.gpus import Accelerator
+    from recommender.perf.model.link import Link
+
+__all__ = ["evaluate_expert_parallel", "evaluate_layout"]
+
+
+def evaluate_layout(performance: PerformanceEvaluator, c: Candidate, *, link: str, model: str = "") -> CandidateResult:
+    """A candidate of another layout than aggregated tensor parallelism: expert parallelism or disaggregated pools."""
+    if c.expert_parallel != 1:
+        return evaluate_expert_parallel(performance, c, link=link)
+    return evaluate_disaggregated(performance, c, link=link, model=model)
+
+
+def evaluate_expert_parallel(performance: PerformanceEvaluator, c: Candidate, *, link: str) -> CandidateResult:
+    """`c` (expert_parallel > 1) judged on speed and cost, its quality still unknown; pruned with the reason where
+    it cannot run or no replica of that degree meets the SLA."""
+    try:
+        accel = _checked(performance, c)
+        scope = PlanScope(
+            batch_sizes=(c.batch_size,), tensor_parallel=(c.expert_parallel,), kv_cache_dtypes=(c.kv_cache_dtype,)
+        )
+        row = plan_expert_parallel(performance, accel, c.base_scheme, scope=scope, network=_network(link, accel))
+        if row.gpus is None or row.requests_per_s_per_replica is None:
+            raise Refused("tpot", f"{row.note or 'no replica meets the SLA'} (EP{c.expert_parallel})")
+    except Refused as refused:
+        return refused.result(c)
+    return _result(performance, c, accel, row)
+
+
+def _checked(performance: PerformanceEvaluator, c: Candidate) -> Accelerator:
+    """The candidate's GPU; `Refused` where expert parallelism is not modelled for `c` or nothing serves it."""
+    if c.hardware == LOCAL_DEVICE:
+        raise Refused("runnable", "expert parallelism is planned on catalog GPUs; the local device is one replica")
+    if c.speculative != NONE or c.layout != AGGREGATED:
+        raise Refused("runnable", "expert parallelism is modelled for aggregated replicas without speculation")
+    accel = performance.catalog.get(c.hardware)
+    served = eligibility(c.base_scheme, accel.device, performance.engines, performance.shape.head_dim)
+    if not served.launchable:
+        raise Refused("runnable", served.reason(accel.key))
+    if (unpriced := performance.catalog.price_refusal(accel.key)) is not None:
+        raise Refused("runnable", unpriced)
+    return accel
+
+
+def _network(link: str, accel: Accelerator) -> Link | None:
+    """The spec's link between the nodes a replica spans, when it is a network link (else one node only)."""
+    network = resolve_link(link, accel, field="space.link")
+    return network if network.scope == "cluster" else None
+
+
+def _result(
+    performance: PerformanceEvaluator, c: Candidate, accel: Accelerator, row: ExpertParallelRow
+) -> CandidateResult:
+    assert row.ttft_p99_ms is not None and row.tpot_p99_ms is not None and row.provenance is not None
+    assert row.requests_per_s_per_replica is not None and row.replicas is not None and row.ep is not None
+    t, sla = performance.traffic, performance.sla
+    rate = row.requests_per_s_per_replica
+    serving = ServingEstimate(
+        ttft_ms=Percentiles(math.nan, math.nan, row.ttft_p99_ms),
+        tpot_ms=Percentiles(math.nan, math.nan, row.tpot_p99_ms),
+        requests_per_s=rate,
+        tokens_per_s=rate * (t.prompt_tokens + t.output_tokens),
+        load_per_replica_rps=t.requests_per_second / row.replicas,
+        provenance=row.provenance.extended(
+            f"EP{row.ep} with {row.attention_dp} attention rank(s), busiest GPU {row.imbalance or 1:.2f}x the mean"
+        ),
+        engine=row.engine,
+        ttft_p99_high_ms=row.ttft_p99_high_ms,
+        tpot_p99_high_ms=row.tpot_p99_high_ms,
+        confidence=sla.confidence,
+    )
+    hourly = accel.price_per_hour_usd
+    cost = None
+    if hourly is not None:
+        cost = estimate_cost(
+            price_per_hour_usd=hourly,
+            price_source=accel.price_note,
+            price_set=accel.price_set,
+            tensor_parallel=row.ep,
+            replica_tokens_per_s=serving.tokens_per_s,
+            replica_requests_per_s=rate,
+            target_requests_per_s=t.requests_per_second,
+        )
+    ttft = serving.ttft_p99_checked_ms / sla.ttft_p99_ms - 1.0
+    tpot = serving.tpot_p99_checked_ms / sla.tpot_p99_ms - 1.0
+    broken = [f"ttft: P99 {serving.ttft_p99_checked_ms:.1f} ms > SLA {sla.ttft_p99_ms:g} ms"] if ttft > 0 else []
+    broken += [f"tpot: P99 {serving.tpot_p99_checked_ms:.2f} ms > SLA {sla.tpot_p99_ms:g} ms"] if tpot > 0 else []
+    constraints = Constraints(runnable=0.0, memory=0.0, quality=1.0, ttft=ttft, tpot=tpot)
+    return CandidateResult(c, "evaluated", constraints, broken, serving=serving, cost=cost, engines=(row.engine,))

@@ -1,0 +1,68 @@
+"""Whether a spec's disaggregated pools can hold its model at all, checked before any store opens.
+
+A pool's worker is a replica of the space's scheme, GPU and tensor-parallel degree; where no such worker holds
+the model's weights and one request's KV cache, every disaggregated candidate would be pruned for memory and the
+search would answer as if the layout had been tried. That is bad input, said with the shortfall and the fix.
+The link is checked with the spec (``config/spec.py``); expert-parallel degrees against the model's experts here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from recommender.config.candidate import Candidate
+from recommender.config.spec import LOCAL_DEVICE
+from recommender.errors import BadInputError
+from recommender.evaluation.performance import PerformanceEvaluator
+from recommender.evaluation.refusal import Refused
+from recommender.perf.model.expert_parallel import ExpertParallelLayout
+from recommender.study.space import batch_caps
+
+if TYPE_CHECKING:
+    from recommender.config.spec import SearchSpec
+    from recommender.perf.catalog.gpus import Catalog
+    from recommender.perf.model.shape import ModelShape
+
+__all__ = ["check_layouts"]
+
+
+def check_layouts(spec: SearchSpec, catalog: Catalog, shape: ModelShape, *, field_prefix: str) -> None:
+    """Refuse expert-parallel degrees a model cannot take (a dense model, a degree not dividing the experts, as
+    `plan --expert-parallel` refuses them), and a space with disaggregated pools none of whose workers (scheme x GPU x
+    degree x KV dtype) fits."""
+    for degree in spec.space.expert_parallel:
+        if degree > 1:
+            ExpertParallelLayout(degree).check(shape, field=f"{field_prefix}space.expert_parallel")
+    if "disaggregated" not in spec.space.layout:
+        return
+    hardware = [hw for hw in spec.space.hardware if hw != LOCAL_DEVICE]
+    if not hardware:
+        raise BadInputError(
+            f"{field_prefix}space.layout",
+            "disaggregated pools are planned on catalog GPUs; space.hardware lists only the local device",
+            "add a catalog GPU to space.hardware, or drop disaggregated from space.layout",
+        )
+    performance = PerformanceEvaluator(
+        catalog, shape, spec.traffic, spec.sla, engines=tuple(spec.engines), require_price=False
+    )
+    cap = min(batch_caps(spec))
+    shortfall = ""
+    for hw in hardware:
+        for precision, names in spec.space.schemes.items():
+            for name in names:
+                for tp in spec.space.tensor_parallel:
+                    for kv in spec.space.kv_cache_dtypes:
+                        try:
+                            performance.setup(Candidate(precision, name, hw, cap, tp, kv_cache_dtype=kv))
+                        except Refused as refused:
+                            if refused.key == "memory" and not shortfall:
+                                shortfall = f"{name} on {hw} x TP{tp}: {refused.reason}"
+                            continue
+                        return
+    if shortfall:
+        raise BadInputError(
+            f"{field_prefix}space.layout",
+            f"no disaggregated pool worker fits the model ({shortfall[:300]})",
+            "add a larger space.tensor_parallel degree, a GPU with more memory or a lower precision, "
+            "or drop disaggregated from space.layout",
+        )

@@ -1,0 +1,63 @@
+"""An expert-parallel search candidate is priced by `plan --expert-parallel`'s planner (DeepSeek-V3 FP8 on H200:
+4 replicas of EP 8, 32 GPUs, docs/moe-and-disaggregation.md), and the spec's EP degrees are checked against the
+model's experts before anything runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from recommender.config.candidate import Candidate
+from recommender.config.spec import LatencySLA, Traffic, load_spec
+from recommender.errors import BadInputError
+from recommender.evaluation.performance import PerformanceEvaluator
+from recommender.fleet.expert_parallel_candidate import evaluate_expert_parallel, evaluate_layout
+from recommender.perf.catalog.architectures import load_architecture
+from recommender.perf.catalog.gpus import load_catalog
+from recommender.study.layout_checks import check_layouts
+from tests.conftest import write_spec
+
+DEEPSEEK_V3 = load_architecture("deepseek-v3")[1]
+LLAMA_8B = load_architecture("llama-3.1-8b")[1]
+
+
+def test_deepseek_v3_at_ep8_is_priced_as_plan_prices_it() -> None:
+    traffic = Traffic(prompt_tokens=2000, output_tokens=500, requests_per_second=20)
+    sla = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=50)
+    catalog = load_catalog()
+    performance = PerformanceEvaluator(catalog, DEEPSEEK_V3, traffic, sla, engines=("sglang",))
+    c = Candidate("fp8", "fp8-dynamic", "h200", 64, expert_parallel=8)
+    result = evaluate_layout(performance, c, link="infiniband-ndr")
+    assert result.status == "evaluated" and not result.broken, result.broken
+    assert result.cost is not None and (result.cost.replicas, result.cost.accelerators) == (4, 32)
+    assert result.serving is not None and result.serving.engine == "sglang"
+    assert "EP8 with 8 attention rank(s)" in result.serving.provenance.detail
+    assert result.key.endswith("/ep8")
+
+
+def test_ep_with_pools_or_on_a_dense_model_is_not_priced() -> None:
+    traffic = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5)
+    sla = LatencySLA(ttft_p99_ms=1000, tpot_p99_ms=50)
+    performance = PerformanceEvaluator(load_catalog(), DEEPSEEK_V3, traffic, sla, engines=("sglang",))
+    both = Candidate("fp8", "fp8-dynamic", "h200", 64, expert_parallel=8, layout="disaggregated")
+    refused = evaluate_expert_parallel(performance, both, link="infiniband-ndr")
+    assert refused.status == "pruned" and "aggregated replicas without speculation" in refused.broken[0]
+
+
+@pytest.mark.parametrize(
+    ("shape", "degrees", "needles"),
+    [
+        (DEEPSEEK_V3, [1, 24], ("space.expert_parallel", "24 GPUs do not split 256 experts evenly", "dividing 256")),
+        (LLAMA_8B, [1, 8], ("space.expert_parallel", "needs a mixture-of-experts model")),
+    ],
+)
+def test_an_ep_degree_the_model_cannot_take_is_refused_naming_the_field(
+    tmp_path: Path, shape: object, degrees: list[int], needles: tuple[str, ...]
+) -> None:
+    spec = load_spec(write_spec(tmp_path / "ep.yaml", {"space.expert_parallel": degrees}))
+    assert spec.space.expert_parallel == degrees
+    with pytest.raises(BadInputError) as info:
+        check_layouts(spec, load_catalog(), shape, field_prefix="")  # type: ignore[arg-type]
+    for needle in needles:
+        assert needle in str(info.value), str(info.value)

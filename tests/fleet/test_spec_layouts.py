@@ -1,0 +1,85 @@
+"""`recommender plan --spec` on a spec with ``space.layout: [aggregated, disaggregated]``: each GPU and precision's
+aggregated row against its pools at the spec's link and degrees, priced, with the pools' launch and the reason (the
+same answer `plan --layout ... --link ...` gives: tests/fleet/test_layout_compare.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from recommender.cli import main as cli
+from tests.conftest import write_spec, write_suite
+
+
+@pytest.mark.slow  # about 30 s on 2 cores: the spec's plan rows at every degree, then both layouts
+def test_plan_spec_compares_the_layouts_the_spec_searches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = write_spec(
+        tmp_path / "pd.yaml",
+        {
+            "use_case": str(write_suite(tmp_path / "suite.yaml")),
+            "traffic": {"prompt_tokens": 8000, "output_tokens": 256, "requests_per_second": 20},
+            "sla": {"ttft_p99_ms": 2000, "tpot_p99_ms": 15},
+            "engines": ["sglang"],
+            "space": {
+                "schemes": {"fp8": ["fp8-dynamic"]},
+                "hardware": ["h100-sxm"],
+                "batch_sizes": [128],
+                "tensor_parallel": [2],
+                "kv_cache_dtypes": ["auto"],
+                "layout": ["aggregated", "disaggregated"],
+                "link": "nvlink",
+            },
+            "current": {"precision": "fp8", "scheme": "fp8-dynamic", "hardware": "h100-sxm", "batch_size": 128},
+        },
+    )
+    argv = ["recommender", "plan", "--spec", str(spec), "--model", "llama-3.1-8b", "--json"]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as done:
+        cli.main()
+    assert done.value.code == 0
+    plan = json.loads(capsys.readouterr().out)
+    [got] = plan["layouts"]
+    assert got["winner"] == "disaggregated" and got["reason"].startswith("disaggregated saves"), got["reason"]
+    pools = got["disaggregated"]
+    assert pools["link"] == "nvlink" and pools["prefill"]["tensor_parallel"] == 2 and pools["usd_per_month"] > 0
+    assert "--disaggregation-mode prefill" in pools["launch"]["prefill"]
+    assert "--disaggregation-mode decode" in pools["launch"]["decode"]
+    assert plan["rows"]  # the plan's own rows are kept
+
+
+@pytest.mark.slow  # about a minute on 2 cores: DeepSeek-V3's plan rows, then TP 8 against EP 8
+def test_plan_spec_compares_tensor_and_expert_parallelism_at_the_spec_degrees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = write_spec(
+        tmp_path / "ep.yaml",
+        {
+            "use_case": str(write_suite(tmp_path / "suite.yaml")),
+            "traffic": {"prompt_tokens": 2000, "output_tokens": 500, "requests_per_second": 20},
+            "sla": {"ttft_p99_ms": 2000, "tpot_p99_ms": 50},
+            "engines": ["sglang"],
+            "space": {
+                "schemes": {"fp8": ["fp8-dynamic"]},
+                "hardware": ["h200"],
+                "batch_sizes": [64],
+                "tensor_parallel": [8],
+                "kv_cache_dtypes": ["auto"],
+                "expert_parallel": [1, 8],
+            },
+            "current": {"precision": "fp8", "scheme": "fp8-dynamic", "hardware": "h200", "batch_size": 64},
+        },
+    )
+    monkeypatch.setattr(sys, "argv", ["recommender", "plan", "--spec", str(spec), "--model", "deepseek-v3", "--json"])
+    with pytest.raises(SystemExit) as done:
+        cli.main()
+    assert done.value.code == 0
+    [got] = json.loads(capsys.readouterr().out)["parallelism"]
+    assert got["winner"] == "expert-parallel" and got["reason"].startswith("expert parallelism saves 50%"), got[
+        "reason"
+    ]
+    assert got["expert_parallel"]["gpus"] == 32 and got["expert_parallel"]["ep"] == 8
