@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 from recommender.config.candidate import AGGREGATED, Candidate
 from recommender.config.spec import LOCAL_DEVICE
 from recommender.errors import BadInputError
-from recommender.evaluation.performance import Performance, speed_result
 from recommender.evaluation.refusal import Refused
+from recommender.evaluation.speed import Performance, speed_result
 from recommender.evaluation.two_pools import TwoPools
 from recommender.fleet.disaggregated_plan import DisaggregatedRow, plan_disaggregated, with_launch
 from recommender.fleet.plan_scope import PlanScope
@@ -36,7 +36,8 @@ from recommender.speculation.methods import NONE
 
 if TYPE_CHECKING:
     from recommender.evaluation.candidate import CandidateResult
-    from recommender.evaluation.performance import PerformanceEvaluator, Setup
+    from recommender.evaluation.performance import PerformanceEvaluator
+    from recommender.evaluation.speed import Setup
 
 __all__ = ["evaluate_disaggregated"]
 
