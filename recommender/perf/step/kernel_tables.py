@@ -291,11 +291,10 @@ class KernelTables:
         if key not in self._built:
             try:
                 _check_package()  # a cached table is the package's figures: read only where the package is
-                self._built[key] = self._read(key) or self._write(
-                    key, _build(shape, scheme, gpu, engine, tensor_parallel, kv)
-                )
             except KernelTablesUnavailable as exc:
-                self._built[key] = exc
+                self._built[key] = exc  # an install can change that: never written to the cache
+            else:
+                self._built[key] = self._cached_or_built(key, shape, scheme, gpu, engine, tensor_parallel, kv)
         found = self._built[key]
         if isinstance(found, KernelTablesUnavailable):
             raise found
@@ -306,6 +305,53 @@ class KernelTables:
             return None
         digest = hashlib.sha256(repr((_TABLE_FORMAT, AIC_VERSION, *key)).encode()).hexdigest()[:24]
         return self.cache_dir / f"{digest}.npz"
+
+    def _cached_or_built(
+        self,
+        key: tuple[object, ...],
+        shape: ModelShape,
+        scheme: Scheme,
+        gpu: str,
+        engine: str,
+        tensor_parallel: int,
+        kv: str,
+    ) -> KernelTable | KernelTablesUnavailable:
+        """The table read from the cache or sampled (and written), or why there is none (recorded for the next
+        process)."""
+        try:
+            self._refused_before(key)
+            return self._read(key) or self._write(key, _build(shape, scheme, gpu, engine, tensor_parallel, kv))
+        except KernelTablesUnavailable as exc:
+            self._write_refusal(key, exc)
+            return exc
+
+    def _refusal_path(self, key: tuple[object, ...]) -> Path | None:
+        path = self._path(key)
+        return None if path is None else path.with_suffix(".unavailable")
+
+    def _refused_before(self, key: tuple[object, ...]) -> None:
+        """Raise the reason an earlier process recorded for this configuration: the package's refusal (no data for
+        that scheme, GPU or degree) comes only after a compile of a second or more, so it is cached like a table."""
+        path = self._refusal_path(key)
+        if path is not None and path.is_file():
+            try:
+                reason = path.read_text(encoding="utf-8").strip()
+            except OSError:
+                return
+            if reason:
+                raise KernelTablesUnavailable(reason)
+
+    def _write_refusal(self, key: tuple[object, ...], exc: KernelTablesUnavailable) -> None:
+        path = self._refusal_path(key)
+        if path is None or path.is_file():
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as tmp:
+                tmp.write(str(exc))
+            os.replace(tmp.name, path)
+        except OSError:  # an unwritable cache only costs the next process the compile again
+            pass
 
     def _read(self, key: tuple[object, ...]) -> KernelTable | None:
         path = self._path(key)

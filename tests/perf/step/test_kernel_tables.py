@@ -101,6 +101,23 @@ def test_unavailable_configurations_say_why(tables: KernelTables, gpu: str, sche
         tables.get(shape, get_scheme(scheme), gpu, "vllm" if "awq" not in scheme else "trtllm", 1, "auto")
 
 
+@needs_package
+def test_a_refusal_after_a_compile_is_recorded_for_the_next_process(tmp_path, llama8b) -> None:  # type: ignore[no-untyped-def]
+    """The package refuses W4A16 on the H100 only after compiling the configuration (seconds); a second process
+    reads the recorded reason instead, and a different configuration is asked afresh."""
+    awq = get_scheme("w4a16-awq-g128")
+    with pytest.raises(KernelTablesUnavailable, match="int4_wo") as first:
+        KernelTables(cache_dir=tmp_path).get(llama8b, awq, "h100-sxm", "trtllm", 1, "auto")
+    [recorded] = tmp_path.glob("*.unavailable")
+    assert recorded.read_text(encoding="utf-8") == str(first.value)
+    recorded.write_text("recorded: " + str(first.value), encoding="utf-8")  # the next process reads this file
+    with pytest.raises(KernelTablesUnavailable, match="^recorded: "):
+        KernelTables(cache_dir=tmp_path).get(llama8b, awq, "h100-sxm", "trtllm", 1, "auto")
+    with pytest.raises(KernelTablesUnavailable, match="int4_wo") as other:
+        KernelTables(cache_dir=tmp_path).get(llama8b, awq, "h100-sxm", "trtllm", 2, "auto")
+    assert not str(other.value).startswith("recorded")
+
+
 def test_schemes_map_to_the_packages_gemm_modes() -> None:
     assert gemm_mode(get_scheme("baseline")) == "bfloat16"
     assert gemm_mode(get_scheme("fp8-dynamic")) == "fp8"
