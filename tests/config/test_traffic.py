@@ -23,7 +23,7 @@ def _spec(tmp_path: Path, traffic: dict[str, Any], **top: Any) -> Path:
 def test_the_constant_form_is_unchanged() -> None:
     spec = load_spec(DEMO_SPEC)
     assert spec.traffic.profile is None and spec.fleet is None
-    assert hourly_rates(None, spec.traffic.requests_per_second) == [2920.0] * 24
+    assert hourly_rates(None, spec.traffic.requests_per_second) == [1375.0] * 24
     assert length_models(None, 960, 32) == (960, 32)
 
 

@@ -1,6 +1,6 @@
 """An expert-parallel search candidate is priced by `plan --expert-parallel`'s planner (DeepSeek-V3 FP8 on H200:
-4 replicas of EP 8, 32 GPUs, docs/moe-and-disaggregation.md), and the spec's EP degrees are checked against the
-model's experts before anything runs."""
+its replicas of EP 8, fewer GPUs than tensor parallelism's 64, docs/moe-and-disaggregation.md), and the spec's EP
+degrees are checked against the model's experts before anything runs."""
 
 from __future__ import annotations
 
@@ -13,8 +13,11 @@ from recommender.config.spec import LatencySLA, Traffic, load_spec
 from recommender.errors import BadInputError
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.expert_parallel_candidate import evaluate_expert_parallel, evaluate_layout
+from recommender.fleet.expert_parallel_plan import plan_expert_parallel
+from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
+from recommender.quantize import get_scheme
 from recommender.study.layout_checks import check_layouts
 from tests.conftest import write_spec
 
@@ -30,7 +33,15 @@ def test_deepseek_v3_at_ep8_is_priced_as_plan_prices_it() -> None:
     c = Candidate("fp8", "fp8-dynamic", "h200", 64, expert_parallel=8)
     result = evaluate_layout(performance, c, link="infiniband-ndr")
     assert result.status == "evaluated" and not result.broken, result.broken
-    assert result.cost is not None and (result.cost.replicas, result.cost.accelerators) == (4, 32)
+    # `plan --expert-parallel`'s own row at that degree, cap and KV dtype (InfiniBand NDR is a network link: one node).
+    scope = PlanScope(batch_sizes=(64,), tensor_parallel=(8,), kv_cache_dtypes=("auto",))
+    planned = plan_expert_parallel(performance, catalog.get("h200"), get_scheme("fp8-dynamic"), scope=scope)
+    assert planned.replicas is not None and planned.gpus == 8 * planned.replicas
+    assert result.cost is not None and (result.cost.replicas, result.cost.accelerators) == (
+        planned.replicas,
+        planned.gpus,
+    )
+    assert planned.gpus < 64  # tensor parallelism needs 8 x TP8 (docs/moe-and-disaggregation.md)
     assert result.serving is not None and result.serving.engine == "sglang"
     assert "EP8 with 8 attention rank(s)" in result.serving.provenance.detail
     assert result.key.endswith("/ep8")

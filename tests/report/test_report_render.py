@@ -336,16 +336,16 @@ def _with_assumptions(study: Study) -> Recommendation:
 def test_first_screen_states_traffic_price_utilisation_and_monthly_saving(study: Study) -> None:
     rec = _with_assumptions(study)
     a = rec.assumptions
-    assert a is not None and a.requests_per_second == 2920 and (a.prompt_tokens, a.output_tokens) == (960, 32)
+    assert a is not None and a.requests_per_second == 1375 and (a.prompt_tokens, a.output_tokens) == (960, 32)
     winner = next(f for f in a.fleets if f.role == "recommended")
     assert winner.utilisation == pytest.approx(3.0 / 4.0)
-    # $900/month over 2,920 req/s x 992 tokens x 3600 s x 730 h, per million tokens
-    assert winner.usd_per_1m_tokens_served == pytest.approx(900.0 / (2920 * 992 * 3600 * 730) * 1e6)
+    # $900/month over 1,375 req/s x 992 tokens x 3600 s x 730 h, per million tokens
+    assert winner.usd_per_1m_tokens_served == pytest.approx(900.0 / (1375 * 992 * 3600 * 730) * 1e6)
     l40s = next(p for p in a.prices if p.hardware == "l40s")
     assert l40s.usd_per_hour == 1.09 and l40s.url.startswith("https://") and l40s.date
     md = render_markdown(rec, study[1], study[2])
     first = md.split("\n\n")[2]
-    assert first.startswith("**Buy:**") and "$900/month" in first and "2,920 req/s" in first
+    assert first.startswith("**Buy:**") and "$900/month" in first and "1,375 req/s" in first
     assert "75% busy" in first and "<https://www.runpod.io/pricing>" in first
     assert "Saves $600/month" in md.split("\n\n")[3] and "ranks" in md.split("\n\n")[3]
     assert md.index("## Assumptions") < md.index("How to launch it")
