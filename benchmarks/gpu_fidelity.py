@@ -20,10 +20,6 @@ models, engines) through the shipped fit, which never saw them, and prints the s
 GPU, model, engine, precision) group with the shipped intervals, and the rows it could not replay and why:
 how a measured set held out from the calibration is judged.
 
---kernels fits and validates the kernel-table step cost on the shipped kernel files; the NIM campaign's A100 runs
-(serving_runs.INTERVAL_RUNS) are replayed as well, never fitted: predicted by each fit, they size the intervals of a
-serving client on a GPU the fit has no serving runs on (validation.new_gpu_pool), in every fold from that fold's fit.
-
 --write refits on every run and writes recommender/perf/step/step_cost_fit.json, the artifact the search,
 `plan` and `estimate` use (its held-out step residuals give the SLA check's upper step costs).
 Also replays the runs through the uncalibrated roofline (assumed efficiencies) for the
@@ -47,11 +43,8 @@ from recommender.errors import BadInputError
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.fit.build import build_fit
-from recommender.perf.fit.coverage import shipped_table
 from recommender.perf.fit.serving_runs import (
     DEFAULT_RUNS,
-    INTERVAL_HARDWARE,
-    INTERVAL_RUNS,
     KERNEL_RUNS,
     KERNEL_RUNS_SOURCE,
     RUNS_SOURCE,
@@ -68,7 +61,7 @@ from recommender.perf.fit.step_fit import (
     client_benchmark,
     replay_config,
 )
-from recommender.perf.fit.validation import USE_HOLDOUTS, BracketRows, bracket_rows, shipped_predictions
+from recommender.perf.fit.validation import USE_HOLDOUTS, bracket_rows, shipped_predictions, shipped_table
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.sim.closed_loop import replay
 from recommender.perf.step.calibrated import (
@@ -211,16 +204,14 @@ def _kernel_fit(args: argparse.Namespace) -> None:
         f"{time.perf_counter() - started:.1f} s"
     )
     rows = bracket_rows(runs, shapes, catalog, kernels=tables)
-    judged = _judged_rows(tables) if args.runs_files is None else []
     fit = build_fit(
         rows,
         data=KERNEL_RUNS_SOURCE,
-        data_sha256=runs_digest(*files, *([INTERVAL_RUNS] if judged else [])),
+        data_sha256=runs_digest(*files),
         protocol=BenchmarkProtocol(),
         settings=FitSettings(),
         profiles=PROFILES,
         interval_holdouts=USE_HOLDOUTS,
-        judged=judged,
     )
     print(
         f"design rows and fits in {time.perf_counter() - started:.1f} s; pooled coefficients: "
@@ -230,20 +221,6 @@ def _kernel_fit(args: argparse.Namespace) -> None:
     if args.write:
         KERNEL_FIT_PATH.write_text(fit.model_dump_json(indent=1) + "\n", encoding="utf-8")
         print(f"\nwrote {KERNEL_FIT_PATH}")
-
-
-def _judged_rows(tables: KernelTables) -> list[BracketRows]:
-    """The runs whose predictions join the serving intervals' pools without being fitted (``INTERVAL_RUNS``)."""
-    loaded = load_runs(INTERVAL_RUNS, schemes=get_scheme, profiles=PROFILES)
-    runs = [r for r in loaded if r.hardware == INTERVAL_HARDWARE]
-    shapes = {m: load_architecture(m)[1] for m in sorted({r.model for r in runs})}
-    started, runs = time.perf_counter(), _covered(runs, shapes, tables)
-    rows = bracket_rows(runs, shapes, load_catalog(), kernels=tables)
-    print(
-        f"{len(rows)} {INTERVAL_HARDWARE} runs of {INTERVAL_RUNS.name} predicted for the serving intervals only "
-        f"(not fitted) in {time.perf_counter() - started:.1f} s"
-    )
-    return rows
 
 
 def _report(fit: StepCostFit, json_out: Path | None, before: dict[str, ErrorSummary] | None) -> None:

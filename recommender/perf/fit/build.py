@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from recommender.perf.fit.coverage import holdout_table
 from recommender.perf.fit.design_rows import COEFFICIENTS, BenchmarkProtocol, DesignRow
 from recommender.perf.fit.step_fit import (
     FitSettings,
@@ -24,11 +23,8 @@ from recommender.perf.fit.step_fit import (
 )
 from recommender.perf.fit.validation import (
     BracketRows,
+    holdout_table,
     interval_predictions,
-    judged_predictions,
-    new_gpu_pool,
-    new_gpu_residuals,
-    serving_gpus,
     step_residuals,
     step_residuals_by_engine,
 )
@@ -53,18 +49,14 @@ def build_fit(
     settings: FitSettings,
     profiles: Mapping[str, EngineProfile],
     interval_holdouts: Sequence[str] = ("group",),
-    judged: Sequence[BracketRows] = (),
 ) -> StepCostFit:
-    """The shipped artifact from every run's design rows under each client protocol (see the module docstring);
-    `judged`: runs of a campaign never fitted whose predictions join the new-GPU pool (``serving_runs.INTERVAL_RUNS``,
-    ``validation.new_gpu_pool``)."""
+    """The shipped artifact from every run's design rows under each client protocol (see the module docstring)."""
     rows = [b.fitted for b in bracket]
     pooled = fit_pooled(rows, settings)
     fitted = {e: coefficients_for(e, rows, settings, pooled) for e in sorted({r.run.engine for r in rows})}
     coefs = {e: c for e, (c, own) in fitted.items() if own}
     cv = cross_validate(rows, settings)
     steps = interval_predictions(bracket, settings, interval_holdouts)
-    new_gpu = [*steps, *judged_predictions(bracket, settings, judged)]
     return StepCostFit(
         data=data,
         data_sha256=data_sha256,
@@ -85,11 +77,8 @@ def build_fit(
         step_residuals_engine_seen=step_residuals([p for p in steps if p.engine_fit]),
         step_residuals_engine_unseen=step_residuals([p for p in steps if not p.engine_fit]),
         step_residuals_by_engine=step_residuals_by_engine(steps),
-        serving_gpus=sorted(serving_gpus(rows)),
-        step_residuals_new_gpu=new_gpu_pool(new_gpu),
-        residuals_new_gpu=new_gpu_residuals(new_gpu),
         validation={
-            name: holdout_table(bracket, settings, name, interval_holdouts=interval_holdouts, judged=judged)
+            name: holdout_table(bracket, settings, name, interval_holdouts=interval_holdouts)
             for name in _holdouts(rows)
         },
     )

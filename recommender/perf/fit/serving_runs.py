@@ -25,8 +25,6 @@ from recommender.perf.sim.engine_profiles import EngineProfile
 __all__ = [
     "DEFAULT_RUNS",
     "DLI_STATIC_RUNS",
-    "INTERVAL_HARDWARE",
-    "INTERVAL_RUNS",
     "KERNEL_RUNS",
     "KERNEL_RUNS_SOURCE",
     "NIM_RUNS",
@@ -49,13 +47,6 @@ NIM_RUNS = Path(str(resources.files("recommender.perf.fit") / "measured_runs" / 
 DLI_STATIC_RUNS = Path(str(resources.files("recommender.perf.fit") / "measured_runs" / "dli_trtllm090_static.csv"))
 #: The files the kernel-table step cost is fitted and validated on.
 KERNEL_RUNS = (DEFAULT_RUNS, DLI_STATIC_RUNS)
-#: Serving runs the kernel fit never fits but predicts, for the intervals of a serving client on a GPU the fit has no
-#: serving runs on (``validation.new_gpu_pool``, ``judged_predictions``): the NIM campaign's A100 runs. Every fitted
-#: serving run is an H100's, so these are the only measured serving clients on another GPU; fitted, the NIM campaign
-#: pulled the other two off (docs/performance-model.md). Its H100 runs would not join that pool (the fit has H100
-#: serving runs) and are not replayed.
-INTERVAL_RUNS = NIM_RUNS
-INTERVAL_HARDWARE = "a100-80gb"
 _DESCRIBED = {
     DEFAULT_RUNS.name: "AIConfigurator silicon-sample rows handed over (H100 SXM)",
     NIM_RUNS.name: "NVIDIA DLI's NIM GenAI-Perf sweep (A100 SXM, H100 SXM)",

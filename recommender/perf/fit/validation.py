@@ -34,19 +34,15 @@ from recommender.perf.fit.design_rows import (
     step_features,
 )
 from recommender.perf.fit.serving_runs import MeasuredRun
-from recommender.perf.fit.step_fit import (
-    FitSettings,
-    coefficients_for,
-    fit_pooled,
-    held_out_coefficients,
-)
+from recommender.perf.fit.step_fit import FitSettings, error_summary, held_out_coefficients
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.step.calibrated import (
-    MIN_ENGINE_RESIDUALS,
     CalibratedModel,
-    Residuals,
+    HoldoutSummary,
     StepCostFit,
     StepResiduals,
+    interval_factors,
+    step_pools,
 )
 from recommender.perf.step.cost import PrefillChunks
 from recommender.perf.step.features import N_FEATURES
@@ -60,12 +56,10 @@ __all__ = [
     "HeldOutPrediction",
     "bracket_rows",
     "held_out_predictions",
+    "holdout_table",
     "interval_predictions",
     "shipped_predictions",
-    "judged_predictions",
-    "new_gpu_pool",
-    "new_gpu_residuals",
-    "serving_gpus",
+    "shipped_table",
     "step_residuals",
     "step_residuals_by_engine",
 ]
@@ -154,8 +148,6 @@ class HeldOutPrediction:
     tpot_bracket_ms: tuple[float, float]
     engine_fit: bool
     lone_prefill_ms: float
-    #: Whether the fit that predicted it had serving runs on the run's GPU (``new_gpu_pool``).
-    gpu_serving_seen: bool = True
 
     @property
     def prefill_dominated(self) -> bool:
@@ -180,33 +172,17 @@ def held_out_predictions(
     fitted = [r.fitted for r in rows]
     out = []
     for held, coefs in held_out_coefficients(fitted, settings, key):
-        left_out = set(held)
-        seen = serving_gpus([r for i, r in enumerate(fitted) if i not in left_out])
-        out += [
-            _predicted(rows[i], *coefs[rows[i].fitted.run.engine], rows[i].fitted.run.hardware in seen) for i in held
-        ]
+        out += [_predicted(rows[i], *coefs[rows[i].fitted.run.engine]) for i in held]
     return out
 
 
-def serving_gpus(rows: Sequence[DesignRow]) -> set[str]:
-    """The GPUs some of `rows` measured a serving client on (not a static batch)."""
-    return {r.run.hardware for r in rows if not r.run.static_batch}
-
-
 def shipped_predictions(rows: Sequence[BracketRows], fit: StepCostFit) -> list[HeldOutPrediction]:
-    """Runs the shipped fit never saw (another campaign's file), predicted with its coefficients (on a GPU the fit
-    has no serving runs on, where it says which it has: ``StepCostFit.serving_gpus``)."""
-    model, gpus = CalibratedModel(fit), set(fit.serving_gpus)
-    return [
-        _predicted(b, model.coefficients(e), model.knows(e), not gpus or b.fitted.run.hardware in gpus)
-        for b in rows
-        for e in [b.fitted.run.engine]
-    ]
+    """Runs the shipped fit never saw (another campaign's file), predicted with its coefficients."""
+    model = CalibratedModel(fit)
+    return [_predicted(b, model.coefficients(b.fitted.run.engine), model.knows(b.fitted.run.engine)) for b in rows]
 
 
-def _predicted(
-    rows: BracketRows, coef: np.ndarray, engine_fit: bool, gpu_serving_seen: bool = True
-) -> HeldOutPrediction:
+def _predicted(rows: BracketRows, coef: np.ndarray, engine_fit: bool) -> HeldOutPrediction:
     ttfts = [float(r.ttft @ coef) for r in rows.by_protocol.values()]
     tpots = [float(r.tpot @ coef) for r in rows.by_protocol.values()]
     row = rows.fitted
@@ -218,7 +194,6 @@ def _predicted(
         (min(tpots), max(tpots)),
         engine_fit,
         float(rows.lone_prefill @ coef),
-        gpu_serving_seen,
     )
 
 
@@ -234,6 +209,59 @@ def step_residuals(predictions: Sequence[HeldOutPrediction]) -> StepResiduals:
     return StepResiduals(
         prefill=sorted(round(p.prefill_residual, 5) for p in predictions if p.prefill_dominated),
         decode=sorted(round(p.decode_residual, 5) for p in predictions),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Pools:
+    """A training fold's held-out residuals: step residuals and benchmark-mean residuals, engine seen / unseen."""
+
+    step: tuple[StepResiduals, StepResiduals]
+    mean_ttft: tuple[list[float], list[float]]
+    mean_tpot: tuple[list[float], list[float]]
+    step_by_engine: dict[str, StepResiduals]
+
+    @classmethod
+    def of_fit(cls, fit: StepCostFit) -> _Pools:
+        seen, unseen = fit.residuals_engine_seen, fit.residuals_engine_unseen
+        return cls(
+            (fit.step_residuals_engine_seen, fit.step_residuals_engine_unseen),
+            (seen.ttft, unseen.ttft),
+            (seen.tpot, unseen.tpot),
+            fit.step_residuals_by_engine,
+        )
+
+    @classmethod
+    def of(cls, inner: Sequence[HeldOutPrediction]) -> _Pools:
+        seen = [p for p in inner if p.engine_fit]
+        unseen = [p for p in inner if not p.engine_fit]
+
+        def logs(ps: list[HeldOutPrediction], metric: str) -> list[float]:
+            return [math.log(getattr(p.run, metric) / getattr(p, metric)) for p in ps]
+
+        return cls(
+            (step_residuals(seen), step_residuals(unseen)),
+            (logs(seen, "ttft_ms"), logs(unseen, "ttft_ms")),
+            (logs(seen, "tpot_ms"), logs(unseen, "tpot_ms")),
+            step_residuals_by_engine(inner),
+        )
+
+
+def _covered(p: HeldOutPrediction, pools: _Pools, confidence: float) -> tuple[bool, bool, bool, bool]:
+    """Whether `p`'s measured TTFT and TPOT lie in the step-and-bracket interval, and in the earlier mean one."""
+    pre, pre_extra, dec, dec_extra = step_pools(*pools.step, pools.step_by_engine, p.run.engine, p.engine_fit)
+    p_lo, p_hi = interval_factors(pre, pre_extra, confidence)
+    d_lo, d_hi = interval_factors(dec, dec_extra, confidence)
+    # The earlier benchmark-mean intervals: an engine the fold did not fit adds the wider pool.
+    ttft_extra, tpot_extra = (None, None) if p.engine_fit else (pools.mean_ttft[1], pools.mean_tpot[1])
+    t_lo, t_hi = interval_factors(pools.mean_ttft[0], ttft_extra, confidence)
+    o_lo, o_hi = interval_factors(pools.mean_tpot[0], tpot_extra, confidence)
+    r = p.run
+    return (
+        p.ttft_bracket_ms[0] * p_lo <= r.ttft_ms <= p.ttft_bracket_ms[1] * p_hi,
+        p.tpot_bracket_ms[0] * d_lo <= r.tpot_ms <= p.tpot_bracket_ms[1] * d_hi,
+        p.ttft_ms * t_lo <= r.ttft_ms <= p.ttft_ms * t_hi,
+        p.tpot_ms * o_lo <= r.tpot_ms <= p.tpot_ms * o_hi,
     )
 
 
@@ -257,39 +285,82 @@ def interval_predictions(
     return out
 
 
-def judged_predictions(
-    rows: Sequence[BracketRows], settings: FitSettings, judged: Sequence[BracketRows]
-) -> list[HeldOutPrediction]:
-    """The `judged` runs (a campaign never fitted: ``serving_runs.INTERVAL_RUNS``) predicted by the fit on `rows`."""
-    if not judged:
-        return []
-    fitted = [r.fitted for r in rows]
-    pooled, seen = fit_pooled(fitted, settings), serving_gpus(fitted)
-    coefs = {e: coefficients_for(e, fitted, settings, pooled) for e in {j.fitted.run.engine for j in judged}}
-    return [_predicted(j, *coefs[j.fitted.run.engine], j.fitted.run.hardware in seen) for j in judged]
-
-
-def new_gpu_pool(predictions: Sequence[HeldOutPrediction]) -> StepResiduals | None:
-    """The step residuals of serving clients predicted by a fit with no serving runs on their GPU, where they hold
-    ``MIN_ENGINE_RESIDUALS`` prefill residuals (else None): the intervals of a serving client on such a GPU. A
-    static batch's TTFT is one context step, a serving client's a queue and a request overhead as well, so static
-    batches on a GPU calibrate its steps but not its serving clients: drawn from the pool of all held-out runs, a
-    left-out GPU's serving TTFTs were 53 % covered at a nominal 90 % (the H100, whose runs are all the serving ones)."""
-    new = _new_gpu(predictions)
-    return step_residuals(new) if sum(p.prefill_dominated for p in new) >= MIN_ENGINE_RESIDUALS else None
-
-
-def new_gpu_residuals(predictions: Sequence[HeldOutPrediction]) -> Residuals | None:
-    """The benchmark-mean residuals log(measured / predicted) of the same runs as :func:`new_gpu_pool` (None where
-    that is None): ``estimate``'s intervals on a GPU without serving runs."""
-    new = _new_gpu(predictions)
-    if sum(p.prefill_dominated for p in new) < MIN_ENGINE_RESIDUALS:
+def _fold_pools(
+    rows: Sequence[BracketRows],
+    held: set[str],
+    key: Callable[[MeasuredRun], str],
+    settings: FitSettings,
+    holdouts: Sequence[str],
+) -> _Pools | None:
+    """Residual pools from the `holdouts` inside the fold's training runs (nested; None: a single group)."""
+    train = [r for r in rows if key(r.fitted.run) not in held]
+    if len({r.fitted.run.group for r in train}) < 2:
         return None
-    return Residuals(
-        ttft=sorted(round(math.log(p.run.ttft_ms / p.ttft_ms), 5) for p in new),
-        tpot=sorted(round(math.log(p.run.tpot_ms / p.tpot_ms), 5) for p in new),
+    return _Pools.of(interval_predictions(train, settings, holdouts))
+
+
+def _summary(
+    predictions: Sequence[HeldOutPrediction], covered: Sequence[tuple[bool, ...]], confidence: float
+) -> HoldoutSummary:
+    bracket = np.abs(np.expm1([-p.prefill_residual for p in predictions]))
+    cover = [float(np.mean(c)) for c in zip(*covered, strict=True)] if covered else [None] * 4
+    return HoldoutSummary(
+        **error_summary(predictions).model_dump(),
+        bracket_ttft_median=float(np.median(bracket)),
+        bracket_ttft_p90=float(np.percentile(bracket, 90)),
+        explained_ttft=float(np.mean([p.prefill_residual == 0 for p in predictions])),
+        explained_tpot=float(np.mean([p.decode_residual == 0 for p in predictions])),
+        confidence=confidence,
+        coverage_ttft=cover[0],
+        coverage_tpot=cover[1],
+        coverage_ttft_before=cover[2],
+        coverage_tpot_before=cover[3],
     )
 
 
-def _new_gpu(predictions: Sequence[HeldOutPrediction]) -> list[HeldOutPrediction]:
-    return [p for p in predictions if not p.run.static_batch and not p.gpu_serving_seen]
+#: Held-out predictions by the value left out, each with whether it lay in its intervals (None: no interval).
+_ByValue = dict[str, list[tuple[HeldOutPrediction, "tuple[bool, ...] | None"]]]
+
+
+def holdout_table(
+    rows: Sequence[BracketRows],
+    settings: FitSettings,
+    holdout: str,
+    *,
+    confidence: float = 0.9,
+    interval_holdouts: Sequence[str] = ("group",),
+) -> dict[str, HoldoutSummary]:
+    """Leave each value of `holdout` (a ``HOLDOUTS`` key) out: errors, bracket and interval coverage, per held-out
+    value and "overall"; each fold's intervals from its own training runs' held-out residuals, drawn as the
+    shipped intervals are (`interval_holdouts`, :func:`interval_predictions`)."""
+    key = HOLDOUTS[holdout]
+    predictions = held_out_predictions(rows, settings, key)
+    by_value: _ByValue = {}
+    for value in sorted({key(p.run) for p in predictions}):
+        pools = _fold_pools(rows, {value}, key, settings, interval_holdouts)
+        held = [p for p in predictions if key(p.run) == value]
+        by_value[value] = [(p, None if pools is None else _covered(p, pools, confidence)) for p in held]
+    return _table(by_value, confidence)
+
+
+def shipped_table(
+    predictions: Sequence[HeldOutPrediction],
+    fit: StepCostFit,
+    key: Callable[[MeasuredRun], str],
+    *,
+    confidence: float = 0.9,
+) -> dict[str, HoldoutSummary]:
+    """The shipped fit on runs it never saw, by `key` and "overall", its intervals from its own residuals."""
+    pools = _Pools.of_fit(fit)
+    by_value: _ByValue = {}
+    for p in predictions:
+        by_value.setdefault(key(p.run), []).append((p, _covered(p, pools, confidence)))
+    return _table(dict(sorted(by_value.items())), confidence)
+
+
+def _table(by_value: _ByValue, confidence: float) -> dict[str, HoldoutSummary]:
+    table = {}
+    for value, pairs in [*by_value.items(), ("overall", [x for v in by_value.values() for x in v])]:
+        covered = [c for _, c in pairs if c is not None]
+        table[value] = _summary([p for p, _ in pairs], covered, confidence)
+    return table

@@ -119,21 +119,12 @@ MIN_ENGINE_RESIDUALS = 30
 
 
 def step_pools(
-    seen: StepResiduals,
-    unseen: StepResiduals,
-    by_engine: dict[str, StepResiduals],
-    engine: str,
-    known: bool,
-    *,
-    new_gpu: StepResiduals | None = None,
+    seen: StepResiduals, unseen: StepResiduals, by_engine: dict[str, StepResiduals], engine: str, known: bool
 ) -> tuple[list[float], list[float] | None, list[float], list[float] | None]:
     """The residuals an engine's prefill and decode step intervals are drawn from: (prefill, prefill's extra pool,
     decode, decode's extra pool). The engine's own where it has ``MIN_ENGINE_RESIDUALS``, else the pool of fitted
     engines; an engine the fit has no runs of adds the pool of runs whose engine was left out (the wider end of
-    both is taken, ``interval_factors``). `new_gpu`: a serving client on a GPU without measured serving runs draws
-    from that pool instead of the engine's and the fitted engines' (``validation.new_gpu_pool``)."""
-    if new_gpu is not None:
-        seen, by_engine = new_gpu, {}
+    both is taken, ``interval_factors``)."""
     own = by_engine.get(engine)
     prefill = own.prefill if own is not None and len(own.prefill) >= MIN_ENGINE_RESIDUALS else seen.prefill
     decode = own.decode if own is not None and len(own.decode) >= MIN_ENGINE_RESIDUALS else seen.decode
@@ -181,11 +172,6 @@ class StepCostFit(BaseModel):
     step_residuals_engine_unseen: StepResiduals
     #: Each engine's held-out step residuals (its runs, each predicted by a fit that left the run's group out).
     step_residuals_by_engine: dict[str, StepResiduals]
-    #: The GPUs the fit has serving runs of; the step and benchmark-mean residuals of serving clients predicted by a
-    #: fit without serving runs on their GPU: the intervals on any other GPU (``validation.new_gpu_pool``; None: none).
-    serving_gpus: list[str] = Field(default_factory=list)
-    step_residuals_new_gpu: StepResiduals | None = None
-    residuals_new_gpu: Residuals | None = None
     #: Leave-one-campaign-out, leave-one-model-out and leave-one-group-out, each table by held-out value
     #: and "overall" (``validation.py``).
     validation: dict[str, dict[str, HoldoutSummary]]
@@ -353,11 +339,10 @@ class CalibratedModel:
     ) -> Interval:
         """The interval of a predicted closed-loop benchmark mean at `confidence` (central, from the
         cross-validation residuals of benchmark means of the fit `point` stands on): what ``estimate`` reports
-        for a benchmark client; on a GPU the fit has no serving runs on, of serving clients predicted so."""
+        for a benchmark client."""
         fit = self._fit_of(point)
         unseen = None if self.knows(engine, fit) else getattr(fit.residuals_engine_unseen, metric)
-        seen = fit.residuals_new_gpu if self._new_gpu(fit, point) else None
-        lo, hi = interval_factors(getattr(seen or fit.residuals_engine_seen, metric), unseen, confidence)
+        lo, hi = interval_factors(getattr(fit.residuals_engine_seen, metric), unseen, confidence)
         return Interval(low=value * lo, high=value * hi, confidence=confidence)
 
     def step_factors(self, engine: str, confidence: float, point: FeatureStepCost | None = None) -> StepFactors:
@@ -365,7 +350,7 @@ class CalibratedModel:
         the SLA check simulates the user's traffic with steps this much slower (``UpperStepCost``). One-sided:
         an SLA is broken only by slow steps, so at 90 % confidence the bound is the residuals' 90th percentile.
         A GPU no measured run calibrates (AMD: no kernel tables, no runs) takes the wider pools, as an engine the fit
-        never saw does; a GPU the fit has no serving runs on, the pool of serving clients predicted so."""
+        never saw does."""
         fit, central = self._fit_of(point), 2 * confidence - 1  # one-sided: the central interval's upper end
         known = self.knows(engine, fit) and not (point is not None and _uncalibrated(point.features.accel))
         p, p_extra, d, d_extra = step_pools(
@@ -374,27 +359,15 @@ class CalibratedModel:
             fit.step_residuals_by_engine,
             engine,
             known,
-            new_gpu=fit.step_residuals_new_gpu if self._new_gpu(fit, point) else None,
         )
         prefill, decode = interval_factors(p, p_extra, central)[1], interval_factors(d, d_extra, central)[1]
         return StepFactors(prefill=max(prefill, 1.0), decode=max(decode, 1.0))
 
-    @staticmethod
-    def _new_gpu(fit: StepCostFit, point: FeatureStepCost | None) -> bool:
-        """Whether `point` runs on a GPU `fit` has no serving runs on, and `fit` has pools for that."""
-        gpu = None if point is None else point.features.accel.key
-        return fit.residuals_new_gpu is not None and gpu is not None and gpu not in fit.serving_gpus
-
     def upper_step_cost(self, point: FeatureStepCost, engine: str, confidence: float) -> UpperStepCost:
         """`point`'s steps at the upper ends of their intervals (see :meth:`step_factors`)."""
         factors = self.step_factors(engine, confidence, point)
-        whose = (
-            " (no serving run measured on this GPU: drawn from serving runs predicted without their GPU's)"
-            if self._new_gpu(self._fit_of(point), point)
-            else ""
-        )
         label = point.provenance.extended(
-            f"one-sided {confidence:.0%} upper bound of held-out step-cost residuals{whose}: prefill "
-            f"x{factors.prefill:.2f}, decode x{factors.decode:.2f}"
+            f"one-sided {confidence:.0%} upper bound of held-out step-cost residuals: prefill x{factors.prefill:.2f}, "
+            f"decode x{factors.decode:.2f}"
         )
         return UpperStepCost(point, factors, label)

@@ -8,21 +8,18 @@ import pytest
 from recommender.engines import PROFILES
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
-from recommender.perf.fit.coverage import holdout_table
-from recommender.perf.fit.serving_runs import DLI_STATIC_RUNS, load_runs
+from recommender.perf.fit.serving_runs import load_runs
 from recommender.perf.fit.step_fit import FitSettings
 from recommender.perf.fit.validation import (
     HOLDOUTS,
     bracket_rows,
     held_out_predictions,
+    holdout_table,
     interval_predictions,
-    new_gpu_pool,
-    new_gpu_residuals,
-    step_residuals,
 )
 from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.workload import make_workload
-from recommender.perf.step.calibrated import MIN_ENGINE_RESIDUALS, CalibratedModel, load_fit
+from recommender.perf.step.calibrated import CalibratedModel, load_fit
 from recommender.perf.step.cost import PrefillChunks
 from recommender.perf.step.upper import StepFactors, UpperStepCost
 from recommender.provenance import Provenance
@@ -107,39 +104,6 @@ def test_an_engine_draws_its_step_interval_from_its_own_residuals_only_when_it_h
         seen.decode,
         unseen.decode,
     )
-    # A serving client on a GPU without serving runs: the new-GPU pool replaces the engine's and the fitted engines'.
-    new = StepResiduals(prefill=[1.5], decode=[0.4])
-    assert step_pools(seen, unseen, by_engine, "vllm", True, new_gpu=new) == (new.prefill, None, new.decode, None)
-    assert step_pools(seen, unseen, by_engine, "tgi", False, new_gpu=new) == (
-        new.prefill,
-        unseen.prefill,
-        new.decode,
-        unseen.decode,
-    )
-
-
-def test_serving_runs_left_out_with_their_gpu_make_the_new_gpu_pool(rows: list) -> None:  # type: ignore[type-arg]
-    """Beside L40S static batches, leaving the H100 out leaves no serving run in the fit: its serving runs are
-    predicted as on a GPU without serving runs, and only they (not static batches, not group-out predictions whose
-    fit kept other H100 serving runs) make the new-GPU pool."""
-    static = [
-        r
-        for i, r in enumerate(load_runs(DLI_STATIC_RUNS, schemes=get_scheme, profiles=PROFILES))
-        if r.hardware == "l40s" and i % 4 == 0
-    ]
-    shapes = {m: load_architecture(m)[1] for m in {r.model for r in static}}
-    mixed = [*rows, *bracket_rows(static, shapes, load_catalog())]
-    gpu_out = held_out_predictions(mixed, FitSettings(), HOLDOUTS["gpu"])
-    group_out = held_out_predictions(mixed, FitSettings(), HOLDOUTS["group"])
-    serving = [p for p in gpu_out if not p.run.static_batch]
-    assert len(serving) == len(rows) and not any(p.gpu_serving_seen for p in serving)
-    assert all(p.gpu_serving_seen for p in group_out if not p.run.static_batch)
-    assert not any(p.gpu_serving_seen for p in gpu_out if p.run.static_batch)  # no serving run on an L40S
-    assert sum(p.prefill_dominated for p in serving) >= MIN_ENGINE_RESIDUALS
-    assert new_gpu_pool([*group_out, *gpu_out]) == step_residuals(serving)
-    assert new_gpu_pool(group_out) is None and new_gpu_residuals(group_out) is None
-    means = new_gpu_residuals([*group_out, *gpu_out])
-    assert means is not None and len(means.ttft) == len(serving)
 
 
 def _cost() -> tuple[UpperStepCost, StepFactors]:
