@@ -177,10 +177,17 @@ class StepCostFit(BaseModel):
     validation: dict[str, dict[str, HoldoutSummary]]
 
 
+#: Bumped when the simulation or the step model changes a study's latencies while the fit files stay the same
+#: (2: simulations run to steady state, ``perf/sim/settle.py``; MLA's decode-attention FLOPs; the MoE runs' fit).
+PERF_MODEL_REVISION = 2
+
+
 def fit_digest(path: Path = FIT_PATH, kernel_path: Path = KERNEL_FIT_PATH) -> str:
-    """A short hash of the shipped fits and of whether the kernel tables can be read here: which performance model
-    a study's latencies came from (a study made with measured kernels is not resumed on the datasheet alone)."""
+    """A short hash of the shipped fits, of the model's revision and of whether the kernel tables can be read here:
+    which performance model a study's latencies came from (a study made with measured kernels is not resumed on the
+    datasheet alone, nor one made by an earlier simulator on this one)."""
     digest = hashlib.sha256(path.read_bytes())
+    digest.update(f"revision {PERF_MODEL_REVISION}".encode())
     if kernel_path.is_file():
         digest.update(kernel_path.read_bytes())
         digest.update(str(kernel_package_version()).encode())
