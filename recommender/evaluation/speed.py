@@ -52,22 +52,24 @@ class Performance:
     cost: CostEstimate | None
 
 
+def latency_checks(serving: ServingEstimate, sla: LatencySLA) -> tuple[float, float, list[str]]:
+    """The TTFT and TPOT constraints (> 0: broken) at the P99s' upper ends, and a line for each one broken."""
+    ttft = serving.ttft_p99_checked_ms / sla.ttft_p99_ms - 1.0
+    tpot = serving.tpot_p99_checked_ms / sla.tpot_p99_ms - 1.0
+    at = "" if serving.confidence is None else f" (upper end at {serving.confidence:.0%} confidence)"
+    broken = []
+    if ttft > 0:
+        broken.append(f"ttft: P99 {serving.ttft_p99_checked_ms:.1f} ms{at} > SLA {sla.ttft_p99_ms:g} ms")
+    if tpot > 0:
+        broken.append(f"tpot: P99 {serving.tpot_p99_checked_ms:.2f} ms{at} > SLA {sla.tpot_p99_ms:g} ms")
+    return ttft, tpot, broken
+
+
 def speed_result(c: Candidate, perf: Performance, sla: LatencySLA) -> CandidateResult:
     """The candidate judged on speed, memory and cost alone; its quality still unknown (constraint 1)."""
     serving = perf.serving
-    constraints = Constraints(
-        runnable=0.0,
-        memory=perf.setup.memory.constraint,
-        quality=1.0,
-        ttft=serving.ttft_p99_checked_ms / sla.ttft_p99_ms - 1.0,
-        tpot=serving.tpot_p99_checked_ms / sla.tpot_p99_ms - 1.0,
-    )
-    at = "" if serving.confidence is None else f" (upper end at {serving.confidence:.0%} confidence)"
-    broken = []
-    if constraints.ttft > 0:
-        broken.append(f"ttft: P99 {serving.ttft_p99_checked_ms:.1f} ms{at} > SLA {sla.ttft_p99_ms:g} ms")
-    if constraints.tpot > 0:
-        broken.append(f"tpot: P99 {serving.tpot_p99_checked_ms:.2f} ms{at} > SLA {sla.tpot_p99_ms:g} ms")
+    ttft, tpot, broken = latency_checks(serving, sla)
+    constraints = Constraints(runnable=0.0, memory=perf.setup.memory.constraint, quality=1.0, ttft=ttft, tpot=tpot)
     return CandidateResult(
         candidate=c,
         status="evaluated",

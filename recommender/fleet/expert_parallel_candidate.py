@@ -19,6 +19,7 @@ from recommender.engines.eligibility import eligibility
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.constraints import Constraints
 from recommender.evaluation.refusal import Refused
+from recommender.evaluation.speed import latency_checks
 from recommender.fleet.disaggregated_candidate import evaluate_disaggregated
 from recommender.fleet.expert_parallel_plan import ExpertParallelRow, plan_expert_parallel
 from recommender.fleet.plan_scope import PlanScope
@@ -113,9 +114,6 @@ def _result(
             replica_requests_per_s=rate,
             target_requests_per_s=t.requests_per_second,
         )
-    ttft = serving.ttft_p99_checked_ms / sla.ttft_p99_ms - 1.0
-    tpot = serving.tpot_p99_checked_ms / sla.tpot_p99_ms - 1.0
-    broken = [f"ttft: P99 {serving.ttft_p99_checked_ms:.1f} ms > SLA {sla.ttft_p99_ms:g} ms"] if ttft > 0 else []
-    broken += [f"tpot: P99 {serving.tpot_p99_checked_ms:.2f} ms > SLA {sla.tpot_p99_ms:g} ms"] if tpot > 0 else []
+    ttft, tpot, broken = latency_checks(serving, sla)
     constraints = Constraints(runnable=0.0, memory=0.0, quality=1.0, ttft=ttft, tpot=tpot)
     return CandidateResult(c, "evaluated", constraints, broken, serving=serving, cost=cost, engines=(row.engine,))
