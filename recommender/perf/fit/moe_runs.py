@@ -12,16 +12,14 @@ by reason, never dropped silently.
 
 from __future__ import annotations
 
-import csv
 import math
 import re
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from recommender.perf.fit.serving_runs import SCHEMES, SYSTEMS
+from recommender.perf.fit.serving_runs import SCHEMES, SYSTEMS, replayable_rows
 from recommender.perf.scheme import Scheme, SchemeLookup
 from recommender.perf.sim.engine_profiles import EngineProfile
 
@@ -180,17 +178,4 @@ def read_moe_runs(
 
     The KV cache is taken as fp8 for every run: the fp8 and NVFP4 checkpoints these engines serve carry FP8 KV
     scales (the file has no KV column), as the dense file's fp8 runs showed (``serving_runs.MeasuredRun``)."""
-    with path.open(newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    runs: list[MoeRun] = []
-    skipped: Counter[str] = Counter()
-    for row in rows:
-        why = _why_not(row, profiles)
-        if why is None:
-            try:
-                runs.append(_run(row, schemes, profiles))
-            except (KeyError, ValueError) as exc:
-                why = f"a missing or malformed column ({exc})"
-        if why is not None:
-            skipped[why] += 1
-    return runs, dict(skipped)
+    return replayable_rows(path, lambda row: _why_not(row, profiles), lambda row: _run(row, schemes, profiles))

@@ -14,10 +14,11 @@ import csv
 import hashlib
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import TypeVar
 
 from recommender.perf.scheme import Scheme, SchemeLookup
 from recommender.perf.sim.engine_profiles import EngineProfile
@@ -99,6 +100,8 @@ KV_DTYPES = {
     "bf16": "auto",
     "fp8": "fp8",
 }
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,20 +232,29 @@ def read_runs(path: Path = DEFAULT_RUNS, *, schemes: SchemeLookup, profiles: Map
     A row is skipped, counted by reason, when its engine, GPU, precision or model is unknown here or it
     uses pipeline or attention data parallelism: a file of other GPUs and models loads without failing.
     """
+    runs, skipped = replayable_rows(path, lambda row: _why_not(row, profiles), lambda row: _run(row, schemes, profiles))
+    return LoadedRuns(runs, skipped)
+
+
+def replayable_rows(
+    path: Path, why_not: Callable[[dict[str, str]], str | None], make: Callable[[dict[str, str]], T]
+) -> tuple[list[T], dict[str, int]]:
+    """Every row of the CSV at `path` that `why_not` lets through, made into a run, and how many rows were skipped
+    for each reason (a row `make` cannot read counts as a missing or malformed column)."""
     with path.open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    runs: list[MeasuredRun] = []
+    runs: list[T] = []
     skipped: Counter[str] = Counter()
     for row in rows:
-        why = _why_not(row, profiles)
+        why = why_not(row)
         if why is None:
             try:
-                runs.append(_run(row, schemes, profiles))
+                runs.append(make(row))
             except (KeyError, ValueError, AttributeError) as exc:  # an empty or non-numeric cell, a missing column
                 why = f"a missing or malformed column ({type(exc).__name__}: {exc})"
         if why is not None:
             skipped[why] += 1
-    return LoadedRuns(runs, dict(skipped))
+    return runs, dict(skipped)
 
 
 def load_runs(
