@@ -7,6 +7,8 @@ threshold; 2 bad input (one line on stderr naming the field and the fix).
 
 from __future__ import annotations
 
+import faulthandler
+import signal
 import sys
 from typing import Annotated
 
@@ -85,7 +87,12 @@ _register()
 
 
 def main() -> None:
-    """Entry point: turns BadInputError into one line and exit code 2."""
+    """Entry point: turns BadInputError into one line and exit code 2.
+
+    `kill -USR1 PID` prints every thread's stack to stderr and the command goes on: where a long search or a
+    worker waits (a claim, a database lock) without stopping it."""
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         code = app(standalone_mode=False)
     except BadInputError as exc:

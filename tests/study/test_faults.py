@@ -98,6 +98,17 @@ def _wait_for(
     raise AssertionError(f"never saw: {what}")
 
 
+def _finished(process: subprocess.Popen, log: Path, timeout: float) -> int:
+    """`process`'s exit code; past `timeout`, a failure that shows where it waits (SIGUSR1: every thread's stack,
+    `recommender.cli.main`) and the end of its log."""
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGUSR1)
+        time.sleep(3)
+        raise AssertionError(f"still running after {timeout:.0f} s:\n{log.read_text()[-6000:]}") from None
+
+
 def _pid_of(owner: str) -> int:
     return int(owner.split(":")[1])
 
@@ -259,7 +270,9 @@ def _three_workers_one_killed(tmp_path: Path, demo_model_dir: Path, storage: str
         completed_before = {t.number: t.params for t in study.get_trials(deepcopy=False) if t.state == COMPLETE}
         assert len(killed) == 1
 
-        assert coordinator.wait(timeout=600) in (0, 1), (tmp_path / "search.log").read_text()[-3000:]
+        assert _finished(coordinator, tmp_path / "search.log", 480) in (0, 1), (tmp_path / "search.log").read_text()[
+            -3000:
+        ]
         survivor = next(w for w in workers if w is not dead)
         stdout, _ = survivor.communicate(timeout=120)
         assert survivor.returncode == 0, (tmp_path / "worker-1.log").read_text()[-2000:]
