@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from recommender.perf.step.cost import StepCostModel, VectorStepCostModel
+    from recommender.perf.step.cost import LinearDecodeStepCostModel, StepCostModel, VectorStepCostModel
 
 __all__ = ["DecodingSequences"]
 
@@ -108,6 +108,7 @@ class DecodingSequences:
         self,
         cost: StepCostModel,
         vector_cost: VectorStepCostModel | None,
+        line_cost: LinearDecodeStepCostModel | None,
         *,
         t: float,
         d: int,
@@ -146,9 +147,37 @@ class DecodingSequences:
                 # step j starts at ends[j - 1]; it may run only while the arrival is still in the future
                 k = min(k, 1 + int(np.searchsorted(ends[:-1], next_arrival, side="left")))
             return (k, float(ends[k - 1] - t)) if k >= 2 else None
+        line = line_cost.decode_line(n_dec) if line_cost is not None else None
+        if line is not None:  # the loop below in closed form
+            return _series_run(first, line[1] * n_dec, t=t, horizon=horizon, next_arrival=next_arrival)
         elapsed = first
         k = 1
         while k < horizon and t + elapsed < next_arrival:
             elapsed += cost.step_seconds(0, n_dec, offset_sum + n_dec * (d + k))
             k += 1
         return (k, elapsed) if k >= 2 else None
+
+
+def _series_run(first: float, delta: float, *, t: float, horizon: int, next_arrival: float) -> tuple[int, float] | None:
+    """``decode_run``'s step-by-step loop for steps that grow by `delta` each (step j takes ``first + j x delta``):
+    k steps take ``E(k) = k x first + delta x k (k - 1) / 2``, and a step starts only while the arrival is in the
+    future, so k is the smallest m with ``t + E(m) >= next_arrival``, at most `horizon`."""
+
+    def elapsed(k: int) -> float:
+        return k * first + delta * k * (k - 1) / 2
+
+    k = horizon
+    if next_arrival < math.inf:
+        budget = next_arrival - t
+        if delta > 0:  # the positive root of delta/2 m^2 + (first - delta/2) m - budget = 0
+            b = first - delta / 2
+            m = math.ceil((-b + math.sqrt(b * b + 2 * delta * budget)) / delta)
+        else:
+            m = math.ceil(budget / first)
+        m = min(max(m, 1), horizon)
+        while m > 1 and t + elapsed(m - 1) >= next_arrival:  # the root's rounding, corrected on the sums
+            m -= 1
+        while m < horizon and t + elapsed(m) < next_arrival:
+            m += 1
+        k = m
+    return (k, elapsed(k)) if k >= 2 else None

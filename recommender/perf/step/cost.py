@@ -64,6 +64,15 @@ class VectorStepCostModel(StepCostModel, Protocol):
     def decode_steps_seconds(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray: ...
 
 
+@runtime_checkable
+class LinearDecodeStepCostModel(StepCostModel, Protocol):
+    """Optional: a pure-decode step of `decode_seqs` sequences as ``intercept + slope x context_tokens`` exactly
+    (datasheet features are linear in the KV read), so a decode stretch's time is an arithmetic series; None where
+    the step is not linear in the context (measured kernel tables interpolate)."""
+
+    def decode_line(self, decode_seqs: int) -> tuple[float, float] | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class PrefillChunks:
     """The prompt chunks of one step, as the sums a step cost needs beyond their total.
@@ -101,7 +110,7 @@ class PrefillChunks:
     @classmethod
     def single(cls, tokens: int) -> PrefillChunks:
         """One whole prompt of `tokens` (none: an empty step)."""
-        return cls.of([(tokens, 0)] if tokens else [])
+        return cls(tokens, 1, tokens * tokens, 0, 0) if tokens else _NO_PREFILL
 
 
 #: A step without prefill chunks (pure decode).

@@ -63,6 +63,7 @@ non-negative least-squares problem.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -192,6 +193,42 @@ class StepFeatures:
             ]
         )
 
+    def step_seconds(
+        self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int, coefficients: Sequence[float]
+    ) -> float:
+        """``of_step(...) @ coefficients`` in plain floats: the simulator prices millions of steps, and a feature
+        row as a NumPy array costs more than the arithmetic (equal to it up to the order of the sums)."""
+        c, r, tokens = coefficients, self.rates, chunks.tokens + decode_seqs
+        linear = (tokens * r.body_flops_per_token + (chunks.seqs + decode_seqs) * r.head_flops_per_seq) / r.peak
+        return (
+            c[0]
+            + (c[1] if chunks.seqs else 0.0)
+            + c[2] * self.shape.n_layers
+            + c[3] * (r.weight_bytes_at(tokens) / r.bandwidth)
+            + c[4] * linear
+            + c[5] * (r.attention_flops / r.peak16 * (chunks.sum_sq + chunks.sum_cross))
+            + c[6] * (self._kv_token_s * context_tokens + self._decode_extra_s * (context_tokens - chunks.prior_tokens))
+            + c[7] * (self._token_s * tokens)
+            + c[8] * (self.allreduce_per_token_s * tokens)
+            + c[9] * self.allreduce_calls
+        )
+
+    def decode_line(self, decode_seqs: int, coefficients: Sequence[float]) -> tuple[float, float]:
+        """A pure-decode step of `decode_seqs` sequences as (intercept, slope per context token): ``step_seconds``
+        with no prefill chunk, which is linear in the context."""
+        c, r, n = coefficients, self.rates, decode_seqs
+        linear = (n * r.body_flops_per_token + n * r.head_flops_per_seq) / r.peak
+        intercept = (
+            c[0]
+            + c[2] * self.shape.n_layers
+            + c[3] * (r.weight_bytes_at(n) / r.bandwidth)
+            + c[4] * linear
+            + c[7] * (self._token_s * n)
+            + c[8] * (self.allreduce_per_token_s * n)
+            + c[9] * self.allreduce_calls
+        )
+        return intercept, c[6] * (self._kv_token_s + self._decode_extra_s)
+
     def of_decode_steps(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
         """Features of many pure-decode steps (one row each)."""
         rows = np.tile(self.of_step(PrefillChunks(), decode_seqs, 0), (len(context_tokens), 1))
@@ -238,9 +275,13 @@ class FeatureStepCost:
     provenance: Provenance
     floor_s: float = 0.0
 
+    #: The coefficients as plain floats, for the per-step path (``step_seconds`` of a feature source).
+    _floats: tuple[float, ...] = field(init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
         if self.coefficients.shape != (N_FEATURES,) or np.any(self.coefficients < 0):
             raise ValueError(f"need {N_FEATURES} non-negative coefficients, got {self.coefficients}")
+        object.__setattr__(self, "_floats", tuple(float(x) for x in self.coefficients))
 
     def step_seconds(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
         return self.prefill_step_seconds(PrefillChunks.single(prefill_tokens), decode_seqs, context_tokens)
@@ -248,9 +289,16 @@ class FeatureStepCost:
     def prefill_step_seconds(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> float:
         fast = getattr(self.features, "step_seconds", None)  # a source that prices a step without a feature row
         if fast is not None:
-            return float(fast(chunks, decode_seqs, context_tokens, self.coefficients)) + self.floor_s
+            return float(fast(chunks, decode_seqs, context_tokens, self._floats)) + self.floor_s
         return float(self.features.of_step(chunks, decode_seqs, context_tokens) @ self.coefficients) + self.floor_s
 
     def decode_steps_seconds(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
         seconds: np.ndarray = self.features.of_decode_steps(decode_seqs, context_tokens) @ self.coefficients
         return seconds + self.floor_s
+
+    def decode_line(self, decode_seqs: int) -> tuple[float, float] | None:
+        line = getattr(self.features, "decode_line", None)  # datasheet features; measured kernels interpolate
+        if line is None:
+            return None
+        intercept, slope = line(decode_seqs, self._floats)
+        return float(intercept) + self.floor_s, float(slope)

@@ -11,6 +11,7 @@ feature, fitted on measured serving runs (``step_fit.py``): the per-step and per
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -89,7 +90,7 @@ class KernelStepFeatures:
         )
 
     def step_seconds(
-        self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int, coefficients: np.ndarray
+        self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int, coefficients: Sequence[float]
     ) -> float:
         """``of_step(...) @ coefficients`` in plain floats (the simulator's per-step path; equal to it)."""
         c, topology = coefficients, self.topology

@@ -64,3 +64,7 @@ class UpperStepCost:
 
     def decode_steps_seconds(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
         return self.point.decode_steps_seconds(decode_seqs, context_tokens) * self.factors.decode
+
+    def decode_line(self, decode_seqs: int) -> tuple[float, float] | None:
+        line = self.point.decode_line(decode_seqs)
+        return None if line is None else (line[0] * self.factors.decode, line[1] * self.factors.decode)

@@ -57,3 +57,22 @@ def test_a_grouped_query_models_kv_feature_is_the_read_alone() -> None:
     llama = load_architecture("llama-3.1-8b")[1]
     f = StepFeatures(llama, FP8, H200, 1, "fp8")
     assert _kv(f, 10_000) == 10_000 * (f.rates.kv_bytes_per_token / f.rates.bandwidth)
+
+
+@pytest.mark.parametrize(
+    ("model", "scheme", "tp"),
+    [("llama-3.1-8b", "fp8-dynamic", 1), ("llama-3.1-70b", "baseline", 4), ("deepseek-v3", "fp8-dynamic", 8)],
+)
+def test_the_plain_float_step_equals_the_feature_rows_dot_product(model: str, scheme: str, tp: int) -> None:
+    """The simulator's per-step path (``step_seconds``) prices a step as ``of_step(...) @ coefficients`` does, for
+    prefill, mixed and decode steps, dense and MoE (whose streamed weights vary with the tokens)."""
+    f = StepFeatures(load_architecture(model)[1], get_scheme(scheme), H200, tp, "auto")
+    coefficients = np.random.default_rng(0).uniform(0.5, 3.0, len(FEATURES))
+    floats = tuple(float(x) for x in coefficients)
+    for chunks, decode, context in [
+        (PrefillChunks(), 64, 64 * 900),
+        (PrefillChunks.single(2048), 0, 2048),
+        (PrefillChunks(tokens=512, seqs=2, sum_sq=2 * 256 * 256, sum_cross=256 * 1024, prior_tokens=1024), 31, 40_000),
+    ]:
+        row = f.of_step(chunks, decode, context)
+        assert f.step_seconds(chunks, decode, context, floats) == pytest.approx(float(row @ coefficients), rel=1e-12)
