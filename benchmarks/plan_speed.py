@@ -24,7 +24,9 @@ _RUN = "from recommender.cli.main import main; sys.argv = ['recommender'] + sys.
 
 def _plan(args: list[str], cache: str, blocked: bool) -> tuple[float, list[dict[str, object]]]:
     code = "import sys; " + (_BLOCK if blocked else "") + _RUN
-    env = os.environ | {"RECOMMENDER_CACHE_DIR": cache}
+    # One process: the datasheet run blocks aiconfigurator-core in this interpreter only, and the three runs compare
+    # the step costs, not how many cores the rows spread over (``fleet.row_processes``).
+    env = os.environ | {"RECOMMENDER_CACHE_DIR": cache, "RECOMMENDER_PLAN_PROCESSES": "1"}
     started = time.perf_counter()
     out = subprocess.run(
         [sys.executable, "-c", code, "plan", *args, "--json"],

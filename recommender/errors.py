@@ -43,6 +43,10 @@ class BadInputError(RecommenderError):
             message += f" (fix: {fix})"
         super().__init__(one_line(message))
 
+    def __reduce__(self) -> tuple[type[BadInputError], tuple[str, str, str]]:
+        """Pickled by its fields (a row planned in another process raises it there: ``fleet.row_processes``)."""
+        return type(self), (self.field, self.problem, self.fix)
+
 
 class SchemeUnavailableError(RecommenderError):
     """A quantization method cannot run here (device, kernel, library); the search records it."""

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 EPILOG = (
     "Latencies and capacities are calibrated (step costs fitted on measured serving runs, their uncertainty from "
-    "held-out step residuals, simulated through the traffic); quality is a labelled prior, verdict 'unverified'."
+    "held-out step residuals, simulated through the traffic); quality is a labelled prior, verdict 'unverified'. "
+    "Rows are planned side by side, one process per usable CPU core (RECOMMENDER_PLAN_PROCESSES=N caps them)."
 )
 
 

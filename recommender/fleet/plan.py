@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, KVCacheDtype
 from recommender.config.spec import LatencySLA, Traffic
@@ -30,6 +31,7 @@ from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.launch import launch_commands
 from recommender.fleet.plan_row import PlanRow
 from recommender.fleet.plan_scope import PlanScope, caps_evaluated
+from recommender.fleet.row_processes import map_rows
 from recommender.perf.catalog.gpus import Accelerator, Catalog
 from recommender.perf.model.memory import plan_memory
 from recommender.perf.model.shape import ModelShape
@@ -214,18 +216,27 @@ def plan(
     `on_row` hears each pair's "gpu/precision" once it is planned (a progress bar: each pair is up to four
     tensor-parallel degrees x KV dtypes x batch caps of simulations). `engines`: those a row may be served by (a spec's
     `engines`; the search and the GPU mix use the same)."""
-    rows = []
-    for hw in hardware:
-        accel = catalog.get(hw, field="--hardware")
-        for p in precisions:
-            rows.append(
-                plan_one(shape, accel, p, traffic=traffic, sla=sla, scope=scope, catalog=catalog, engines=engines)
-            )
-            if on_row is not None:
-                on_row(f"{hw}/{p}")
+    pairs = [(catalog.get(hw, field="--hardware"), p) for hw in hardware for p in precisions]
+    row = partial(_planned_pair, shape, traffic=traffic, sla=sla, scope=scope, catalog=catalog, engines=engines)
+    done = None if on_row is None else (lambda pair: on_row(f"{pair[0].key}/{pair[1]}"))
+    rows = map_rows(row, pairs, done)  # in processes side by side (``row_processes``): the rows are independent
     if model:
         rows = [replace(r, launch=launch_of(r, model, catalog, traffic)) for r in rows]
     return sorted(rows, key=lambda r: (r.usd_per_month is None, r.usd_per_month or 0.0, r.usd_per_1m_tokens or 0.0))
+
+
+def _planned_pair(
+    shape: ModelShape,
+    pair: tuple[Accelerator, str],
+    *,
+    traffic: Traffic,
+    sla: LatencySLA,
+    scope: PlanScope | None,
+    catalog: Catalog,
+    engines: tuple[str, ...],
+) -> PlanRow:
+    """`plan_one` for one (GPU, precision) pair: a module-level function, so a row process can be handed it."""
+    return plan_one(shape, pair[0], pair[1], traffic=traffic, sla=sla, scope=scope, catalog=catalog, engines=engines)
 
 
 def launch_of(row: PlanRow, model: str, catalog: Catalog, traffic: Traffic) -> str:
