@@ -86,13 +86,22 @@ def _register() -> None:
 _register()
 
 
+def _stacks_on_sigusr1() -> None:
+    """`kill -USR1 PID` writes every thread's stack to the process's own stderr (not where pytest captures)."""
+    if not hasattr(signal, "SIGUSR1") or sys.__stderr__ is None:
+        return
+    try:
+        faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
+    except (ValueError, OSError):  # stderr without a file descriptor (an embedding host): no stacks, nothing else lost
+        return
+
+
 def main() -> None:
     """Entry point: turns BadInputError into one line and exit code 2.
 
     `kill -USR1 PID` prints every thread's stack to stderr and the command goes on: where a long search or a
     worker waits (a claim, a database lock) without stopping it."""
-    if hasattr(signal, "SIGUSR1"):
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
+    _stacks_on_sigusr1()
     try:
         code = app(standalone_mode=False)
     except BadInputError as exc:
