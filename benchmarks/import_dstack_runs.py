@@ -29,13 +29,18 @@ Mapping (each output column from the source or from ``Deepseek-R1/README.md`` at
 - ``precision`` / ``gemm_quant_mode`` / ``moe_quant_mode`` fp8: the checkpoint's own block FP8 (e4m3, 128 x 128),
   served as shipped (no ``--quantization`` flag in any launch line).
 - ``kv_cache_dtype`` auto (bf16): no launch line sets ``--kv-cache-dtype``, whose default is "auto" (the model's
-  dtype) in SGLang and vLLM; TensorRT-LLM's pytorch flow taken the same (unverified).
+  dtype) in SGLang (``server_args.py``: '"auto" will use model data type') and vLLM (``engine/arg_utils.py``:
+  ``EngineArgs.kv_cache_dtype = 'auto'``), both read in stored copies of the 0.4.x / 0.6-0.7-era files (tags not
+  pinned); TensorRT-LLM's pytorch flow taken the same (unverified).
 - layout, ``mode`` agg, one replica on the 8 GPUs: SGLang H200 ``--tp 8 --enable-dp-attention`` (line 160):
-  SGLang then sets dp_size = tp_size, so attention runs in 8 data-parallel ranks of TP 1 and the MoE layers stay
-  tensor-parallel over 8 (expert parallelism only under ``--enable-ep-moe``) -> tp_size 1, attention_dp_size 8,
+  SGLang then sets dp_size = tp_size (``server_args.py`` of the 0.4.x series: ``if self.enable_dp_attention:
+  self.dp_size = self.tp_size``; ep_size = tp_size only ``if self.enable_ep_moe``; a stored copy, tag not pinned),
+  so attention runs in 8 data-parallel ranks of TP 1 and the MoE layers stay tensor-parallel over 8 -> tp_size 1,
+  attention_dp_size 8,
   moe 8 x 1; SGLang MI300X ``--tp 8`` (178), vLLM ``--tensor-parallel-size 8`` (271, 291) -> tp 8, moe 8 x 1;
-  TensorRT-LLM ``--tp_size 8 --ep_size 4 --pp_size 1`` (204-206) -> tp 8, moe_tp 8 / 4 = 2, moe_ep 4, no
-  attention data parallelism.
+  TensorRT-LLM ``--tp_size 8 --ep_size 4 --pp_size 1`` (204-206) -> tp 8, moe_tp = tp / moe_ep = 2 (its
+  parallel mapping's rule where moe_tp_size is not given; read in a later stored copy, 0.17's not pinned),
+  moe_ep 4, no attention data parallelism (no ``enable_attention_dp`` in the launch).
 - ``isl`` / ``osl``: total input / output tokens over completed requests (3,200 / 800-6,400 for random rows, exact;
   the shared-prefix rows' mean prompt, ~3,275); ``shared_prefix_tokens``: 2,000 for generated-shared-prefix rows
   (``--gsp-system-prompt-len 2000``, README line 315), else 0 (the replay has no prefix cache: those rows are
