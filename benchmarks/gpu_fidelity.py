@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/gpu_fidelity.py [--runs FILE] [--write] [--json OUT] [--predict FILE]
     .venv/bin/python benchmarks/gpu_fidelity.py --moe [--limit N] [--write]   (MoE / disaggregated: moe_fidelity.py)
+    .venv/bin/python benchmarks/gpu_fidelity.py --moe --judge-runs FILE   (the shipped MoE fit on FILE: moe_judge.py)
 
 (--runs defaults to the runs shipped in recommender/perf/fit/measured_runs, with their source in SOURCE.md.)
 
@@ -275,6 +276,12 @@ def main() -> None:
         "--moe", action="store_true", help="validate the MoE / disaggregated step model (moe_fidelity.py)"
     )
     parser.add_argument("--limit", type=int, default=0, help="with --moe: replay every N-th run (development)")
+    parser.add_argument(
+        "--judge-runs",
+        type=Path,
+        metavar="FILE",
+        help="with --moe: predict FILE's runs with the shipped MoE fit, out of sample (moe_judge.py)",
+    )
     args = parser.parse_args()
     if args.json is not None:  # before any table is printed: a missing or read-only folder is refused first
         _check_json_out(args.json)
@@ -283,6 +290,11 @@ def main() -> None:
         return
     if args.kernels:
         _kernel_fit(args)
+        return
+    if args.moe and args.judge_runs:
+        from moe_judge import main as judge_main  # benchmarks/moe_judge.py, beside this script
+
+        judge_main(args)
         return
     if args.moe:
         from moe_fidelity import main as moe_main  # benchmarks/moe_fidelity.py, beside this script

@@ -164,8 +164,12 @@ def _replayed(source: PoolSource, config: SchedulerConfig, bench: ClosedLoopBenc
     return ttft, tpot
 
 
-def _bench(concurrency: int, prompt: int, output: int) -> ClosedLoopBenchmark:
+def _bench(concurrency: int, prompt: int, output: int, requests: int | None = None) -> ClosedLoopBenchmark:
+    """The replayed closed loop: `requests` / `concurrency` rounds where the run recorded how many it sent (so its
+    opening burst weighs in the mean as much as it did), at most 8 and ``_MAX_REQUESTS`` in all."""
     rounds = max(2, min(8, _MAX_REQUESTS // concurrency))
+    if requests is not None:
+        rounds = max(1, min(rounds, round(requests / concurrency)))
     return ClosedLoopBenchmark(concurrency=concurrency, prompt_tokens=prompt, output_tokens=output, rounds=rounds)
 
 
@@ -174,9 +178,9 @@ def _aggregated(run: MoeRun, shape: ModelShape, accel: Accelerator) -> MoeRow:
     concurrency = -(-run.concurrency // pool.ranks)
     seqs = max(run.profile.max_num_seqs, concurrency)
     source = pool_source(run, pool, shape, accel, max_seqs=seqs)
-    ttft, tpot = _replayed(
-        source, _config(run, source, seqs), _bench(concurrency, run.prompt_tokens, run.output_tokens)
-    )
+    requests = None if run.requests is None else -(-run.requests // pool.ranks)
+    bench = _bench(concurrency, run.prompt_tokens, run.output_tokens, requests)
+    ttft, tpot = _replayed(source, _config(run, source, seqs), bench)
     return MoeRow(run, ttft, tpot)
 
 

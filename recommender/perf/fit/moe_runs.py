@@ -6,8 +6,12 @@ runs of gpt-oss-120b, Qwen3-235B-A22B-FP8 and DeepSeek-V3 from NVIDIA AIConfigur
 client concurrency (``silicon_concurrency`` in the source column; ``batch_size`` where that is absent), fixed prompt
 and output lengths, the mean TTFT and TPOT, and the layout: for ``agg`` the tensor-parallel degree, attention
 data-parallel ranks and MoE TP x EP of one replica; for ``disagg`` each pool's workers and per worker the same.
-A row the tool cannot replay (its GPU not in the catalog, its worker counts missing, an unknown scheme) is counted
-by reason, never dropped silently.
+A row the tool cannot replay (its GPU not in the catalog, its worker counts missing, an unknown scheme, prompts
+sharing a cached prefix) is counted by reason, never dropped silently.
+
+``measured_runs/dstack_deepseek_r1_runs.csv`` (``DSTACK_RUNS``), in the same columns plus ``kv_cache_dtype``,
+``num_requests`` and ``shared_prefix_tokens``, is an independent campaign (DeepSeek-R1 on 8 x H200 and 8 x MI300X)
+the fit never reads: ``benchmarks/moe_judge.py`` predicts it with the shipped fit, out of sample.
 """
 
 from __future__ import annotations
@@ -19,11 +23,11 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from recommender.perf.fit.serving_runs import SCHEMES, SYSTEMS, replayable_rows
+from recommender.perf.fit.serving_runs import KV_DTYPES, SCHEMES, SYSTEMS, replayable_rows
 from recommender.perf.scheme import Scheme, SchemeLookup
 from recommender.perf.sim.engine_profiles import EngineProfile
 
-__all__ = ["MOE_RUNS", "MOE_RUNS_SOURCE", "MoeRun", "Pool", "read_moe_runs"]
+__all__ = ["DSTACK_RUNS", "MOE_RUNS", "MOE_RUNS_SOURCE", "MoeRun", "Pool", "read_moe_runs"]
 
 #: The runs shipped in the package (their source in ``measured_runs/SOURCE.md``).
 MOE_RUNS = Path(str(resources.files("recommender.perf.fit") / "measured_runs" / "moe_disagg_runs.csv"))
@@ -32,8 +36,11 @@ MOE_RUNS_SOURCE = (
     "(github.com/ai-dynamo/aiconfigurator@095f58a5, Apache-2.0), gpt-oss-120b, Qwen3-235B-A22B-FP8, DeepSeek-V3, "
     "aggregated and disaggregated"
 )
-#: The MoE file's systems beyond the dense file's: B300 (HGX). GB300 is not in the GPU catalog: its rows are skipped.
-_SYSTEMS = SYSTEMS | {"b300_sxm": "b300", "b300": "b300"}
+#: dstack's DeepSeek-R1 runs (8 x H200, 8 x MI300X; ``benchmarks/import_dstack_runs.py``): judged, never fitted.
+DSTACK_RUNS = MOE_RUNS.with_name("dstack_deepseek_r1_runs.csv")
+#: The MoE files' systems beyond the dense file's: B300 (HGX), MI300X (datasheet, uncalibrated: no AMD run is fitted).
+#: GB300 is not in the GPU catalog: its rows are skipped.
+_SYSTEMS = SYSTEMS | {"b300_sxm": "b300", "b300": "b300", "mi300x": "mi300x"}
 #: GPUs one NVLink domain joins (the all-to-all's node tier): a GB200 NVL72 rack; HGX servers are 8.
 NVLINK_DOMAIN = {"gb200": 72}
 _CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
@@ -86,6 +93,8 @@ class MoeRun:
     decode: Pool
     prefill: Pool | None = None
     kv_cache_dtype: str = "fp8"
+    #: Requests the client sent in all (None: not recorded; the replay then sends a fixed number of rounds).
+    requests: int | None = None
     numerics: Scheme = field(compare=False, repr=False, default=None)  # type: ignore[assignment]
     profile: EngineProfile = field(compare=False, repr=False, default=None)  # type: ignore[assignment]
 
@@ -141,6 +150,10 @@ def _why_not(row: Mapping[str, str], profiles: Mapping[str, EngineProfile]) -> s
         return f"model {row.get('model_path')!r} has no shipped architecture"
     if row.get("mode") == "disagg" and not (row.get("prefill_num_workers") or "").strip():
         return "disaggregated run without worker counts (prefill_num_workers / decode_num_workers empty)"
+    if "kv_cache_dtype" in row and (row["kv_cache_dtype"] or "").strip().lower() not in KV_DTYPES:
+        return "a KV-cache dtype other than 16-bit or fp8"
+    if float((row.get("shared_prefix_tokens") or "0").strip() or 0) > 0:
+        return "prompts share a cached prefix (the closed-loop replay has no prefix cache)"
     return None
 
 
@@ -163,6 +176,8 @@ def _run(row: Mapping[str, str], schemes: SchemeLookup, profiles: Mapping[str, E
         tpot_ms=float(row["silicon_tpot_ms"]),
         decode=_pool(row, "decode_" if disagg else "", workers=disagg),
         prefill=_pool(row, "prefill_", workers=True) if disagg else None,
+        kv_cache_dtype=KV_DTYPES[(row.get("kv_cache_dtype") or "fp8").strip().lower()],
+        requests=_int(row, "num_requests") if (row.get("num_requests") or "").strip() else None,
         numerics=schemes(scheme),
         profile=profiles[row["backend"]],
     )
@@ -176,6 +191,7 @@ def read_moe_runs(
 ) -> tuple[list[MoeRun], dict[str, int]]:
     """Every row of `path` the model can replay, and how many it skipped for each reason.
 
-    The KV cache is taken as fp8 for every run: the fp8 and NVFP4 checkpoints these engines serve carry FP8 KV
-    scales (the file has no KV column), as the dense file's fp8 runs showed (``serving_runs.MeasuredRun``)."""
+    The KV cache is the ``kv_cache_dtype`` column's where the file has one (dstack's runs: "auto", the model's
+    16-bit dtype), else fp8: the AIConfigurator file's fp8 and NVFP4 checkpoints carry FP8 KV scales (it has no KV
+    column), as the dense file's fp8 runs showed (``serving_runs.MeasuredRun``)."""
     return replayable_rows(path, lambda row: _why_not(row, profiles), lambda row: _run(row, schemes, profiles))
