@@ -19,7 +19,6 @@ from recommender.perf.sim.physics_capacity import ALARM_FACTOR
 from recommender.perf.sim.results import Percentiles
 from recommender.perf.sim.scheduler import SchedulerConfig
 from recommender.perf.sim.settle import (
-    AT_LOAD_MAX_REQUESTS,
     FIRST_REQUESTS,
     Settled,
     in_flight,
@@ -239,7 +238,6 @@ def _at_load(
             load,
             search.settled,
             doublings=None if settle_at_load else 0,
-            max_requests=AT_LOAD_MAX_REQUESTS,
         )
     if not settle_at_load:
         return probe(_runner(cost, config, traffic, load, speculation), load, FIRST_REQUESTS)
@@ -270,7 +268,7 @@ def settled_at(
     capacity, an upper bound at a lower rate), grown to its own steady state, then doubled until its P99s move
     by under ``settle.TOLERANCE``."""
     run = _runner(cost, config, traffic, rate, speculation)
-    return settle(run, rate, steady(run, rate, rate * request_s, first=first), max_requests=AT_LOAD_MAX_REQUESTS)
+    return settle(run, rate, steady(run, rate, rate * request_s, first=first))
 
 
 def _runner(

@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from recommender.perf.sim.results import SimulationResult
 
 __all__ = [
-    "AT_LOAD_MAX_REQUESTS",
     "MAX_REQUESTS",
     "OVERLOAD",
     "TOLERANCE",
@@ -60,10 +59,6 @@ MIN_MEASURED = 540
 FIRST_REQUESTS = 600
 #: The most requests one simulation takes.
 MAX_REQUESTS = 40_000
-#: The most requests the P99s at a replica's load may take to settle (``settle``'s `max_requests` there): near its
-#: capacity a replica's queue relaxes slowly, and one such run per configuration shown is affordable where every
-#: probe of a capacity search is not.
-AT_LOAD_MAX_REQUESTS = 320_000
 #: A run holding at least 1/GROW_SLACK of the count its own Little's law asks for is long enough.
 GROW_SLACK = 1.25
 
@@ -241,11 +236,10 @@ def settle(
     rate: float,
     start: Settled | None = None,
     doublings: int | None = None,
-    max_requests: int = MAX_REQUESTS,
 ) -> Settled:
     """`steady` (or `start`, a steady run already made at `rate`), then the same traffic with twice the requests,
     doubling until its P99s move by less than ``TOLERANCE`` (settled: the doubled run is returned, its P99s over
-    more requests) or the count would pass `max_requests` (not settled). An overloaded run is returned as it
+    more requests) or the count would pass ``MAX_REQUESTS`` (not settled). An overloaded run is returned as it
     is: its P99s grow with the run, and no count settles them. `doublings` caps the doublings (a check that the
     P99s hold at twice the requests, not that they settle)."""
     current = start if start is not None else steady(run, rate)
@@ -254,7 +248,7 @@ def settle(
     left = math.inf if doublings is None else doublings
     while not current.overloaded and left > 0:
         n, left = 2 * current.requests, left - 1
-        if n > max_requests:
+        if n > MAX_REQUESTS:
             return current
         doubled = _judged(run(n), n, rate)
         moved = _moved(current.result, doubled.result)
