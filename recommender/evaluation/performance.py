@@ -44,6 +44,7 @@ from recommender.perf.sim.serving import (
     simulate_serving,
     simulate_serving_interval,
 )
+from recommender.perf.sim.settle import AT_LOAD_MAX_REQUESTS, MAX_REQUESTS
 from recommender.perf.step.calibrated import CalibratedModel, shipped_model
 from recommender.perf.step.cost import StepCostModel
 from recommender.perf.step.features import FeatureStepCost
@@ -88,9 +89,10 @@ class PerformanceEvaluator:
     #: Whether replicas keep computed prefixes (every engine's default; False: the lever off, for comparison).
     cache_prefixes: bool = True
     calibrated: CalibratedModel = field(default_factory=lambda: shipped_model(cache_root() / "kernel_tables"))
-    #: Whether every candidate's P99s at its load settle (``perf/sim/settle.py``); False: one first run's, for a
-    #: caller that ranks by capacity alone and settles what it shows (``settled``: `plan`).
-    settle_at_load: bool = True
+    #: The most requests every candidate's P99s at its load may take to settle (``perf/sim/settle.py``): the search
+    #: ranks on P99s settled within ``MAX_REQUESTS`` and settles what it shows further (``settled``); 0: one first
+    #: run's, for a caller that ranks by capacity alone and settles what it shows (`plan`).
+    settle_within: int = MAX_REQUESTS
     _probes: Probes = field(default_factory=dict)
     #: Each candidate's performance, or its refusal (raised again when asked again).
     _performances: dict[Candidate, Performance | Refused] = field(default_factory=dict, init=False, repr=False)
@@ -112,16 +114,18 @@ class PerformanceEvaluator:
             return refused.result(c)
         return speed_result(c, performance, self.sla)
 
-    def settled(self, c: Candidate) -> CandidateResult:
-        """`c` evaluated with its P99s at the load settled: only the engine its evaluation picked is simulated again
-        (the capacity, and so the price, come out the same: the same requests are replayed)."""
-        if self.settle_at_load:
+    def settled(self, c: Candidate, within: int = AT_LOAD_MAX_REQUESTS) -> CandidateResult:
+        """`c` evaluated with its P99s at the load settled within `within` requests, as a configuration shown is
+        (`plan`'s rows, the search's winner and current deployment): only the engine its evaluation picked is
+        simulated again (the capacity, and so the price, come out the same: the same requests are replayed, and the
+        capacity search's runs do not depend on `within`)."""
+        if self.settle_within >= within:
             return self.evaluate(c)
         try:
             perf = self.performance(c)
         except Refused as refused:
             return refused.result(c)
-        settling = replace(self, settle_at_load=True, _probes=self._probes)
+        settling = replace(self, settle_within=within, _probes=self._probes)
         if perf.setup.probe is not None or c.hardware == LOCAL_DEVICE:
             return settling.evaluate(c)
         serving = settling._calibrated_serving(perf.setup, perf.setup.engine)
@@ -182,7 +186,7 @@ class PerformanceEvaluator:
                 traffic=self.load,
                 sla=self.sla,
                 speculation=setup.speculation,
-                settle_at_load=self.settle_at_load,
+                settle_within=self.settle_within,
             )
         accel = self.catalog.get(c.hardware)
         best: tuple[Setup, ServingEstimate] | None = None
@@ -249,7 +253,7 @@ class PerformanceEvaluator:
             confidence=self.sla.confidence,
             ttft_offset_ms=self.request_overhead_ms(engine, setup.step_cost),
             speculation=setup.speculation,
-            settle_at_load=self.settle_at_load,
+            settle_within=self.settle_within,
         )
 
     def setup(self, c: Candidate) -> Setup:

@@ -20,7 +20,7 @@ from recommender.config.candidate import Candidate
 from recommender.config.spec import SearchSpec
 from recommender.decision.assumptions import assumptions_of
 from recommender.decision.evidence import RECOMMENDATION_JSON, StudyEvidence, write_evidence
-from recommender.decision.recommendation import Recommendation, build, result_of
+from recommender.decision.recommendation import Recommendation, build
 from recommender.decision.rules import pick
 from recommender.evaluation.candidate import CandidateResult
 from recommender.perf.step.calibrated import fit_digest
@@ -36,6 +36,7 @@ from recommender.study.claims import ClaimStore, worker_id
 from recommender.study.deferred_tracking import catch_up, finish_study_run
 from recommender.study.preflight import check_continuable, check_search
 from recommender.study.prepare import Prepared, portable_spec
+from recommender.study.shown_rows import shown_rows
 from recommender.study.space import grid_size, neighbourhood, references, space_choices, trial_params
 from recommender.study.storage import (
     DEFAULT_STORAGE,
@@ -223,10 +224,11 @@ def _finish(
 ) -> SearchOutcome:
     """The one recommendation, its launch commands and load curve, written and logged; the study's run finished."""
     spec, worker, evaluator = prepared.spec, opened.worker, opened.worker.evaluator
-    results = worker.results()
     output_dir = output_root / spec.study_name
-    # Picked once: the winner's answers, the assumptions and the recommendation all speak of these two.
-    winner, current = pick(results), result_of(results, opened.current.key)
+    # Picked once, among the trials with the rows shown settled further (``shown_rows``): the winner's answers, the
+    # assumptions and the recommendation all speak of these two.
+    shown = shown_rows(worker.results(), opened.current.key, evaluator.performance)
+    results, winner, current = shown.results, shown.winner, shown.current
     answer = winner_answers(prepared, evaluator, results, winner, output_dir, status)
     recommendation = build(
         results,

@@ -88,14 +88,15 @@ def test_plan_cli_unknown_model_lists_known_ones() -> None:
 # rtx-4090: priced by the default price set (RunPod Secure Cloud).
 @pytest.mark.parametrize(("hardware", "batch"), [("rtx-4090", 8), ("h100-sxm", 32), ("l40s", 1)])
 def test_plan_and_search_model_a_catalog_candidate_identically(hardware: str, batch: int) -> None:
-    """`plan` is the search's evaluator without quality: same memory plan, step cost, simulation and price."""
+    """`plan` is the search's evaluator without quality: same memory plan, step cost, simulation and price, and its
+    row's P99s are those the search shows for the candidate (settled within ``AT_LOAD_MAX_REQUESTS``)."""
     from recommender.config.candidate import Candidate
     from recommender.config.spec import load_spec
     from recommender.study import prepare
 
     spec = load_spec(Path(__file__).parents[2] / "recommender" / "demo" / "search_space.yaml")
     prepared = prepare(spec)
-    searched = prepared.evaluator().performance.evaluate(Candidate("bf16", "baseline", hardware, batch))
+    searched = prepared.evaluator().performance.settled(Candidate("bf16", "baseline", hardware, batch))
     planned = plan_one(
         prepared.shape,
         prepared.catalog.get(hardware),

@@ -20,6 +20,7 @@ from recommender.perf.sim.results import Percentiles
 from recommender.perf.sim.scheduler import SchedulerConfig
 from recommender.perf.sim.settle import (
     FIRST_REQUESTS,
+    MAX_REQUESTS,
     Settled,
     in_flight,
     probe,
@@ -167,12 +168,13 @@ def simulate_serving(
     traffic: TrafficLoad,
     sla: LatencyLimits,
     speculation: SpeculativeDecoding | None = None,
-    settle_at_load: bool = True,
+    settle_within: int = MAX_REQUESTS,
 ) -> ServingEstimate:
     """Capacity within the SLA and the latency percentiles at the target load per replica, from simulation
     (with `speculation`: decode steps verify drafts at the measured acceptance, ``speculative.py``). The P99s at
-    the load settle (``settled_at``); with `settle_at_load` False they are one first run's, not checked (a caller
-    that compares capacities alone and settles only the configurations it shows: ``fleet/plan.py``)."""
+    the load settle (``settled_at``) within `settle_within` requests (``settle.AT_LOAD_MAX_REQUESTS`` for a
+    configuration shown); with 0 they are one first run's, not checked (a caller that compares capacities alone and
+    settles only the configurations it shows: ``fleet/plan.py``). The capacity does not depend on it."""
     label = (cost if speculation is None else SpeculativeStepCost(cost, speculation)).provenance.extended(
         f"continuous-batching simulation (Poisson requests to steady state, max_num_seqs {config.max_num_seqs}, "
         f"{config.max_num_batched_tokens} tokens per simulated step, chunked prefill)"
@@ -204,7 +206,7 @@ def simulate_serving(
     replicas = replicas_needed(traffic.requests_per_second, search.rate_per_s)
     load = traffic.requests_per_second / replicas
     assert search.settled is not None and search.result is not None  # a capacity above 0 was simulated to settle
-    settled = _at_load(cost, config, traffic, load, search, speculation, settle_at_load)
+    settled = _at_load(cost, config, traffic, load, search, speculation, settle_within)
     at_load = settled.result
     return ServingEstimate(
         ttft_ms=at_load.ttft_ms,
@@ -227,19 +229,21 @@ def _at_load(
     load: float,
     search: RateSearch,
     speculation: SpeculativeDecoding | None,
-    settle_at_load: bool,
+    settle_within: int,
 ) -> Settled:
     """The run behind the P99s at a replica's `load`: the capacity's own run where the load is the capacity, one
-    first run where nothing asks them settled, else a steady run settled by doubling."""
+    first run where nothing asks them settled (`settle_within` 0), else a steady run settled by doubling within
+    `settle_within` requests."""
     assert search.settled is not None and search.result is not None  # a capacity above 0 was simulated to settle
     if load == search.rate_per_s:  # the capacity's own run, doubled once there: settled the rest of the way
         return settle(
             _runner(cost, config, traffic, load, speculation),
             load,
             search.settled,
-            doublings=None if settle_at_load else 0,
+            doublings=None if settle_within else 0,
+            max_requests=settle_within,
         )
-    if not settle_at_load:
+    if not settle_within:
         return probe(_runner(cost, config, traffic, load, speculation), load, FIRST_REQUESTS)
     # From half the requests the capacity's check ended on: at a lower load, its P99s move no more.
     return settled_at(
@@ -250,6 +254,7 @@ def _at_load(
         speculation,
         request_s=in_flight(search.result, search.rate_per_s) / search.rate_per_s,
         first=max(FIRST_REQUESTS, search.settled.requests // 2),
+        max_requests=settle_within,
     )
 
 
@@ -262,13 +267,14 @@ def settled_at(
     *,
     request_s: float = 0.0,
     first: int = FIRST_REQUESTS,
+    max_requests: int = MAX_REQUESTS,
 ) -> Settled:
     """The traffic simulated at `rate` until its P99s settle (``settle.py``): the same requests, more of them; the
     first run of at least `first` requests, sized for `rate` x `request_s` in flight (the request time at the
     capacity, an upper bound at a lower rate), grown to its own steady state, then doubled until its P99s move
-    by under ``settle.TOLERANCE``."""
+    by under ``settle.TOLERANCE`` or the count would pass `max_requests`."""
     run = _runner(cost, config, traffic, rate, speculation)
-    return settle(run, rate, steady(run, rate, rate * request_s, first=first))
+    return settle(run, rate, steady(run, rate, rate * request_s, first=first), max_requests=max_requests)
 
 
 def _runner(
@@ -300,19 +306,20 @@ def simulate_serving_interval(
     confidence: float,
     ttft_offset_ms: float = 0.0,
     speculation: SpeculativeDecoding | None = None,
-    settle_at_load: bool = True,
+    settle_within: int = MAX_REQUESTS,
 ) -> ServingEstimate:
     """Capacity within `sla` and the P99s' upper ends from the user's traffic simulated with every step at the upper
     end of its interval (`upper`); the point P99s at the same load from the point step costs (`point`).
 
     `ttft_offset_ms` is the fixed time every TTFT carries outside the steps (the request's way through the
-    engine); `sla`'s TTFT is the user's less that offset, and the reported TTFTs include it.
+    engine); `sla`'s TTFT is the user's less that offset, and the reported TTFTs include it. `settle_within`
+    is ``simulate_serving``'s, for both.
     """
     high = simulate_serving(
-        upper, config, traffic=traffic, sla=sla, speculation=speculation, settle_at_load=settle_at_load
+        upper, config, traffic=traffic, sla=sla, speculation=speculation, settle_within=settle_within
     )
     settled: Settled | None = None
-    if high.requests_measured is not None and not settle_at_load:
+    if high.requests_measured is not None and not settle_within:
         load = high.load_per_replica_rps
         settled = probe(_runner(point, config, traffic, load, speculation), load, FIRST_REQUESTS)
         at_load = settled.result
@@ -329,7 +336,9 @@ def simulate_serving_interval(
         # The point steps are faster than the upper ones: their requests in flight at the load are no more, so half
         # the requests the upper ones settled on is a steady run for them, and its doubling the check.
         first = max(FIRST_REQUESTS, (high.requests_simulated or 0) // 2)
-        settled = settled_at(point, config, traffic, high.load_per_replica_rps, speculation, first=first)
+        settled = settled_at(
+            point, config, traffic, high.load_per_replica_rps, speculation, first=first, max_requests=settle_within
+        )
         at_load = settled.result
     t = at_load.ttft_ms
     return replace(

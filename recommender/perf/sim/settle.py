@@ -16,7 +16,8 @@ of the arrivals (completions per second that far below arrivals) while the time 
 across the run (a queue, not a batch still filling) is an overloaded rate, whatever its P99s.
 
 ``settle`` then checks the P99s: the same traffic with twice the requests must move neither P99 (TTFT, TPOT)
-by more than ``TOLERANCE``, else the count doubles again (up to ``MAX_REQUESTS``). A run's own halves are no
+by more than ``TOLERANCE``, else the count doubles again (up to ``MAX_REQUESTS``, or
+``AT_LOAD_MAX_REQUESTS`` for the P99s at the load of a configuration shown). A run's own halves are no
 such check: a batch whose long requests take many request times to reach their share drifts slowly, and
 two halves of a short run agree while a run twice as long does not. The result says how many
 requests its P99s rest on and whether they settled.
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from recommender.perf.sim.results import SimulationResult
 
 __all__ = [
+    "AT_LOAD_MAX_REQUESTS",
     "MAX_REQUESTS",
     "OVERLOAD",
     "TOLERANCE",
@@ -57,8 +59,12 @@ MEASURED_PER_IN_FLIGHT = 4
 MIN_MEASURED = 540
 #: The first run's requests when nothing predicts the requests in flight (MIN_MEASURED after a 10 % warm-up).
 FIRST_REQUESTS = 600
-#: The most requests one simulation takes.
+#: The most requests one simulation takes (a capacity search's probes and checks; the P99s a search ranks on).
 MAX_REQUESTS = 40_000
+#: The most requests the P99s at a replica's load may take to settle where they are shown (``settle``'s
+#: `max_requests`: the search's winner and current deployment, `plan`'s rows): near its capacity a replica's queue
+#: relaxes slowly, and one such run per configuration shown is affordable where every candidate's is not.
+AT_LOAD_MAX_REQUESTS = 320_000
 #: A run holding at least 1/GROW_SLACK of the count its own Little's law asks for is long enough.
 GROW_SLACK = 1.25
 
@@ -236,10 +242,11 @@ def settle(
     rate: float,
     start: Settled | None = None,
     doublings: int | None = None,
+    max_requests: int = MAX_REQUESTS,
 ) -> Settled:
     """`steady` (or `start`, a steady run already made at `rate`), then the same traffic with twice the requests,
     doubling until its P99s move by less than ``TOLERANCE`` (settled: the doubled run is returned, its P99s over
-    more requests) or the count would pass ``MAX_REQUESTS`` (not settled). An overloaded run is returned as it
+    more requests) or the count would pass `max_requests` (not settled). An overloaded run is returned as it
     is: its P99s grow with the run, and no count settles them. `doublings` caps the doublings (a check that the
     P99s hold at twice the requests, not that they settle)."""
     current = start if start is not None else steady(run, rate)
@@ -248,7 +255,7 @@ def settle(
     left = math.inf if doublings is None else doublings
     while not current.overloaded and left > 0:
         n, left = 2 * current.requests, left - 1
-        if n > MAX_REQUESTS:
+        if n > max_requests:
             return current
         doubled = _judged(run(n), n, rate)
         moved = _moved(current.result, doubled.result)
