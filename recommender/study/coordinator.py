@@ -225,8 +225,7 @@ def _finish(
     """The one recommendation, its launch commands and load curve, written and logged; the study's run finished."""
     spec, worker, evaluator = prepared.spec, opened.worker, opened.worker.evaluator
     output_dir = output_root / spec.study_name
-    # Picked once, among the trials with the rows shown settled further (``shown_rows``): the winner's answers, the
-    # assumptions and the recommendation all speak of these two.
+    # Picked once, the rows shown settled further (``shown_rows``): the answers and the recommendation speak of these.
     shown = shown_rows(worker.results(), opened.current.key, evaluator.performance)
     results, winner, current = shown.results, shown.winner, shown.current
     answer = winner_answers(prepared, evaluator, results, winner, output_dir, status)
