@@ -125,6 +125,9 @@ class PerformanceEvaluator:
             perf = self.performance(c)
         except Refused as refused:
             return refused.result(c)
+        if self.settle_within and perf.serving.p99s_settled is not False:
+            # Settled within the smaller cap (or no load simulated): a larger one makes the same runs to the same end.
+            return self.evaluate(c)
         settling = replace(self, settle_within=within, _probes=self._probes)
         if perf.setup.probe is not None or c.hardware == LOCAL_DEVICE:
             return settling.evaluate(c)
