@@ -128,10 +128,12 @@ class PerformanceEvaluator:
         if self.settle_within and perf.serving.p99s_settled is not False:
             # Settled within the smaller cap (or no load simulated): a larger one makes the same runs to the same end.
             return self.evaluate(c)
+        # The setup the evaluation built, step costs included: a probed device's steps are not timed again.
         settling = replace(self, settle_within=within, _probes=self._probes)
         if perf.setup.probe is not None or c.hardware == LOCAL_DEVICE:
-            return settling.evaluate(c)
-        serving = settling._calibrated_serving(perf.setup, perf.setup.engine)
+            serving = settling._measured_serving(perf.setup)
+        else:
+            serving = settling._calibrated_serving(perf.setup, perf.setup.engine)
         serving = replace(serving, physics_rps_per_replica=perf.serving.physics_rps_per_replica)
         return speed_result(c, replace(perf, serving=serving), self.sla)
 
@@ -183,14 +185,7 @@ class PerformanceEvaluator:
         milliseconds, so every launching engine is simulated. The local device keeps its measured step times.
         """
         if setup.probe is not None or c.hardware == LOCAL_DEVICE:
-            return setup, simulate_serving(
-                setup.step_cost,
-                setup.scheduler,
-                traffic=self.load,
-                sla=self.sla,
-                speculation=setup.speculation,
-                settle_within=self.settle_within,
-            )
+            return setup, self._measured_serving(setup)
         accel = self.catalog.get(c.hardware)
         best: tuple[Setup, ServingEstimate] | None = None
         for engine in setup.engines or self.engines[:1]:
@@ -200,6 +195,18 @@ class PerformanceEvaluator:
                 best = (for_engine, serving)
         assert best is not None
         return best
+
+    def _measured_serving(self, setup: Setup) -> ServingEstimate:
+        """The user's traffic simulated on the step times measured on the hardware at hand (a probe, the local
+        device), checked against the SLA itself."""
+        return simulate_serving(
+            setup.step_cost,
+            setup.scheduler,
+            traffic=self.load,
+            sla=self.sla,
+            speculation=setup.speculation,
+            settle_within=self.settle_within,
+        )
 
     def _for_engine(self, c: Candidate, setup: Setup, accel: Accelerator, engine: str) -> Setup:
         """`setup` served by `engine`: its calibrated step cost on `accel` and its batching."""

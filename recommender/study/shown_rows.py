@@ -47,6 +47,9 @@ def resettled(result: CandidateResult, performance: PerformanceEvaluator) -> Can
     c = result.candidate
     if result.status != "evaluated" or result.serving is None or c.layout != AGGREGATED or c.expert_parallel != 1:
         return result
+    if result.serving.p99s_settled is not False:
+        # Settled already (a resumed search shows the stored figures: a probed device is not timed again for them).
+        return result
     speed = performance.settled(c)
     if speed.status != "evaluated" or speed.serving is None:
         return result
