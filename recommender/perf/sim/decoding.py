@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from recommender.perf.step.cost import LinearDecodeStepCostModel, StepCostModel, VectorStepCostModel
+    from recommender.perf.step.cost import FastDecodeStepCostModel, StepCostModel, VectorStepCostModel
 
 __all__ = ["DecodingSequences"]
 
@@ -108,7 +108,7 @@ class DecodingSequences:
         self,
         cost: StepCostModel,
         vector_cost: VectorStepCostModel | None,
-        line_cost: LinearDecodeStepCostModel | None,
+        fast_cost: FastDecodeStepCostModel | None,
         *,
         t: float,
         d: int,
@@ -121,7 +121,13 @@ class DecodingSequences:
         None when fewer than two steps qualify (the caller takes one ordinary step instead).
         """
         n_dec, offset_sum = self.count, self.offset_sum
-        first = cost.step_seconds(0, n_dec, offset_sum + n_dec * d)
+        stepper = fast_cost.decode_stepper(n_dec) if fast_cost is not None else None
+        if stepper is None:
+
+            def stepper(context_tokens: int) -> float:
+                return cost.step_seconds(0, n_dec, context_tokens)
+
+        first = stepper(offset_sum + n_dec * d)
         if next_arrival < math.inf:
             # Steps grow with context, so at most this many start before the arrival.
             horizon = min(horizon, int((next_arrival - t) / first) + 1)
@@ -147,13 +153,13 @@ class DecodingSequences:
                 # step j starts at ends[j - 1]; it may run only while the arrival is still in the future
                 k = min(k, 1 + int(np.searchsorted(ends[:-1], next_arrival, side="left")))
             return (k, float(ends[k - 1] - t)) if k >= 2 else None
-        line = line_cost.decode_line(n_dec) if line_cost is not None else None
+        line = fast_cost.decode_line(n_dec) if fast_cost is not None else None
         if line is not None:  # the loop below in closed form
             return _series_run(first, line[1] * n_dec, t=t, horizon=horizon, next_arrival=next_arrival)
         elapsed = first
         k = 1
         while k < horizon and t + elapsed < next_arrival:
-            elapsed += cost.step_seconds(0, n_dec, offset_sum + n_dec * (d + k))
+            elapsed += stepper(offset_sum + n_dec * (d + k))
             k += 1
         return (k, elapsed) if k >= 2 else None
 

@@ -31,7 +31,7 @@ from recommender.perf.sim.admission import DECODE, DONE, Admission
 from recommender.perf.sim.results import SimulationResult
 from recommender.perf.sim.scheduler_config import BLOCK_SIZE, SchedulerConfig, fits_kv_cache
 from recommender.perf.step.cost import (
-    LinearDecodeStepCostModel,
+    FastDecodeStepCostModel,
     PrefillAwareStepCostModel,
     PrefillChunks,
     VectorStepCostModel,
@@ -85,7 +85,7 @@ class ContinuousBatchingSimulation(Admission):
         "_steps",
         "_t",
         "_vector_cost",
-        "_line_cost",
+        "_fast_decode_cost",
         "_workload",
     )
 
@@ -96,7 +96,7 @@ class ContinuousBatchingSimulation(Admission):
         super().__init__(workload, config)
         self._cost = cost
         self._vector_cost = cost if isinstance(cost, VectorStepCostModel) else None
-        self._line_cost = cost if isinstance(cost, LinearDecodeStepCostModel) else None
+        self._fast_decode_cost = cost if isinstance(cost, FastDecodeStepCostModel) else None
         self._prefill_cost = cost if isinstance(cost, PrefillAwareStepCostModel) else None
         self._workload = workload
         self._fast_decode = fast_decode
@@ -178,7 +178,7 @@ class ContinuousBatchingSimulation(Admission):
         run = decoding.decode_run(
             self._cost,
             self._vector_cost,
-            self._line_cost,
+            self._fast_decode_cost,
             t=self._t,
             d=d,
             horizon=horizon,

@@ -22,13 +22,14 @@ from recommender.perf.step.roofline import Efficiency, allreduce_seconds, roofli
 from recommender.provenance import Provenance
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     from recommender.perf.catalog.gpus import Accelerator
     from recommender.perf.model.shape import ModelShape
     from recommender.perf.scheme import Scheme
 
 __all__ = [
+    "FastDecodeStepCostModel",
     "PrefillAwareStepCostModel",
     "PrefillChunks",
     "RooflineStepCost",
@@ -65,12 +66,19 @@ class VectorStepCostModel(StepCostModel, Protocol):
 
 
 @runtime_checkable
-class LinearDecodeStepCostModel(StepCostModel, Protocol):
-    """Optional: a pure-decode step of `decode_seqs` sequences as ``intercept + slope x context_tokens`` exactly
-    (datasheet features are linear in the KV read), so a decode stretch's time is an arithmetic series; None where
-    the step is not linear in the context (measured kernel tables interpolate)."""
+class FastDecodeStepCostModel(StepCostModel, Protocol):
+    """Optional: the pure-decode steps of one batch of `decode_seqs` sequences priced without the general step path.
+
+    ``decode_line``: the step as ``intercept + slope x context_tokens`` exactly (datasheet features are linear in
+    the KV read), so a decode stretch's time is an arithmetic series; None where it is not linear (measured kernel
+    tables interpolate). ``decode_stepper``: the step as a function of the context alone, everything that depends
+    on the batch alone computed once, equal to ``step_seconds(0, decode_seqs, context)`` to the last bit; None
+    where the source has none.
+    """
 
     def decode_line(self, decode_seqs: int) -> tuple[float, float] | None: ...
+
+    def decode_stepper(self, decode_seqs: int) -> Callable[[int], float] | None: ...
 
 
 @dataclass(frozen=True, slots=True)

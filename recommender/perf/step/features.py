@@ -63,7 +63,7 @@ non-negative least-squares problem.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -265,8 +265,8 @@ class StepFeatureSource(Protocol):
 class FeatureStepCost:
     """Step times as coefficients x features: the calibrated step-cost model (and, with unit coefficients, a probe).
 
-    Implements the scheduler's ``StepCostModel``, ``PrefillAwareStepCostModel`` and
-    ``VectorStepCostModel``. ``floor_s`` keeps every step strictly positive (the scheduler
+    Implements the scheduler's ``StepCostModel``, ``PrefillAwareStepCostModel``, ``VectorStepCostModel`` and
+    ``FastDecodeStepCostModel``. ``floor_s`` keeps every step strictly positive (the scheduler
     divides by step times); the fit passes a negligible one when it isolates one feature.
     """
 
@@ -277,6 +277,10 @@ class FeatureStepCost:
 
     #: The coefficients as plain floats, for the per-step path (``step_seconds`` of a feature source).
     _floats: tuple[float, ...] = field(init=False, repr=False, compare=False)
+    #: ``decode_stepper``'s answers by (decode_seqs, factor): the simulator asks for the same few batch sizes often.
+    _steppers: dict[tuple[int, float], Callable[[int], float] | None] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if self.coefficients.shape != (N_FEATURES,) or np.any(self.coefficients < 0):
@@ -302,3 +306,16 @@ class FeatureStepCost:
             return None
         intercept, slope = line(decode_seqs, self._floats)
         return float(intercept) + self.floor_s, float(slope)
+
+    def decode_stepper(self, decode_seqs: int, factor: float = 1.0) -> Callable[[int], float] | None:
+        """A pure-decode step of `decode_seqs` sequences as a function of its context, x `factor` (the upper
+        step's), equal to ``step_seconds(0, decode_seqs, context) x factor``; measured kernels only (the datasheet's
+        step is a ``decode_line``)."""
+        key = (decode_seqs, factor)
+        if key not in self._steppers:
+            stepper = getattr(self.features, "decode_stepper", None)
+            found: Callable[[int], float] | None = None
+            if stepper is not None and decode_seqs > 0:
+                found = stepper(decode_seqs, self._floats, self.floor_s, factor)
+            self._steppers[key] = found
+        return self._steppers[key]

@@ -11,7 +11,7 @@ feature, fitted on measured serving runs (``step_fit.py``): the per-step and per
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -93,16 +93,34 @@ class KernelStepFeatures:
         self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int, coefficients: Sequence[float]
     ) -> float:
         """``of_step(...) @ coefficients`` in plain floats (the simulator's per-step path; equal to it)."""
-        c, topology = coefficients, self.topology
-        tokens = chunks.tokens + decode_seqs
+        host = self._host_seconds(bool(chunks.seqs), chunks.tokens + decode_seqs, coefficients)
+        return host + float(coefficients[_KERNELS]) * self.kernel_seconds(chunks, decode_seqs, context_tokens)
+
+    def _host_seconds(self, prefilling: bool, tokens: int, c: Sequence[float]) -> float:
+        """Everything in a step but its GPU kernels: host time per step and per layer, and the all-reduces."""
+        topology = self.topology
         return (
             float(c[_STEP])
-            + (float(c[_PREFILL_STEP]) if chunks.seqs else 0.0)
+            + (float(c[_PREFILL_STEP]) if prefilling else 0.0)
             + float(c[_LAYERS]) * topology.shape.n_layers
             + float(c[_AR_BYTES]) * topology.allreduce_per_token_s * tokens
             + float(c[_AR_CALLS]) * topology.allreduce_calls
-            + float(c[_KERNELS]) * self.kernel_seconds(chunks, decode_seqs, context_tokens)
         )
+
+    def decode_stepper(
+        self, decode_seqs: int, coefficients: Sequence[float], floor_s: float = 0.0, factor: float = 1.0
+    ) -> Callable[[int], float]:
+        """``(step_seconds(no prefill, decode_seqs, context) + floor_s) x factor`` as a function of the context,
+        to the last bit: the host time, the linear kernels and the batch's attention row are computed once (a
+        decode stretch's steps differ in their context alone)."""
+        host = self._host_seconds(False, decode_seqs, coefficients)
+        kernels, linear = float(coefficients[_KERNELS]), self.table.linear(decode_seqs)
+        attention = self.table.decode_attention_of(decode_seqs)
+
+        def step(context_tokens: int) -> float:
+            return (host + kernels * (linear + attention(float(max(context_tokens, 0)))) + floor_s) * factor
+
+        return step
 
     def of_step(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> np.ndarray:
         tokens, topology = chunks.tokens + decode_seqs, self.topology

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,7 +58,12 @@ class KernelTable:
 
     def decode_attention_one(self, seqs: int, kv_tokens: float) -> float:
         """Decode attention of one step (the scheduler's per-step path: plain floats, no numpy)."""
-        return self._scalar.decode(seqs, kv_tokens) if seqs > 0 else 0.0
+        return self._scalar.decoder(seqs)(kv_tokens) if seqs > 0 else 0.0
+
+    def decode_attention_of(self, seqs: int) -> Callable[[float], float]:
+        """``decode_attention_one`` at `seqs` (> 0) sequences as a function of the KV tokens alone (a decode
+        stretch's steps: the batch's row is interpolated once)."""
+        return self._scalar.decoder(seqs)
 
     def decode_attention(self, seqs: int, kv_tokens: np.ndarray | float) -> np.ndarray:
         """Decode attention of `seqs` sequences reading `kv_tokens` KV tokens in all, s (vectorised over steps)."""
@@ -102,6 +108,7 @@ class _ScalarGrid:
     #: by the engine's token budget and seats; the simulator asks the same few thousand again and again).
     _linear_memo: dict[int, float] = field(default_factory=dict, compare=False, repr=False)
     _row_memo: dict[int, list[float]] = field(default_factory=dict, compare=False, repr=False)
+    _decoder_memo: dict[int, Callable[[float], float]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, t: KernelTable) -> _ScalarGrid:
@@ -128,13 +135,23 @@ class _ScalarGrid:
     def attention(self, prompt: float) -> float:
         return _log_interp(prompt, self.prompts, self.attention_s, self.ends[1])
 
-    def decode(self, seqs: int, kv_tokens: float) -> float:
-        """As ``KernelTable.decode_attention`` for one step."""
-        last_seqs, last_context = self.ends[3], self.ends[4]
-        per_seq = max(kv_tokens / seqs, math.exp(self.contexts[0]))
-        c = min(per_seq, last_context)
-        seconds = _log_interp(c, self.contexts, self._row(seqs), last_context)
-        return seconds * max(per_seq / last_context, 1.0) * max(seqs / last_seqs, 1.0)
+    def decoder(self, seqs: int) -> Callable[[float], float]:
+        """As ``KernelTable.decode_attention`` for one step of `seqs` sequences, a function of the KV tokens."""
+        found = self._decoder_memo.get(seqs)
+        if found is None:
+            found = self._decoder_memo[seqs] = self._make_decoder(seqs)
+        return found
+
+    def _make_decoder(self, seqs: int) -> Callable[[float], float]:
+        contexts, row, last_context = self.contexts, self._row(seqs), self.ends[4]
+        shortest, batch_scale = math.exp(contexts[0]), max(seqs / self.ends[3], 1.0)
+
+        def decode(kv_tokens: float) -> float:
+            per_seq = max(kv_tokens / seqs, shortest)
+            seconds = _log_interp(min(per_seq, last_context), contexts, row, last_context)
+            return seconds * max(per_seq / last_context, 1.0) * batch_scale
+
+        return decode
 
     def _row(self, seqs: int) -> list[float]:
         """The log decode times along the contexts at `seqs` sequences: the two nearest batch rows mixed in log b

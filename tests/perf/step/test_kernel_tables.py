@@ -202,3 +202,27 @@ def test_plan_of_a_70b_fp8_on_two_l40s_stands_on_measured_kernels(engine: str, s
     assert (row["engine"], row["method"], row["tensor_parallel"]) == (engine, scheme_word, 2)
     assert row["provenance"]["basis"] == "measured kernels"
     assert "aiconfigurator-core 0.12.0 kernel tables: l40s" in row["provenance"]["detail"]
+
+
+@needs_package
+@pytest.mark.parametrize(("gpu", "tp"), [("l40s", 2), ("h100-sxm", 1)])
+def test_a_decode_stretchs_stepper_prices_each_step_as_the_step_path_does(gpu: str, tp: int) -> None:
+    """The simulator prices a kernel-table decode stretch with ``decode_stepper`` (the batch's row interpolated
+    once): each step must equal ``step_seconds`` to the last bit, or the plans would move with the shortcut."""
+    kernels = load_kernel_calibration()
+    assert kernels is not None
+    model, catalog = CalibratedModel(load_fit(), kernels), load_catalog()
+    shape = load_architecture("llama-3.1-70b")[1]
+    point = model.step_cost(shape, get_scheme("fp8-dynamic"), catalog.get(gpu), "vllm", tensor_parallel=tp)
+    upper = model.upper_step_cost(point, "vllm", 0.9)
+    assert isinstance(point.features, KernelStepFeatures) and upper.factors.decode != 1.0
+    rng = np.random.default_rng(7)
+    for cost in (point, upper):
+        for seqs in (1, 3, 64, 255, 1024, 5000):
+            step = cost.decode_stepper(seqs)
+            assert step is not None
+            # below the grid, inside it and past its longest context (the proportional tail)
+            for per_seq in (*rng.integers(1, 300_000, size=40).tolist(), 0, 1, 16, 131_072):
+                context = seqs * per_seq + int(rng.integers(0, seqs))
+                assert step(context) == cost.step_seconds(0, seqs, context)
+    assert point.decode_stepper(0) is None
