@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from recommender.engines.expert_parallel import expand_placeholders
 from recommender.engines.kernels import Kernel, describe, kernel_refusal
 from recommender.errors import BadInputError
 from recommender.perf.sim.engine_profiles import EngineProfile
@@ -219,7 +220,7 @@ class Engine(ABC):
         return EngineLaunch(
             engine=self.name,
             supported=True,
-            command=shlex.join(command),
+            command=expand_placeholders(shlex.join(command)),
             config_yaml=config_yaml,
             notes=list(notes),
             sources=list(self.sources),

@@ -11,14 +11,22 @@ there); an engine without expert parallelism refuses through ``Engine.expert_par
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from recommender.errors import BadInputError
 
-__all__ = ["ExpertParallelLaunch", "HEAD_NODE_ADDRESS"]
+__all__ = ["ExpertParallelLaunch", "HEAD_NODE_ADDRESS", "expand_placeholders"]
 
-#: What the user fills in on every node of a replica spanning several: the first node's address.
+#: What the user sets on every node of a replica spanning several: the first node's address (a shell variable).
 HEAD_NODE_ADDRESS = "${HEAD_NODE_IP}"
+_QUOTED_HEAD = re.compile(r"'(\$\{HEAD_NODE_IP\}[\w.:-]*)'")
+
+
+def expand_placeholders(command: str) -> str:
+    """`shlex.join` single-quotes ``${HEAD_NODE_IP}``, which the shell then passes on literally: double-quote it,
+    so the variable the user sets expands (the rest of the argument is plain address characters)."""
+    return _QUOTED_HEAD.sub(r'"\1"', command)
 
 
 @dataclass(frozen=True, kw_only=True)
