@@ -188,8 +188,9 @@ class Engine(ABC):
                 f"{self.speculation_refusal}."
             )
         if settings.expert_parallel is not None and self.expert_parallel_refusal:
-            why = self.expert_parallel_refusal
-            return self._unsupported(f"{self.label} does not launch an expert-parallel replica: {why}.")
+            return self._unsupported(
+                f"{self.label} does not launch an expert-parallel replica: {self.expert_parallel_refusal}."
+            )
         device = settings.device
         why = None if device is None else self.refusal(settings.method, device)
         if device is not None and why is not None:
