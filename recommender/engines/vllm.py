@@ -29,6 +29,9 @@ Verified against (flag names, accepted values, behaviour quoted in the notes):
 - vllm-project/vllm PR #23014 and issue #31668 — torchao in vLLM needs a serialized torchao
   config (``--hf-overrides quantization_config_dict_json``) or a torchao checkpoint.
 
+Parallelism (tensor, or an expert-parallel replica with data-parallel attention): ``vllm_parallel.py``, its flags
+cited there.
+
 Where it runs each scheme family (``KERNELS``), verified against vllm-project/vllm:
 - vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py @ be69645 —
   ``_get_scheme_from_parts``: FP8 W8A8 below the scheme's minimum becomes CompressedTensorsW8A16Fp8;
