@@ -176,6 +176,7 @@ class _Views:
                     redundant_experts=self.redundant_experts,
                     on_row=done,
                     link=self.link,
+                    model=target.served,
                 )
             else:
                 layouts = plan_layouts(

@@ -25,12 +25,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from recommender.engines.expert_parallel import expand_placeholders
 from recommender.engines.kernels import Kernel, describe, kernel_refusal
 from recommender.errors import BadInputError
 from recommender.perf.sim.engine_profiles import EngineProfile
 
 if TYPE_CHECKING:
     from recommender.device import DeviceInfo
+    from recommender.engines.expert_parallel import ExpertParallelLaunch
     from recommender.quantize import QuantScheme
 
 #: Activation/weight dtypes a launch may ask for (the 16-bit formats the methods compute in).
@@ -61,6 +63,9 @@ class LaunchSettings:
             as measured refuses (None: not checked).
         speculative: "none", or the speculative method whose acceptance was measured ("ngram", "ngram:K":
             vLLM's n-gram proposer, ``recommender/speculation``); an engine without it refuses.
+        expert_parallel: the expert-parallel replica this command is one node's part of (None: tensor
+            parallelism over `tensor_parallel` GPUs); `tensor_parallel` is then the replica's GPUs and `max_num_seqs`
+            the batch cap of one attention rank.
     """
 
     model: str
@@ -75,6 +80,7 @@ class LaunchSettings:
     port: int = 8000
     device: DeviceInfo | None = None
     speculative: str = "none"
+    expert_parallel: ExpertParallelLaunch | None = None
 
     def __post_init__(self) -> None:
         if not self.model.strip():
@@ -110,6 +116,12 @@ class LaunchSettings:
             )
         if not 1 <= self.port <= 65535:
             raise BadInputError("launch.port", f"must be in 1..65535, got {self.port}")
+        if self.expert_parallel is not None and self.expert_parallel.ep != self.tensor_parallel:
+            raise BadInputError(
+                "launch.tensor_parallel",
+                f"{self.tensor_parallel} is not the expert-parallel replica's {self.expert_parallel.ep} GPUs",
+                "give the replica's GPUs",
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,6 +166,9 @@ class Engine(ABC):
     #: Why this engine does not launch the speculative decoding measured here (vLLM's n-gram proposer); ''
     #: for an engine that does (it then emits it from `LaunchSettings.speculative`).
     speculation_refusal: ClassVar[str] = "its speculative decoding was not measured"
+    #: Why this engine does not launch an expert-parallel replica; '' for an engine that does (it then emits it from
+    #: `LaunchSettings.expert_parallel`, its flags cited in its module).
+    expert_parallel_refusal: ClassVar[str] = "its expert-parallel flags were not verified here"
 
     def row(self, family: str) -> Kernel | None:
         """This engine's row for a scheme family (None: it has no such scheme)."""
@@ -171,6 +186,10 @@ class Engine(ABC):
             return self._unsupported(
                 f"{self.label} does not launch {settings.speculative} speculation as measured: "
                 f"{self.speculation_refusal}."
+            )
+        if settings.expert_parallel is not None and self.expert_parallel_refusal:
+            return self._unsupported(
+                f"{self.label} does not launch an expert-parallel replica: {self.expert_parallel_refusal}."
             )
         device = settings.device
         why = None if device is None else self.refusal(settings.method, device)
@@ -202,7 +221,7 @@ class Engine(ABC):
         return EngineLaunch(
             engine=self.name,
             supported=True,
-            command=shlex.join(command),
+            command=expand_placeholders(shlex.join(command)),
             config_yaml=config_yaml,
             notes=list(notes),
             sources=list(self.sources),

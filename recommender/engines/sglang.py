@@ -76,6 +76,19 @@ in the released sources):
   above (sglang/srt/server_args.py `_handle_gpu_memory_settings`); `enable_mixed_chunk` False,
   so a prefill batch runs without the decode batch (sglang/srt/managers/scheduler.py mixes
   only `if self.is_mixed_chunk`); `max_running_requests` is derived from the KV pool.
+
+An expert-parallel replica (``LaunchSettings.expert_parallel``), verified against sgl-project/sglang:
+- python/sglang/srt/server_args.py @ 001067f — ``--tp-size`` (the replica's GPUs), ``--ep-size`` (aliases
+  ``--expert-parallel-size``, ``--ep``), ``--enable-dp-attention`` ("data parallelism for attention and tensor
+  parallelism for FFN") with ``--dp-size``, ``--ep-num-redundant-experts`` with ``--enable-eplb``,
+  ``--moe-a2a-backend`` (default ``none``; ``deepep`` needs DeepEP installed), and for several nodes ``--nnodes``,
+  ``--node-rank``, ``--dist-init-addr`` ("e.g. 192.168.0.2:25000").
+- python/sglang/srt/layers/dp_attention.py (``compute_dp_attention_world_info``) — ``attn_tp_size = tp_size //
+  dp_size``: each attention rank is ``tp / dp`` GPUs.
+- python/sglang/srt/managers/tp_worker.py @ 4f34e24 — ``max_running_requests // (dp_size if enable_dp_attention
+  else 1)``: --max-running-requests is the replica's, so the command gives the batch per rank times the ranks.
+- server_args.py ``_handle_data_parallelism`` (as read in 2026 versions of the file) — with DP attention
+  ``chunked_prefill_size = chunked_prefill_size // dp_size``: the command multiplies the per-rank budget back.
 """
 
 from __future__ import annotations
@@ -92,6 +105,7 @@ from recommender.engines._base import (
     double_quant_note,
     flatten,
 )
+from recommender.engines.expert_parallel import HEAD_NODE_ADDRESS
 from recommender.engines.kernels import FP8_W8A16_FALLBACK, Kernel
 from recommender.perf.sim.engine_profiles import EngineProfile
 
@@ -205,8 +219,11 @@ class SglangEngine(Engine):
         "prompt lookup, and turns off the overlap scheduler and mixed chunked prefill; its acceptance was not "
         "measured"
     )
+    expert_parallel_refusal = ""  # ``_parallel_options`` below
 
     def _emit(self, settings: LaunchSettings, flag: str) -> EngineLaunch:
+        parallel, switches = _parallel_options(settings)
+        ranks = settings.expert_parallel.attention_dp if settings.expert_parallel is not None else 1
         options: list[Option] = []
         if flag:
             check_choice(self.label, "--quantization", flag, QUANTIZATION_CHOICES)
@@ -217,15 +234,16 @@ class SglangEngine(Engine):
         options += [
             ("--dtype", settings.dtype),
             ("--kv-cache-dtype", KV_CACHE_DTYPE[settings.kv_cache_dtype]),
-            ("--tp-size", settings.tensor_parallel),
-            ("--max-running-requests", settings.max_num_seqs),
-            ("--chunked-prefill-size", settings.max_num_batched_tokens),
+            *parallel,
+            ("--max-running-requests", settings.max_num_seqs * ranks),
+            ("--chunked-prefill-size", settings.max_num_batched_tokens * ranks),
             ("--max-prefill-tokens", settings.max_num_batched_tokens),
             ("--mem-fraction-static", settings.gpu_memory_utilization),
             ("--context-length", settings.max_model_len),
             ("--port", settings.port),
         ]
         notes = [
+            *_expert_parallel_notes(settings),
             *_quantization_notes(settings.method, flag),
             *_kv_cache_notes(settings.kv_cache_dtype),
             "--chunked-prefill-size and --max-prefill-tokens bound the prefill tokens of one forward pass; SGLang "
@@ -235,7 +253,7 @@ class SglangEngine(Engine):
             "so the same fraction leaves SGLang a little more headroom than vLLM's --gpu-memory-utilization.",
             "SGLang listens on 127.0.0.1 unless --host is given (e.g. --host 0.0.0.0).",
         ]
-        command = ["python", "-m", "sglang.launch_server", "--model-path", settings.model, *flatten(options)]
+        command = ["python", "-m", "sglang.launch_server", "--model-path", settings.model, *flatten(options), *switches]
         return self._config(command=command, notes=notes)
 
     def no_equivalent_hint(self, method: QuantScheme) -> str:
@@ -280,3 +298,47 @@ def _kv_cache_notes(kv_cache_dtype: str) -> list[str]:
         "SGLang has no bare `fp8` KV-cache dtype; fp8_e4m3 matches vLLM's fp8. Without --quantization-param-path "
         "the KV scales default to 1.0, which SGLang warns may cost accuracy.",
     ]
+
+
+#: The port of SGLang's distributed init on the first node (``--dist-init-addr HOST:PORT``).
+DIST_INIT_PORT = 25000
+
+
+def _parallel_options(settings: LaunchSettings) -> tuple[list[Option], list[str]]:
+    """``--tp-size``, and for an expert-parallel replica ``--ep-size``, DP attention, EPLB and the nodes; the switches
+    (flags without a value) apart."""
+    ep = settings.expert_parallel
+    if ep is None:
+        return [("--tp-size", settings.tensor_parallel)], []
+    options: list[Option] = [("--tp-size", ep.ep), ("--ep-size", ep.ep)]
+    switches: list[str] = []
+    if ep.attention_dp > 1:
+        options.append(("--dp-size", ep.attention_dp))
+        switches.append("--enable-dp-attention")
+    if ep.redundant_experts:
+        options.append(("--ep-num-redundant-experts", ep.redundant_experts))
+        switches.append("--enable-eplb")
+    if ep.nodes > 1:
+        address = f"{HEAD_NODE_ADDRESS}:{DIST_INIT_PORT}"
+        options += [("--nnodes", ep.nodes), ("--node-rank", ep.node_rank), ("--dist-init-addr", address)]
+    return options, switches
+
+
+def _expert_parallel_notes(settings: LaunchSettings) -> list[str]:
+    ep = settings.expert_parallel
+    if ep is None:
+        return []
+    notes = [
+        f"--ep-size {ep.ep} splits the experts over the replica's {ep.ep} GPUs with {ep.attention_dp} attention "
+        f"rank(s) of {ep.attention_tp} GPU(s); --max-running-requests and --chunked-prefill-size are the replica's "
+        f"(SGLang divides both by --dp-size), so they are {ep.attention_dp} x the batch and budget of one rank. "
+        "The MoE all-to-all is SGLang's default (--moe-a2a-backend none); --moe-a2a-backend deepep, with DeepEP "
+        "installed, may be faster.",
+    ]
+    if ep.nodes > 1:
+        notes.append(
+            f"node {ep.node_rank} of {ep.nodes}: run the same command on every node with its --node-rank; set "
+            f"{HEAD_NODE_ADDRESS} to the first node's address (port {DIST_INIT_PORT} reachable); the first node "
+            "serves the API."
+        )
+    return notes

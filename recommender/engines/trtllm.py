@@ -84,6 +84,19 @@ in the released sources):
 * TensorRT-LLM 1.x (`trtllm-serve`, PyTorch backend): `max_num_tokens` 8192, `max_batch_size`
   2048, `enable_chunked_prefill` False (tensorrt_llm/llmapi/llm_args.py); context and generation
   requests share an iteration within max_num_tokens — modelled as mixed chunks in that budget.
+
+An expert-parallel replica (``LaunchSettings.expert_parallel``), verified against NVIDIA/TensorRT-LLM:
+- tensorrt_llm/commands/serve.py @ 4c05a74 — ``--ep_size`` ("expert parallelism size", passed as
+  ``moe_expert_parallel_size``) beside ``--tp_size``.
+- docs/source/features/parallel-strategy.md @ f53fb4c — attention data parallelism is ``tensor_parallel_size: N``
+  with ``enable_attention_dp: true`` in the YAML (the weights replicated, "the KV-cache is partitioned, because
+  different user requests are routed to different DP ranks": --max_batch_size is taken as one rank's cap); "EP
+  only" is ``tensor_parallel_size: 8`` with ``moe_expert_parallel_size: 8``; redundant expert slots belong to
+  Wide-EP's load balancer, not emitted here.
+- examples/models/core/deepseek_v3/deployment-guide-for-trt-llm-deepseek-r1.md @ 2ee475a — DeepSeek-R1 FP8 on 8
+  GPUs: ``trtllm-serve ... --tp_size 8 --ep_size 8 --extra_llm_api_options`` a YAML with
+  ``enable_attention_dp: true`` and ``kv_cache_config: dtype: fp8``. One node only here: several run under
+  mpirun/Slurm (``trtllm-llmapi-launch``), not emitted.
 """
 
 from __future__ import annotations
@@ -177,13 +190,18 @@ class TrtllmEngine(Engine):
         "requests (is_public_pool) and, once on, speculates at every batch size (docs/source/features/"
         "speculative-decoding.md: speed-ups only at low batch); vLLM's prompt lookup, which was measured, differs"
     )
+    expert_parallel_refusal = ""  # one node, attention DP on all ranks or none: ``_expert_parallel_refusal``
 
     def _emit(self, settings: LaunchSettings, flag: str) -> EngineLaunch:
         if flag:
             check_choice(self.label, "a quantization option", flag, QUANTIZATION_CHOICES)
+        if why := _expert_parallel_refusal(settings):
+            return self._unsupported(f"TensorRT-LLM's expert-parallel command is not emitted: {why}.")
+        ep = settings.expert_parallel
         options: list[Option] = [
             ("--backend", "pytorch"),
             ("--tp_size", settings.tensor_parallel),
+            *([] if ep is None else [("--ep_size", ep.ep)]),
             ("--max_batch_size", settings.max_num_seqs),
             ("--max_num_tokens", settings.max_num_batched_tokens),
             ("--max_seq_len", settings.max_model_len),
@@ -266,7 +284,23 @@ def _extra_llm_api_options(settings: LaunchSettings) -> dict[str, Any]:
         }
     if settings.max_num_batched_tokens < settings.max_model_len:
         extra["enable_chunked_prefill"] = True
+    if settings.expert_parallel is not None and settings.expert_parallel.attention_dp > 1:
+        extra["enable_attention_dp"] = True
     return extra
+
+
+def _expert_parallel_refusal(settings: LaunchSettings) -> str:
+    """Why an expert-parallel replica's command is not emitted ('' when it is, or for tensor parallelism)."""
+    ep = settings.expert_parallel
+    if ep is None:
+        return ""
+    if ep.nodes > 1:
+        return f"a replica of {ep.nodes} nodes runs under mpirun or Slurm (trtllm-llmapi-launch), not emitted here"
+    if ep.attention_dp not in (1, ep.ep):
+        return f"enable_attention_dp makes every GPU an attention rank, not {ep.attention_dp} of {ep.ep}"
+    if ep.redundant_experts:
+        return "redundant expert slots are Wide-EP's load balancer configuration, not emitted here"
+    return ""
 
 
 #: The quant_algo ModelOpt writes for each ModelOpt family.
@@ -322,6 +356,11 @@ def _extra_options_notes(settings: LaunchSettings, extra: dict[str, Any]) -> lis
             "kv_cache_config.dtype fp8 stores the KV cache in FP8; it must match a KV-cache quantization the "
             "checkpoint carries. The YAML repeats free_gpu_memory_fraction because older releases replace the "
             "kv_cache_config that --kv_cache_free_gpu_memory_fraction built with the YAML's."
+        )
+    if "enable_attention_dp" in extra:
+        notes.append(
+            "enable_attention_dp makes each GPU an attention rank with its own requests and KV cache; --ep_size splits "
+            "the experts over them; --max_batch_size is one rank's batch cap, as planned."
         )
     if "enable_chunked_prefill" in extra:
         notes.append(

@@ -29,6 +29,9 @@ Verified against (flag names, accepted values, behaviour quoted in the notes):
 - vllm-project/vllm PR #23014 and issue #31668 — torchao in vLLM needs a serialized torchao
   config (``--hf-overrides quantization_config_dict_json``) or a torchao checkpoint.
 
+Parallelism (tensor, or an expert-parallel replica with data-parallel attention): ``vllm_parallel.py``, its flags
+cited there.
+
 Where it runs each scheme family (``KERNELS``), verified against vllm-project/vllm:
 - vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py @ be69645 —
   ``_get_scheme_from_parts``: FP8 W8A8 below the scheme's minimum becomes CompressedTensorsW8A16Fp8;
@@ -168,6 +171,7 @@ from recommender.engines._base import (
 )
 from recommender.engines.kernels import FP8_W8A16_FALLBACK, Kernel
 from recommender.engines.vllm_notes import kv_cache_notes, quantization_notes, token_budget_notes
+from recommender.engines.vllm_parallel import expert_parallel_notes, parallel_options, parallel_refusal
 from recommender.perf.sim.engine_profiles import EngineProfile
 from recommender.speculation.methods import parse_speculative
 
@@ -303,8 +307,12 @@ class VllmEngine(Engine):
     kernels = KERNELS
     profile = PROFILE
     speculation_refusal = ""  # n-gram prompt lookup is vLLM's own proposer, replayed in recommender/speculation
+    expert_parallel_refusal = ""  # data-parallel attention and expert parallelism: vllm_parallel.py
 
     def _emit(self, settings: LaunchSettings, flag: str) -> EngineLaunch:
+        if why := parallel_refusal(settings):
+            return self._unsupported(f"vLLM's expert-parallel command is not emitted: {why}.")
+        parallel, switches = parallel_options(settings)
         options: list[Option] = []
         if flag:
             check_choice(self.label, "--quantization", flag, QUANTIZATION_CHOICES)
@@ -314,14 +322,17 @@ class VllmEngine(Engine):
             ("--kv-cache-dtype", KV_CACHE_DTYPE[settings.kv_cache_dtype]),
             ("--max-num-seqs", settings.max_num_seqs),
             ("--max-num-batched-tokens", settings.max_num_batched_tokens),
-            ("--tensor-parallel-size", settings.tensor_parallel),
+            *parallel,
             ("--gpu-memory-utilization", settings.gpu_memory_utilization),
             ("--max-model-len", settings.max_model_len),
             ("--port", settings.port),
             *_speculative_options(settings.speculative),
         ]
-        document = {"model": settings.model, **{option.removeprefix("--"): value for option, value in options}}
+        document: dict[str, object] = {"model": settings.model}
+        document |= {option.removeprefix("--"): value for option, value in options}
+        document |= {switch.removeprefix("--"): True for switch in switches}
         notes = [
+            *expert_parallel_notes(settings),
             *quantization_notes(settings.method, flag),
             *kv_cache_notes(settings.kv_cache_dtype),
             *token_budget_notes(settings),
@@ -329,7 +340,7 @@ class VllmEngine(Engine):
             "(values given on the command line override the file).",
         ]
         return self._config(
-            command=["vllm", "serve", settings.model, *flatten(options)],
+            command=["vllm", "serve", settings.model, *flatten(options), *switches],
             config_yaml=yaml.safe_dump(document, sort_keys=False),
             notes=notes,
         )

@@ -71,6 +71,9 @@ class CandidateResult:
     engines: tuple[str, ...] = ()
     #: A disaggregated candidate's prefill and decode pools (None: aggregated replicas, or not sized).
     pools: TwoPools | None = None
+    #: An expert-parallel candidate's attention ranks as it was priced: 1 or its degree, whichever needed fewer GPUs
+    #: (None: not expert-parallel, or stored before it was kept); its launch needs it.
+    attention_dp: int | None = None
 
     @property
     def key(self) -> str:

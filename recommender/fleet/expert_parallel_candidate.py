@@ -22,6 +22,7 @@ from recommender.evaluation.refusal import Refused
 from recommender.evaluation.speed import latency_checks
 from recommender.fleet.disaggregated_candidate import evaluate_disaggregated
 from recommender.fleet.expert_parallel_plan import ExpertParallelRow, plan_expert_parallel
+from recommender.fleet.launch import expert_parallel_launch
 from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.links import resolve_link
 from recommender.perf.pricing import estimate_cost
@@ -30,11 +31,12 @@ from recommender.perf.sim.serving import ServingEstimate
 from recommender.speculation.methods import NONE
 
 if TYPE_CHECKING:
+    from recommender.engines import EngineLaunch
     from recommender.evaluation.performance import PerformanceEvaluator
     from recommender.perf.catalog.gpus import Accelerator
     from recommender.perf.model.link import Link
 
-__all__ = ["evaluate_expert_parallel", "evaluate_layout"]
+__all__ = ["evaluate_expert_parallel", "evaluate_layout", "expert_parallel_winner_launch"]
 
 
 def evaluate_layout(performance: PerformanceEvaluator, c: Candidate, *, link: str, model: str = "") -> CandidateResult:
@@ -49,15 +51,51 @@ def evaluate_expert_parallel(performance: PerformanceEvaluator, c: Candidate, *,
     it cannot run or no replica of that degree meets the SLA."""
     try:
         accel = _checked(performance, c)
-        scope = PlanScope(
-            batch_sizes=(c.batch_size,), tensor_parallel=(c.expert_parallel,), kv_cache_dtypes=(c.kv_cache_dtype,)
-        )
-        row = plan_expert_parallel(performance, accel, c.base_scheme, scope=scope, network=_network(link, accel))
+        row = _planned(performance, c, accel, link)
         if row.gpus is None or row.requests_per_s_per_replica is None:
             raise Refused("tpot", f"{row.note or 'no replica meets the SLA'} (EP{c.expert_parallel})")
     except Refused as refused:
         return refused.result(c)
     return _result(performance, c, accel, row)
+
+
+def _planned(performance: PerformanceEvaluator, c: Candidate, accel: Accelerator, link: str) -> ExpertParallelRow:
+    """`plan --expert-parallel`'s row at the candidate's degree, batch cap and KV dtype."""
+    scope = PlanScope(
+        batch_sizes=(c.batch_size,), tensor_parallel=(c.expert_parallel,), kv_cache_dtypes=(c.kv_cache_dtype,)
+    )
+    return plan_expert_parallel(performance, accel, c.base_scheme, scope=scope, network=_network(link, accel))
+
+
+def expert_parallel_winner_launch(
+    performance: PerformanceEvaluator, winner: CandidateResult, *, link: str, model: str
+) -> list[EngineLaunch]:
+    """The expert-parallel commands of a search's winner as it was priced (its engine, degree, attention ranks,
+    batch cap per rank and KV dtype), serving `model` (the winner's checkpoint or model); its engine's first, one
+    entry per node where the replica spans several. A result stored before its attention ranks were kept is
+    planned again (deterministic: the same row)."""
+    c = winner.candidate
+    accel = performance.catalog.get(c.hardware)
+    if winner.attention_dp is None or winner.serving is None:
+        row = _planned(performance, c, accel, link)
+    else:
+        row = ExpertParallelRow(
+            accel.key,
+            c.precision,
+            c.method,
+            engine=winner.serving.engine,
+            ep=c.expert_parallel,
+            attention_dp=winner.attention_dp,
+            batch_size_per_rank=c.batch_size,
+            kv_cache_dtype=c.kv_cache_dtype,
+        )
+    return expert_parallel_launch(
+        row,
+        model=model,
+        max_model_len=performance.traffic.max_model_len,
+        gpus_per_node=accel.max_tensor_parallel,
+        device=accel.device,
+    )
 
 
 def _checked(performance: PerformanceEvaluator, c: Candidate) -> Accelerator:
@@ -116,4 +154,13 @@ def _result(
         )
     ttft, tpot, broken = latency_checks(serving, sla)
     constraints = Constraints(runnable=0.0, memory=0.0, quality=1.0, ttft=ttft, tpot=tpot)
-    return CandidateResult(c, "evaluated", constraints, broken, serving=serving, cost=cost, engines=(row.engine,))
+    return CandidateResult(
+        c,
+        "evaluated",
+        constraints,
+        broken,
+        serving=serving,
+        cost=cost,
+        engines=(row.engine,),
+        attention_dp=row.attention_dp,
+    )

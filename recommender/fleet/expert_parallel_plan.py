@@ -70,6 +70,10 @@ class ExpertParallelRow:
     tpot_p99_high_ms: float | None = None
     note: str = ""
     provenance: Provenance | None = None
+    #: The command that launches the replica on its engine with expert parallelism, one line per node where it
+    #: spans several ("" where nothing is served, the engine's command is not emitted, or no model was named); as
+    #: `PlanRow.launch`, a checkpoint scheme serves ``<model name>-<scheme>``.
+    launch: str = ""
 
 
 def expert_imbalance(n_experts: int, ep: int, *, skew: float, redundant: int) -> float:

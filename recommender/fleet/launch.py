@@ -1,17 +1,22 @@
-"""The launch commands of a recommended candidate, in every serving engine that has its scheme."""
+"""The launch commands of a recommended candidate, in every serving engine that has its scheme: an aggregated
+replica's (`launch_commands`) or an expert-parallel replica's, one command per node (`expert_parallel_launch`)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS
 from recommender.engines import EngineLaunch, LaunchSettings, emit_all
+from recommender.engines.expert_parallel import ExpertParallelLaunch
 from recommender.engines.kernels import compute_dtype
 from recommender.perf.model.memory import DEFAULT_GPU_MEMORY_UTILIZATION
+from recommender.quantize import get_scheme
 
 if TYPE_CHECKING:
     from recommender.config.candidate import Candidate
     from recommender.device import DeviceInfo
+    from recommender.fleet.expert_parallel_plan import ExpertParallelRow
 
 
 def launch_commands(
@@ -50,9 +55,65 @@ def launch_commands(
         device=device,
         speculative=candidate.speculative,
     )
-    note = (
+    emitted = sorted(emit_all(settings), key=lambda e: e.engine != engine)  # stable: the rest keep their order
+    return [replace(e, notes=[*e.notes, _length_note(max_model_len)]) if e.supported else e for e in emitted]
+
+
+def _length_note(max_model_len: int) -> str:
+    return (
         f"max_model_len {max_model_len} = the traffic profile's prompt + output tokens; "
         "raise it for longer requests (the KV cache must hold one full request)"
     )
-    emitted = sorted(emit_all(settings), key=lambda e: e.engine != engine)  # stable: the rest keep their order
-    return [replace(e, notes=[*e.notes, note]) if e.supported else e for e in emitted]
+
+
+def expert_parallel_launch(
+    row: ExpertParallelRow,
+    *,
+    model: str,
+    max_model_len: int,
+    gpus_per_node: int,
+    checkpoint: str | None = None,
+    device: DeviceInfo | None = None,
+) -> list[EngineLaunch]:
+    """Each engine's commands for the expert-parallel replica `row` priced, `row.engine`'s first; never the
+    aggregated tensor-parallel command. A replica spanning nodes has one entry per node, named
+    "<engine> node <i> of <n>"; an engine that does not launch it answers once with its refusal. Empty when the row
+    serves nothing. `model`, `checkpoint`, `device`: as `launch_commands`; `gpus_per_node`: the node's GPUs."""
+    if not row.engine or row.ep is None or row.attention_dp is None or row.batch_size_per_rank is None:
+        return []
+    method = get_scheme(row.method)
+    layout = ExpertParallelLaunch(
+        ep=row.ep, attention_dp=row.attention_dp, redundant_experts=row.redundant_experts, gpus_per_node=gpus_per_node
+    )
+    settings = LaunchSettings(
+        model=checkpoint if checkpoint is not None and method.checkpoint_format is not None else model,
+        method=method,
+        dtype=compute_dtype(method),
+        tensor_parallel=row.ep,
+        max_num_seqs=row.batch_size_per_rank,
+        max_num_batched_tokens=max(DEFAULT_MAX_BATCHED_TOKENS, row.batch_size_per_rank),  # as the planner simulated
+        kv_cache_dtype=row.kv_cache_dtype,
+        gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
+        max_model_len=max_model_len,
+        device=device,
+        expert_parallel=layout,
+    )
+    nodes = [emit_all(replace(settings, expert_parallel=replace(layout, node_rank=r))) for r in range(layout.nodes)]
+    found: list[EngineLaunch] = []
+    for i, first in enumerate(nodes[0]):
+        if not first.supported:
+            found.append(first)
+            continue
+        for r, node in enumerate(nodes):
+            name = first.engine if layout.nodes == 1 else f"{first.engine} node {r} of {layout.nodes}"
+            found.append(replace(node[i], engine=name, notes=[*node[i].notes, _length_note(max_model_len)]))
+    return sorted(found, key=lambda e: e.engine.split(" ")[0] != row.engine)  # stable: the rest keep their order
+
+
+def launch_text(entries: list[EngineLaunch], engine: str) -> str:
+    """`engine`'s command ("" where it has none); for a replica spanning nodes, each node's command under a
+    ``# <engine> node <i> of <n>`` line (a shell comment: the text pastes into a script as it is)."""
+    mine = [e for e in entries if e.command and e.engine.split(" ")[0] == engine]
+    if len(mine) == 1:
+        return mine[0].command or ""
+    return "\n".join(f"# {e.engine}\n{e.command}" for e in mine)

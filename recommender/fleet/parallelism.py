@@ -9,13 +9,14 @@ the verdict, which neither of them decides.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from recommender.engines import DEFAULT_ENGINES
 from recommender.errors import BadInputError
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.expert_parallel_plan import ExpertParallelRow, plan_expert_parallel, require_moe
+from recommender.fleet.launch import expert_parallel_launch, launch_text
 from recommender.fleet.plan import plan_one
 from recommender.fleet.plan_row import PlanRow
 from recommender.fleet.plan_scope import PlanScope
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from recommender.perf.model.link import Link
     from recommender.perf.model.shape import ModelShape
 
-__all__ = ["ParallelismComparison", "compare_parallelism", "plan_parallelism"]
+__all__ = ["ParallelismComparison", "compare_parallelism", "plan_parallelism", "with_launch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +81,21 @@ def compare_parallelism(tp: PlanRow, ep: ExpertParallelRow, *, latent_kv: bool) 
     )
 
 
+def with_launch(row: ExpertParallelRow, *, model: str, accel: Accelerator, max_model_len: int) -> ExpertParallelRow:
+    """`row` with its engine's expert-parallel command serving `model` (a checkpoint scheme serves
+    ``<model name>-<scheme>``, the directory `recommender quantize --out` writes, as `plan`'s rows do)."""
+    checkpoint = f"{model.rstrip('/').rsplit('/', 1)[-1]}-{row.method}"
+    entries = expert_parallel_launch(
+        row,
+        model=model,
+        max_model_len=max_model_len,
+        gpus_per_node=accel.max_tensor_parallel,
+        checkpoint=checkpoint,
+        device=accel.device,
+    )
+    return replace(row, launch=launch_text(entries, row.engine))
+
+
 def _network_link(link: str, accel: Accelerator) -> Link:
     """The link between the nodes a replica spans: a cluster network, not a link within a node."""
     network = resolve_link(link, accel, field="--link")
@@ -106,9 +122,10 @@ def plan_parallelism(
     redundant_experts: int = 0,
     on_row: Callable[[str], None] | None = None,
     link: str = "infiniband-ndr",
+    model: str = "",
 ) -> list[ParallelismComparison]:
     """Every (GPU, precision): the tensor-parallel plan row, the expert-parallel replica (over `link` between
-    nodes), the winner and why."""
+    nodes), the winner and why; with `model` (what the commands serve), each expert-parallel row's launch."""
     moe = require_moe(shape)
     for degree in (scope or PlanScope()).tensor_parallel:
         check_expert_split(moe.n_experts, degree, redundant_experts, field="--tensor-parallel")
@@ -134,6 +151,8 @@ def plan_parallelism(
                     network=network,
                 )
             )
+            if model:
+                ep = with_launch(ep, model=model, accel=accel, max_model_len=traffic.max_model_len)
             found.append(compare_parallelism(tp, ep, latent_kv=shape.latent_kv))
             if on_row is not None:
                 on_row(f"{hw}/{precision}")

@@ -134,5 +134,6 @@ def plan_fleet(
             scope=replace(scope, tensor_parallel=degrees),
             engines=engines,
             link=spec.space.link,
+            model=spec.model.source,
         )
     return FleetPlan(rows, winner, autoscale, mix, policy, layouts, parallelism)

@@ -156,3 +156,24 @@ def render_parallelism(
     console.print(table)
     for c in found:
         console.print(f"{c.hardware}/{c.precision}: {c.reason}", soft_wrap=True, highlight=False)
+    _render_expert_parallel_launch(found, console)
+
+
+def _render_expert_parallel_launch(found: Sequence[ParallelismComparison], console: Console) -> None:
+    """The expert-parallel command of the cheapest row expert parallelism wins, else of the cheapest expert-parallel
+    row (nothing when no row has one): never a tensor-parallel command under an expert-parallel row."""
+    rows = [c for c in found if c.expert_parallel.launch]
+    if not rows:
+        return
+    wins = [c for c in rows if c.winner == "expert-parallel"] or rows
+    best = min(wins, key=lambda c: c.expert_parallel.usd_per_month or float("inf"))
+    e = best.expert_parallel
+    verdict = "" if best.winner == "expert-parallel" else f"; {best.winner or 'neither'} wins this row"
+    console.print(
+        f"\nLaunch, expert parallelism ({best.hardware}/{best.precision}, {e.engine}, EP{e.ep} with {e.attention_dp} "
+        f"attention rank(s){verdict}):",
+        highlight=False,
+        markup=False,
+    )
+    for line in e.launch.splitlines():
+        console.print(f"  {line}", soft_wrap=True, highlight=False, markup=False)

@@ -17,6 +17,7 @@ from recommender.config.candidate import Candidate
 from recommender.engines.disaggregated_launch import engine_launches
 from recommender.evaluation.levers import LeverEffect, lever_effects
 from recommender.fleet.daily import daily_answers
+from recommender.fleet.expert_parallel_candidate import expert_parallel_winner_launch
 from recommender.fleet.launch import launch_commands
 from recommender.fleet.search_layouts import layout_verdict
 from recommender.quality.calibration_docs import quantize_context
@@ -66,8 +67,13 @@ def winner_answers(
     layouts = layout_verdict(results, winner, target_rps=spec.traffic.requests_per_second, sla=spec.sla)
     placed = [p for p in checkpoint.written if p.is_file()]
     if winner.candidate.expert_parallel != 1:
-        status("expert-parallel winner: its launch is not emitted yet; no load curve, levers or daily schedule")
-        return WinnerAnswers(placed, [], layouts=layouts)
+        # Its engine's expert-parallel commands as the search priced them (never the aggregated tensor-parallel one).
+        # The load curve, the levers and the daily profile model one tensor-parallel replica: not answered for it.
+        status("expert-parallel winner: its launch; no load curve, levers or daily schedule")
+        launch = expert_parallel_winner_launch(
+            evaluator.performance, winner, link=spec.space.link, model=checkpoint.model
+        )
+        return WinnerAnswers(placed, launch, layouts=layouts)
     if winner.pools is not None:
         # Both pools' workers and the router, as the search priced them. The load curve, the levers and the daily
         # profile's schedule and mix model one replica: not answered for pools rather than for another layout.

@@ -93,3 +93,45 @@ def test_expert_parallelism_for_a_dense_model_or_an_uneven_expert_split_is_one_l
     assert "Traceback" not in result.stderr and result.stdout == ""
     [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert all(n in line for n in needles), line
+
+
+EP_NARROW = (
+    "plan",
+    "--model",
+    "deepseek-v3",
+    "--expert-parallel",
+    "--hardware",
+    "h200",
+    "--precision",
+    "fp8",
+    "--engine",
+    "sglang",
+    "--tensor-parallel",
+    "8",
+    "--batch-size",
+    "64",
+    "--kv-cache-dtype",
+    "auto",
+    "--prompt-tokens",
+    "512",
+    "--output-tokens",
+    "128",
+    "--rps",
+    "5",
+    "--ttft-ms",
+    "2000",
+    "--tpot-ms",
+    "50",
+)
+
+
+def test_plan_expert_parallel_gives_the_ep_row_its_expert_parallel_launch_in_json() -> None:
+    result = _run(*EP_NARROW, "--json")
+    assert result.returncode == 0, result.stderr
+    [row] = json.loads(result.stdout)
+    ep = row["expert_parallel"]
+    assert ep["engine"] == "sglang" and ep["ep"] == 8 and ep["attention_dp"] == 8
+    launch = ep["launch"]  # the field plan rows call `launch`, serving the checkpoint `quantize --out` writes
+    assert launch.startswith("python -m sglang.launch_server --model-path DeepSeek-V3-fp8-dynamic ")
+    for flag in ("--tp-size 8", "--ep-size 8", "--dp-size 8", "--enable-dp-attention", "--max-running-requests 512"):
+        assert flag in launch, launch

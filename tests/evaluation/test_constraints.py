@@ -33,6 +33,7 @@ def test_a_result_stored_with_a_constraints_mapping_reads_back_as_constraints() 
     # pools): a study or results.json written before and after reads alike.
     again = json.loads(json.dumps(to_data(result)))
     assert again.pop("pools") is None and again["candidate"].pop("layout") == "aggregated"
+    assert again.pop("attention_dp") is None  # kept for expert-parallel candidates only
     assert again["candidate"].pop("expert_parallel") == 1
     assert again == json.loads(OLD_PRUNED)
     assert list(to_data(result)["constraints"]) == list(CONSTRAINT_KEYS)

@@ -4,6 +4,7 @@ degrees are checked against the model's experts before anything runs."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,11 @@ from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA, Traffic, load_spec
 from recommender.errors import BadInputError
 from recommender.evaluation.performance import PerformanceEvaluator
-from recommender.fleet.expert_parallel_candidate import evaluate_expert_parallel, evaluate_layout
+from recommender.fleet.expert_parallel_candidate import (
+    evaluate_expert_parallel,
+    evaluate_layout,
+    expert_parallel_winner_launch,
+)
 from recommender.fleet.expert_parallel_plan import plan_expert_parallel
 from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.architectures import load_architecture
@@ -73,3 +78,30 @@ def test_an_ep_degree_the_model_cannot_take_is_refused_naming_the_field(
         check_layouts(spec, load_catalog(), shape, field_prefix="")  # type: ignore[arg-type]
     for needle in needles:
         assert needle in str(info.value), str(info.value)
+
+
+def test_an_expert_parallel_winners_launch_is_its_engines_expert_parallel_command_as_priced() -> None:
+    traffic = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5)  # a few seconds of simulation
+    sla = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=50)
+    performance = PerformanceEvaluator(load_catalog(), DEEPSEEK_V3, traffic, sla, engines=("vllm",))
+    result = evaluate_expert_parallel(
+        performance, Candidate("fp8", "fp8-dynamic", "h200", 64, expert_parallel=8), link="infiniband-ndr"
+    )
+    assert result.status == "evaluated" and result.attention_dp in (1, 8), result.broken
+    launch = expert_parallel_winner_launch(performance, result, link="infiniband-ndr", model="/study/ckpt")
+    first = launch[0]
+    assert first.engine == "vllm" and first.command is not None
+    assert first.command.startswith("vllm serve /study/ckpt ") and "--enable-expert-parallel" in first.command
+    assert (
+        f"--tensor-parallel-size {8 // result.attention_dp}" in first.command and "--max-num-seqs 64" in first.command
+    )
+    assert all(
+        "--enable-expert-parallel" in (e.command or "--enable-expert-parallel") for e in launch if e.engine == "vllm"
+    )
+    # A result stored before its attention ranks were kept is planned again, to the same commands.
+    assert (
+        expert_parallel_winner_launch(
+            performance, replace(result, attention_dp=None), link="infiniband-ndr", model="/study/ckpt"
+        )
+        == launch
+    )

@@ -79,3 +79,27 @@ def test_a_link_within_a_node_between_the_nodes_of_a_replica_is_refused_naming_t
             DEEPSEEK_V3, CATALOG, hardware=["h200"], precisions=["fp8"], traffic=TRAFFIC, sla=SLA, link="nvlink"
         )
     assert info.value.field == "--link"
+
+
+def test_plan_gives_the_expert_parallel_row_its_engines_expert_parallel_command() -> None:
+    light = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5)  # a few seconds of simulation
+    [found] = plan_parallelism(
+        DEEPSEEK_V3,
+        CATALOG,
+        hardware=["h200"],
+        precisions=["fp8"],
+        traffic=light,
+        sla=SLA,
+        scope=SCOPE,
+        engines=("vllm",),
+        model="deepseek-ai/DeepSeek-V3",
+    )
+    ep = found.expert_parallel
+    assert ep.engine == "vllm" and ep.ep == 8 and ep.attention_dp is not None
+    assert ep.launch.startswith("vllm serve DeepSeek-V3-fp8-dynamic ")  # the checkpoint `quantize --out` writes
+    assert "--enable-expert-parallel" in ep.launch
+    assert (
+        f"--tensor-parallel-size {8 // ep.attention_dp}" in ep.launch
+        and f"--max-num-seqs {SCOPE.batch_sizes[0]}" in ep.launch
+    )
+    assert found.tensor_parallel.launch == ""  # plan_parallelism leaves the TP row's launch to `plan`

@@ -84,3 +84,6 @@ def test_plan_spec_compares_tensor_and_expert_parallelism_at_the_spec_degrees(
     ]
     # 5 x EP 8 against 8 x TP 8 at steady state (docs/moe-and-disaggregation.md)
     assert got["expert_parallel"]["gpus"] == 40 and got["expert_parallel"]["ep"] == 8
+    launch = got["expert_parallel"]["launch"]  # SGLang's expert-parallel command serving the spec's model
+    for flag in ("--tp-size 8", "--ep-size 8", "--dp-size 8", "--enable-dp-attention", "--max-running-requests 512"):
+        assert flag in launch, launch
