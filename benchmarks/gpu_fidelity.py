@@ -1,7 +1,7 @@
 """Fidelity of the calibrated GPU step-cost model: leave one campaign, model or (model, engine, precision) group out.
 
     .venv/bin/python benchmarks/gpu_fidelity.py [--runs FILE] [--write] [--json OUT] [--predict FILE]
-    .venv/bin/python benchmarks/gpu_fidelity.py --moe [--limit N] [--write]   (MoE / disaggregated: moe_fidelity.py)
+    .venv/bin/python benchmarks/gpu_fidelity.py --moe [--limit N] [--write] [--breakdown]   (MoE: moe_fidelity.py)
     .venv/bin/python benchmarks/gpu_fidelity.py --moe --judge-runs FILE   (the shipped MoE fit on FILE: moe_judge.py)
 
 (--runs defaults to the runs shipped in recommender/perf/fit/measured_runs, with their source in SOURCE.md.)
@@ -276,6 +276,11 @@ def main() -> None:
         "--moe", action="store_true", help="validate the MoE / disaggregated step model (moe_fidelity.py)"
     )
     parser.add_argument("--limit", type=int, default=0, help="with --moe: replay every N-th run (development)")
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="with --moe: also print measured / predicted TPOT (left out) by engine, GPU, scheme and layout",
+    )
     parser.add_argument(
         "--judge-runs",
         type=Path,

@@ -1,6 +1,6 @@
 """Fidelity of the MoE / expert-parallel / disaggregated step model, leave-one-model-out (``gpu_fidelity.py --moe``).
 
-    .venv/bin/python benchmarks/gpu_fidelity.py --moe [--limit N] [--write] [--json OUT]
+    .venv/bin/python benchmarks/gpu_fidelity.py --moe [--limit N] [--write] [--json OUT] [--breakdown]
 
 Replays every run of recommender/perf/fit/measured_runs/moe_disagg_runs.csv (gpt-oss-120b, Qwen3-235B-A22B-FP8,
 DeepSeek-V3; aggregated and disaggregated; TensorRT-LLM, SGLang, vLLM) through the tool's step model for its layout
@@ -10,7 +10,8 @@ KV transfer (disaggregated). Rows it cannot replay are counted by reason. The de
 the prior; what MoE adds (recommender/perf/fit/moe_fit.py) is fitted on two models and the third predicted, with
 90 % intervals from a nested leave-one-model-out inside the two. "before" is the prior alone (nothing fitted).
 --limit N replays every N-th run (development); --write refits on every run and writes
-recommender/perf/step/moe_step_fit.json.
+recommender/perf/step/moe_step_fit.json; --breakdown adds each model's measured / predicted TPOT (left out) by
+engine, GPU, scheme, layout and attention / MoE split: where a miss sits.
 """
 
 from __future__ import annotations
@@ -84,6 +85,31 @@ def _print(table: dict[str, Summary]) -> None:
         )
 
 
+def _split(run: MoeRun) -> str:
+    """The decode pool's layout: attention tensor- or data-parallel, MoE tensor- or expert-parallel."""
+    pool = run.decode
+    return f"attention {'DP' if pool.attention_dp > 1 else 'TP'} / MoE {'EP' if pool.moe_ep > 1 else 'TP'}"
+
+
+def breakdown(folds: Sequence[LeftOut]) -> dict[tuple[str, str], list[float]]:
+    """Each left-out run's measured / predicted TPOT, grouped per model by engine, GPU, scheme, layout and split."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for fold in folds:
+        for p in fold.predictions:
+            run = p.row.run
+            ratio = run.tpot_ms / p.tpot_ms
+            for key in ("all", run.engine, run.hardware, run.scheme, run.layout, _split(run)):
+                groups.setdefault((run.model, key), []).append(ratio)
+    return groups
+
+
+def _print_breakdown(folds: Sequence[LeftOut]) -> None:
+    print("\nMeasured / predicted TPOT of the left-out runs (median, P10-P90), by model and group")
+    for (model, key), ratios in sorted(breakdown(folds).items()):
+        lo, mid, hi = np.quantile(ratios, [0.1, 0.5, 0.9])
+        print(f"  {model:18s} {key:22s} {len(ratios):5d}  {mid:5.2f}  ({lo:.2f}-{hi:.2f})")
+
+
 def _artifact(rows: list[MoeRow], table: dict[str, Summary], skipped: dict[str, int], folds: list[LeftOut]) -> MoeFit:
     prior = priors()
     theta = fit_extras(rows, prior.__getitem__)
@@ -123,6 +149,8 @@ def main(args: argparse.Namespace) -> None:
     table = summarize(folds)
     print("\nLeave one model out (fitted on the other two; cover: share inside the nested 90 % interval)")
     _print(table)
+    if args.breakdown:
+        _print_breakdown(folds)
     if args.json:
         args.json.write_text(json.dumps({k: v.model_dump() for k, v in table.items()}, indent=2))
     if args.write:

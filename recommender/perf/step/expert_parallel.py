@@ -8,7 +8,8 @@ the calibrated features of ``features.py``, each at what one GPU of the rank doe
 
 - attention, KV reads, per-token work and the rank's all-reduces at the rank's width ``ep / attention_dp``
   (``StepFeatures`` at that tensor-parallel degree; MLA's latent whole on every GPU of the rank, its absorbed
-  decode FLOPs over the rank's ``heads / (ep / attention_dp)`` heads where they outlast the read);
+  decode FLOPs over the rank's ``heads / (ep / attention_dp)`` heads, at least a 64-row tile's, where they
+  outlast the read);
 - dense weights (attention, shared experts, dense MLPs, lm_head) streamed and multiplied at the rank's width;
 - routed experts on the busiest GPU: the replica's step routes ``attention_dp x rank tokens x top_k``
   token-expert pairs, the busiest GPU computes ``imbalance / ep`` of them (``expert_load.py``) and streams

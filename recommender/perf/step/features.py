@@ -47,8 +47,10 @@ per element, so with all 128 of DeepSeek-V3's heads on one GPU (attention data p
 (deepseek-ai/FlashMLA ``docs/20250422-new-kernel-deep-dive.md`` @ 12cfd32b: "when h_q s_q >= 128 the kernel is
 compute-bound", and 660 TFLOPS reached on H800 SXM5, whose 16-bit peak is 990). Those FLOPs are counted at the
 16-bit peak times that published efficiency (:data:`DECODE_ATTENTION_EFFICIENCY`) and the excess over the KV
-read is added to the ``kv`` feature; with tensor-parallel attention each GPU has ``heads / tp`` of them and the
-read usually binds again. Not fitted: no measured MLA run sets it.
+read is added to the ``kv`` feature. With tensor-parallel attention each GPU has ``heads / tp`` heads, but the
+kernel's tensor-core tile is 64 query rows (the heads sharing the latent; ``rates.MLA_DECODE_TILE_ROWS``), so a
+GPU with fewer than 64 heads computes 64 rows all the same: DeepSeek-V3 at TP 8 (16 heads) pays 4x its heads'
+FLOPs, compute-bound again on an H200 (1.8x the FP8 latent's read). Not fitted: no measured MLA run sets it.
 
 The fit keeps every coefficient at or above its physical floor (``step_fit.PHYSICAL_FLOORS``): the
 bandwidth and compute terms at 1 (no kernel beats its datasheet), attention at 0.5 (the causal half of

@@ -27,7 +27,22 @@ if TYPE_CHECKING:
     from recommender.perf.model.shape import ModelShape
     from recommender.perf.scheme import Scheme
 
-__all__ = ["StepRates"]
+__all__ = ["MLA_DECODE_TILE_ROWS", "StepRates", "mla_decode_row_padding"]
+
+#: Query rows one tensor-core tile of MLA's absorbed decode kernel computes: the heads (x query tokens) sharing the
+#: latent are the MMA's M dimension, tiled by 64 (deepseek-ai/FlashMLA ``csrc/kernels/traits.h`` @ 00b3c0e8:
+#: ``BLOCK_SIZE_M = 64``, the QK^T MMA ``BLOCK_SIZE_M x PAGE_BLOCK_SIZE x HEAD_DIM_K``; Hopper's warpgroup MMA has
+#: M = 64, PTX ISA ``wgmma.mma_async`` shapes ``.m64nNk16``). Fewer heads on a GPU leave rows of the tile empty,
+#: computed all the same.
+MLA_DECODE_TILE_ROWS = 64
+
+
+def mla_decode_row_padding(shape: ModelShape, tensor_parallel: int) -> float:
+    """How many times its own heads' FLOPs a GPU's MLA decode computes: a 64-row tile holds ``heads / tp`` of them
+    (DeepSeek-V3 at TP 8: 16 heads, 4x; at TP 2 or attention data parallelism: 1). 1 for any other attention."""
+    if not shape.latent_kv:
+        return 1.0
+    return max(1.0, MLA_DECODE_TILE_ROWS / (shape.n_heads / tensor_parallel))
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +100,7 @@ class StepRates:
             "body_flops_per_token": 2.0 * shape.active_body_params / tp,
             "head_flops_per_seq": 2.0 * shape.lm_head_params / tp,
             "attention_flops": shape.attention_flops(1, 1) / tp,
-            "decode_attention_flops": shape.decode_attention_flops(1, 1) / tp,
+            "decode_attention_flops": shape.decode_attention_flops(1, 1) / tp * mla_decode_row_padding(shape, tp),
             "kv_bytes_per_token": kv_bytes_per_token_per_device(shape, self.kv_cache_dtype, tp),
         }
         for name, value in values.items():

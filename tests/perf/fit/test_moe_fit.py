@@ -77,3 +77,25 @@ def test_full_replay_reproduces_the_shipped_leave_one_model_out_table() -> None:
         assert got.ttft_median == pytest.approx(summary.ttft_median, rel=1e-6)
         assert got.tpot_median == pytest.approx(summary.tpot_median, rel=1e-6)
         assert got.coverage_ttft == pytest.approx(summary.coverage_ttft)
+
+
+def test_breakdown_groups_each_left_out_runs_tpot_ratio_by_model_and_group() -> None:
+    """``gpu_fidelity.py --moe --breakdown``: every left-out run lands in its model's "all" group and in one group per
+    engine, GPU, scheme, layout and attention / MoE split, with its measured / predicted TPOT."""
+    moe = load_benchmark("moe_fidelity")
+    runs, _ = read_moe_runs(MOE_RUNS, schemes=get_scheme, profiles=PROFILES)
+    chosen = [r for r in runs if r.run_id in _artifact().check_runs]
+    priors = _priors()
+    shapes = {m: load_architecture(m)[1] for m in {r.model for r in chosen}}
+    rows = [moe_row(r, shapes, load_catalog(), priors[r.engine]) for r in chosen]
+    folds = leave_one_model_out(rows, priors.__getitem__)
+    groups = moe.breakdown(folds)
+    predictions = [p for fold in folds for p in fold.predictions]
+    for model in {r.model for r in chosen}:
+        mine = [p for p in predictions if p.row.run.model == model]
+        expected = sorted(p.row.run.tpot_ms / p.tpot_ms for p in mine)
+        assert sorted(groups[(model, "all")]) == pytest.approx(expected)
+        keys = [k for m, k in groups if m == model]
+        assert sum(len(groups[(model, k)]) for k in keys) == 6 * len(mine)  # all + five groupings, each run once
+    split = next(p for p in predictions if p.row.run.layout == "disagg").row.run
+    assert (split.model, "disagg") in groups

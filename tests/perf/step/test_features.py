@@ -1,8 +1,9 @@
 """The ``kv`` feature: decode attention's KV read, or its FLOPs where they outlast the read (MLA's absorbed decode).
 
 Known answers: DeepSeek-V3 on H200 with all 128 heads on one GPU decodes compute-bound (FlashMLA's analysis: 2 x
-heads FLOPs per latent element read), at 16 heads a GPU (TP 8) bandwidth-bound; a grouped-query model's feature is
-the read alone, unchanged; a prefill chunk's prefix is read, not decoded.
+heads FLOPs per latent element read); at 16 heads a GPU (TP 8) the kernel's 64-row tile computes 64 heads' FLOPs,
+compute-bound again; a grouped-query model's feature is the read alone, unchanged; a prefill chunk's prefix is read,
+not decoded.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.step.cost import PrefillChunks
 from recommender.perf.step.features import DECODE_ATTENTION_EFFICIENCY, FEATURES, StepFeatures
+from recommender.perf.step.rates import mla_decode_row_padding
 from recommender.quantize import get_scheme
 
 H200 = load_catalog().get("h200")
@@ -39,10 +41,21 @@ def test_mla_with_every_head_on_one_gpu_decodes_compute_bound() -> None:
     assert steps[:, KV] == pytest.approx([10_000 * compute, 20_000 * compute], rel=1e-9)
 
 
-def test_mla_at_sixteen_heads_a_gpu_is_bandwidth_bound_the_latent_whole_on_each() -> None:
+def test_mla_at_sixteen_heads_a_gpu_computes_a_whole_64_row_tile_and_is_compute_bound_again() -> None:
+    """TP 8 leaves 16 heads a GPU; the absorbed decode kernel's tile still computes 64 query rows (FlashMLA's
+    ``BLOCK_SIZE_M``), so the step pays 64 heads' FLOPs, which on an H200 outlast the read of the whole latent."""
     tp8 = StepFeatures(DEEPSEEK, FP8, H200, 8, "fp8")
-    assert 16 * PER_HEAD / (H200.peak_flops("bf16") * DECODE_ATTENTION_EFFICIENCY) < 61 * 576 / BW
-    assert _kv(tp8, 10_000) == pytest.approx(10_000 * 61 * 576 / BW, rel=1e-9)
+    assert mla_decode_row_padding(DEEPSEEK, 8) == 4.0
+    compute = 64 * PER_HEAD / (H200.peak_flops("bf16") * DECODE_ATTENTION_EFFICIENCY)
+    read = 61 * 576 / BW
+    assert 16 * PER_HEAD / (H200.peak_flops("bf16") * DECODE_ATTENTION_EFFICIENCY) < read < compute
+    assert _kv(tp8, 10_000) == pytest.approx(10_000 * compute, rel=1e-9)
+
+
+def test_mla_tile_padding_only_where_a_gpu_has_fewer_than_64_heads_and_only_for_mla() -> None:
+    assert [mla_decode_row_padding(DEEPSEEK, tp) for tp in (1, 2, 4, 8, 16)] == [1.0, 1.0, 2.0, 4.0, 8.0]
+    llama = load_architecture("llama-3.1-8b")[1]
+    assert mla_decode_row_padding(llama, 8) == 1.0
 
 
 def test_a_prefill_chunks_prefix_is_read_not_decoded() -> None:
