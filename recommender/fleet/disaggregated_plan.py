@@ -25,9 +25,9 @@ from recommender.evaluation.refusal import Refused
 from recommender.evaluation.two_pools import PoolChoice
 from recommender.fleet.launch import launch_commands
 from recommender.fleet.plan_scope import LADDER_GAIN, PlanScope
-from recommender.perf.model.kv_transfer import kv_transfer
 from recommender.perf.pricing import HOURS_PER_MONTH
 from recommender.perf.sim.disaggregated import PoolSetup, decode_pool, prefill_pool
+from recommender.perf.sim.transfer_credit import credited_transfer
 from recommender.provenance import Provenance  # at run time: the rows' types are resolved when serialized
 
 if TYPE_CHECKING:
@@ -114,14 +114,24 @@ class _Budgets:
     transfer_ms: float
     prefill_ttft_ms: float
     decode_ttft_ms: float
+    credited: bool = True
 
 
-def _budgets(performance: PerformanceEvaluator, link: Link, kv: str) -> _Budgets:
-    """The TTFT split: the longest prompt's KV transfer, then the decode side's share, the rest to prefill."""
+def _budgets(performance: PerformanceEvaluator, link: Link, kv: str, engine: str, credit: bool = True) -> _Budgets:
+    """The TTFT split: the longest prompt's KV transfer (less the prefix `engine`'s decode side holds, at the most,
+    where `credit`: ``transfer_credit.py``), then the decode side's share, the rest to prefill."""
     longest = performance.traffic.longest_prompt_tokens
-    moved = kv_transfer(performance.shape, prompt_tokens=longest, link=link, kv_cache_dtype=kv)
+    moved = credited_transfer(
+        performance.shape,
+        performance.load,
+        engine=engine,
+        longest_prompt=longest,
+        link=link,
+        kv_cache_dtype=kv,
+        allow_credit=credit,
+    ).transfer
     left = performance.sla.ttft_p99_ms - moved.seconds * 1e3
-    return _Budgets(moved.seconds * 1e3, left * (1 - DECODE_TTFT_SHARE), left * DECODE_TTFT_SHARE)
+    return _Budgets(moved.seconds * 1e3, left * (1 - DECODE_TTFT_SHARE), left * DECODE_TTFT_SHARE, credit)
 
 
 def _pool_setup(
@@ -204,15 +214,20 @@ class _Pools:
 
 def _row(pools: _Pools, link: Link, prefill: PoolChoice, decode: PoolChoice) -> DisaggregatedRow:
     performance, accel = pools.performance, pools.accel
-    moved = kv_transfer(
+    credit = credited_transfer(
         performance.shape,
-        prompt_tokens=performance.traffic.longest_prompt_tokens,
+        performance.load,
+        engine=pools.engine,
+        longest_prompt=performance.traffic.longest_prompt_tokens,
         link=link,
         kv_cache_dtype=pools.kv,
         prefill_tp=prefill.tensor_parallel,
         decode_tp=decode.tensor_parallel,
+        decode_hit_rate=decode.estimate.prefix_hit_rate,
+        allow_credit=pools.budgets.credited,
     )
-    transfer_ms = moved.seconds * 1e3
+    transfer_ms = credit.transfer.seconds * 1e3
+    sent = f"; {credit.detail()}" if credit.detail() else ""
     gpus = prefill.estimate.gpus + decode.estimate.gpus
     hourly = accel.price_per_hour_usd
     p, d = prefill.estimate, decode.estimate
@@ -233,9 +248,23 @@ def _row(pools: _Pools, link: Link, prefill: PoolChoice, decode: PoolChoice) -> 
         tpot_p99_ms=d.tpot_p99_ms,
         tpot_p99_high_ms=d.tpot_p99_high_ms,
         provenance=d.provenance.extended(
-            f"with {p.provenance.detail}; KV transfer {transfer_ms:.2f} ms over {link.name} ({link.source[:80]})"
+            f"with {p.provenance.detail}; KV transfer {transfer_ms:.2f} ms over {link.name} ({link.source[:80]}){sent}"
         ),
     )
+
+
+def _pools_row(pools: _Pools, link: Link, degrees: list[int], caps: list[int]) -> DisaggregatedRow | None:
+    """The cheapest pools over `degrees`; planned again without the decode side's prefix credit where the simulated
+    decode pool holds less of the shared prefixes than the TTFT split assumed (its transfer would outgrow it)."""
+    prefill = pools.prefill(degrees, caps)
+    decode = pools.decode(degrees, caps) if prefill is not None else None
+    if prefill is None or decode is None:
+        return None
+    row = _row(pools, link, prefill, decode)
+    if (row.transfer_ms or 0.0) <= pools.budgets.transfer_ms * (1 + 1e-9) or not pools.budgets.credited:
+        return row
+    whole = _budgets(pools.performance, link, pools.kv, pools.engine, credit=False)
+    return _pools_row(replace(pools, budgets=whole), link, degrees, caps) if whole.prefill_ttft_ms > 0 else None
 
 
 def _degree_groups(engine: str, performance: PerformanceEvaluator, degrees: list[int]) -> list[list[int]]:
@@ -265,16 +294,14 @@ def plan_disaggregated(
     best: DisaggregatedRow | None = None
     for engine in performance.engines:
         for kv in scope.kv_cache_dtypes:
-            budgets = _budgets(performance, link, kv)
+            budgets = _budgets(performance, link, kv, engine)
             if budgets.prefill_ttft_ms <= 0:
                 continue
             pools = _Pools(performance, accel, method, precision, engine, kv, budgets)
             for together in _degree_groups(engine, performance, degrees):  # equal degrees where the engine needs it
-                prefill = pools.prefill(together, caps)
-                decode = pools.decode(together, caps) if prefill is not None else None
-                if prefill is None or decode is None:
+                row = _pools_row(pools, link, together, caps)
+                if row is None:
                     continue
-                row = _row(pools, link, prefill, decode)
                 if best is None or (row.gpus or math.inf) < (best.gpus or math.inf):
                     best = row
     if best is None:

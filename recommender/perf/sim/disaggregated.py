@@ -26,10 +26,11 @@ independent given the split, so each pool's configuration is chosen on its own.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
+from pydantic import Field
 
 from recommender.perf.sim.capacity import max_rate_within_sla, replicas_needed
 from recommender.perf.sim.serving import SIMULATED_REQUESTS
@@ -102,6 +103,10 @@ class PoolEstimate:
     tpot_p99_high_ms: float
     load_per_worker_rps: float
     provenance: Provenance
+    #: Share of prompt tokens the worker's prefix cache held at its load, steps at their upper end (None: no prompt
+    #: shares a prefix, or a prefill pool). What the KV transfer credits (``transfer_credit.py``); not serialized
+    #: (the row's provenance says what it saved).
+    prefix_hit_rate: Annotated[float | None, Field(exclude=True)] = field(default=None, compare=False)
 
     @property
     def serves(self) -> bool:
@@ -178,6 +183,7 @@ def _pool(
         tpot_p99_high_ms=high.tpot_ms.p99,
         load_per_worker_rps=load,
         provenance=provenance,
+        prefix_hit_rate=high.prefix_hit_rate if decode and traffic.shares_prompts else None,
     )
 
 
