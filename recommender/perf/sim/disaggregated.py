@@ -7,7 +7,9 @@ The serving stacks that split prefill from decode (vLLM's NixlConnector under ll
    user's traffic with one output token on the prefill pool's own batching, so its P99 TTFT is the prefill
    leg's, queueing and chunking included;
 2. the prompt's KV moves to a decode worker (``perf/model/kv_transfer.py``: latency + the bytes its prefix
-   cache lacks over the link), taken at the longest prompt the traffic draws;
+   cache lacks over the link), taken at the longest prompt the traffic draws, less the shared prefix the decode
+   pool's simulated cache holds where the engine skips sending it (``transfer_credit.py``, from this pool's
+   ``prefix_hit_rate``);
 3. the decode worker, its KV blocks for the whole prompt reserved on admission, emits every output token:
    simulated as the user's traffic on the decode pool's batching with the prompt's computation free
    (``DecodeOnlyStepCost``: the admitting step is a decode step of the new sequence over its transferred
