@@ -6,7 +6,8 @@ the pool's own job (``perf/sim/disaggregated.py``). Given how the TTFT is split 
 not depend on each other, so each takes its cheapest worker on its own: the prefill pool the fewest GPUs whose
 P99 TTFT meets the prefill share, the decode pool the fewest whose P99 TPOT meets the limit. The TTFT split:
 the KV transfer of the longest prompt first (over the named link, at one rank per side: the most bytes per
-link; less the shared prefix the decode side holds where the engine credits it, ``perf/sim/transfer_credit.py``), then ``DECODE_TTFT_SHARE`` of the rest to the decode side's wait for room and its first step, the rest to
+link; less the shared prefix the decode side holds where the engine credits it, ``perf/sim/transfer_credit.py``),
+then ``DECODE_TTFT_SHARE`` of the rest to the decode side's wait for room and its first step, the rest to
 prefill. Both pools run one engine and one KV cache dtype (the KV moves as it is cached). The pools' GPUs,
 prefill plus decode, are what the layout costs.
 """
