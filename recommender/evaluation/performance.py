@@ -135,7 +135,8 @@ class PerformanceEvaluator:
         else:
             serving = settling._calibrated_serving(perf.setup, perf.setup.engine)
         serving = replace(serving, physics_rps_per_replica=perf.serving.physics_rps_per_replica)
-        return speed_result(c, replace(perf, serving=serving), self.sla)
+        # Priced again: a shown configuration whose P99s settle only with more replicas carries their price.
+        return speed_result(c, self._priced(c, perf.setup, serving), self.sla)
 
     def performance(self, c: Candidate) -> Performance:
         """The candidate's serving estimate and price, computed once per candidate (the search, its GPU mix and the
@@ -165,6 +166,10 @@ class PerformanceEvaluator:
                 max_num_batched_tokens=c.max_num_batched_tokens,
             )
             serving = replace(serving, physics_rps_per_replica=ceiling.requests_per_s)
+        return self._priced(c, setup, serving)
+
+    def _priced(self, c: Candidate, setup: Setup, serving: ServingEstimate) -> Performance:
+        """`serving` priced per month at the spec's traffic (no cost: no capacity, or no price)."""
         cost = None
         if serving.requests_per_s > 0 and setup.price_per_hour_usd is not None:  # else no capacity or no price
             cost = estimate_cost(

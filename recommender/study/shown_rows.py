@@ -5,12 +5,14 @@ simulates every candidate it proposes, and a longer cap for all of them costs mo
 demo's winner runs at 99 % of its capacity, where the queue relaxes slowly and every near-capacity candidate
 would pay: 105 s became 136 s). Near capacity those runs often do not settle, so what the recommendation shows
 (the winner and the current deployment) is simulated again at its load until its P99s settle within
-``settle.AT_LOAD_MAX_REQUESTS`` (``PerformanceEvaluator.settled``, as `plan` does for the row it shows). Only the
-P99s at the load move: the capacity, the replicas and the price are the trial's, the quality is kept.
+``settle.AT_LOAD_MAX_REQUESTS`` (``PerformanceEvaluator.settled``, as `plan` does for the row it shows). The
+P99s at the load move; the capacity, the replicas and the price stay the trial's unless the P99s settle only with
+more replicas (``serving._with_more_replicas``: then the row carries their price); the quality is kept.
 
-A winner whose settled P99s break the latency SLA is shown as it now is (infeasible, with the limit it broke) and
-the pick repeats among the rest, until a winner holds once settled or none is left. The current deployment is
-settled first, so no later change can move the pick. The trials Optuna and MLflow hold keep their own figures.
+A winner whose settled P99s break the latency SLA, or that costs more once settled, is shown as it now is
+(infeasible with the limit it broke, or at its new price) and the pick repeats among the rest, until a winner holds
+once settled or none is left. The current deployment is settled first, so no later change can move the pick. The
+trials Optuna and MLflow hold keep their own figures.
 """
 
 from __future__ import annotations
@@ -41,9 +43,10 @@ class ShownRows:
 
 
 def resettled(result: CandidateResult, performance: PerformanceEvaluator) -> CandidateResult:
-    """`result` with its P99s at the load settled within ``settle.AT_LOAD_MAX_REQUESTS`` and its latency limits
-    judged again on them (quality, cost, memory and every other check kept); a result with no aggregated replicas
-    simulated (pruned, failed, disaggregated pools, expert parallelism) as it is."""
+    """`result` with its P99s at the load settled within ``settle.AT_LOAD_MAX_REQUESTS``, its latency limits judged
+    again on them and its price again (more replicas where only they settle them; quality, memory and every other
+    check kept); a result with no aggregated replicas simulated (pruned, failed, disaggregated pools, expert
+    parallelism) as it is."""
     c = result.candidate
     if result.status != "evaluated" or result.serving is None or c.layout != AGGREGATED or c.expert_parallel != 1:
         return result
@@ -59,6 +62,7 @@ def resettled(result: CandidateResult, performance: PerformanceEvaluator) -> Can
     return replace(
         result,
         serving=speed.serving,
+        cost=speed.cost,
         constraints=replace(result.constraints, ttft=ttft, tpot=tpot),
         broken=[line for line in result.broken if line not in before] + latency,
     )

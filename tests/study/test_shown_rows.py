@@ -1,5 +1,5 @@
 """What a finished search shows: the winner's and the current deployment's P99s settled within
-``AT_LOAD_MAX_REQUESTS``, and a winner that breaks the SLA once settled giving way to the next pick.
+``AT_LOAD_MAX_REQUESTS``, and a winner whose P99s settle only with another replica giving way to the next pick.
 
 Speed and cost come from the real `PerformanceEvaluator` (Llama 3.1 8B in FP8 with an FP8 KV cache on a B200 under
 vLLM, the shipped calibrated step cost, short chat turns of lognormal lengths); quality is attached as a typed
@@ -71,21 +71,25 @@ def test_the_shown_winner_runs_near_capacity_on_p99s_settled_past_the_trials_cap
     assert results[0] is trial and results[0].serving == trial.serving  # the trials keep their figures
 
 
-def test_a_winner_that_breaks_the_sla_once_settled_gives_way_to_the_next_pick() -> None:
-    """At 192 req/s (98 % of the one replica's capacity) the trial's run ends unchecked within the SLA; settled,
-    the P99 TTFT's upper end passes 2 s, and two replicas at half the load win instead."""
+def test_a_winner_whose_p99s_do_not_settle_at_its_load_takes_another_replica_and_gives_way() -> None:
+    """At 192 req/s (98 % of the one replica's capacity) the trial's run ends unchecked within the SLA; run longer,
+    its P99s keep climbing (the queue near the knee never settles within ``AT_LOAD_MAX_REQUESTS``), so the row shown
+    needs a second replica, at its price, and the two-replica candidate that was no dearer wins instead."""
     performance = evaluator(192.0)
     results = trials(performance)
-    broke = results[0]
-    assert decision.pick(results) is broke and broke.feasible  # what the trials say
+    trial = results[0]
+    assert decision.pick(results) is trial and trial.feasible and trial.cost is not None  # what the trials say
+    assert trial.cost.replicas == 1
 
     shown = shown_rows(results, TWO_REPLICAS.key, performance)
 
     settled = next(r for r in shown.results if r.key == ONE_REPLICA.key)
-    assert not settled.feasible and settled.constraints.ttft > 0
-    assert [line.split(":")[0] for line in settled.broken] == ["ttft"]
-    assert settled.cost == broke.cost and settled.quality == broke.quality
-    assert shown.winner is not None and shown.winner.key == TWO_REPLICAS.key and shown.winner.feasible
-    assert shown.current is shown.winner  # the current deployment, settled once
-    # The report lists the broken one as the cheaper candidate rejected, with the limit it broke once settled.
-    assert decision.rejected_cheaper(shown.results, shown.winner) == [settled]
+    assert settled.serving is not None and settled.serving.p99s_settled and settled.cost is not None
+    assert settled.cost.replicas == 2 and settled.cost.usd_per_month > trial.cost.usd_per_month
+    assert settled.serving.requests_per_s == settled.serving.load_per_replica_rps == 96.0
+    assert "capacity lowered from 195 to 96 req/s per replica: at 192 req/s" in settled.serving.provenance.detail
+    assert settled.quality == trial.quality
+    winner = shown.winner
+    assert winner is not None and winner.key == TWO_REPLICAS.key and winner.feasible
+    assert winner.cost is not None and winner.cost.usd_per_month <= settled.cost.usd_per_month
+    assert shown.current is winner  # the current deployment, settled once

@@ -161,6 +161,10 @@ class ServingEstimate:
         return self.tpot_ms.p99 if self.tpot_p99_high_ms is None else self.tpot_p99_high_ms
 
 
+#: The most replicas added to a shown configuration whose P99s at its load do not settle (``_with_more_replicas``).
+EXTRA_REPLICAS = 3
+
+
 def simulate_serving(
     cost: StepCostModel,
     config: SchedulerConfig,
@@ -174,7 +178,9 @@ def simulate_serving(
     (with `speculation`: decode steps verify drafts at the measured acceptance, ``speculative.py``). The P99s at
     the load settle (``settled_at``) within `settle_within` requests (``settle.AT_LOAD_MAX_REQUESTS`` for a
     configuration shown); with 0 they are one first run's, not checked (a caller that compares capacities alone and
-    settles only the configurations it shows: ``fleet/plan.py``). The capacity does not depend on it."""
+    settles only the configurations it shows: ``fleet/plan.py``). The capacity does not depend on it, but where a
+    shown configuration's P99s do not settle within ``settle.AT_LOAD_MAX_REQUESTS`` the capacity is lowered to the
+    load with the fewest more replicas whose P99s do (``_with_more_replicas``), and the provenance says so."""
     label = (cost if speculation is None else SpeculativeStepCost(cost, speculation)).provenance.extended(
         f"continuous-batching simulation (Poisson requests to steady state, max_num_seqs {config.max_num_seqs}, "
         f"{config.max_num_batched_tokens} tokens per simulated step, chunked prefill)"
@@ -207,14 +213,26 @@ def simulate_serving(
     load = traffic.requests_per_second / replicas
     assert search.settled is not None and search.result is not None  # a capacity above 0 was simulated to settle
     settled = _at_load(cost, config, traffic, load, search, speculation, settle_within)
+    capacity, lowered = search.rate_per_s, ""
+    if not settled.settled and settle_within > MAX_REQUESTS:  # a configuration shown: its P99s must settle
+        more = _with_more_replicas(cost, config, traffic, replicas, search, speculation, settle_within)
+        if more is not None:
+            lowered = (
+                f"; capacity lowered from {capacity:.3g} to {more[0]:.3g} req/s per replica: at {load:.3g} req/s "
+                f"the P99s were {settled.describe()}"
+            )
+            capacity = load = more[0]
+            settled = more[1]
     at_load = settled.result
     return ServingEstimate(
         ttft_ms=at_load.ttft_ms,
         tpot_ms=at_load.tpot_ms,
-        requests_per_s=search.rate_per_s,
-        tokens_per_s=search.rate_per_s * (traffic.prompt_tokens + traffic.output_tokens),
+        requests_per_s=capacity,
+        tokens_per_s=capacity * (traffic.prompt_tokens + traffic.output_tokens),
         load_per_replica_rps=load,
-        provenance=label.extended(f"P99s at the load: {settled.describe()}; capacity: {search.limit or 'the ceiling'}"),
+        provenance=label.extended(
+            f"P99s at the load: {settled.describe()}; capacity: {search.limit or 'the ceiling'}{lowered}"
+        ),
         prefix_hit_rate=at_load.prefix_hit_rate if traffic.shares_prompts else None,
         requests_measured=settled.measured,
         p99s_settled=settled.settled,
@@ -256,6 +274,30 @@ def _at_load(
         first=max(FIRST_REQUESTS, search.settled.requests // 2),
         max_requests=settle_within,
     )
+
+
+def _with_more_replicas(
+    cost: StepCostModel,
+    config: SchedulerConfig,
+    traffic: TrafficLoad,
+    replicas: int,
+    search: RateSearch,
+    speculation: SpeculativeDecoding | None,
+    settle_within: int,
+) -> tuple[float, Settled] | None:
+    """The load per replica, and its settled run, with the fewest replicas beyond `replicas` (at most
+    ``EXTRA_REPLICAS`` more) whose P99s settle within `settle_within` requests; None if none does.
+
+    The capacity search judges rates on runs of at most ``settle.MAX_REQUESTS`` requests; a shown configuration whose
+    P99s at its load still move (or whose queue still grows) after `settle_within` runs that close to the knee
+    that the longer runs are the better evidence: one more replica, and its price, is what it takes to hold them.
+    """
+    for extra in range(1, EXTRA_REPLICAS + 1):
+        load = traffic.requests_per_second / (replicas + extra)
+        settled = _at_load(cost, config, traffic, load, search, speculation, settle_within)
+        if settled.settled:
+            return load, settled
+    return None
 
 
 def settled_at(
