@@ -83,6 +83,15 @@ LinkName = Annotated[
         "roce-400g.",
     ),
 ]
+DecodeHardware = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--decode-hardware",
+        help="With --layout disaggregated: the decode pools' GPUs (repeat) paired with each --hardware prefill GPU "
+        "of another type, each pool at its own GPU's price, the KV over a network --link; default: the --hardware "
+        "GPUs (every mixed pair, where --link is a network link).",
+    ),
+]
 ExpertParallel = Annotated[
     bool,
     typer.Option(
@@ -150,6 +159,7 @@ class _Views:
     expert_skew: float
     redundant_experts: int
     json_output: bool
+    decode_hardware: list[str] | None = None
 
     def shown(self, target: PlanTarget, traffic: Traffic, sla: LatencySLA, pointed: Pointed) -> bool:
         """Print the comparison asked for, if any (False: the plain plan table answers)."""
@@ -191,6 +201,7 @@ class _Views:
                     engines=p.engines,
                     on_row=done,
                     model=target.served,
+                    decode_hardware=self.decode_hardware,
                 )
         self._print(ep if self.expert_parallel else layouts, name=target.name, traffic=traffic, sla=sla)
         return True
@@ -260,6 +271,7 @@ def plan_command(
     price_set: PriceSetName = None,
     layout: Layouts = None,
     link: LinkName = "infiniband-ndr",
+    decode_hardware: DecodeHardware = None,
     expert_parallel: ExpertParallel = False,
     expert_skew: ExpertSkew = 0.0,
     redundant_experts: RedundantExperts = 0,
@@ -286,7 +298,7 @@ def plan_command(
         batch_sizes=batch_size,
     )
     target = plan_target(model, pointed, price_set, prompt_tokens, output_tokens)
-    views = _Views(layouts(layout), link, expert_parallel, expert_skew, redundant_experts, json_output)
+    views = _Views(layouts(layout), link, expert_parallel, expert_skew, redundant_experts, json_output, decode_hardware)
     if views.shown(target, traffic, sla, pointed):
         return
     _print_rows(

@@ -41,8 +41,10 @@ def _cells(c: LayoutComparison) -> tuple[str, ...]:
     a, d = c.aggregated, c.disaggregated
     agg_gpus = "-" if a.replicas is None or a.tensor_parallel is None else f"{a.replicas * a.tensor_parallel}"
     pools = [
-        "-" if p is None else f"{p.estimate.workers} x TP{p.tensor_parallel}, batch {p.batch_size}"
-        for p in (d.prefill, d.decode)
+        "-"
+        if p is None
+        else f"{p.estimate.workers} x TP{p.tensor_parallel}, batch {p.batch_size}" + (f" on {gpu}" if d.mixed else "")
+        for p, gpu in ((d.prefill, d.prefill_hardware), (d.decode, d.decode_hardware))
     ]
     return (
         c.hardware,
