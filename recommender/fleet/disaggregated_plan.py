@@ -136,19 +136,23 @@ def with_launch(
             return row
         commands.append(emitted[0].command)
         options.append(emitted[0].config_yaml)
-    return replace(
-        row,
-        launch=disaggregated_launch(
-            row.engine,
-            prefill_command=commands[0],
-            decode_command=commands[1],
-            prefill_workers=row.prefill.estimate.workers,
-            decode_workers=row.decode.estimate.workers,
-            prefill_options=options[0],
-            decode_options=options[1],
-            max_prompt_tokens=max_model_len,
-        ),
+    launch = disaggregated_launch(
+        row.engine,
+        prefill_command=commands[0],
+        decode_command=commands[1],
+        prefill_workers=row.prefill.estimate.workers,
+        decode_workers=row.decode.estimate.workers,
+        prefill_options=options[0],
+        decode_options=options[1],
+        max_prompt_tokens=max_model_len,
     )
+    if row.mixed:  # the engines' commands do not name a GPU: where each pool runs is the deployment's to say
+        where = (
+            f"prefill workers on {row.prefill_hardware} nodes, decode workers on {row.decode_hardware} nodes "
+            f"(two GPU types: the KV crosses {row.link}); schedule each pool on its own GPU type"
+        )
+        launch = replace(launch, notes=(*launch.notes, where))
+    return replace(row, launch=launch)
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,9 +90,10 @@ def _render_cheapest_launch(found: Sequence[LayoutComparison], console: Console)
     launch = best.disaggregated.launch
     assert launch is not None
     console.print(f"\nLaunch ({best.hardware}/{best.precision}, {launch.engine}):", highlight=False)
+    d = best.disaggregated
     for label, command in (
-        (f"prefill x {launch.prefill_workers}", launch.prefill),
-        (f"decode x {launch.decode_workers}", launch.decode),
+        (f"prefill x {launch.prefill_workers} on {d.prefill_hardware}", launch.prefill),
+        (f"decode x {launch.decode_workers} on {d.decode_hardware}", launch.decode),
         ("router", launch.router),
     ):
         console.print(f"  {label}: {command}", soft_wrap=True, highlight=False, markup=False)
