@@ -278,7 +278,7 @@ def plan_command(
     json_output: JsonOutput = False,
 ) -> None:
     """Project cost and latency for an architecture without its weights, across GPUs and precisions."""
-    from recommender.cli.plan_inputs import layouts, plan_target, pointed_plan, traffic_and_sla
+    from recommender.cli.plan_inputs import distinct, layouts, plan_target, pointed_plan, traffic_and_sla
 
     if spec is not None:
         _plan_from_spec(spec, model, json_output)
@@ -297,6 +297,11 @@ def plan_command(
         kv_cache_dtypes=kv_cache_dtype,
         batch_sizes=batch_size,
     )
+    distinct(decode_hardware or [], flag="--decode-hardware")
+    if decode_hardware and "disaggregated" not in layouts(layout):
+        raise BadInputError(
+            "--decode-hardware", "decode pools are planned only with --layout disaggregated", "add it or drop the flag"
+        )
     target = plan_target(model, pointed, price_set, prompt_tokens, output_tokens)
     views = _Views(layouts(layout), link, expert_parallel, expert_skew, redundant_experts, json_output, decode_hardware)
     if views.shown(target, traffic, sla, pointed):
