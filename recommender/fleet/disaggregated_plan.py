@@ -146,7 +146,9 @@ def with_launch(
         decode_options=options[1],
         max_prompt_tokens=max_model_len,
     )
-    if row.mixed:  # the engines' commands do not name a GPU: where each pool runs is the deployment's to say
+    if (
+        launch is not None and row.mixed
+    ):  # the engines' commands do not name a GPU: where each pool runs is the deployment's to say
         where = (
             f"prefill workers on {row.prefill_hardware} nodes, decode workers on {row.decode_hardware} nodes "
             f"(two GPU types: the KV crosses {row.link}); schedule each pool on its own GPU type"

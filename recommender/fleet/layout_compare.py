@@ -255,7 +255,8 @@ def plan_layouts(
     pairs = _pairs(accels, decoders, link)
     links = {a.key: resolve_link(link, a, field="--link") for a in [*accels, *(decoders or [])]}
     by_key = {a.key: a for a in [*accels, *(decoders or [])]}
-    found, options = [], {}
+    found: list[LayoutComparison] = []
+    options: dict[tuple[str, str], PoolOptions] = {}
     for accel in accels:
         performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines, require_price=False)
         for precision in precisions:
@@ -284,16 +285,30 @@ def plan_layouts(
             if on_row is not None:
                 on_row(f"{accel.key}/{precision}")
     context = _MixedContext(catalog, shape, traffic, sla, engines, scope, links, by_key)
+    return [*found, *_mixed_comparisons(found, pairs, precisions, options, context, model)]
+
+
+def _mixed_comparisons(
+    found: list[LayoutComparison],
+    pairs: list[tuple[str, str]],
+    precisions: list[str],
+    options: dict[tuple[str, str], PoolOptions],
+    ctx: _MixedContext,
+    model: str,
+) -> list[LayoutComparison]:
+    """Per precision, the cheapest mixed pair against the same-GPU rows `found` (with its launch given `model`)."""
+    mixed_found = []
     for precision in precisions:
-        mixed = _cheapest_mixed(pairs, precision, options, context)
-        if mixed is not None:
-            if model:
-                mixed = with_launch(
-                    mixed,
-                    model=model,
-                    accel=by_key[mixed.prefill_hardware],
-                    max_model_len=traffic.max_model_len,
-                    decode_accel=by_key[mixed.decode_hardware],
-                )
-            found.append(compare_mixed(found, mixed))
-    return found
+        mixed = _cheapest_mixed(pairs, precision, options, ctx)
+        if mixed is None:
+            continue
+        if model:
+            mixed = with_launch(
+                mixed,
+                model=model,
+                accel=ctx.accels[mixed.prefill_hardware],
+                max_model_len=ctx.traffic.max_model_len,
+                decode_accel=ctx.accels[mixed.decode_hardware],
+            )
+        mixed_found.append(compare_mixed(found, mixed))
+    return mixed_found

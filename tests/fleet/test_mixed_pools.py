@@ -98,7 +98,7 @@ def test_a_mixed_row_is_each_pool_at_its_own_gpus_price_and_carries_both_gpus(
     assert same["hardware"] == same["prefill_hardware"] == same["decode_hardware"] == "h100-sxm"
 
 
-@pytest.mark.slow  # about 30 s on 2 cores: both GPUs' aggregated plans, then the pools
+@pytest.mark.slow  # about 20 s on 2 cores: both GPUs' aggregated plans, then the pools
 def test_the_layout_comparison_picks_the_mixed_pools_naming_both_gpus() -> None:
     found = plan_layouts(
         LLAMA_8B,
