@@ -71,7 +71,7 @@ Layouts = Annotated[
         "--layout",
         help="Layouts to compare (repeat): aggregated, disaggregated (a prefill pool and a decode pool, the "
         "KV moved over --link); default: aggregated only. With disaggregated, each GPU and precision shows both side "
-        "by side with the reason the winner wins.",
+        "by side with the reason the winner wins, then the cheapest prefill and decode pools on two GPU types.",
     ),
 ]
 LinkName = Annotated[
