@@ -71,7 +71,7 @@ Layouts = Annotated[
         "--layout",
         help="Layouts to compare (repeat): aggregated, disaggregated (a prefill pool and a decode pool, the "
         "KV moved over --link); default: aggregated only. With disaggregated, each GPU and precision shows both side "
-        "by side with the reason the winner wins.",
+        "by side with the reason the winner wins, then the cheapest prefill and decode pools on two GPU types.",
     ),
 ]
 LinkName = Annotated[
@@ -81,6 +81,15 @@ LinkName = Annotated[
         help="The link the KV cache crosses between prefill and decode pools, and (a network link) between "
         "the nodes of an expert-parallel replica (recommender/perf/catalog/links.yaml): nvlink, pcie, infiniband-ndr, "
         "roce-400g.",
+    ),
+]
+DecodeHardware = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--decode-hardware",
+        help="With --layout disaggregated: the decode pools' GPUs (repeat) paired with each --hardware prefill GPU "
+        "of another type, each pool at its own GPU's price, the KV over a network --link; default: the --hardware "
+        "GPUs (every mixed pair, where --link is a network link).",
     ),
 ]
 ExpertParallel = Annotated[
@@ -150,6 +159,7 @@ class _Views:
     expert_skew: float
     redundant_experts: int
     json_output: bool
+    decode_hardware: list[str] | None = None
 
     def shown(self, target: PlanTarget, traffic: Traffic, sla: LatencySLA, pointed: Pointed) -> bool:
         """Print the comparison asked for, if any (False: the plain plan table answers)."""
@@ -191,6 +201,7 @@ class _Views:
                     engines=p.engines,
                     on_row=done,
                     model=target.served,
+                    decode_hardware=self.decode_hardware,
                 )
         self._print(ep if self.expert_parallel else layouts, name=target.name, traffic=traffic, sla=sla)
         return True
@@ -260,13 +271,14 @@ def plan_command(
     price_set: PriceSetName = None,
     layout: Layouts = None,
     link: LinkName = "infiniband-ndr",
+    decode_hardware: DecodeHardware = None,
     expert_parallel: ExpertParallel = False,
     expert_skew: ExpertSkew = 0.0,
     redundant_experts: RedundantExperts = 0,
     json_output: JsonOutput = False,
 ) -> None:
     """Project cost and latency for an architecture without its weights, across GPUs and precisions."""
-    from recommender.cli.plan_inputs import layouts, plan_target, pointed_plan, traffic_and_sla
+    from recommender.cli.plan_inputs import distinct, layouts, plan_target, pointed_plan, traffic_and_sla
 
     if spec is not None:
         _plan_from_spec(spec, model, json_output)
@@ -285,8 +297,13 @@ def plan_command(
         kv_cache_dtypes=kv_cache_dtype,
         batch_sizes=batch_size,
     )
+    distinct(decode_hardware or [], flag="--decode-hardware")
+    if decode_hardware and "disaggregated" not in layouts(layout):
+        raise BadInputError(
+            "--decode-hardware", "decode pools are planned only with --layout disaggregated", "add it or drop the flag"
+        )
     target = plan_target(model, pointed, price_set, prompt_tokens, output_tokens)
-    views = _Views(layouts(layout), link, expert_parallel, expert_skew, redundant_experts, json_output)
+    views = _Views(layouts(layout), link, expert_parallel, expert_skew, redundant_experts, json_output, decode_hardware)
     if views.shown(target, traffic, sla, pointed):
         return
     _print_rows(

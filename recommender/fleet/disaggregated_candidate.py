@@ -26,7 +26,8 @@ from recommender.errors import BadInputError
 from recommender.evaluation.refusal import Refused
 from recommender.evaluation.speed import Performance, speed_result
 from recommender.evaluation.two_pools import TwoPools
-from recommender.fleet.disaggregated_plan import DisaggregatedRow, plan_disaggregated, with_launch
+from recommender.fleet.disaggregated_plan import DisaggregatedRow, plan_disaggregated
+from recommender.fleet.disaggregated_row_launch import with_launch
 from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.links import resolve_link
 from recommender.perf.pricing import HOURS_PER_MONTH, CostEstimate

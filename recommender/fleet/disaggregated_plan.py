@@ -1,4 +1,4 @@
-"""`plan --layout disaggregated`: a prefill pool and a decode pool of one GPU type, sized for the user's traffic.
+"""`plan --layout disaggregated`: a prefill pool and a decode pool, sized for the user's traffic.
 
 Each pool's worker is a configuration the aggregated plan would also try (tensor-parallel degree, KV cache dtype,
 batch cap, engine; the same memory plan and calibrated step costs from ``PerformanceEvaluator``), simulated on
@@ -10,6 +10,10 @@ link; less the shared prefix the decode side holds where the engine credits it, 
 then ``DECODE_TTFT_SHARE`` of the rest to the decode side's wait for room and its first step, the rest to
 prefill. Both pools run one engine and one KV cache dtype (the KV moves as it is cached). The pools' GPUs,
 prefill plus decode, are what the layout costs.
+
+The pools may run different GPU types (``mixed_row``): each GPU's pool choices (``pool_options``) are computed
+once and paired, the prefill pool's from one GPU with the decode pool's from another, each pool priced at its own
+GPU's hourly price. Two GPU types never share a node, so a mixed pair's KV crosses a network link (``MIXED_LINK``).
 """
 
 from __future__ import annotations
@@ -21,10 +25,9 @@ from typing import TYPE_CHECKING
 from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, KVCacheDtype
 from recommender.engines import PROFILES
 from recommender.engines.batch_limits import batch_ladder
-from recommender.engines.disaggregated_launch import DisaggregatedLaunch, disaggregated_launch, equal_pool_tp_reason
+from recommender.engines.disaggregated_launch import DisaggregatedLaunch, equal_pool_tp_reason
 from recommender.evaluation.refusal import Refused
 from recommender.evaluation.two_pools import PoolChoice
-from recommender.fleet.launch import launch_commands
 from recommender.fleet.plan_scope import LADDER_GAIN, PlanScope
 from recommender.perf.pricing import HOURS_PER_MONTH
 from recommender.perf.sim.disaggregated import PoolSetup, decode_pool, prefill_pool
@@ -37,7 +40,17 @@ if TYPE_CHECKING:
     from recommender.perf.model.link import Link
     from recommender.quantize import QuantScheme
 
-__all__ = ["DECODE_TTFT_SHARE", "DisaggregatedRow", "PoolChoice", "plan_disaggregated", "with_launch"]
+__all__ = [
+    "DECODE_TTFT_SHARE",
+    "DisaggregatedRow",
+    "PoolChoice",
+    "PoolOptions",
+    "pool_cost",
+    "pooled_row",
+    "plan_disaggregated",
+    "pool_options",
+    "same_gpu_row",
+]
 
 #: Share of the TTFT left after the KV transfer given to the decode side (its wait for KV room, then one step).
 DECODE_TTFT_SHARE = 0.2
@@ -45,7 +58,10 @@ DECODE_TTFT_SHARE = 0.2
 
 @dataclass(frozen=True, slots=True)
 class DisaggregatedRow:
-    """The cheapest prefill + decode pools of one GPU at one precision, or why there are none (`note`)."""
+    """The cheapest prefill + decode pools at one precision, or why there are none (`note`).
+
+    `hardware` is the prefill pool's GPU (for a same-GPU row, the one GPU of both pools, as it always was);
+    `prefill_hardware` and `decode_hardware` name each pool's GPU (filled from `hardware` when not given)."""
 
     hardware: str
     precision: str
@@ -66,48 +82,18 @@ class DisaggregatedRow:
     provenance: Provenance | None = None
     #: Each pool's worker command with its role, and the router ("" engine: not emitted; None: nothing to launch).
     launch: DisaggregatedLaunch | None = None
+    prefill_hardware: str = ""
+    decode_hardware: str = ""
 
+    def __post_init__(self) -> None:
+        for name in ("prefill_hardware", "decode_hardware"):
+            if not getattr(self, name):
+                object.__setattr__(self, name, self.hardware)
 
-def with_launch(row: DisaggregatedRow, *, model: str, accel: Accelerator, max_model_len: int) -> DisaggregatedRow:
-    """`row` with its pools' commands serving `model` (a checkpoint scheme serves ``<model name>-<scheme>``)."""
-    if row.prefill is None or row.decode is None or not row.engine:
-        return row
-    checkpoint = f"{model.rstrip('/').rsplit('/', 1)[-1]}-{row.method}"  # where `recommender quantize --out` puts it
-    commands, options = [], []
-    for pool in (row.prefill, row.decode):
-        candidate = Candidate(
-            row.precision,
-            row.method,
-            row.hardware,
-            pool.batch_size,
-            pool.tensor_parallel,
-            kv_cache_dtype="fp8" if row.kv_cache_dtype == "fp8" else "auto",
-        )
-        emitted = launch_commands(
-            candidate,
-            model=model,
-            max_model_len=max_model_len,
-            checkpoint=checkpoint,
-            device=accel.device,
-            engine=row.engine,
-        )
-        if not emitted or emitted[0].engine != row.engine or not emitted[0].command:
-            return row
-        commands.append(emitted[0].command)
-        options.append(emitted[0].config_yaml)
-    return replace(
-        row,
-        launch=disaggregated_launch(
-            row.engine,
-            prefill_command=commands[0],
-            decode_command=commands[1],
-            prefill_workers=row.prefill.estimate.workers,
-            decode_workers=row.decode.estimate.workers,
-            prefill_options=options[0],
-            decode_options=options[1],
-            max_prompt_tokens=max_model_len,
-        ),
-    )
+    @property
+    def mixed(self) -> bool:
+        """The pools run different GPU types."""
+        return self.prefill_hardware != self.decode_hardware
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,8 +199,24 @@ class _Pools:
         return best
 
 
-def _row(pools: _Pools, link: Link, prefill: PoolChoice, decode: PoolChoice) -> DisaggregatedRow:
+def pool_cost(
+    prefill_accel: Accelerator, decode_accel: Accelerator, prefill_gpus: int, decode_gpus: int
+) -> float | None:
+    """$/month of the two pools, each at its own GPU's hourly price (None: a GPU without a price)."""
+    p, d = prefill_accel.price_per_hour_usd, decode_accel.price_per_hour_usd
+    if p is None or d is None:
+        return None
+    if prefill_accel.key == decode_accel.key:  # one GPU type: its price times all the GPUs, as it always was
+        return p * (prefill_gpus + decode_gpus) * HOURS_PER_MONTH
+    return (p * prefill_gpus + d * decode_gpus) * HOURS_PER_MONTH
+
+
+def pooled_row(
+    pools: _Pools, link: Link, prefill: PoolChoice, decode: PoolChoice, decode_accel: Accelerator | None = None
+) -> DisaggregatedRow:
+    """The row of `prefill` (on `pools`' GPU) and `decode` (on `decode_accel`, default the same GPU) over `link`."""
     performance, accel = pools.performance, pools.accel
+    decode_accel = decode_accel or accel
     credit = credited_transfer(
         performance.shape,
         performance.load,
@@ -229,9 +231,8 @@ def _row(pools: _Pools, link: Link, prefill: PoolChoice, decode: PoolChoice) -> 
     )
     transfer_ms = credit.transfer.seconds * 1e3
     sent = f"; {credit.detail()}" if credit.detail() else ""
-    gpus = prefill.estimate.gpus + decode.estimate.gpus
-    hourly = accel.price_per_hour_usd
     p, d = prefill.estimate, decode.estimate
+    where = "" if decode_accel.key == accel.key else f"prefill on {accel.key}, decode on {decode_accel.key}; "
     return DisaggregatedRow(
         hardware=accel.key,
         precision=pools.precision,
@@ -242,30 +243,19 @@ def _row(pools: _Pools, link: Link, prefill: PoolChoice, decode: PoolChoice) -> 
         prefill=prefill,
         decode=decode,
         transfer_ms=transfer_ms,
-        gpus=gpus,
-        usd_per_month=None if hourly is None else hourly * gpus * HOURS_PER_MONTH,
+        gpus=p.gpus + d.gpus,
+        usd_per_month=pool_cost(accel, decode_accel, p.gpus, d.gpus),
         ttft_p99_ms=p.ttft_p99_ms + transfer_ms + d.ttft_p99_ms,
         ttft_p99_high_ms=p.ttft_p99_high_ms + transfer_ms + d.ttft_p99_high_ms,
         tpot_p99_ms=d.tpot_p99_ms,
         tpot_p99_high_ms=d.tpot_p99_high_ms,
         provenance=d.provenance.extended(
-            f"with {p.provenance.detail}; KV transfer {transfer_ms:.2f} ms over {link.name} ({link.source[:80]}){sent}"
+            f"{where}with {p.provenance.detail}; KV transfer {transfer_ms:.2f} ms over {link.name} "
+            f"({link.source[:80]}){sent}"
         ),
+        prefill_hardware=accel.key,
+        decode_hardware=decode_accel.key,
     )
-
-
-def _pools_row(pools: _Pools, link: Link, degrees: list[int], caps: list[int]) -> DisaggregatedRow | None:
-    """The cheapest pools over `degrees`; planned again without the decode side's prefix credit where the simulated
-    decode pool holds less of the shared prefixes than the TTFT split assumed (its transfer would outgrow it)."""
-    prefill = pools.prefill(degrees, caps)
-    decode = pools.decode(degrees, caps) if prefill is not None else None
-    if prefill is None or decode is None:
-        return None
-    row = _row(pools, link, prefill, decode)
-    if (row.transfer_ms or 0.0) <= pools.budgets.transfer_ms * (1 + 1e-9) or not pools.budgets.credited:
-        return row
-    whole = _budgets(pools.performance, link, pools.kv, pools.engine, credit=False)
-    return _pools_row(replace(pools, budgets=whole), link, degrees, caps) if whole.prefill_ttft_ms > 0 else None
 
 
 def _degree_groups(engine: str, performance: PerformanceEvaluator, degrees: list[int]) -> list[list[int]]:
@@ -276,6 +266,90 @@ def _degree_groups(engine: str, performance: PerformanceEvaluator, degrees: list
     if equal_pool_tp_reason(engine, window_layers=window, latent_kv=shape.latent_kv) is None:
         return [degrees]
     return [[d] for d in degrees]
+
+
+#: One pool pairing's key: engine, KV cache dtype, and the one degree both pools share (() when they need not).
+PoolKey = tuple[str, str, tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class PoolOptions:
+    """One GPU's cheapest prefill and decode pools at one precision, per engine, KV dtype and degree group: what a
+    same-GPU row pairs on this GPU and a mixed row pairs with another GPU's (None: no pool meets its budget)."""
+
+    accel: Accelerator
+    precision: str
+    method: QuantScheme
+    link: Link
+    choices: dict[PoolKey, tuple[_Pools, PoolChoice | None, PoolChoice | None]]
+
+
+def pool_options(
+    performance: PerformanceEvaluator,
+    accel: Accelerator,
+    precision: str,
+    method: QuantScheme,
+    *,
+    link: Link,
+    scope: PlanScope | None = None,
+    decode_always: bool = False,
+) -> PoolOptions:
+    """Each engine, KV dtype and degree group's cheapest prefill and decode pools on `accel` (the decode pool only
+    where a prefill pool serves, unless `decode_always`: a mixed pair decodes here what another GPU prefills)."""
+    scope = scope or PlanScope()
+    degrees = scope.degrees(accel.max_tensor_parallel)
+    caps = list(scope.batch_sizes) or batch_ladder(performance.engines, DEFAULT_MAX_BATCHED_TOKENS)
+    choices: dict[PoolKey, tuple[_Pools, PoolChoice | None, PoolChoice | None]] = {}
+    for engine in performance.engines:
+        for kv in scope.kv_cache_dtypes:
+            budgets = _budgets(performance, link, kv, engine)
+            if budgets.prefill_ttft_ms <= 0:
+                continue
+            pools = _Pools(performance, accel, method, precision, engine, kv, budgets)
+            groups = _degree_groups(engine, performance, degrees)
+            for together in groups:  # equal degrees where the engine needs it
+                key = (engine, kv, tuple(together) if len(groups) > 1 else ())
+                choices[key] = _group_pools(pools, link, together, caps, decode_always)
+    return PoolOptions(accel, precision, method, link, choices)
+
+
+def _group_pools(
+    pools: _Pools, link: Link, degrees: list[int], caps: list[int], decode_always: bool
+) -> tuple[_Pools, PoolChoice | None, PoolChoice | None]:
+    """The cheapest prefill and decode pools over `degrees`; chosen again without the decode side's prefix credit
+    where the simulated decode pool holds less of the shared prefixes than the TTFT split assumed (its transfer
+    would outgrow its budget)."""
+    prefill = pools.prefill(degrees, caps)
+    decode = pools.decode(degrees, caps) if prefill is not None or decode_always else None
+    if prefill is None or decode is None or not pools.budgets.credited:
+        return pools, prefill, decode
+    row = pooled_row(pools, link, prefill, decode)
+    if (row.transfer_ms or 0.0) <= pools.budgets.transfer_ms * (1 + 1e-9):
+        return pools, prefill, decode
+    whole = _budgets(pools.performance, link, pools.kv, pools.engine, credit=False)
+    if whole.prefill_ttft_ms <= 0:
+        return pools, None, None
+    return _group_pools(replace(pools, budgets=whole), link, degrees, caps, decode_always)
+
+
+def same_gpu_row(options: PoolOptions) -> DisaggregatedRow:
+    """The fewest GPUs of prefill + decode pools on the options' one GPU (ties: the first engine, KV dtype, group)."""
+    best: DisaggregatedRow | None = None
+    for pools, prefill, decode in options.choices.values():
+        if prefill is None or decode is None:
+            continue
+        row = pooled_row(pools, options.link, prefill, decode)
+        if best is None or (row.gpus or math.inf) < (best.gpus or math.inf):
+            best = row
+    if best is None:
+        return DisaggregatedRow(
+            options.accel.key,
+            options.precision,
+            options.method.name,
+            options.link.name,
+            note="no prefill and decode pools meet the SLA (or fit) on this GPU",
+        )
+    return best
 
 
 def plan_disaggregated(
@@ -289,28 +363,4 @@ def plan_disaggregated(
 ) -> DisaggregatedRow:
     """The cheapest prefill + decode pools of `accel` at `precision` for the evaluator's traffic and SLA, over
     every engine and KV cache dtype in scope (one of each for both pools)."""
-    scope = scope or PlanScope()
-    degrees = scope.degrees(accel.max_tensor_parallel)
-    caps = list(scope.batch_sizes) or batch_ladder(performance.engines, DEFAULT_MAX_BATCHED_TOKENS)
-    best: DisaggregatedRow | None = None
-    for engine in performance.engines:
-        for kv in scope.kv_cache_dtypes:
-            budgets = _budgets(performance, link, kv, engine)
-            if budgets.prefill_ttft_ms <= 0:
-                continue
-            pools = _Pools(performance, accel, method, precision, engine, kv, budgets)
-            for together in _degree_groups(engine, performance, degrees):  # equal degrees where the engine needs it
-                row = _pools_row(pools, link, together, caps)
-                if row is None:
-                    continue
-                if best is None or (row.gpus or math.inf) < (best.gpus or math.inf):
-                    best = row
-    if best is None:
-        return DisaggregatedRow(
-            accel.key,
-            precision,
-            method.name,
-            link.name,
-            note="no prefill and decode pools meet the SLA (or fit) on this GPU",
-        )
-    return best
+    return same_gpu_row(pool_options(performance, accel, precision, method, link=link, scope=scope))

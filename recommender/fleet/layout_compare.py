@@ -9,6 +9,10 @@ reason names what decides it:
 - it loses when its pools' work, each rounded up to whole workers, does not fall below the aggregated
   replicas', or the KV transfer and the TTFT split between two legs cost more capacity than the
   uninterrupted decode saves (short prompts: little prefill to take out of the decode batch).
+
+Pools on two GPU types (``mixed_pools.py``) are compared by price, not GPU count: per precision, the cheapest mixed
+pair of the GPUs planned (every prefill GPU with every other decode GPU, over a network link) against the
+cheapest aggregated row of any GPU, its `hardware` "prefill GPU+decode GPU" and its reason naming both.
 """
 
 from __future__ import annotations
@@ -19,16 +23,20 @@ from typing import TYPE_CHECKING
 
 from recommender.engines import DEFAULT_ENGINES
 from recommender.evaluation.performance import PerformanceEvaluator
-from recommender.fleet.disaggregated_plan import DisaggregatedRow, plan_disaggregated, with_launch
+from recommender.fleet.disaggregated_plan import DisaggregatedRow, PoolOptions, pool_options, same_gpu_row
+from recommender.fleet.disaggregated_row_launch import with_launch
+from recommender.fleet.mixed_pools import check_mixed_link, mixed_cost, mixed_row
 from recommender.fleet.plan import plan_one
 from recommender.fleet.plan_row import PlanRow
+from recommender.money import usd
 from recommender.perf.catalog.links import resolve_link
 from recommender.quantize import get_scheme
 
 if TYPE_CHECKING:
     from recommender.config.spec import LatencySLA, Traffic
     from recommender.fleet.plan_scope import PlanScope
-    from recommender.perf.catalog.gpus import Catalog
+    from recommender.perf.catalog.gpus import Accelerator, Catalog
+    from recommender.perf.model.link import Link
     from recommender.perf.model.shape import ModelShape
 
 __all__ = ["LayoutComparison", "compare_layouts", "plan_layouts"]
@@ -118,6 +126,107 @@ def compare_layouts(
     return LayoutComparison(hw, precision, aggregated, d, "aggregated", why)
 
 
+def _mixed_pools(d: DisaggregatedRow) -> str:
+    assert d.prefill is not None and d.decode is not None
+    p, q = d.prefill, d.decode
+    return (
+        f"prefill {p.estimate.workers} x TP{p.tensor_parallel} on {d.prefill_hardware} + decode "
+        f"{q.estimate.workers} x TP{q.tensor_parallel} (batch {q.batch_size}) on {d.decode_hardware}"
+    )
+
+
+def compare_mixed(found: list[LayoutComparison], mixed: DisaggregatedRow) -> LayoutComparison:
+    """A mixed pair's row against the cheapest aggregated row at its precision (by $/month: the GPUs differ)."""
+    same = [c for c in found if c.precision == mixed.precision]
+    priced = [c.aggregated for c in same if c.aggregated.usd_per_month is not None]
+    agg = min(priced, key=lambda r: r.usd_per_month or 0.0) if priced else same[0].aggregated
+    pools = [c.disaggregated for c in same if c.disaggregated.usd_per_month is not None]
+    hw = f"{mixed.prefill_hardware}+{mixed.decode_hardware}"
+    m, a = mixed.usd_per_month, agg.usd_per_month
+    if m is None:
+        return LayoutComparison(
+            hw, mixed.precision, agg, mixed, "", f"mixed pools not priced or none serve: {mixed.note}"
+        )
+    against = ""
+    if pools:
+        cheapest = min(pools, key=lambda r: r.usd_per_month or 0.0)
+        against = f"; the cheapest same-GPU pools: {usd(cheapest.usd_per_month)}/month on {cheapest.hardware}"
+    if a is None or m < a:
+        saves = "mixed pools only" if a is None else f"mixed pools save {1 - m / a:.0%}"
+        aggregated = (
+            "meets no SLA"
+            if a is None
+            else f"costs {usd(a)}/month on {agg.hardware} ({agg.replicas} x TP{agg.tensor_parallel})"
+        )
+        why = (
+            f"{saves}: {_mixed_pools(mixed)} = {usd(m)}/month, each pool at its own GPU's price; aggregated "
+            f"{aggregated}{against}"
+        )
+        return LayoutComparison(hw, mixed.precision, agg, mixed, "disaggregated", why)
+    why = (
+        f"aggregated wins: {usd(a)}/month on {agg.hardware} ({agg.replicas} x TP{agg.tensor_parallel}) against "
+        f"{usd(m)} for {_mixed_pools(mixed)}{against}"
+    )
+    return LayoutComparison(hw, mixed.precision, agg, mixed, "aggregated", why)
+
+
+@dataclass(frozen=True, slots=True)
+class _MixedContext:
+    """What planning a decode GPU's pools needs when it was not planned on its own (a --decode-hardware GPU)."""
+
+    catalog: Catalog
+    shape: ModelShape
+    traffic: Traffic
+    sla: LatencySLA
+    engines: tuple[str, ...]
+    scope: PlanScope | None
+    links: dict[str, Link]
+    accels: dict[str, Accelerator]
+
+
+def _cheapest_mixed(
+    pairs: list[tuple[str, str]], precision: str, options: dict[tuple[str, str], PoolOptions], ctx: _MixedContext
+) -> DisaggregatedRow | None:
+    """The cheapest serving pair's row at `precision` (None: no pair, or none serves)."""
+    best: DisaggregatedRow | None = None
+    for p, d in pairs:
+        prefill = options.get((p, precision))
+        if prefill is None:
+            continue
+        decode = options.get((d, precision))
+        if decode is None:  # a decode GPU not planned on its own: its pools at the prefill GPU's scheme
+            performance = PerformanceEvaluator(
+                ctx.catalog, ctx.shape, ctx.traffic, ctx.sla, engines=ctx.engines, require_price=False
+            )
+            decode = pool_options(
+                performance,
+                ctx.accels[d],
+                precision,
+                prefill.method,
+                link=ctx.links[d],
+                scope=ctx.scope,
+                decode_always=True,
+            )
+            options[(d, precision)] = decode
+        row = mixed_row(prefill, decode)
+        if row.prefill is not None and (best is None or mixed_cost(row) < mixed_cost(best)):
+            best = row
+    return best
+
+
+def _pairs(accels: list[Accelerator], decoders: list[Accelerator] | None, link: str) -> list[tuple[str, str]]:
+    """The (prefill GPU, decode GPU) pairs of two types the link allows: every pair over a network link; none over
+    a node link (NVLink, PCIe), and bad input naming --link where --decode-hardware asked for one."""
+    pairs = [(p.key, d.key) for p in accels for d in (decoders or accels) if p.key != d.key]
+    if pairs:
+        first = resolve_link(link, accels[0], field="--link")
+        if first.scope != "cluster":
+            if decoders is not None:
+                check_mixed_link(first, *pairs[0])
+            return []
+    return pairs
+
+
 def plan_layouts(
     shape: ModelShape,
     catalog: Catalog,
@@ -131,15 +240,24 @@ def plan_layouts(
     engines: tuple[str, ...] = DEFAULT_ENGINES,
     on_row: Callable[[str], None] | None = None,
     model: str = "",
+    decode_hardware: list[str] | None = None,
 ) -> list[LayoutComparison]:
-    """Every (GPU, precision): the aggregated plan row, the disaggregated pools over `link`, the winner and why.
+    """Every (GPU, precision): the aggregated plan row, the disaggregated pools over `link`, the winner and why;
+    then per precision the cheapest pools on two GPU types (``compare_mixed``), prefill on a `hardware` GPU and
+    decode on another of `decode_hardware` (default: of `hardware`), where the link allows such a pair.
 
     With `model`, each disaggregated row carries its pools' commands serving it (``with_launch``).
-    The link is resolved on every GPU first: a name the catalog does not know, or NVLink on a PCIe card, is bad
-    input naming ``--link`` before anything is simulated."""
+    The link is resolved on every GPU first: a name the catalog does not know, NVLink on a PCIe card, or a node
+    link between two GPU types asked for is bad input naming ``--link`` before anything is simulated."""
     accels = [catalog.get(hw, field="--hardware") for hw in hardware]
-    links = {a.key: resolve_link(link, a, field="--link") for a in accels}
-    found = []
+    decoders = (
+        None if decode_hardware is None else [catalog.get(hw, field="--decode-hardware") for hw in decode_hardware]
+    )
+    pairs = _pairs(accels, decoders, link)
+    links = {a.key: resolve_link(link, a, field="--link") for a in [*accels, *(decoders or [])]}
+    by_key = {a.key: a for a in [*accels, *(decoders or [])]}
+    found: list[LayoutComparison] = []
+    options: dict[tuple[str, str], PoolOptions] = {}
     for accel in accels:
         performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines, require_price=False)
         for precision in precisions:
@@ -149,9 +267,17 @@ def plan_layouts(
             if agg.note.startswith("refused"):
                 dis = DisaggregatedRow(accel.key, precision, agg.method, link, note=agg.note)
             else:
-                dis = plan_disaggregated(
-                    performance, accel, precision, get_scheme(agg.method), link=links[accel.key], scope=scope
+                opts = pool_options(
+                    performance,
+                    accel,
+                    precision,
+                    get_scheme(agg.method),
+                    link=links[accel.key],
+                    scope=scope,
+                    decode_always=bool(pairs),
                 )
+                options[(accel.key, precision)] = opts
+                dis = same_gpu_row(opts)
                 if model:
                     dis = with_launch(dis, model=model, accel=accel, max_model_len=traffic.max_model_len)
             found.append(
@@ -159,4 +285,31 @@ def plan_layouts(
             )
             if on_row is not None:
                 on_row(f"{accel.key}/{precision}")
-    return found
+    context = _MixedContext(catalog, shape, traffic, sla, engines, scope, links, by_key)
+    return [*found, *_mixed_comparisons(found, pairs, precisions, options, context, model)]
+
+
+def _mixed_comparisons(
+    found: list[LayoutComparison],
+    pairs: list[tuple[str, str]],
+    precisions: list[str],
+    options: dict[tuple[str, str], PoolOptions],
+    ctx: _MixedContext,
+    model: str,
+) -> list[LayoutComparison]:
+    """Per precision, the cheapest mixed pair against the same-GPU rows `found` (with its launch given `model`)."""
+    mixed_found = []
+    for precision in precisions:
+        mixed = _cheapest_mixed(pairs, precision, options, ctx)
+        if mixed is None:
+            continue
+        if model:
+            mixed = with_launch(
+                mixed,
+                model=model,
+                accel=ctx.accels[mixed.prefill_hardware],
+                max_model_len=ctx.traffic.max_model_len,
+                decode_accel=ctx.accels[mixed.decode_hardware],
+            )
+        mixed_found.append(compare_mixed(found, mixed))
+    return mixed_found

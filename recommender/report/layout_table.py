@@ -41,8 +41,10 @@ def _cells(c: LayoutComparison) -> tuple[str, ...]:
     a, d = c.aggregated, c.disaggregated
     agg_gpus = "-" if a.replicas is None or a.tensor_parallel is None else f"{a.replicas * a.tensor_parallel}"
     pools = [
-        "-" if p is None else f"{p.estimate.workers} x TP{p.tensor_parallel}, batch {p.batch_size}"
-        for p in (d.prefill, d.decode)
+        "-"
+        if p is None
+        else f"{p.estimate.workers} x TP{p.tensor_parallel}, batch {p.batch_size}" + (f" on {gpu}" if d.mixed else "")
+        for p, gpu in ((d.prefill, d.prefill_hardware), (d.decode, d.decode_hardware))
     ]
     return (
         c.hardware,
@@ -88,9 +90,10 @@ def _render_cheapest_launch(found: Sequence[LayoutComparison], console: Console)
     launch = best.disaggregated.launch
     assert launch is not None
     console.print(f"\nLaunch ({best.hardware}/{best.precision}, {launch.engine}):", highlight=False)
+    d = best.disaggregated
     for label, command in (
-        (f"prefill x {launch.prefill_workers}", launch.prefill),
-        (f"decode x {launch.decode_workers}", launch.decode),
+        (f"prefill x {launch.prefill_workers} on {d.prefill_hardware}", launch.prefill),
+        (f"decode x {launch.decode_workers} on {d.decode_hardware}", launch.decode),
         ("router", launch.router),
     ):
         console.print(f"  {label}: {command}", soft_wrap=True, highlight=False, markup=False)

@@ -65,6 +65,22 @@ def test_plan_prints_both_layouts_with_the_winner_and_its_reason_as_json() -> No
         (("--layout", "disaggregated", "--link", "carrier-pigeon"), ("--link", "unknown link", "infiniband-ndr")),
         (("--layout", "sideways"), ("--layout", "unknown layout", "disaggregated")),
         (("--layout", "disaggregated", "--layout", "disaggregated"), ("--layout", "given twice")),
+        # a prefill pool on H100 SXM and a decode pool on H200 are never in one NVLink domain
+        (
+            ("--layout", "disaggregated", "--decode-hardware", "h200", "--link", "nvlink"),
+            ("--link", "two GPU types", "infiniband-ndr"),
+        ),
+        (
+            (
+                "--decode-hardware",
+                "h200",
+            ),
+            ("--decode-hardware", "--layout disaggregated"),
+        ),
+        (
+            ("--layout", "disaggregated", "--decode-hardware", "hal-9000"),
+            ("--decode-hardware", "hal-9000"),
+        ),
     ],
 )
 def test_an_unknown_layout_or_link_is_one_line_and_exit_2(flags: tuple[str, ...], needles: tuple[str, ...]) -> None:

@@ -22,7 +22,7 @@ from recommender.perf.model.link import Link
 if TYPE_CHECKING:
     from recommender.perf.catalog.gpus import Accelerator
 
-__all__ = ["LINKS_FILE", "Link", "LinkRow", "known_links", "resolve_link"]
+__all__ = ["LINKS_FILE", "Link", "LinkRow", "known_links", "network_links", "resolve_link"]
 
 LINKS_FILE = Path(__file__).with_name("links.yaml")
 
@@ -50,6 +50,11 @@ def _rows() -> dict[str, LinkRow]:
 
 def known_links() -> list[str]:
     return sorted(_rows())
+
+
+def network_links() -> list[str]:
+    """The links between servers (``scope: cluster``): what pools on different nodes, or GPU types, talk over."""
+    return [name for name in known_links() if _rows()[name].scope == "cluster"]
 
 
 def resolve_link(name: str, accel: Accelerator, *, field: str = "link") -> Link:

@@ -11,10 +11,9 @@ with every step at the upper bound of its held-out error (``simulate_serving_int
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from recommender.perf.sim.capacity import RateSearch, max_rate_within_sla, replicas_needed
-from recommender.perf.sim.conversation import Conversation
 from recommender.perf.sim.physics_capacity import ALARM_FACTOR
 from recommender.perf.sim.results import Percentiles
 from recommender.perf.sim.scheduler import SchedulerConfig
@@ -29,7 +28,8 @@ from recommender.perf.sim.settle import (
 )
 from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.speculative import SpeculativeStepCost
-from recommender.perf.sim.workload import Lengths, SharedPrefix, make_workload
+from recommender.perf.sim.traffic_load import TrafficLoad as TrafficLoad  # re-exported: its users import it here
+from recommender.perf.sim.workload import make_workload
 from recommender.provenance import Provenance
 
 if TYPE_CHECKING:
@@ -38,38 +38,6 @@ if TYPE_CHECKING:
     from recommender.perf.sim.results import SimulationResult
     from recommender.perf.sim.speculative import SpeculativeDecoding
     from recommender.perf.step.cost import StepCostModel
-
-
-@dataclass(frozen=True, slots=True)
-class TrafficLoad:
-    """The traffic a configuration must carry, as the simulator draws it (``config.traffic.traffic_load`` builds it
-    from the spec): the target rate, the mean lengths and the length models (fixed, lognormal or a trace's)."""
-
-    requests_per_second: float
-    prompt_tokens: int
-    output_tokens: int
-    prompt: Lengths
-    output: Lengths
-    #: Prompts sharing a prefix (a system prompt, templates) that prefix caching serves; None: nothing shared.
-    prefix: SharedPrefix | None = None
-    #: Multi-turn sessions whose turns carry their history (``conversation.py``); None: single requests.
-    conversation: Conversation | None = None
-    #: Whether the engine keeps computed prefixes (all four engines do by default; False: the lever turned off).
-    cache_prefixes: bool = True
-
-    @property
-    def shares_prompts(self) -> bool:
-        """Whether any prompt shares tokens another computed (a prefix cache's hit rate means something)."""
-        return self.prefix is not None or self.conversation is not None
-
-    @property
-    def sharing(self) -> dict[str, Any]:
-        """What `make_workload` draws besides the lengths: the prefixes, the conversations, whether they are cached."""
-        return {
-            "prefix": self.prefix,
-            "conversation": self.conversation,
-            "cache_prefixes": self.cache_prefixes,
-        }
 
 
 class LatencyLimits(Protocol):
@@ -209,20 +177,7 @@ def simulate_serving(
             speculation=speculation,
         )
         return ServingEstimate(lone.ttft_ms, lone.tpot_ms, 0.0, 0.0, 1e-3, label)
-    replicas = replicas_needed(traffic.requests_per_second, search.rate_per_s)
-    load = traffic.requests_per_second / replicas
-    assert search.settled is not None and search.result is not None  # a capacity above 0 was simulated to settle
-    settled = _at_load(cost, config, traffic, load, search, speculation, settle_within)
-    capacity, lowered = search.rate_per_s, ""
-    if not settled.settled and settle_within > MAX_REQUESTS:  # a configuration shown: its P99s must settle
-        more = _with_more_replicas(cost, config, traffic, replicas, search, speculation, settle_within)
-        if more is not None:
-            lowered = (
-                f"; capacity lowered from {capacity:.3g} to {more[0]:.3g} req/s per replica: at {load:.3g} req/s "
-                f"the P99s were {settled.describe()}"
-            )
-            capacity = load = more[0]
-            settled = more[1]
+    capacity, load, settled, lowered = _replica_load(cost, config, traffic, search, speculation, settle_within)
     at_load = settled.result
     return ServingEstimate(
         ttft_ms=at_load.ttft_ms,
@@ -231,7 +186,7 @@ def simulate_serving(
         tokens_per_s=capacity * (traffic.prompt_tokens + traffic.output_tokens),
         load_per_replica_rps=load,
         provenance=label.extended(
-            f"P99s at the load: {settled.describe()}; capacity: {search.limit or 'the ceiling'}{lowered}"
+            f"P99s at the load: {settled.describe()}; capacity: {search.limit or 'the ceiling'}" + lowered
         ),
         prefix_hit_rate=at_load.prefix_hit_rate if traffic.shares_prompts else None,
         requests_measured=settled.measured,
@@ -274,6 +229,29 @@ def _at_load(
         first=max(FIRST_REQUESTS, search.settled.requests // 2),
         max_requests=settle_within,
     )
+
+
+def _replica_load(
+    cost: StepCostModel,
+    config: SchedulerConfig,
+    traffic: TrafficLoad,
+    search: RateSearch,
+    speculation: SpeculativeDecoding | None,
+    settle_within: int,
+) -> tuple[float, float, Settled, str]:
+    """The capacity, the load per replica at the replicas it needs and the run behind the P99s there (``_at_load``);
+    where a shown configuration's P99s do not settle, the capacity lowered to the load of the fewest more replicas
+    whose P99s do (``_with_more_replicas``), and a clause saying so for the provenance."""
+    replicas = replicas_needed(traffic.requests_per_second, search.rate_per_s)
+    load = traffic.requests_per_second / replicas
+    settled = _at_load(cost, config, traffic, load, search, speculation, settle_within)
+    if settled.settled or settle_within <= MAX_REQUESTS:  # only a configuration shown must settle
+        return search.rate_per_s, load, settled, ""
+    more = _with_more_replicas(cost, config, traffic, replicas, search, speculation, settle_within)
+    if more is None:
+        return search.rate_per_s, load, settled, ""
+    lowered = f"; capacity lowered from {search.rate_per_s:.3g} to {more[0]:.3g} req/s per replica: at {load:.3g} "
+    return more[0], more[0], more[1], lowered + f"req/s the P99s were {settled.describe()}"
 
 
 def _with_more_replicas(
