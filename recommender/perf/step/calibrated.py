@@ -178,8 +178,9 @@ class StepCostFit(BaseModel):
 
 
 #: Bumped when the simulation or the step model changes a study's latencies while the fit files stay the same
-#: (2: simulations run to steady state, ``perf/sim/settle.py``; MLA's decode-attention FLOPs; the MoE runs' fit).
-PERF_MODEL_REVISION = 2
+#: (2: simulations run to steady state, ``perf/sim/settle.py``; MLA's decode-attention FLOPs; the MoE runs' fit;
+#: 3: MLA's decode on a whole 64-row tile, ``rates.mla_decode_row_padding``, and the MoE fit regenerated).
+PERF_MODEL_REVISION = 3
 
 
 def fit_digest(path: Path = FIT_PATH, kernel_path: Path = KERNEL_FIT_PATH) -> str:
