@@ -31,6 +31,7 @@ PERFORMANCE = PerformanceEvaluator(CATALOG, DEEPSEEK_V3, TRAFFIC, SLA, engines=(
 FP8 = get_scheme("fp8-dynamic")
 
 
+@pytest.mark.slow  # about 30 s each: DeepSeek-V3 planned at every EP degree
 def test_attention_data_parallelism_with_expert_parallelism_needs_fewer_gpus_than_tensor_parallelism() -> None:
     tp = plan_one(DEEPSEEK_V3, H200, "fp8", traffic=TRAFFIC, sla=SLA, scope=SCOPE, catalog=CATALOG, engines=("sglang",))
     ep = plan_expert_parallel(PERFORMANCE, H200, FP8, scope=SCOPE)
@@ -41,6 +42,7 @@ def test_attention_data_parallelism_with_expert_parallelism_needs_fewer_gpus_tha
     assert ep.usd_per_month is not None and ep.provenance is not None and "all-to-all" in ep.provenance.detail
 
 
+@pytest.mark.slow  # about 30 s each: DeepSeek-V3 planned at every EP degree
 def test_skewed_expert_load_costs_gpus_and_eplb_redundant_experts_win_them_back() -> None:
     even = plan_expert_parallel(PERFORMANCE, H200, FP8, scope=SCOPE)
     skewed = plan_expert_parallel(PERFORMANCE, H200, FP8, skew=1.0, scope=SCOPE)

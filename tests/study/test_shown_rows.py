@@ -10,6 +10,8 @@ before its P99s are checked by doubling. A batch cap of 1024 carries 175 req/s: 
 
 from __future__ import annotations
 
+import pytest
+
 from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.config.traffic import TrafficProfile
@@ -71,6 +73,7 @@ def test_the_shown_winner_runs_near_capacity_on_p99s_settled_past_the_trials_cap
     assert results[0] is trial and results[0].serving == trial.serving  # the trials keep their figures
 
 
+@pytest.mark.slow  # about 17 s: runs of 188,816 requests, then the two-replica load
 def test_a_winner_whose_p99s_do_not_settle_at_its_load_takes_another_replica_and_gives_way() -> None:
     """At 192 req/s (98 % of the one replica's capacity) the trial's run ends unchecked within the SLA; run longer,
     its P99s keep climbing (the queue near the knee never settles within ``AT_LOAD_MAX_REQUESTS``), so the row shown
