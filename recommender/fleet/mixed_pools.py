@@ -68,6 +68,8 @@ def mixed_row(prefill: PoolOptions, decode: PoolOptions) -> DisaggregatedRow:
         if prefill_pool is None or other is None or other[2] is None:
             continue
         row = pooled_row(pools, prefill.link, prefill_pool, other[2], decode_accel=decode.accel)
+        if (row.transfer_ms or 0.0) > pools.budgets.transfer_ms * (1 + 1e-9):
+            continue  # the other GPU's decode pool holds less of the shared prefixes than the TTFT split assumed
         if best is None or mixed_cost(row) < mixed_cost(best):
             best = row
     if best is None:
