@@ -88,6 +88,7 @@ def expert_parallel_winner_launch(
             attention_dp=winner.attention_dp,
             batch_size_per_rank=c.batch_size,
             kv_cache_dtype=c.kv_cache_dtype,
+            replicas=winner.cost.replicas if winner.cost is not None else None,  # what the deployment files run
         )
     return expert_parallel_launch(
         row,

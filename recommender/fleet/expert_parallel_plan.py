@@ -14,11 +14,11 @@ may span up to ``MAX_EP_NODES`` nodes, its all-to-all then crossing the named ne
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS
-from recommender.engines import PROFILES
+from recommender.engines import PROFILES, EngineLaunch  # at run time: the row's types are resolved when serialized
 from recommender.engines.batch_limits import batch_ladder
 from recommender.engines.eligibility import eligibility
 from recommender.errors import BadInputError
@@ -74,6 +74,10 @@ class ExpertParallelRow:
     #: spans several ("" where nothing is served, the engine's command is not emitted, or no model was named); as
     #: `PlanRow.launch`, a checkpoint scheme serves ``<model name>-<scheme>``.
     launch: str = ""
+    #: The frameworks' deployment files of that launch (llm-d's LeaderWorkerSet, Dynamo's DynamoGraphDeployment) with
+    #: the row's replicas, nodes and flags, and a note for a framework that does not deploy it
+    #: (``engines/expert_parallel_deploy.py``); empty where `launch` is.
+    deployments: list[EngineLaunch] = field(default_factory=list)
 
 
 def expert_imbalance(n_experts: int, ep: int, *, skew: float, redundant: int) -> float:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS
 from recommender.engines import EngineLaunch, LaunchSettings, emit_all
 from recommender.engines.expert_parallel import ExpertParallelLaunch
+from recommender.engines.expert_parallel_deploy import expert_parallel_deployments
 from recommender.engines.kernels import compute_dtype
 from recommender.perf.model.memory import DEFAULT_GPU_MEMORY_UTILIZATION
 from recommender.quantize import get_scheme
@@ -77,8 +78,9 @@ def expert_parallel_launch(
 ) -> list[EngineLaunch]:
     """Each engine's commands for the expert-parallel replica `row` priced, `row.engine`'s first; never the
     aggregated tensor-parallel command. A replica spanning nodes has one entry per node, named
-    "<engine> node <i> of <n>"; an engine that does not launch it answers once with its refusal. Empty when the row
-    serves nothing. `model`, `checkpoint`, `device`: as `launch_commands`; `gpus_per_node`: the node's GPUs."""
+    "<engine> node <i> of <n>"; an engine that does not launch it answers once with its refusal; then the llm-d and
+    Dynamo files deploying `row.replicas` replicas (``expert_parallel_deploy.py``). Empty when the row serves
+    nothing. `model`, `checkpoint`, `device`: as `launch_commands`; `gpus_per_node`: the node's GPUs."""
     if not row.engine or row.ep is None or row.attention_dp is None or row.batch_size_per_rank is None:
         return []
     method = get_scheme(row.method)
@@ -107,7 +109,10 @@ def expert_parallel_launch(
         for r, node in enumerate(nodes):
             name = first.engine if layout.nodes == 1 else f"{first.engine} node {r} of {layout.nodes}"
             found.append(replace(node[i], engine=name, notes=[*node[i].notes, _length_note(max_model_len)]))
-    return sorted(found, key=lambda e: e.engine.split(" ")[0] != row.engine)  # stable: the rest keep their order
+    found.sort(key=lambda e: e.engine.split(" ")[0] != row.engine)  # stable: the rest keep their order
+    # The frameworks' deployment files (llm-d, Dynamo) of the row's engine, from its node-0 command, after it.
+    node_zero = next((e for e in found if e.engine.split(" ")[0] == row.engine and e.command), None)
+    return found + expert_parallel_deployments(row.engine, node_zero, layout=layout, replicas=row.replicas or 1)
 
 
 def launch_text(entries: list[EngineLaunch], engine: str) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from recommender.engines import DEFAULT_ENGINES
+from recommender.engines.expert_parallel_deploy import deployment_entries
 from recommender.errors import BadInputError
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.expert_parallel_plan import ExpertParallelRow, plan_expert_parallel, require_moe
@@ -82,8 +83,9 @@ def compare_parallelism(tp: PlanRow, ep: ExpertParallelRow, *, latent_kv: bool) 
 
 
 def with_launch(row: ExpertParallelRow, *, model: str, accel: Accelerator, max_model_len: int) -> ExpertParallelRow:
-    """`row` with its engine's expert-parallel command serving `model` (a checkpoint scheme serves
-    ``<model name>-<scheme>``, the directory `recommender quantize --out` writes, as `plan`'s rows do)."""
+    """`row` with its engine's expert-parallel command and its llm-d/Dynamo files serving `model` (a checkpoint
+    scheme serves ``<model name>-<scheme>``, the directory `recommender quantize --out` writes, as `plan`'s rows
+    do)."""
     checkpoint = f"{model.rstrip('/').rsplit('/', 1)[-1]}-{row.method}"
     entries = expert_parallel_launch(
         row,
@@ -93,7 +95,7 @@ def with_launch(row: ExpertParallelRow, *, model: str, accel: Accelerator, max_m
         checkpoint=checkpoint,
         device=accel.device,
     )
-    return replace(row, launch=launch_text(entries, row.engine))
+    return replace(row, launch=launch_text(entries, row.engine), deployments=deployment_entries(entries))
 
 
 def _network_link(link: str, accel: Accelerator) -> Link:

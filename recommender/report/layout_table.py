@@ -180,3 +180,9 @@ def _render_expert_parallel_launch(found: Sequence[ParallelismComparison], conso
     )
     for line in e.launch.splitlines():
         console.print(f"  {line}", soft_wrap=True, highlight=False, markup=False)
+    for d in e.deployments:  # the frameworks' files deploying those replicas, or why a framework has none
+        console.print(f"\n{d.engine}:", highlight=False, markup=False)
+        for note in d.notes:
+            console.print(f"  # {note}", soft_wrap=True, highlight=False, markup=False)
+        if d.config_yaml:
+            console.print(d.config_yaml, soft_wrap=True, highlight=False, markup=False)
