@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from tests.conftest import REPO
 
@@ -151,3 +152,10 @@ def test_plan_expert_parallel_gives_the_ep_row_its_expert_parallel_launch_in_jso
     assert launch.startswith("python -m sglang.launch_server --model-path DeepSeek-V3-fp8-dynamic ")
     for flag in ("--tp-size 8", "--ep-size 8", "--dp-size 8", "--enable-dp-attention", "--max-running-requests 512"):
         assert flag in launch, launch
+    # Dynamo's file deploys the row's replicas of that command; llm-d has no aggregated SGLang wide-EP guide
+    files = {d["engine"].split(" ")[0]: d for d in ep["deployments"]}
+    worker = yaml.safe_load(files["Dynamo"]["config_yaml"])["spec"]["services"]["decode"]
+    assert worker["replicas"] == ep["replicas"] and worker["resources"]["limits"]["gpu"] == "8"
+    args = worker["extraPodSpec"]["mainContainer"]["args"]
+    assert args[args.index("--ep-size") + 1] == "8" and args[args.index("--dp-size") + 1] == "8"
+    assert not files["llm-d"]["supported"] and files["llm-d"]["config_yaml"] is None

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 
 from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA, Traffic, load_spec
@@ -98,6 +99,10 @@ def test_an_expert_parallel_winners_launch_is_its_engines_expert_parallel_comman
     assert all(
         "--enable-expert-parallel" in (e.command or "--enable-expert-parallel") for e in launch if e.engine == "vllm"
     )
+    # The frameworks' files deploy the replicas the search priced (engines/expert_parallel_deploy.py).
+    [dynamo] = [e for e in launch if e.engine.startswith("Dynamo")]
+    worker = yaml.safe_load(dynamo.config_yaml or "")["spec"]["services"]["VllmDecodeWorker"]
+    assert result.cost is not None and worker["replicas"] == result.cost.replicas
     # A result stored before its attention ranks were kept is planned again, to the same commands.
     assert (
         expert_parallel_winner_launch(

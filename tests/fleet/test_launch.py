@@ -3,10 +3,18 @@ replica spanning nodes, never the aggregated tensor-parallel command; the plan r
 
 from __future__ import annotations
 
+import json
+import shlex
+from dataclasses import replace
+
+import yaml
+
 from recommender.engines import EngineLaunch
 from recommender.fleet.expert_parallel_plan import ExpertParallelRow
 from recommender.fleet.launch import expert_parallel_launch, launch_text
+from recommender.fleet.parallelism import with_launch
 from recommender.perf.catalog.gpus import load_catalog
+from recommender.serialization import dumps, from_data, to_data
 
 CATALOG = load_catalog()
 
@@ -30,7 +38,9 @@ def _launch(row: ExpertParallelRow) -> list[EngineLaunch]:
 
 def test_the_rows_engine_comes_first_and_every_command_is_expert_parallel() -> None:
     entries = _launch(_row("sglang", 8, 8))
-    assert [e.engine for e in entries] == ["sglang", "vllm", "tgi", "trtllm"]
+    assert [e.engine for e in entries][:4] == ["sglang", "vllm", "tgi", "trtllm"]
+    # then the row's engine's deployment files, and why llm-d has none for SGLang (expert_parallel_deploy.py)
+    assert [e.engine.split(" ")[0] for e in entries[4:]] == ["Dynamo", "llm-d"]
     assert entries[0].command is not None and "--ep-size 8" in entries[0].command
     assert "--enable-expert-parallel" in (entries[1].command or "")  # vLLM's, not its aggregated -tp 8 command
     assert not entries[2].supported  # TGI: refused, not given a tensor-parallel command
@@ -51,3 +61,22 @@ def test_a_replica_of_two_nodes_lists_each_nodes_command_and_its_text_names_the_
 
 def test_a_row_that_serves_nothing_has_no_launch() -> None:
     assert _launch(ExpertParallelRow("h100-sxm", "fp8", "fp8-dynamic", note="no replica meets the SLA")) == []
+
+
+def test_a_plan_rows_json_carries_its_llm_d_file_with_the_rows_replicas_and_layout() -> None:
+    row = replace(_row("vllm", 16, 16), replicas=3, redundant_experts=32)
+    planned = with_launch(row, model="deepseek-ai/DeepSeek-V3", accel=CATALOG.get("h100-sxm"), max_model_len=2500)
+    data = json.loads(dumps(to_data(planned)))  # what `plan --expert-parallel --json` prints for the row
+    assert data["launch"].startswith("# vllm node 0 of 2\nvllm serve DeepSeek-V3-fp8-dynamic ")
+    files = {d["engine"].split(" ")[0]: d for d in data["deployments"]}
+    lws = yaml.safe_load(files["llm-d"]["config_yaml"])
+    assert lws["spec"]["replicas"] == 3 and lws["spec"]["leaderWorkerTemplate"]["size"] == 2
+    [container] = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    serve = shlex.split(container["args"][0].splitlines()[-1])
+    assert serve[3] == "DeepSeek-V3-fp8-dynamic"  # the checkpoint `quantize --out` writes, as the command serves
+    assert serve[serve.index("--data-parallel-size") + 1] == "16" and "--enable-expert-parallel" in serve
+    assert serve[serve.index("--eplb-config") + 1] == '{"num_redundant_experts": 32}'
+    worker = yaml.safe_load(files["Dynamo"]["config_yaml"])["spec"]["services"]["VllmDecodeWorker"]
+    assert worker["replicas"] == 3 and worker["multinode"] == {"nodeCount": 2}
+    assert from_data(ExpertParallelRow, to_data(planned)) == planned  # read back as the same row

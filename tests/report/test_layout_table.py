@@ -3,9 +3,12 @@ expert parallelism wins first), never a tensor-parallel command under an EP row;
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rich.console import Console
 
 from recommender.config.spec import LatencySLA, Traffic
+from recommender.engines import EngineLaunch
 from recommender.fleet.expert_parallel_plan import ExpertParallelRow
 from recommender.fleet.parallelism import ParallelismComparison
 from recommender.fleet.plan_row import PlanRow
@@ -43,3 +46,21 @@ def test_the_cheapest_winning_expert_parallel_rows_command_is_printed() -> None:
 
 def test_no_launch_is_printed_when_no_expert_parallel_row_has_one() -> None:
     assert "Launch, expert parallelism" not in _printed([_comparison("h200", "tensor-parallel", 1000.0, "")])
+
+
+def test_the_rows_deployment_files_follow_its_command_with_their_notes() -> None:
+    comparison = _comparison("h200", "expert-parallel", 2000.0, COMMAND)
+    lws = "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\n"
+    files = [
+        EngineLaunch(
+            engine="llm-d wide-EP LeaderWorkerSet (vllm, 5 x 1 node(s))",
+            supported=True,
+            command=None,
+            config_yaml=lws,
+            notes=["5 replica(s)"],
+        ),
+        EngineLaunch(engine="Dynamo (not emitted)", supported=False, command=None, notes=["why not"]),
+    ]
+    text = _printed([replace(comparison, expert_parallel=replace(comparison.expert_parallel, deployments=files))])
+    assert text.index(COMMAND) < text.index("llm-d wide-EP LeaderWorkerSet (vllm, 5 x 1 node(s)):")
+    assert "kind: LeaderWorkerSet" in text and "  # 5 replica(s)" in text and "  # why not" in text
