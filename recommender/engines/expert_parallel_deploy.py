@@ -59,6 +59,9 @@ from recommender.engines.expert_parallel import ExpertParallelLaunch
 
 __all__ = ["DEPLOY_FRAMEWORKS", "deployment_entries", "expert_parallel_deployments"]
 
+#: A Kubernetes manifest (or a part of one) as YAML-ready data.
+Manifest = dict[str, Any]
+
 #: The names a deployment entry's `EngineLaunch.engine` starts with.
 DEPLOY_FRAMEWORKS = ("llm-d", "Dynamo")
 
@@ -121,7 +124,7 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
-def _dump(*documents: dict[str, Any]) -> str:
+def _dump(*documents: Manifest) -> str:
     return yaml.dump_all(documents, Dumper=_Dumper, sort_keys=False)
 
 
@@ -194,12 +197,10 @@ def _llm_d_script(model: str, flags: list[str], layout: ExpertParallelLaunch) ->
     return "\n".join([*lines, f"exec {serve}"])
 
 
-def _llm_d_vllm(argv: list[str], layout: ExpertParallelLaunch, replicas: int) -> EngineLaunch:
-    """llm-d's wide-EP LeaderWorkerSet for `replicas` aggregated vLLM replicas of `layout`."""
-    model, flags = argv[2], _without_node_flags(argv[3:])
+def _llm_d_container(model: str, flags: list[str], layout: ExpertParallelLaunch) -> Manifest:
+    """The LeaderWorkerSet pod's vLLM container: the guide's script, secret, ports, GPUs and /dev/shm."""
     gpus = str(min(layout.ep, layout.gpus_per_node))
-    labels = {"llm-d.ai/model": _stem(model), "llm-d.ai/role": "aggregate"}
-    container: dict[str, Any] = {
+    return {
         "name": "vllm",
         "image": LLM_D_IMAGE,
         "securityContext": {"capabilities": {"add": ["IPC_LOCK", "SYS_RAWIO"]}, "runAsGroup": 0, "runAsUser": 0},
@@ -214,6 +215,13 @@ def _llm_d_vllm(argv: list[str], layout: ExpertParallelLaunch, replicas: int) ->
         "resources": {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
     }
+
+
+def _llm_d_vllm(argv: list[str], layout: ExpertParallelLaunch, replicas: int) -> EngineLaunch:
+    """llm-d's wide-EP LeaderWorkerSet for `replicas` aggregated vLLM replicas of `layout`."""
+    model, flags = argv[2], _without_node_flags(argv[3:])
+    gpus = min(layout.ep, layout.gpus_per_node)
+    labels = {"llm-d.ai/model": _stem(model), "llm-d.ai/role": "aggregate"}
     document = {
         "apiVersion": "leaderworkerset.x-k8s.io/v1",
         "kind": "LeaderWorkerSet",
@@ -228,7 +236,7 @@ def _llm_d_vllm(argv: list[str], layout: ExpertParallelLaunch, replicas: int) ->
                     },
                     "spec": {
                         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}}],
-                        "containers": [container],
+                        "containers": [_llm_d_container(model, flags, layout)],
                     },
                 },
             },
@@ -264,14 +272,14 @@ def _dynamo(
     layout: ExpertParallelLaunch,
     replicas: int,
     *,
-    container: dict[str, Any] | None = None,
-    pod: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    container: Manifest | None = None,
+    pod: Manifest | None = None,
+) -> Manifest:
     """A DynamoGraphDeployment of one worker service running ``python3 -m dynamo.<engine>`` with `args`; `container`
     and `pod` add to the worker's main container and pod spec."""
     image = DYNAMO_IMAGES[engine]
     workdir = {"workingDir": WORKING_DIRS[engine]} if engine in WORKING_DIRS else {}
-    service: dict[str, Any] = {
+    service: Manifest = {
         "envFromSecret": "hf-token-secret",
         "componentType": "worker",
         "replicas": replicas,
@@ -306,9 +314,7 @@ def _dynamo(
     }
 
 
-def _dynamo_entry(
-    engine: str, documents: list[dict[str, Any]], layout: ExpertParallelLaunch, replicas: int
-) -> EngineLaunch:
+def _dynamo_entry(engine: str, documents: list[Manifest], layout: ExpertParallelLaunch, replicas: int) -> EngineLaunch:
     notes = [
         f"{replicas} replica(s) of {layout.nodes} node(s) x {min(layout.ep, layout.gpus_per_node)} GPUs "
         f"(EP {layout.ep}, {layout.attention_dp} attention rank(s)); the image tag is your Dynamo release",
@@ -353,9 +359,9 @@ _TRTLLM_KEYS = {
 }
 
 
-def _trtllm_config(argv: list[str], options: str | None) -> dict[str, Any]:
+def _trtllm_config(argv: list[str], options: str | None) -> Manifest:
     """The engine's options file with trtllm-serve's flags folded in (the file's values win, as in trtllm-serve)."""
-    config: dict[str, Any] = {}
+    config: Manifest = {}
     for flag, key in _TRTLLM_KEYS.items():
         if flag in argv:
             value = argv[argv.index(flag) + 1]
