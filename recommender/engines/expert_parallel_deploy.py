@@ -323,6 +323,11 @@ def _dynamo_entry(engine: str, documents: list[Manifest], layout: ExpertParallel
         notes.append(
             "across nodes Dynamo's operator adds each node's distributed flags (Grove or LeaderWorkerSet installed)"
         )
+    if engine == "trtllm" and layout.nodes > 1:
+        notes.append(
+            "the operator wraps the TensorRT-LLM worker in mpirun over the nodes: create the SSH keypair secret "
+            "(mpirun-ssh-key-<component-name>) before deploying"
+        )
     sources = [*DYNAMO_SOURCES[engine], *([MULTINODE_SOURCE] if layout.nodes > 1 else [])]
     return EngineLaunch(
         engine=f"Dynamo DynamoGraphDeployment ({engine}, {replicas} x {layout.nodes} node(s))",
@@ -373,7 +378,7 @@ def _trtllm_config(argv: list[str], options: str | None) -> Manifest:
 
 
 def _dynamo_trtllm(argv: list[str], options: str | None, layout: ExpertParallelLaunch, replicas: int) -> EngineLaunch:
-    model = argv[1]
+    model = argv[argv.index("trtllm-serve") + 1]  # after ``srun ... trtllm-llmapi-launch`` past one node
     config_map = f"trtllm-ep{layout.ep}-config"
     args = ["--model-path", model, "--served-model-name", model, "--extra-engine-args", "/config/config.yaml"]
     configmap = {

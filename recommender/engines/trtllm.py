@@ -95,8 +95,8 @@ An expert-parallel replica (``LaunchSettings.expert_parallel``), verified agains
   Wide-EP's load balancer, not emitted here.
 - examples/models/core/deepseek_v3/deployment-guide-for-trt-llm-deepseek-r1.md @ 2ee475a — DeepSeek-R1 FP8 on 8
   GPUs: ``trtllm-serve ... --tp_size 8 --ep_size 8 --extra_llm_api_options`` a YAML with
-  ``enable_attention_dp: true`` and ``kv_cache_config: dtype: fp8``. One node only here: several run under
-  mpirun/Slurm (``trtllm-llmapi-launch``), not emitted.
+  ``enable_attention_dp: true`` and ``kv_cache_config: dtype: fp8``. A replica of several nodes is one
+  ``srun ... trtllm-llmapi-launch trtllm-serve ...`` (``trtllm_multinode.py``, its source cited there).
 """
 
 from __future__ import annotations
@@ -115,6 +115,7 @@ from recommender.engines._base import (
     flatten,
 )
 from recommender.engines.kernels import Kernel
+from recommender.engines.trtllm_multinode import slurm_command
 from recommender.perf.sim.engine_profiles import EngineProfile
 
 if TYPE_CHECKING:
@@ -190,7 +191,7 @@ class TrtllmEngine(Engine):
         "requests (is_public_pool) and, once on, speculates at every batch size (docs/source/features/"
         "speculative-decoding.md: speed-ups only at low batch); vLLM's prompt lookup, which was measured, differs"
     )
-    expert_parallel_refusal = ""  # one node, attention DP on all ranks or none: ``_expert_parallel_refusal``
+    expert_parallel_refusal = ""  # attention DP on all ranks or none: ``_expert_parallel_refusal``
 
     def _emit(self, settings: LaunchSettings, flag: str) -> EngineLaunch:
         if flag:
@@ -223,6 +224,9 @@ class TrtllmEngine(Engine):
             "trtllm-serve listens on localhost unless --host is given (e.g. --host 0.0.0.0).",
         ]
         command = ["trtllm-serve", settings.model, *flatten(options)]
+        if ep is not None and ep.nodes > 1:  # one srun starts every node (trtllm_multinode.py)
+            command, launched = slurm_command(command, ep)
+            notes += launched
         config_yaml = yaml.safe_dump(extra, sort_keys=False) if extra else None
         return self._config(command=command, notes=notes, config_yaml=config_yaml)
 
@@ -294,8 +298,6 @@ def _expert_parallel_refusal(settings: LaunchSettings) -> str:
     ep = settings.expert_parallel
     if ep is None:
         return ""
-    if ep.nodes > 1:
-        return f"a replica of {ep.nodes} nodes runs under mpirun or Slurm (trtllm-llmapi-launch), not emitted here"
     if ep.attention_dp not in (1, ep.ep):
         return f"enable_attention_dp makes every GPU an attention rank, not {ep.attention_dp} of {ep.ep}"
     if ep.redundant_experts:

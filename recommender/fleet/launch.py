@@ -78,9 +78,10 @@ def expert_parallel_launch(
 ) -> list[EngineLaunch]:
     """Each engine's commands for the expert-parallel replica `row` priced, `row.engine`'s first; never the
     aggregated tensor-parallel command. A replica spanning nodes has one entry per node, named
-    "<engine> node <i> of <n>"; an engine that does not launch it answers once with its refusal; then the llm-d and
-    Dynamo files deploying `row.replicas` replicas (``expert_parallel_deploy.py``). Empty when the row serves
-    nothing. `model`, `checkpoint`, `device`: as `launch_commands`; `gpus_per_node`: the node's GPUs."""
+    "<engine> node <i> of <n>" (one entry where one command starts them all); an engine that does not launch it
+    answers once with its refusal; then the llm-d and Dynamo files deploying `row.replicas` replicas
+    (``expert_parallel_deploy.py``). Empty when the row serves nothing. `model`, `checkpoint`, `device`: as
+    `launch_commands`; `gpus_per_node`: the node's GPUs."""
     if not row.engine or row.ep is None or row.attention_dp is None or row.batch_size_per_rank is None:
         return []
     method = get_scheme(row.method)
@@ -105,6 +106,9 @@ def expert_parallel_launch(
     for i, first in enumerate(nodes[0]):
         if not first.supported:
             found.append(first)
+            continue
+        if all(node[i].command == first.command for node in nodes):  # one command starts every node (TensorRT-LLM)
+            found.append(replace(first, notes=[*first.notes, _length_note(max_model_len)]))
             continue
         for r, node in enumerate(nodes):
             name = first.engine if layout.nodes == 1 else f"{first.engine} node {r} of {layout.nodes}"

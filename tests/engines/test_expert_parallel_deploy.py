@@ -122,6 +122,19 @@ def test_dynamo_trtllm_mounts_the_engine_options_with_the_serve_flags_folded_in(
     assert [e.supported for e in deployment_entries(entries)] == [True, False]  # llm-d has no TensorRT-LLM guide
 
 
+def test_dynamo_runs_a_trtllm_replica_of_two_nodes_under_its_operator() -> None:
+    entries = _deploy("trtllm", 16, 16)
+    configmap, dgd = _file(entries, "Dynamo")
+    config = yaml.safe_load(configmap["data"]["config.yaml"])
+    assert config["tensor_parallel_size"] == 16 and config["moe_expert_parallel_size"] == 16
+    worker = dgd["spec"]["services"]["TrtllmWorker"]
+    assert worker["multinode"] == {"nodeCount": 2} and worker["resources"]["limits"]["gpu"] == "8"
+    args = worker["extraPodSpec"]["mainContainer"]["args"]
+    assert args[:2] == ["--model-path", MODEL] and "srun" not in args  # the operator wraps it in mpirun
+    [dynamo] = [e for e in entries if e.engine.startswith("Dynamo")]
+    assert any("mpirun-ssh-key" in n for n in dynamo.notes)
+
+
 def test_no_file_where_the_engine_emitted_no_command() -> None:
-    assert _deploy("trtllm", 16, 16) == []  # TensorRT-LLM's command refuses a replica of two nodes
+    assert _deploy("trtllm", 8, 8, redundant=32) == []  # TensorRT-LLM's command refuses redundant expert slots
     assert _deploy("tgi", 8, 8) == []

@@ -130,7 +130,6 @@ def test_a_replica_of_two_nodes_has_one_command_per_node_with_the_head_address_l
 @pytest.mark.parametrize(
     ("engine", "layout", "needle"),
     [
-        ("trtllm", {"ep": 16, "attention_dp": 16}, "mpirun or Slurm"),
         ("trtllm", {"ep": 8, "attention_dp": 8, "redundant_experts": 32}, "Wide-EP"),
         ("vllm", {"ep": 16, "attention_dp": 1}, "Ray cluster"),
         ("tgi", {"ep": 8, "attention_dp": 8}, "expert-parallel flags were not verified"),
@@ -171,3 +170,16 @@ def test_a_layout_no_engine_can_run_is_refused_naming_the_field(layout: dict[str
     with pytest.raises(BadInputError) as info:
         ExpertParallelLaunch(**layout)
     assert info.value.field == field
+
+
+def test_trtllm_starts_a_replica_of_two_nodes_with_one_srun_of_trtllm_llmapi_launch() -> None:
+    launch = _emit("trtllm", "h100-sxm", ep=16, attention_dp=16)
+    argv = launch.argv
+    assert launch.supported and argv is not None, launch.notes
+    # examples/llm-api/llm_mgmn_trtllm_serve.sh: one MPI process per GPU of the model's world, 2 nodes x 8
+    assert argv[:5] == ["srun", "--nodes=2", "--ntasks-per-node=8", "--mpi=pmix", "trtllm-llmapi-launch"]
+    assert argv[5:7] == ["trtllm-serve", MODEL] and argv[-2:] == ["--host", "0.0.0.0"]
+    values, _ = _flags(launch)
+    assert values["--tp_size"] == "16" and values["--ep_size"] == "16" and values["--max_batch_size"] == str(CAP)
+    assert yaml.safe_load(launch.config_yaml or "")["enable_attention_dp"] is True
+    assert _emit("trtllm", "h100-sxm", ep=16, attention_dp=16, node_rank=1).command == launch.command

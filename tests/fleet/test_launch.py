@@ -55,8 +55,10 @@ def test_a_replica_of_two_nodes_lists_each_nodes_command_and_its_text_names_the_
     assert "--headless" not in (vllm[0].command or "") and "--headless" in (vllm[1].command or "")
     text = launch_text(entries, "vllm").splitlines()
     assert text == ["# vllm node 0 of 2", vllm[0].command, "# vllm node 1 of 2", vllm[1].command]
-    trtllm = next(e for e in entries if e.engine == "trtllm")
-    assert not trtllm.supported and launch_text(entries, "trtllm") == ""
+    # TensorRT-LLM: one srun starts both nodes (trtllm_multinode.py), so one entry
+    [trtllm] = [e for e in entries if e.engine.startswith("trtllm")]
+    assert trtllm.engine == "trtllm" and launch_text(entries, "trtllm") == trtllm.command
+    assert (trtllm.command or "").startswith("srun --nodes=2 --ntasks-per-node=8 --mpi=pmix trtllm-llmapi-launch ")
 
 
 def test_a_row_that_serves_nothing_has_no_launch() -> None:
