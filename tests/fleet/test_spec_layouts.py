@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from recommender.cli import main as cli
 from tests.conftest import write_spec, write_suite
@@ -87,3 +88,6 @@ def test_plan_spec_compares_tensor_and_expert_parallelism_at_the_spec_degrees(
     launch = got["expert_parallel"]["launch"]  # SGLang's expert-parallel command serving the spec's model
     for flag in ("--tp-size 8", "--ep-size 8", "--dp-size 8", "--enable-dp-attention", "--max-running-requests 512"):
         assert flag in launch, launch
+    # and Dynamo's file deploying its 5 replicas (engines/expert_parallel_deploy.py)
+    [dynamo] = [d for d in got["expert_parallel"]["deployments"] if d["engine"].startswith("Dynamo")]
+    assert yaml.safe_load(dynamo["config_yaml"])["spec"]["services"]["decode"]["replicas"] == 5
