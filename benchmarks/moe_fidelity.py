@@ -133,6 +133,10 @@ def _artifact(rows: list[MoeRow], table: dict[str, Summary], skipped: dict[str, 
         leave_one_model_out=table,
         skipped=skipped,
         check_runs={p.row.run.run_id: (p.ttft_ms, p.tpot_ms) for p in in_sample},
+        ttft_log_residuals=[
+            round(p.log_ratios[0], 5) for f in folds for p in f.predictions if p.row.run.layout == "agg"
+        ],
+        tpot_log_residuals=[round(p.log_ratios[1], 5) for f in folds for p in f.predictions],
     )
 
 

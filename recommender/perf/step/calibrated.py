@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from recommender.perf.step.features import N_FEATURES, FeatureStepCost, StepFeatures
+from recommender.perf.step.features import FEATURES, N_FEATURES, FeatureStepCost, StepFeatures
 from recommender.perf.step.kernel_features import KernelStepFeatures
 from recommender.perf.step.kernel_tables import KernelTables, KernelTablesUnavailable, kernel_package_version
+from recommender.perf.step.moe_calibration import MoeFit, load_moe_fit
 from recommender.perf.step.upper import StepFactors, UpperStepCost
 from recommender.provenance import Provenance
 
@@ -54,6 +55,7 @@ __all__ = [
 ]
 
 FIT_PATH = Path(__file__).with_name("step_cost_fit.json")
+_LAYERS = FEATURES.index("layers")
 #: The fit of what kernels do not show (host time per step and layer, collectives), on top of measured kernel
 #: times, for configurations aiconfigurator-core has tables of (``benchmarks/gpu_fidelity.py --write``).
 KERNEL_FIT_PATH = Path(__file__).with_name("step_cost_fit_kernels.json")
@@ -179,8 +181,10 @@ class StepCostFit(BaseModel):
 
 #: Bumped when the simulation or the step model changes a study's latencies while the fit files stay the same
 #: (2: simulations run to steady state, ``perf/sim/settle.py``; MLA's decode-attention FLOPs; the MoE runs' fit;
-#: 3: MLA's decode on a whole 64-row tile, ``rates.mla_decode_row_padding``, and the MoE fit regenerated).
-PERF_MODEL_REVISION = 3
+#: 3: MLA's decode on a whole 64-row tile, ``rates.mla_decode_row_padding``, and the MoE fit regenerated;
+#: 4: the MoE fit applied to tensor-parallel MoE replicas too, with the MoE runs' left-out residuals as the upper
+#: step factors of every MoE step, ``moe_calibration.py``).
+PERF_MODEL_REVISION = 4
 
 
 def fit_digest(path: Path = FIT_PATH, kernel_path: Path = KERNEL_FIT_PATH) -> str:
@@ -226,6 +230,11 @@ def load_kernel_calibration(path: Path = KERNEL_FIT_PATH, *, cache_dir: Path | N
     return KernelCalibration(load_fit(path), KernelTables(cache_dir)) if path.is_file() else None
 
 
+def _is_moe(point: FeatureStepCost | None) -> bool:
+    """Whether `point` prices a MoE model (its intervals are the MoE runs' as well as the dense fit's)."""
+    return point is not None and point.features.shape.moe is not None
+
+
 def _uncalibrated(accel: Accelerator) -> bool:
     """No measured serving run on this vendor's GPUs calibrates the step cost (AMD: issue 39, item 4)."""
     return accel.vendor != "nvidia"
@@ -241,12 +250,15 @@ class CalibratedModel:
     """The shipped fit(s), turned into step-cost models and intervals for an engine on a GPU.
 
     With `kernels`, a configuration aiconfigurator-core has tables of gets the kernel-table step cost
-    (``kernel_features.py``); every other configuration gets the datasheet one, its provenance saying why.
+    (``kernel_features.py``); every other configuration gets the datasheet one, its provenance saying why. A MoE
+    model's step stands on `moe` as well (the shipped ``moe_step_fit.json`` unless given): its scale and per-layer
+    time, and intervals at least as wide as its leave-one-model-out residuals (``moe_calibration.py``).
     """
 
-    def __init__(self, fit: StepCostFit, kernels: KernelCalibration | None = None) -> None:
+    def __init__(self, fit: StepCostFit, kernels: KernelCalibration | None = None, moe: MoeFit | None = None) -> None:
         self.fit = fit
         self.kernels = kernels
+        self.moe = moe if moe is not None else load_moe_fit()
 
     def _fit_of(self, point: FeatureStepCost | None) -> StepCostFit:
         on_kernels = point is not None and isinstance(point.features, KernelStepFeatures)
@@ -296,6 +308,9 @@ class CalibratedModel:
                 )
         coef = self.coefficients(engine)[:N_FEATURES]
         provenance = self.provenance(accel, engine, why_not)
+        if shape.moe is not None:
+            coef = self.moe.coefficients(coef, _LAYERS)
+            provenance = provenance.extended(self.moe.note)
         if method.precision in UNMEASURED_PRECISIONS:
             provenance = provenance.extended(
                 f"{method.precision} linear layers at the datasheet's {method.precision} peak and "
@@ -351,6 +366,9 @@ class CalibratedModel:
         fit = self._fit_of(point)
         unseen = None if self.knows(engine, fit) else getattr(fit.residuals_engine_unseen, metric)
         lo, hi = interval_factors(getattr(fit.residuals_engine_seen, metric), unseen, confidence)
+        if _is_moe(point):
+            moe_lo, moe_hi = self.moe.interval(metric, confidence)
+            lo, hi = min(lo, moe_lo), max(hi, moe_hi)
         return Interval(low=value * lo, high=value * hi, confidence=confidence)
 
     def step_factors(self, engine: str, confidence: float, point: FeatureStepCost | None = None) -> StepFactors:
@@ -369,6 +387,9 @@ class CalibratedModel:
             known,
         )
         prefill, decode = interval_factors(p, p_extra, central)[1], interval_factors(d, d_extra, central)[1]
+        if _is_moe(point):
+            moe_prefill, moe_decode = self.moe.step_factors(confidence)
+            prefill, decode = max(prefill, moe_prefill), max(decode, moe_decode)
         return StepFactors(prefill=max(prefill, 1.0), decode=max(decode, 1.0))
 
     def upper_step_cost(self, point: FeatureStepCost, engine: str, confidence: float) -> UpperStepCost:

@@ -39,7 +39,6 @@ from recommender.perf.step.features import (
     decode_attention_extra_s,
 )
 from recommender.perf.step.kernels import weight_traffic_bytes_per_param
-from recommender.perf.step.moe_calibration import load_moe_fit
 
 if TYPE_CHECKING:
     from recommender.perf.catalog.gpus import Accelerator
@@ -237,10 +236,9 @@ def expert_parallel_step_costs(
     """The rank's step cost at its point and at the upper end of its interval (the SLA check's), each with the
     all-to-all: `engine`'s calibrated coefficients on the datasheet features (no kernel table has an EP layout),
     scaled and with the per-layer time the measured MoE runs add (``moe_step_fit.json``)."""
-    moe = load_moe_fit()
+    moe = calibrated.moe
     scale = moe.parameter("scale")
-    coefficients = calibrated.coefficients(engine)[:N_FEATURES] * scale
-    coefficients[_LAYERS] += moe.parameter("layers")
+    coefficients = moe.coefficients(calibrated.coefficients(engine)[:N_FEATURES], _LAYERS)
     layout = features.layout
     note = (
         f"expert parallelism {layout.ep} GPUs, {layout.attention_dp} attention ranks of {layout.attention_tp}, "

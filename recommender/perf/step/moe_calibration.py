@@ -1,16 +1,22 @@
 """What the measured MoE runs calibrate on top of the dense fit: ``moe_step_fit.json``.
 
 Written by ``benchmarks/gpu_fidelity.py --moe --write`` (the fit: ``perf/fit/moe_fit.py``) from the aggregated and
-disaggregated MoE runs of ``perf/fit/measured_runs/moe_disagg_runs.csv``: a scale on the whole calibrated step of an
-expert-parallel rank (the all-to-all included) and a per-layer time added to it, with the leave-one-model-out
-errors and interval coverage they were judged by. The expert-parallel step cost (``expert_parallel.py``) applies
-them and carries the artifact's provenance, so ``plan`` prices EP candidates with what the runs showed.
+disaggregated MoE runs of ``perf/fit/measured_runs/moe_disagg_runs.csv``: a scale on the whole calibrated step of a
+MoE rank (the all-to-all included) and a per-layer time added to it, with the leave-one-model-out errors and
+interval coverage they were judged by, and the left-out runs' log residuals themselves.
+
+Every MoE step cost the tool prices stands on what the validation judged (``CalibratedModel`` for a tensor-parallel
+MoE replica, ``expert_parallel.py`` for an EP rank), and its uncertainty is the validation's: the SLA check's upper
+step factors and ``estimate``'s intervals are at least what the left-out models' runs showed (a new MoE model is
+what a user brings, and the dense fit's step residuals, measured on dense models, are narrower than a MoE model's
+leave-one-model-out error: decode x1.0-1.25 against about x1.7 at 90 %).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 __all__ = ["MOE_FIT_PATH", "MoeFit", "MoeSummary", "load_moe_fit"]
@@ -51,9 +57,45 @@ class MoeFit(BaseModel):
     skipped: dict[str, int]
     #: In-sample predictions (ms) of a few runs, for the consistency test: run id -> [TTFT, TPOT].
     check_runs: dict[str, tuple[float, float]]
+    #: Leave-one-model-out log(measured / predicted) of the aggregated runs' mean TTFT: a disaggregated run's TTFT
+    #: carries the replay's prefill-pool queue (``moe_rows.queue_factor``), not only its steps.
+    ttft_log_residuals: list[float] = []
+    #: Leave-one-model-out log(measured / predicted) of every run's mean TPOT.
+    tpot_log_residuals: list[float] = []
 
     def parameter(self, name: str) -> float:
         return self.theta[self.parameters.index(name)] if name in self.parameters else 0.0
+
+    def coefficients(self, dense: np.ndarray, layers_index: int) -> np.ndarray:
+        """A dense engine's step coefficients as a MoE step's: scaled, with the per-layer time added."""
+        out = np.asarray(dense, dtype=float) * self.parameter("scale")
+        out[layers_index] += self.parameter("layers")
+        return out
+
+    @property
+    def note(self) -> str:
+        """What a MoE step cost's provenance adds."""
+        return (
+            f"MoE step scaled by {self.parameter('scale'):.3f}, +{self.parameter('layers') * 1e6:.1f} us per layer: "
+            f"{self.provenance}"
+        )
+
+    def step_factors(self, confidence: float) -> tuple[float, float]:
+        """One-sided upper (prefill, decode) factors at `confidence`: the left-out runs' TTFT and TPOT residuals'
+        quantiles (1.0 where none are stored)."""
+        return _upper(self.ttft_log_residuals, confidence), _upper(self.tpot_log_residuals, confidence)
+
+    def interval(self, metric: str, confidence: float) -> tuple[float, float]:
+        """The central interval at `confidence` of a predicted benchmark mean (`metric` 'ttft' or 'tpot')."""
+        logs = self.ttft_log_residuals if metric == "ttft" else self.tpot_log_residuals
+        if not logs:
+            return 1.0, 1.0
+        lo, hi = np.quantile(logs, [(1 - confidence) / 2, (1 + confidence) / 2])
+        return float(np.exp(lo)), float(np.exp(hi))
+
+
+def _upper(logs: list[float], confidence: float) -> float:
+    return max(1.0, float(np.exp(np.quantile(logs, confidence)))) if logs else 1.0
 
 
 def load_moe_fit(path: Path = MOE_FIT_PATH) -> MoeFit:
