@@ -70,6 +70,23 @@ class Space(BaseModel):
         "split over them and N attention ranks (each degree must divide the experts; beyond one node the all-to-all "
         "crosses `link`).",
     )
+    expert_skew: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=10.0,
+        description="For expert-parallel candidates, how unevenly the router spreads tokens over the experts, as "
+        "`recommender plan --expert-skew` takes it: expert i (by popularity) draws a share proportional to "
+        "(i + 1)^-skew; 0 is uniform, about 1 a realistic chat mix, 2 very skewed. The busiest GPU sets the step.",
+    )
+    redundant_experts: int = Field(
+        default=0,
+        ge=0,
+        le=1024,
+        description="For expert-parallel candidates, extra expert slots the engine's load balancer (EPLB) places "
+        "the most popular experts in, as `recommender plan --redundant-experts` takes them (vLLM --eplb-config "
+        "num_redundant_experts, SGLang --ep-num-redundant-experts); experts + redundant must split over every "
+        "expert-parallel degree.",
+    )
     link: str = Field(
         default=DEFAULT_LINK,
         min_length=1,

@@ -202,6 +202,9 @@ def _drop_default_layouts(data: dict[str, Any]) -> None:
         del space["layout"]
     if space["expert_parallel"] == [1]:
         del space["expert_parallel"]
+    for key in ("expert_skew", "redundant_experts"):  # added later: a spec at their defaults names its old study
+        if not space.get(key):
+            space.pop(key, None)
     for key, default in (("layout", "aggregated"), ("expert_parallel", 1)):
         if current[key] == default:
             del current[key]

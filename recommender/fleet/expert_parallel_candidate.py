@@ -5,12 +5,15 @@ expert-parallel degree N: one replica of N GPUs with the routed experts split ov
 ranks, whichever needs fewer GPUs (``plan_expert_parallel`` at a scope narrowed to that degree, cap and KV dtype;
 beyond one node the all-to-all crosses the spec's link when it is a network link). Its result reads like an
 aggregated candidate's: the rank's P99s with their upper ends (P50/P95 not simulated, NaN), capacity per replica,
-replicas and price. Its quality is its scheme's, measured once whatever the layout.
+replicas and price. Its quality is its scheme's, measured once whatever the layout. The spec's expert skew and
+redundant experts (``ExpertLoad``) set every EP candidate's busiest GPU as `plan --expert-skew/--redundant-experts`
+set a plan row's.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from recommender.config.candidate import AGGREGATED, Candidate
@@ -36,22 +39,35 @@ if TYPE_CHECKING:
     from recommender.perf.catalog.gpus import Accelerator
     from recommender.perf.model.link import Link
 
-__all__ = ["evaluate_expert_parallel", "evaluate_layout", "expert_parallel_winner_launch"]
+__all__ = ["ExpertLoad", "evaluate_expert_parallel", "evaluate_layout", "expert_parallel_winner_launch"]
 
 
-def evaluate_layout(performance: PerformanceEvaluator, c: Candidate, *, link: str, model: str = "") -> CandidateResult:
+@dataclass(frozen=True, slots=True)
+class ExpertLoad:
+    """How the router loads the experts (``space.expert_skew``) and the EPLB slots that even it out
+    (``space.redundant_experts``): what an expert-parallel replica's busiest GPU carries (``expert_imbalance``)."""
+
+    skew: float = 0.0
+    redundant_experts: int = 0
+
+
+def evaluate_layout(
+    performance: PerformanceEvaluator, c: Candidate, *, link: str, model: str = "", experts: ExpertLoad | None = None
+) -> CandidateResult:
     """A candidate of another layout than aggregated tensor parallelism: expert parallelism or disaggregated pools."""
     if c.expert_parallel != 1:
-        return evaluate_expert_parallel(performance, c, link=link)
+        return evaluate_expert_parallel(performance, c, link=link, experts=experts)
     return evaluate_disaggregated(performance, c, link=link, model=model)
 
 
-def evaluate_expert_parallel(performance: PerformanceEvaluator, c: Candidate, *, link: str) -> CandidateResult:
+def evaluate_expert_parallel(
+    performance: PerformanceEvaluator, c: Candidate, *, link: str, experts: ExpertLoad | None = None
+) -> CandidateResult:
     """`c` (expert_parallel > 1) judged on speed and cost, its quality still unknown; pruned with the reason where
     it cannot run or no replica of that degree meets the SLA."""
     try:
         accel = _checked(performance, c)
-        row = _planned(performance, c, accel, link)
+        row = _planned(performance, c, accel, link, experts or ExpertLoad())
         if row.gpus is None or row.requests_per_s_per_replica is None:
             raise Refused("tpot", f"{row.note or 'no replica meets the SLA'} (EP{c.expert_parallel})")
     except Refused as refused:
@@ -59,25 +75,40 @@ def evaluate_expert_parallel(performance: PerformanceEvaluator, c: Candidate, *,
     return _result(performance, c, accel, row)
 
 
-def _planned(performance: PerformanceEvaluator, c: Candidate, accel: Accelerator, link: str) -> ExpertParallelRow:
-    """`plan --expert-parallel`'s row at the candidate's degree, batch cap and KV dtype."""
+def _planned(
+    performance: PerformanceEvaluator, c: Candidate, accel: Accelerator, link: str, experts: ExpertLoad
+) -> ExpertParallelRow:
+    """`plan --expert-parallel`'s row at the candidate's degree, batch cap and KV dtype, `experts`' load."""
     scope = PlanScope(
         batch_sizes=(c.batch_size,), tensor_parallel=(c.expert_parallel,), kv_cache_dtypes=(c.kv_cache_dtype,)
     )
-    return plan_expert_parallel(performance, accel, c.base_scheme, scope=scope, network=_network(link, accel))
+    return plan_expert_parallel(
+        performance,
+        accel,
+        c.base_scheme,
+        skew=experts.skew,
+        redundant_experts=experts.redundant_experts,
+        scope=scope,
+        network=_network(link, accel),
+    )
 
 
 def expert_parallel_winner_launch(
-    performance: PerformanceEvaluator, winner: CandidateResult, *, link: str, model: str
+    performance: PerformanceEvaluator,
+    winner: CandidateResult,
+    *,
+    link: str,
+    model: str,
+    experts: ExpertLoad | None = None,
 ) -> list[EngineLaunch]:
     """The expert-parallel commands of a search's winner as it was priced (its engine, degree, attention ranks,
     batch cap per rank and KV dtype), serving `model` (the winner's checkpoint or model); its engine's first, one
     entry per node where the replica spans several. A result stored before its attention ranks were kept is
     planned again (deterministic: the same row)."""
-    c = winner.candidate
+    c, experts = winner.candidate, experts or ExpertLoad()
     accel = performance.catalog.get(c.hardware)
     if winner.attention_dp is None or winner.serving is None:
-        row = _planned(performance, c, accel, link)
+        row = _planned(performance, c, accel, link, experts)
     else:
         row = ExpertParallelRow(
             accel.key,
@@ -88,6 +119,7 @@ def expert_parallel_winner_launch(
             attention_dp=winner.attention_dp,
             batch_size_per_rank=c.batch_size,
             kv_cache_dtype=c.kv_cache_dtype,
+            redundant_experts=experts.redundant_experts,
             replicas=winner.cost.replicas if winner.cost is not None else None,  # what the deployment files run
         )
     return expert_parallel_launch(

@@ -133,6 +133,8 @@ def plan_fleet(
             sla=sla,
             scope=replace(scope, tensor_parallel=degrees),
             engines=engines,
+            skew=spec.space.expert_skew,
+            redundant_experts=spec.space.redundant_experts,
             link=spec.space.link,
             model=spec.model.source,
         )

@@ -33,6 +33,11 @@ def check_layouts(spec: SearchSpec, catalog: Catalog, shape: ModelShape, *, fiel
     for degree in spec.space.expert_parallel:
         if degree > 1:
             ExpertParallelLayout(degree).check(shape, field=f"{field_prefix}space.expert_parallel")
+            redundant = spec.space.redundant_experts
+            if redundant:
+                ExpertParallelLayout(degree, redundant_experts=redundant).check(
+                    shape, field=f"{field_prefix}space.redundant_experts"
+                )
     if "disaggregated" not in spec.space.layout:
         return
     hardware = [hw for hw in spec.space.hardware if hw != LOCAL_DEVICE]

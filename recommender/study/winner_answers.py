@@ -17,7 +17,7 @@ from recommender.config.candidate import Candidate
 from recommender.engines.disaggregated_launch import engine_launches
 from recommender.evaluation.levers import LeverEffect, lever_effects
 from recommender.fleet.daily import daily_answers
-from recommender.fleet.expert_parallel_candidate import expert_parallel_winner_launch
+from recommender.fleet.expert_parallel_candidate import ExpertLoad, expert_parallel_winner_launch
 from recommender.fleet.launch import launch_commands
 from recommender.fleet.search_layouts import layout_verdict
 from recommender.quality.calibration_docs import quantize_context
@@ -71,7 +71,11 @@ def winner_answers(
         # The load curve, the levers and the daily profile model one tensor-parallel replica: not answered for it.
         status("expert-parallel winner: its launch; no load curve, levers or daily schedule")
         launch = expert_parallel_winner_launch(
-            evaluator.performance, winner, link=spec.space.link, model=checkpoint.model
+            evaluator.performance,
+            winner,
+            link=spec.space.link,
+            model=checkpoint.model,
+            experts=ExpertLoad(spec.space.expert_skew, spec.space.redundant_experts),
         )
         return WinnerAnswers(placed, launch, layouts=layouts)
     if winner.pools is not None:

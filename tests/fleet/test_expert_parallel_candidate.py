@@ -4,6 +4,7 @@ degrees are checked against the model's experts before anything runs."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,8 +14,10 @@ import yaml
 from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA, Traffic, load_spec
 from recommender.errors import BadInputError
+from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.expert_parallel_candidate import (
+    ExpertLoad,
     evaluate_expert_parallel,
     evaluate_layout,
     expert_parallel_winner_launch,
@@ -110,3 +113,50 @@ def test_an_expert_parallel_winners_launch_is_its_engines_expert_parallel_comman
         )
         == launch
     )
+
+
+@pytest.mark.slow  # about 20 s: three EP 8 replicas of DeepSeek-V3 simulated
+def test_the_specs_expert_skew_loads_the_busiest_gpu_and_its_redundant_experts_reach_the_launch() -> None:
+    traffic = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5)
+    sla = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=50)
+    performance = PerformanceEvaluator(load_catalog(), DEEPSEEK_V3, traffic, sla, engines=("vllm",))
+    c = Candidate("fp8", "fp8-dynamic", "h200", 64, expert_parallel=8)
+    uniform = evaluate_layout(performance, c, link="infiniband-ndr")
+    skewed = evaluate_layout(performance, c, link="infiniband-ndr", experts=ExpertLoad(skew=1.2))
+    assert uniform.serving is not None and skewed.serving is not None
+    # The most popular experts' GPU carries more than the mean: fewer requests per replica.
+    assert skewed.serving.requests_per_s < uniform.serving.requests_per_s
+    assert _busiest(uniform) == 1.0
+    balanced = evaluate_layout(
+        performance, c, link="infiniband-ndr", experts=ExpertLoad(skew=1.2, redundant_experts=32)
+    )
+    assert balanced.serving is not None
+    # EPLB's slots even the busiest GPU's load out (what the capacity gains or loses at it is the model's: each GPU
+    # also streams its extra experts' weights and holds them instead of KV).
+    assert _busiest(balanced) < 1.5 < _busiest(skewed)
+    launch = expert_parallel_winner_launch(
+        performance, balanced, link="infiniband-ndr", model="m", experts=ExpertLoad(1.2, 32)
+    )
+    assert launch[0].command is not None and "num_redundant_experts" in launch[0].command
+
+
+def test_the_specs_redundant_experts_must_split_over_its_degrees(tmp_path: Path) -> None:
+    spec = load_spec(write_spec(tmp_path / "ep.yaml", {"space.expert_parallel": [1, 8], "space.redundant_experts": 4}))
+    assert spec.space.redundant_experts == 4
+    with pytest.raises(BadInputError) as info:
+        check_layouts(spec, load_catalog(), DEEPSEEK_V3, field_prefix="")
+    assert "space.redundant_experts" in str(info.value) and "260 experts" in str(info.value)
+
+    # Another skew is another study (its EP latencies differ); at their defaults the fields leave the name as it was.
+    plain = load_spec(write_spec(tmp_path / "plain.yaml", {"space.expert_parallel": [1, 8]}))
+    skewed = load_spec(write_spec(tmp_path / "skew.yaml", {"space.expert_parallel": [1, 8], "space.expert_skew": 1.0}))
+    zero = load_spec(write_spec(tmp_path / "zero.yaml", {"space.expert_parallel": [1, 8], "space.expert_skew": 0.0}))
+    assert plain.fingerprint() == zero.fingerprint() != skewed.fingerprint()
+
+
+def _busiest(result: CandidateResult) -> float:
+    """The busiest GPU's expert load over the mean, as the result's provenance states it."""
+    assert result.serving is not None
+    found = re.search(r"busiest GPU at ([0-9.]+)x", result.serving.provenance.detail)
+    assert found is not None, result.serving.provenance.detail
+    return float(found.group(1))

@@ -8,8 +8,8 @@ import pytest
 
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
-from recommender.perf.step.cost import PrefillChunks
 from recommender.perf.step.calibrated import CalibratedModel, load_fit
+from recommender.perf.step.cost import PrefillChunks
 from recommender.perf.step.features import FEATURES, N_FEATURES, StepFeatures
 from recommender.perf.step.moe_calibration import load_moe_fit
 from recommender.quantize import get_scheme
