@@ -108,6 +108,20 @@ def plan_fleet(
     options = [_option(r) for r in rows if r.usd_per_month is not None]
     scheduled = None if winner is None else _scheduled(winner, catalog)
     autoscale, mix = schedule_and_mix(spec, performance, options, scheduled)
+    layouts, parallelism = _other_layouts(spec, shape, catalog, hardware, precisions, scope)
+    return FleetPlan(rows, winner, autoscale, mix, policy, layouts, parallelism)
+
+
+def _other_layouts(
+    spec: SearchSpec,
+    shape: ModelShape,
+    catalog: Catalog,
+    hardware: list[str],
+    precisions: list[str],
+    scope: PlanScope,
+) -> tuple[list[LayoutComparison], list[ParallelismComparison]]:
+    """The spec's disaggregated pools and expert-parallel replicas beside the aggregated rows (empty where its space
+    searches neither)."""
     layouts = []
     if "disaggregated" in spec.space.layout:
         layouts = plan_layouts(
@@ -115,11 +129,11 @@ def plan_fleet(
             catalog,
             hardware=hardware,
             precisions=precisions,
-            traffic=traffic,
-            sla=sla,
+            traffic=spec.traffic,
+            sla=spec.sla,
             link=spec.space.link,
             scope=replace(scope, tensor_parallel=tuple(spec.space.tensor_parallel)),  # the pools' degrees searched
-            engines=engines,
+            engines=tuple(spec.engines),
             model=spec.model.source,
         )
     parallelism = []
@@ -129,13 +143,13 @@ def plan_fleet(
             catalog,
             hardware=hardware,
             precisions=precisions,
-            traffic=traffic,
-            sla=sla,
+            traffic=spec.traffic,
+            sla=spec.sla,
             scope=replace(scope, tensor_parallel=degrees),
-            engines=engines,
+            engines=tuple(spec.engines),
             skew=spec.space.expert_skew,
             redundant_experts=spec.space.redundant_experts,
             link=spec.space.link,
             model=spec.model.source,
         )
-    return FleetPlan(rows, winner, autoscale, mix, policy, layouts, parallelism)
+    return layouts, parallelism

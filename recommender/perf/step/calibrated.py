@@ -180,10 +180,8 @@ class StepCostFit(BaseModel):
 
 
 #: Bumped when the simulation or the step model changes a study's latencies while the fit files stay the same
-#: (2: simulations run to steady state, ``perf/sim/settle.py``; MLA's decode-attention FLOPs; the MoE runs' fit;
-#: 3: MLA's decode on a whole 64-row tile, ``rates.mla_decode_row_padding``, and the MoE fit regenerated;
-#: 4: the MoE fit applied to tensor-parallel MoE replicas too, with the MoE runs' left-out residuals as the upper
-#: step factors of every MoE step, ``moe_calibration.py``).
+#: (2: steady-state simulations, MLA's decode FLOPs, the MoE fit; 3: MLA's decode on a 64-row tile, the MoE fit
+#: regenerated; 4: the MoE fit on tensor-parallel MoE replicas, its left-out residuals as their step factors).
 PERF_MODEL_REVISION = 4
 
 
