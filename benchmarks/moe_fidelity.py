@@ -41,7 +41,7 @@ from recommender.perf.fit.moe_rows import MoeRow, moe_row
 from recommender.perf.fit.moe_runs import MOE_RUNS, MOE_RUNS_SOURCE, MoeRun, read_moe_runs
 from recommender.perf.fit.serving_runs import runs_digest
 from recommender.perf.step.calibrated import load_fit
-from recommender.perf.step.moe_calibration import MOE_FIT_PATH
+from recommender.perf.step.moe_calibration import MOE_FIT_PATH, PREFILL_CLIENTS
 from recommender.quantize import get_scheme
 
 #: Runs whose in-sample predictions the artifact keeps for its consistency test (every CHECK_STRIDE-th run).
@@ -137,7 +137,13 @@ def _artifact(rows: list[MoeRow], table: dict[str, Summary], skipped: dict[str, 
             round(p.log_ratios[0], 5) for f in folds for p in f.predictions if p.row.run.layout == "agg"
         ],
         tpot_log_residuals=[round(p.log_ratios[1], 5) for f in folds for p in f.predictions],
+        prefill_log_residuals=[round(p.log_ratios[0], 5) for f in folds for p in f.predictions if _light(p.row.run)],
     )
+
+
+def _light(run: MoeRun) -> bool:
+    """An aggregated run at most ``PREFILL_CLIENTS`` clients per attention rank (its TTFT: the prefill's own)."""
+    return run.layout == "agg" and -(-run.concurrency // run.decode.ranks) <= PREFILL_CLIENTS
 
 
 def main(args: argparse.Namespace) -> None:

@@ -19,9 +19,11 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["MOE_FIT_PATH", "MoeFit", "MoeSummary", "load_moe_fit"]
+__all__ = ["MOE_FIT_PATH", "PREFILL_CLIENTS", "MoeFit", "MoeSummary", "load_moe_fit"]
 
 MOE_FIT_PATH = Path(__file__).with_name("moe_step_fit.json")
+#: Clients per attention rank at most for a run's TTFT residual to stand for a prefill step's error.
+PREFILL_CLIENTS = 4
 
 
 class MoeSummary(BaseModel):
@@ -62,6 +64,10 @@ class MoeFit(BaseModel):
     ttft_log_residuals: list[float] = []
     #: Leave-one-model-out log(measured / predicted) of every run's mean TPOT.
     tpot_log_residuals: list[float] = []
+    #: The aggregated runs' TTFT residuals at most ``PREFILL_CLIENTS`` clients per attention rank: a prompt waits for
+    #: few others there, so the residual is the prefill steps' own error, not the queue's amplification of it (which
+    #: the SLA check's simulation adds itself).
+    prefill_log_residuals: list[float] = []
 
     def parameter(self, name: str) -> float:
         return self.theta[self.parameters.index(name)] if name in self.parameters else 0.0
@@ -81,9 +87,9 @@ class MoeFit(BaseModel):
         )
 
     def step_factors(self, confidence: float) -> tuple[float, float]:
-        """One-sided upper (prefill, decode) factors at `confidence`: the left-out runs' TTFT and TPOT residuals'
-        quantiles (1.0 where none are stored)."""
-        return _upper(self.ttft_log_residuals, confidence), _upper(self.tpot_log_residuals, confidence)
+        """One-sided upper (prefill, decode) factors at `confidence`: the left-out runs' lightly loaded TTFT and
+        every TPOT residual's quantiles (1.0 where none are stored)."""
+        return _upper(self.prefill_log_residuals, confidence), _upper(self.tpot_log_residuals, confidence)
 
     def interval(self, metric: str, confidence: float) -> tuple[float, float]:
         """The central interval at `confidence` of a predicted benchmark mean (`metric` 'ttft' or 'tpot')."""

@@ -43,6 +43,10 @@ def test_the_sla_checks_upper_steps_of_a_moe_model_are_at_least_its_left_out_mod
     # The stored residuals are the left-out runs' (every run's TPOT, the aggregated runs' TTFT).
     assert len(moe.tpot_log_residuals) == moe.leave_one_model_out["overall"].runs
     assert len(moe.ttft_log_residuals) == moe.leave_one_model_out["all/agg"].runs
+    # The prefill factor: the lightly loaded aggregated runs' TTFT (the queue amplifies a step's error; the SLA check's
+    # simulation queues the slower steps itself).
+    assert 0 < len(moe.prefill_log_residuals) < len(moe.ttft_log_residuals)
+    assert prefill_q == pytest.approx(np.exp(np.quantile(moe.prefill_log_residuals, 0.9)))
     assert decode_q == pytest.approx(np.exp(np.quantile(moe.tpot_log_residuals, 0.9)))
     dense_factors = MODEL.step_factors("vllm", 0.9, MODEL.step_cost(DENSE, FP8, H200, "vllm", tensor_parallel=4))
     moe_point = MODEL.step_cost(MOE, FP8, H200, "vllm", tensor_parallel=4)
