@@ -39,7 +39,7 @@ def _best(results: Sequence[CandidateResult], layout: str, like: CandidateResult
         and (r.cost is not None or layout == "aggregated")
         and (r.candidate.method, r.candidate.hardware, r.candidate.kv_cache_dtype)
         == (c.method, c.hardware, c.kv_cache_dtype)
-        and r.candidate.decode_gpu == c.decode_gpu
+        and (layout == "aggregated" or r.candidate.decode_gpu == c.decode_gpu)
     ]
     if not same:
         return None

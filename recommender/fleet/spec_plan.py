@@ -121,6 +121,7 @@ def plan_fleet(
             scope=replace(scope, tensor_parallel=tuple(spec.space.tensor_parallel)),  # the pools' degrees searched
             engines=engines,
             model=spec.model.source,
+            decode_hardware=spec.space.decode_hardware,  # the search's decode GPUs, as `--decode-hardware`
         )
     parallelism = []
     if degrees := tuple(d for d in spec.space.expert_parallel if d > 1):
