@@ -31,7 +31,6 @@ from recommender.perf.catalog.links import check_mixed_link, network_links, reso
 if TYPE_CHECKING:
     from recommender.config.candidate import Candidate
     from recommender.config.space import Space
-    from recommender.config.spec import SearchSpec
     from recommender.perf.catalog.gpus import Catalog
 
 __all__ = ["check_decode_pools", "decode_choices"]
@@ -51,10 +50,9 @@ def decode_choices(space: Space, current: Candidate) -> list[str]:
     return sorted(gpus)
 
 
-def check_decode_pools(spec: SearchSpec, catalog: Catalog) -> None:
+def check_decode_pools(space: Space, current: Candidate, catalog: Catalog) -> None:
     """Refuse decode GPUs listed without disaggregated pools, the local device or a GPU the catalog does not know
-    as a decode pool, and a pair of two GPU types the spec asks for over a node link (NVLink, PCIe)."""
-    space, current = spec.space, spec.current
+    as a decode pool, and a pair of two GPU types the spec (`space`, `current`) asks for over a node link."""
     if space.decode_hardware is not None and DISAGGREGATED not in space.layout:
         raise BadInputError(
             "space.decode_hardware",
@@ -74,7 +72,7 @@ def check_decode_pools(spec: SearchSpec, catalog: Catalog) -> None:
         link = resolve_link(space.link, catalog.get(current.hardware), field="space.link")
         check_mixed_link(link, current.hardware, current.decode_hardware, field="space.link")
     prefill = [hw for hw in dict.fromkeys([*space.hardware, current.hardware]) if hw != LOCAL_DEVICE]
-    for p in prefill:
+    for p in prefill if space.decode_hardware else []:
         link = resolve_link(space.link, catalog.get(p), field="space.link")
         for d in space.decode_hardware or []:
             check_mixed_link(link, p, d, field="space.link", fix="drop space.decode_hardware (both pools on one GPU)")

@@ -349,7 +349,7 @@ def _check_names(spec: SearchSpec) -> None:
             continue
         catalog.get(hw, field=where)
     _check_link(spec, catalog)
-    check_decode_pools(spec, catalog)
+    check_decode_pools(spec.space, spec.current, catalog)
     # The baseline every saving is measured against needs a price; candidates without one are pruned.
     if spec.current.hardware != LOCAL_DEVICE:
         unpriced = catalog.price_refusal(spec.current.hardware)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import optuna
 
 #: Parameters suggested only for some candidates: name -> (the parameter before it, the value that asks for it).
-CONDITIONAL: dict[str, tuple[str, Any]] = {"decode_hardware": ("layout", DISAGGREGATED)}
+CONDITIONAL: dict[str, tuple[str, str]] = {"decode_hardware": ("layout", DISAGGREGATED)}
 
 
 def method_choice(precision: str, method: str) -> str:
@@ -89,7 +89,7 @@ def applies(name: str, params: dict[str, Any]) -> bool:
 
 def suggest(trial: optuna.Trial, choices: dict[str, list[Any]]) -> dict[str, Any]:
     """The trial's parameters, in the order of `choices`, each conditional one only where it applies."""
-    params: dict[str, Any] = {}
+    params: dict[str, object] = {}
     for name, values in choices.items():
         if applies(name, params):
             params[name] = trial.suggest_categorical(name, values)
