@@ -1,7 +1,8 @@
 """One serving configuration: what runs today (the spec's `current`) or a candidate of the search.
 
 One type for both, validated where it is built (a spec, a trial's parameters, a stored result read back):
-precision+method x hardware x tensor-parallel degree x batch settings x KV dtype. A pydantic dataclass, so
+precision+method x hardware x tensor-parallel degree x batch settings x KV dtype (x layout, expert-parallel degree and,
+for disaggregated pools on two GPU types, the decode pool's GPU). A pydantic dataclass, so
 the spec validates `current` with it, positional construction stays cheap to read, and it hashes (the
 evaluators key their caches on it).
 """
@@ -39,11 +40,14 @@ KVCacheDtype = Literal["auto", "fp8"]
 Layout = Literal["aggregated", "disaggregated"]
 LAYOUTS: tuple[Layout, ...] = ("aggregated", "disaggregated")
 AGGREGATED: Layout = "aggregated"
+DISAGGREGATED: Layout = "disaggregated"
 #: Speculative decoding: "none", "ngram" or "ngram:K" (``speculation/methods.py``).
 Speculative = Annotated[
     str, AfterValidator(_speculative), WithJsonSchema({"type": "string", "pattern": "^(none|ngram(:[0-9]{1,2})?)$"})
 ]
 
+#: The hardware name that means "this machine, measured"; everything else is a catalog entry.
+LOCAL_DEVICE = "local"
 #: Tokens in a prompt or a completion: ten million, the longest context any released model claims.
 MAX_TOKENS = 10_000_000
 #: Concurrent sequences per replica (vLLM's max_num_seqs): 65,536, far over what any GPU's KV cache holds.
@@ -77,6 +81,24 @@ class Candidate:
     #: A mixture-of-experts model's expert-parallel degree: 1, tensor parallelism only; N > 1, one replica of N GPUs
     #: with the experts split over them and N attention ranks (`plan --expert-parallel`), `tensor_parallel` unused.
     expert_parallel: Annotated[int, Field(gt=0, le=MAX_EXPERT_PARALLEL)] = 1
+    #: A disaggregated candidate's decode pool GPU where it is not `hardware` (the prefill pool's); "" decodes on
+    #: `hardware`. Naming `hardware` itself is read as "", so one configuration has one value and one key. Last, with
+    #: a default: candidates stored before it read back with both pools on one GPU, as they were evaluated.
+    decode_hardware: Annotated[str, Field(max_length=64)] = ""
+
+    def __post_init__(self) -> None:
+        if self.decode_hardware == self.hardware:
+            object.__setattr__(self, "decode_hardware", "")
+        if self.decode_hardware and self.layout != DISAGGREGATED:
+            raise ValueError(
+                f"decode_hardware {self.decode_hardware!r} names a disaggregated candidate's decode pool GPU; "
+                "set layout: disaggregated or drop decode_hardware"
+            )
+
+    @property
+    def decode_gpu(self) -> str:
+        """The GPU the decode pool runs on: `decode_hardware`, else `hardware` (an aggregated replica's one GPU)."""
+        return self.decode_hardware or self.hardware
 
     @property
     def key(self) -> str:
@@ -90,6 +112,8 @@ class Candidate:
             key += f"/spec-{self.speculative}"
         if self.layout != AGGREGATED:
             key += "/disagg"
+        if self.decode_hardware:
+            key += f"/decode-{self.decode_hardware}"
         if self.expert_parallel != 1:
             key += f"/ep{self.expert_parallel}"
         return key

@@ -87,6 +87,15 @@ class Space(BaseModel):
         "num_redundant_experts, SGLang --ep-num-redundant-experts); experts + redundant must split over every "
         "expert-parallel degree.",
     )
+    decode_hardware: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="With disaggregated in `layout`, the GPUs a disaggregated candidate's decode pool is sampled from "
+        "(a conditional Optuna parameter; a GPU other than the candidate's own prefill GPU is a pair of two GPU types, "
+        "each pool at its own GPU's price, the KV over a network `link`), as `recommender plan --decode-hardware` "
+        "pairs them. Left out: the space's catalog GPUs where `link` is a network link and it lists two or more, "
+        "else the candidate's own GPU only (docs/search-layouts.md).",
+    )
     link: str = Field(
         default=DEFAULT_LINK,
         min_length=1,
@@ -118,6 +127,7 @@ class Space(BaseModel):
         "kv_cache_dtypes",
         "speculative",
         "layout",
+        "decode_hardware",
     )
     @classmethod
     def _distinct(cls, value: list[Any] | None) -> list[Any] | None:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BeforeValidator, Field, ValidationError, field_validator
 
-from recommender.config.candidate import Candidate
+from recommender.config.candidate import LOCAL_DEVICE, Candidate
+from recommender.config.decode_pools import check_decode_pools, decode_choices
 from recommender.config.destinations import MAX_NAME_BYTES
 from recommender.config.space import Space
 from recommender.config.spellings import as_written, current_scheme_as_method, schema_with_current_scheme
@@ -49,8 +50,6 @@ __all__ = [
     "spec_json_schema",
 ]
 
-#: The hardware name that means "this machine, measured"; everything else is a catalog entry.
-LOCAL_DEVICE = "local"
 
 # Upper bounds: far beyond anything served today, low enough that arithmetic on them stays exact and
 # a typo (an extra three zeros, 1e12) is refused before a model loads rather than found out after.
@@ -153,6 +152,8 @@ class SearchSpec(StrictModel):
         if data["current"]["speculative"] == "none":
             del data["current"]["speculative"]
         _drop_default_layouts(data)
+        if decoders := decode_choices(self.space, self.current):  # searched: a new parameter set, a new study
+            data["space"]["decode_hardware"] = decoders
         if data["fleet"] is None:
             del data["fleet"]
         if self.sla.confidence == DEFAULT_SLA_CONFIDENCE:
@@ -205,7 +206,8 @@ def _drop_default_layouts(data: dict[str, Any]) -> None:
     for key in ("expert_skew", "redundant_experts"):  # added later: a spec at their defaults names its old study
         if not space.get(key):
             space.pop(key, None)
-    for key, default in (("layout", "aggregated"), ("expert_parallel", 1)):
+    del space["decode_hardware"]  # the decode GPUs searched are hashed apart (``SearchSpec.fingerprint``)
+    for key, default in (("layout", "aggregated"), ("expert_parallel", 1), ("decode_hardware", "")):
         if current[key] == default:
             del current[key]
 
@@ -350,6 +352,7 @@ def _check_names(spec: SearchSpec) -> None:
             continue
         catalog.get(hw, field=where)
     _check_link(spec, catalog)
+    check_decode_pools(spec.space, spec.current, catalog)
     # The baseline every saving is measured against needs a price; candidates without one are pruned.
     if spec.current.hardware != LOCAL_DEVICE:
         unpriced = catalog.price_refusal(spec.current.hardware)

@@ -124,8 +124,10 @@ def fleet_of(role: str, result: CandidateResult, spec: SearchSpec) -> Fleet | No
 
 
 def _prices(spec: SearchSpec, catalog: Catalog) -> tuple[PriceAssumption, ...]:
-    """The price of every GPU the space searched and the current deployment runs on, in the space's order."""
-    keys = list(dict.fromkeys([*spec.space.hardware, spec.current.hardware]))
+    """The price of every GPU the space searched (decode pools' GPUs too) and the current deployment runs on, in the
+    space's order."""
+    decoders = [*(spec.space.decode_hardware or []), spec.current.decode_gpu]  # decode pools on other GPUs
+    keys = list(dict.fromkeys([*spec.space.hardware, spec.current.hardware, *decoders]))
     prices: list[PriceAssumption] = []
     for key in keys:
         if key == "local":

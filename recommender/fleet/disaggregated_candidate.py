@@ -8,7 +8,8 @@ pool that cap, and the workers of each pool follow from the traffic (``plan_disa
 - serving: the user's P99s (TTFT = prefill P99 + KV transfer + decode wait, TPOT = the decode pool's, each with its
   upper end), the deployment's capacity as sized (the pool that saturates first), P50/P95 not simulated (NaN);
 - cost: the pools' GPUs at the GPU's price, ``replicas`` the workers of both pools, $/1M tokens at saturation
-  (each pool's GPU-hours per request, summed);
+  (each pool's GPU-hours per request, summed); with `decode_hardware`, the decode pool runs that GPU, each pool at
+  its own GPU's price (``mixed_candidate.py``);
 - pools: both pools, the KV transfer and their launch (``with_launch``).
 
 Its quality is its scheme's: the evaluator measures a scheme once, whatever the layout.
@@ -26,11 +27,11 @@ from recommender.errors import BadInputError
 from recommender.evaluation.refusal import Refused
 from recommender.evaluation.speed import Performance, speed_result
 from recommender.evaluation.two_pools import TwoPools
-from recommender.fleet.disaggregated_plan import DisaggregatedRow, plan_disaggregated
+from recommender.fleet.disaggregated_plan import DisaggregatedRow
 from recommender.fleet.disaggregated_row_launch import with_launch
+from recommender.fleet.mixed_candidate import candidate_pools, decode_setup, pools_cost
 from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.links import resolve_link
-from recommender.perf.pricing import HOURS_PER_MONTH, CostEstimate
 from recommender.perf.sim.results import Percentiles
 from recommender.perf.sim.serving import ServingEstimate
 from recommender.speculation.methods import NONE
@@ -50,13 +51,12 @@ def evaluate_disaggregated(
     reason where its pools cannot run, fit or meet the SLA. `model`: what the pools' commands serve ('' none)."""
     try:
         setup = _checked(performance, c, link)
+        decode_at = decode_setup(performance, c, link) if c.decode_hardware else setup  # ``mixed_candidate.py``
         accel = performance.catalog.get(c.hardware)
         scope = PlanScope(
             batch_sizes=(c.batch_size,), tensor_parallel=(c.tensor_parallel,), kv_cache_dtypes=(c.kv_cache_dtype,)
         )
-        row = plan_disaggregated(
-            performance, accel, c.precision, c.base_scheme, link=resolve_link(link, accel), scope=scope
-        )
+        row = candidate_pools(performance, c, accel, link=link, scope=scope)
         if row.prefill is None or row.decode is None:
             raise Refused("tpot", f"{row.note} (TP{c.tensor_parallel}, batch {c.batch_size}, over {link})")
     except Refused as refused:
@@ -64,11 +64,15 @@ def evaluate_disaggregated(
     prefill, decode = row.prefill, row.decode
     assert prefill is not None and decode is not None  # refused above otherwise
     if model:
-        row = with_launch(row, model=model, accel=accel, max_model_len=performance.traffic.max_model_len)
+        decode_accel = performance.catalog.get(c.decode_gpu)
+        row = with_launch(
+            row, model=model, accel=accel, max_model_len=performance.traffic.max_model_len, decode_accel=decode_accel
+        )
     pools = TwoPools(row.engine, row.kv_cache_dtype, row.link, row.transfer_ms or 0.0, prefill, decode, row.launch)
     serving = _serving(performance, row, pools)
     chosen = replace(setup, engine=row.engine)
-    result = speed_result(c, Performance(chosen, serving, _cost(performance, setup, pools)), performance.sla)
+    cost = pools_cost(performance, setup, decode_at, pools, mixed=bool(c.decode_hardware))
+    result = speed_result(c, Performance(chosen, serving, cost), performance.sla)
     return replace(result, pools=pools)
 
 
@@ -79,7 +83,7 @@ def _checked(performance: PerformanceEvaluator, c: Candidate, link: str) -> Setu
         raise Refused("runnable", "disaggregated pools are planned on catalog GPUs; the local device is one replica")
     if c.speculative != NONE:
         raise Refused("runnable", "speculative decoding is not modelled in disaggregated pools")
-    setup = performance.setup(replace(c, layout=AGGREGATED))
+    setup = performance.setup(replace(c, layout=AGGREGATED, decode_hardware=""))
     try:
         resolve_link(link, performance.catalog.get(c.hardware))
     except BadInputError as exc:  # the spec's link checked per GPU: NVLink on a PCIe card
@@ -103,25 +107,4 @@ def _serving(performance: PerformanceEvaluator, row: DisaggregatedRow, pools: Tw
         ttft_p99_high_ms=row.ttft_p99_high_ms,
         tpot_p99_high_ms=row.tpot_p99_high_ms,
         confidence=performance.sla.confidence,
-    )
-
-
-def _cost(performance: PerformanceEvaluator, setup: Setup, pools: TwoPools) -> CostEstimate | None:
-    """The pools' GPUs at the GPU's price; $/1M tokens at saturation: each pool's GPU-hours per request."""
-    hourly = setup.price_per_hour_usd
-    if hourly is None:
-        return None
-    t = performance.traffic
-    per_request_usd = sum(
-        hourly * pool.tensor_parallel / (pool.estimate.requests_per_s * 3600.0)
-        for pool in (pools.prefill, pools.decode)
-    )
-    return CostEstimate(
-        usd_per_1m_tokens=per_request_usd / (t.prompt_tokens + t.output_tokens) * 1e6,
-        replicas=pools.prefill.estimate.workers + pools.decode.estimate.workers,
-        accelerators=pools.gpus,
-        usd_per_month=hourly * pools.gpus * HOURS_PER_MONTH,
-        price_per_hour_usd=hourly,
-        price_source=setup.price_source,
-        price_set=setup.price_set,
     )

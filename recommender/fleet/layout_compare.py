@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from recommender.perf.model.link import Link
     from recommender.perf.model.shape import ModelShape
 
-__all__ = ["LayoutComparison", "compare_layouts", "plan_layouts"]
+__all__ = ["LayoutComparison", "compare_layouts", "compare_mixed", "plan_layouts"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,40 +8,19 @@ Both pools serve one checkpoint (one quantization scheme): the KV moves as it is
 
 Two GPU types are never in one NVLink domain (an NVLink/NVSwitch domain is one system of one GPU type) nor, as
 deployed, on one PCIe host, so a mixed pair's KV crosses a network link (``scope: cluster`` in the link
-catalog): a node link named for a mixed pair is bad input naming ``--link``.
+catalog): a node link named for a mixed pair is bad input naming ``--link``. The rule (``mixed_link_reason``,
+``check_mixed_link``) lives with the link catalog, where the spec's checks read it too.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
-from recommender.errors import BadInputError
 from recommender.fleet.disaggregated_plan import DisaggregatedRow, PoolOptions, pooled_row
-from recommender.perf.catalog.links import network_links
-
-if TYPE_CHECKING:
-    from recommender.perf.model.link import Link
+from recommender.perf.catalog.links import check_mixed_link, mixed_link_reason
 
 __all__ = ["check_mixed_link", "mixed_cost", "mixed_link_reason", "mixed_row"]
-
-
-def mixed_link_reason(link: Link, prefill: str, decode: str) -> str | None:
-    """Why `link` cannot carry the KV from a prefill pool on `prefill` to a decode pool on `decode` (None: it can)."""
-    if prefill == decode or link.scope == "cluster":
-        return None
-    return (
-        f"{link.name} cannot join a prefill pool on {prefill} to a decode pool on {decode}: two GPU types are never "
-        f"in one {link.name} domain"
-    )
-
-
-def check_mixed_link(link: Link, prefill: str, decode: str, *, field: str = "--link") -> None:
-    """Refuse a node link (NVLink, PCIe) between pools of two GPU types, naming `field` and the network links."""
-    reason = mixed_link_reason(link, prefill, decode)
-    if reason is not None:
-        raise BadInputError(field, reason, f"use a network link ({', '.join(network_links())}) or decode on {prefill}")
 
 
 def mixed_row(prefill: PoolOptions, decode: PoolOptions) -> DisaggregatedRow:

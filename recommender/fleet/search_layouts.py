@@ -4,7 +4,8 @@
 why the winner wins (``layout_compare.compare_layouts``). A search that sampled both layouts holds the same two
 results as candidates; this picks, for the recommended scheme and GPU, each layout's cheapest candidate that meets
 the latency limits (else its cheapest evaluated one), and asks the same function, so the two commands give one
-reason in one wording.
+reason in one wording. A winner whose pools run two GPU types (`decode_hardware`) is compared with the aggregated
+candidate of its prefill GPU by $/month, as `plan` compares its mixed pools (``layout_compare.compare_mixed``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from recommender.evaluation.two_pools import LayoutVerdict
 from recommender.fleet.disaggregated_plan import DisaggregatedRow
-from recommender.fleet.layout_compare import compare_layouts
+from recommender.fleet.layout_compare import LayoutComparison, compare_layouts, compare_mixed
 from recommender.fleet.plan_row import PlanRow
 
 if TYPE_CHECKING:
@@ -27,8 +28,8 @@ __all__ = ["layout_verdict"]
 
 
 def _best(results: Sequence[CandidateResult], layout: str, like: CandidateResult) -> CandidateResult | None:
-    """The cheapest evaluated candidate of `layout` on `like`'s scheme and GPU, those within the latency limits
-    first."""
+    """The cheapest evaluated candidate of `layout` on `like`'s scheme and GPU (pools: on `like`'s decode GPU too,
+    one GPU where `like` is aggregated), those within the latency limits first."""
     c = like.candidate
     same = [
         r
@@ -38,6 +39,7 @@ def _best(results: Sequence[CandidateResult], layout: str, like: CandidateResult
         and (r.cost is not None or layout == "aggregated")
         and (r.candidate.method, r.candidate.hardware, r.candidate.kv_cache_dtype)
         == (c.method, c.hardware, c.kv_cache_dtype)
+        and (layout == "aggregated" or r.candidate.decode_gpu == c.decode_gpu)
     ]
     if not same:
         return None
@@ -70,6 +72,8 @@ def _pools_row(result: CandidateResult) -> DisaggregatedRow:
         tpot_p99_high_ms=serving.tpot_p99_high_ms,
         provenance=serving.provenance,
         launch=pools.launch,
+        prefill_hardware=c.hardware,
+        decode_hardware=c.decode_gpu,
     )
 
 
@@ -85,7 +89,12 @@ def layout_verdict(
         return None
     row = _plan_row(agg, target_rps)
     pools = _pools_row(dis)
-    got = compare_layouts(row, pools, target_rps=target_rps, tpot_limit_ms=sla.tpot_p99_ms)
+    if pools.mixed:  # two GPU types: by price, not GPU count
+        c = agg.candidate
+        alone = DisaggregatedRow(c.hardware, c.precision, c.method, pools.link)
+        got = compare_mixed([LayoutComparison(c.hardware, c.precision, row, alone, "", "")], pools)
+    else:
+        got = compare_layouts(row, pools, target_rps=target_rps, tpot_limit_ms=sla.tpot_p99_ms)
     return LayoutVerdict(
         agg.key,
         dis.key,

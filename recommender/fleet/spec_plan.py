@@ -85,8 +85,7 @@ def plan_fleet(
     policy = spec.fleet or FleetPolicy()
     traffic, sla = spec.traffic, spec.sla
     hardware = plan_hardware(spec)
-    # plan's own scheme per precision (PLAN_METHODS), at the tensor-parallel degree that fits and costs least.
-    precisions = plan_precisions(spec)
+    precisions = plan_precisions(spec)  # plan's own scheme per precision (PLAN_METHODS), cheapest degree that fits
     engines = tuple(spec.engines)  # the rows, the schedule and the mix served by the same engines
     # The spec's batch caps, or (none listed) each engine's ladder to its maximum; its KV cache dtypes.
     scope = PlanScope(
@@ -135,6 +134,7 @@ def _other_layouts(
             scope=replace(scope, tensor_parallel=tuple(spec.space.tensor_parallel)),  # the pools' degrees searched
             engines=tuple(spec.engines),
             model=spec.model.source,
+            decode_hardware=spec.space.decode_hardware,  # the search's decode GPUs, as `--decode-hardware`
         )
     parallelism = []
     if degrees := tuple(d for d in spec.space.expert_parallel if d > 1):

@@ -56,13 +56,34 @@ def _gpus(result: CandidateResult, fleet: Fleet, price: PriceAssumption | None) 
     return f"{fleet.accelerators} x {name}{per}"
 
 
+def _cells(*cells: Cell) -> list[Span]:
+    return [span for cell in cells for span in ([Span(cell)] if isinstance(cell, str) else list(cell))]
+
+
+def _two_gpu_pools(a: Assumptions, winner: CandidateResult) -> list[Span]:
+    """'3 x H100 SXM (prefill) at $.. per GPU-hour (..) + 2 x H200 (decode) at ..': each pool at its own price."""
+    c, pools = winner.candidate, winner.pools
+    assert pools is not None
+    spans: list[Span] = []
+    for role, hardware, pool in (("prefill", c.hardware, pools.prefill), ("decode", c.decode_gpu, pools.decode)):
+        price = _price(a, hardware)
+        name = price.name if price is not None else hardware
+        spans += [
+            Span(f"{' + ' if spans else ''}{pool.estimate.gpus} x {name} ({role}) at "),
+            *_cells(price_cell(price)),
+        ]
+    return spans
+
+
 def _buy(a: Assumptions, winner: CandidateResult, fleet: Fleet) -> list[Block]:
     price = _price(a, winner.candidate.hardware)
     engine = winner.serving.engine if winner.serving is not None else ""
     served = f" served by {engine}" if engine else ""
-    spans: list[Span] = [bold("Buy: "), code(winner.key), Span(f"{served} — {_gpus(winner, fleet, price)} at ")]
-    cell = price_cell(price)
-    spans += [Span(cell)] if isinstance(cell, str) else list(cell)
+    spans: list[Span] = [bold("Buy: "), code(winner.key), Span(f"{served} — ")]
+    if winner.candidate.decode_hardware and winner.pools is not None:
+        spans += _two_gpu_pools(a, winner)
+    else:
+        spans += [Span(f"{_gpus(winner, fleet, price)} at "), *_cells(price_cell(price))]
     spans += [
         Span(": "),
         bold(f"{usd(fleet.usd_per_month)}/month"),

@@ -167,12 +167,14 @@ class CostData:
 
 
 def cost_data(results: Sequence[CandidateResult]) -> CostData:
-    """Per (scheme, GPU): the cheapest feasible $/month at the target traffic, else the cheapest infeasible one."""
+    """Per (scheme, GPU): the cheapest feasible $/month at the target traffic, else the cheapest infeasible one
+    (pools on two GPU types are their own "prefill+decode" GPU)."""
     groups: dict[tuple[str, str], list[tuple[float, CandidateResult]]] = {}
     for r in results:
         if r.status == "evaluated" and r.cost is not None:
             c = r.candidate
-            groups.setdefault((f"{c.precision}/{c.method}", c.hardware), []).append((r.cost.usd_per_month, r))
+            gpu = f"{c.hardware}+{c.decode_hardware}" if c.decode_hardware else c.hardware  # `plan`'s prefill+decode
+            groups.setdefault((f"{c.precision}/{c.method}", gpu), []).append((r.cost.usd_per_month, r))
     bars: list[CostBar] = []
     used: list[CandidateResult] = []
     for (scheme, gpu), members in groups.items():

@@ -1,19 +1,29 @@
 """The searched space as Optuna parameters: each setting's choices, the grid, a candidate's neighbours.
 
 A candidate is one point of the space; the study stores it as categorical parameters
-(precision and method joined as "int8/torchao-int8-wo", so one parameter picks both).
+(precision and method joined as "int8/torchao-int8-wo", so one parameter picks both). A conditional parameter
+(`CONDITIONAL`: a disaggregated candidate's decode GPU) is suggested only on the branch that asks for it, as
+Optuna's define-by-run spaces do (``config/decode_pools.py`` says why it is a parameter).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
-from recommender.config.candidate import AGGREGATED, Candidate
+from recommender.config.candidate import AGGREGATED, DISAGGREGATED, Candidate
+from recommender.config.decode_pools import decode_choices
 from recommender.config.spec import SearchSpec
 from recommender.engines.batch_limits import batch_ladder
 from recommender.speculation.methods import NONE
+
+if TYPE_CHECKING:
+    import optuna
+
+#: Parameters suggested only for some candidates: name -> (the parameter before it, the value that asks for it).
+CONDITIONAL: dict[str, tuple[str, str]] = {"decode_hardware": ("layout", DISAGGREGATED)}
 
 
 def method_choice(precision: str, method: str) -> str:
@@ -32,6 +42,8 @@ def space_choices(spec: SearchSpec) -> dict[str, list[Any]]:
     degrees = set(spec.space.expert_parallel) | {current.expert_parallel}
     if degrees != {1}:  # and where it searches expert parallelism
         searched["expert_parallel"] = sorted(degrees)
+    if decoders := decode_choices(spec.space, current):  # and decode pools on other GPUs; after `layout`, which asks
+        searched["decode_hardware"] = decoders
     choices: dict[str, list[Any]] = {
         "method": sorted(
             {method_choice(p, m) for p, ms in spec.space.schemes.items() for m in ms}
@@ -65,7 +77,23 @@ def candidate_of(params: dict[str, Any]) -> Candidate:
         speculative=params.get("speculative", NONE),  # studies from before it have no such parameter
         layout=params.get("layout", AGGREGATED),  # likewise
         expert_parallel=params.get("expert_parallel", 1),
+        decode_hardware=params.get("decode_hardware", ""),  # absent: both pools on `hardware`
     )
+
+
+def applies(name: str, params: dict[str, Any]) -> bool:
+    """Whether parameter `name` is suggested given the parameters before it (`CONDITIONAL`)."""
+    condition = CONDITIONAL.get(name)
+    return condition is None or params.get(condition[0]) == condition[1]
+
+
+def suggest(trial: optuna.Trial, choices: dict[str, list[Any]]) -> dict[str, Any]:
+    """The trial's parameters, in the order of `choices`, each conditional one only where it applies."""
+    params: dict[str, object] = {}
+    for name, values in choices.items():
+        if applies(name, params):
+            params[name] = trial.suggest_categorical(name, values)
+    return params
 
 
 def params_of(c: Candidate) -> dict[str, Any]:
@@ -79,19 +107,31 @@ def params_of(c: Candidate) -> dict[str, Any]:
         "speculative": c.speculative,
         "layout": c.layout,
         "expert_parallel": c.expert_parallel,
+        "decode_hardware": c.decode_gpu,
     }
+
+
+def _applying(params: dict[str, Any], choices: dict[str, list[Any]]) -> dict[str, Any]:
+    """Those of `params` the study searches (`choices`) and that apply on their branch."""
+    return {name: value for name, value in params.items() if name in choices and applies(name, params)}
 
 
 def trial_params(c: Candidate, choices: dict[str, list[Any]]) -> dict[str, Any]:
     """`c` as the study's parameters: those it searches (`space_choices`), so an enqueued trial matches sampled ones."""
-    return {name: value for name, value in params_of(c).items() if name in choices}
+    return _applying(params_of(c), choices)
+
+
+def _within(params: dict[str, Any], choices: dict[str, list[Any]]) -> bool:
+    """Every searched parameter of `params` among its choices (a trial can be enqueued with them)."""
+    return all(value in choices[name] for name, value in _applying(params, choices).items())
 
 
 def neighbourhood(c: Candidate, choices: dict[str, list[Any]]) -> list[Candidate]:
-    """Candidates one setting away from `c` (tensor-parallel degree kept)."""
+    """Candidates one setting away from `c` (tensor-parallel degree kept), those the space holds: a disaggregated
+    neighbour keeps `c`'s decode GPU where it is among the decode choices, and is left out where it is not."""
     here = params_of(c)
-    return [
-        candidate_of(here | {name: value})
+    moved = [
+        here | {name: value}
         for name in (
             "method",
             "hardware",
@@ -101,22 +141,43 @@ def neighbourhood(c: Candidate, choices: dict[str, list[Any]]) -> list[Candidate
             "speculative",
             "layout",
             "expert_parallel",
+            "decode_hardware",
         )
         for value in choices.get(name, ())
         if value != here[name]
     ]
+    return [candidate_of(_applying(p, choices)) for p in moved if _within(p, choices)]
 
 
 def grid_size(spec: SearchSpec) -> int:
-    """How many candidates the space holds (the product of each setting's choice count), without building
-    them: the search asks this to choose its sampler and cap its budget."""
-    return math.prod(len(values) for values in space_choices(spec).values())
+    """How many candidates the space holds (the product of each setting's choice count, a conditional parameter's
+    only on its branch), without building them: the search asks this to choose its sampler and cap its budget."""
+    choices = space_choices(spec)
+    conditions = {on for on, _ in CONDITIONAL.values()}
+    size = math.prod(len(v) for name, v in choices.items() if name not in CONDITIONAL and name not in conditions)
+    for on in conditions & set(choices):
+        size *= sum(
+            math.prod(
+                len(choices[n]) for n, (at, want) in CONDITIONAL.items() if n in choices and (at, want) == (on, v)
+            )
+            for v in choices[on]
+        )
+    return size
+
+
+def _points(choices: dict[str, list[Any]]) -> Iterator[dict[str, Any]]:
+    """Every parameter set of the space: the plain parameters' product, each conditional one on its branch."""
+    plain = {name: values for name, values in choices.items() if name not in CONDITIONAL}
+    for values in itertools.product(*plain.values()):
+        params = dict(zip(plain, values, strict=True))
+        extra = [name for name in choices if name in CONDITIONAL and applies(name, params)]
+        for more in itertools.product(*(choices[name] for name in extra)):
+            yield params | dict(zip(extra, more, strict=True))
 
 
 def grid(spec: SearchSpec) -> list[Candidate]:
     """Every candidate of the space: what an exhaustive search would evaluate."""
-    choices = space_choices(spec)
-    return [candidate_of(dict(zip(choices, values, strict=True))) for values in itertools.product(*choices.values())]
+    return [candidate_of(params) for params in _points(space_choices(spec))]
 
 
 #: Precisions whose quality is the reference's by construction (no quantization).

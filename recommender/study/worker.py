@@ -31,7 +31,7 @@ from recommender.evaluation.evaluator import CandidateEvaluator
 from recommender.serialization import from_data, to_data
 from recommender.study.claims import ClaimStore
 from recommender.study.deferred_tracking import DeferredTracking
-from recommender.study.space import candidate_of
+from recommender.study.space import candidate_of, suggest
 from recommender.study.storage import RESULT_ATTR as RESULT_ATTR  # read from here by tests and benchmarks
 
 if TYPE_CHECKING:
@@ -147,8 +147,7 @@ class StudyWorker:
     def objective(self, trial: optuna.Trial) -> tuple[float, float]:
         import optuna
 
-        params = {name: trial.suggest_categorical(name, values) for name, values in self.choices.items()}  # type: ignore[arg-type]
-        candidate = candidate_of(params)
+        candidate = candidate_of(suggest(trial, self.choices))
         self._stop_if_interrupted()
         trial.set_user_attr(WORKER_ATTR, self.worker_id)
         known = self.refresh()  # what every worker has stored so far

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import optuna
 import pytest
+import yaml
 from mlflow import MlflowClient
 
 from recommender.config.spec import load_spec
+from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.pricing import HOURS_PER_MONTH
 from recommender.report.artifacts import write_documents
 from recommender.study import run_search
@@ -101,3 +103,38 @@ def test_a_search_over_both_layouts_prices_disaggregated_pools_with_their_launch
     assert "Aggregated against disaggregated" in report and layouts["reason"] in report
     if rec["winner"]["candidate"]["layout"] == "disaggregated":  # its launch is both pools' and the router's
         assert [e["engine"].split(" ", 2)[1] for e in rec["launch"]] == ["prefill", "decode", "router"]
+
+
+@pytest.mark.slow  # about a minute on 2 cores: the demo model scored once, six candidates simulated
+def test_a_search_over_two_gpus_prices_pools_on_two_gpu_types_and_names_both(
+    tmp_path: Path, demo_model_dir: Path
+) -> None:
+    path = _spec(tmp_path, demo_model_dir)
+    raw = yaml.safe_load(path.read_text())
+    raw["space"] |= {"hardware": ["h100-sxm", "l40s"], "link": "infiniband-ndr"}
+    raw["search"]["n_trials"] = 6  # the whole grid: per GPU, aggregated and a decode pool on each GPU
+    path.write_text(yaml.safe_dump(raw))
+    spec = load_spec(path)
+    storage, tracking = f"sqlite:///{tmp_path}/o.db", f"sqlite:///{tmp_path}/m.db"
+    outcome = run_search(
+        spec, storage=storage, tracking_uri=tracking, output_root=tmp_path / "out", write_documents=write_documents
+    )
+
+    by_key = {r.key: r for r in outcome.results}
+    assert len(by_key) == 6, sorted(by_key)
+    mixed = by_key["bf16/baseline@h100-sxmx1/bs64/disagg/decode-l40s"]
+    assert mixed.status == "evaluated" and mixed.pools is not None and mixed.cost is not None, mixed.broken
+    p, q = mixed.pools.prefill.estimate.gpus, mixed.pools.decode.estimate.gpus
+    h100, l40s = (load_catalog().hourly_price(hw) for hw in ("h100-sxm", "l40s"))
+    assert mixed.cost.usd_per_month == pytest.approx((p * h100 + q * l40s) * HOURS_PER_MONTH, rel=1e-9)
+    study = optuna.load_study(study_name=spec.study_name, storage=storage)
+    for t in study.trials:
+        assert ("decode_hardware" in t.params) == (t.params["layout"] == "disaggregated"), t.params
+    results = json.loads((outcome.output_dir / "results.json").read_text())
+    assert {r["candidate"]["decode_hardware"] for r in results} == {"", "h100-sxm", "l40s"}
+    rec = json.loads((outcome.output_dir / "recommendation.json").read_text())
+    winner = rec["winner"]["candidate"]
+    report = (outcome.output_dir / "report.md").read_text()
+    if winner["decode_hardware"]:  # pools on two GPU types: both named where the user reads what to buy and run
+        assert "(decode) at" in report and winner["decode_hardware"] in report
+        assert any(winner["decode_hardware"] in note for note in rec["winner"]["pools"]["launch"]["notes"])

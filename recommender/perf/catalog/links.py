@@ -22,7 +22,16 @@ from recommender.perf.model.link import Link
 if TYPE_CHECKING:
     from recommender.perf.catalog.gpus import Accelerator
 
-__all__ = ["LINKS_FILE", "Link", "LinkRow", "known_links", "network_links", "resolve_link"]
+__all__ = [
+    "LINKS_FILE",
+    "Link",
+    "LinkRow",
+    "check_mixed_link",
+    "known_links",
+    "mixed_link_reason",
+    "network_links",
+    "resolve_link",
+]
 
 LINKS_FILE = Path(__file__).with_name("links.yaml")
 
@@ -82,3 +91,26 @@ def resolve_link(name: str, accel: Accelerator, *, field: str = "link") -> Link:
         else f"{accel.interconnect.kind} "
         f"{accel.interconnect.bandwidth_gbps:g} GB/s bidirectional ({accel.spec_source[:60]}...); {row.source}",
     )
+
+
+def mixed_link_reason(link: Link, prefill: str, decode: str) -> str | None:
+    """Why `link` cannot carry the KV from a prefill pool on `prefill` to a decode pool on `decode` (None: it can).
+
+    Two GPU types are never in one NVLink domain (an NVLink/NVSwitch domain is one system of one GPU type) nor, as
+    deployed, on one PCIe host, so a pair of two types talks over a network link (``scope: cluster``)."""
+    if prefill == decode or link.scope == "cluster":
+        return None
+    return (
+        f"{link.name} cannot join a prefill pool on {prefill} to a decode pool on {decode}: two GPU types are never "
+        f"in one {link.name} domain"
+    )
+
+
+def check_mixed_link(link: Link, prefill: str, decode: str, *, field: str = "--link", fix: str = "") -> None:
+    """Refuse a node link (NVLink, PCIe) between pools of two GPU types, naming `field` and the network links
+    (`fix`: what else the user may do; default: decode on the prefill GPU)."""
+    reason = mixed_link_reason(link, prefill, decode)
+    if reason is not None:
+        raise BadInputError(
+            field, reason, f"use a network link ({', '.join(network_links())}) or {fix or f'decode on {prefill}'}"
+        )
