@@ -36,8 +36,8 @@ LLAMA_8B = load_architecture("llama-3.1-8b")[1]
 
 @pytest.mark.slow  # 40 s: the candidate and plan's own row each simulate EP 8 to steady state
 def test_deepseek_v3_at_ep8_is_priced_as_plan_prices_it() -> None:
-    traffic = Traffic(prompt_tokens=2000, output_tokens=500, requests_per_second=20)
-    sla = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=50)
+    traffic = Traffic(prompt_tokens=1000, output_tokens=1000, requests_per_second=20)
+    sla = LatencySLA(ttft_p99_ms=3000, tpot_p99_ms=80)
     catalog = load_catalog()
     performance = PerformanceEvaluator(catalog, DEEPSEEK_V3, traffic, sla, engines=("sglang",))
     c = Candidate("fp8", "fp8-dynamic", "h200", 64, expert_parallel=8)
