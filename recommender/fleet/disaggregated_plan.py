@@ -239,12 +239,19 @@ def pooled_row(
         tpot_p99_ms=d.tpot_p99_ms,
         tpot_p99_high_ms=d.tpot_p99_high_ms,
         provenance=d.provenance.extended(
-            f"{where}with {p.provenance.detail}; KV transfer {transfer_ms:.2f} ms over {link.name} "
-            f"({link.source[:80]}){sent}"
+            f"{where}{_layouts(prefill, decode)}with {p.provenance.detail}; KV transfer {transfer_ms:.2f} ms over "
+            f"{link.name} ({link.source[:80]}){sent}"
         ),
         prefill_hardware=accel.key,
         decode_hardware=decode_accel.key,
     )
+
+
+def _layouts(prefill: PoolChoice, decode: PoolChoice) -> str:
+    """Each pool's layout, where one is expert-parallel (tensor-parallel pools say nothing new)."""
+    if prefill.expert_parallel == 1 and decode.expert_parallel == 1:
+        return ""
+    return f"prefill workers {prefill.layout}, decode workers {decode.layout}; "
 
 
 def _degree_groups(engine: str, performance: PerformanceEvaluator, degrees: list[int]) -> list[list[int]]:

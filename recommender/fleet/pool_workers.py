@@ -25,7 +25,8 @@ from recommender.engines.eligibility import eligibility
 from recommender.evaluation.performance import GPU_MEMORY_UTILIZATION
 from recommender.evaluation.refusal import Refused
 from recommender.evaluation.two_pools import PoolChoice
-from recommender.fleet.expert_parallel_plan import ep_degrees, expert_imbalance, rank_step_costs
+from recommender.fleet.expert_parallel_plan import ep_degrees, expert_imbalance, rank_step_costs, require_moe
+from recommender.perf.model.expert_load import check_expert_split
 from recommender.perf.model.expert_parallel import ExpertParallelLayout, ep_memory
 from recommender.perf.sim.disaggregated import PoolSetup
 from recommender.perf.sim.scheduler_config import SchedulerConfig
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from recommender.fleet.plan_scope import PlanScope
     from recommender.perf.catalog.gpus import Accelerator
     from recommender.perf.model.link import Link
+    from recommender.perf.model.shape import ModelShape
     from recommender.perf.sim.disaggregated import PoolEstimate
     from recommender.quantize import QuantScheme
 
@@ -185,6 +187,17 @@ class ExpertParallelPools:
     skew: float = 0.0
     redundant_experts: int = 0
     network: Link | None = None
+
+    def check(self, shape: ModelShape, scope: PlanScope) -> None:
+        """Bad input naming the flag: a dense model (``--expert-parallel``), or a ``--tensor-parallel`` degree
+        that does not split the experts and redundant slots (as ``plan --expert-parallel`` refuses them)."""
+        moe = require_moe(shape)
+        for degree in scope.tensor_parallel:
+            check_expert_split(moe.n_experts, degree, self.redundant_experts, field="--tensor-parallel")
+
+    def on(self, link: Link) -> ExpertParallelPools:
+        """These pools with `link` between the nodes of a worker where it is a network link (else one node)."""
+        return replace(self, network=link if link.scope == "cluster" else None)
 
     def workers(self, performance: PerformanceEvaluator, accel: Accelerator, scope: PlanScope) -> list[PoolWorker]:
         """Each EP degree that splits the expert slots (``ep_degrees``: the scope's degrees, else powers of two up
