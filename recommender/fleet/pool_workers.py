@@ -182,17 +182,20 @@ class ExpertParallelPools:
         skew: expert popularity as a Zipf exponent (0: uniform), as ``plan --expert-skew``.
         redundant_experts: extra expert slots per MoE layer placed by EPLB, as ``plan --redundant-experts``.
         network: the link between the nodes of a worker spanning several (None: workers of one node).
+        degrees: the EP degrees to try (a search space's ``expert_parallel``); empty: the plan scope's
+            tensor-parallel degrees, as ``plan --expert-parallel`` takes them.
     """
 
     skew: float = 0.0
     redundant_experts: int = 0
     network: Link | None = None
+    degrees: tuple[int, ...] = ()
 
     def check(self, shape: ModelShape, scope: PlanScope) -> None:
         """Bad input naming the flag: a dense model (``--expert-parallel``), or a ``--tensor-parallel`` degree
         that does not split the experts and redundant slots (as ``plan --expert-parallel`` refuses them)."""
         moe = require_moe(shape)
-        for degree in scope.tensor_parallel:
+        for degree in self.degrees or scope.tensor_parallel:
             check_expert_split(moe.n_experts, degree, self.redundant_experts, field="--tensor-parallel")
 
     def on(self, link: Link) -> ExpertParallelPools:
@@ -206,6 +209,7 @@ class ExpertParallelPools:
         if moe is None:
             return []
         slots = moe.n_experts + self.redundant_experts
+        scope = replace(scope, tensor_parallel=self.degrees) if self.degrees else scope
         found: list[PoolWorker] = []
         for ep in ep_degrees(accel, slots, scope, network=self.network is not None):
             for dp in sorted({1, ep}):

@@ -23,6 +23,7 @@ from recommender.fleet.parallelism import ParallelismComparison, plan_parallelis
 from recommender.fleet.plan import PLAN_METHODS, plan
 from recommender.fleet.plan_row import PlanRow
 from recommender.fleet.plan_scope import PlanScope
+from recommender.fleet.pool_workers import ExpertParallelPools
 from recommender.perf.catalog.gpus import Catalog
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.pricing import tie_band
@@ -41,7 +42,8 @@ class FleetPlan:
     mix: GpuMix | None
     policy: FleetPolicy
     #: With ``space.layout: [..., disaggregated]``: each GPU and precision's aggregated row against its pools, the
-    #: winner and why (`plan --layout`'s comparison at the spec's link); empty otherwise.
+    #: winner and why (`plan --layout`'s comparison at the spec's link; with ``space.expert_parallel`` degrees above
+    #: 1, each pool may be expert-parallel at those degrees); empty otherwise.
     layouts: list[LayoutComparison] = field(default_factory=list)
     #: With ``space.expert_parallel`` degrees above 1: tensor against expert parallelism per GPU and precision
     #: (`plan --expert-parallel`'s comparison at those degrees); empty otherwise.
@@ -108,7 +110,24 @@ def plan_fleet(
     options = [_option(r) for r in rows if r.usd_per_month is not None]
     scheduled = None if winner is None else _scheduled(winner, catalog)
     autoscale, mix = schedule_and_mix(spec, performance, options, scheduled)
+    layouts, parallelism = _layout_views(spec, shape, catalog, hardware, precisions, scope)
+    return FleetPlan(rows, winner, autoscale, mix, policy, layouts, parallelism)
+
+
+def _layout_views(
+    spec: SearchSpec,
+    shape: ModelShape,
+    catalog: Catalog,
+    hardware: list[str],
+    precisions: list[str],
+    scope: PlanScope,
+) -> tuple[list[LayoutComparison], list[ParallelismComparison]]:
+    """The layouts' comparison (``space.layout`` with disaggregated; its pools expert-parallel too at the space's
+    ``expert_parallel`` degrees above 1) and tensor against expert parallelism (those degrees); empty where not
+    searched."""
+    traffic, sla, engines = spec.traffic, spec.sla, tuple(spec.engines)
     layouts = []
+    degrees = tuple(d for d in spec.space.expert_parallel if d > 1)
     if "disaggregated" in spec.space.layout:
         layouts = plan_layouts(
             shape,
@@ -121,9 +140,10 @@ def plan_fleet(
             scope=replace(scope, tensor_parallel=tuple(spec.space.tensor_parallel)),  # the pools' degrees searched
             engines=engines,
             model=spec.model.source,
+            expert_parallel=ExpertParallelPools(degrees=degrees) if degrees else None,  # EP pools at those degrees
         )
     parallelism = []
-    if degrees := tuple(d for d in spec.space.expert_parallel if d > 1):
+    if degrees:
         parallelism = plan_parallelism(
             shape,
             catalog,
@@ -136,4 +156,4 @@ def plan_fleet(
             link=spec.space.link,
             model=spec.model.source,
         )
-    return FleetPlan(rows, winner, autoscale, mix, policy, layouts, parallelism)
+    return layouts, parallelism
