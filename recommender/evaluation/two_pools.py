@@ -40,10 +40,10 @@ class PoolChoice:
 
     @property
     def layout(self) -> str:
-        """The worker's layout in words: ``TP4``, or ``EP8 (8 attention ranks of TP1)``."""
+        """The worker's layout in words: ``TP4``, or ``EP8 (DP8 x TP1)``: 8 attention ranks of one GPU each."""
         if self.expert_parallel == 1:
             return f"TP{self.tensor_parallel}"
-        return f"EP{self.expert_parallel} ({self.attention_dp} attention rank(s) of TP{self.tensor_parallel})"
+        return f"EP{self.expert_parallel} (DP{self.attention_dp} x TP{self.tensor_parallel})"
 
 
 @dataclass(frozen=True, slots=True)
