@@ -35,6 +35,7 @@ from recommender.quantize import get_scheme
 
 if TYPE_CHECKING:
     from recommender.config.spec import LatencySLA, Traffic
+    from recommender.evaluation.two_pools import PoolChoice
     from recommender.fleet.pool_workers import ExpertParallelPools
     from recommender.perf.catalog.gpus import Accelerator, Catalog
     from recommender.perf.model.link import Link
@@ -70,6 +71,11 @@ def _pools(d: DisaggregatedRow) -> str:
         f"{p.estimate.workers} prefill x {p.layout} + {q.estimate.workers} decode x {q.layout} "
         f"(batch {q.batch_size}{per_rank})"
     )
+
+
+def _batch(pool: PoolChoice) -> str:
+    """A pool's batch cap, per attention rank where its workers run several."""
+    return f"{pool.batch_size} per attention rank" if pool.attention_dp > 1 else f"{pool.batch_size}"
 
 
 def _work(d: DisaggregatedRow, target_rps: float) -> float:
@@ -111,14 +117,14 @@ def compare_layouts(
     assert d.decode is not None
     if a is None:
         why = (
-            f"disaggregated only: decode batches of {d.decode.batch_size} without prefill interruptions meet the "
+            f"disaggregated only: decode batches of {_batch(d.decode)} without prefill interruptions meet the "
             f"{tpot_limit_ms:g} ms TPOT limit on {_pools(d)} = {n} GPUs; no aggregated replica meets the SLA "
             f"({aggregated.note or 'no configuration'})"
         )
         return LayoutComparison(hw, precision, aggregated, d, "disaggregated", why)
     if n < a:
         why = (
-            f"disaggregated saves {1 - n / a:.0%}: decode batches of {d.decode.batch_size} without prefill "
+            f"disaggregated saves {1 - n / a:.0%}: decode batches of {_batch(d.decode)} without prefill "
             f"interruptions meet the {tpot_limit_ms:g} ms TPOT limit on {_pools(d)} = {n} GPUs; aggregated "
             f"needs {a} ({aggregated.replicas} x TP{aggregated.tensor_parallel}, "
             f"batch {aggregated.batch_size})"
