@@ -55,9 +55,7 @@ def test_the_decode_pool_takes_expert_parallel_workers_and_its_command_carries_t
     assert (decode.expert_parallel, decode.attention_dp, decode.tensor_parallel) == (8, 8, 1)
     assert decode.estimate.gpus == decode.estimate.workers * 8
     assert ep_row.tpot_p99_high_ms is not None and ep_row.tpot_p99_high_ms <= SLA.tpot_p99_ms
-    assert (
-        ep_row.provenance is not None and "decode workers EP8 (DP8 x TP1)" in ep_row.provenance.detail
-    )
+    assert ep_row.provenance is not None and "decode workers EP8 (DP8 x TP1)" in ep_row.provenance.detail
     assert "all-to-all modeled" in ep_row.provenance.detail
 
     launched = with_launch(ep_row, model="Qwen/Qwen3-30B-A3B", accel=H100, max_model_len=TRAFFIC.max_model_len)
