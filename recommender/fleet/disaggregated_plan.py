@@ -148,12 +148,13 @@ class _Pools:
     def context(self) -> WorkerContext:
         return WorkerContext(self.performance, self.accel, self.method, self.precision, self.engine, self.kv)
 
-    def _workers(self, degrees: list[int]) -> list[PoolWorker]:
+    def workers(self, degrees: list[int]) -> list[PoolWorker]:
+        """The tensor-parallel workers of `degrees`, then the expert-parallel ones offered."""
         return [*(TensorParallelWorker(d) for d in degrees), *self.expert_parallel]
 
     def prefill(self, degrees: list[int], caps: list[int]) -> PoolChoice | None:
         best, ctx = None, self.context
-        for worker in self._workers(degrees):
+        for worker in self.workers(degrees):
             pool = worker.setup(ctx, caps[0])
             if pool is not None:
                 got = prefill_pool(pool, self.performance.load, ttft_budget_ms=self.budgets.prefill_ttft_ms)
@@ -162,7 +163,7 @@ class _Pools:
 
     def decode(self, degrees: list[int], caps: list[int]) -> PoolChoice | None:
         best = None
-        for worker in self._workers(degrees):
+        for worker in self.workers(degrees):
             best = self._decode_ladder(worker, caps, best)
         return best
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from recommender.engines import DEFAULT_ENGINES
+from recommender.errors import BadInputError
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.disaggregated_plan import DisaggregatedRow, PoolOptions, pool_options, same_gpu_row
 from recommender.fleet.disaggregated_row_launch import with_launch
@@ -280,7 +281,29 @@ def plan_layouts(
             found.append(_same_gpu(context, performance, accel, precision, options, pairs=bool(pairs), model=model))
             if on_row is not None:
                 on_row(f"{accel.key}/{precision}")
+    if expert_parallel is not None and all(c.disaggregated.gpus is None for c in found):
+        _check_some_worker_fits(options, scope or PlanScope(), traffic.max_model_len)
     return [*found, *_mixed_comparisons(found, pairs, precisions, options, context, model)]
+
+
+def _check_some_worker_fits(options: dict[tuple[str, str], PoolOptions], scope: PlanScope, length: int) -> None:
+    """Bad input naming ``--tensor-parallel`` where no pool worker (TP or EP) of the degrees planned holds one
+    request on any GPU and precision at the smallest batch cap: pools that cannot fit, not an SLA missed."""
+    cap = min(scope.batch_sizes, default=1)
+    for opts in options.values():
+        degrees = scope.degrees(opts.accel.max_tensor_parallel)
+        for pools, _, _ in opts.choices.values():
+            if any(w.setup(pools.context, cap) is not None for w in pools.workers(degrees)):
+                return
+    if not any(opts.choices for opts in options.values()):
+        return  # nothing was tried (the TTFT leaves no prefill budget): not a question of fit
+    gpus = sorted({opts.accel.key for opts in options.values()})
+    raise BadInputError(
+        "--tensor-parallel",
+        f"no prefill or decode worker of {list(scope.tensor_parallel) or 'any degree'} (tensor- or expert-parallel) "
+        f"holds one {length}-token request on {', '.join(gpus)}",
+        "give larger --tensor-parallel degrees, GPUs with more memory, or a smaller scheme",
+    )
 
 
 def _same_gpu(

@@ -109,6 +109,12 @@ def test_an_unknown_layout_or_link_is_one_line_and_exit_2(flags: tuple[str, ...]
             + ("--redundant-experts", "3"),
             ("--tensor-parallel", "do not split 131 experts"),
         ),
+        # 671B parameters in FP8 fit no pool worker of two H200s, tensor- or expert-parallel
+        (
+            ("--model", "deepseek-v3", "--expert-parallel", "--layout", "disaggregated", "--tensor-parallel", "2")
+            + ("--engine", "sglang", "--batch-size", "64", "--kv-cache-dtype", "auto"),
+            ("--tensor-parallel", "holds one", "h200"),
+        ),
     ],
 )
 def test_expert_parallelism_for_a_dense_model_or_an_uneven_expert_split_is_one_line_and_exit_2(
