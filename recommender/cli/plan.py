@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from recommender.fleet.layout_compare import LayoutComparison
     from recommender.fleet.parallelism import ParallelismComparison
     from recommender.fleet.plan_row import PlanRow
+    from recommender.fleet.pool_workers import ExpertParallelPools
 
 EPILOG = (
     "Latencies and capacities are calibrated (step costs fitted on measured serving runs, their uncertainty from "
@@ -97,7 +98,9 @@ ExpertParallel = Annotated[
     typer.Option(
         "--expert-parallel",
         help="For a mixture-of-experts model: also plan attention data parallelism with expert "
-        "parallelism on one node, side by side with tensor parallelism and the reason the winner wins.",
+        "parallelism on one node, side by side with tensor parallelism and the reason the winner wins. With "
+        "--layout disaggregated: each pool (prefill, decode) may be expert-parallel instead of tensor-parallel, "
+        "the cheaper per pool, in the layouts' comparison.",
     ),
 ]
 ExpertSkew = Annotated[
@@ -172,7 +175,7 @@ class _Views:
         with step_progress(
             make_console(stderr=True), total=len(hardware) * len(p.precisions), description="planning"
         ) as done:
-            if self.expert_parallel:
+            if self._tp_against_ep:
                 ep = plan_parallelism(
                     shape,
                     catalog,
@@ -202,9 +205,23 @@ class _Views:
                     on_row=done,
                     model=target.served,
                     decode_hardware=self.decode_hardware,
+                    expert_parallel=self._pools(),
                 )
-        self._print(ep if self.expert_parallel else layouts, name=target.name, traffic=traffic, sla=sla)
+        self._print(ep if self._tp_against_ep else layouts, name=target.name, traffic=traffic, sla=sla)
         return True
+
+    @property
+    def _tp_against_ep(self) -> bool:
+        """The view is tensor against expert parallelism (aggregated replicas), not the layouts' comparison."""
+        return self.expert_parallel and "disaggregated" not in self.layouts
+
+    def _pools(self) -> ExpertParallelPools | None:
+        """The expert-parallel workers disaggregated pools may take (None: tensor-parallel pools only)."""
+        from recommender.fleet.pool_workers import ExpertParallelPools
+
+        if not self.expert_parallel:
+            return None
+        return ExpertParallelPools(skew=self.expert_skew, redundant_experts=self.redundant_experts)
 
     def _print(
         self,
@@ -221,7 +238,7 @@ class _Views:
         console = make_console(stderr=False)
         if self.json_output:
             print(dumps(list_to_data(found)))
-        elif self.expert_parallel:
+        elif self._tp_against_ep:
             render_parallelism(
                 cast("list[ParallelismComparison]", found), name=name, traffic=traffic, sla=sla, console=console
             )

@@ -209,11 +209,20 @@ def _vllm_launch(
         decode_workers,
         notes,
     )
+    dynamo = dynamo_vllm_deployment(prefill_command, decode_command, prefill_workers, decode_workers)
+    if "--enable-expert-parallel" in shlex.split(prefill_command) + shlex.split(decode_command):
+        return replace(launch, dynamo=dynamo, notes=(*notes, LLM_D_EXPERT_PARALLEL_NOTE))
     return replace(
-        launch,
-        dynamo=dynamo_vllm_deployment(prefill_command, decode_command, prefill_workers, decode_workers),
-        llm_d=llm_d_values(prefill_command, decode_command, prefill_workers, decode_workers),
+        launch, dynamo=dynamo, llm_d=llm_d_values(prefill_command, decode_command, prefill_workers, decode_workers)
     )
+
+
+#: Why llm-d's values are not emitted for expert-parallel pools (a vLLM worker with ``--enable-expert-parallel``).
+LLM_D_EXPERT_PARALLEL_NOTE = (
+    "llm-d's ModelService values are not emitted for an expert-parallel pool: llm-d deploys those as LeaderWorkerSets "
+    "of data-parallel vLLM ranks (llm-d/llm-d guides/wide-ep-lws/manifests/modelserver/base/decode.yaml @ 3318b75d), "
+    "not the ms-pd chart's values; deploy the commands above, or the Dynamo file"
+)
 
 
 def _sglang_launch(
@@ -240,16 +249,21 @@ def _sglang_launch(
 DYNAMO_VLLM_IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:${DYNAMO_VERSION}"
 
 
+def _flag_int(flags: list[str], name: str) -> int:  # a flag's integer value, 1 where absent
+    return int(flags[flags.index(name) + 1]) if name in flags else 1
+
+
 def _dynamo_args(vllm_command: str, role: str) -> tuple[list[str], int]:
     """`vllm serve MODEL flags...` as dynamo.vllm's arguments (``--model MODEL``, no ``--port``) with its role, and
-    the tensor-parallel degree (its GPUs)."""
+    its GPUs, TP x DP (ai-dynamo/dynamo ``recipes/deepseek-r1/vllm/disagg/deploy_hopper_8gpu.yaml`` @ 58d89df7: DEP8
+    workers ``--tensor-parallel-size 1 --data_parallel_size 8`` with ``gpu: "8"``)."""
     argv = shlex.split(vllm_command)
     model, flags = argv[2], argv[3:]
     if "--port" in flags:
         at = flags.index("--port")
         flags = flags[:at] + flags[at + 2 :]
-    tp = int(flags[flags.index("--tensor-parallel-size") + 1]) if "--tensor-parallel-size" in flags else 1
-    return ["--model", model, *flags, "--disaggregation-mode", role], tp
+    gpus = _flag_int(flags, "--tensor-parallel-size") * _flag_int(flags, "--data-parallel-size")
+    return ["--model", model, *flags, "--disaggregation-mode", role], gpus
 
 
 def _worker(args: list[str], gpus: int, replicas: int, role: str) -> dict[str, object]:

@@ -18,11 +18,32 @@ __all__ = ["LayoutVerdict", "PoolChoice", "TwoPools"]
 
 @dataclass(frozen=True, slots=True)
 class PoolChoice:
-    """One pool's worker configuration and how it does at the target traffic."""
+    """One pool's worker configuration and how it does at the target traffic.
+
+    A tensor-parallel worker is `tensor_parallel` GPUs (`expert_parallel` 1). An expert-parallel worker (a MoE model
+    with ``plan --expert-parallel``) is `expert_parallel` GPUs holding the routed experts and `attention_dp`
+    attention ranks of `tensor_parallel` GPUs each (EP = TP x DP), `batch_size` per rank; `imbalance` is its
+    busiest GPU's expert load over the mean (``fleet/expert_parallel_plan.expert_imbalance``)."""
 
     tensor_parallel: int
     batch_size: int
     estimate: PoolEstimate
+    expert_parallel: int = 1
+    attention_dp: int = 1
+    redundant_experts: int = 0
+    imbalance: float | None = None
+
+    @property
+    def gpus_per_worker(self) -> int:
+        """GPUs of one worker: its attention ranks times their width (the expert-parallel degree under EP)."""
+        return self.tensor_parallel * self.attention_dp
+
+    @property
+    def layout(self) -> str:
+        """The worker's layout in words: ``TP4``, or ``EP8 (DP8 x TP1)``: 8 attention ranks of one GPU each."""
+        if self.expert_parallel == 1:
+            return f"TP{self.tensor_parallel}"
+        return f"EP{self.expert_parallel} (DP{self.attention_dp} x TP{self.tensor_parallel})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,20 +22,20 @@ import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, KVCacheDtype
-from recommender.engines import PROFILES
+from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS, KVCacheDtype
 from recommender.engines.batch_limits import batch_ladder
 from recommender.engines.disaggregated_launch import DisaggregatedLaunch, equal_pool_tp_reason
-from recommender.evaluation.refusal import Refused
 from recommender.evaluation.two_pools import PoolChoice
 from recommender.fleet.plan_scope import LADDER_GAIN, PlanScope
+from recommender.fleet.pool_workers import PoolWorker, TensorParallelWorker, WorkerContext
 from recommender.perf.pricing import HOURS_PER_MONTH
-from recommender.perf.sim.disaggregated import PoolSetup, decode_pool, prefill_pool
+from recommender.perf.sim.disaggregated import decode_pool, prefill_pool
 from recommender.perf.sim.transfer_credit import credited_transfer
 from recommender.provenance import Provenance  # at run time: the rows' types are resolved when serialized
 
 if TYPE_CHECKING:
     from recommender.evaluation.performance import PerformanceEvaluator
+    from recommender.fleet.pool_workers import ExpertParallelPools
     from recommender.perf.catalog.gpus import Accelerator
     from recommender.perf.model.link import Link
     from recommender.quantize import QuantScheme
@@ -121,40 +121,19 @@ def _budgets(performance: PerformanceEvaluator, link: Link, kv: str, engine: str
     return _Budgets(moved.seconds * 1e3, left * (1 - DECODE_TTFT_SHARE), left * DECODE_TTFT_SHARE, credit)
 
 
-def _pool_setup(
-    performance: PerformanceEvaluator, accel: Accelerator, method: QuantScheme, c: Candidate, engine: str
-) -> PoolSetup | None:
-    """`c` served by `engine` as one pool's worker (None: it does not run or fit, or `engine` does not serve it)."""
-    try:
-        setup = performance.setup(c)
-    except Refused:
-        return None
-    if engine not in setup.engines:
-        return None
-    point = performance.calibrated.step_cost(
-        performance.shape, method, accel, engine, tensor_parallel=c.tensor_parallel, kv_cache_dtype=c.kv_cache_dtype
-    )
-    launched = replace(setup.scheduler, max_num_batched_tokens=max(c.max_num_batched_tokens, c.batch_size))
-    return PoolSetup(
-        point,
-        performance.checked_step_cost(point, engine),
-        PROFILES[engine].batching(launched),
-        c.tensor_parallel,
-        performance.request_overhead_ms(engine, point),
-    )
-
-
 def _cheaper(a: PoolChoice | None, b: PoolChoice) -> PoolChoice:
     """The pool with fewer GPUs at the target traffic (then more capacity per GPU)."""
     if a is None:
         return b
-    key = lambda p: (p.estimate.gpus, -p.estimate.requests_per_s / p.tensor_parallel)  # noqa: E731
+    key = lambda p: (p.estimate.gpus, -p.estimate.requests_per_s / p.gpus_per_worker)  # noqa: E731
     return min(a, b, key=key)
 
 
 @dataclass(frozen=True, slots=True)
 class _Pools:
-    """What each pool tries: the candidate maker, the engine, and the budgets."""
+    """What each pool tries: the workers' shared context (engine, KV dtype...), the budgets, and the
+    expert-parallel workers offered beside the tensor-parallel degrees (``pool_workers.py``; none without
+    ``--expert-parallel``)."""
 
     performance: PerformanceEvaluator
     accel: Accelerator
@@ -163,39 +142,50 @@ class _Pools:
     engine: str
     kv: KVCacheDtype
     budgets: _Budgets
+    expert_parallel: tuple[PoolWorker, ...] = ()
 
-    def make(self, cap: int, tp: int) -> Candidate:
-        return Candidate(self.precision, self.method.name, self.accel.key, cap, tp, DEFAULT_MAX_BATCHED_TOKENS, self.kv)
+    @property
+    def context(self) -> WorkerContext:
+        return WorkerContext(self.performance, self.accel, self.method, self.precision, self.engine, self.kv)
+
+    def workers(self, degrees: list[int]) -> list[PoolWorker]:
+        """The tensor-parallel workers of `degrees`, then the expert-parallel ones offered."""
+        return [*(TensorParallelWorker(d) for d in degrees), *self.expert_parallel]
 
     def prefill(self, degrees: list[int], caps: list[int]) -> PoolChoice | None:
-        best = None
-        for tp in degrees:
-            pool = _pool_setup(self.performance, self.accel, self.method, self.make(caps[0], tp), self.engine)
+        best, ctx = None, self.context
+        for worker in self.workers(degrees):
+            pool = worker.setup(ctx, caps[0])
             if pool is not None:
                 got = prefill_pool(pool, self.performance.load, ttft_budget_ms=self.budgets.prefill_ttft_ms)
-                best = _cheaper(best, PoolChoice(tp, caps[0], got)) if got.serves else best
+                best = _cheaper(best, worker.choice(ctx, caps[0], got)) if got.serves else best
         return best
 
     def decode(self, degrees: list[int], caps: list[int]) -> PoolChoice | None:
-        best, sla = None, self.performance.sla
-        for tp in degrees:
-            rate = 0.0
-            for cap in caps:  # the ladder, stopped once a doubled cap carries under LADDER_GAIN more
-                pool = _pool_setup(self.performance, self.accel, self.method, self.make(cap, tp), self.engine)
-                if pool is None:
-                    break
-                got = decode_pool(
-                    pool,
-                    self.performance.load,
-                    ttft_budget_ms=self.budgets.decode_ttft_ms,
-                    tpot_limit_ms=sla.tpot_p99_ms,
-                    longest_prompt=self.performance.traffic.longest_prompt_tokens,
-                )
-                if got.serves:
-                    best = _cheaper(best, PoolChoice(tp, cap, got))
-                if rate > 0 and got.requests_per_s < rate * LADDER_GAIN:
-                    break
-                rate = max(rate, got.requests_per_s)
+        best = None
+        for worker in self.workers(degrees):
+            best = self._decode_ladder(worker, caps, best)
+        return best
+
+    def _decode_ladder(self, worker: PoolWorker, caps: list[int], best: PoolChoice | None) -> PoolChoice | None:
+        """`worker`'s batch caps in order, stopped once a doubled cap carries under LADDER_GAIN more."""
+        rate, sla, ctx = 0.0, self.performance.sla, self.context
+        for cap in caps:
+            pool = worker.setup(ctx, cap)
+            if pool is None:
+                break
+            got = decode_pool(
+                pool,
+                self.performance.load,
+                ttft_budget_ms=self.budgets.decode_ttft_ms,
+                tpot_limit_ms=sla.tpot_p99_ms,
+                longest_prompt=self.performance.traffic.longest_prompt_tokens,
+            )
+            if got.serves:
+                best = _cheaper(best, worker.choice(ctx, cap, got))
+            if rate > 0 and got.requests_per_s < rate * LADDER_GAIN:
+                break
+            rate = max(rate, got.requests_per_s)
         return best
 
 
@@ -250,12 +240,19 @@ def pooled_row(
         tpot_p99_ms=d.tpot_p99_ms,
         tpot_p99_high_ms=d.tpot_p99_high_ms,
         provenance=d.provenance.extended(
-            f"{where}with {p.provenance.detail}; KV transfer {transfer_ms:.2f} ms over {link.name} "
-            f"({link.source[:80]}){sent}"
+            f"{where}{_layouts(prefill, decode)}with {p.provenance.detail}; KV transfer {transfer_ms:.2f} ms over "
+            f"{link.name} ({link.source[:80]}){sent}"
         ),
         prefill_hardware=accel.key,
         decode_hardware=decode_accel.key,
     )
+
+
+def _layouts(prefill: PoolChoice, decode: PoolChoice) -> str:
+    """Each pool's layout, where one is expert-parallel (tensor-parallel pools say nothing new)."""
+    if prefill.expert_parallel == 1 and decode.expert_parallel == 1:
+        return ""
+    return f"prefill workers {prefill.layout}, decode workers {decode.layout}; "
 
 
 def _degree_groups(engine: str, performance: PerformanceEvaluator, degrees: list[int]) -> list[list[int]]:
@@ -293,12 +290,16 @@ def pool_options(
     link: Link,
     scope: PlanScope | None = None,
     decode_always: bool = False,
+    expert_parallel: ExpertParallelPools | None = None,
 ) -> PoolOptions:
     """Each engine, KV dtype and degree group's cheapest prefill and decode pools on `accel` (the decode pool only
-    where a prefill pool serves, unless `decode_always`: a mixed pair decodes here what another GPU prefills)."""
+    where a prefill pool serves, unless `decode_always`: a mixed pair decodes here what another GPU prefills); with
+    `expert_parallel`, each pool may also take an expert-parallel worker (``pool_workers.py``), whichever needs
+    fewer GPUs."""
     scope = scope or PlanScope()
     degrees = scope.degrees(accel.max_tensor_parallel)
     caps = list(scope.batch_sizes) or batch_ladder(performance.engines, DEFAULT_MAX_BATCHED_TOKENS)
+    ep = [] if expert_parallel is None else expert_parallel.workers(performance, accel, scope)
     choices: dict[PoolKey, tuple[_Pools, PoolChoice | None, PoolChoice | None]] = {}
     for engine in performance.engines:
         for kv in scope.kv_cache_dtypes:
@@ -307,9 +308,10 @@ def pool_options(
                 continue
             pools = _Pools(performance, accel, method, precision, engine, kv, budgets)
             groups = _degree_groups(engine, performance, degrees)
-            for together in groups:  # equal degrees where the engine needs it
+            for together in groups:  # equal degrees where the engine needs it (an EP worker's attention width)
                 key = (engine, kv, tuple(together) if len(groups) > 1 else ())
-                choices[key] = _group_pools(pools, link, together, caps, decode_always)
+                mine = tuple(w for w in ep if len(groups) == 1 or w.attention_tp in together)
+                choices[key] = _group_pools(replace(pools, expert_parallel=mine), link, together, caps, decode_always)
     return PoolOptions(accel, precision, method, link, choices)
 
 
@@ -360,7 +362,12 @@ def plan_disaggregated(
     *,
     link: Link,
     scope: PlanScope | None = None,
+    expert_parallel: ExpertParallelPools | None = None,
 ) -> DisaggregatedRow:
     """The cheapest prefill + decode pools of `accel` at `precision` for the evaluator's traffic and SLA, over
-    every engine and KV cache dtype in scope (one of each for both pools)."""
-    return same_gpu_row(pool_options(performance, accel, precision, method, link=link, scope=scope))
+    every engine and KV cache dtype in scope (one of each for both pools), each pool tensor- or (with
+    `expert_parallel`) expert-parallel."""
+    options = pool_options(
+        performance, accel, precision, method, link=link, scope=scope, expert_parallel=expert_parallel
+    )
+    return same_gpu_row(options)

@@ -11,9 +11,13 @@ from typing import TYPE_CHECKING
 
 from recommender.config.candidate import Candidate
 from recommender.engines.disaggregated_launch import disaggregated_launch
-from recommender.fleet.launch import launch_commands
+from recommender.fleet.expert_parallel_plan import ExpertParallelRow
+from recommender.fleet.launch import expert_parallel_launch, launch_commands
 
 if TYPE_CHECKING:
+    from recommender.config.candidate import KVCacheDtype
+    from recommender.engines import EngineLaunch
+    from recommender.evaluation.two_pools import PoolChoice
     from recommender.fleet.disaggregated_plan import DisaggregatedRow
     from recommender.perf.catalog.gpus import Accelerator
 
@@ -29,7 +33,9 @@ def with_launch(
     decode_accel: Accelerator | None = None,
 ) -> DisaggregatedRow:
     """`row` with its pools' commands serving `model` (a checkpoint scheme serves ``<model name>-<scheme>``), each
-    pool's command on its own GPU (`accel` the prefill pool's, `decode_accel` the decode pool's, default the same)."""
+    pool's command on its own GPU (`accel` the prefill pool's, `decode_accel` the decode pool's, default the same);
+    an expert-parallel pool's command carries its engine's EP flags. Where a pool's engine refuses its layout, the
+    row is returned without a launch, its note saying why."""
     if row.prefill is None or row.decode is None or not row.engine:
         return row
     checkpoint = f"{model.rstrip('/').rsplit('/', 1)[-1]}-{row.method}"  # where `recommender quantize --out` puts it
@@ -39,26 +45,13 @@ def with_launch(
         (row.decode, row.decode_hardware, decode_accel or accel),
     )
     for pool, hardware, pool_accel in pools:
-        candidate = Candidate(
-            row.precision,
-            row.method,
-            hardware,
-            pool.batch_size,
-            pool.tensor_parallel,
-            kv_cache_dtype="fp8" if row.kv_cache_dtype == "fp8" else "auto",
+        emitted = _pool_launch(
+            row, pool, hardware, pool_accel, model=model, checkpoint=checkpoint, length=max_model_len
         )
-        emitted = launch_commands(
-            candidate,
-            model=model,
-            max_model_len=max_model_len,
-            checkpoint=checkpoint,
-            device=pool_accel.device,
-            engine=row.engine,
-        )
-        if not emitted or emitted[0].engine != row.engine or not emitted[0].command:
-            return row
-        commands.append(emitted[0].command)
-        options.append(emitted[0].config_yaml)
+        if isinstance(emitted, str):
+            return replace(row, note=emitted) if emitted else row
+        commands.append(emitted.command or "")
+        options.append(emitted.config_yaml)
     launch = disaggregated_launch(
         row.engine,
         prefill_command=commands[0],
@@ -78,3 +71,56 @@ def with_launch(
         )
         launch = replace(launch, notes=(*launch.notes, where))
     return replace(row, launch=launch)
+
+
+def _pool_launch(
+    row: DisaggregatedRow,
+    pool: PoolChoice,
+    hardware: str,
+    accel: Accelerator,
+    *,
+    model: str,
+    checkpoint: str,
+    length: int,
+) -> EngineLaunch | str:
+    """One pool's aggregated command on `row.engine`: tensor-parallel, or for an expert-parallel pool the engine's
+    expert-parallel command (``fleet/launch.expert_parallel_launch``: its EP, attention-DP and EPLB flags); or why
+    not ("": the engine emits no command; else the reason, which the row's note carries)."""
+    kv: KVCacheDtype = "fp8" if row.kv_cache_dtype == "fp8" else "auto"
+    if pool.expert_parallel == 1:
+        candidate = Candidate(
+            row.precision, row.method, hardware, pool.batch_size, pool.tensor_parallel, kv_cache_dtype=kv
+        )
+        emitted = launch_commands(
+            candidate, model=model, max_model_len=length, checkpoint=checkpoint, device=accel.device, engine=row.engine
+        )
+    else:
+        if pool.expert_parallel > accel.max_tensor_parallel:
+            return (
+                f"launch not emitted: an expert-parallel pool worker of {pool.expert_parallel} GPUs spans nodes of "
+                f"{accel.max_tensor_parallel}; the per-pool commands are emitted for workers of one node"
+            )
+        replica = ExpertParallelRow(
+            hardware,
+            row.precision,
+            row.method,
+            engine=row.engine,
+            ep=pool.expert_parallel,
+            attention_dp=pool.attention_dp,
+            redundant_experts=pool.redundant_experts,
+            batch_size_per_rank=pool.batch_size,
+            kv_cache_dtype=kv,
+        )
+        emitted = expert_parallel_launch(
+            replica,
+            model=model,
+            max_model_len=length,
+            gpus_per_node=accel.max_tensor_parallel,
+            checkpoint=checkpoint,
+            device=accel.device,
+        )
+    if not emitted or emitted[0].engine != row.engine:
+        return ""
+    if not emitted[0].command:
+        return f"launch not emitted: {emitted[0].notes[0] if emitted[0].notes else 'the engine refuses this pool'}"
+    return emitted[0]

@@ -43,7 +43,14 @@ if TYPE_CHECKING:
     from recommender.perf.step.expert_parallel import ExpertParallelStepCost
     from recommender.quantize import QuantScheme
 
-__all__ = ["ExpertParallelRow", "expert_imbalance", "plan_expert_parallel", "require_moe"]
+__all__ = [
+    "ExpertParallelRow",
+    "ep_degrees",
+    "expert_imbalance",
+    "plan_expert_parallel",
+    "rank_step_costs",
+    "require_moe",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +99,7 @@ def expert_imbalance(n_experts: int, ep: int, *, skew: float, redundant: int) ->
 MAX_EP_NODES = 4
 
 
-def _degrees(accel: Accelerator, slots: int, scope: PlanScope, *, network: bool) -> list[int]:
+def ep_degrees(accel: Accelerator, slots: int, scope: PlanScope, *, network: bool) -> list[int]:
     """EP degrees that split the expert slots: the scope's tensor-parallel degrees if given, else powers of two up
     to one node (up to ``MAX_EP_NODES`` nodes with a network link)."""
     most = accel.max_tensor_parallel * (MAX_EP_NODES if network else 1)
@@ -152,17 +159,34 @@ def _rank_step_costs(
 ) -> tuple[float, ExpertParallelStepCost, ExpertParallelStepCost]:
     """One attention rank's busiest-GPU expert imbalance and its step cost at the point and at the interval's upper
     end, the all-to-all over the node's link (and `t.network` between nodes when the replica spans several)."""
+    return rank_step_costs(
+        performance, accel, method, engine=t.engine, layout=t.layout, kv=t.kv, skew=skew, network=t.network
+    )
+
+
+def rank_step_costs(
+    performance: PerformanceEvaluator,
+    accel: Accelerator,
+    method: QuantScheme,
+    *,
+    engine: str,
+    layout: ExpertParallelLayout,
+    kv: str,
+    skew: float,
+    network: Link | None,
+) -> tuple[float, ExpertParallelStepCost, ExpertParallelStepCost]:
+    """As ``_rank_step_costs``, for any caller that prices one attention rank of `layout` (a disaggregated pool's
+    expert-parallel worker, ``pool_workers.py``)."""
     shape = performance.shape
     assert shape.moe is not None
-    imbalance = expert_imbalance(shape.moe.n_experts, t.layout.ep, skew=skew, redundant=t.layout.redundant_experts)
+    imbalance = expert_imbalance(shape.moe.n_experts, layout.ep, skew=skew, redundant=layout.redundant_experts)
     node = resolve_link("nvlink" if accel.interconnect.kind.startswith("nvlink") else "pcie", accel)
-    features = ExpertParallelStepFeatures(shape, method, accel, t.layout, imbalance, t.kv)
-    network = t.network if t.layout.ep > accel.max_tensor_parallel else None
+    features = ExpertParallelStepFeatures(shape, method, accel, layout, imbalance, kv)
     point, upper = expert_parallel_step_costs(
         performance.calibrated,
         features,
-        t.engine,
-        AllToAllLinks(node, network, accel.max_tensor_parallel),
+        engine,
+        AllToAllLinks(node, network if layout.ep > accel.max_tensor_parallel else None, accel.max_tensor_parallel),
         confidence=performance.sla.confidence,
     )
     return imbalance, point, upper
@@ -240,7 +264,7 @@ def plan_expert_parallel(
     capacity per GPU."""
     shape, scope = performance.shape, scope or PlanScope()
     moe = require_moe(shape)
-    degrees = _degrees(accel, moe.n_experts + redundant_experts, scope, network=network is not None)
+    degrees = ep_degrees(accel, moe.n_experts + redundant_experts, scope, network=network is not None)
     caps = list(scope.batch_sizes) or batch_ladder(performance.engines, DEFAULT_MAX_BATCHED_TOKENS)
     engines = eligibility(method, accel.device, performance.engines, shape.head_dim).engines
     best: ExpertParallelRow | None = None

@@ -22,19 +22,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from recommender.engines import DEFAULT_ENGINES
+from recommender.errors import BadInputError
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.disaggregated_plan import DisaggregatedRow, PoolOptions, pool_options, same_gpu_row
 from recommender.fleet.disaggregated_row_launch import with_launch
 from recommender.fleet.mixed_pools import check_mixed_link, mixed_cost, mixed_row
 from recommender.fleet.plan import plan_one
 from recommender.fleet.plan_row import PlanRow
+from recommender.fleet.plan_scope import PlanScope
 from recommender.money import usd
 from recommender.perf.catalog.links import resolve_link
 from recommender.quantize import get_scheme
 
 if TYPE_CHECKING:
     from recommender.config.spec import LatencySLA, Traffic
-    from recommender.fleet.plan_scope import PlanScope
+    from recommender.evaluation.two_pools import PoolChoice
+    from recommender.fleet.pool_workers import ExpertParallelPools
     from recommender.perf.catalog.gpus import Accelerator, Catalog
     from recommender.perf.model.link import Link
     from recommender.perf.model.shape import ModelShape
@@ -64,16 +67,22 @@ def _aggregated_gpus(row: PlanRow) -> int | None:
 def _pools(d: DisaggregatedRow) -> str:
     assert d.prefill is not None and d.decode is not None
     p, q = d.prefill, d.decode
+    per_rank = " per rank" if q.attention_dp > 1 else ""
     return (
-        f"{p.estimate.workers} prefill x TP{p.tensor_parallel} + {q.estimate.workers} decode x "
-        f"TP{q.tensor_parallel} (batch {q.batch_size})"
+        f"{p.estimate.workers} prefill x {p.layout} + {q.estimate.workers} decode x {q.layout} "
+        f"(batch {q.batch_size}{per_rank})"
     )
+
+
+def _batch(pool: PoolChoice) -> str:
+    """A pool's batch cap, per attention rank where its workers run several."""
+    return f"{pool.batch_size} per attention rank" if pool.attention_dp > 1 else f"{pool.batch_size}"
 
 
 def _work(d: DisaggregatedRow, target_rps: float) -> float:
     """The pools' GPUs before rounding to whole workers."""
     assert d.prefill is not None and d.decode is not None
-    return sum(target_rps / c.estimate.requests_per_s * c.tensor_parallel for c in (d.prefill, d.decode))
+    return sum(target_rps / c.estimate.requests_per_s * c.gpus_per_worker for c in (d.prefill, d.decode))
 
 
 def _why_aggregated(agg: PlanRow, d: DisaggregatedRow, target_rps: float, a: int, n: int) -> str:
@@ -109,14 +118,14 @@ def compare_layouts(
     assert d.decode is not None
     if a is None:
         why = (
-            f"disaggregated only: decode batches of {d.decode.batch_size} without prefill interruptions meet the "
+            f"disaggregated only: decode batches of {_batch(d.decode)} without prefill interruptions meet the "
             f"{tpot_limit_ms:g} ms TPOT limit on {_pools(d)} = {n} GPUs; no aggregated replica meets the SLA "
             f"({aggregated.note or 'no configuration'})"
         )
         return LayoutComparison(hw, precision, aggregated, d, "disaggregated", why)
     if n < a:
         why = (
-            f"disaggregated saves {1 - n / a:.0%}: decode batches of {d.decode.batch_size} without prefill "
+            f"disaggregated saves {1 - n / a:.0%}: decode batches of {_batch(d.decode)} without prefill "
             f"interruptions meet the {tpot_limit_ms:g} ms TPOT limit on {_pools(d)} = {n} GPUs; aggregated "
             f"needs {a} ({aggregated.replicas} x TP{aggregated.tensor_parallel}, "
             f"batch {aggregated.batch_size})"
@@ -130,8 +139,8 @@ def _mixed_pools(d: DisaggregatedRow) -> str:
     assert d.prefill is not None and d.decode is not None
     p, q = d.prefill, d.decode
     return (
-        f"prefill {p.estimate.workers} x TP{p.tensor_parallel} on {d.prefill_hardware} + decode "
-        f"{q.estimate.workers} x TP{q.tensor_parallel} (batch {q.batch_size}) on {d.decode_hardware}"
+        f"prefill {p.estimate.workers} x {p.layout} on {d.prefill_hardware} + decode "
+        f"{q.estimate.workers} x {q.layout} (batch {q.batch_size}) on {d.decode_hardware}"
     )
 
 
@@ -182,6 +191,7 @@ class _MixedContext:
     scope: PlanScope | None
     links: dict[str, Link]
     accels: dict[str, Accelerator]
+    expert_parallel: ExpertParallelPools | None = None
 
 
 def _cheapest_mixed(
@@ -206,6 +216,7 @@ def _cheapest_mixed(
                 link=ctx.links[d],
                 scope=ctx.scope,
                 decode_always=True,
+                expert_parallel=None if ctx.expert_parallel is None else ctx.expert_parallel.on(ctx.links[d]),
             )
             options[(d, precision)] = decode
         row = mixed_row(prefill, decode)
@@ -241,14 +252,19 @@ def plan_layouts(
     on_row: Callable[[str], None] | None = None,
     model: str = "",
     decode_hardware: list[str] | None = None,
+    expert_parallel: ExpertParallelPools | None = None,
 ) -> list[LayoutComparison]:
     """Every (GPU, precision): the aggregated plan row, the disaggregated pools over `link`, the winner and why;
     then per precision the cheapest pools on two GPU types (``compare_mixed``), prefill on a `hardware` GPU and
     decode on another of `decode_hardware` (default: of `hardware`), where the link allows such a pair.
 
-    With `model`, each disaggregated row carries its pools' commands serving it (``with_launch``).
+    With `model`, each disaggregated row carries its pools' commands serving it (``with_launch``). With
+    `expert_parallel` (a MoE model), each pool may be expert-parallel with data-parallel attention instead
+    (``pool_workers.py``), the cheaper chosen per pool.
     The link is resolved on every GPU first: a name the catalog does not know, NVLink on a PCIe card, or a node
     link between two GPU types asked for is bad input naming ``--link`` before anything is simulated."""
+    if expert_parallel is not None:
+        expert_parallel.check(shape, scope or PlanScope())
     accels = [catalog.get(hw, field="--hardware") for hw in hardware]
     decoders = (
         None if decode_hardware is None else [catalog.get(hw, field="--decode-hardware") for hw in decode_hardware]
@@ -256,37 +272,74 @@ def plan_layouts(
     pairs = _pairs(accels, decoders, link)
     links = {a.key: resolve_link(link, a, field="--link") for a in [*accels, *(decoders or [])]}
     by_key = {a.key: a for a in [*accels, *(decoders or [])]}
+    context = _MixedContext(catalog, shape, traffic, sla, engines, scope, links, by_key, expert_parallel)
     found: list[LayoutComparison] = []
     options: dict[tuple[str, str], PoolOptions] = {}
     for accel in accels:
         performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines, require_price=False)
         for precision in precisions:
-            agg = plan_one(
-                shape, accel, precision, traffic=traffic, sla=sla, scope=scope, catalog=catalog, engines=engines
-            )
-            if agg.note.startswith("refused"):
-                dis = DisaggregatedRow(accel.key, precision, agg.method, link, note=agg.note)
-            else:
-                opts = pool_options(
-                    performance,
-                    accel,
-                    precision,
-                    get_scheme(agg.method),
-                    link=links[accel.key],
-                    scope=scope,
-                    decode_always=bool(pairs),
-                )
-                options[(accel.key, precision)] = opts
-                dis = same_gpu_row(opts)
-                if model:
-                    dis = with_launch(dis, model=model, accel=accel, max_model_len=traffic.max_model_len)
-            found.append(
-                compare_layouts(agg, dis, target_rps=traffic.requests_per_second, tpot_limit_ms=sla.tpot_p99_ms)
-            )
+            found.append(_same_gpu(context, performance, accel, precision, options, pairs=bool(pairs), model=model))
             if on_row is not None:
                 on_row(f"{accel.key}/{precision}")
-    context = _MixedContext(catalog, shape, traffic, sla, engines, scope, links, by_key)
+    if expert_parallel is not None and all(c.disaggregated.gpus is None for c in found):
+        _check_some_worker_fits(options, scope or PlanScope(), traffic.max_model_len)
     return [*found, *_mixed_comparisons(found, pairs, precisions, options, context, model)]
+
+
+def _check_some_worker_fits(options: dict[tuple[str, str], PoolOptions], scope: PlanScope, length: int) -> None:
+    """Bad input naming ``--tensor-parallel`` where no pool worker (TP or EP) of the degrees planned holds one
+    request on any GPU and precision at the smallest batch cap: pools that cannot fit, not an SLA missed."""
+    cap = min(scope.batch_sizes, default=1)
+    for opts in options.values():
+        degrees = scope.degrees(opts.accel.max_tensor_parallel)
+        for pools, _, _ in opts.choices.values():
+            if any(w.setup(pools.context, cap) is not None for w in pools.workers(degrees)):
+                return
+    if not any(opts.choices for opts in options.values()):
+        return  # nothing was tried (the TTFT leaves no prefill budget): not a question of fit
+    gpus = sorted({opts.accel.key for opts in options.values()})
+    raise BadInputError(
+        "--tensor-parallel",
+        f"no prefill or decode worker of {list(scope.tensor_parallel) or 'any degree'} (tensor- or expert-parallel) "
+        f"holds one {length}-token request on {', '.join(gpus)}",
+        "give larger --tensor-parallel degrees, GPUs with more memory, or a smaller scheme",
+    )
+
+
+def _same_gpu(
+    ctx: _MixedContext,
+    performance: PerformanceEvaluator,
+    accel: Accelerator,
+    precision: str,
+    options: dict[tuple[str, str], PoolOptions],
+    *,
+    pairs: bool,
+    model: str,
+) -> LayoutComparison:
+    """One GPU and precision's aggregated row against its pools (their options kept in `options` for the mixed
+    pairs; the decode pools planned even without a prefill pool here where `pairs`)."""
+    traffic, sla, link = ctx.traffic, ctx.sla, ctx.links[accel.key]
+    agg = plan_one(
+        ctx.shape, accel, precision, traffic=traffic, sla=sla, scope=ctx.scope, catalog=ctx.catalog, engines=ctx.engines
+    )
+    if agg.note.startswith("refused"):
+        dis = DisaggregatedRow(accel.key, precision, agg.method, link.name, note=agg.note)
+    else:
+        opts = pool_options(
+            performance,
+            accel,
+            precision,
+            get_scheme(agg.method),
+            link=link,
+            scope=ctx.scope,
+            decode_always=pairs,
+            expert_parallel=None if ctx.expert_parallel is None else ctx.expert_parallel.on(link),
+        )
+        options[(accel.key, precision)] = opts
+        dis = same_gpu_row(opts)
+        if model:
+            dis = with_launch(dis, model=model, accel=accel, max_model_len=traffic.max_model_len)
+    return compare_layouts(agg, dis, target_rps=traffic.requests_per_second, tpot_limit_ms=sla.tpot_p99_ms)
 
 
 def _mixed_comparisons(

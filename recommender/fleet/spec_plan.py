@@ -23,6 +23,7 @@ from recommender.fleet.parallelism import ParallelismComparison, plan_parallelis
 from recommender.fleet.plan import PLAN_METHODS, plan
 from recommender.fleet.plan_row import PlanRow
 from recommender.fleet.plan_scope import PlanScope
+from recommender.fleet.pool_workers import ExpertParallelPools
 from recommender.perf.catalog.gpus import Catalog
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.pricing import tie_band
@@ -41,7 +42,8 @@ class FleetPlan:
     mix: GpuMix | None
     policy: FleetPolicy
     #: With ``space.layout: [..., disaggregated]``: each GPU and precision's aggregated row against its pools, the
-    #: winner and why (`plan --layout`'s comparison at the spec's link); empty otherwise.
+    #: winner and why (`plan --layout`'s comparison at the spec's link; with ``space.expert_parallel`` degrees above
+    #: 1, each pool may be expert-parallel at those degrees); empty otherwise.
     layouts: list[LayoutComparison] = field(default_factory=list)
     #: With ``space.expert_parallel`` degrees above 1: tensor against expert parallelism per GPU and precision
     #: (`plan --expert-parallel`'s comparison at those degrees); empty otherwise.
@@ -107,11 +109,11 @@ def plan_fleet(
     options = [_option(r) for r in rows if r.usd_per_month is not None]
     scheduled = None if winner is None else _scheduled(winner, catalog)
     autoscale, mix = schedule_and_mix(spec, performance, options, scheduled)
-    layouts, parallelism = _other_layouts(spec, shape, catalog, hardware, precisions, scope)
+    layouts, parallelism = _layout_views(spec, shape, catalog, hardware, precisions, scope)
     return FleetPlan(rows, winner, autoscale, mix, policy, layouts, parallelism)
 
 
-def _other_layouts(
+def _layout_views(
     spec: SearchSpec,
     shape: ModelShape,
     catalog: Catalog,
@@ -119,37 +121,42 @@ def _other_layouts(
     precisions: list[str],
     scope: PlanScope,
 ) -> tuple[list[LayoutComparison], list[ParallelismComparison]]:
-    """The spec's disaggregated pools and expert-parallel replicas beside the aggregated rows (empty where its space
-    searches neither)."""
+    """The layouts' comparison (``space.layout`` with disaggregated; its pools expert-parallel too at the space's
+    ``expert_parallel`` degrees above 1) and tensor against expert parallelism (those degrees); empty where not
+    searched. The space's expert skew and redundant experts load every EP worker's busiest GPU."""
+    traffic, sla, engines, space = spec.traffic, spec.sla, tuple(spec.engines), spec.space
     layouts = []
-    if "disaggregated" in spec.space.layout:
+    degrees = tuple(d for d in space.expert_parallel if d > 1)
+    if "disaggregated" in space.layout:
+        pools = ExpertParallelPools(space.expert_skew, space.redundant_experts, degrees=degrees) if degrees else None
         layouts = plan_layouts(
             shape,
             catalog,
             hardware=hardware,
             precisions=precisions,
-            traffic=spec.traffic,
-            sla=spec.sla,
-            link=spec.space.link,
-            scope=replace(scope, tensor_parallel=tuple(spec.space.tensor_parallel)),  # the pools' degrees searched
-            engines=tuple(spec.engines),
+            traffic=traffic,
+            sla=sla,
+            link=space.link,
+            scope=replace(scope, tensor_parallel=tuple(space.tensor_parallel)),  # the pools' degrees searched
+            engines=engines,
             model=spec.model.source,
-            decode_hardware=spec.space.decode_hardware,  # the search's decode GPUs, as `--decode-hardware`
+            decode_hardware=space.decode_hardware,  # the search's decode GPUs, as `--decode-hardware`
+            expert_parallel=pools,  # EP pools at those degrees
         )
     parallelism = []
-    if degrees := tuple(d for d in spec.space.expert_parallel if d > 1):
+    if degrees:
         parallelism = plan_parallelism(
             shape,
             catalog,
             hardware=hardware,
             precisions=precisions,
-            traffic=spec.traffic,
-            sla=spec.sla,
+            traffic=traffic,
+            sla=sla,
             scope=replace(scope, tensor_parallel=degrees),
-            engines=tuple(spec.engines),
-            skew=spec.space.expert_skew,
-            redundant_experts=spec.space.redundant_experts,
-            link=spec.space.link,
+            engines=engines,
+            skew=space.expert_skew,
+            redundant_experts=space.redundant_experts,
+            link=space.link,
             model=spec.model.source,
         )
     return layouts, parallelism

@@ -43,7 +43,7 @@ def _cells(c: LayoutComparison) -> tuple[str, ...]:
     pools = [
         "-"
         if p is None
-        else f"{p.estimate.workers} x TP{p.tensor_parallel}, batch {p.batch_size}" + (f" on {gpu}" if d.mixed else "")
+        else f"{p.estimate.workers} x {p.layout}, batch {p.batch_size}" + (f" on {gpu}" if d.mixed else "")
         for p, gpu in ((d.prefill, d.prefill_hardware), (d.decode, d.decode_hardware))
     ]
     return (

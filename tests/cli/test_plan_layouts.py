@@ -100,6 +100,22 @@ def test_an_unknown_layout_or_link_is_one_line_and_exit_2(flags: tuple[str, ...]
             ("--model", "deepseek-v3", "--expert-parallel", "--tensor-parallel", "8", "--redundant-experts", "3"),
             ("--tensor-parallel", "do not split 259 experts"),
         ),
+        # the same refusals where the pools of --layout disaggregated would take expert-parallel workers
+        (
+            ("--model", "llama-3.1-8b", "--expert-parallel", "--layout", "disaggregated"),
+            ("--expert-parallel", "mixture-of-experts"),
+        ),
+        (
+            ("--model", "qwen3-30b-a3b", "--expert-parallel", "--layout", "disaggregated", "--tensor-parallel", "8")
+            + ("--redundant-experts", "3"),
+            ("--tensor-parallel", "do not split 131 experts"),
+        ),
+        # 671B parameters in FP8 fit no pool worker of two H200s, tensor- or expert-parallel
+        (
+            ("--model", "deepseek-v3", "--expert-parallel", "--layout", "disaggregated", "--tensor-parallel", "2")
+            + ("--engine", "sglang", "--batch-size", "64", "--kv-cache-dtype", "auto"),
+            ("--tensor-parallel", "holds one", "h200"),
+        ),
     ],
 )
 def test_expert_parallelism_for_a_dense_model_or_an_uneven_expert_split_is_one_line_and_exit_2(
@@ -159,3 +175,25 @@ def test_plan_expert_parallel_gives_the_ep_row_its_expert_parallel_launch_in_jso
     args = worker["extraPodSpec"]["mainContainer"]["args"]
     assert args[args.index("--ep-size") + 1] == "8" and args[args.index("--dp-size") + 1] == "8"
     assert not files["llm-d"]["supported"] and files["llm-d"]["config_yaml"] is None
+
+
+def test_plan_disaggregated_with_expert_parallel_gives_ep_pools_with_their_flags_in_json() -> None:
+    flags = ("--model", "qwen3-30b-a3b", "--hardware", "h100-sxm", "--precision", "fp8", "--engine", "sglang")
+    flags += ("--tensor-parallel", "8", "--batch-size", "64", "--kv-cache-dtype", "auto", "--prompt-tokens", "512")
+    flags += ("--output-tokens", "128", "--rps", "5", "--ttft-ms", "2000", "--tpot-ms", "50")
+    result = _run(
+        "plan", *flags, "--layout", "disaggregated", "--expert-parallel", "--redundant-experts", "8", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    [row] = json.loads(result.stdout)
+    decode = row["disaggregated"]["decode"]
+    assert (decode["expert_parallel"], decode["attention_dp"], decode["redundant_experts"]) == (8, 8, 8)
+    launch = row["disaggregated"]["launch"]["decode"]
+    for flag in (
+        "--ep-size 8",
+        "--enable-dp-attention",
+        "--ep-num-redundant-experts 8",
+        "--disaggregation-mode decode",
+    ):
+        assert flag in launch, launch
+    assert "EP8" in row["reason"]

@@ -91,3 +91,38 @@ def test_plan_spec_compares_tensor_and_expert_parallelism_at_the_spec_degrees(
     # and Dynamo's file deploying its 4 replicas (engines/expert_parallel_deploy.py)
     [dynamo] = [d for d in got["expert_parallel"]["deployments"] if d["engine"].startswith("Dynamo")]
     assert yaml.safe_load(dynamo["config_yaml"])["spec"]["services"]["decode"]["replicas"] == 4
+
+
+@pytest.mark.slow  # about 110 s on 2 cores: the plan rows, TP against EP, then the pools with EP workers
+def test_plan_spec_gives_the_pools_expert_parallel_workers_at_the_spec_degrees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = write_spec(
+        tmp_path / "pd-ep.yaml",
+        {
+            "use_case": str(write_suite(tmp_path / "suite.yaml")),
+            "traffic": {"prompt_tokens": 2000, "output_tokens": 500, "requests_per_second": 150},
+            "sla": {"ttft_p99_ms": 2000, "tpot_p99_ms": 50},
+            "engines": ["vllm"],
+            "space": {
+                "schemes": {"fp8": ["fp8-dynamic"]},
+                "hardware": ["h100-sxm"],
+                "batch_sizes": [128],
+                "tensor_parallel": [1],
+                "kv_cache_dtypes": ["auto"],
+                "layout": ["aggregated", "disaggregated"],
+                "expert_parallel": [1, 8],
+                "link": "infiniband-ndr",
+            },
+            "current": {"precision": "fp8", "scheme": "fp8-dynamic", "hardware": "h100-sxm", "batch_size": 128},
+        },
+    )
+    argv = ["recommender", "plan", "--spec", str(spec), "--model", "qwen3-30b-a3b", "--json"]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as done:
+        cli.main()
+    assert done.value.code == 0
+    [got] = json.loads(capsys.readouterr().out)["layouts"]
+    decode = got["disaggregated"]["decode"]  # TP1 decode needs 18 GPUs, two EP8 workers 16 (the plan test's case)
+    assert (decode["expert_parallel"], decode["attention_dp"], decode["estimate"]["gpus"]) == (8, 8, 16)
+    assert "--enable-expert-parallel" in got["disaggregated"]["launch"]["decode"]

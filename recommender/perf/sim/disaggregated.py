@@ -90,6 +90,9 @@ class PoolSetup:
     gpus_per_worker: int
     #: The TTFT every request carries outside the steps (the request's way through the engine), ms.
     ttft_offset_ms: float = 0.0
+    #: Attention ranks one worker runs, each with its own sequences and the same steps (an expert-parallel worker
+    #: with data-parallel attention); the steps are one rank's and the worker carries `ranks` times its rate.
+    ranks: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,19 +174,20 @@ def _pool(
     )
     if search.rate_per_s <= 0:
         return _unserved(provenance)
-    workers = replicas_needed(traffic.requests_per_second, search.rate_per_s)
-    load = traffic.requests_per_second / workers
+    per_worker = search.rate_per_s * pool.ranks
+    workers = replicas_needed(traffic.requests_per_second, per_worker)
+    load = traffic.requests_per_second / (workers * pool.ranks)  # what each rank carries
     high = _at_load(upper, traffic, output, load, config)
     low = _at_load(point, traffic, output, load, config)
     return PoolEstimate(
-        requests_per_s=search.rate_per_s,
+        requests_per_s=per_worker,
         workers=workers,
         gpus=workers * pool.gpus_per_worker,
         ttft_p99_ms=low.ttft_ms.p99 + pool.ttft_offset_ms,
         tpot_p99_ms=low.tpot_ms.p99,
         ttft_p99_high_ms=high.ttft_ms.p99 + pool.ttft_offset_ms,
         tpot_p99_high_ms=high.tpot_ms.p99,
-        load_per_worker_rps=load,
+        load_per_worker_rps=load * pool.ranks,
         provenance=provenance,
         prefix_hit_rate=high.prefix_hit_rate if decode and traffic.shares_prompts else None,
     )
