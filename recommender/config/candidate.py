@@ -2,7 +2,7 @@
 
 One type for both, validated where it is built (a spec, a trial's parameters, a stored result read back):
 precision+method x hardware x tensor-parallel degree x batch settings x KV dtype (x layout, expert-parallel degree and,
-for disaggregated pools on two GPU types or at two degrees, the decode pool's GPU and tensor-parallel degree). A pydantic dataclass, so
+for disaggregated pools on two GPU types or at two degrees, the decode pool's GPU and degree). A pydantic dataclass, so
 the spec validates `current` with it, positional construction stays cheap to read, and it hashes (the
 evaluators key their caches on it).
 """

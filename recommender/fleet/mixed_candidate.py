@@ -3,7 +3,7 @@
 One GPU: `plan --layout disaggregated`'s same-GPU pools (``plan_disaggregated``). Two GPU types: `plan`'s mixed pools
 (``mixed_pools.mixed_row``) at the candidate's narrowed scope: the prefill GPU's pool options and the decode GPU's
 (``pool_options`` with ``decode_always``: the decode GPU decodes what the other prefills), paired at one engine and
-KV cache dtype, both pools at the candidate's tensor-parallel degree, the decode pool at its batch cap. The KV
+KV cache dtype, each pool at its degree (``decode_degree.py``), the decode pool at its batch cap. The KV
 crosses the spec's link, which must be a network link between two GPU types (``links.mixed_link_reason``: a pair
 over NVLink or PCIe is pruned with that reason). Both pools serve one checkpoint, so the decode GPU must launch the
 scheme and hold the model there too (its aggregated twin's setup, ``decode_setup``).

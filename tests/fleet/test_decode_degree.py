@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from recommender.config.candidate import Candidate
-from recommender.config.spec import LatencySLA, Traffic
+from recommender.config.spec import Traffic
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.decode_degree import unequal_degree_refusals
