@@ -2,7 +2,7 @@
 
 One type for both, validated where it is built (a spec, a trial's parameters, a stored result read back):
 precision+method x hardware x tensor-parallel degree x batch settings x KV dtype (x layout, expert-parallel degree and,
-for disaggregated pools on two GPU types, the decode pool's GPU). A pydantic dataclass, so
+for disaggregated pools on two GPU types or at two degrees, the decode pool's GPU and degree). A pydantic dataclass, so
 the spec validates `current` with it, positional construction stays cheap to read, and it hashes (the
 evaluators key their caches on it).
 """
@@ -85,15 +85,27 @@ class Candidate:
     #: `hardware`. Naming `hardware` itself is read as "", so one configuration has one value and one key. Last, with
     #: a default: candidates stored before it read back with both pools on one GPU, as they were evaluated.
     decode_hardware: Annotated[str, Field(max_length=64)] = ""
+    #: A disaggregated candidate's decode pool tensor-parallel degree where it is not `tensor_parallel` (the prefill
+    #: pool's); 0 decodes at `tensor_parallel`, and naming that degree itself is read as 0 (one value, one key). Last,
+    #: with a default: candidates stored before it read back with both pools at one degree, as they were evaluated.
+    decode_tensor_parallel: Annotated[int, Field(ge=0, le=MAX_TENSOR_PARALLEL)] = 0
 
     def __post_init__(self) -> None:
         if self.decode_hardware == self.hardware:
             object.__setattr__(self, "decode_hardware", "")
-        if self.decode_hardware and self.layout != DISAGGREGATED:
-            raise ValueError(
-                f"decode_hardware {self.decode_hardware!r} names a disaggregated candidate's decode pool GPU; "
-                "set layout: disaggregated or drop decode_hardware"
-            )
+        if self.decode_tensor_parallel == self.tensor_parallel:
+            object.__setattr__(self, "decode_tensor_parallel", 0)
+        for name in ("decode_hardware", "decode_tensor_parallel"):
+            if (value := getattr(self, name)) and self.layout != DISAGGREGATED:
+                raise ValueError(
+                    f"{name} {value!r} names a disaggregated candidate's decode pool setting; "
+                    f"set layout: disaggregated or drop {name}"
+                )
+
+    @property
+    def decode_tp(self) -> int:
+        """The decode pool's tensor-parallel degree: `decode_tensor_parallel`, else `tensor_parallel`."""
+        return self.decode_tensor_parallel or self.tensor_parallel
 
     @property
     def decode_gpu(self) -> str:
@@ -114,6 +126,8 @@ class Candidate:
             key += "/disagg"
         if self.decode_hardware:
             key += f"/decode-{self.decode_hardware}"
+        if self.decode_tensor_parallel:
+            key += f"/decode-tp{self.decode_tensor_parallel}"
         if self.expert_parallel != 1:
             key += f"/ep{self.expert_parallel}"
         return key

@@ -59,8 +59,9 @@ class Space(BaseModel):
         default=["aggregated"],
         min_length=1,
         description="Layouts to try, as `recommender plan --layout` names them: aggregated (every replica prefills "
-        "and decodes) and/or disaggregated (a prefill pool and a decode pool, each at the candidate's "
-        "tensor-parallel degree, the KV cache moved over `link`; docs/moe-and-disaggregation.md).",
+        "and decodes) and/or disaggregated (a prefill pool and a decode pool, at the candidate's tensor-parallel "
+        "degree or the decode pool at `decode_tensor_parallel`, the KV cache moved over `link`; "
+        "docs/moe-and-disaggregation.md).",
     )
     expert_parallel: list[Annotated[int, Field(gt=0, le=MAX_EXPERT_PARALLEL)]] = Field(
         default=[1],
@@ -96,6 +97,16 @@ class Space(BaseModel):
         "pairs them. Left out: the space's catalog GPUs where `link` is a network link and it lists two or more, "
         "else the candidate's own GPU only (docs/search-layouts.md).",
     )
+    decode_tensor_parallel: list[Annotated[int, Field(gt=0, le=MAX_TENSOR_PARALLEL)]] | None = Field(
+        default=None,
+        min_length=1,
+        description="With disaggregated in `layout`, the tensor-parallel degrees a disaggregated candidate's decode "
+        "pool is sampled at (a conditional Optuna parameter; the prefill pool runs the candidate's "
+        "`tensor_parallel`), as `recommender plan` chooses each pool's degree. Left out: the `tensor_parallel` "
+        "degrees where it lists two or more, else the candidate's own degree only. Engines that move the KV only "
+        "between equal degrees (SGLang for a sliding-window model) prune the unequal pairs "
+        "(docs/search-layouts.md).",
+    )
     link: str = Field(
         default=DEFAULT_LINK,
         min_length=1,
@@ -128,6 +139,7 @@ class Space(BaseModel):
         "speculative",
         "layout",
         "decode_hardware",
+        "decode_tensor_parallel",
     )
     @classmethod
     def _distinct(cls, value: list[Any] | None) -> list[Any] | None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BeforeValidator, Field, ValidationError, field_validator
 
 from recommender.config.candidate import LOCAL_DEVICE, Candidate
+from recommender.config.decode_degrees import check_decode_degrees, decode_degree_choices
 from recommender.config.decode_pools import check_decode_pools, decode_choices
 from recommender.config.destinations import MAX_NAME_BYTES
 from recommender.config.space import Space
@@ -154,6 +155,8 @@ class SearchSpec(StrictModel):
         _drop_default_layouts(data)
         if decoders := decode_choices(self.space, self.current):  # searched: a new parameter set, a new study
             data["space"]["decode_hardware"] = decoders
+        if degrees := decode_degree_choices(self.space, self.current):  # likewise the decode degrees searched
+            data["space"]["decode_tensor_parallel"] = degrees
         if data["fleet"] is None:
             del data["fleet"]
         if self.sla.confidence == DEFAULT_SLA_CONFIDENCE:
@@ -206,8 +209,13 @@ def _drop_default_layouts(data: dict[str, Any]) -> None:
     for key in ("expert_skew", "redundant_experts"):  # added later: a spec at their defaults names its old study
         if not space.get(key):
             space.pop(key, None)
-    del space["decode_hardware"]  # the decode GPUs searched are hashed apart (``SearchSpec.fingerprint``)
-    for key, default in (("layout", "aggregated"), ("expert_parallel", 1), ("decode_hardware", "")):
+    del space["decode_hardware"], space["decode_tensor_parallel"]  # hashed apart (``SearchSpec.fingerprint``)
+    for key, default in (
+        ("layout", "aggregated"),
+        ("expert_parallel", 1),
+        ("decode_hardware", ""),
+        ("decode_tensor_parallel", 0),
+    ):
         if current[key] == default:
             del current[key]
 
@@ -353,6 +361,7 @@ def _check_names(spec: SearchSpec) -> None:
         catalog.get(hw, field=where)
     _check_link(spec, catalog)
     check_decode_pools(spec.space, spec.current, catalog)
+    check_decode_degrees(spec.space, spec.current, catalog)
     # The baseline every saving is measured against needs a price; candidates without one are pruned.
     if spec.current.hardware != LOCAL_DEVICE:
         unpriced = catalog.price_refusal(spec.current.hardware)

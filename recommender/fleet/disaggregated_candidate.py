@@ -1,8 +1,9 @@
 """A search candidate laid out as disaggregated pools: priced by the same planner as `plan --layout disaggregated`.
 
 The candidate names one scheme, GPU, tensor-parallel degree, batch cap and KV cache dtype; both pools run that
-degree (the pools of `plan` at a narrowed scope: ``PlanScope`` of that one degree, cap and KV dtype), the decode
-pool that cap, and the workers of each pool follow from the traffic (``plan_disaggregated``). The result is a
+degree (the pools of `plan` at a narrowed scope: ``PlanScope`` of that one degree, cap and KV dtype) unless
+`decode_tensor_parallel` gives the decode pool its own (``decode_degree.py``), the decode pool that cap, and the
+workers of each pool follow from the traffic (``plan_disaggregated``). The result is a
 `CandidateResult` like an aggregated candidate's, so the decision ranks both layouts by $/month on one table:
 
 - serving: the user's P99s (TTFT = prefill P99 + KV transfer + decode wait, TPOT = the decode pool's, each with its
@@ -51,14 +52,17 @@ def evaluate_disaggregated(
     reason where its pools cannot run, fit or meet the SLA. `model`: what the pools' commands serve ('' none)."""
     try:
         setup = _checked(performance, c, link)
-        decode_at = decode_setup(performance, c, link) if c.decode_hardware else setup  # ``mixed_candidate.py``
+        decode_at = setup  # the decode pool's worker: another GPU or degree is checked on its own twin
+        if c.decode_hardware or c.decode_tensor_parallel:
+            decode_at = decode_setup(performance, c, link)  # ``mixed_candidate.py``
         accel = performance.catalog.get(c.hardware)
         scope = PlanScope(
             batch_sizes=(c.batch_size,), tensor_parallel=(c.tensor_parallel,), kv_cache_dtypes=(c.kv_cache_dtype,)
         )
         row = candidate_pools(performance, c, accel, link=link, scope=scope)
         if row.prefill is None or row.decode is None:
-            raise Refused("tpot", f"{row.note} (TP{c.tensor_parallel}, batch {c.batch_size}, over {link})")
+            degrees = f"TP{c.tensor_parallel}" + (f", decode TP{c.decode_tp}" if c.decode_tensor_parallel else "")
+            raise Refused("tpot", f"{row.note} ({degrees}, batch {c.batch_size}, over {link})")
     except Refused as refused:
         return refused.result(c)
     prefill, decode = row.prefill, row.decode
@@ -83,7 +87,7 @@ def _checked(performance: PerformanceEvaluator, c: Candidate, link: str) -> Setu
         raise Refused("runnable", "disaggregated pools are planned on catalog GPUs; the local device is one replica")
     if c.speculative != NONE:
         raise Refused("runnable", "speculative decoding is not modelled in disaggregated pools")
-    setup = performance.setup(replace(c, layout=AGGREGATED, decode_hardware=""))
+    setup = performance.setup(replace(c, layout=AGGREGATED, decode_hardware="", decode_tensor_parallel=0))
     try:
         resolve_link(link, performance.catalog.get(c.hardware))
     except BadInputError as exc:  # the spec's link checked per GPU: NVLink on a PCIe card

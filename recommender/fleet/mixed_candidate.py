@@ -3,7 +3,7 @@
 One GPU: `plan --layout disaggregated`'s same-GPU pools (``plan_disaggregated``). Two GPU types: `plan`'s mixed pools
 (``mixed_pools.mixed_row``) at the candidate's narrowed scope: the prefill GPU's pool options and the decode GPU's
 (``pool_options`` with ``decode_always``: the decode GPU decodes what the other prefills), paired at one engine and
-KV cache dtype, both pools at the candidate's tensor-parallel degree, the decode pool at its batch cap. The KV
+KV cache dtype, each pool at its degree (``decode_degree.py``), the decode pool at its batch cap. The KV
 crosses the spec's link, which must be a network link between two GPU types (``links.mixed_link_reason``: a pair
 over NVLink or PCIe is pruned with that reason). Both pools serve one checkpoint, so the decode GPU must launch the
 scheme and hold the model there too (its aggregated twin's setup, ``decode_setup``).
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 from recommender.config.candidate import LOCAL_DEVICE, Candidate
 from recommender.errors import BadInputError
 from recommender.evaluation.refusal import Refused
-from recommender.fleet.disaggregated_plan import DisaggregatedRow, plan_disaggregated, pool_options
-from recommender.fleet.mixed_pools import mixed_row
+from recommender.fleet.decode_degree import paired_pools
+from recommender.fleet.disaggregated_plan import DisaggregatedRow, plan_disaggregated
 from recommender.perf.catalog.links import mixed_link_reason, resolve_link
 from recommender.perf.pricing import HOURS_PER_MONTH, CostEstimate
 
@@ -36,8 +36,9 @@ __all__ = ["candidate_pools", "decode_setup", "pools_cost"]
 
 
 def decode_setup(performance: PerformanceEvaluator, c: Candidate, link: str) -> Setup:
-    """The decode GPU's worker as an aggregated replica would run it (the scheme launched there, the model held,
-    the GPU priced); `Refused` with the reason where it is not, or where `link` cannot join the two GPU types."""
+    """The decode GPU's worker at the decode degree as an aggregated replica would run it (the scheme launched
+    there, the model held, the GPU priced); `Refused` with the reason where it is not, or where `link` cannot join
+    the two GPU types."""
     if c.decode_hardware == LOCAL_DEVICE:
         raise Refused("runnable", "disaggregated pools are planned on catalog GPUs; the local device is one replica")
     try:
@@ -53,7 +54,7 @@ def decode_setup(performance: PerformanceEvaluator, c: Candidate, link: str) -> 
         c.method,
         c.decode_gpu,
         c.batch_size,
-        c.tensor_parallel,
+        c.decode_tp,
         c.max_num_batched_tokens,
         c.kv_cache_dtype,
     )
@@ -63,23 +64,13 @@ def decode_setup(performance: PerformanceEvaluator, c: Candidate, link: str) -> 
 def candidate_pools(
     performance: PerformanceEvaluator, c: Candidate, accel: Accelerator, *, link: str, scope: PlanScope
 ) -> DisaggregatedRow:
-    """The cheapest pools of `c` at `scope`: on `accel` alone, or prefill there and decode on `c.decode_hardware`."""
-    if not c.decode_hardware:
+    """The cheapest pools of `c` at `scope`: on `accel` alone at one degree, or prefill there and decode on
+    `c.decode_hardware` and/or at `c.decode_tensor_parallel` (``decode_degree.paired_pools``)."""
+    if not c.decode_hardware and not c.decode_tensor_parallel:
         return plan_disaggregated(
             performance, accel, c.precision, c.base_scheme, link=resolve_link(link, accel), scope=scope
         )
-    decode_accel = performance.catalog.get(c.decode_hardware)
-    prefill = pool_options(performance, accel, c.precision, c.base_scheme, link=resolve_link(link, accel), scope=scope)
-    decode = pool_options(
-        performance,
-        decode_accel,
-        c.precision,
-        c.base_scheme,
-        link=resolve_link(link, decode_accel),
-        scope=scope,
-        decode_always=True,
-    )
-    return mixed_row(prefill, decode)
+    return paired_pools(performance, c, accel, link=link, scope=scope)
 
 
 def pools_cost(

@@ -2,8 +2,8 @@
 
 A candidate is one point of the space; the study stores it as categorical parameters
 (precision and method joined as "int8/torchao-int8-wo", so one parameter picks both). A conditional parameter
-(`CONDITIONAL`: a disaggregated candidate's decode GPU) is suggested only on the branch that asks for it, as
-Optuna's define-by-run spaces do (``config/decode_pools.py`` says why it is a parameter).
+(`CONDITIONAL`: a disaggregated candidate's decode GPU and decode degree) is suggested only on the branch that asks
+for it, as Optuna's define-by-run spaces do (``config/decode_pools.py`` says why it is a parameter).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from recommender.config.candidate import AGGREGATED, DISAGGREGATED, Candidate
+from recommender.config.decode_degrees import decode_degree_choices
 from recommender.config.decode_pools import decode_choices
 from recommender.config.spec import SearchSpec
 from recommender.engines.batch_limits import batch_ladder
@@ -23,7 +24,10 @@ if TYPE_CHECKING:
     import optuna
 
 #: Parameters suggested only for some candidates: name -> (the parameter before it, the value that asks for it).
-CONDITIONAL: dict[str, tuple[str, str]] = {"decode_hardware": ("layout", DISAGGREGATED)}
+CONDITIONAL: dict[str, tuple[str, str]] = {
+    "decode_hardware": ("layout", DISAGGREGATED),
+    "decode_tensor_parallel": ("layout", DISAGGREGATED),
+}
 
 
 def method_choice(precision: str, method: str) -> str:
@@ -44,6 +48,8 @@ def space_choices(spec: SearchSpec) -> dict[str, list[Any]]:
         searched["expert_parallel"] = sorted(degrees)
     if decoders := decode_choices(spec.space, current):  # and decode pools on other GPUs; after `layout`, which asks
         searched["decode_hardware"] = decoders
+    if decode_degrees := decode_degree_choices(spec.space, current):  # and decode pools at other degrees
+        searched["decode_tensor_parallel"] = decode_degrees
     choices: dict[str, list[Any]] = {
         "method": sorted(
             {method_choice(p, m) for p, ms in spec.space.schemes.items() for m in ms}
@@ -78,6 +84,7 @@ def candidate_of(params: dict[str, Any]) -> Candidate:
         layout=params.get("layout", AGGREGATED),  # likewise
         expert_parallel=params.get("expert_parallel", 1),
         decode_hardware=params.get("decode_hardware", ""),  # absent: both pools on `hardware`
+        decode_tensor_parallel=params.get("decode_tensor_parallel", 0),  # absent: both at `tensor_parallel`
     )
 
 
@@ -108,6 +115,7 @@ def params_of(c: Candidate) -> dict[str, Any]:
         "layout": c.layout,
         "expert_parallel": c.expert_parallel,
         "decode_hardware": c.decode_gpu,
+        "decode_tensor_parallel": c.decode_tp,
     }
 
 
@@ -128,7 +136,8 @@ def _within(params: dict[str, Any], choices: dict[str, list[Any]]) -> bool:
 
 def neighbourhood(c: Candidate, choices: dict[str, list[Any]]) -> list[Candidate]:
     """Candidates one setting away from `c` (tensor-parallel degree kept), those the space holds: a disaggregated
-    neighbour keeps `c`'s decode GPU where it is among the decode choices, and is left out where it is not."""
+    neighbour keeps `c`'s decode GPU and decode degree where they are among the decode choices, and is left out
+    where they are not; the decode degree is one of the settings moved."""
     here = params_of(c)
     moved = [
         here | {name: value}
@@ -142,6 +151,7 @@ def neighbourhood(c: Candidate, choices: dict[str, list[Any]]) -> list[Candidate
             "layout",
             "expert_parallel",
             "decode_hardware",
+            "decode_tensor_parallel",
         )
         for value in choices.get(name, ())
         if value != here[name]
