@@ -35,6 +35,7 @@ def test_a_result_stored_with_a_constraints_mapping_reads_back_as_constraints() 
     assert again.pop("pools") is None and again["candidate"].pop("layout") == "aggregated"
     assert again.pop("attention_dp") is None  # kept for expert-parallel candidates only
     assert again["candidate"].pop("expert_parallel") == 1
+    assert again["candidate"].pop("decode_hardware") == ""  # the decode pool on the candidate's own GPU
     assert again == json.loads(OLD_PRUNED)
     assert list(to_data(result)["constraints"]) == list(CONSTRAINT_KEYS)
 
