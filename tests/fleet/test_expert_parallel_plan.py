@@ -1,6 +1,6 @@
 """Expert parallelism in `plan`: DeepSeek-V3 in FP8 on a node of 8 H200s, attention data parallelism against
 tensor parallelism, skewed expert load and what EPLB's redundant experts buy back (at a decode-heavy chat traffic,
-1,000 + 1,000 tokens, P99 TTFT 3 s / TPOT 80 ms: with a MoE step's upper bound at its left-out models' error, x1.67
+1,000 + 1,000 tokens, P99 TTFT 3 s / TPOT 80 ms: with a MoE step's upper bound at its left-out models' error, x1.69
 per decode step at 90 %, 2,000 + 500 tokens at TPOT 50 ms leave no attention-DP rank within the limit).
 
 Real parts: the shipped calibrated coefficients, the memory model, the continuous-batching simulator; the scope is

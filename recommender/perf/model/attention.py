@@ -54,6 +54,16 @@ class LatentAttention:
         """Width of one head's query and key once the latent is expanded (the prefill attention's head size)."""
         return self.qk_nope_head_dim + self.qk_rope_head_dim
 
+    def replicated_params_per_layer(self, hidden: int) -> int:
+        """The down-projections every tensor-parallel GPU holds whole: q_a (where there is a q bottleneck) and kv_a,
+        one fused GEMM from the hidden state to the latents that no head owns. vLLM
+        (``vllm/model_executor/models/deepseek_v2.py`` @ 002d6073, ``DeepSeekV2FusedQkvAProjLinear``, the whole
+        2,112 x 7,168 weight on each GPU), SGLang (``python/sglang/srt/models/deepseek_v2.py`` @ 3e4a39ee,
+        ``ReplicatedLinear``) and TensorRT-LLM (``tensorrt_llm/_torch/modules/attention.py`` @ 00547a25, MLA's
+        ``kv_a_proj_with_mqa = Linear(hidden_size, q_lora_rank + kv_lora_rank + qk_rope_head_dim, ...)`` with no
+        tensor-parallel mode) keep it replicated."""
+        return hidden * (self.q_lora_rank + self.cached_width)
+
     def params_per_layer(self, hidden: int, heads: int) -> int:
         """Linear weights of one MLA layer: q (through its low-rank bottleneck where there is one), kv_a, kv_b, o."""
         q_out = heads * self.qk_head_dim

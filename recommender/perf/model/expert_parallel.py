@@ -121,11 +121,13 @@ def ep_memory(
     moe = shape.moe
     experts_per_gpu = (moe.n_experts + layout.redundant_experts) / layout.ep
     expert_bytes = moe.n_moe_layers * experts_per_gpu * shape.expert_params * bits_per_weight / 8
-    dense_bytes = shape.dense_body_params * bits_per_weight / 8 + (shape.lm_head_params + shape.embedding_params) * 2
+    tp = layout.attention_tp
+    dense_bytes = shape.per_gpu_params(shape.dense_body_params, tp) * bits_per_weight / 8
+    dense_bytes += (shape.lm_head_params + shape.embedding_params) * 2 / tp
     return ExpertParallelMemory(
         usable_gb=device_gb * memory_utilization,
         expert_gb=expert_bytes / 1e9,
-        dense_gb=dense_bytes / layout.attention_tp / 1e9,
+        dense_gb=dense_bytes / 1e9,
         activation_gb=activation_bytes(
             shape, batched_tokens=max_num_batched_tokens, running_seqs=max_num_seqs, tensor_parallel=layout.attention_tp
         )

@@ -65,6 +65,13 @@ def weight_bytes(shape: ModelShape, method: Scheme, tokens: int = 1) -> float:
     return shape.touched_body_params(tokens) * per_param + shape.lm_head_params * 2.0
 
 
+def weight_bytes_per_gpu(shape: ModelShape, method: Scheme, tensor_parallel: int, tokens: int = 1) -> float:
+    """One of `tensor_parallel` GPUs' share of `weight_bytes`: the split weights' share, and the weights every GPU
+    holds whole read whole (``ModelShape.tp_replicated_params``)."""
+    replicated = shape.tp_replicated_params * weight_traffic_bytes_per_param(method, tokens)
+    return (weight_bytes(shape, method, tokens) - replicated) / tensor_parallel + replicated
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryPlan:
     """Per-device memory of one configuration, in GB (1e9 bytes), and the KV cache it leaves."""
@@ -161,10 +168,11 @@ def plan_memory(
     when more than `method.bits_per_weight` (None: it loads what it serves).
     """
     tp = tensor_parallel
-    body = shape.body_params * method.bits_per_weight / 8.0 / tp
+    body_params = shape.per_gpu_params(shape.body_params, tp)
+    body = body_params * method.bits_per_weight / 8.0
     lm_head = shape.lm_head_params * 2.0 / tp  # vocab-parallel in TP engines
     embeddings = shape.embedding_params * 2.0 / tp  # 0 when tied to the lm_head (one matrix)
-    loaded_body = body if load_bits_per_weight is None else shape.body_params * load_bits_per_weight / 8.0 / tp
+    loaded_body = body if load_bits_per_weight is None else body_params * load_bits_per_weight / 8.0
     return MemoryPlan(
         device_gb=device_gb,
         usable_gb=device_gb * memory_utilization,

@@ -71,6 +71,20 @@ class ModelShape:
         return self.n_layers * self.hidden * self.head_dim * (2 * self.n_heads + 2 * self.n_kv_heads)
 
     @property
+    def tp_replicated_params(self) -> int:
+        """Linear weights of `attention_params` every tensor-parallel GPU holds and reads whole (MLA's fused
+        down-projection, ``attention.LatentAttention.replicated_params_per_layer``); 0 for grouped-query attention."""
+        if self.attention is not None and self.attention.latent is not None:
+            return self.n_layers * self.attention.latent.replicated_params_per_layer(self.hidden)
+        return 0
+
+    def per_gpu_params(self, params: float, tensor_parallel: int) -> float:
+        """`params` (which include the replicated ones) as one of `tensor_parallel` GPUs holds them: its share of the
+        split weights, and the replicated ones whole."""
+        replicated = self.tp_replicated_params
+        return (params - replicated) / tensor_parallel + replicated
+
+    @property
     def expert_params(self) -> int:
         """One routed expert of one layer (gate, up, down); 0 for a dense model."""
         return 0 if self.moe is None else 3 * self.hidden * self.moe.expert_intermediate

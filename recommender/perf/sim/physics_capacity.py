@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from recommender.perf.model.memory import kv_bytes_per_token_per_device, kv_cache_tokens, weight_bytes
+from recommender.perf.model.memory import kv_bytes_per_token_per_device, kv_cache_tokens, weight_bytes_per_gpu
 from recommender.perf.step.kernels import compute_dtype
 from recommender.perf.step.roofline import linear_flops
 
@@ -84,7 +84,7 @@ def physics_capacity(
     )
     batch = min(max_num_seqs, kv_tokens // context)
     kv_per_token = kv_bytes_per_token_per_device(shape, kv_cache_dtype, tp)
-    weights = weight_bytes(shape, method, max(1, batch)) / tp
+    weights = weight_bytes_per_gpu(shape, method, tp, max(1, batch))
     bandwidth = accel.memory_bandwidth_gbps * 1e9
     decode_s = (weights + batch * (prompt_tokens + output_tokens / 2) * kv_per_token) / bandwidth
     prefill_s = linear_flops(shape, prompt_tokens, 1) / (tp * accel.peak_flops(compute_dtype(method, accel)))

@@ -98,10 +98,11 @@ class ExpertParallelStepFeatures:
         bw = rank.rates.bandwidth
         per_param = weight_traffic_bytes_per_param(self.method, 1)
         kv_s = ep_kv_bytes_per_token_per_gpu(shape, self._rank_kv_dtype(), self.layout) / bw
+        dense = shape.per_gpu_params(shape.dense_body_params, tp)  # the replicated projections whole
         values = {
             "_rank": rank,
-            "_dense_bytes_s": (shape.dense_body_params * per_param + shape.lm_head_params * 2.0) / tp / bw,
-            "_dense_flops_token": 2.0 * shape.dense_body_params / tp,
+            "_dense_bytes_s": (dense * per_param + shape.lm_head_params * 2.0 / tp) / bw,
+            "_dense_flops_token": 2.0 * dense,
             # One token-expert pair through one expert of every MoE layer; the busiest GPU does imbalance/ep of them.
             "_expert_flops_pair": 2.0 * shape.expert_params * self._moe_layers * self.imbalance / self.layout.ep,
             "_expert_bytes_s": self._moe_layers * shape.expert_params * per_param / bw,

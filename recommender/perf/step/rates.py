@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from recommender.perf.model.memory import kv_bytes_per_token_per_device, weight_bytes
+from recommender.perf.model.memory import kv_bytes_per_token_per_device, weight_bytes_per_gpu
 from recommender.perf.step.kernels import compute_dtype, dequantizes_to_16bit
 
 if TYPE_CHECKING:
@@ -94,10 +94,10 @@ class StepRates:
             "bandwidth": accel.memory_bandwidth_gbps * 1e9,
             "peak": accel.peak_flops(compute_dtype(scheme, accel)),
             "peak16": accel.peak_flops("bf16" if "bf16" in accel.peak_tflops else "fp16"),
-            "weight_bytes": weight_bytes(shape, scheme) / tp,
+            "weight_bytes": weight_bytes_per_gpu(shape, scheme, tp),
             # MoE experts touched and bnb 4-bit dequantization depend on the step's tokens.
             "weights_vary": shape.moe is not None or dequantizes_to_16bit(scheme, 2),
-            "body_flops_per_token": 2.0 * shape.active_body_params / tp,
+            "body_flops_per_token": 2.0 * shape.per_gpu_params(shape.active_body_params, tp),
             "head_flops_per_seq": 2.0 * shape.lm_head_params / tp,
             "attention_flops": shape.attention_flops(1, 1) / tp,
             "decode_attention_flops": shape.decode_attention_flops(1, 1) / tp * mla_decode_row_padding(shape, tp),
@@ -110,4 +110,4 @@ class StepRates:
         """The weights one GPU streams in a step of `tokens` tokens, bytes."""
         if not self.weights_vary:
             return self.weight_bytes
-        return weight_bytes(self.shape, self.scheme, tokens) / self.tensor_parallel
+        return weight_bytes_per_gpu(self.shape, self.scheme, self.tensor_parallel, tokens)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from recommender.perf.catalog.gpus import Accelerator
-from recommender.perf.model.memory import kv_bytes_per_token_per_device, weight_bytes
+from recommender.perf.model.memory import kv_bytes_per_token_per_device, weight_bytes_per_gpu
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.scheme import Scheme
 from recommender.perf.step.kernels import compute_dtype, kernel_note, linear_time_factor
@@ -95,14 +95,14 @@ def project_step_times(
     slower = linear_time_factor(method)
 
     prefill_flops = (linear_flops(shape, prompt_tokens, 1) + shape.attention_flops(prompt_tokens, prompt_tokens)) / tp
-    prefill_bytes = weight_bytes(shape, method, prompt_tokens) / tp
+    prefill_bytes = weight_bytes_per_gpu(shape, method, tp, prompt_tokens)
     prefill_s = slower * max(prefill_flops / compute, prefill_bytes / bandwidth) + eff.step_overhead_s
     prefill_s += allreduce_seconds(shape, accel, prompt_tokens, tp, eff)
 
     kv = batch_size * context_tokens * kv_bytes_per_token_per_device(shape, kv_cache_dtype, tp)
     b = batch_size
     decode_flops = (linear_flops(shape, b, b) + shape.attention_flops(b, context_tokens)) / tp
-    decode_bytes = weight_bytes(shape, method, batch_size) / tp + kv
+    decode_bytes = weight_bytes_per_gpu(shape, method, tp, batch_size) + kv
     decode_s = slower * max(decode_flops / compute, decode_bytes / bandwidth) + eff.step_overhead_s
     decode_s += allreduce_seconds(shape, accel, batch_size, tp, eff)
 

@@ -116,7 +116,10 @@ def test_experts_are_sharded_by_ep_and_attention_dp_multiplies_mla_cache_room() 
     assert moe is not None
     all_experts_gb = moe.n_moe_layers * moe.n_experts * DEEPSEEK_V3.expert_params * fp8 / 8 / 1e9
     assert tp_like.expert_gb * 8 == pytest.approx(all_experts_gb)
-    assert dp.dense_gb == pytest.approx(8 * tp_like.dense_gb)  # each attention rank holds the dense weights
+    # Each attention rank holds the dense weights; a rank of 8 GPUs splits them, all but MLA's down-projection, which
+    # each of its GPUs holds whole (``ModelShape.tp_replicated_params``).
+    replicated_gb = DEEPSEEK_V3.tp_replicated_params * fp8 / 8 / 1e9
+    assert dp.dense_gb == pytest.approx(8 * (tp_like.dense_gb - replicated_gb) + replicated_gb)
     # MLA's latent is whole on every GPU of a rank: 8 ranks hold 8 sets of sequences in less room each.
     assert ep_kv_bytes_per_token_per_gpu(DEEPSEEK_V3, "auto", ExpertParallelLayout(ep=8)) == 576 * 61 * 2
     assert dp.kv_tokens > 4 * tp_like.kv_tokens
