@@ -123,6 +123,7 @@ def test_plan_spec_gives_the_pools_expert_parallel_workers_at_the_spec_degrees(
         cli.main()
     assert done.value.code == 0
     [got] = json.loads(capsys.readouterr().out)["layouts"]
-    decode = got["disaggregated"]["decode"]  # TP1 decode needs 18 GPUs, two EP8 workers 16 (the plan test's case)
-    assert (decode["expert_parallel"], decode["attention_dp"], decode["estimate"]["gpus"]) == (8, 8, 16)
+    # three EP8 workers (24 GPUs) decode what TP1 workers need more GPUs for (docs/moe-and-disaggregation.md)
+    decode = got["disaggregated"]["decode"]
+    assert (decode["expert_parallel"], decode["attention_dp"], decode["estimate"]["gpus"]) == (8, 8, 24)
     assert "--enable-expert-parallel" in got["disaggregated"]["launch"]["decode"]
