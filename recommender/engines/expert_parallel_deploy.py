@@ -7,18 +7,18 @@ EPLB slots are the row's; the framework adds the replicas, the nodes per replica
 
 - llm-d, for vLLM (llm-d/llm-d ``guides/wide-ep-lws/modelserver/gpu/vllm/base/decode.yaml`` @ bd51f431): a
   ``LeaderWorkerSet`` (``leaderworkerset.x-k8s.io/v1``) whose ``spec.replicas`` are the replicas and
-  ``leaderWorkerTemplate.size`` the nodes of one, each pod ``nvidia.com/gpu`` one node's GPUs, running
-  ``exec vllm serve MODEL ... --data-parallel-hybrid-lb --enable-expert-parallel --data-parallel-size-local
-  $DP_SIZE_LOCAL --data-parallel-address ${LWS_LEADER_ADDRESS} --data-parallel-start-rank $START_RANK`` with
-  ``START_RANK=$(( ${LWS_WORKER_INDEX:-0} * DP_SIZE_LOCAL ))``, the ``dshm`` memory volume ("roughly 32MB per local
-  DP") and ``IPC_LOCK``/``SYS_RAWIO``; ``HF_TOKEN`` from the ``llm-d-hf-token`` secret (the guide's README @
-  a7c817b8). That guide is prefill/decode; the row is one aggregated replica, so the P/D parts (the routing sidecar,
-  ``--kv_transfer_config`` NixlConnector) are left out and the role is ``aggregate``, as llm-d's aggregated wide-EP
-  LWS lays it out (``guides/wide-ep-lws/modelserver/gpu/vllm-glm-5.2/base/aggregate.yaml`` @ 366e43cc: vLLM on
+  ``leaderWorkerTemplate.size`` the nodes of one, each pod ``nvidia.com/gpu`` one node's GPUs, running ``exec vllm
+  serve MODEL ... --data-parallel-hybrid-lb --enable-expert-parallel --data-parallel-size-local $DP_SIZE_LOCAL
+  --data-parallel-address ${LWS_LEADER_ADDRESS} --data-parallel-start-rank $START_RANK`` with the guide's start rank
+  of a worker pod (``LWS_WORKER_INDEX``, 0 where unset, times ``DP_SIZE_LOCAL``), the ``dshm`` memory volume ("roughly
+  32MB per local DP") and ``IPC_LOCK``/``SYS_RAWIO``; ``HF_TOKEN`` from the ``llm-d-hf-token`` secret (the guide's
+  README @ a7c817b8). That guide is prefill/decode; the row is one aggregated replica, so the P/D parts (the routing
+  sidecar, ``--kv_transfer_config`` NixlConnector) are left out and the role is ``aggregate``, as llm-d's aggregated
+  wide-EP LWS lays it out (``guides/wide-ep-lws/modelserver/gpu/vllm-glm-5.2/base/aggregate.yaml`` @ 366e43cc: vLLM on
   port 8000, ``llm-d.ai/role: aggregate``). Hybrid load balancing: "each node runs its own API server(s) that only
   queue requests to the data-parallel engines colocated on that node", "not compatible with --headless"
-  (vllm-project/vllm ``docs/serving/data_parallel_deployment.md`` @ 01e4fce0), so every pod serves and llm-d's
-  router spreads requests over them: its InferencePool selects the pods by label (``inferencePool.modelServers
+  (vllm-project/vllm ``docs/serving/data_parallel_deployment.md`` @ 01e4fce0), so every pod serves and llm-d's router
+  spreads requests over them: its InferencePool selects the pods by label (``inferencePool.modelServers
   .matchLabels``, ``guides/wide-ep-lws/manifests/inferencepool.values.yaml`` @ bf917870, whose scheduling profiles are
   prefill/decode; ``guides/recipes/scheduler/base.values.yaml`` @ 955190d9 is the plain scheduler).
 - Dynamo: a ``DynamoGraphDeployment`` for each engine (``expert_parallel_dynamo.py``, its sources cited there).
@@ -108,7 +108,8 @@ def _llm_d_script(model: str, flags: list[str], layout: ExpertParallelLaunch) ->
     lines = ["find /dev/shm -type f -delete"]
     serve = shlex.join(["vllm", "serve", model, "--port", "8000", *flags])
     if layout.nodes > 1:
-        lines.append("START_RANK=$(( ${LWS_WORKER_INDEX:-0} * DP_SIZE_LOCAL ))")
+        # Shell arithmetic reads an unset variable as 0: the guide's default for LWS_WORKER_INDEX spelled out.
+        lines.append("START_RANK=$(( LWS_WORKER_INDEX * DP_SIZE_LOCAL ))")
         serve += (
             f" --data-parallel-hybrid-lb --data-parallel-size-local {layout.ranks_per_node}"
             f' --data-parallel-address "${{LWS_LEADER_ADDRESS}}" --data-parallel-rpc-port {LLM_D_RPC_PORT}'

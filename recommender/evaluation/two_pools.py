@@ -23,7 +23,7 @@ class PoolChoice:
     A tensor-parallel worker is `tensor_parallel` GPUs (`expert_parallel` 1). An expert-parallel worker (a MoE model
     with ``plan --expert-parallel``) is `expert_parallel` GPUs holding the routed experts and `attention_dp`
     attention ranks of `tensor_parallel` GPUs each (EP = TP x DP), `batch_size` per rank; `imbalance` is its
-    busiest GPU's expert load over the mean (``fleet/expert_parallel_plan.expert_imbalance``)."""
+    busiest GPU's expert load over the mean (``expert_imbalance`` in ``fleet/expert_parallel_plan.py``)."""
 
     tensor_parallel: int
     batch_size: int

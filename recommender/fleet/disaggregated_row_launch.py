@@ -84,8 +84,8 @@ def _pool_launch(
     length: int,
 ) -> EngineLaunch | str:
     """One pool's aggregated command on `row.engine`: tensor-parallel, or for an expert-parallel pool the engine's
-    expert-parallel command (``fleet/launch.expert_parallel_launch``: its EP, attention-DP and EPLB flags); or why
-    not ("": the engine emits no command; else the reason, which the row's note carries)."""
+    expert-parallel command (``expert_parallel_launch`` in ``fleet/launch.py``: its EP, attention-DP and EPLB
+    flags); or why not ("": the engine emits no command; else the reason, which the row's note carries)."""
     kv: KVCacheDtype = "fp8" if row.kv_cache_dtype == "fp8" else "auto"
     if pool.expert_parallel == 1:
         candidate = Candidate(

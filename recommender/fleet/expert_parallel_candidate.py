@@ -6,7 +6,7 @@ ranks, whichever needs fewer GPUs (``plan_expert_parallel`` at a scope narrowed 
 beyond one node the all-to-all crosses the spec's link when it is a network link). Its result reads like an
 aggregated candidate's: the rank's P99s with their upper ends (P50/P95 not simulated, NaN), capacity per replica,
 replicas and price. Its quality is its scheme's, measured once whatever the layout. The spec's expert skew and
-redundant experts (``ExpertLoad``) set every EP candidate's busiest GPU as `plan --expert-skew/--redundant-experts`
+redundant experts (``ExpertRouting``) set every EP candidate's busiest GPU as `plan --expert-skew/--redundant-experts`
 set a plan row's.
 """
 
@@ -39,11 +39,11 @@ if TYPE_CHECKING:
     from recommender.perf.catalog.gpus import Accelerator
     from recommender.perf.model.link import Link
 
-__all__ = ["ExpertLoad", "evaluate_expert_parallel", "evaluate_layout", "expert_parallel_winner_launch"]
+__all__ = ["ExpertRouting", "evaluate_expert_parallel", "evaluate_layout", "expert_parallel_winner_launch"]
 
 
 @dataclass(frozen=True, slots=True)
-class ExpertLoad:
+class ExpertRouting:
     """How the router loads the experts (``space.expert_skew``) and the EPLB slots that even it out
     (``space.redundant_experts``): what an expert-parallel replica's busiest GPU carries (``expert_imbalance``)."""
 
@@ -52,7 +52,7 @@ class ExpertLoad:
 
 
 def evaluate_layout(
-    performance: PerformanceEvaluator, c: Candidate, *, link: str, model: str = "", experts: ExpertLoad | None = None
+    performance: PerformanceEvaluator, c: Candidate, *, link: str, model: str = "", experts: ExpertRouting | None = None
 ) -> CandidateResult:
     """A candidate of another layout than aggregated tensor parallelism: expert parallelism or disaggregated pools."""
     if c.expert_parallel != 1:
@@ -61,13 +61,13 @@ def evaluate_layout(
 
 
 def evaluate_expert_parallel(
-    performance: PerformanceEvaluator, c: Candidate, *, link: str, experts: ExpertLoad | None = None
+    performance: PerformanceEvaluator, c: Candidate, *, link: str, experts: ExpertRouting | None = None
 ) -> CandidateResult:
     """`c` (expert_parallel > 1) judged on speed and cost, its quality still unknown; pruned with the reason where
     it cannot run or no replica of that degree meets the SLA."""
     try:
         accel = _checked(performance, c)
-        row = _planned(performance, c, accel, link, experts or ExpertLoad())
+        row = _planned(performance, c, accel, link, experts or ExpertRouting())
         if row.gpus is None or row.requests_per_s_per_replica is None:
             raise Refused("tpot", f"{row.note or 'no replica meets the SLA'} (EP{c.expert_parallel})")
     except Refused as refused:
@@ -76,7 +76,7 @@ def evaluate_expert_parallel(
 
 
 def _planned(
-    performance: PerformanceEvaluator, c: Candidate, accel: Accelerator, link: str, experts: ExpertLoad
+    performance: PerformanceEvaluator, c: Candidate, accel: Accelerator, link: str, experts: ExpertRouting
 ) -> ExpertParallelRow:
     """`plan --expert-parallel`'s row at the candidate's degree, batch cap and KV dtype, `experts`' load."""
     scope = PlanScope(
@@ -99,13 +99,13 @@ def expert_parallel_winner_launch(
     *,
     link: str,
     model: str,
-    experts: ExpertLoad | None = None,
+    experts: ExpertRouting | None = None,
 ) -> list[EngineLaunch]:
     """The expert-parallel commands of a search's winner as it was priced (its engine, degree, attention ranks,
     batch cap per rank and KV dtype), serving `model` (the winner's checkpoint or model); its engine's first, one
     entry per node where the replica spans several. A result stored before its attention ranks were kept is
     planned again (deterministic: the same row)."""
-    c, experts = winner.candidate, experts or ExpertLoad()
+    c, experts = winner.candidate, experts or ExpertRouting()
     accel = performance.catalog.get(c.hardware)
     if winner.attention_dp is None or winner.serving is None:
         row = _planned(performance, c, accel, link, experts)

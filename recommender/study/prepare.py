@@ -20,7 +20,7 @@ from recommender.errors import BadInputError
 from recommender.evaluation.evaluator import CandidateEvaluator
 from recommender.evaluation.local_device import LocalMeasurement
 from recommender.evaluation.performance import PerformanceEvaluator
-from recommender.fleet.expert_parallel_candidate import ExpertLoad, evaluate_layout
+from recommender.fleet.expert_parallel_candidate import ExpertRouting, evaluate_layout
 from recommender.models.source import ModelSource
 from recommender.perf.catalog.architecture_check import check_architecture
 from recommender.perf.catalog.gpus import Accelerator, Catalog, load_catalog
@@ -80,7 +80,7 @@ class Prepared:
         other_layouts = None
         if "disaggregated" in self.spec.space.layout or self.spec.space.expert_parallel != [1]:
             space, model = self.spec.space, self.spec.model.source
-            experts = ExpertLoad(space.expert_skew, space.redundant_experts)
+            experts = ExpertRouting(space.expert_skew, space.redundant_experts)
             other_layouts = partial(evaluate_layout, performance, link=space.link, model=model, experts=experts)
         return CandidateEvaluator(performance, quality, skip_quality=quality_skip, other_layouts=other_layouts)
 

@@ -17,7 +17,7 @@ from recommender.config.candidate import Candidate
 from recommender.engines.disaggregated_launch import engine_launches
 from recommender.evaluation.levers import LeverEffect, lever_effects
 from recommender.fleet.daily import daily_answers
-from recommender.fleet.expert_parallel_candidate import ExpertLoad, expert_parallel_winner_launch
+from recommender.fleet.expert_parallel_candidate import ExpertRouting, expert_parallel_winner_launch
 from recommender.fleet.launch import launch_commands
 from recommender.fleet.search_layouts import layout_verdict
 from recommender.quality.calibration_docs import quantize_context
@@ -75,7 +75,7 @@ def winner_answers(
             winner,
             link=spec.space.link,
             model=checkpoint.model,
-            experts=ExpertLoad(spec.space.expert_skew, spec.space.redundant_experts),
+            experts=ExpertRouting(spec.space.expert_skew, spec.space.redundant_experts),
         )
         return WinnerAnswers(placed, launch, layouts=layouts)
     if winner.pools is not None:

@@ -70,7 +70,7 @@ def test_llm_d_runs_the_rows_replicas_of_its_nodes_with_its_data_parallel_and_ep
         assert "--data-parallel-hybrid-lb" in serve and values["--data-parallel-size-local"] == "8"
         assert values["--data-parallel-address"] == "${LWS_LEADER_ADDRESS}"
         assert values["--data-parallel-start-rank"] == "$START_RANK"
-        assert "START_RANK=$(( ${LWS_WORKER_INDEX:-0} * DP_SIZE_LOCAL ))" in script
+        assert "START_RANK=$(( LWS_WORKER_INDEX * DP_SIZE_LOCAL ))" in script
         assert {"name": "DP_SIZE_LOCAL", "value": "8"} in container["env"]
     else:
         assert "--data-parallel-hybrid-lb" not in serve and "--data-parallel-address" not in values

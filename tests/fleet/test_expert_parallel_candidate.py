@@ -17,7 +17,7 @@ from recommender.errors import BadInputError
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.expert_parallel_candidate import (
-    ExpertLoad,
+    ExpertRouting,
     evaluate_expert_parallel,
     evaluate_layout,
     expert_parallel_winner_launch,
@@ -122,20 +122,20 @@ def test_the_specs_expert_skew_loads_the_busiest_gpu_and_its_redundant_experts_r
     performance = PerformanceEvaluator(load_catalog(), DEEPSEEK_V3, traffic, sla, engines=("vllm",))
     c = Candidate("fp8", "fp8-dynamic", "h200", 64, expert_parallel=8)
     uniform = evaluate_layout(performance, c, link="infiniband-ndr")
-    skewed = evaluate_layout(performance, c, link="infiniband-ndr", experts=ExpertLoad(skew=1.2))
+    skewed = evaluate_layout(performance, c, link="infiniband-ndr", experts=ExpertRouting(skew=1.2))
     assert uniform.serving is not None and skewed.serving is not None
     # The most popular experts' GPU carries more than the mean: fewer requests per replica.
     assert skewed.serving.requests_per_s < uniform.serving.requests_per_s
     assert _busiest(uniform) == 1.0
     balanced = evaluate_layout(
-        performance, c, link="infiniband-ndr", experts=ExpertLoad(skew=1.2, redundant_experts=32)
+        performance, c, link="infiniband-ndr", experts=ExpertRouting(skew=1.2, redundant_experts=32)
     )
     assert balanced.serving is not None
     # EPLB's slots even the busiest GPU's load out (what the capacity gains or loses at it is the model's: each GPU
     # also streams its extra experts' weights and holds them instead of KV).
     assert _busiest(balanced) < 1.5 < _busiest(skewed)
     launch = expert_parallel_winner_launch(
-        performance, balanced, link="infiniband-ndr", model="m", experts=ExpertLoad(1.2, 32)
+        performance, balanced, link="infiniband-ndr", model="m", experts=ExpertRouting(1.2, 32)
     )
     assert launch[0].command is not None and "num_redundant_experts" in launch[0].command
 
