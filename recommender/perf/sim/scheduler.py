@@ -41,10 +41,12 @@ if TYPE_CHECKING:
     from recommender.perf.sim.workload import Workload
     from recommender.perf.step.cost import StepCostModel
 
-__all__ = ["BLOCK_SIZE", "ContinuousBatchingSimulation", "SchedulerConfig"]
+__all__ = ["BLOCK_SIZE", "ContinuousBatchingSimulation", "SchedulerConfig", "check_runnable"]
 
 
-def _validate(workload: Workload, config: SchedulerConfig) -> None:
+def check_runnable(workload: Workload, config: SchedulerConfig) -> None:
+    """Refuse a workload some request of which could never run on `config` (too long for its KV cache, or for its
+    token budget without chunked prefill)."""
     longest = int((workload.prompt_tokens + workload.output_tokens - 1).max())
     if not fits_kv_cache(workload, config):
         raise ValueError(
@@ -92,7 +94,7 @@ class ContinuousBatchingSimulation(Admission):
     def __init__(
         self, cost: StepCostModel, workload: Workload, config: SchedulerConfig, *, fast_decode: bool = True
     ) -> None:
-        _validate(workload, config)
+        check_runnable(workload, config)
         super().__init__(workload, config)
         self._cost = cost
         self._vector_cost = cost if isinstance(cost, VectorStepCostModel) else None
@@ -216,7 +218,7 @@ class ContinuousBatchingSimulation(Admission):
         if not chunks and not n_dec:
             if self._preempted:
                 return  # the preempted requests are admitted again next step
-            raise RuntimeError("scheduler stalled: nothing runnable")  # _validate rules this out
+            raise RuntimeError("scheduler stalled: nothing runnable")  # check_runnable rules this out
 
         prefill_tokens = 0
         for _, chunk in chunks:

@@ -1,10 +1,16 @@
-"""One simulation of a workload: the scheduler's replay, plain or with speculative decoding."""
+"""One simulation of a workload: the scheduler's replay, plain or with speculative decoding, compiled where it can.
+
+The compiled loop (``compiled.py``) serves every workload without shared prefixes on a calibrated step cost; the
+Python scheduler (``scheduler.py``, its reference) serves the rest: shared prefixes and conversations, and step
+costs with no compiled form (a measured probe table, the roofline, an expert-parallel rank).
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from recommender.perf.sim.scheduler import ContinuousBatchingSimulation
+from recommender.perf.sim.compiled import compiled_cost, run_compiled
+from recommender.perf.sim.scheduler import ContinuousBatchingSimulation, check_runnable
 from recommender.perf.sim.speculative import SpeculativeStepCost, decode_steps_workload, per_token_result
 
 if TYPE_CHECKING:
@@ -31,6 +37,13 @@ def simulate(
     Goodput is counted against the SLAs given (none given: no goodput). With `speculation`, decode steps
     verify drafts and advance by the measured tokens per step (``speculative.py``); latencies are per token.
     """
+    compiled = compiled_cost(cost, config, speculation) if workload.prefix_keys is None else None
+    if compiled is not None:
+        check_runnable(workload, config)
+        if speculation is None:
+            return run_compiled(compiled, workload, config, ttft_sla_ms=ttft_sla_ms, tpot_sla_ms=tpot_sla_ms)
+        steps = run_compiled(compiled, decode_steps_workload(workload, speculation), config)
+        return per_token_result(steps, workload, ttft_sla_ms=ttft_sla_ms, tpot_sla_ms=tpot_sla_ms)
     if speculation is None:
         return ContinuousBatchingSimulation(cost, workload, config).run(
             ttft_sla_ms=ttft_sla_ms, tpot_sla_ms=tpot_sla_ms

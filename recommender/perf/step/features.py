@@ -280,6 +280,9 @@ class FeatureStepCost:
     #: The coefficients as plain floats, for the per-step path (``step_seconds`` of a feature source).
     _floats: tuple[float, ...] = field(init=False, repr=False, compare=False)
     #: ``decode_stepper``'s answers by (decode_seqs, factor): the simulator asks for the same few batch sizes often.
+    #: The compiled forms of this cost by (max tokens, max seqs) (``compiled_cost.compile_step_cost``): built once
+    #: per configuration, read by every simulation of it.
+    compiled_forms: dict[tuple[int, int], object] = field(default_factory=dict, init=False, repr=False, compare=False)
     _steppers: dict[tuple[int, float], Callable[[int], float] | None] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )

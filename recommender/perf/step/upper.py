@@ -13,7 +13,7 @@ prompt chunks) at the decode factor, and the rest (what the chunks add) at the p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from recommender.perf.step.cost import PrefillChunks
@@ -54,6 +54,8 @@ class UpperStepCost:
     point: FeatureStepCost
     factors: StepFactors
     provenance: Provenance
+    #: The compiled forms of this cost (``FeatureStepCost.compiled_forms``).
+    compiled_forms: dict[tuple[int, int], object] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def step_seconds(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
         return self.prefill_step_seconds(PrefillChunks.single(prefill_tokens), decode_seqs, context_tokens)
