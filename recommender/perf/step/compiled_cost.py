@@ -25,7 +25,7 @@ sample steps when it is built, so a source that changes shape falls back rather 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -112,33 +112,41 @@ def compile_step_cost(cost: StepCostModel, *, max_tokens: int, max_seqs: int) ->
 
 
 def _compiled(cost: FeatureStepCost | UpperStepCost, max_tokens: int, max_seqs: int) -> CompiledStepCost | None:
-    upper: UpperStepCost | None = None
-    point = cost
+    """The arrays of `cost` (an upper end shares its point's, with its factors), checked against `cost`."""
     if isinstance(cost, UpperStepCost):
-        upper, point = cost, cost.point
-    if type(point) is not FeatureStepCost:
-        return None
-    params = np.zeros(N_PARAMS)
-    if upper is not None:
+        point = compile_step_cost(cost.point, max_tokens=max_tokens, max_seqs=max_seqs)
+        if point is None:
+            return None
+        params = point.params.copy()
         params[P_UPPER] = 1.0
-        params[P_PREFILL_FACTOR], params[P_DECODE_FACTOR] = upper.factors.prefill, upper.factors.decode
+        params[P_PREFILL_FACTOR], params[P_DECODE_FACTOR] = cost.factors.prefill, cost.factors.decode
+        compiled: CompiledStepCost | None = replace(point, params=params)
+    else:
+        compiled = _point(cost, max_tokens, max_seqs)
+    return compiled if compiled is not None and _reproduces(compiled, cost, max_tokens, max_seqs) else None
+
+
+def _point(point: FeatureStepCost, max_tokens: int, max_seqs: int) -> CompiledStepCost | None:
+    """A point estimate's arrays, by its feature source (None: a source of another form)."""
+    params = np.zeros(N_PARAMS)
     source = point.features
     if type(source) is StepFeatures:
         by_tokens = _datasheet(point, source, params, max_tokens)
         empty = np.zeros(1)
-        compiled = CompiledStepCost(params, by_tokens, empty, empty, empty, np.zeros((1, 1)), max_tokens, max_seqs)
-    elif type(source) is KernelStepFeatures:
-        compiled = _kernels(point, source, params, max_tokens, max_seqs)
-    else:
-        return None
-    return compiled if _reproduces(compiled, cost, max_tokens, max_seqs) else None
+        return CompiledStepCost(params, by_tokens, empty, empty, empty, np.zeros((1, 1)), max_tokens, max_seqs)
+    if type(source) is KernelStepFeatures:
+        return _kernels(point, source, params, max_tokens, max_seqs)
+    return None
 
 
 def _datasheet(point: FeatureStepCost, source: StepFeatures, params: np.ndarray, max_tokens: int) -> np.ndarray:
     """``StepFeatures.step_seconds`` split into its token-count part (returned) and its linear terms (`params`)."""
     c, r, layers = point._floats, source.rates, source.shape.n_layers
     tokens = np.arange(max_tokens + 1, dtype=np.float64)
-    weights = np.array([r.weight_bytes_at(int(t)) for t in range(max_tokens + 1)]) / r.bandwidth
+    if r.weights_vary:  # MoE: the experts a step touches grow with its tokens
+        weights = np.array([r.weight_bytes_at(int(t)) for t in range(max_tokens + 1)]) / r.bandwidth
+    else:
+        weights = np.full(max_tokens + 1, r.weight_bytes / r.bandwidth)
     by_tokens: np.ndarray = (
         c[0]
         + c[2] * layers
@@ -169,17 +177,22 @@ def _kernels(
         + c[FEATURES.index("allreduce_calls")] * topology.allreduce_calls
     )
     per_token = c[FEATURES.index("allreduce_bytes")] * topology.allreduce_per_token_s
-    linear = np.array([table.linear(t) for t in range(max_tokens + 1)])
+    grid = table._scalar
+    linear = _log_interp_many(np.arange(max_tokens + 1, dtype=np.float64), grid.tokens, grid.linear_s, grid.ends[0])
+    linear[0] = 0.0  # an empty step runs no kernel (KernelTable.linear)
     by_tokens = host + per_token * np.arange(max_tokens + 1, dtype=np.float64) + kernels * linear + point.floor_s
     params[P_PREFILL_STEP] = c[FEATURES.index("prefill_step")]
     params[P_KERNELS] = kernels
     params[P_HAS_KERNELS] = 1.0
-    grid = table._scalar
     params[P_PROMPT_LAST], params[P_CONTEXT_LAST] = grid.ends[1], grid.ends[4]
     params[P_CONTEXT_FIRST], params[P_BATCH_LAST] = math.exp(grid.contexts[0]), grid.ends[3]
-    rows = np.zeros((max_seqs + 1, len(grid.contexts)))
-    for seqs in range(1, max_seqs + 1):
-        rows[seqs] = grid._row(seqs)
+    # The log decode row at each batch size, mixed in log b between the two nearest measured rows (_ScalarGrid._row).
+    seq_logs, measured = np.array(grid.seqs), np.array(grid.decode_rows)
+    lb = np.log(np.clip(np.arange(max_seqs + 1, dtype=np.float64), grid.ends[2], grid.ends[3]))
+    i = np.clip(np.searchsorted(seq_logs, lb, side="right") - 1, 0, len(seq_logs) - 2)
+    w = ((lb - seq_logs[i]) / (seq_logs[i + 1] - seq_logs[i]))[:, None]
+    rows = (1 - w) * measured[i] + w * measured[i + 1]
+    rows[0] = 0.0  # no decoder, no decode attention
     return CompiledStepCost(
         params,
         by_tokens,
@@ -190,6 +203,17 @@ def _kernels(
         max_tokens,
         max_seqs,
     )
+
+
+def _log_interp_many(x: np.ndarray, lxs: list[float], lys: list[float], xs_last: float) -> np.ndarray:
+    """``kernel_grid._log_interp`` over many points at once (the same arithmetic, element by element)."""
+    logs, values = np.array(lxs), np.array(lys)
+    lx = np.log(np.maximum(x, math.exp(lxs[0])))
+    i = np.clip(np.searchsorted(logs, lx, side="right") - 1, 0, len(logs) - 2)
+    w = (lx - logs[i]) / (logs[i + 1] - logs[i])
+    inside = np.exp(values[i] + w * (values[i + 1] - values[i]))
+    out: np.ndarray = np.where(x > xs_last, math.exp(lys[-1]) * x / xs_last, inside)
+    return out
 
 
 def _reproduces(compiled: CompiledStepCost, cost: StepCostModel, max_tokens: int, max_seqs: int) -> bool:
