@@ -117,16 +117,18 @@ class PerformanceEvaluator:
     def settled(self, c: Candidate, within: int = AT_LOAD_MAX_REQUESTS) -> CandidateResult:
         """`c` evaluated with its P99s at the load settled within `within` requests, as a configuration shown is
         (`plan`'s rows, the search's winner and current deployment): only the engine its evaluation picked is
-        simulated again (the capacity, and so the price, come out the same: the same requests are replayed, and the
-        capacity search's runs do not depend on `within`)."""
+        simulated again (the capacity search's runs do not depend on `within`: the same requests are replayed; its
+        answer is lowered, and the price raised, only where the P99s at it do not settle within `within`, whatever the
+        target rate: ``serving._settled_capacity``)."""
         if self.settle_within >= within:
             return self.evaluate(c)
         try:
             perf = self.performance(c)
         except Refused as refused:
             return refused.result(c)
-        if self.settle_within and perf.serving.p99s_settled is not False:
-            # Settled within the smaller cap (or no load simulated): a larger one makes the same runs to the same end.
+        if self.settle_within and perf.serving.p99s_settled is not False and perf.serving.capacity_settled is not False:
+            # Settled within the smaller cap, at the load and at the capacity (or no load simulated): a larger one
+            # makes the same runs to the same end. Whether the capacity is lowered must not hang on the load alone.
             return self.evaluate(c)
         # The setup the evaluation built, step costs included: a probed device's steps are not timed again.
         settling = replace(self, settle_within=within, _probes=self._probes)
@@ -135,7 +137,7 @@ class PerformanceEvaluator:
         else:
             serving = settling._calibrated_serving(perf.setup, perf.setup.engine)
         serving = replace(serving, physics_rps_per_replica=perf.serving.physics_rps_per_replica)
-        # Priced again: a shown configuration whose P99s settle only with more replicas carries their price.
+        # Priced again: a shown configuration whose capacity was lowered (P99s settled only lower) takes more replicas.
         return speed_result(c, self._priced(c, perf.setup, serving), self.sla)
 
     def performance(self, c: Candidate) -> Performance:

@@ -6,8 +6,9 @@ demo's winner runs at 99 % of its capacity, where the queue relaxes slowly and e
 would pay: 105 s became 136 s). Near capacity those runs often do not settle, so what the recommendation shows
 (the winner and the current deployment) is simulated again at its load until its P99s settle within
 ``settle.AT_LOAD_MAX_REQUESTS`` (``PerformanceEvaluator.settled``, as `plan` does for the row it shows). The
-P99s at the load move; the capacity, the replicas and the price stay the trial's unless the P99s settle only with
-more replicas (``serving._with_more_replicas``: then the row carries their price); the quality is kept.
+P99s at the load move; the capacity, the replicas and the price stay the trial's unless the P99s at the capacity
+itself settle only at a lower rate (``serving._settled_capacity``: then the row carries the replicas that takes, and
+their price); the quality is kept.
 
 A winner whose settled P99s break the latency SLA, or that costs more once settled, is shown as it now is
 (infeasible with the limit it broke, or at its new price) and the pick repeats among the rest, until a winner holds
@@ -44,14 +45,15 @@ class ShownRows:
 
 def resettled(result: CandidateResult, performance: PerformanceEvaluator) -> CandidateResult:
     """`result` with its P99s at the load settled within ``settle.AT_LOAD_MAX_REQUESTS``, its latency limits judged
-    again on them and its price again (more replicas where only they settle them; quality, memory and every other
+    again on them and its price again (more replicas where its capacity was lowered; quality, memory and every other
     check kept); a result with no aggregated replicas simulated (pruned, failed, disaggregated pools, expert
     parallelism) as it is."""
     c = result.candidate
     if result.status != "evaluated" or result.serving is None or c.layout != AGGREGATED or c.expert_parallel != 1:
         return result
-    if result.serving.p99s_settled is not False:
-        # Settled already (a resumed search shows the stored figures: a probed device is not timed again for them).
+    if result.serving.p99s_settled is not False and result.serving.capacity_settled is not False:
+        # Settled already, at the load and at the capacity (a resumed search shows the stored figures: a probed device
+        # is not timed again for them).
         return result
     speed = performance.settled(c)
     if speed.status != "evaluated" or speed.serving is None:

@@ -6,6 +6,11 @@ trace) through an engine's scheduler on a step-cost model — calibrated per eng
 rate whose P99 TTFT and TPOT meet the SLA, and the latencies are the P99s at the load each replica
 carries at the target traffic. On a calibrated GPU the SLA is checked on the same traffic simulated
 with every step at the upper bound of its held-out error (``simulate_serving_interval``).
+
+The capacity is a property of the configuration, never of the traffic asked about: where a configuration shown
+has P99s that do not settle at the search's answer, the capacity steps down a ladder fixed by that answer
+(``RUNG_FACTOR`` a rung) to the first rate whose P99s settle, whatever the target; the target rate sets the
+replicas, ceil(target / capacity), and the load per replica the P99s are reported at.
 """
 
 from __future__ import annotations
@@ -88,6 +93,10 @@ class ServingEstimate:
     #: How many requests the run behind those P99s simulated in all (warm-up and drain included): a later run of the
     #: same traffic at no more load starts from half of it (``settled_at``).
     requests_simulated: int | None = None
+    #: Whether the P99s at `requests_per_s` itself settled: when its requests doubled in the capacity search's check,
+    #: or, for a configuration shown, within the cap its P99s at the load settle within (``_settled_capacity``);
+    #: None: not simulated. Where it and `p99s_settled` are not False a longer cap makes the same runs to the same end.
+    capacity_settled: bool | None = None
 
     def p99_basis(self) -> str:
         """What the P99s rest on, for a reader ("2,400 requests, settled within 5%"); "" where not simulated."""
@@ -129,8 +138,11 @@ class ServingEstimate:
         return self.tpot_ms.p99 if self.tpot_p99_high_ms is None else self.tpot_p99_high_ms
 
 
-#: The most replicas added to a shown configuration whose P99s at its load do not settle (``_with_more_replicas``).
-EXTRA_REPLICAS = 3
+#: A shown configuration whose P99s at the capacity search's answer do not settle steps its capacity down this
+#: factor at a time (``_settled_capacity``): rungs fixed by the answer alone, never by the traffic asked about.
+RUNG_FACTOR = 0.95
+#: The most rungs below the search's answer (0.95**6: 74 % of it).
+CAPACITY_RUNGS = 6
 
 
 def simulate_serving(
@@ -146,9 +158,11 @@ def simulate_serving(
     (with `speculation`: decode steps verify drafts at the measured acceptance, ``speculative.py``). The P99s at
     the load settle (``settled_at``) within `settle_within` requests (``settle.AT_LOAD_MAX_REQUESTS`` for a
     configuration shown); with 0 they are one first run's, not checked (a caller that compares capacities alone and
-    settles only the configurations it shows: ``fleet/plan.py``). The capacity does not depend on it, but where a
-    shown configuration's P99s do not settle within ``settle.AT_LOAD_MAX_REQUESTS`` the capacity is lowered to the
-    load with the fewest more replicas whose P99s do (``_with_more_replicas``), and the provenance says so."""
+    settles only the configurations it shows: ``fleet/plan.py``). The capacity never depends on the target rate:
+    it is the capacity search's answer, or, for a configuration shown (`settle_within` over ``settle.MAX_REQUESTS``)
+    whose P99s at that answer do not settle, the first rate of a fixed ladder down from it whose P99s do
+    (``_settled_capacity``), and the provenance says so; the target sets only the replicas and the load the P99s are
+    reported at, settled or not."""
     label = (cost if speculation is None else SpeculativeStepCost(cost, speculation)).provenance.extended(
         f"continuous-batching simulation (Poisson requests to steady state, max_num_seqs {config.max_num_seqs}, "
         f"{config.max_num_batched_tokens} tokens per simulated step, chunked prefill)"
@@ -177,7 +191,9 @@ def simulate_serving(
             speculation=speculation,
         )
         return ServingEstimate(lone.ttft_ms, lone.tpot_ms, 0.0, 0.0, 1e-3, label)
-    capacity, load, settled, lowered = _replica_load(cost, config, traffic, search, speculation, settle_within)
+    capacity, load, settled, lowered, capacity_settled = _replica_load(
+        cost, config, traffic, search, speculation, settle_within
+    )
     at_load = settled.result
     return ServingEstimate(
         ttft_ms=at_load.ttft_ms,
@@ -192,6 +208,7 @@ def simulate_serving(
         requests_measured=settled.measured,
         p99s_settled=settled.settled,
         requests_simulated=settled.requests,
+        capacity_settled=capacity_settled,
     )
 
 
@@ -238,44 +255,69 @@ def _replica_load(
     search: RateSearch,
     speculation: SpeculativeDecoding | None,
     settle_within: int,
-) -> tuple[float, float, Settled, str]:
-    """The capacity, the load per replica at the replicas it needs and the run behind the P99s there (``_at_load``);
-    where a shown configuration's P99s do not settle, the capacity lowered to the load of the fewest more replicas
-    whose P99s do (``_with_more_replicas``), and a clause saying so for the provenance."""
-    replicas = replicas_needed(traffic.requests_per_second, search.rate_per_s)
+) -> tuple[float, float, Settled, str, bool]:
+    """The capacity, the load per replica at the replicas it needs, the run behind the P99s there (``_at_load``),
+    a clause for the provenance where a shown configuration's capacity was lowered (``_settled_capacity``), and
+    whether the P99s at the capacity itself settled. The capacity never depends on the target rate: only the
+    replicas, and so the load the P99s are reported at, do."""
+    shown = settle_within > MAX_REQUESTS  # only a configuration shown must settle; elsewhere the search's answer holds
+    if shown:
+        capacity, at_capacity, lowered = _settled_capacity(cost, config, traffic, search, speculation, settle_within)
+    else:
+        assert search.settled is not None  # a capacity above 0 was simulated to settle
+        capacity, at_capacity, lowered = search.rate_per_s, search.settled, ""
+    replicas = replicas_needed(traffic.requests_per_second, capacity)
     load = traffic.requests_per_second / replicas
+    if shown and load == capacity:  # the capacity's own run, settled as far as it goes already
+        return capacity, load, at_capacity, lowered, at_capacity.settled
     settled = _at_load(cost, config, traffic, load, search, speculation, settle_within)
-    if settled.settled or settle_within <= MAX_REQUESTS:  # only a configuration shown must settle
-        return search.rate_per_s, load, settled, ""
-    more = _with_more_replicas(cost, config, traffic, replicas, search, speculation, settle_within)
-    if more is None:
-        return search.rate_per_s, load, settled, ""
-    lowered = f"; capacity lowered from {search.rate_per_s:.3g} to {more[0]:.3g} req/s per replica: at {load:.3g} "
-    return more[0], more[0], more[1], lowered + f"req/s the P99s were {settled.describe()}"
+    return capacity, load, settled, lowered, at_capacity.settled
 
 
-def _with_more_replicas(
+def _settled_capacity(
     cost: StepCostModel,
     config: SchedulerConfig,
     traffic: TrafficLoad,
-    replicas: int,
     search: RateSearch,
     speculation: SpeculativeDecoding | None,
     settle_within: int,
-) -> tuple[float, Settled] | None:
-    """The load per replica, and its settled run, with the fewest replicas beyond `replicas` (at most
-    ``EXTRA_REPLICAS`` more) whose P99s settle within `settle_within` requests; None if none does.
+) -> tuple[float, Settled, str]:
+    """A shown configuration's capacity: the first rate of the ladder down from the capacity search's answer
+    (``RUNG_FACTOR`` a rung, at most ``CAPACITY_RUNGS`` rungs) whose P99s settle within `settle_within` requests,
+    its run, and a clause saying why where it is below the answer (the answer kept, and said to be, where none
+    settles). The answer's own rung continues its check's run (``_at_load``): no simulation where that settled.
 
-    The capacity search judges rates on runs of at most ``settle.MAX_REQUESTS`` requests; a shown configuration whose
-    P99s at its load still move (or whose queue still grows) after `settle_within` runs that close to the knee
-    that the longer runs are the better evidence: one more replica, and its price, is what it takes to hold them.
+    The capacity search judges rates on runs of at most ``settle.MAX_REQUESTS`` requests; a rate whose P99s still
+    move (or whose queue still grows) after `settle_within` is that close to the knee that the longer runs are the
+    better evidence. The rungs depend on the answer alone, and the same requests are replayed on each, so every
+    target rate asked about the configuration gets the same capacity; settling is not monotone in the rate (a rung
+    may settle where a higher one between rungs would not), which is why no rate between them is tried.
     """
-    for extra in range(1, EXTRA_REPLICAS + 1):
-        load = traffic.requests_per_second / (replicas + extra)
-        settled = _at_load(cost, config, traffic, load, search, speculation, settle_within)
-        if settled.settled:
-            return load, settled
-    return None
+    answer = search.rate_per_s
+    first: Settled | None = None
+    for rung in range(CAPACITY_RUNGS + 1):
+        rate = answer * RUNG_FACTOR**rung
+        run = _at_load(cost, config, traffic, rate, search, speculation, settle_within)
+        if run.settled:
+            if first is None:
+                return rate, run, ""
+            return (
+                rate,
+                run,
+                f"; capacity lowered from {answer:.3g} to {rate:.3g} req/s per replica (the first rate, "
+                f"{RUNG_FACTOR:g}x a rung down, whose P99s settle within {settle_within:,} requests): at "
+                f"{answer:.3g} req/s the P99s were {first.describe()}",
+            )
+        if first is None:
+            first = run
+    assert first is not None
+    lowest = answer * RUNG_FACTOR**CAPACITY_RUNGS
+    return (
+        answer,
+        first,
+        f"; capacity kept: the P99s settle within {settle_within:,} requests at no rate from {answer:.3g} down to "
+        f"{lowest:.3g} req/s ({RUNG_FACTOR:g}x a rung; at {answer:.3g} req/s {first.describe()})",
+    )
 
 
 def settled_at(
