@@ -2,12 +2,11 @@
 
 ``compiled_loop.py`` is the scheduler of ``scheduler.py`` and ``admission.py`` line for line (vLLM v1's policy;
 TensorRT-LLM's whole-request reservation and SGLang's prefill-alone steps as the config says) over arrays, each
-step priced by the compiled step cost (``perf/step/compiled_cost.py``). Python's scheduler stays the reference:
-it serves what the compiled loop does not (shared prefixes and conversations, closed loops, step costs without a
-compiled form), and the tests replay a grid of configurations through both (``tests/perf/sim/test_compiled.py``).
-
-The compiled loop takes every step one at a time: at tens of nanoseconds a step, the decode stretches the Python
-loop jumps over in one numpy call cost less than the jump's bookkeeping. The two agree to the rounding of the sums.
+step priced by the compiled step cost (``perf/step/compiled_cost.py``), the prefix cache compiled beside it
+(``compiled_prefix.py``). Python's scheduler stays the reference: it serves what the compiled loop does not (closed
+loops, step costs without a compiled form), and the tests replay a grid of configurations through both
+(``tests/perf/sim/test_compiled.py``). The two agree to the rounding of the sums: the compiled loop prices each
+step of a decode stretch on its own where Python sums a stretch at once.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from recommender.perf.sim.compiled_loop import CONFIG_FIELDS, DECODE_ONLY, PLAIN, SPECULATIVE, STATE, run_loop
+from recommender.perf.sim.compiled_prefix import X_HIT_TOKENS, prefix_arrays
 from recommender.perf.sim.results import SimulationResult
 from recommender.perf.step.compiled_cost import CompiledStepCost, compile_step_cost
 
@@ -71,10 +71,10 @@ def run_compiled(
     ttft_sla_ms: float | None = None,
     tpot_sla_ms: float | None = None,
 ) -> SimulationResult:
-    """Serve `workload` (no shared prefixes) with `config`'s scheduler, each step priced by `cost`; every request
-    completes. The same result as ``ContinuousBatchingSimulation(...).run(...)`` to the rounding of the sums."""
-    if workload.prefix_keys is not None:
-        raise ValueError("shared prefixes are simulated by the Python scheduler (scheduler.py)")
+    """Serve `workload` with `config`'s scheduler (its shared prefixes and conversation histories through the
+    replica's prefix cache), each step priced by `cost`; every request completes. The same result as
+    ``ContinuousBatchingSimulation(...).run(...)`` to the rounding of the sums."""
+    prefix = prefix_arrays(workload)
     conf = np.array([int(getattr(config, name)) for name in CONFIG_FIELDS] + [cost.mode], dtype=np.int64)
     t = cost.table
     first, finish, state = run_loop(
@@ -84,6 +84,7 @@ def run_compiled(
         conf,
         cost.drafted_per_step,
         t.arrays,
+        prefix,
     )
     if state[STATE["stalled"]]:
         raise RuntimeError("scheduler stalled: nothing runnable")
@@ -96,5 +97,6 @@ def run_compiled(
         max_step_tokens=int(state[STATE["max_step_tokens"]]),
         ttft_sla_ms=ttft_sla_ms,
         tpot_sla_ms=tpot_sla_ms,
+        prefix_hit_tokens=int(prefix[2][X_HIT_TOKENS]),
         prefill_tokens=int(state[STATE["prefill_tokens"]]),
     )

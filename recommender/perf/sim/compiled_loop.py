@@ -4,8 +4,8 @@ Read beside those two modules: each function here names the method it follows. P
 row per request (columns ``R_*``); the run's scalars one int64 array (``S_*``); the running and prefilling
 requests are doubly linked lists through their rows, in admission order (the running list's tail is the newest,
 the first preempted); the queue is a ring buffer (a preempted request goes back to its front); the decoders'
-completions a binary heap of (step, id) rows, lazily invalidated as ``decoding.py``'s is. Prefix caching is not
-here (``compiled.py`` sends shared prefixes to the Python scheduler), so every prefix term there is 0 here.
+completions a binary heap of (step, id) rows, lazily invalidated as ``decoding.py``'s is. The prefix cache's
+state (``compiled_prefix.py``) travels beside it as one tuple of arrays.
 """
 
 from __future__ import annotations
@@ -13,11 +13,18 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from recommender.perf.sim import compiled_prefix as prefix
+from recommender.perf.sim.compiled_prefix import X_DECODING_SHARED, X_PINNED
 from recommender.perf.step.compiled_cost import CostArrays, compiled_step_seconds, decode_run_seconds
+
+#: The prefix cache's arrays (``compiled_prefix.prefix_arrays``): the requests' rows, the keys' rows, the scalars.
+Prefix = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 __all__ = ["CONFIG_FIELDS", "DECODE_ONLY", "PLAIN", "SPECULATIVE", "STATE", "run_loop"]
 
 WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
+#: Whether the queue's head may be admitted while the decoders run alone (``_head_blocked``).
+OPEN, BLOCKED, NO_STRETCH = 0, 1, 2
 NONE = -1
 #: How a step is handed to the cost: as scheduled; with each decoder's drafts verified (speculative decoding); or as
 #: a decode worker prices it (prompts arrive as transferred KV: ``disaggregated.DecodeOnlyStepCost``).
@@ -178,9 +185,21 @@ def _remove(req: np.ndarray, st: np.ndarray, count: int, prev: int, rid: int) ->
 
 
 @njit(cache=True)
-def _free_blocks(st: np.ndarray, conf: np.ndarray, hist: np.ndarray, step: int) -> int:  # pragma: no cover
-    """``Admission._free_blocks`` at step counter `step`."""
-    return conf[C_CAP] - _blocks_at(st, hist, conf[C_BS], step) - st[S_HELD_PREFILL]
+def _free_blocks(st: np.ndarray, conf: np.ndarray, hist: np.ndarray, px: Prefix, step: int) -> int:  # pragma: no cover
+    """``Admission._free_blocks`` at step counter `step`: the prefix cache's unreferenced blocks count as free."""
+    x = px[2]
+    blocks = _blocks_at(st, hist, conf[C_BS], step)
+    return conf[C_CAP] - blocks + x[X_DECODING_SHARED] - st[S_HELD_PREFILL] - x[X_PINNED]
+
+
+@njit(cache=True)
+def _evict_overflow(
+    st: np.ndarray, conf: np.ndarray, hist: np.ndarray, px: Prefix, step: int
+) -> None:  # pragma: no cover
+    """``_evict_overflow``: evict unreferenced prefixes until the running requests' blocks and the cache's fit."""
+    over = prefix.evictable(px[2]) - _free_blocks(st, conf, hist, px, step)
+    if over > 0:
+        prefix.evict(px[1], px[2], over)
 
 
 @njit(cache=True)
@@ -190,11 +209,12 @@ def _whole(req: np.ndarray, bs: int, rid: int) -> int:  # pragma: no cover (comp
 
 @njit(cache=True)
 def _preempt_newest(
-    st: np.ndarray, conf: np.ndarray, req: np.ndarray, hist: np.ndarray, waiting: np.ndarray
+    st: np.ndarray, conf: np.ndarray, req: np.ndarray, hist: np.ndarray, waiting: np.ndarray, px: Prefix
 ) -> int:  # pragma: no cover (compiled)
     """``Admission._preempt_newest``: recompute preemption of the newest running request; its id."""
     rid = st[S_R_TAIL]
     _remove(req, st, S_R_COUNT, R_RPREV, rid)
+    prefix.stop_reading(px[0], px[1], px[2], rid, req[rid, R_STATE] == DECODE)
     if req[rid, R_STATE] == DECODE:
         req[rid, R_GENERATED] = _decode_remove(st, hist, req, conf[C_BS], rid) + st[S_D] - req[rid, R_PROMPT]
     else:
@@ -221,14 +241,15 @@ def _make_room(
     req: np.ndarray,
     hist: np.ndarray,
     waiting: np.ndarray,
+    px: Prefix,
     rid: int,
     need: int,
     budget: int,
 ) -> int:  # pragma: no cover (compiled)
     """``Admission._make_room``: the budget once `need` more blocks fit for `rid`; NONE if `rid` itself went."""
-    while need > _free_blocks(st, conf, hist, st[S_D]):
+    while need > _free_blocks(st, conf, hist, px, st[S_D]):
         was_decoding = req[st[S_R_TAIL], R_STATE] == DECODE
-        if _preempt_newest(st, conf, req, hist, waiting) == rid:
+        if _preempt_newest(st, conf, req, hist, waiting, px) == rid:
             return NONE
         if was_decoding:
             budget += 1
@@ -244,6 +265,7 @@ def _schedule_prefilling(
     waiting: np.ndarray,
     chunks: np.ndarray,
     snapshot: np.ndarray,
+    px: Prefix,
     budget: int,
 ) -> tuple[int, int]:  # pragma: no cover (compiled)
     """``Admission._schedule_prefilling``: the budget left and the KV tokens earlier chunks left for these."""
@@ -264,8 +286,8 @@ def _schedule_prefilling(
         chunk = min(remaining, budget)
         if not conf[C_CHUNKED] and chunk < remaining:
             continue
-        need = -(-(computed + chunk) // bs) - req[rid, R_HELD]
-        room = _make_room(st, conf, req, hist, waiting, rid, need, budget)
+        need = -(-(computed + chunk) // bs) - req[rid, R_HELD] - px[0][rid, prefix.Q_SHARED]
+        room = _make_room(st, conf, req, hist, waiting, px, rid, need, budget)
         if room == NONE:
             break  # as in vLLM, a request preempting itself ends this step's scheduling
         req[rid, R_HELD] += need
@@ -285,28 +307,38 @@ def _admit_waiting(
     hist: np.ndarray,
     waiting: np.ndarray,
     chunks: np.ndarray,
+    px: Prefix,
     budget: int,
-) -> None:  # pragma: no cover (compiled)
-    """``Admission._admit_waiting``, first come, first served while seats, budget and blocks allow."""
-    bs, n = conf[C_BS], waiting.shape[0]
+) -> int:  # pragma: no cover (compiled)
+    """``Admission._admit_waiting``, first come, first served while seats, budget and blocks allow; the KV tokens
+    their chunks read from the prefix cache."""
+    q, keys, x = px
+    bs, n, prior = conf[C_BS], waiting.shape[0], 0
     while st[S_W_LEN] > 0 and budget > 0 and st[S_R_COUNT] < conf[C_MAX_SEQS]:
         rid = waiting[st[S_W_HEAD]]
-        need_tokens = req[rid, R_PROMPT] + req[rid, R_GENERATED]
+        length = req[rid, R_PROMPT] + req[rid, R_GENERATED]
+        hit = prefix.hit_blocks(q, keys, x, bs, rid, length)
+        need_tokens = length - hit * bs
         chunk = min(need_tokens, budget)
         if not conf[C_CHUNKED] and chunk < need_tokens:
             break
-        blocks = -(-chunk // bs)
+        blocks = -(-(hit * bs + chunk) // bs) - hit
         whole = _whole(req, bs, rid)
-        if blocks > _free_blocks(st, conf, hist, st[S_D]) or (conf[C_RESERVE] and st[S_RESERVED] + whole > conf[C_CAP]):
+        if blocks + prefix.pin_cost(q, keys, x, rid, hit) > _free_blocks(st, conf, hist, px, st[S_D]) or (
+            conf[C_RESERVE] and st[S_RESERVED] + whole > conf[C_CAP]
+        ):
             break
         if conf[C_RESERVE]:
             st[S_RESERVED] += whole
+        if hit:
+            prefix.read(q, keys, x, bs, rid, hit)
+            prior += hit * bs
         st[S_W_HEAD] = (st[S_W_HEAD] + 1) % n
         st[S_W_LEN] -= 1
         req[rid, R_STATE] = PREFILL
         _append(req, st, S_R_COUNT, R_RPREV, rid)
         _append(req, st, S_P_COUNT, R_PPREV, rid)
-        req[rid, R_COMPUTED] = 0
+        req[rid, R_COMPUTED] = hit * bs
         req[rid, R_HELD] = blocks
         st[S_HELD_PREFILL] += blocks
         budget -= chunk
@@ -314,6 +346,7 @@ def _admit_waiting(
         chunks[0, 0] += 1
         if not conf[C_CHUNKED]:
             break
+    return prior
 
 
 # --- the step (ContinuousBatchingSimulation) -------------------------------------------------------------------------
@@ -327,10 +360,12 @@ def _finish_decoders(
     hist: np.ndarray,
     heap: np.ndarray,
     finish: np.ndarray,
+    px: Prefix,
     t: float,
     step: int,
 ) -> None:  # pragma: no cover (compiled)
     """``_finish_decoders``: retire the decoders whose last token the step with counter `step` sampled."""
+    q, keys, x = px
     while st[S_HEAP_N] > 0 and heap[0, 0] <= step:
         rid = heap[0, 1]
         _heap_pop(heap, st)
@@ -340,6 +375,8 @@ def _finish_decoders(
             finish[rid] = t
             if conf[C_RESERVE]:
                 st[S_RESERVED] -= _whole(req, conf[C_BS], rid)
+            prefix.finish(q, keys, x, conf[C_BS], rid, req[rid, R_PROMPT] + req[rid, R_OUTPUT])
+            prefix.stop_reading(q, keys, x, rid, True)
             _remove(req, st, S_R_COUNT, R_RPREV, rid)
 
 
@@ -353,9 +390,11 @@ def _finish_chunks(
     chunks: np.ndarray,
     first: np.ndarray,
     finish: np.ndarray,
+    px: Prefix,
     t: float,
 ) -> np.ndarray:  # pragma: no cover (compiled)
     """``_finish_chunks``: prefills that reached their end sample a token, then decode or finish; the heap."""
+    q, keys, x = px
     bs, d = conf[C_BS], st[S_D]
     for i in range(chunks[0, 0]):
         rid, chunk = chunks[i + 1, 0], chunks[i + 1, 1]
@@ -369,15 +408,19 @@ def _finish_chunks(
         _remove(req, st, S_P_COUNT, R_PPREV, rid)
         st[S_HELD_PREFILL] -= req[rid, R_HELD]
         req[rid, R_HELD] = 0
+        prefix.publish(q, keys, x, bs, rid)
         if req[rid, R_GENERATED] == req[rid, R_OUTPUT]:
             req[rid, R_STATE] = DONE
             finish[rid] = t
             if conf[C_RESERVE]:
                 st[S_RESERVED] -= _whole(req, bs, rid)
+            prefix.finish(q, keys, x, bs, rid, length + 1)
+            prefix.stop_reading(q, keys, x, rid, False)
             _remove(req, st, S_R_COUNT, R_RPREV, rid)
             continue
         offset = length + 1 - d  # the next step (counter d) reads length + 1 tokens
         req[rid, R_STATE] = DECODE
+        prefix.start_decoding(q, x, rid)
         heap = _decode_add(st, hist, req, heap, bs, rid, offset, req[rid, R_OUTPUT] + req[rid, R_PROMPT] - 1 - offset)
     return heap
 
@@ -430,18 +473,28 @@ def _price_chunks(
 
 
 @njit(cache=True)
-def _head_blocked(st: np.ndarray, conf: np.ndarray, req: np.ndarray, hist: np.ndarray, waiting: np.ndarray) -> bool:
-    """Whether no waiting request can be admitted while the decoders run alone (``_decode_stretch``'s
-    ``blocked``): the seats or the token budget are taken, or the queue's head does not fit."""
+def _head_blocked(
+    st: np.ndarray, conf: np.ndarray, req: np.ndarray, hist: np.ndarray, waiting: np.ndarray, px: Prefix
+) -> int:  # pragma: no cover (compiled)
+    """``_decode_stretch``'s ``blocked``: ``BLOCKED`` where no waiting request can be admitted while the decoders run
+    alone (the seats or the token budget taken, or the queue's head does not fit), ``OPEN`` where it can (or the
+    queue is empty), ``NO_STRETCH`` where the head's cached prefix is evictable (a step that evicts it may let it
+    in: no stretch is taken)."""
     budget_left = conf[C_BUDGET] - st[S_DCOUNT]
     if st[S_R_COUNT] >= conf[C_MAX_SEQS] or budget_left <= 0:
-        return True
+        return BLOCKED
     if st[S_W_LEN] == 0:
-        return False
-    head = waiting[st[S_W_HEAD]]
-    need = req[head, R_PROMPT] + req[head, R_GENERATED]
+        return OPEN
+    q, keys, x = px
+    bs, head = conf[C_BS], waiting[st[S_W_HEAD]]
+    length = req[head, R_PROMPT] + req[head, R_GENERATED]
+    hit = prefix.hit_blocks(q, keys, x, bs, head, length)
+    need = length - hit * bs
     chunk = min(need, budget_left) if conf[C_CHUNKED] else need
-    return chunk > budget_left or -(-chunk // conf[C_BS]) > _free_blocks(st, conf, hist, st[S_D])
+    if prefix.pin_cost(q, keys, x, head, hit):
+        return NO_STRETCH
+    blocks = -(-(hit * bs + chunk) // bs) - hit
+    return BLOCKED if chunk > budget_left or blocks > _free_blocks(st, conf, hist, px, st[S_D]) else OPEN
 
 
 @njit(cache=True)
@@ -457,6 +510,7 @@ def _decode_stretch(
     finish: np.ndarray,
     arrivals: np.ndarray,
     cost: CostArrays,
+    px: Prefix,
 ) -> float:  # pragma: no cover (compiled)
     """``ContinuousBatchingSimulation._decode_stretch``: pure decode steps in which nothing else can happen (no
     prompt prefilling, the queue's head not admissible), up to the next completion, the step whose blocks no longer
@@ -465,9 +519,10 @@ def _decode_stretch(
     n_dec, d = st[S_DCOUNT], st[S_D]
     if n_dec == 0 or st[S_P_COUNT] > 0:
         return t
-    blocked = _head_blocked(st, conf, req, hist, waiting)
-    if not blocked and st[S_W_LEN] > 0:
+    head = _head_blocked(st, conf, req, hist, waiting, px)
+    if head == NO_STRETCH or (head == OPEN and st[S_W_LEN] > 0):
         return t
+    blocked = head == BLOCKED
     while req[heap[0, 1], R_FINISH_STEP] != heap[0, 0]:  # stale completions (preempted decoders)
         _heap_pop(heap, st)
     horizon = heap[0, 0] - d + 1  # steps up to and including the next completion
@@ -475,7 +530,7 @@ def _decode_stretch(
         return t
     nxt = st[S_NEXT]
     next_arrival = arrivals[nxt] if nxt < arrivals.shape[0] and not blocked else np.inf
-    bs, cap = conf[C_BS], conf[C_CAP]
+    bs, cap = conf[C_BS], conf[C_CAP] + px[2][X_DECODING_SHARED] - px[2][X_PINNED]
     if _blocks_at(st, hist, bs, d + horizon - 1) > cap:  # blocks never shrink as decoders grow: bisect the last fit
         lo, hi = 0, horizon - 1  # step d + lo fits, step d + hi does not
         while hi - lo > 1:
@@ -502,7 +557,10 @@ def _decode_stretch(
     st[S_STEPS] += k
     st[S_MAX_STEP_TOKENS] = max(st[S_MAX_STEP_TOKENS], n_dec)
     if k == horizon:
-        _finish_decoders(st, conf, req, hist, heap, finish, t, d + k - 1)
+        # Before the last step the decoders held the most blocks: the step-by-step path evicted for them then.
+        _evict_overflow(st, conf, hist, px, d + k - 1)
+        _finish_decoders(st, conf, req, hist, heap, finish, px, t, d + k - 1)
+    _evict_overflow(st, conf, hist, px, st[S_D])
     return t
 
 
@@ -521,6 +579,7 @@ def _step(
     chunks: np.ndarray,
     snapshot: np.ndarray,
     cost: CostArrays,
+    px: Prefix,
 ) -> tuple[float, np.ndarray, bool]:  # pragma: no cover (compiled)
     """``ContinuousBatchingSimulation._step``: make room, schedule prefill chunks, admit, price, retire; the time,
     the heap, and False where nothing was runnable."""
@@ -528,16 +587,16 @@ def _step(
     chunks[0, 0] = 0
     prefill_alone = not conf[C_MIXED] and (st[S_P_COUNT] > 0 or st[S_W_LEN] > 0)
     budget = conf[C_BUDGET] - (0 if prefill_alone else st[S_DCOUNT])
-    while _free_blocks(st, conf, hist, st[S_D]) < 0:  # _preempt_until_decoders_fit
+    while _free_blocks(st, conf, hist, px, st[S_D]) < 0:  # _preempt_until_decoders_fit
         was_decoding = req[st[S_R_TAIL], R_STATE] == DECODE
-        _preempt_newest(st, conf, req, hist, waiting)
+        _preempt_newest(st, conf, req, hist, waiting, px)
         if was_decoding:
             budget += 1
     prior_context = 0
     if st[S_P_COUNT] > 0:
-        budget, prior_context = _schedule_prefilling(st, conf, req, hist, waiting, chunks, snapshot, budget)
+        budget, prior_context = _schedule_prefilling(st, conf, req, hist, waiting, chunks, snapshot, px, budget)
     if not st[S_PREEMPTED]:
-        _admit_waiting(st, conf, req, hist, waiting, chunks, budget)
+        prior_context += _admit_waiting(st, conf, req, hist, waiting, chunks, px, budget)
     prefill_alone = prefill_alone and chunks[0, 0] > 0  # decoders wait only for a step that prefills
     n_dec = 0 if prefill_alone else st[S_DCOUNT]
     if chunks[0, 0] == 0 and n_dec == 0:
@@ -551,9 +610,10 @@ def _step(
     st[S_STEPS] += 1
     st[S_MAX_STEP_TOKENS] = max(st[S_MAX_STEP_TOKENS], prefill_tokens + n_dec)
     if not prefill_alone:  # the decoders' step counter advances only when they ran
-        _finish_decoders(st, conf, req, hist, heap, finish, t, st[S_D])
+        _finish_decoders(st, conf, req, hist, heap, finish, px, t, st[S_D])
         st[S_D] += 1
-    heap = _finish_chunks(st, conf, req, hist, heap, chunks, first, finish, t)
+    heap = _finish_chunks(st, conf, req, hist, heap, chunks, first, finish, px, t)
+    _evict_overflow(st, conf, hist, px, st[S_D])
     return t, heap, True
 
 
@@ -565,9 +625,11 @@ def run_loop(
     conf: np.ndarray,
     drafted_per_step: float,
     cost: CostArrays,
+    px: Prefix,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover (compiled)
     """``ContinuousBatchingSimulation.run``: serve every request; first-token and finish times, and the run's
-    scalars (``STATE``; ``stalled`` 1 where nothing was runnable, which ``scheduler.check_runnable`` rules out)."""
+    scalars (``STATE``; ``stalled`` 1 where nothing was runnable, which ``scheduler.check_runnable`` rules out).
+    `px` (``compiled_prefix.prefix_arrays``) is the prefix cache's state, updated in place."""
     n_req = arrivals.shape[0]
     st = np.zeros(N_STATE, dtype=np.int64)
     for i in (S_R_HEAD, S_R_TAIL, S_P_HEAD, S_P_TAIL):
@@ -593,12 +655,12 @@ def run_loop(
                 break
             t = arrivals[nxt]
             continue
-        stretched = _decode_stretch(t, st, conf, drafted_per_step, req, waiting, hist, heap, finish, arrivals, cost)
+        stretched = _decode_stretch(t, st, conf, drafted_per_step, req, waiting, hist, heap, finish, arrivals, cost, px)
         if stretched != t:
             t = stretched
             continue
         t, heap, ran = _step(
-            t, st, conf, drafted_per_step, req, waiting, hist, heap, first, finish, chunks, snapshot, cost
+            t, st, conf, drafted_per_step, req, waiting, hist, heap, first, finish, chunks, snapshot, cost, px
         )
         if not ran:
             st[S_STALLED] = 1

@@ -31,9 +31,9 @@ _QUANTILES = tuple(float(q) for q in np.true_divide([50, 95, 99], 100))
 
 
 def _linear_quantile(ordered: FloatArray, q: float) -> float:
-    """``np.percentile(values, 100 q)`` of `values` sorted (at least at the ranks it reads), by numpy's own arithmetic ('linear': the virtual index
-    (n - 1) q, its neighbours, numpy's two-sided lerp) to the last bit, without its per-call overhead (the simulator
-    takes three percentiles of three latencies per run, thousands of runs per plan)."""
+    """``np.percentile(values, 100 q)`` of `values` sorted (at least at the ranks it reads), by numpy's own
+    arithmetic ('linear': the virtual index (n - 1) q, its neighbours, numpy's two-sided lerp) to the last bit,
+    without its per-call overhead (three percentiles of three latencies per run, thousands of runs per plan)."""
     n = len(ordered)
     virtual = (n - 1) * q
     if virtual >= n - 1:

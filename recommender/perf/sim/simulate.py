@@ -1,8 +1,8 @@
 """One simulation of a workload: the scheduler's replay, plain or with speculative decoding, compiled where it can.
 
-The compiled loop (``compiled.py``) serves every workload without shared prefixes on a calibrated step cost; the
-Python scheduler (``scheduler.py``, its reference) serves the rest: shared prefixes and conversations, and step
-costs with no compiled form (a measured probe table, the roofline, an expert-parallel rank).
+The compiled loop (``compiled.py``) serves every workload on a calibrated step cost, shared prefixes and
+conversations included; the Python scheduler (``scheduler.py``, its reference) serves step costs with no compiled
+form (a measured probe table, the roofline, an expert-parallel rank).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def simulate(
     Goodput is counted against the SLAs given (none given: no goodput). With `speculation`, decode steps
     verify drafts and advance by the measured tokens per step (``speculative.py``); latencies are per token.
     """
-    compiled = compiled_cost(cost, config, speculation) if workload.prefix_keys is None else None
+    compiled = compiled_cost(cost, config, speculation)
     if compiled is not None:
         check_runnable(workload, config)
         if speculation is None:

@@ -3,7 +3,8 @@
 Every case replays the same requests through ``ContinuousBatchingSimulation`` (Python, step by step) and through
 ``compiled.run_compiled``, on the calibrated step costs the search uses (datasheet and measured-kernel features,
 point and upper end, every engine's batching, a KV cache small enough to preempt, prompts whole or chunked,
-speculative decoding, a decode worker's steps), and asks for the same run: the same number of steps and
+speculative decoding, a decode worker's steps, shared prefixes and conversations through the prefix cache), and
+asks for the same run: the same number of steps and
 preemptions, and every request's first token and finish at the same time to the rounding of the sums.
 """
 
@@ -16,6 +17,7 @@ from recommender.engines import PROFILES
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.sim.compiled import compiled_cost, run_compiled
+from recommender.perf.sim.conversation import Conversation
 from recommender.perf.sim.disaggregated import DecodeOnlyStepCost
 from recommender.perf.sim.scheduler import ContinuousBatchingSimulation, SchedulerConfig
 from recommender.perf.sim.simulate import simulate
@@ -148,17 +150,53 @@ def test_simulate_takes_the_compiled_loop_and_gives_the_reference_answer(calibra
     assert result.goodput_rps == pytest.approx(reference.goodput_rps, rel=RTOL)
 
 
-def test_shared_prefixes_stay_with_the_python_scheduler(calibrated: CalibratedModel) -> None:
-    cost = _cost(calibrated, "h100-sxm", "vllm", upper=False)
-    config = _config("vllm", 200_000)
+PREFIXES = [
+    # (prefix, kv cache tokens): one system prompt; three templates on 70 % of requests; a cache small enough that
+    # the running requests evict cached prefixes and preempt each other.
+    (SharedPrefix(tokens=512), 400_000),
+    (SharedPrefix(tokens=700, fraction=0.7, templates=3), 400_000),
+    (SharedPrefix(tokens=600, fraction=0.8, templates=40), 24_000),
+]
+
+
+@pytest.mark.parametrize(("shared", "kv"), PREFIXES)
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_shared_prefixes_are_cached_read_and_evicted_as_in_python(
+    calibrated: CalibratedModel, shared: SharedPrefix, kv: int, engine: str
+) -> None:
+    cost = _cost(calibrated, "h100-sxm", engine, upper=True)
+    config = _config(engine, kv)
     workload = make_workload(
-        prompt=LengthDist(900, 0.3), output=LengthDist(100, 0.3), n_requests=200, rate=20.0,
-        prefix=SharedPrefix(tokens=512, templates=2),
-    )  # fmt: skip
-    result = simulate(cost, workload, config)  # type: ignore[arg-type]
-    assert result.prefix_hit_tokens > 0  # the prefix cache ran: the Python scheduler served it
-    with pytest.raises(ValueError, match="shared prefixes"):
-        run_compiled(compiled_cost(cost, config), workload, config)  # type: ignore[arg-type]
+        prompt=LengthDist(1200, 0.4), output=LengthDist(150, 0.5), n_requests=300, rate=25.0, prefix=shared
+    )
+    compiled = compiled_cost(cost, config)  # type: ignore[arg-type]
+    assert compiled is not None
+    reference = ContinuousBatchingSimulation(cost, workload, config).run()  # type: ignore[arg-type]
+    assert reference.prefix_hit_tokens > 0
+    result = run_compiled(compiled, workload, config)
+    _same_run(result, reference)
+    assert result.prefix_hit_tokens == reference.prefix_hit_tokens
+
+
+@pytest.mark.parametrize("kv", [400_000, 30_000])
+def test_conversations_read_their_history_from_the_cache_as_in_python(calibrated: CalibratedModel, kv: int) -> None:
+    cost = _cost(calibrated, "l4", "vllm", upper=False)
+    config = _config("vllm", kv)
+    workload = make_workload(
+        prompt=LengthDist(400, 0.3),
+        output=LengthDist(120, 0.3),
+        n_requests=320,
+        rate=6.0,
+        conversation=Conversation(turns=4, think_time_s=5.0, message_tokens=60),
+        prefix=SharedPrefix(tokens=256),
+    )
+    assert workload.history_keys is not None  # the case is the one it names
+    compiled = compiled_cost(cost, config)  # type: ignore[arg-type]
+    assert compiled is not None
+    reference = ContinuousBatchingSimulation(cost, workload, config).run()  # type: ignore[arg-type]
+    result = run_compiled(compiled, workload, config)
+    _same_run(result, reference)
+    assert result.prefix_hit_tokens == reference.prefix_hit_tokens > 0
 
 
 def test_step_costs_without_a_compiled_form_are_left_to_python() -> None:
