@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from recommender.perf.sim.compiled_loop import CONFIG_FIELDS, DECODE_ONLY, PLAIN, SPECULATIVE, STATE, run_loop
+from recommender.perf.sim.compiled_loop import run_loop
 from recommender.perf.sim.compiled_prefix import X_HIT_TOKENS, prefix_arrays
+from recommender.perf.sim.compiled_state import CONFIG_FIELDS, DECODE_ONLY, PLAIN, SPECULATIVE, STATE
+from recommender.perf.sim.decode_only import DecodeOnlyStepCost
 from recommender.perf.sim.results import SimulationResult
 from recommender.perf.step.compiled_cost import CompiledStepCost, compile_step_cost
 
@@ -34,7 +36,7 @@ __all__ = ["CompiledCost", "compiled_cost", "run_compiled"]
 @dataclass(frozen=True, slots=True)
 class CompiledCost:
     """A step cost in the compiled loop's form: the tabulated cost, how steps are handed to it
-    (``compiled_loop.PLAIN``, ``SPECULATIVE`` or ``DECODE_ONLY``) and the drafts each decoder verifies."""
+    (``compiled_state.PLAIN``, ``SPECULATIVE`` or ``DECODE_ONLY``) and the drafts each decoder verifies."""
 
     table: CompiledStepCost
     mode: int
@@ -46,8 +48,6 @@ def compiled_cost(
 ) -> CompiledCost | None:
     """`cost` (with `speculation`'s drafts where given) as the compiled loop prices it, or None where it has no
     compiled form (the Python scheduler then runs)."""
-    from recommender.perf.sim.disaggregated import DecodeOnlyStepCost  # it imports the simulation
-
     mode, inner, drafts = PLAIN, cost, 0.0
     if type(cost) is DecodeOnlyStepCost:
         if speculation is not None:

@@ -31,10 +31,10 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
 from pydantic import Field
 
 from recommender.perf.sim.capacity import max_rate_within_sla, replicas_needed
+from recommender.perf.sim.decode_only import DecodeOnlyStepCost
 from recommender.perf.sim.serving import SIMULATED_REQUESTS
 from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.workload import make_workload
@@ -50,34 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["DecodeOnlyStepCost", "PoolEstimate", "PoolSetup", "decode_pool", "prefill_pool", "pool_config"]
 
 _NO_PREFILL = PrefillChunks()
-
-
-@dataclass(frozen=True, slots=True)
-class DecodeOnlyStepCost:
-    """A decode worker's steps: a request's prompt arrives as KV (transferred), so admitting it costs no prefill.
-
-    A step with prompt chunks costs the decode step of its decoders and the admitted sequences together, each
-    new one reading its whole transferred prompt. Implements ``StepCostModel``, ``PrefillAwareStepCostModel``
-    and ``VectorStepCostModel`` over any step cost.
-    """
-
-    inner: StepCostModel
-
-    @property
-    def provenance(self) -> Provenance:
-        return self.inner.provenance.extended("decode pool: prompts arrive as transferred KV, no prefill computed")
-
-    def step_seconds(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
-        return self.prefill_step_seconds(PrefillChunks.single(prefill_tokens), decode_seqs, context_tokens)
-
-    def prefill_step_seconds(self, chunks: PrefillChunks, decode_seqs: int, context_tokens: int) -> float:
-        return self.inner.step_seconds(0, decode_seqs + chunks.seqs, context_tokens + chunks.tokens)
-
-    def decode_steps_seconds(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
-        vector = getattr(self.inner, "decode_steps_seconds", None)
-        if vector is not None:
-            return np.asarray(vector(decode_seqs, context_tokens), dtype=float)
-        return np.array([self.inner.step_seconds(0, decode_seqs, int(c)) for c in context_tokens])
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,13 +15,16 @@ replicas, ceil(target / capacity), and the load per replica the P99s are reporte
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from recommender.perf.sim.capacity import RateSearch, max_rate_within_sla, replicas_needed
-from recommender.perf.sim.physics_capacity import ALARM_FACTOR
 from recommender.perf.sim.results import Percentiles
 from recommender.perf.sim.scheduler import SchedulerConfig
+from recommender.perf.sim.serving_estimate import (
+    LatencyLimits as LatencyLimits,  # re-exported: its users import it here
+)
+from recommender.perf.sim.serving_estimate import ServingEstimate as ServingEstimate  # re-exported
 from recommender.perf.sim.settle import (
     FIRST_REQUESTS,
     MAX_REQUESTS,
@@ -45,97 +48,9 @@ if TYPE_CHECKING:
     from recommender.perf.step.cost import StepCostModel
 
 
-class LatencyLimits(Protocol):
-    """The P99 limits a simulation is checked against (the spec's ``LatencySLA`` is one)."""
-
-    @property
-    def ttft_p99_ms(self) -> float: ...
-
-    @property
-    def tpot_p99_ms(self) -> float: ...
-
-
 #: Requests of a simulation's first run, where nothing predicts more: it then grows to the count its own requests
 #: in flight ask for and doubles until its P99s settle (``settle.py``).
 SIMULATED_REQUESTS = FIRST_REQUESTS
-
-
-@dataclass(frozen=True, slots=True)
-class ServingEstimate:
-    """Latency percentiles of one replica at the load it carries at the target traffic, and its capacity.
-
-    ``ttft_ms``/``tpot_ms`` are P50/P95/P99 at ``load_per_replica_rps`` (the target rate over
-    the replicas it needs); ``requests_per_s`` is the highest rate one replica carries within
-    the SLA, ``tokens_per_s`` the prompt + output tokens at that rate.
-    """
-
-    ttft_ms: Percentiles
-    tpot_ms: Percentiles
-    requests_per_s: float
-    tokens_per_s: float
-    load_per_replica_rps: float
-    provenance: Provenance
-    #: The engine the figures are for ('' where none is modelled: the local device's measured steps).
-    engine: str = ""
-    #: Upper ends of the P99s' prediction intervals at `confidence` (None: no interval, measured step times).
-    ttft_p99_high_ms: float | None = None
-    tpot_p99_high_ms: float | None = None
-    confidence: float | None = None
-    #: The datasheet's throughput ceiling on one replica, no SLA (``physics_capacity.py``; None: the local device).
-    physics_rps_per_replica: float | None = None
-    #: The fraction of prompt tokens the replica's prefix cache served at its load (None: no prompt shares a prefix).
-    prefix_hit_rate: float | None = None
-    #: How many simulated requests the P99s at the load rest on, after the warm-up, and whether they settled (moved
-    #: under ``settle.TOLERANCE`` when the count doubled); None: not simulated at a load (not even a lone request
-    #: meets the SLA).
-    requests_measured: int | None = None
-    p99s_settled: bool | None = None
-    #: How many requests the run behind those P99s simulated in all (warm-up and drain included): a later run of the
-    #: same traffic at no more load starts from half of it (``settled_at``).
-    requests_simulated: int | None = None
-    #: Whether the P99s at `requests_per_s` itself settled: when its requests doubled in the capacity search's check,
-    #: or, for a configuration shown, within the cap its P99s at the load settle within (``_settled_capacity``);
-    #: None: not simulated. Where it and `p99s_settled` are not False a longer cap makes the same runs to the same end.
-    capacity_settled: bool | None = None
-
-    def p99_basis(self) -> str:
-        """What the P99s rest on, for a reader ("2,400 requests, settled within 5%"); "" where not simulated."""
-        if self.requests_measured is None:
-            return ""
-        return f"{self.requests_measured:,} requests, " + ("settled within 5%" if self.p99s_settled else "not settled")
-
-    @property
-    def physics_alarm(self) -> bool:
-        """Whether the capacity within the SLA is under 1/``ALARM_FACTOR`` of the throughput ceiling (a capacity of
-        0 is not flagged: not even a lone request meets the SLA, which is said elsewhere)."""
-        ceiling = self.physics_rps_per_replica
-        return ceiling is not None and 0 < self.requests_per_s < ceiling / ALARM_FACTOR
-
-    def physics_alarm_reason(self, sla: LatencyLimits) -> str:
-        """Why the capacity is far below the throughput ceiling: the SLA nearest its limit, or an error ("" when
-        not flagged)."""
-        if not self.physics_alarm:
-            return ""
-        ttft, tpot = self.ttft_p99_checked_ms, self.tpot_p99_checked_ms
-        which, value, limit = (
-            ("TTFT", ttft, sla.ttft_p99_ms)
-            if ttft / sla.ttft_p99_ms >= tpot / sla.tpot_p99_ms
-            else ("TPOT", tpot, sla.tpot_p99_ms)
-        )
-        return (
-            f"{self.requests_per_s:.3g} req/s is under 1/{ALARM_FACTOR:g} of the {self.physics_rps_per_replica:.3g} "
-            f"req/s throughput ceiling: the P99 {which} SLA binds (upper end {value:.4g} ms at this load, SLA "
-            f"{limit:g} ms), or the prediction is off — check it (recommender estimate)"
-        )
-
-    @property
-    def ttft_p99_checked_ms(self) -> float:
-        """The P99 TTFT an SLA check reads: the interval's upper end where there is one."""
-        return self.ttft_ms.p99 if self.ttft_p99_high_ms is None else self.ttft_p99_high_ms
-
-    @property
-    def tpot_p99_checked_ms(self) -> float:
-        return self.tpot_ms.p99 if self.tpot_p99_high_ms is None else self.tpot_p99_high_ms
 
 
 #: A shown configuration whose P99s at the capacity search's answer do not settle steps its capacity down this
@@ -181,16 +96,7 @@ def simulate_serving(
         **traffic.sharing,
     )
     if search.rate_per_s <= 0:
-        # Not even a lone request meets the SLA: report the latencies at a trickle of traffic.
-        # At the mean lengths: a drawn tail may hold a request that never fits (then the capacity is 0 for that).
-        mean_prompt, mean_output = traffic.prompt_tokens, traffic.output_tokens
-        lone = simulate(
-            cost,
-            make_workload(prompt=mean_prompt, output=mean_output, n_requests=20, rate=1e-3),
-            config,
-            speculation=speculation,
-        )
-        return ServingEstimate(lone.ttft_ms, lone.tpot_ms, 0.0, 0.0, 1e-3, label)
+        return _lone_request(cost, config, traffic, speculation, label)
     capacity, load, settled, lowered, capacity_settled = _replica_load(
         cost, config, traffic, search, speculation, settle_within
     )
@@ -210,6 +116,24 @@ def simulate_serving(
         requests_simulated=settled.requests,
         capacity_settled=capacity_settled,
     )
+
+
+def _lone_request(
+    cost: StepCostModel,
+    config: SchedulerConfig,
+    traffic: TrafficLoad,
+    speculation: SpeculativeDecoding | None,
+    label: Provenance,
+) -> ServingEstimate:
+    """Not even a lone request meets the SLA: the latencies at a trickle of traffic, at the mean lengths (a drawn
+    tail may hold a request that never fits: then the capacity is 0 for that)."""
+    lone = simulate(
+        cost,
+        make_workload(prompt=traffic.prompt_tokens, output=traffic.output_tokens, n_requests=20, rate=1e-3),
+        config,
+        speculation=speculation,
+    )
+    return ServingEstimate(lone.ttft_ms, lone.tpot_ms, 0.0, 0.0, 1e-3, label)
 
 
 def _at_load(

@@ -1,0 +1,50 @@
+"""The compiled scheduler's state layout: where each number of a run lives in its arrays (``compiled_loop.py``).
+
+A request is one int64 row (columns ``R_*``), the run's scalars one int64 array (``S_*``), the scheduler config one
+int64 array (``C_*``, in ``CONFIG_FIELDS`` order); the prefix cache travels as one tuple of arrays (``Prefix``,
+``compiled_prefix.py``). Named here once, read by the compiled modules that mirror ``decoding.py``, ``admission.py``
+and ``scheduler.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: The prefix cache's arrays (``compiled_prefix.prefix_arrays``): the requests' rows, the keys' rows, the scalars.
+Prefix = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
+NONE = -1
+#: How a step is handed to the cost: as scheduled; with each decoder's drafts verified (speculative decoding); or as
+#: a decode worker prices it (prompts arrive as transferred KV: ``decode_only.DecodeOnlyStepCost``).
+PLAIN, SPECULATIVE, DECODE_ONLY = 0, 1, 2
+
+# Columns of a request's row.
+R_PROMPT, R_OUTPUT, R_STATE, R_GENERATED, R_COMPUTED, R_HELD = 0, 1, 2, 3, 4, 5
+R_RPREV, R_RNEXT, R_PPREV, R_PNEXT, R_OFFSET, R_FINISH_STEP = 6, 7, 8, 9, 10, 11
+N_COLUMNS = 12
+# The run's scalars. A list's count, head and tail sit at three consecutive indices.
+S_D, S_DCOUNT, S_OFFSET_SUM, S_QSUM, S_HELD_PREFILL, S_RESERVED = 0, 1, 2, 3, 4, 5
+S_R_COUNT, S_R_HEAD, S_R_TAIL, S_P_COUNT, S_P_HEAD, S_P_TAIL = 6, 7, 8, 9, 10, 11
+S_W_HEAD, S_W_LEN, S_HEAP_N, S_PREEMPTIONS, S_PREEMPTED, S_NEXT = 12, 13, 14, 15, 16, 17
+S_STEPS, S_MAX_STEP_TOKENS, S_PREFILLED, S_STALLED = 18, 19, 20, 21
+N_STATE = 22
+#: The scalars a caller reads back, by name.
+STATE = {
+    "preemptions": S_PREEMPTIONS,
+    "steps": S_STEPS,
+    "max_step_tokens": S_MAX_STEP_TOKENS,
+    "prefill_tokens": S_PREFILLED,
+    "stalled": S_STALLED,
+}
+# The config, in one int64 array.
+C_BS, C_CAP, C_MAX_SEQS, C_BUDGET, C_CHUNKED, C_MIXED, C_RESERVE, C_MODE = 0, 1, 2, 3, 4, 5, 6, 7
+CONFIG_FIELDS = (
+    "block_size",
+    "kv_blocks",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "chunked_prefill",
+    "mixed_prefill",
+    "reserve_whole_request",
+)
