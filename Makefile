@@ -3,6 +3,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# pytest-xdist workers for `make test` and `make test-slow`: auto is one per core (PYTEST_XDIST_AUTO_NUM_WORKERS or
+# WORKERS=N overrides it; WORKERS=0 runs in this process). loadgroup keeps each `xdist_group` on one worker (a
+# module's costly module-scoped fixture built once) and spreads the other tests one by one; tests/conftest.py gives
+# each worker its share of the cores' torch threads.
+WORKERS ?= auto
+XDIST := -n $(WORKERS) --dist loadgroup
 
 .PHONY: demo test test-slow test-all wheel-check lint docs clean train-demo train-demo-v2 releases-demo
 
@@ -20,7 +26,7 @@ demo: $(STAMP)
 	$(BIN)/recommender search
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow and not gpu"
+	$(BIN)/python -m pytest -m "not slow and not gpu" $(XDIST) --durations=15
 
 # The long real runs (fault injection with killed workers, a PostgreSQL restart mid-search, many workers on one study,
 # a full disk, corrupted checkpoints, MLflow down mid-search, hostile-input properties at 10x, every checkpoint scheme
@@ -28,7 +34,7 @@ test: $(STAMP)
 # 46 tests (the 2 Quark ones skip without the amd extra, the browser one without Chromium), 42.5 min on two cores with
 # other work beside them (the ready spaces' plans alone 17.6 min: chat-70b 10.0, rag-8b 7.6; 2026-11-28). CI runs them too.
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -m "slow and not gpu" --durations=10
+	$(BIN)/python -m pytest -m "slow and not gpu" $(XDIST) --durations=10
 
 # The built wheel installed into a fresh virtualenv outside the checkout and run from an empty directory (CI runs it).
 wheel-check: $(STAMP)

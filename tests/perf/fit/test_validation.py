@@ -25,6 +25,9 @@ from recommender.perf.step.upper import StepFactors, UpperStepCost
 from recommender.provenance import Provenance
 from recommender.quantize import get_scheme
 
+# One pytest-xdist worker runs the module: its module-scoped fixture, the bracket rows (about 80 s), is built once.
+pytestmark = pytest.mark.xdist_group("validation")
+
 
 @pytest.fixture(scope="module")
 def rows() -> list:  # type: ignore[type-arg]
