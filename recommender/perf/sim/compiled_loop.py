@@ -79,7 +79,7 @@ __all__ = ["run_loop"]
 OPEN, BLOCKED, NO_STRETCH = 0, 1, 2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _finish_decoders(
     st: np.ndarray,
     conf: np.ndarray,
@@ -107,7 +107,7 @@ def _finish_decoders(
             remove(req, st, S_R_COUNT, R_RPREV, rid)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _finish_chunks(
     st: np.ndarray,
     conf: np.ndarray,
@@ -152,7 +152,7 @@ def _finish_chunks(
     return heap
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _head_blocked(
     st: np.ndarray, conf: np.ndarray, req: np.ndarray, hist: np.ndarray, waiting: np.ndarray, px: Prefix
 ) -> int:  # pragma: no cover (compiled)
@@ -177,7 +177,7 @@ def _head_blocked(
     return BLOCKED if chunk > budget_left or blocks > free_blocks(st, conf, hist, px, st[S_D]) else OPEN
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _fitting_steps(st: np.ndarray, hist: np.ndarray, bs: int, cap: int, horizon: int) -> int:  # pragma: no cover
     """How many of the next `horizon` pure decode steps the decoders' blocks fit `cap` (blocks never shrink as the
     decoders grow: the last fitting step is bisected, as ``DecodingSequences.decode_run`` does)."""
@@ -194,7 +194,7 @@ def _fitting_steps(st: np.ndarray, hist: np.ndarray, bs: int, cap: int, horizon:
     return hi
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _decode_stretch(
     t: float,
     st: np.ndarray,
@@ -252,7 +252,7 @@ def _decode_stretch(
     return t
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _step(
     t: float,
     st: np.ndarray,
@@ -305,7 +305,7 @@ def _step(
     return t, heap, True
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def run_loop(
     arrivals: np.ndarray,
     prompts: np.ndarray,

@@ -4,6 +4,10 @@ A request is one int64 row (columns ``R_*``), the run's scalars one int64 array 
 int64 array (``C_*``, in ``CONFIG_FIELDS`` order); the prefix cache travels as one tuple of arrays (``Prefix``,
 ``compiled_prefix.py``). Named here once, read by the compiled modules that mirror ``decoding.py``, ``admission.py``
 and ``scheduler.py``.
+
+Every compiled function takes numpy's error model (``@njit(..., error_model="numpy")``): Python's checks each integer
+division and modulo for a zero divisor, which the loop never has (block sizes, request counts and decoder counts are
+checked positive before any division); without the checks a step runs about 30 % faster.
 """
 
 from __future__ import annotations
