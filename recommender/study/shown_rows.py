@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from recommender.config.candidate import AGGREGATED
+from recommender.config.candidate import AGGREGATED, LOCAL_DEVICE
 from recommender.decision.recommendation import result_of
 from recommender.decision.rules import pick
 from recommender.evaluation.speed import latency_checks
@@ -51,9 +51,11 @@ def resettled(result: CandidateResult, performance: PerformanceEvaluator) -> Can
     c = result.candidate
     if result.status != "evaluated" or result.serving is None or c.layout != AGGREGATED or c.expert_parallel != 1:
         return result
-    if result.serving.p99s_settled is not False and result.serving.capacity_settled is not False:
-        # Settled already, at the load and at the capacity (a resumed search shows the stored figures: a probed device
-        # is not timed again for them).
+    settled = result.serving.p99s_settled is not False
+    if settled and (result.serving.capacity_settled is not False or c.hardware == LOCAL_DEVICE):
+        # Settled already, at the load and at the capacity; or a device measured here, settled at its load: its steps
+        # were timed by the run that stored the figures, and timing them again (a resumed search) would show the
+        # machine's load of the moment, not the stored trial.
         return result
     speed = performance.settled(c)
     if speed.status != "evaluated" or speed.serving is None:
