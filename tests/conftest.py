@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,23 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TQDM_DISABLE", "1")
+
+
+def _thread_share() -> int:
+    """The cores one pytest-xdist worker may use: the machine's cores shared among the workers (at least one)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+
+
+# Under pytest-xdist (`make test` runs `-n auto`) each worker is a process with torch's default of one thread per
+# core, so two workers on two cores run four busy OpenMP threads that spin waiting for each other: the quality
+# tests took 2.5x as long. Each worker gets its share, set before torch is imported (the test modules import it,
+# after this file) and inherited by the command-line processes the tests start; a value already set is kept.
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_variable, str(_thread_share()))
+    if "torch" in sys.modules:  # a plugin imported it first: too late for the variables
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 @pytest.fixture(scope="session", autouse=True)
