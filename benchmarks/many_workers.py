@@ -62,17 +62,38 @@ class TemporaryPostgres:
         if os.geteuid() == 0:  # initdb refuses to run as root
             self._prefix = [shutil.which("runuser") or "runuser", "-u", "postgres", "--"]
             shutil.chown(self.root, user="postgres")
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        subprocess.run(
-            [*self._prefix, initdb, "-D", str(self.data), "-A", "trust", "-U", "postgres"],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-        self._ctl("start")
+        try:
+            subprocess.run(
+                [*self._prefix, initdb, "-D", str(self.data), "-A", "trust", "-U", "postgres"],
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
+            self._start_on_a_free_port()
+        except BaseException:
+            self.__exit__()
+            raise
         return self
+
+    def _start_on_a_free_port(self, tries: int = 5) -> None:
+        """Start on a port the kernel found free. It is free only until the probe's socket closes: another process
+        (a pytest-xdist worker starting a server of its own, a client's outgoing connection) can take it before the
+        server binds it. Then the server stops at once saying the address is in use, and it starts on another."""
+        log = self.root / "server.log"
+        for attempt in range(1, tries + 1):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                self.port = s.getsockname()[1]
+            logged = log.stat().st_size if log.is_file() else 0
+            try:
+                self._ctl("start")
+                return
+            except subprocess.CalledProcessError:
+                with log.open("rb") as f:
+                    f.seek(logged)
+                    taken = b"Address already in use" in f.read()
+                if not taken or attempt == tries:
+                    raise
 
     def __exit__(self, *_: object) -> None:
         subprocess.run(

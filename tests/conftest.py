@@ -111,54 +111,29 @@ fidelity:
 
 
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real PostgreSQL server on loopback for the session (skipped where none is installed).
+def postgres_server() -> Iterator[str]:
+    """A real PostgreSQL server on loopback for the session (skipped where none is installed): one per pytest-xdist
+    worker, each on a port of its own (`benchmarks/many_workers.py:TemporaryPostgres`, which starts it again on
+    another port when one is taken between its probe and the server's bind).
 
     initdb refuses to run as root, so as root the server runs as the `postgres` user.
     """
     import shutil
-    import socket
-    import subprocess
-    import tempfile
+
+    from tests.benchmark_scripts import load_benchmark
 
     # On PATH, or where Debian's postgresql package puts them (.ci/run installs it when absent).
     debian = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
     search = os.pathsep.join([os.environ.get("PATH", ""), *map(str, debian)])
-    initdb, pg_ctl = shutil.which("initdb", path=search), shutil.which("pg_ctl", path=search)
-    if initdb is None or pg_ctl is None:
+    if shutil.which("initdb", path=search) is None or shutil.which("pg_ctl", path=search) is None:
         pytest.skip("PostgreSQL is not installed (no initdb/pg_ctl on PATH or in /usr/lib/postgresql/*/bin)")
     pytest.importorskip("psycopg")
-    # Directly under the temp dir: pytest's own temp tree is private to root, so the postgres user could not enter it.
-    root = Path(tempfile.mkdtemp(prefix="recommender-pg-"))
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        runuser = shutil.which("runuser")
-        if runuser is None:
-            pytest.skip("running as root without runuser: cannot start PostgreSQL as another user")
-        prefix = [runuser, "-u", "postgres", "--"]
-        shutil.chown(root, user="postgres")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    data = root / "data"
-    subprocess.run(
-        [*prefix, initdb, "-D", str(data), "-A", "trust", "-U", "postgres"],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c max_connections=200"
-    subprocess.run(
-        [*prefix, pg_ctl, "-D", str(data), "-l", str(root / "server.log"), "-o", options, "-w", "start"],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    try:
-        yield f"postgresql://postgres@127.0.0.1:{port}"
-    finally:
-        subprocess.run([*prefix, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], capture_output=True, timeout=60)
-        shutil.rmtree(root, ignore_errors=True)
+    if os.geteuid() == 0 and shutil.which("runuser") is None:
+        pytest.skip("running as root without runuser: cannot start PostgreSQL as another user")
+    # Its folder is directly under the temp dir: pytest's own temp tree is private to root, so the postgres user
+    # could not enter it.
+    with load_benchmark("many_workers").TemporaryPostgres() as server:
+        yield server.url
 
 
 @pytest.fixture()
