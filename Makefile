@@ -4,11 +4,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # pytest-xdist workers for `make test` and `make test-slow`: auto is one per core (PYTEST_XDIST_AUTO_NUM_WORKERS or
-# WORKERS=N overrides it; WORKERS=0 runs in this process). loadgroup keeps each `xdist_group` on one worker (a
-# module's costly module-scoped fixture built once) and spreads the other tests one by one; tests/conftest.py gives
-# each worker its share of the cores' torch threads.
+# WORKERS=N overrides it; WORKERS=0 runs in this process). loadscope hands out whole modules, so a module-scoped
+# fixture (the fit's bracket rows, lm-eval's task index, a plan's pools: 5 to 40 s each; the releases' two searches,
+# minutes) is built once, not once per worker; loadgroup would be finer, but pytest-xdist 3.8 does not group on
+# pytest 9.2 (pytest-xdist issue 1386). tests/conftest.py gives each worker its share of the cores (torch's threads,
+# plan's row processes).
 WORKERS ?= auto
-XDIST := -n $(WORKERS) --dist loadgroup
+XDIST := -n $(WORKERS) --dist loadscope
 
 .PHONY: demo test test-slow test-all wheel-check lint docs clean train-demo train-demo-v2 releases-demo
 
@@ -33,8 +35,10 @@ test: $(STAMP)
 # quantized then scored, two releases gated, the ready spaces planned, and the plan- and search-heavy CLI tests):
 # 46 tests (the 2 Quark ones skip without the amd extra, the browser one without Chromium), 42.5 min on two cores with
 # other work beside them (the ready spaces' plans alone 17.6 min: chat-70b 10.0, rag-8b 7.6; 2026-11-28). CI runs them too.
+# The modules in collection order (--no-loadscope-reorder), not the ones with the most tests first: the ready spaces'
+# two plans then start early instead of ending the step on one worker while the others idle.
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -m "slow and not gpu" $(XDIST) --durations=10
+	$(BIN)/python -m pytest -m "slow and not gpu" $(XDIST) --no-loadscope-reorder --durations=10
 
 # The built wheel installed into a fresh virtualenv outside the checkout and run from an empty directory (CI runs it).
 wheel-check: $(STAMP)

@@ -37,10 +37,13 @@ def _thread_share() -> int:
 
 # Under pytest-xdist (`make test` runs `-n auto`) each worker is a process with torch's default of one thread per
 # core, so two workers on two cores run four busy OpenMP threads that spin waiting for each other: the quality
-# tests took 2.5x as long. Each worker gets its share, set before torch is imported (the test modules import it,
-# after this file) and inherited by the command-line processes the tests start; a value already set is kept.
+# tests took 2.5x as long. And `plan` spreads its rows over one spawned process per core
+# (recommender/fleet/row_processes.py), each importing the package and loading the kernel tables again: the plan
+# tests used a fifth more CPU. Each worker gets its share of the cores for both, set before torch is imported (the
+# test modules import it, after this file) and inherited by the command-line processes the tests start; a value
+# already set is kept.
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
-    for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "RECOMMENDER_PLAN_PROCESSES"):
         os.environ.setdefault(_variable, str(_thread_share()))
     if "torch" in sys.modules:  # a plugin imported it first: too late for the variables
         sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))

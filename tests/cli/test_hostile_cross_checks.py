@@ -36,9 +36,6 @@ from tests.cli.test_hostile_files_and_names import fast
 from tests.cli.test_hostile_properties import Outcome, Reached, assert_clean, run_cli
 from tests.conftest import build_spec, spec_mapping
 
-# One pytest-xdist worker runs the module: its module-scoped fixture, the warm-up search (about 9 s), is built once.
-pytestmark = pytest.mark.xdist_group("hostile_cross_checks")
-
 #: The demo model's max_position_embeddings.
 POSITIONS = 1024
 #: CPU seconds a refusal may take in process (the libraries already imported): "within a second or two". CPU

@@ -36,6 +36,9 @@ def _narrowed(space: str, into: Path, batch_size: int) -> Path:
 
 def _plan(space: str, into: Path, batch_size: int) -> list[dict[str, object]]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}  # no route to the hub: a shipped architecture, nothing fetched
+    # The rows on every core, not the pytest-xdist worker's share (tests/conftest.py): these two plans are the slow
+    # step's longest tests, and they end it while the other workers have nothing left to run.
+    env.pop("RECOMMENDER_PLAN_PROCESSES", None)
     spec = _narrowed(space, into, batch_size)
     done = subprocess.run(
         [sys.executable, "-m", "recommender.cli.main", "plan", "--spec", str(spec), "--json"],

@@ -18,9 +18,6 @@ import pytest
 from recommender.demo import eval_data
 from recommender.demo.corpus import iter_source_files
 
-# One pytest-xdist worker runs the module: its module-scoped fixture, lm-eval's task index (about 25 s), is built once.
-pytestmark = pytest.mark.xdist_group("demo_tasks")
-
 REPO = Path(__file__).resolve().parents[2]
 TASKS_DIR = REPO / "recommender" / "demo" / "tasks"
 DEMO_MODEL = REPO / "recommender" / "demo" / "model"

@@ -29,9 +29,6 @@ from recommender.perf.model.expert_parallel import ExpertParallelLayout
 from recommender.perf.sim.disaggregated import decode_pool
 from recommender.quantize import get_scheme
 
-# One pytest-xdist worker runs the module: its module-scoped fixture, the EP pools (about 7 s), is built once.
-pytestmark = pytest.mark.xdist_group("disaggregated_expert_parallel")
-
 CATALOG = load_catalog()
 H100 = CATALOG.get("h100-sxm")
 QWEN3_MOE = load_architecture("qwen3-30b-a3b")[1]

@@ -24,9 +24,6 @@ from recommender.perf.catalog.links import resolve_link
 from recommender.perf.pricing import HOURS_PER_MONTH
 from recommender.quantize import get_scheme
 
-# One pytest-xdist worker runs the module: its module-scoped fixture, the mixed pools (about 8 s), is built once.
-pytestmark = pytest.mark.xdist_group("mixed_candidate")
-
 CATALOG = load_catalog()
 LLAMA_8B = load_architecture("llama-3.1-8b")[1]
 #: 4,000-token prompts, 128-token answers at 10 req/s: long enough for pools to matter, short enough to simulate in

@@ -23,9 +23,6 @@ from recommender.perf.pricing import HOURS_PER_MONTH
 from recommender.quantize import get_scheme
 from recommender.serialization import list_to_data
 
-# One pytest-xdist worker runs the module: its module-scoped fixture, the long-prompt pools (about 20 s), is built once.
-pytestmark = pytest.mark.xdist_group("mixed_pools")
-
 CATALOG = load_catalog()
 LLAMA_8B = load_architecture("llama-3.1-8b")[1]
 LONG_PROMPTS = Traffic(prompt_tokens=8000, output_tokens=256, requests_per_second=40)

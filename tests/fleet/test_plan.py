@@ -17,6 +17,8 @@ from recommender.perf.catalog.gpus import load_catalog
 
 #: The batch caps 64 with the 16-bit KV cache: the plan as it was before the ladder.
 CAPS_64 = PlanScope(batch_sizes=(64,), kv_cache_dtypes=("auto",))
+#: The same on one GPU, where the degree is not what a test checks (each degree is simulated for every engine).
+ONE_GPU_64 = PlanScope(batch_sizes=(64,), tensor_parallel=(1,), kv_cache_dtypes=("auto",))
 
 TRAFFIC = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5)
 SLA = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100)
@@ -60,8 +62,8 @@ def test_plan_rows_fit_price_and_label_quality(tmp_path: Path) -> None:
     _, llama8 = load_architecture("llama-3.1-8b")
     h100 = catalog.get("h100-sxm")
     bf16 = plan_one(llama8, h100, "bf16", traffic=TRAFFIC, sla=SLA, scope=CAPS_64)
-    int4 = plan_one(llama8, h100, "int4", traffic=TRAFFIC, sla=SLA, scope=CAPS_64)
-    fp8 = plan_one(llama8, h100, "fp8", traffic=TRAFFIC, sla=SLA, scope=CAPS_64)
+    int4 = plan_one(llama8, h100, "int4", traffic=TRAFFIC, sla=SLA, scope=ONE_GPU_64)  # per GPU, beside bf16's one
+    fp8 = plan_one(llama8, h100, "fp8", traffic=TRAFFIC, sla=SLA, scope=ONE_GPU_64)
     assert bf16.tensor_parallel == 1 and bf16.usd_per_1m_tokens is not None and bf16.quality_verdict == "reference"
     assert int4.weights_gb_per_gpu < bf16.weights_gb_per_gpu / 2.5
     assert fp8.method == "fp8-dynamic" and fp8.usd_per_1m_tokens is not None  # FP8 tensor cores: W8A8
@@ -213,7 +215,8 @@ def test_a_plan_row_launches_with_room_for_the_longest_conversation_turn() -> No
         conversation={"turns": 4, "think_time_s": 30, "message_tokens": 200},
     )
     assert traffic.max_model_len == traffic.longest_prompt_tokens + 150 == 2700
-    row = plan_one(LLAMA8, catalog.get("h100-sxm"), "bf16", traffic=traffic, sla=SLA, scope=CAPS_64, catalog=catalog)
+    # One degree: the launch's length is under test, not the ranking of degrees.
+    row = plan_one(LLAMA8, catalog.get("h100-sxm"), "bf16", traffic=traffic, sla=SLA, scope=ONE_GPU_64, catalog=catalog)
     launch = launch_of(row, "meta-llama/Llama-3.1-8B-Instruct", catalog, traffic)
     # vLLM's --max-model-len, SGLang's --context-length, TGI's --max-total-tokens, TensorRT-LLM's --max_seq_len
     lengths = re.findall(r"--(?:max-model-len|context-length|max-total-tokens|max_seq_len)[ =](\d+)", launch)

@@ -14,9 +14,6 @@ from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.serialization import from_data, to_data
 
-# One pytest-xdist worker runs the module: its module-scoped fixture, the planned row (about 5 s), is built once.
-pytestmark = pytest.mark.xdist_group("plan_row")
-
 CAPS_64 = PlanScope(batch_sizes=(64,), tensor_parallel=(1,), kv_cache_dtypes=("auto",))
 TRAFFIC = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5)
 SLA = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100)
