@@ -16,7 +16,8 @@ from recommender.perf.catalog.gpus import load_catalog
 
 TRAFFIC = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5)
 SLA = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100)
-CAPS_64 = PlanScope(batch_sizes=(64,), kv_cache_dtypes=("auto",))
+#: One degree: the rows' order and figures across processes are under test, not the ranking of degrees.
+CAPS_64 = PlanScope(batch_sizes=(64,), tensor_parallel=(1,), kv_cache_dtypes=("auto",))
 
 
 def _plan(monkeypatch: pytest.MonkeyPatch, processes: str) -> tuple[str, list[str]]:
