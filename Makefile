@@ -34,7 +34,8 @@ test: $(STAMP)
 # a full disk, corrupted checkpoints, MLflow down mid-search, hostile-input properties at 10x, every checkpoint scheme
 # quantized then scored, two releases gated, the ready spaces planned, and the plan- and search-heavy CLI tests):
 # 46 tests (the 2 Quark ones skip without the amd extra, the browser one without Chromium), 42.5 min on two cores with
-# other work beside them (the ready spaces' plans alone 17.6 min: chat-70b 10.0, rag-8b 7.6; 2026-11-28). CI runs them too.
+# other work beside them in one process (the ready spaces' plans alone 17.6 min: chat-70b 10.0, rag-8b 7.6;
+# 2026-11-28), before they ran on every core. CI runs them too.
 # The modules in collection order (--no-loadscope-reorder), not the ones with the most tests first: the ready spaces'
 # two plans then start early instead of ending the step on one worker while the others idle.
 test-slow: $(STAMP)

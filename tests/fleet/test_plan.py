@@ -193,7 +193,7 @@ def test_plan_rows_are_served_by_the_engines_given() -> None:
         "traffic": Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5),
         "sla": LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=100),
         "catalog": catalog,
-        "scope": PlanScope(batch_sizes=(64,), kv_cache_dtypes=("auto",)),
+        "scope": ONE_GPU_64,
     }
     shape, h100 = load_architecture("llama-3.1-8b")[1], catalog.get("h100-sxm")
     for engines in (("sglang",), ("vllm",)):
