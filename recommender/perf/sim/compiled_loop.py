@@ -18,7 +18,7 @@ from recommender.perf.sim.compiled_admission import (
     admit_waiting,
     evict_overflow,
     free_blocks,
-    preempt_newest,
+    make_room,
     schedule_prefilling,
     whole_blocks,
 )
@@ -275,11 +275,8 @@ def _step(
     chunks[0, 0] = 0
     prefill_alone = not conf[C_MIXED] and (st[S_P_COUNT] > 0 or st[S_W_LEN] > 0)
     budget = conf[C_BUDGET] - (0 if prefill_alone else st[S_DCOUNT])
-    while free_blocks(st, conf, hist, px, st[S_D]) < 0:  # _preempt_until_decoders_fit
-        was_decoding = req[st[S_R_TAIL], R_STATE] == DECODE
-        preempt_newest(st, conf, req, hist, waiting, px)
-        if was_decoding:
-            budget += 1
+    # _preempt_until_decoders_fit: room for no more blocks, on behalf of no request (so never NONE)
+    budget = make_room(st, conf, req, hist, waiting, px, NONE, 0, budget)
     prior_context = 0
     if st[S_P_COUNT] > 0:
         budget, prior_context = schedule_prefilling(st, conf, req, hist, waiting, chunks, snapshot, px, budget)

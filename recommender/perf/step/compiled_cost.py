@@ -65,7 +65,7 @@ CHECKS = 24
 
 @dataclass(frozen=True)
 class CompiledStepCost:
-    """One configuration's step cost as arrays (module docstring); ``max_tokens`` and ``max_seqs`` bound the steps
+    """One configuration's step cost as arrays (module docstring); ``by_tokens`` and ``decode_rows`` bound the steps
     it prices (the token budget and the seats, with room for speculative drafts)."""
 
     params: np.ndarray
@@ -74,8 +74,6 @@ class CompiledStepCost:
     attention_logs: np.ndarray
     context_logs: np.ndarray
     decode_rows: np.ndarray  # [max_seqs + 1, len(context_logs)]: the log decode row at each batch size
-    max_tokens: int
-    max_seqs: int
 
     @property
     def arrays(self) -> CostArrays:
@@ -133,7 +131,7 @@ def _point(point: FeatureStepCost, max_tokens: int, max_seqs: int) -> CompiledSt
     if type(source) is StepFeatures:
         by_tokens = _datasheet(point, source, params, max_tokens)
         empty = np.zeros(1)
-        return CompiledStepCost(params, by_tokens, empty, empty, empty, np.zeros((1, 1)), max_tokens, max_seqs)
+        return CompiledStepCost(params, by_tokens, empty, empty, empty, np.zeros((1, 1)))
     if type(source) is KernelStepFeatures:
         return _kernels(point, source, params, max_tokens, max_seqs)
     return None
@@ -200,8 +198,6 @@ def _kernels(
         np.array(grid.attention_s),
         np.array(grid.contexts),
         rows,
-        max_tokens,
-        max_seqs,
     )
 
 
