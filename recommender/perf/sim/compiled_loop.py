@@ -14,6 +14,7 @@ import numpy as np
 from numba import njit
 
 from recommender.perf.sim import compiled_prefix as prefix
+from recommender.perf.sim.compiled_borrow import borrowed, keep_alive
 from recommender.perf.sim.compiled_admission import (
     admit_waiting,
     evict_overflow,
@@ -316,17 +317,33 @@ def run_loop(
     scalars (``STATE``; ``stalled`` 1 where nothing was runnable, which ``scheduler.check_runnable`` rules out).
     `px` (``compiled_prefix.prefix_arrays``) is the prefix cache's state, updated in place."""
     n_req = arrivals.shape[0]
-    st = np.zeros(N_STATE, dtype=np.int64)
+    owned_st = np.zeros(N_STATE, dtype=np.int64)
     for i in (S_R_HEAD, S_R_TAIL, S_P_HEAD, S_P_TAIL):
-        st[i] = NONE
-    req = np.zeros((n_req, N_COLUMNS), dtype=np.int64)
-    req[:, R_PROMPT], req[:, R_OUTPUT], req[:, R_FINISH_STEP] = prompts, outputs, NONE
-    waiting = np.zeros(n_req, dtype=np.int64)
-    hist = np.zeros(conf[C_BS], dtype=np.int64)
-    heap = np.zeros((max(16, n_req), 2), dtype=np.int64)
-    first, finish = np.full(n_req, np.nan), np.full(n_req, np.nan)
-    chunks = np.zeros((n_req + 1, 2), dtype=np.int64)  # row 0: the count; then (id, chunk) rows
-    snapshot = np.zeros(n_req, dtype=np.int64)
+        owned_st[i] = NONE
+    owned_req = np.zeros((n_req, N_COLUMNS), dtype=np.int64)
+    owned_req[:, R_PROMPT], owned_req[:, R_OUTPUT], owned_req[:, R_FINISH_STEP] = prompts, outputs, NONE
+    owned = (
+        np.zeros(n_req, dtype=np.int64),  # the queue
+        np.zeros(conf[C_BS], dtype=np.int64),  # the decoders' offsets by block position
+        np.zeros((max(16, n_req), 2), dtype=np.int64),  # the completions heap
+        np.zeros((n_req + 1, 2), dtype=np.int64),  # the step's chunks: row 0 the count, then (id, chunk) rows
+        np.zeros(n_req, dtype=np.int64),  # the prefilling requests' computed tokens before a preemption
+    )
+    owned_first, owned_finish = np.full(n_req, np.nan), np.full(n_req, np.nan)
+    # Borrowed views (``compiled_borrow``): no reference counting in the loop; the owners live until the return.
+    st, req, first, finish = borrowed(owned_st), borrowed(owned_req), borrowed(owned_first), borrowed(owned_finish)
+    waiting, hist, heap = borrowed(owned[0]), borrowed(owned[1]), borrowed(owned[2])
+    chunks, snapshot = borrowed(owned[3]), borrowed(owned[4])
+    arrivals, conf = borrowed(arrivals), borrowed(conf)
+    cost = (
+        borrowed(cost[0]),
+        borrowed(cost[1]),
+        borrowed(cost[2]),
+        borrowed(cost[3]),
+        borrowed(cost[4]),
+        borrowed(cost[5]),
+    )
+    px = (borrowed(px[0]), borrowed(px[1]), borrowed(px[2]))
     t = 0.0
     while True:
         nxt = st[S_NEXT]
@@ -350,4 +367,5 @@ def run_loop(
         if not ran:
             st[S_STALLED] = 1
             break
-    return first, finish, st
+    keep_alive((owned_req,) + owned)
+    return owned_first, owned_finish, owned_st

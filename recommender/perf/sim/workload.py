@@ -8,6 +8,7 @@ of one seed.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
@@ -182,29 +183,67 @@ def make_workload(
     """
     if (rate is None) == (arrivals is None):
         raise ValueError("give exactly one of rate (Poisson arrivals) or arrivals (a trace)")
+    if conversation is None and arrivals is None:
+        if n_requests is None or n_requests < 1 or rate is None or rate <= 0:
+            raise ValueError("Poisson arrivals need n_requests >= 1 and rate > 0")
+        draws = _poisson_draws(prompt, output, n_requests, seed, prefix)
+        times = draws[0] / rate
+        times -= times[0]
+        # Copies: the draws are shared by every rate (and read-only); a workload's arrays are its own.
+        lengths = [a.copy() for a in draws[1:]]
+        if prefix is None or not cache_prefixes:
+            return Workload(times, lengths[0], lengths[1])
+        return Workload(times, lengths[0], lengths[1], lengths[2], lengths[3])
     arrival_rng, prompt_rng, output_rng, prefix_rng = np.random.default_rng(seed).spawn(4)
     if conversation is not None:
         made = _conversations(
             prompt, output, n_requests, rate, conversation, prefix, (arrival_rng, prompt_rng, output_rng, prefix_rng)
         )
         return made if cache_prefixes else replace(made, prefix_keys=None, prefix_tokens=None, history_keys=None)
-    if arrivals is not None:
-        times = np.sort(np.asarray(arrivals, dtype=float))
-        if n_requests is not None and n_requests != len(times):
-            raise ValueError(f"n_requests={n_requests} but the trace has {len(times)} arrivals")
-    else:
-        if n_requests is None or n_requests < 1 or rate is None or rate <= 0:
-            raise ValueError("Poisson arrivals need n_requests >= 1 and rate > 0")
-        times = np.cumsum(arrival_rng.standard_exponential(n_requests)) / rate
-        times -= times[0]
+    times = np.sort(np.asarray(arrivals, dtype=float))
+    if n_requests is not None and n_requests != len(times):
+        raise ValueError(f"n_requests={n_requests} but the trace has {len(times)} arrivals")
     n = len(times)
+    prompts, outputs, keys, shared = _lengths(prompt, output, n, prefix, (prompt_rng, output_rng, prefix_rng))
+    if prefix is None or not cache_prefixes:
+        return Workload(times, prompts, outputs)
+    return Workload(times, prompts, outputs, keys, shared)
+
+
+def _lengths(
+    prompt: Lengths,
+    output: Lengths,
+    n: int,
+    prefix: SharedPrefix | None,
+    rngs: tuple[np.random.Generator, np.random.Generator, np.random.Generator],
+) -> tuple[IntArray, IntArray, IntArray, IntArray]:
+    """`n` prompt and output lengths from their streams, and with `prefix` each request's prefix key and shared
+    tokens (the prompts lengthened to hold them); without one, no key and no shared token."""
+    prompt_rng, output_rng, prefix_rng = rngs
     prompt_dist = LengthDist(prompt) if isinstance(prompt, int) else prompt
     output_dist = LengthDist(output) if isinstance(output, int) else output
     prompts, outputs = prompt_dist.sample(n, prompt_rng), output_dist.sample(n, output_rng)
     if prefix is None:
-        return Workload(times, prompts, outputs)
+        return prompts, outputs, np.full(n, NO_PREFIX, dtype=np.int64), np.zeros(n, dtype=np.int64)
     keys, shared, prompts = prefix.assign(prompts, prefix_rng)
-    return Workload(times, prompts, outputs, keys, shared) if cache_prefixes else Workload(times, prompts, outputs)
+    return prompts, outputs, keys, shared
+
+
+@functools.lru_cache(maxsize=256)
+def _poisson_draws(
+    prompt: Lengths, output: Lengths, n: int, seed: int, prefix: SharedPrefix | None
+) -> tuple[FloatArray, IntArray, IntArray, IntArray, IntArray]:
+    """The rate-free part of `n` Poisson requests from `seed`: the arrival gaps' running sum (divided by the rate,
+    less its first, it is the arrival times: the same arithmetic at any rate), the lengths and prefixes
+    (``_lengths``). A capacity search asks for the same requests at a dozen rates and counts: drawn once each.
+    Read-only arrays (the cache shares them)."""
+    arrival_rng, prompt_rng, output_rng, prefix_rng = np.random.default_rng(seed).spawn(4)
+    drawn = (np.cumsum(arrival_rng.standard_exponential(n)),) + _lengths(
+        prompt, output, n, prefix, (prompt_rng, output_rng, prefix_rng)
+    )
+    for a in drawn:
+        a.flags.writeable = False
+    return drawn
 
 
 def _conversations(

@@ -1,0 +1,51 @@
+"""Borrowed arrays: views with no reference count, for the compiled loop's hot path (``compiled_loop.run_loop``).
+
+numba counts references to every array it passes between compiled functions: each call increments and decrements
+the count of each array argument, with an atomic instruction, wherever its reference-count pruning pass cannot prove
+the pair redundant (in a function that calls another, it seldom can). The scheduler's step passes a dozen arrays
+through a dozen small functions, and those counts were most of its time: of 60 stack samples of a replay at load
+(gdb, 2026-12-06), 33 were in ``NRT_incref``/``NRT_decref`` (``benchmarks/simulator_speed.py``'s figures before and
+after are in ``docs/benchmarks.md``).
+
+``borrowed(a)`` is `a` without its memory-info pointer: the same data, shape and strides, whose increments and
+decrements test a null pointer and return (numba's ``NRT_incref`` does so first). It owns nothing, so it is valid
+only while an owning reference lives: ``run_loop`` borrows the arrays its caller passed (the caller holds them for
+the call) and the ones it allocates, and keeps each owner referenced until it returns (``keep_alive``). An array a
+callee allocates (the completions heap when it grows) is an owned array as any other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+__all__ = ["borrowed", "keep_alive"]
+
+
+@intrinsic
+def borrowed(typingctx: Any, array: Any) -> Any:  # pragma: no cover (compiled)
+    """`array`'s view with a null memory-info pointer (and no parent object): no reference counting."""
+    if not isinstance(array, types.Array):
+        return None
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        view = cgutils.create_struct_proxy(array)(context, builder, value=args[0])
+        view.meminfo = cgutils.get_null_value(view.meminfo.type)
+        view.parent = cgutils.get_null_value(view.parent.type)
+        return view._getvalue()
+
+    return array(array), codegen
+
+
+@intrinsic
+def keep_alive(typingctx: Any, owners: Any) -> Any:  # pragma: no cover (compiled)
+    """A use of `owners` (a tuple of arrays) that does nothing: placed where a run ends, it keeps numba from releasing
+    the arrays a borrowed view reads before then (numba releases a variable after its last use)."""
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return context.get_dummy_value()
+
+    return types.none(owners), codegen
