@@ -2,10 +2,11 @@
 
 numba counts references to every array it passes between compiled functions: each call increments and decrements
 the count of each array argument, with an atomic instruction, wherever its reference-count pruning pass cannot prove
-the pair redundant (in a function that calls another, it seldom can). The scheduler's step passes a dozen arrays
-through a dozen small functions, and those counts were most of its time: of 60 stack samples of a replay at load
-(gdb, 2026-12-06), 33 were in ``NRT_incref``/``NRT_decref`` (``benchmarks/simulator_speed.py``'s figures before and
-after are in ``docs/benchmarks.md``).
+the pair redundant (in a function that calls another, or in a loop, it seldom can). The scheduler's step touches a
+dozen arrays in a dozen functions, and with those functions inlined into the loop (``compiled_state``) the counts
+were most of its time: of 50 stack samples of a replay at load (gdb, 2026-12-06), 31 were in ``NRT_incref`` or
+``NRT_decref``. Borrowed, the replay runs about 6x faster (``benchmarks/simulator_speed.py``; figures in
+``docs/benchmarks.md``).
 
 ``borrowed(a)`` is `a` without its memory-info pointer: the same data, shape and strides, whose increments and
 decrements test a null pointer and return (numba's ``NRT_incref`` does so first). It owns nothing, so it is valid

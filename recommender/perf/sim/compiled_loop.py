@@ -80,7 +80,7 @@ __all__ = ["run_loop"]
 OPEN, BLOCKED, NO_STRETCH = 0, 1, 2
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _finish_decoders(
     st: np.ndarray,
     conf: np.ndarray,
@@ -108,7 +108,7 @@ def _finish_decoders(
             remove(req, st, S_R_COUNT, R_RPREV, rid)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _finish_chunks(
     st: np.ndarray,
     conf: np.ndarray,
@@ -153,7 +153,7 @@ def _finish_chunks(
     return heap
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _head_blocked(
     st: np.ndarray, conf: np.ndarray, req: np.ndarray, hist: np.ndarray, waiting: np.ndarray, px: Prefix
 ) -> int:  # pragma: no cover (compiled)
@@ -178,7 +178,7 @@ def _head_blocked(
     return BLOCKED if chunk > budget_left or blocks > free_blocks(st, conf, hist, px, st[S_D]) else OPEN
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _fitting_steps(st: np.ndarray, hist: np.ndarray, bs: int, cap: int, horizon: int) -> int:  # pragma: no cover
     """How many of the next `horizon` pure decode steps the decoders' blocks fit `cap` (blocks never shrink as the
     decoders grow: the last fitting step is bisected, as ``DecodingSequences.decode_run`` does)."""
@@ -195,7 +195,7 @@ def _fitting_steps(st: np.ndarray, hist: np.ndarray, bs: int, cap: int, horizon:
     return hi
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _decode_stretch(
     t: float,
     st: np.ndarray,
@@ -253,7 +253,7 @@ def _decode_stretch(
     return t
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _step(
     t: float,
     st: np.ndarray,

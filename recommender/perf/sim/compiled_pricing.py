@@ -14,7 +14,7 @@ from recommender.perf.step.compiled_cost import CostArrays, compiled_step_second
 __all__ = ["price", "price_chunks"]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def price(
     cost: CostArrays,
     mode: int,
@@ -39,7 +39,7 @@ def price(
     return compiled_step_seconds(cost, prefilling, tokens, seqs, sum_sq, sum_cross, n_dec, context, prior)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def price_chunks(
     cost: CostArrays,
     mode: int,

@@ -7,7 +7,12 @@ and ``scheduler.py``.
 
 Every compiled function takes numpy's error model (``@njit(..., error_model="numpy")``): Python's checks each integer
 division and modulo for a zero divisor, which the loop never has (block sizes, request counts and decoder counts are
-checked positive before any division); without the checks a step runs about 30 % faster.
+checked positive before any division); without the checks a step runs about 30 % faster. Every one but the entry
+(``compiled_loop.run_loop``) is inlined into its callers (``inline="always"``, numba's own inliner): numba passes an
+array as seven to nine machine words and a call boundary keeps LLVM from seeing through them, so a dozen arrays through
+a dozen small functions a step cost more than the step's arithmetic. Inlined, and with the arrays borrowed
+(``compiled_borrow``), a replay at load runs about 6x faster (``benchmarks/simulator_speed.py``); the price is a longer
+first compile (about 50 s of CPU instead of 20, once per install: ``cache=True`` keeps it on disk).
 """
 
 from __future__ import annotations
