@@ -17,8 +17,10 @@ callee allocates (the completions heap when it grows) is an owned array as any o
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
+import numpy as np
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -26,8 +28,7 @@ from numba.extending import intrinsic
 __all__ = ["borrowed", "keep_alive"]
 
 
-@intrinsic
-def borrowed(typingctx: Any, array: Any) -> Any:  # pragma: no cover (compiled)
+def _borrowed(typingctx: Any, array: Any) -> Any:  # pragma: no cover (compiled)
     """`array`'s view with a null memory-info pointer (and no parent object): no reference counting."""
     if not isinstance(array, types.Array):
         return None
@@ -41,8 +42,7 @@ def borrowed(typingctx: Any, array: Any) -> Any:  # pragma: no cover (compiled)
     return array(array), codegen
 
 
-@intrinsic
-def keep_alive(typingctx: Any, owners: Any) -> Any:  # pragma: no cover (compiled)
+def _keep_alive(typingctx: Any, owners: Any) -> Any:  # pragma: no cover (compiled)
     """A use of `owners` (a tuple of arrays) that does nothing: placed where a run ends, it keeps numba from releasing
     the arrays a borrowed view reads before then (numba releases a variable after its last use)."""
 
@@ -50,3 +50,8 @@ def keep_alive(typingctx: Any, owners: Any) -> Any:  # pragma: no cover (compile
         return context.get_dummy_value()
 
     return types.none(owners), codegen
+
+
+#: Typed for the callers (numba's intrinsic is untyped to mypy): the same objects numba compiles.
+borrowed = cast("Callable[[np.ndarray], np.ndarray]", intrinsic(_borrowed))
+keep_alive = cast("Callable[[tuple[np.ndarray, ...]], None]", intrinsic(_keep_alive))

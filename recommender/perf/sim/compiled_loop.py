@@ -14,7 +14,6 @@ import numpy as np
 from numba import njit
 
 from recommender.perf.sim import compiled_prefix as prefix
-from recommender.perf.sim.compiled_borrow import borrowed, keep_alive
 from recommender.perf.sim.compiled_admission import (
     admit_waiting,
     evict_overflow,
@@ -23,6 +22,7 @@ from recommender.perf.sim.compiled_admission import (
     schedule_prefilling,
     whole_blocks,
 )
+from recommender.perf.sim.compiled_borrow import borrowed, keep_alive
 from recommender.perf.sim.compiled_decoding import blocks_at, decode_add, decode_remove, heap_pop, remove
 from recommender.perf.sim.compiled_prefix import X_DECODING_SHARED, X_PINNED
 from recommender.perf.sim.compiled_pricing import price, price_chunks
@@ -303,6 +303,57 @@ def _step(
     return t, heap, True
 
 
+RunArrays = tuple[
+    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
+]
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _new_run(prompts: np.ndarray, outputs: np.ndarray, bs: int) -> RunArrays:  # pragma: no cover (compiled)
+    """A run's arrays, empty: the scalars, the requests' rows, the first-token and finish times, the queue, the
+    decoders' offsets by block position, the completions heap, the step's chunks (row 0 the count, then (id, chunk)
+    rows), the prefilling requests' computed tokens before a preemption."""
+    n_req = prompts.shape[0]
+    st = np.zeros(N_STATE, dtype=np.int64)
+    for i in (S_R_HEAD, S_R_TAIL, S_P_HEAD, S_P_TAIL):
+        st[i] = NONE
+    req = np.zeros((n_req, N_COLUMNS), dtype=np.int64)
+    req[:, R_PROMPT], req[:, R_OUTPUT], req[:, R_FINISH_STEP] = prompts, outputs, NONE
+    first, finish = np.full(n_req, np.nan), np.full(n_req, np.nan)
+    waiting, snapshot = np.zeros(n_req, dtype=np.int64), np.zeros(n_req, dtype=np.int64)
+    hist, heap = np.zeros(bs, dtype=np.int64), np.zeros((max(16, n_req), 2), dtype=np.int64)
+    return st, req, first, finish, waiting, hist, heap, np.zeros((n_req + 1, 2), dtype=np.int64), snapshot
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _borrowed_run(a: RunArrays) -> RunArrays:  # pragma: no cover (compiled)
+    """``_new_run``'s arrays borrowed (``compiled_borrow``): valid while `a` lives."""
+    return (
+        borrowed(a[0]),
+        borrowed(a[1]),
+        borrowed(a[2]),
+        borrowed(a[3]),
+        borrowed(a[4]),
+        borrowed(a[5]),
+        borrowed(a[6]),
+        borrowed(a[7]),
+        borrowed(a[8]),
+    )
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _borrowed_inputs(cost: CostArrays, px: Prefix) -> tuple[CostArrays, Prefix]:  # pragma: no cover (compiled)
+    """The step cost's and the prefix cache's arrays borrowed (their caller holds them for the run)."""
+    return (
+        borrowed(cost[0]),
+        borrowed(cost[1]),
+        borrowed(cost[2]),
+        borrowed(cost[3]),
+        borrowed(cost[4]),
+        borrowed(cost[5]),
+    ), (borrowed(px[0]), borrowed(px[1]), borrowed(px[2]))
+
+
 @njit(cache=True, error_model="numpy")
 def run_loop(
     arrivals: np.ndarray,
@@ -315,35 +366,23 @@ def run_loop(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover (compiled)
     """``ContinuousBatchingSimulation.run``: serve every request; first-token and finish times, and the run's
     scalars (``STATE``; ``stalled`` 1 where nothing was runnable, which ``scheduler.check_runnable`` rules out).
-    `px` (``compiled_prefix.prefix_arrays``) is the prefix cache's state, updated in place."""
+    `px` (``compiled_prefix.prefix_arrays``) is the prefix cache's state, updated in place. The loop reads borrowed
+    views (no reference counting, ``compiled_borrow``); the arrays they view live until the return."""
+    owned = _new_run(prompts, outputs, conf[C_BS])
+    borrowed_cost, borrowed_px = _borrowed_inputs(cost, px)
+    _serve(borrowed(arrivals), borrowed(conf), drafted_per_step, borrowed_cost, borrowed_px, _borrowed_run(owned))
+    keep_alive(owned)
+    return owned[2], owned[3], owned[0]
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _serve(
+    arrivals: np.ndarray, conf: np.ndarray, drafted_per_step: float, cost: CostArrays, px: Prefix, run: RunArrays
+) -> None:  # pragma: no cover (compiled)
+    """``run_loop``'s loop: admit the arrivals up to the clock, then a decode stretch where one qualifies, else a
+    step, until every request is served (or nothing is runnable: ``S_STALLED``)."""
+    st, req, first, finish, waiting, hist, heap, chunks, snapshot = run
     n_req = arrivals.shape[0]
-    owned_st = np.zeros(N_STATE, dtype=np.int64)
-    for i in (S_R_HEAD, S_R_TAIL, S_P_HEAD, S_P_TAIL):
-        owned_st[i] = NONE
-    owned_req = np.zeros((n_req, N_COLUMNS), dtype=np.int64)
-    owned_req[:, R_PROMPT], owned_req[:, R_OUTPUT], owned_req[:, R_FINISH_STEP] = prompts, outputs, NONE
-    owned = (
-        np.zeros(n_req, dtype=np.int64),  # the queue
-        np.zeros(conf[C_BS], dtype=np.int64),  # the decoders' offsets by block position
-        np.zeros((max(16, n_req), 2), dtype=np.int64),  # the completions heap
-        np.zeros((n_req + 1, 2), dtype=np.int64),  # the step's chunks: row 0 the count, then (id, chunk) rows
-        np.zeros(n_req, dtype=np.int64),  # the prefilling requests' computed tokens before a preemption
-    )
-    owned_first, owned_finish = np.full(n_req, np.nan), np.full(n_req, np.nan)
-    # Borrowed views (``compiled_borrow``): no reference counting in the loop; the owners live until the return.
-    st, req, first, finish = borrowed(owned_st), borrowed(owned_req), borrowed(owned_first), borrowed(owned_finish)
-    waiting, hist, heap = borrowed(owned[0]), borrowed(owned[1]), borrowed(owned[2])
-    chunks, snapshot = borrowed(owned[3]), borrowed(owned[4])
-    arrivals, conf = borrowed(arrivals), borrowed(conf)
-    cost = (
-        borrowed(cost[0]),
-        borrowed(cost[1]),
-        borrowed(cost[2]),
-        borrowed(cost[3]),
-        borrowed(cost[4]),
-        borrowed(cost[5]),
-    )
-    px = (borrowed(px[0]), borrowed(px[1]), borrowed(px[2]))
     t = 0.0
     while True:
         nxt = st[S_NEXT]
@@ -367,5 +406,3 @@ def run_loop(
         if not ran:
             st[S_STALLED] = 1
             break
-    keep_alive((owned_req,) + owned)
-    return owned_first, owned_finish, owned_st

@@ -6,6 +6,7 @@ P99 is not set by the empty system it started from.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -76,9 +77,9 @@ class SimulationResult:
     ttft_s: FloatArray
     tpot_s: FloatArray
     e2e_s: FloatArray
-    ttft_ms: Percentiles
-    tpot_ms: Percentiles
-    e2e_ms: Percentiles
+    #: The requests (arrival order, [start, end)) the percentiles are over: past the warm-up by default; a steady
+    #: run's between its warm-up and its drain (``settle.py``).
+    window: tuple[int, int]
     output_tokens_per_s: float
     total_tokens_per_s: float
     goodput_rps: float | None
@@ -93,6 +94,19 @@ class SimulationResult:
     #: Each request's arrival (seconds, arrival order; None where a result was built without them): with
     #: `e2e_s` it says when each finished, so whether completions kept up with arrivals (``settle.py``).
     arrivals_s: FloatArray | None = None
+
+    # The percentiles are computed when first read: a capacity search reads two of the three, of one window per run.
+    @functools.cached_property
+    def ttft_ms(self) -> Percentiles:
+        return Percentiles.of(self.ttft_s[slice(*self.window)])
+
+    @functools.cached_property
+    def tpot_ms(self) -> Percentiles:
+        return Percentiles.of(self.tpot_s[slice(*self.window)])
+
+    @functools.cached_property
+    def e2e_ms(self) -> Percentiles:
+        return Percentiles.of(self.e2e_s[slice(*self.window)])
 
     @property
     def prefix_hit_rate(self) -> float:
@@ -132,16 +146,13 @@ class SimulationResult:
         outputs = workload.output_tokens
         with np.errstate(invalid="ignore", divide="ignore"):
             tpot = np.where(outputs > 1, (done - first) / (outputs - 1), math.nan)
-        measured = slice(int(len(arrivals) * WARMUP_FRACTION), None)
         duration = float(done.max() - arrivals[0])
         out_total = float(outputs.sum())
         return cls(
             ttft_s=ttft,
             tpot_s=tpot,
             e2e_s=e2e,
-            ttft_ms=Percentiles.of(ttft[measured]),
-            tpot_ms=Percentiles.of(tpot[measured]),
-            e2e_ms=Percentiles.of(e2e[measured]),
+            window=(int(len(arrivals) * WARMUP_FRACTION), len(arrivals)),
             output_tokens_per_s=out_total / duration if duration > 0 else math.nan,
             total_tokens_per_s=(out_total + float(workload.prompt_tokens.sum())) / duration
             if duration > 0

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from recommender.perf.sim.results import WARMUP_FRACTION, Percentiles
+from recommender.perf.sim.results import WARMUP_FRACTION
 
 if TYPE_CHECKING:
     from recommender.perf.sim.results import SimulationResult
@@ -165,12 +165,7 @@ def _waiting_grows(result: SimulationResult) -> bool:
 
 def _measured(result: SimulationResult, start: int, end: int) -> SimulationResult:
     """`result` with its percentiles over the requests from `start` to `end` (arrival order)."""
-    return replace(
-        result,
-        ttft_ms=Percentiles.of(result.ttft_s[start:end]),
-        tpot_ms=Percentiles.of(result.tpot_s[start:end]),
-        e2e_ms=Percentiles.of(result.e2e_s[start:end]),
-    )
+    return replace(result, window=(start, end))
 
 
 def _moved(a: SimulationResult, b: SimulationResult) -> float:
