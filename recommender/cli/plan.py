@@ -271,6 +271,7 @@ JsonOutput = Annotated[bool, typer.Option("--json", help="Print the rows as JSON
 
 
 def plan_command(
+    ctx: typer.Context,
     model: Model = None,
     spec: SpecPath = None,
     prompt_tokens: PromptTokens = 512,
@@ -296,7 +297,9 @@ def plan_command(
 ) -> None:
     """Project cost and latency for an architecture without its weights, across GPUs and precisions."""
     from recommender.cli.plan_inputs import distinct, layouts, plan_target, pointed_plan, traffic_and_sla
+    from recommender.config.dependencies import PlanFlags, check_flags
 
+    check_flags(PlanFlags(_typed(ctx), tuple(layouts(layout)), expert_parallel))
     if spec is not None:
         _plan_from_spec(spec, model, json_output)
         return
@@ -315,10 +318,6 @@ def plan_command(
         batch_sizes=batch_size,
     )
     distinct(decode_hardware or [], flag="--decode-hardware")
-    if decode_hardware and "disaggregated" not in layouts(layout):
-        raise BadInputError(
-            "--decode-hardware", "decode pools are planned only with --layout disaggregated", "add it or drop the flag"
-        )
     target = plan_target(model, pointed, price_set, prompt_tokens, output_tokens)
     views = _Views(layouts(layout), link, expert_parallel, expert_skew, redundant_experts, json_output, decode_hardware)
     if views.shown(target, traffic, sla, pointed):
@@ -326,6 +325,17 @@ def plan_command(
     _print_rows(
         _plan_with_progress(target, traffic, sla, pointed), target, traffic=traffic, sla=sla, json_output=json_output
     )
+
+
+def _typed(ctx: typer.Context) -> frozenset[str]:
+    """The options given on the command line or in the environment, by their flag spelling (not their defaults)."""
+    given = {"COMMANDLINE", "ENVIRONMENT"}  # by name: typer vendors its own click, whose enum is not click's
+
+    def source(name: str) -> str:
+        found = ctx.get_parameter_source(name)
+        return "" if found is None else found.name
+
+    return frozenset(p.opts[0] for p in ctx.command.params if p.name and p.opts and source(p.name) in given)
 
 
 def _plan_from_spec(spec: Path, model: str | None, json_output: bool) -> None:
