@@ -207,7 +207,9 @@ class _Views:
                     decode_hardware=self.decode_hardware,
                     expert_parallel=self._pools(),
                 )
-        self._print(ep if self._tp_against_ep else layouts, name=target.name, traffic=traffic, sla=sla)
+        found = ep if self._tp_against_ep else layouts
+        _refuse_if_empty(found)
+        self._print(found, name=target.name, traffic=traffic, sla=sla)
         return True
 
     @property
@@ -244,6 +246,15 @@ class _Views:
             )
         else:
             render_layouts(cast("list[LayoutComparison]", found), name=name, traffic=traffic, sla=sla, console=console)
+
+
+def _refuse_if_empty(found: list[ParallelismComparison] | list[LayoutComparison]) -> None:
+    """A comparison with no winner anywhere is refused with its rows' reasons (``fleet.empty_plan``)."""
+    from recommender.fleet.empty_plan import FLAG_FIELDS, refuse_empty_plan
+    from recommender.fleet.layout_compare import LayoutComparison
+
+    rows = [c.aggregated if isinstance(c, LayoutComparison) else c.tensor_parallel for c in found]
+    refuse_empty_plan(rows, fields=FLAG_FIELDS, comparisons=found)
 
 
 # The command's own options (the pointing flags above are shared with their validation in ``plan_inputs``).
@@ -347,9 +358,11 @@ def _plan_from_spec(spec: Path, model: str | None, json_output: bool) -> None:
 def _print_rows(
     rows: list[PlanRow], target: PlanTarget, *, traffic: Traffic, sla: LatencySLA, json_output: bool
 ) -> None:
+    from recommender.fleet.empty_plan import FLAG_FIELDS, refuse_empty_plan
     from recommender.fleet.plan import rows_to_json
     from recommender.report.plan_table import render_cheapest_launch, render_plan
 
+    refuse_empty_plan(rows, fields=FLAG_FIELDS)
     if json_output:
         print(rows_to_json(rows))
         return

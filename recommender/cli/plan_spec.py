@@ -26,6 +26,7 @@ def plan_spec(path: Path, model: str | None, json_output: bool) -> None:
     """
     from recommender.config.spec import load_spec
     from recommender.engines.head_sizes import check_runnable
+    from recommender.fleet.empty_plan import refuse_empty_plan, spec_fields
     from recommender.fleet.spec_plan import plan_fleet, plan_hardware, plan_precisions
     from recommender.perf.catalog.architecture_check import check_traffic_fits
     from recommender.perf.catalog.gpus import load_catalog
@@ -44,6 +45,7 @@ def plan_spec(path: Path, model: str | None, json_output: bool) -> None:
     pairs = len(plan_hardware(loaded)) * len(plan_precisions(loaded))
     with step_progress(make_console(stderr=True), total=pairs, description="planning the peak hour") as done:
         fleet = plan_fleet(loaded, shape, catalog, on_row=done)
+    refuse_empty_plan(fleet.rows, fields=spec_fields(f"{path}: "), comparisons=[*fleet.layouts, *fleet.parallelism])
     if json_output:
         print(dumps(to_data(fleet)), end="")
         return
