@@ -269,7 +269,7 @@ SpecPath = Annotated[
     Path | None,
     typer.Option(
         help="A search space: plan its GPUs, precisions, batch sizes, traffic and SLA; with a daily "
-        "profile, also autoscaled vs static $/month and the GPU mix (the flags below are ignored)."
+        "profile, also autoscaled vs static $/month and the GPU mix (only --model and --json go with it)."
     ),
 ]
 PromptTokens = Annotated[int, typer.Option(min=1, max=10_000_000)]
