@@ -70,7 +70,7 @@ def _empty(kind: str, gpu: str) -> PlanRow:
 @given(kinds=st.lists(st.sampled_from(["engine", "memory", "degree"]), min_size=1, max_size=8))
 def test_the_setting_named_is_the_most_common_reason_in_each_paths_words(kinds: list[str]) -> None:
     rows = [_empty(k, f"gpu{i}") for i, k in enumerate(kinds)]
-    top = max(set(kinds), key=lambda k: (kinds.count(k), k == kinds[0]))
+    top = max(dict.fromkeys(kinds), key=lambda k: (kinds.count(k), k == kinds[0]))  # ties: the first met
     for fields in (FLAG_FIELDS, spec_fields("s.yaml: ")):
         with pytest.raises(BadInputError) as info:
             refuse_empty_plan(rows, fields=fields)
