@@ -207,7 +207,9 @@ class _Views:
                     decode_hardware=self.decode_hardware,
                     expert_parallel=self._pools(),
                 )
-        self._print(ep if self._tp_against_ep else layouts, name=target.name, traffic=traffic, sla=sla)
+        found = ep if self._tp_against_ep else layouts
+        _refuse_if_empty(found)
+        self._print(found, name=target.name, traffic=traffic, sla=sla)
         return True
 
     @property
@@ -246,6 +248,15 @@ class _Views:
             render_layouts(cast("list[LayoutComparison]", found), name=name, traffic=traffic, sla=sla, console=console)
 
 
+def _refuse_if_empty(found: list[ParallelismComparison] | list[LayoutComparison]) -> None:
+    """A comparison with no winner anywhere is refused with its rows' reasons (``fleet.empty_plan``)."""
+    from recommender.fleet.empty_plan import FLAG_FIELDS, refuse_empty_plan
+    from recommender.fleet.layout_compare import LayoutComparison
+
+    rows = [c.aggregated if isinstance(c, LayoutComparison) else c.tensor_parallel for c in found]
+    refuse_empty_plan(rows, fields=FLAG_FIELDS, comparisons=found)
+
+
 # The command's own options (the pointing flags above are shared with their validation in ``plan_inputs``).
 Model = Annotated[
     str | None,
@@ -258,7 +269,7 @@ SpecPath = Annotated[
     Path | None,
     typer.Option(
         help="A search space: plan its GPUs, precisions, batch sizes, traffic and SLA; with a daily "
-        "profile, also autoscaled vs static $/month and the GPU mix (the flags below are ignored)."
+        "profile, also autoscaled vs static $/month and the GPU mix (only --model and --json go with it)."
     ),
 ]
 PromptTokens = Annotated[int, typer.Option(min=1, max=10_000_000)]
@@ -271,6 +282,7 @@ JsonOutput = Annotated[bool, typer.Option("--json", help="Print the rows as JSON
 
 
 def plan_command(
+    ctx: typer.Context,
     model: Model = None,
     spec: SpecPath = None,
     prompt_tokens: PromptTokens = 512,
@@ -296,7 +308,9 @@ def plan_command(
 ) -> None:
     """Project cost and latency for an architecture without its weights, across GPUs and precisions."""
     from recommender.cli.plan_inputs import distinct, layouts, plan_target, pointed_plan, traffic_and_sla
+    from recommender.config.dependencies import PlanFlags, check_flags
 
+    check_flags(PlanFlags(_typed(ctx), tuple(layouts(layout)), expert_parallel))
     if spec is not None:
         _plan_from_spec(spec, model, json_output)
         return
@@ -315,10 +329,6 @@ def plan_command(
         batch_sizes=batch_size,
     )
     distinct(decode_hardware or [], flag="--decode-hardware")
-    if decode_hardware and "disaggregated" not in layouts(layout):
-        raise BadInputError(
-            "--decode-hardware", "decode pools are planned only with --layout disaggregated", "add it or drop the flag"
-        )
     target = plan_target(model, pointed, price_set, prompt_tokens, output_tokens)
     views = _Views(layouts(layout), link, expert_parallel, expert_skew, redundant_experts, json_output, decode_hardware)
     if views.shown(target, traffic, sla, pointed):
@@ -326,6 +336,17 @@ def plan_command(
     _print_rows(
         _plan_with_progress(target, traffic, sla, pointed), target, traffic=traffic, sla=sla, json_output=json_output
     )
+
+
+def _typed(ctx: typer.Context) -> frozenset[str]:
+    """The options given on the command line or in the environment, by their flag spelling (not their defaults)."""
+    given = {"COMMANDLINE", "ENVIRONMENT"}  # by name: typer vendors its own click, whose enum is not click's
+
+    def source(name: str) -> str:
+        found = ctx.get_parameter_source(name)
+        return "" if found is None else found.name
+
+    return frozenset(p.opts[0] for p in ctx.command.params if p.name and p.opts and source(p.name) in given)
 
 
 def _plan_from_spec(spec: Path, model: str | None, json_output: bool) -> None:
@@ -337,9 +358,11 @@ def _plan_from_spec(spec: Path, model: str | None, json_output: bool) -> None:
 def _print_rows(
     rows: list[PlanRow], target: PlanTarget, *, traffic: Traffic, sla: LatencySLA, json_output: bool
 ) -> None:
+    from recommender.fleet.empty_plan import FLAG_FIELDS, refuse_empty_plan
     from recommender.fleet.plan import rows_to_json
     from recommender.report.plan_table import render_cheapest_launch, render_plan
 
+    refuse_empty_plan(rows, fields=FLAG_FIELDS)
     if json_output:
         print(rows_to_json(rows))
         return

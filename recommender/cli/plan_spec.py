@@ -26,25 +26,26 @@ def plan_spec(path: Path, model: str | None, json_output: bool) -> None:
     """
     from recommender.config.spec import load_spec
     from recommender.engines.head_sizes import check_runnable
+    from recommender.fleet.empty_plan import refuse_empty_plan, spec_fields
     from recommender.fleet.spec_plan import plan_fleet, plan_hardware, plan_precisions
     from recommender.perf.catalog.architecture_check import check_traffic_fits
     from recommender.perf.catalog.gpus import load_catalog
-    from recommender.perf.model.expert_parallel import ExpertParallelLayout
     from recommender.perf.model.shape import ModelShape
     from recommender.report.fleet_table import render_fleet
     from recommender.report.plan_table import render_plan
     from recommender.serialization import dumps, to_data
+    from recommender.study.layout_checks import check_expert_parallel
 
     loaded = load_spec(path)
     name, config = _architecture(path, model, loaded)
     shape, catalog = ModelShape.from_config(config), load_catalog(loaded.hardware_catalog, price_set=loaded.price_set)
     check_runnable(shape.head_dim, loaded.engines, field=f"{path}: model.source")
     check_traffic_fits(config, shape, catalog, loaded.traffic, field_prefix=f"{path}: ")
-    for degree in (d for d in loaded.space.expert_parallel if d > 1):  # as the search refuses them
-        ExpertParallelLayout(degree).check(shape, field=f"{path}: space.expert_parallel")
+    check_expert_parallel(loaded, shape, field_prefix=f"{path}: ")  # as the search refuses them
     pairs = len(plan_hardware(loaded)) * len(plan_precisions(loaded))
     with step_progress(make_console(stderr=True), total=pairs, description="planning the peak hour") as done:
         fleet = plan_fleet(loaded, shape, catalog, on_row=done)
+    refuse_empty_plan(fleet.rows, fields=spec_fields(f"{path}: "), comparisons=[*fleet.layouts, *fleet.parallelism])
     if json_output:
         print(dumps(to_data(fleet)), end="")
         return

@@ -60,7 +60,10 @@ Resume = Annotated[
     ),
 ]
 TimeoutS = Annotated[
-    float | None, typer.Option(min=1, help="Stop sampling after this many seconds (default: the spec's).")
+    float | None,
+    # max: the spec's own bound on search.timeout_s (``config.spec.MAX_SECONDS``, 30 days), so ``inf`` is refused
+    # naming this flag, not the spec key it would have overridden.
+    typer.Option(min=1, max=30 * 86_400, help="Stop sampling after this many seconds (default: the spec's)."),
 ]
 DryRun = Annotated[bool, typer.Option("--dry-run", help=DRY_RUN_HELP)]
 

@@ -45,17 +45,11 @@ def decode_degree_choices(space: Space, current: Candidate) -> list[int]:
 
 
 def check_decode_degrees(space: Space, current: Candidate, catalog: Catalog) -> None:
-    """Refuse decode degrees listed without disaggregated pools, and a listed degree no decode GPU of the spec takes
+    """Refuse a listed degree no decode GPU of the spec takes
     (over its node's `max_tensor_parallel`: every candidate at it would be pruned, the search answering as if the
     degree had been tried)."""
     if space.decode_tensor_parallel is None:
         return
-    if DISAGGREGATED not in space.layout:
-        raise BadInputError(
-            "space.decode_tensor_parallel",
-            "decode pools' degrees are searched only for disaggregated candidates",
-            "add disaggregated to space.layout, or drop space.decode_tensor_parallel",
-        )
     gpus = decode_choices(space, current) or [*space.hardware, current.hardware]
     nodes = {hw: catalog.get(hw).max_tensor_parallel for hw in dict.fromkeys(gpus) if hw != LOCAL_DEVICE}
     if not nodes:

@@ -51,14 +51,8 @@ def decode_choices(space: Space, current: Candidate) -> list[str]:
 
 
 def check_decode_pools(space: Space, current: Candidate, catalog: Catalog) -> None:
-    """Refuse decode GPUs listed without disaggregated pools, the local device or a GPU the catalog does not know
+    """Refuse the local device or a GPU the catalog does not know
     as a decode pool, and a pair of two GPU types the spec (`space`, `current`) asks for over a node link."""
-    if space.decode_hardware is not None and DISAGGREGATED not in space.layout:
-        raise BadInputError(
-            "space.decode_hardware",
-            "decode pools are searched only for disaggregated candidates",
-            "add disaggregated to space.layout, or drop space.decode_hardware",
-        )
     named = [(f"space.decode_hardware[{i}]", hw) for i, hw in enumerate(space.decode_hardware or [])]
     if current.decode_hardware:
         named.append(("current.decode_hardware", current.decode_hardware))

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BeforeValidator, Field, ValidationError, field_validator
 
 from recommender.config.candidate import LOCAL_DEVICE, Candidate
+from recommender.config.current_checks import check_current
 from recommender.config.decode_degrees import check_decode_degrees, decode_degree_choices
 from recommender.config.decode_pools import check_decode_pools, decode_choices
+from recommender.config.dependencies import check_space
 from recommender.config.destinations import MAX_NAME_BYTES
 from recommender.config.space import Space
 from recommender.config.spellings import as_written, current_scheme_as_method, schema_with_current_scheme
@@ -249,7 +251,12 @@ def load_spec(path: Path, *, timeout_s: float | None = None) -> SearchSpec:
     raw = _read_mapping(path)
     if timeout_s is not None and isinstance(raw.get("search", {}), dict):
         raw["search"] = {**raw.get("search", {}), "timeout_s": timeout_s}
-    return spec_from_mapping(raw, spec_path=path.resolve(), label=str(path))
+    spec = spec_from_mapping(raw, spec_path=path.resolve(), label=str(path))
+    try:  # a file a user wrote: a key given without the key it needs is refused (a stored study's spec was read)
+        check_space(spec.space, spec.current)
+    except BadInputError as exc:
+        raise BadInputError(f"{path}: {as_written(exc.field, raw)}", exc.problem, exc.fix) from None
+    return spec
 
 
 def spec_from_mapping(raw: dict[str, Any], *, spec_path: Path | None, label: str) -> SearchSpec:
@@ -362,11 +369,8 @@ def _check_names(spec: SearchSpec) -> None:
     _check_link(spec, catalog)
     check_decode_pools(spec.space, spec.current, catalog)
     check_decode_degrees(spec.space, spec.current, catalog)
-    # The baseline every saving is measured against needs a price; candidates without one are pruned.
-    if spec.current.hardware != LOCAL_DEVICE:
-        unpriced = catalog.price_refusal(spec.current.hardware)
-        if unpriced is not None:
-            raise BadInputError("current.hardware", unpriced)
+    # The baseline every saving is measured against: its degrees fit its nodes, its GPUs priced (as the space's are).
+    check_current(spec.current, catalog)
 
 
 def _check_link(spec: SearchSpec, catalog: Catalog) -> None:

@@ -29,7 +29,7 @@ from recommender.engines.eligibility import eligibility
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.launch import launch_commands
-from recommender.fleet.plan_row import PlanRow
+from recommender.fleet.plan_row import EmptyReason, PlanRow
 from recommender.fleet.plan_scope import PlanScope, caps_evaluated
 from recommender.fleet.row_processes import map_rows
 from recommender.perf.catalog.gpus import Accelerator, Catalog
@@ -68,6 +68,7 @@ def _row(
     note: str,
     result: CandidateResult | None = None,
     unpriced: str = "",
+    empty: EmptyReason = "",
 ) -> PlanRow:
     """One row; `result` is the configuration shown (its capacity 0 when not even a lone request meets the SLA)."""
     kv = "auto" if result is None else result.candidate.kv_cache_dtype
@@ -86,6 +87,7 @@ def _row(
         note=note,
         unpriced=unpriced,
         physics_alarm=serving.physics_alarm_reason(performance.sla) if serving else "",
+        empty=empty,
     )
 
 
@@ -170,7 +172,7 @@ def plan_one(
     )
     served = eligibility(method, accel.device, performance.engines, shape.head_dim)
     if not served.launchable:
-        return _row(performance, accel, precision, method, f"refused: {served.reason(accel.key)}")
+        return _row(performance, accel, precision, method, f"refused: {served.reason(accel.key)}", empty="engine")
     unpriced = (catalog.price_refusal(accel.key) if accel.key in catalog.accelerators else None) or ""
     fitting, refusal, pruned = _fitting(performance, accel, precision, method, scope)
     within_sla = [r for r in fitting if r.serving is not None and r.serving.requests_per_s > 0]
@@ -182,7 +184,7 @@ def plan_one(
     if fitting:
         closest = min(fitting, key=lambda r: _sla_overshoot(r, sla))
         note = "SLA not met even by a lone request (its P99s shown)"
-        return _row(performance, accel, precision, method, note, closest, unpriced)
+        return _row(performance, accel, precision, method, note, closest, unpriced, empty="sla")
     if not scope.degrees(accel.max_tensor_parallel):
         return _row(
             performance,
@@ -190,9 +192,11 @@ def plan_one(
             precision,
             method,
             f"no degree of {list(scope.tensor_parallel)} fits a node of {accel.max_tensor_parallel} {accel.key}",
+            empty="degree",
         )
     degrees = scope.degrees(accel.max_tensor_parallel)
-    return _row(performance, accel, precision, method, f"does not fit on {degrees[-1]} GPUs: {refusal}")
+    note = f"does not fit on {degrees[-1]} GPUs: {refusal}"
+    return _row(performance, accel, precision, method, note, empty="memory")
 
 
 def weights_gb(shape: ModelShape, method: QuantScheme, tensor_parallel: int) -> float:

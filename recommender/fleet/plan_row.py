@@ -14,7 +14,7 @@ read-only views of the result for the table, the comparisons and the JSON.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import CoreSchema, core_schema
@@ -29,7 +29,11 @@ from recommender.provenance import Provenance
 if TYPE_CHECKING:
     from recommender.perf.sim.serving import ServingEstimate
 
-__all__ = ["PlanRow", "PlanRowJson", "plan_row_json"]
+__all__ = ["EmptyReason", "PlanRow", "PlanRowJson", "plan_row_json"]
+
+#: Why a row serves nothing ("": it serves the traffic, or is not a plan's own row): no engine launches its scheme on
+#: the GPU, no degree tried holds one request, no degree tried fits a node, or not even a lone request meets the SLA.
+EmptyReason = Literal["", "engine", "memory", "degree", "sla"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +63,8 @@ class PlanRow:
     launch: str = ""
     #: The batch caps the KV cache cannot hold, pruned with the reason ("" when none was).
     batch_caps_pruned: str = ""
+    #: Why the row serves nothing, as a kind (`note` says it in words); not written to JSON (``plan_row_json``).
+    empty: EmptyReason = ""
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:

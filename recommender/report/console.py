@@ -9,6 +9,7 @@ a search and a worker show their trials the same way.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -24,10 +25,33 @@ if TYPE_CHECKING:
 
 def usage_error(exc: Exception) -> str:
     """A wrong command, flag or value (click's exception) as one line pointing at the command's --help."""
-    message = one_line(" ".join(str(getattr(exc, "format_message", exc.__str__)()).split()))
+    message = non_finite_message(exc) or one_line(" ".join(str(getattr(exc, "format_message", exc.__str__)()).split()))
     ctx = getattr(exc, "ctx", None)
     command = ctx.command_path if ctx is not None else "recommender"
     return f"error: {message} (fix: see `{command} --help`)"
+
+
+def non_finite_message(exc: Exception) -> str:
+    """ "Invalid value for '--x': 'nan' is not a finite number" where a number flag was given NaN or an infinity, or "".
+
+    The parser checks a ranged number flag (``min=``/``max=``) by comparing it with its bounds, and every comparison
+    with NaN is false: ``--expert-skew nan`` was refused as "should be less than or equal to 10", which names a
+    bound the value never passed. The raw value is the input of the validation error the parser chains."""
+    cause = exc.__cause__ or exc.__context__
+    errors = getattr(cause, "errors", None)
+    param = getattr(exc, "param", None)
+    if not callable(errors) or param is None:
+        return ""
+    try:
+        raw = errors()[0].get("input")
+        number = float(raw) if isinstance(raw, str | float) else 0.0
+    except (ValueError, TypeError, IndexError):
+        return ""
+    if math.isfinite(number):
+        return ""
+    name = one_line(str(raw))[:40]
+    flag = (getattr(param, "opts", None) or [getattr(param, "name", "value")])[0]
+    return f"Invalid value for '{flag}': {name!r} is not a finite number"
 
 
 def make_console(*, stderr: bool) -> Console:

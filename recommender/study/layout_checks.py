@@ -23,23 +23,36 @@ if TYPE_CHECKING:
     from recommender.perf.catalog.gpus import Catalog
     from recommender.perf.model.shape import ModelShape
 
-__all__ = ["check_layouts"]
+__all__ = ["check_expert_parallel", "check_layouts"]
 
 
 def check_layouts(spec: SearchSpec, catalog: Catalog, shape: ModelShape, *, field_prefix: str) -> None:
     """Refuse expert-parallel degrees a model cannot take (a dense model, a degree not dividing the experts, as
     `plan --expert-parallel` refuses them), and a space with disaggregated pools none of whose workers (scheme x GPU x
     degree x KV dtype) fits."""
-    for degree in spec.space.expert_parallel:
+    check_expert_parallel(spec, shape, field_prefix=field_prefix)
+    if "disaggregated" not in spec.space.layout:
+        return
+    _check_pools_fit(spec, catalog, shape, field_prefix=field_prefix)
+
+
+def check_expert_parallel(spec: SearchSpec, shape: ModelShape, *, field_prefix: str) -> None:
+    """Every expert-parallel degree the spec names, in `space` and in `current` alike, checked against the model's
+    experts (a dense model has none), with the space's redundant experts where it has them: `current` is
+    evaluated as the first trial, so a degree refused in the space is refused there too, before any work."""
+    named = [("space.expert_parallel", d) for d in spec.space.expert_parallel]
+    named.append(("current.expert_parallel", spec.current.expert_parallel))
+    for where, degree in named:
         if degree > 1:
-            ExpertParallelLayout(degree).check(shape, field=f"{field_prefix}space.expert_parallel")
-            redundant = spec.space.redundant_experts
-            if redundant:
+            ExpertParallelLayout(degree).check(shape, field=f"{field_prefix}{where}")
+            if redundant := spec.space.redundant_experts:
                 ExpertParallelLayout(degree, redundant_experts=redundant).check(
                     shape, field=f"{field_prefix}space.redundant_experts"
                 )
-    if "disaggregated" not in spec.space.layout:
-        return
+
+
+def _check_pools_fit(spec: SearchSpec, catalog: Catalog, shape: ModelShape, *, field_prefix: str) -> None:
+    """Bad input where no disaggregated pool worker of the space fits the model (or no catalog GPU is listed)."""
     hardware = [hw for hw in spec.space.hardware if hw != LOCAL_DEVICE]
     if not hardware:
         raise BadInputError(

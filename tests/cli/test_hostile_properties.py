@@ -67,12 +67,12 @@ def _tree(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
-def run_cli(args: list[str], cwd: Path) -> Outcome:
-    """`recommender ARGS` in `cwd` with the work replaced by `Reached`; stdout and stderr captured."""
+def run_cli(args: list[str], cwd: Path, *, work: tuple[str, ...] = WORK) -> Outcome:
+    """`recommender ARGS` in `cwd` with the `work` replaced by `Reached` (`()`: run it); stdout and stderr captured."""
     before, out, err, home = _tree(cwd), io.StringIO(), io.StringIO(), os.getcwd()
     code: object = "returned"
     with contextlib.ExitStack() as stack:
-        for target in WORK:
+        for target in work:
             stack.enter_context(mock.patch(target, side_effect=Reached))
         stack.enter_context(mock.patch.object(sys, "argv", ["recommender", *args]))
         stack.enter_context(contextlib.redirect_stdout(out))

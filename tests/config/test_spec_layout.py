@@ -23,8 +23,10 @@ def test_a_spec_without_layout_is_aggregated_and_keeps_its_study_name(tmp_path: 
     assert plain.current.layout == "aggregated" and "layout" not in space_choices(plain)
     spelled = load_spec(write_spec(tmp_path / "a.yaml", {"space.layout": ["aggregated"]}))
     assert spelled.fingerprint() == plain.fingerprint()
-    ep_one = load_spec(write_spec(tmp_path / "e.yaml", {"space.expert_parallel": [1], "space.link": "nvlink"}))
-    assert ep_one.fingerprint() == plain.fingerprint()  # the link is read by no layout searched: left out too
+    ep_one = load_spec(write_spec(tmp_path / "e.yaml", {"space.expert_parallel": [1]}))
+    assert ep_one.fingerprint() == plain.fingerprint()
+    with pytest.raises(BadInputError, match="space.link: applies only with disaggregated"):  # read by nothing here
+        load_spec(write_spec(tmp_path / "l.yaml", {"space.expert_parallel": [1], "space.link": "nvlink"}))
     assert "expert_parallel" not in space_choices(ep_one)
     ep = load_spec(write_spec(tmp_path / "ep.yaml", {"space.expert_parallel": [1, 8]}))
     assert ep.fingerprint() != plain.fingerprint() and space_choices(ep)["expert_parallel"] == [1, 8]

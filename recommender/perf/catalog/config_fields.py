@@ -84,6 +84,12 @@ class ConfigFields(BaseModel):
     def _experts_fit(self) -> ConfigFields:
         experts = next((getattr(self, f) for f in EXPERT_COUNTS if (getattr(self, f) or 0) > 1), None)
         per_token = self.num_experts_per_tok
+        written = [f"{f} {getattr(self, f)}" for f in EXPERT_COUNTS if getattr(self, f) is not None]
+        if experts is None and written and per_token is not None and per_token > 1:  # planned dense before
+            raise ValueError(
+                f"num_experts_per_tok {per_token} routes each token to more experts than {', '.join(written)} gives "
+                "a layer (a dense model has no num_experts_per_tok above 1; a mixture of experts has more experts)"
+            )
         if experts is not None and per_token is not None and not 1 <= per_token <= experts:
             raise ValueError(f"num_experts_per_tok {per_token} is outside 1..{experts}, the experts of a layer")
         layers, dense = self.num_hidden_layers, self.mlp_only_layers or []
