@@ -57,6 +57,28 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 
 @pytest.fixture(scope="session")
+def shared_task_index() -> Iterator[None]:
+    """lm-eval's TaskManager built once per set of arguments in this process (each pytest-xdist worker): indexing its
+    thousands of built-in task YAMLs takes about 6 s of CPU, and the modules that need the full index (the shipped
+    spaces' suites, the corpus's unknown task) would each index them again. The manager is only read (task names,
+    task configs), so one serves every test; from the first test that asks, every later one in the process gets it.
+    """
+    import lm_eval.tasks
+
+    real, built = lm_eval.tasks.TaskManager, dict[tuple[Any, ...], Any]()
+
+    def shared(*args: Any, **settings: Any) -> Any:
+        key = (args, tuple(sorted(settings.items())))
+        if key not in built:
+            built[key] = real(*args, **settings)
+        return built[key]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lm_eval.tasks, "TaskManager", shared)
+        yield
+
+
+@pytest.fixture(scope="session")
 def demo_model_dir() -> Path:
     assert (DEMO_MODEL / "model.safetensors").is_file(), "the demo model is committed; run `make train-demo`"
     return DEMO_MODEL
