@@ -50,6 +50,34 @@ if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
         sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
+def warm_numba_cache() -> None:
+    """One small evaluation in this process, so that numba's cache of the compiled simulation loop is in the
+    package's `__pycache__` folders: compiled and written here on a fresh clone (20-30 s of CPU), loaded where it is
+    there already (about 1 s, with the imports)."""
+    from recommender.config.candidate import Candidate
+    from recommender.config.spec import LatencySLA, Traffic
+    from recommender.evaluation.performance import PerformanceEvaluator
+    from recommender.perf.catalog.architectures import load_architecture
+    from recommender.perf.catalog.gpus import load_catalog
+
+    evaluator = PerformanceEvaluator(
+        load_catalog(),
+        load_architecture("llama-3.1-8b")[1],
+        Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=2),
+        LatencySLA(ttft_p99_ms=3000, tpot_p99_ms=200),
+        engines=("vllm",),
+    )
+    evaluator.evaluate(Candidate("bf16", "baseline", "h100-sxm", 8))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under pytest-xdist, the controller compiles the simulation loop once before it starts the workers (its own
+    hook runs last): on a fresh clone each worker's first simulation otherwise compiled it at the same time, twice
+    the CPU for one cache (the fast suite spent 30-60 s of its wall time there on two cores, 2026-12-06)."""
+    if session.config.pluginmanager.has_plugin("dsession"):
+        warm_numba_cache()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Task data and quality results go to a per-session cache, never the user's."""

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DEMO_SPEC
+from tests.conftest import DEMO_SPEC, warm_numba_cache
 
 ROOT = Path(__file__).parents[1]
 PACKAGE = ROOT / "recommender"
@@ -188,30 +188,10 @@ print(json.dumps({
 """
 
 
-def _warm_numba_cache() -> None:
-    """One small evaluation in this process, so that numba's cache of the compiled loop is in the package's
-    `__pycache__` folders (written here on a fresh clone, loaded where another test wrote it) before they are copied.
-    """
-    from recommender.config.candidate import Candidate
-    from recommender.config.spec import LatencySLA, Traffic
-    from recommender.evaluation.performance import PerformanceEvaluator
-    from recommender.perf.catalog.architectures import load_architecture
-    from recommender.perf.catalog.gpus import load_catalog
-
-    evaluator = PerformanceEvaluator(
-        load_catalog(),
-        load_architecture("llama-3.1-8b")[1],
-        Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=2),
-        LatencySLA(ttft_p99_ms=3000, tpot_p99_ms=200),
-        engines=("vllm",),
-    )
-    evaluator.evaluate(Candidate("bf16", "baseline", "h100-sxm", 8))
-
-
 def _copy_with_toys(root: Path) -> Path:
     """The package copied under `root` (with numba's cache), with the toy scheme and the toy engine added in their
     folders only."""
-    _warm_numba_cache()
+    warm_numba_cache()
     package = _copy_package(root, numba_cache=True)
     (package / "quantize" / "toy.py").write_text(TOY_SCHEME)
     init = package / "quantize" / "__init__.py"
