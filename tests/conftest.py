@@ -70,12 +70,30 @@ def warm_numba_cache() -> None:
     evaluator.evaluate(Candidate("bf16", "baseline", "h100-sxm", 8))
 
 
+_WARMING: list[Any] = []  # the controller's thread compiling the loop
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Under pytest-xdist, the controller compiles the simulation loop once before it starts the workers (its own
-    hook runs last): on a fresh clone each worker's first simulation otherwise compiled it at the same time, twice
-    the CPU for one cache (the fast suite spent 30-60 s of its wall time there on two cores, 2026-12-06)."""
-    if session.config.pluginmanager.has_plugin("dsession"):
-        warm_numba_cache()
+    """Under pytest-xdist, the controller compiles the simulation loop once, in a thread, while the workers start
+    and collect; the tests are handed out when it is done (`pytest_xdist_node_collection_finished`). On a fresh
+    clone each worker's first simulation otherwise compiled it at the same time: twice the CPU for one cache
+    (test_compiled and test_gpu_mix on two workers: 52 s of CPU and 62 s wall, 35 s and 44 s with one compile,
+    2026-12-06). Should the compile fail, the thread's error is reported and the tests that simulate fail on their
+    own."""
+    if not session.config.pluginmanager.has_plugin("dsession"):
+        return
+    import threading
+
+    thread = threading.Thread(target=warm_numba_cache, name="warm-numba-cache", daemon=True)
+    thread.start()
+    _WARMING.append(thread)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent under -p no:xdist
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """The controller waits for its compile before the first test is handed out (a no-op once it is done)."""
+    for thread in _WARMING:
+        thread.join()
 
 
 @pytest.fixture(scope="session", autouse=True)
