@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -49,10 +50,78 @@ if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
         sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
+def warm_numba_cache() -> None:
+    """One small evaluation in this process, so that numba's cache of the compiled simulation loop is in the
+    package's `__pycache__` folders: compiled and written here on a fresh clone (20-30 s of CPU), loaded where it is
+    there already (about 1 s, with the imports)."""
+    from recommender.config.candidate import Candidate
+    from recommender.config.spec import LatencySLA, Traffic
+    from recommender.evaluation.performance import PerformanceEvaluator
+    from recommender.perf.catalog.architectures import load_architecture
+    from recommender.perf.catalog.gpus import load_catalog
+
+    evaluator = PerformanceEvaluator(
+        load_catalog(),
+        load_architecture("llama-3.1-8b")[1],
+        Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=2),
+        LatencySLA(ttft_p99_ms=3000, tpot_p99_ms=200),
+        engines=("vllm",),
+    )
+    evaluator.evaluate(Candidate("bf16", "baseline", "h100-sxm", 8))
+
+
+_WARMING: list[Any] = []  # the controller's thread compiling the loop
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under pytest-xdist, the controller compiles the simulation loop once, in a thread, while the workers start
+    and collect; the tests are handed out when it is done (`pytest_xdist_node_collection_finished`). On a fresh
+    clone each worker's first simulation otherwise compiled it at the same time: twice the CPU for one cache
+    (test_compiled and test_gpu_mix on two workers: 52 s of CPU and 62 s wall, 35 s and 44 s with one compile,
+    2026-12-06). Should the compile fail, the thread's error is reported and the tests that simulate fail on their
+    own."""
+    if not session.config.pluginmanager.has_plugin("dsession"):
+        return
+    import threading
+
+    thread = threading.Thread(target=warm_numba_cache, name="warm-numba-cache", daemon=True)
+    thread.start()
+    _WARMING.append(thread)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent under -p no:xdist
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """The controller waits for its compile before the first test is handed out (a no-op once it is done)."""
+    for thread in _WARMING:
+        thread.join()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Task data and quality results go to a per-session cache, never the user's."""
     os.environ["RECOMMENDER_CACHE_DIR"] = str(tmp_path_factory.mktemp("recommender-cache"))
+
+
+@pytest.fixture(scope="session")
+def shared_task_index() -> Iterator[None]:
+    """lm-eval's TaskManager built once per set of arguments in this process (each pytest-xdist worker): indexing its
+    thousands of built-in task YAMLs takes about 6 s of CPU, and the modules that need the full index (the shipped
+    spaces' suites, the corpus's unknown task) would each index them again. The manager is only read (task names,
+    task configs), so one serves every test; from the first test that asks, every later one in the process gets it.
+    """
+    import lm_eval.tasks
+
+    real, built = lm_eval.tasks.TaskManager, dict[tuple[Any, ...], Any]()
+
+    def shared(*args: Any, **settings: Any) -> Any:
+        key = (args, tuple(sorted(settings.items())))
+        if key not in built:
+            built[key] = real(*args, **settings)
+        return built[key]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lm_eval.tasks, "TaskManager", shared)
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -197,3 +266,33 @@ def with_value(raw: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[s
         node = node[key]
     node[path[-1]] = value
     return data
+
+
+def run_cli_in_process(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    """`recommender ARGS` run in this process from `cwd`: the real entry point (`recommender.cli.main.main`), its
+    stdout, stderr and exit status as `subprocess.run` gives them.
+
+    For refusals, which end before any work: a subprocess adds a second import of the package (0.7 s for a spec
+    check, 3-5 s where the command imports torch, MLflow or the simulation) and checks nothing more. A few tests
+    per command still run `python -m recommender.cli.main` to check the exit code end to end. An exception that
+    escapes `main` is raised here (the test fails with its traceback) rather than printed.
+    """
+    import contextlib
+    import io
+
+    from recommender.cli import main as cli
+
+    out, err, home = io.StringIO(), io.StringIO(), os.getcwd()
+    code: int | str | None = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        old_argv, sys.argv = sys.argv, ["recommender", *args]
+        os.chdir(cwd)
+        try:
+            cli.main()
+        except SystemExit as exc:
+            code = exc.code
+        finally:
+            os.chdir(home)
+            sys.argv = old_argv
+    returncode = code if isinstance(code, int) else (0 if code is None else 1)
+    return subprocess.CompletedProcess(["recommender", *args], returncode, out.getvalue(), err.getvalue())

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DEMO_SPEC
+from tests.conftest import DEMO_SPEC, warm_numba_cache
 
 ROOT = Path(__file__).parents[1]
 PACKAGE = ROOT / "recommender"
@@ -66,13 +66,20 @@ PLANTED = (
 )
 
 
-def _copy_package(root: Path) -> Path:
-    """The package copied to `root/recommender` (caches and the demo's weights left out: nothing here reads them)."""
+def _copy_package(root: Path, *, numba_cache: bool = False) -> Path:
+    """The package copied to `root/recommender` (caches and the demo's weights left out: nothing here reads them).
+
+    With `numba_cache`, numba's compiled functions (the `.nbi`/`.nbc` files in `__pycache__`) come too: a copy that
+    runs the simulation then loads them instead of compiling the loop again (30-40 s of CPU). numba checks each
+    against its source file's modification time and size, which the copy keeps, so a stale one is compiled anew.
+    """
     package = root / "recommender"
 
     def skipped(folder: str, names: list[str]) -> set[str]:
+        if Path(folder).name == "__pycache__":
+            return {n for n in names if not (numba_cache and n.endswith((".nbi", ".nbc")))}
         demo = Path(folder).name == "demo"
-        return {n for n in names if n == "__pycache__" or (demo and n in ("model", "model-v2"))}
+        return {n for n in names if (n == "__pycache__" and not numba_cache) or (demo and n in ("model", "model-v2"))}
 
     shutil.copytree(PACKAGE, package, ignore=skipped)
     return package
@@ -182,8 +189,10 @@ print(json.dumps({
 
 
 def _copy_with_toys(root: Path) -> Path:
-    """The package copied under `root`, with the toy scheme and the toy engine added in their folders only."""
-    package = _copy_package(root)
+    """The package copied under `root` (with numba's cache), with the toy scheme and the toy engine added in their
+    folders only."""
+    warm_numba_cache()
+    package = _copy_package(root, numba_cache=True)
     (package / "quantize" / "toy.py").write_text(TOY_SCHEME)
     init = package / "quantize" / "__init__.py"
     text = init.read_text().replace("_BACKENDS = (", "_BACKENDS = (toy, ", 1)

@@ -18,6 +18,10 @@ import yaml
 from recommender.cli import main as cli
 from tests.conftest import REPO, write_spec
 
+#: A suite naming an unknown task makes the search index lm-eval's built-in tasks: once in this process
+#: (tests/conftest.py), shared with the other modules that need them.
+pytestmark = pytest.mark.usefixtures("shared_task_index")
+
 CASES = yaml.safe_load((Path(__file__).parent / "bad_inputs" / "cases.yaml").read_text(encoding="utf-8"))
 
 

@@ -1,4 +1,8 @@
-"""Bad input through the real CLI: one line naming the field and the fix, exit code 2, no traceback."""
+"""Bad input through the real CLI entry point: one line naming the field and the fix, exit code 2, no traceback.
+
+The refusals run `main` in process (`run_cli_in_process`); the missing and malformed spec and `--help` run
+`python -m recommender.cli.main` in a subprocess, for the exit code and the streams end to end.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +13,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, write_spec
+from tests.conftest import REPO, run_cli_in_process, write_spec
 
 SUITE = str(REPO / "recommender" / "demo" / "use_case.yaml")
 
 
-def _run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+def _subprocess(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    """`python -m recommender.cli.main ARGS`: the exit code and the streams end to end (a few tests below)."""
     return subprocess.run(
         [sys.executable, "-m", "recommender.cli.main", *args], capture_output=True, text=True, cwd=cwd, timeout=300
     )
+
+
+#: The refusals run the entry point in this process (tests/conftest.py says why); `_subprocess` for the end to end.
+_run = run_cli_in_process
 
 
 def _spec_with(tmp_path: Path, **changes: object) -> Path:
@@ -35,13 +44,13 @@ def _assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: s
 
 
 def test_missing_spec_file(tmp_path: Path) -> None:
-    _assert_one_line_error(_run("search", str(tmp_path / "nope.yaml")), "nope.yaml", "not found")
+    _assert_one_line_error(_subprocess("search", str(tmp_path / "nope.yaml")), "nope.yaml", "not found")
 
 
 def test_malformed_yaml_names_the_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: demo\nspace: [unclosed\n")
-    _assert_one_line_error(_run("search", str(bad)), "bad.yaml:", "malformed YAML")
+    _assert_one_line_error(_subprocess("search", str(bad)), "bad.yaml:", "malformed YAML")
 
 
 @pytest.mark.parametrize(
@@ -111,7 +120,7 @@ def test_unknown_lm_eval_task_suggests_names(tmp_path: Path) -> None:
 
 
 def test_help_explains_exit_codes() -> None:
-    result = _run("search", "--help")
+    result = _subprocess("search", "--help")
     assert result.returncode == 0
     text = " ".join(result.stdout.split())  # rich wraps at the terminal width
     assert "Exit codes: 0 recommendation found, 1 no candidate met every threshold, 2 bad input" in text

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from tests.conftest import run_cli_in_process
+
 
 def _estimate(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -57,9 +59,9 @@ def test_estimate_json_has_every_figure_with_an_interval() -> None:
     ],
 )
 def test_estimate_refuses_bad_input_in_one_line(args: list[str], field: str) -> None:
-    run = _estimate(
-        "--model", "qwen3-32b", "--concurrency", "8", "--prompt-tokens", "128", "--output-tokens", "16", *args
-    )
+    # In process: a refusal needs no second import of the package (the answers here run `python -m`).
+    common = ("--model", "qwen3-32b", "--concurrency", "8", "--prompt-tokens", "128", "--output-tokens", "16")
+    run = run_cli_in_process("estimate", *common, *args)
     assert run.returncode == 2
     assert run.stderr.count("error:") == 1 and field in run.stderr and "Traceback" not in run.stderr
 

@@ -1,5 +1,6 @@
 """`recommender plan --layout aggregated --layout disaggregated` through the real CLI: both layouts side by side with
-the winner and its reason; a layout or link it does not know is one line, exit 2, nothing printed on stdout."""
+the winner and its reason; a layout or link it does not know is one line, exit 2, nothing printed on stdout (the
+refusals run the entry point in process, `run_cli_in_process`; the plans a `python -m` subprocess end to end)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cli_in_process
 
 NARROW = (
     "plan",
@@ -85,7 +86,7 @@ def test_plan_prints_both_layouts_with_the_winner_and_its_reason_as_json() -> No
     ],
 )
 def test_an_unknown_layout_or_link_is_one_line_and_exit_2(flags: tuple[str, ...], needles: tuple[str, ...]) -> None:
-    result = _run(*NARROW, *flags)
+    result = run_cli_in_process(*NARROW, *flags)
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
     [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
@@ -121,7 +122,7 @@ def test_an_unknown_layout_or_link_is_one_line_and_exit_2(flags: tuple[str, ...]
 def test_expert_parallelism_for_a_dense_model_or_an_uneven_expert_split_is_one_line_and_exit_2(
     flags: tuple[str, ...], needles: tuple[str, ...]
 ) -> None:
-    result = _run("plan", "--hardware", "h200", "--precision", "fp8", *flags)
+    result = run_cli_in_process("plan", "--hardware", "h200", "--precision", "fp8", *flags)
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
     [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]

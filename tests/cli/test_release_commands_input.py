@@ -4,22 +4,16 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cli_in_process
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "recommender.cli.main", *args, "--tracking-uri", str(cwd / "none")],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-    )
+    """The entry point in process (`run_cli_in_process`: a refusal needs no second import of the package)."""
+    return run_cli_in_process(*args, "--tracking-uri", str(cwd / "none"), cwd=REPO)
 
 
 @pytest.mark.parametrize(

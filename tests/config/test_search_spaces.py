@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 
 from recommender.config.spec import load_spec
@@ -15,23 +12,8 @@ from tests.conftest import REPO
 SPACES = sorted((REPO / "search_spaces").glob("*.yaml"))
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_index_per_module() -> Iterator[None]:
-    """lm-eval's TaskManager indexes its thousands of built-in task YAMLs (about 7 s of CPU): the spaces whose suites
-    name built-in tasks share the one `task_manager` builds, instead of each indexing them again."""
-    import lm_eval.tasks
-
-    real, built = lm_eval.tasks.TaskManager, dict[tuple[tuple[str, Any], ...], Any]()
-
-    def shared(**settings: Any) -> Any:
-        key = tuple(sorted(settings.items()))
-        if key not in built:
-            built[key] = real(**settings)
-        return built[key]
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(lm_eval.tasks, "TaskManager", shared)
-        yield
+#: lm-eval's index of its built-in tasks built once in this process (tests/conftest.py), not once per space.
+pytestmark = pytest.mark.usefixtures("shared_task_index")
 
 
 @pytest.mark.parametrize("path", SPACES, ids=[p.stem for p in SPACES])

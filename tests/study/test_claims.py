@@ -105,7 +105,7 @@ def test_method_identity_is_the_same_in_every_process() -> None:
             check=True,
             env={**os.environ, "PYTHONHASHSEED": seed},
         ).stdout
-        for seed in ("1", "2", "3")
+        for seed in ("1", "2")  # two string-hash orders: a set's order or an address that leaks differs between them
     ]
-    assert outputs[0] and outputs[0] == outputs[1] == outputs[2]
+    assert outputs[0] and outputs[0] == outputs[1]
     assert "0x" not in outputs[0]
