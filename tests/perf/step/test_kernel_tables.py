@@ -194,6 +194,12 @@ def test_plan_of_a_70b_fp8_on_two_l40s_stands_on_measured_kernels(engine: str, s
         "2",
         "--rps",
         "2",
+        # An SLA a lone request meets (the default TPOT is under what two L40S stream a 70B at): a plan that serves
+        # nothing is refused (exit 2) and prints no row.
+        "--ttft-ms",
+        "5000",
+        "--tpot-ms",
+        "300",
         "--json",
     ]
     out = subprocess.run(plan, capture_output=True, text=True, timeout=600)
