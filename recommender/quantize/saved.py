@@ -1,8 +1,9 @@
 """A checkpoint directory written earlier (`recommender quantize`, or a study), scored as it is on disk.
 
 `recommender eval --scheme S --checkpoint DIR` measures the very files an engine will load.
-The directory must be the scheme's format (compressed-tensors or ModelOpt) and recipe: scoring a
-GPTQ checkpoint under the name of round-to-nearest would put one scheme's numbers on another.
+The directory must be the scheme's format (compressed-tensors, ModelOpt or Quark), recipe (when the tool's recipe
+file is there) and what its own metadata says (`checkpoint_metadata`: algorithm, group size, KV dtype, whether or
+not the recipe file is there): scoring an NVFP4 export under the name of FP8 would put one scheme's numbers on another.
 Its identity is the scheme's plus the hash of its weights, so the quality cache never mixes two
 checkpoints of one scheme (say, calibrated on different documents).
 """
@@ -15,8 +16,9 @@ from typing import TYPE_CHECKING
 
 from recommender.device import DeviceInfo
 from recommender.errors import BadInputError
-from recommender.input_files import load_json, read_text, usable_path
+from recommender.input_files import read_text, usable_path
 from recommender.quantize._base import QuantScheme
+from recommender.quantize.checkpoint_metadata import check_checkpoint_metadata
 from recommender.quantize.checkpoint_scheme import CheckpointScheme
 
 if TYPE_CHECKING:
@@ -43,7 +45,7 @@ class SavedCheckpoint(QuantScheme):
 
 
 def saved_checkpoint(scheme: QuantScheme, path: Path, *, field: str = "--checkpoint") -> SavedCheckpoint:
-    """`path` checked to be `scheme`'s compressed-tensors checkpoint (one BadInputError line otherwise)."""
+    """`path` checked to be `scheme`'s checkpoint (one BadInputError line otherwise)."""
     from recommender.models.source import ModelSource
 
     if not isinstance(scheme, CheckpointScheme) or scheme.checkpoint_format is None:
@@ -51,13 +53,6 @@ def saved_checkpoint(scheme: QuantScheme, path: Path, *, field: str = "--checkpo
     config_file = path / "config.json"
     if not usable_path(config_file, field=field).is_file():
         raise BadInputError(field, f"{path} has no config.json", "give a directory written by `recommender quantize`")
-    quant = load_json(config_file, field=field, what="config.json").get("quantization_config") or {}
-    if not isinstance(quant, dict) or quant.get("quant_method") != scheme.quant_method:
-        raise BadInputError(
-            field,
-            f"{path} is not a {scheme.checkpoint_format} checkpoint",
-            f"run `recommender quantize --scheme {scheme.name}`",
-        )
     recipe = path / scheme.recipe_file
     if recipe.is_file() and read_text(recipe, field=field, what="recipe") != scheme.recipe:
         raise BadInputError(
@@ -65,6 +60,7 @@ def saved_checkpoint(scheme: QuantScheme, path: Path, *, field: str = "--checkpo
             f"{path} was made with another recipe than {scheme.name}'s",
             f"pass the scheme it was made with (its recipe is {recipe})",
         )
+    check_checkpoint_metadata(scheme, path, field=field)  # with or without the recipe: what the files say
     fingerprint = ModelSource.resolve(str(path), base_dir=path, field=field).fingerprint()
     return SavedCheckpoint(
         name=scheme.name,

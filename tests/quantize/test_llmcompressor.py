@@ -14,7 +14,8 @@ from compressed_tensors.quantization.quant_scheme import PRESET_SCHEMES, preset_
 from llmcompressor.recipe import Recipe
 
 from recommender.quantize import get_scheme
-from recommender.quantize.llmcompressor import METHODS, PRESETS, PresetRow, preset_recipe
+from recommender.quantize.checkpoint_metadata import CT_PRESETS, ct_preset
+from recommender.quantize.llmcompressor import METHODS, PRESETS, LlmCompressorScheme, PresetRow, preset_recipe
 
 #: What each scheme's description promises, as the preset's (weight strategy, group size, activations: strategy and
 #: dynamic, or None for weight-only): a row pointing at another preset fails here.
@@ -112,3 +113,25 @@ def test_the_schemes_that_are_not_one_preset_stay_whole_and_the_registry_keeps_i
         "fp8-online",
     ]
     assert {row.name for row in PRESETS} == {m.name for m in METHODS} - {"int8-w8a8", "w4a16-awq-g128", "fp8-online"}
+
+
+@pytest.mark.parametrize("preset", sorted(CT_PRESETS))
+def test_checkpoint_metadata_presets_are_compressed_tensors_own(preset: str) -> None:
+    """`checkpoint_metadata.CT_PRESETS` (what a checkpoint's config_groups are checked against, without importing
+    compressed-tensors) holds each preset's weight and activation arguments as compressed-tensors dumps them."""
+    scheme = PRESET_SCHEMES[preset]
+    weights, acts = CT_PRESETS[preset]
+    dumped = scheme["weights"].model_dump(mode="json")
+    assert {key: dumped[key] for key in weights} == weights
+    assert dumped["group_size"] == weights.get("group_size")
+    assert (acts is None) == (scheme.get("input_activations") is None)
+    if acts is not None:
+        dumped = scheme["input_activations"].model_dump(mode="json")
+        assert {key: dumped[key] for key in acts} == acts
+        assert dumped["group_size"] == acts.get("group_size")
+
+
+def test_every_checkpoint_scheme_recipe_applies_one_preset_of_the_table() -> None:
+    for method in METHODS:
+        if isinstance(method, LlmCompressorScheme) and method.checkpoint_format is not None:
+            assert ct_preset(method) in CT_PRESETS

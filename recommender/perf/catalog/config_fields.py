@@ -4,10 +4,9 @@ A config.json is user input (a file, a model directory, a checkpoint, a hub down
 shape and MoE models do arithmetic on it: ``"8"`` for an expert count compares a string with an
 int, ``"0,1"`` for a layer list iterates characters, ``-1408`` for an expert width prices negative
 memory. Every field any of them reads is declared here once, strictly typed (a JSON string or float
-is not an integer, ``true`` is not a count) and bounded, with the rules that tie fields together:
-query heads split evenly into KV groups and divide the hidden size (transformers refuses the
-model otherwise), a token is routed to at most as many experts as a layer has, a dense-MLP layer
-index names a layer that exists. Fields not listed are left to their readers (transformers,
+is not an integer, ``true`` is not a count) and bounded; the rules that tie fields together (heads and KV
+groups, experts, top-k and expert groups, shared experts, MLA ranks, windows, layer types) are
+``config_rules.RULES``, one set for shipped and user configs. Fields not listed are left to their readers (transformers,
 the MoE module's refusal of layouts it does not model).
 """
 
@@ -18,6 +17,9 @@ from typing import Annotated, Any, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator
 
 from recommender.errors import BadInputError, pydantic_location, pydantic_message
+from recommender.perf.catalog.config_rules import EXPERT_COUNTS, first_contradiction
+
+__all__ = ["EXPERT_COUNTS", "REQUIRED", "ConfigFields", "check_config_fields", "config_values"]
 
 #: Bounds 100x past today's largest released models: a unit slip or a generated file is refused, not priced.
 Layers = Annotated[StrictInt, Field(gt=0, le=10_000)]
@@ -27,8 +29,6 @@ Count = Annotated[StrictInt, Field(ge=0, le=100_000)]
 
 #: Fields a decoder config must carry for the shape model (the rest are optional).
 REQUIRED = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "vocab_size")
-#: The first expert-count field present and > 1 makes the model a mixture of experts (as `moe.parse_moe` reads).
-EXPERT_COUNTS = ("num_local_experts", "num_experts", "n_routed_experts")
 
 
 class ConfigFields(BaseModel):
@@ -65,38 +65,14 @@ class ConfigFields(BaseModel):
     sliding_window: Annotated[StrictInt, Field(gt=0, le=1_000_000_000)] | None = None
     layer_types: list[str] | None = None
 
-    @model_validator(mode="after")
-    def _heads_fit(self) -> ConfigFields:
-        heads, kv_heads, hidden = self.num_attention_heads, self.num_key_value_heads, self.hidden_size
-        if heads is not None and kv_heads is not None and heads % kv_heads:
-            raise ValueError(
-                f"num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads} "
-                "(each KV head serves a whole group of query heads)"
-            )
-        if heads is not None and hidden is not None and hidden % heads:
-            raise ValueError(
-                f"hidden_size {hidden} is not divisible by num_attention_heads {heads} "
-                "(transformers refuses such a model, whatever head_dim says)"
-            )
-        return self
+    n_group: Annotated[StrictInt, Field(gt=0, le=100_000)] | None = None
+    topk_group: Annotated[StrictInt, Field(gt=0, le=100_000)] | None = None
 
     @model_validator(mode="after")
-    def _experts_fit(self) -> ConfigFields:
-        experts = next((getattr(self, f) for f in EXPERT_COUNTS if (getattr(self, f) or 0) > 1), None)
-        per_token = self.num_experts_per_tok
-        written = [f"{f} {getattr(self, f)}" for f in EXPERT_COUNTS if getattr(self, f) is not None]
-        if experts is None and written and per_token is not None and per_token > 1:  # planned dense before
-            raise ValueError(
-                f"num_experts_per_tok {per_token} routes each token to more experts than {', '.join(written)} gives "
-                "a layer (a dense model has no num_experts_per_tok above 1; a mixture of experts has more experts)"
-            )
-        if experts is not None and per_token is not None and not 1 <= per_token <= experts:
-            raise ValueError(f"num_experts_per_tok {per_token} is outside 1..{experts}, the experts of a layer")
-        layers, dense = self.num_hidden_layers, self.mlp_only_layers or []
-        if layers is not None and self.layer_types is not None and len(self.layer_types) != layers:
-            raise ValueError(f"layer_types has {len(self.layer_types)} entries for {layers} layers (one per layer)")
-        if layers is not None and any(i >= layers for i in dense):
-            raise ValueError(f"mlp_only_layers names layer {max(dense)}, past the last of {layers} layers")
+    def _fit_together(self) -> ConfigFields:
+        why = first_contradiction(self)  # the rules tying fields together: config_rules.RULES
+        if why is not None:
+            raise ValueError(why)
         return self
 
 
