@@ -21,11 +21,14 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import numpy as np
-from numba import types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["borrowed", "keep_alive"]
+from recommender.perf.sim.compiled_state import Prefix, RunArrays
+from recommender.perf.step.compiled_cost import CostArrays
+
+__all__ = ["borrowed", "borrowed_inputs", "borrowed_run", "keep_alive"]
 
 
 def _borrowed(typingctx: Any, array: Any) -> Any:  # pragma: no cover (compiled)
@@ -55,3 +58,32 @@ def _keep_alive(typingctx: Any, owners: Any) -> Any:  # pragma: no cover (compil
 #: Typed for the callers (numba's intrinsic is untyped to mypy): the same objects numba compiles.
 borrowed = cast("Callable[[np.ndarray], np.ndarray]", intrinsic(_borrowed))
 keep_alive = cast("Callable[[tuple[np.ndarray, ...]], None]", intrinsic(_keep_alive))
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def borrowed_run(a: RunArrays) -> RunArrays:  # pragma: no cover (compiled)
+    """``compiled_state.new_run``'s arrays borrowed: valid while `a` lives."""
+    return (
+        borrowed(a[0]),
+        borrowed(a[1]),
+        borrowed(a[2]),
+        borrowed(a[3]),
+        borrowed(a[4]),
+        borrowed(a[5]),
+        borrowed(a[6]),
+        borrowed(a[7]),
+        borrowed(a[8]),
+    )
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def borrowed_inputs(cost: CostArrays, px: Prefix) -> tuple[CostArrays, Prefix]:  # pragma: no cover (compiled)
+    """The step cost's and the prefix cache's arrays borrowed (their caller holds them for the run)."""
+    return (
+        borrowed(cost[0]),
+        borrowed(cost[1]),
+        borrowed(cost[2]),
+        borrowed(cost[3]),
+        borrowed(cost[4]),
+        borrowed(cost[5]),
+    ), (borrowed(px[0]), borrowed(px[1]), borrowed(px[2]))

@@ -22,7 +22,7 @@ from recommender.perf.sim.compiled_admission import (
     schedule_prefilling,
     whole_blocks,
 )
-from recommender.perf.sim.compiled_borrow import borrowed, keep_alive
+from recommender.perf.sim.compiled_borrow import borrowed, borrowed_inputs, borrowed_run, keep_alive
 from recommender.perf.sim.compiled_decoding import blocks_at, decode_add, decode_remove, heap_pop, remove
 from recommender.perf.sim.compiled_prefix import X_DECODING_SHARED, X_PINNED
 from recommender.perf.sim.compiled_pricing import price, price_chunks
@@ -37,8 +37,6 @@ from recommender.perf.sim.compiled_state import (
     C_RESERVE,
     DECODE,
     DONE,
-    N_COLUMNS,
-    N_STATE,
     NONE,
     PLAIN,
     R_COMPUTED,
@@ -58,19 +56,17 @@ from recommender.perf.sim.compiled_state import (
     S_NEXT,
     S_OFFSET_SUM,
     S_P_COUNT,
-    S_P_HEAD,
-    S_P_TAIL,
     S_PREEMPTED,
     S_PREFILLED,
     S_R_COUNT,
-    S_R_HEAD,
-    S_R_TAIL,
     S_RESERVED,
     S_STALLED,
     S_STEPS,
     S_W_HEAD,
     S_W_LEN,
     Prefix,
+    RunArrays,
+    new_run,
 )
 from recommender.perf.step.compiled_cost import CostArrays, decode_run_seconds
 
@@ -303,57 +299,6 @@ def _step(
     return t, heap, True
 
 
-RunArrays = tuple[
-    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
-]
-
-
-@njit(cache=True, error_model="numpy", inline="always")
-def _new_run(prompts: np.ndarray, outputs: np.ndarray, bs: int) -> RunArrays:  # pragma: no cover (compiled)
-    """A run's arrays, empty: the scalars, the requests' rows, the first-token and finish times, the queue, the
-    decoders' offsets by block position, the completions heap, the step's chunks (row 0 the count, then (id, chunk)
-    rows), the prefilling requests' computed tokens before a preemption."""
-    n_req = prompts.shape[0]
-    st = np.zeros(N_STATE, dtype=np.int64)
-    for i in (S_R_HEAD, S_R_TAIL, S_P_HEAD, S_P_TAIL):
-        st[i] = NONE
-    req = np.zeros((n_req, N_COLUMNS), dtype=np.int64)
-    req[:, R_PROMPT], req[:, R_OUTPUT], req[:, R_FINISH_STEP] = prompts, outputs, NONE
-    first, finish = np.full(n_req, np.nan), np.full(n_req, np.nan)
-    waiting, snapshot = np.zeros(n_req, dtype=np.int64), np.zeros(n_req, dtype=np.int64)
-    hist, heap = np.zeros(bs, dtype=np.int64), np.zeros((max(16, n_req), 2), dtype=np.int64)
-    return st, req, first, finish, waiting, hist, heap, np.zeros((n_req + 1, 2), dtype=np.int64), snapshot
-
-
-@njit(cache=True, error_model="numpy", inline="always")
-def _borrowed_run(a: RunArrays) -> RunArrays:  # pragma: no cover (compiled)
-    """``_new_run``'s arrays borrowed (``compiled_borrow``): valid while `a` lives."""
-    return (
-        borrowed(a[0]),
-        borrowed(a[1]),
-        borrowed(a[2]),
-        borrowed(a[3]),
-        borrowed(a[4]),
-        borrowed(a[5]),
-        borrowed(a[6]),
-        borrowed(a[7]),
-        borrowed(a[8]),
-    )
-
-
-@njit(cache=True, error_model="numpy", inline="always")
-def _borrowed_inputs(cost: CostArrays, px: Prefix) -> tuple[CostArrays, Prefix]:  # pragma: no cover (compiled)
-    """The step cost's and the prefix cache's arrays borrowed (their caller holds them for the run)."""
-    return (
-        borrowed(cost[0]),
-        borrowed(cost[1]),
-        borrowed(cost[2]),
-        borrowed(cost[3]),
-        borrowed(cost[4]),
-        borrowed(cost[5]),
-    ), (borrowed(px[0]), borrowed(px[1]), borrowed(px[2]))
-
-
 @njit(cache=True, error_model="numpy")
 def run_loop(
     arrivals: np.ndarray,
@@ -368,9 +313,9 @@ def run_loop(
     scalars (``STATE``; ``stalled`` 1 where nothing was runnable, which ``scheduler.check_runnable`` rules out).
     `px` (``compiled_prefix.prefix_arrays``) is the prefix cache's state, updated in place. The loop reads borrowed
     views (no reference counting, ``compiled_borrow``); the arrays they view live until the return."""
-    owned = _new_run(prompts, outputs, conf[C_BS])
-    borrowed_cost, borrowed_px = _borrowed_inputs(cost, px)
-    _serve(borrowed(arrivals), borrowed(conf), drafted_per_step, borrowed_cost, borrowed_px, _borrowed_run(owned))
+    owned = new_run(prompts, outputs, conf[C_BS])
+    borrowed_cost, borrowed_px = borrowed_inputs(cost, px)
+    _serve(borrowed(arrivals), borrowed(conf), drafted_per_step, borrowed_cost, borrowed_px, borrowed_run(owned))
     keep_alive(owned)
     return owned[2], owned[3], owned[0]
 

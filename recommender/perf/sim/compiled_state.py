@@ -18,6 +18,7 @@ first compile (about 50 s of CPU instead of 20, once per install: ``cache=True``
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 #: The prefix cache's arrays (``compiled_prefix.prefix_arrays``): the requests' rows, the keys' rows, the scalars.
 Prefix = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -57,3 +58,25 @@ CONFIG_FIELDS = (
     "mixed_prefill",
     "reserve_whole_request",
 )
+
+
+RunArrays = tuple[
+    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
+]
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def new_run(prompts: np.ndarray, outputs: np.ndarray, bs: int) -> RunArrays:  # pragma: no cover (compiled)
+    """A run's arrays, empty: the scalars, the requests' rows, the first-token and finish times, the queue, the
+    decoders' offsets by block position, the completions heap, the step's chunks (row 0 the count, then (id, chunk)
+    rows), the prefilling requests' computed tokens before a preemption."""
+    n_req = prompts.shape[0]
+    st = np.zeros(N_STATE, dtype=np.int64)
+    for i in (S_R_HEAD, S_R_TAIL, S_P_HEAD, S_P_TAIL):
+        st[i] = NONE
+    req = np.zeros((n_req, N_COLUMNS), dtype=np.int64)
+    req[:, R_PROMPT], req[:, R_OUTPUT], req[:, R_FINISH_STEP] = prompts, outputs, NONE
+    first, finish = np.full(n_req, np.nan), np.full(n_req, np.nan)
+    waiting, snapshot = np.zeros(n_req, dtype=np.int64), np.zeros(n_req, dtype=np.int64)
+    hist, heap = np.zeros(bs, dtype=np.int64), np.zeros((max(16, n_req), 2), dtype=np.int64)
+    return st, req, first, finish, waiting, hist, heap, np.zeros((n_req + 1, 2), dtype=np.int64), snapshot
