@@ -37,3 +37,11 @@ def test_the_copies_are_the_handed_over_bytes_named_in_source_md() -> None:
     ):
         digest = hashlib.sha256(_FOLDER.joinpath(*name.split("/")).read_bytes()).hexdigest()
         assert digest in source, name
+
+
+def test_release_line_sets_are_off_by_default_and_keyed_by_line_when_on() -> None:
+    from recommender.perf.fit.step_fit import FitSettings, coefficient_key
+
+    run = read_runs(H200_RUNS, schemes=get_scheme, profiles=PROFILES).runs[0]
+    assert coefficient_key(run, FitSettings()) == run.engine
+    assert coefficient_key(run, FitSettings(release_lines=True)) == run.release
