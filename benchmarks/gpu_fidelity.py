@@ -17,9 +17,11 @@ outside the protocol bracket, the share of runs the bracket explains, and the co
 TPOT median <= 8 % (P90 <= 20 %), coverage 80-95 %, under leave-one-campaign-out and leave-one-model-out.
 
 --predict FILE replays the runs of another file (same columns, an optional `campaign` column: other GPUs,
-models, engines) through the shipped fit, which never saw them, and prints the same figures per (campaign,
-GPU, model, engine, precision) group with the shipped intervals, and the rows it could not replay and why:
-how a measured set held out from the calibration is judged.
+models, engines) through the step cost `plan` and `estimate` give each run's configuration (the shipped kernel fit
+on aiconfigurator-core's tables where they cover it, the datasheet fit elsewhere: perf/fit/paths.py), which never
+saw them, and prints per basis the same figures per (campaign, GPU, model, engine, precision, release line) group
+with that fit's intervals, the signed bias (median measured / predicted), and the rows it could not replay and why:
+how a measured set held out from the calibration is judged. Leave-one-GPU-out on that path: path_fidelity.py.
 
 --write refits on every run and writes recommender/perf/step/step_cost_fit.json, the artifact the search,
 `plan` and `estimate` use (its held-out step residuals give the SLA check's upper step costs).
@@ -44,6 +46,7 @@ from recommender.errors import BadInputError
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.fit.build import build_fit
+from recommender.perf.fit.paths import KERNELS, bias_table, by_basis
 from recommender.perf.fit.serving_runs import (
     DEFAULT_RUNS,
     KERNEL_RUNS,
@@ -62,7 +65,7 @@ from recommender.perf.fit.step_fit import (
     client_benchmark,
     replay_config,
 )
-from recommender.perf.fit.validation import USE_HOLDOUTS, bracket_rows, shipped_predictions, shipped_table
+from recommender.perf.fit.validation import USE_HOLDOUTS, ByValue, bracket_rows, shipped_predictions, shipped_table
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.sim.closed_loop import replay
 from recommender.perf.step.calibrated import (
@@ -72,6 +75,7 @@ from recommender.perf.step.calibrated import (
     HoldoutSummary,
     StepCostFit,
     load_fit,
+    load_kernel_calibration,
 )
 from recommender.perf.step.cost import RooflineStepCost
 from recommender.perf.step.features import StepFeatures
@@ -157,21 +161,43 @@ def _predict(path: Path, json_out: Path | None) -> None:
             f"({'; '.join(sorted(loaded.skipped)) or 'the file has no rows'})",
             "rows need a known engine, GPU, precision and shipped model",
         )
-    fit, catalog = load_fit(), load_catalog()
-    shapes = {m: load_architecture(m)[1] for m in sorted({r.model for r in loaded.runs})}
-    started = time.perf_counter()
-    predictions = shipped_predictions(bracket_rows(loaded.runs, shapes, catalog), fit)
-    print(
-        f"{len(loaded.runs)} runs of {path} replayed through {FIT_PATH.name} under every client protocol "
-        f"(fitted on {fit.data.split(':')[0]}) in {time.perf_counter() - started:.1f} s"
-    )
+    catalog, shapes = load_catalog(), {m: load_architecture(m)[1] for m in sorted({r.model for r in loaded.runs})}
+    kernels = load_kernel_calibration()
+    split = by_basis(loaded.runs, shapes, None if kernels is None else kernels.tables)
+    started, doc = time.perf_counter(), {}
     for why, count in sorted(loaded.skipped.items()):
         print(f"  skipped {count} rows: {why}")
-    table = shipped_table(predictions, fit, key=lambda run: f"{run.campaign}/{run.hardware}/{run.group}")
-    _holdout_table("Out of sample (the shipped fit on runs it never saw)", table)
+    for basis, runs in split.items():
+        if not runs:
+            continue
+        on_kernels = basis == KERNELS and kernels is not None
+        fit, fit_path = (kernels.fit, KERNEL_FIT_PATH) if on_kernels and kernels else (load_fit(), FIT_PATH)
+        rows = bracket_rows(runs, shapes, catalog, kernels=kernels.tables if on_kernels and kernels else None)
+        predictions = shipped_predictions(rows, fit)
+        print(
+            f"\n{len(runs)} runs of {path} on {basis} (the step cost plan and estimate give them), replayed through "
+            f"{fit_path.name} under every client protocol (fitted on {fit.data.split(':')[0]}) in "
+            f"{time.perf_counter() - started:.1f} s"
+        )
+        pairs: ByValue = {}
+        for p in predictions:
+            pairs.setdefault(_predict_key(p.run), []).append((p, None))
+        table = shipped_table(predictions, fit, key=_predict_key)
+        _holdout_table(f"Out of sample [{basis}] (the shipped fit on runs it never saw)", table)
+        _bias_table(f"Signed bias [{basis}]: median measured / predicted (below 1: the model is slower)", pairs)
+        doc[basis] = {g: e.model_dump() for g, e in table.items()}
     if json_out:
-        doc = {"out_of_sample": {g: e.model_dump() for g, e in table.items()}, "skipped": loaded.skipped}
-        json_out.write_text(json.dumps(doc, indent=2))
+        json_out.write_text(json.dumps({"out_of_sample": doc, "skipped": loaded.skipped}, indent=2))
+
+
+def _predict_key(run: MeasuredRun) -> str:
+    return f"{run.campaign}/{run.hardware}/{run.group}/{run.release}"
+
+
+def _bias_table(title: str, pairs: ByValue) -> None:
+    print(f"\n{title}")
+    for value, (ttft, tpot) in bias_table(pairs).items():
+        print(f"  {value:70s} TTFT x{ttft:5.2f}  TPOT x{tpot:5.2f}")
 
 
 def _covered(runs: list[MeasuredRun], shapes: dict[str, ModelShape], tables: KernelTables) -> list[MeasuredRun]:

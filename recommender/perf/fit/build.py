@@ -15,6 +15,7 @@ from recommender.perf.fit.design_rows import COEFFICIENTS, BenchmarkProtocol, De
 from recommender.perf.fit.step_fit import (
     FitSettings,
     by_group,
+    coefficient_sets,
     coefficients_for,
     cross_validate,
     fit_pooled,
@@ -55,6 +56,9 @@ def build_fit(
     pooled = fit_pooled(rows, settings)
     fitted = {e: coefficients_for(e, rows, settings, pooled) for e in sorted({r.run.engine for r in rows})}
     coefs = {e: c for e, (c, own) in fitted.items() if own}
+    lines = sorted({r.run.release for r in rows if r.run.engine in coefs}) if settings.release_lines else []
+    line_runs = {k: n for k in lines if (n := sum(r.run.release == k for r in rows)) >= settings.min_engine_runs}
+    releases = coefficient_sets(list(line_runs), rows, settings, pooled)
     cv = cross_validate(rows, settings)
     steps = interval_predictions(bracket, settings, interval_holdouts)
     return StepCostFit(
@@ -77,6 +81,8 @@ def build_fit(
         step_residuals_engine_seen=step_residuals([p for p in steps if p.engine_fit]),
         step_residuals_engine_unseen=step_residuals([p for p in steps if not p.engine_fit]),
         step_residuals_by_engine=step_residuals_by_engine(steps),
+        releases={k: c.tolist() for k, (c, _) in releases.items()},
+        release_runs=line_runs,
         validation={
             name: holdout_table(bracket, settings, name, interval_holdouts=interval_holdouts)
             for name in _holdouts(rows)

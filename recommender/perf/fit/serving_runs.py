@@ -26,6 +26,9 @@ from recommender.perf.sim.engine_profiles import EngineProfile
 __all__ = [
     "DEFAULT_RUNS",
     "DLI_STATIC_RUNS",
+    "FILE_CAMPAIGNS",
+    "H200_RUNS",
+    "HANDED_OVER_RUNS",
     "KERNEL_RUNS",
     "KERNEL_RUNS_SOURCE",
     "NIM_RUNS",
@@ -35,6 +38,7 @@ __all__ = [
     "SYSTEMS",
     "load_runs",
     "read_runs",
+    "release_line",
     "runs_digest",
 ]
 
@@ -46,12 +50,20 @@ NIM_RUNS = Path(str(resources.files("recommender.perf.fit") / "measured_runs" / 
 #: NVIDIA DLI's TensorRT-LLM 0.9 static-batch sweep (Llama-2 on L40S, H100 SXM, H200, A100 SXM), converted by
 #: ``benchmarks/import_dli_static_runs.py``: the kernel fit's third campaign, and its PCIe GPU.
 DLI_STATIC_RUNS = Path(str(resources.files("recommender.perf.fit") / "measured_runs" / "dli_trtllm090_static.csv"))
+#: AIConfigurator's H200 rows of today's releases (TensorRT-LLM and vLLM on Llama-3.1-70B FP8, SGLang 0.5.6 and
+#: vLLM 0.12 on Llama-3.1-8B FP8), handed over for fitting and for leaving a GPU out (``measured_runs/SOURCE.md``).
+H200_RUNS = Path(str(resources.files("recommender.perf.fit") / "measured_runs" / "serving_runs_h200.csv"))
 #: The files the kernel-table step cost is fitted and validated on.
 KERNEL_RUNS = (DEFAULT_RUNS, DLI_STATIC_RUNS)
+#: Every closed-loop file of dense models handed over: what ``gpu_fidelity.py --paths`` leaves GPUs out of.
+HANDED_OVER_RUNS = (DEFAULT_RUNS, DLI_STATIC_RUNS, H200_RUNS)
+#: The campaign of a file without a ``campaign`` column whose ids do not tell it (``MeasuredRun.campaign``).
+FILE_CAMPAIGNS = {H200_RUNS.name: "aic-h200"}
 _DESCRIBED = {
     DEFAULT_RUNS.name: "AIConfigurator silicon-sample rows handed over (H100 SXM)",
     NIM_RUNS.name: "NVIDIA DLI's NIM GenAI-Perf sweep (A100 SXM, H100 SXM)",
     DLI_STATIC_RUNS.name: "NVIDIA DLI's TensorRT-LLM 0.9 static-batch sweep (L40S, H100 SXM, H200, A100 SXM)",
+    H200_RUNS.name: "AIConfigurator silicon-sample H200 rows handed over (today's releases)",
 }
 KERNEL_RUNS_SOURCE = (
     f"recommender/perf/fit/measured_runs/{{{','.join(p.stem for p in KERNEL_RUNS)}}}.csv: "
@@ -142,6 +154,11 @@ class MeasuredRun:
     static_batch: bool = False
 
     @property
+    def release(self) -> str:
+        """The engine's release line this run measured (``release_line``), e.g. "vllm 0.12"."""
+        return release_line(self.engine, self.engine_version)
+
+    @property
     def group(self) -> str:
         """The (model, engine, precision) group the cross-validation leaves out as a whole."""
         return f"{self.model}/{self.engine}/{self.scheme}"
@@ -153,6 +170,16 @@ class LoadedRuns:
 
     runs: list[MeasuredRun]
     skipped: dict[str, int]
+
+
+def release_line(engine: str, version: str) -> str:
+    """`engine`'s release line of `version` (major.minor: "trtllm 1.0" for 1.0.0rc3, "sglang 0.5" for 0.5.6.post2);
+    "<engine> unrecorded" where the run did not record its release (none is guessed)."""
+    parts = version.strip().split(".")
+    if len(parts) < 2 or not parts[0].isdigit():
+        return f"{engine} unrecorded"
+    minor = "".join(ch for ch in parts[1] if ch.isdigit())
+    return f"{engine} {int(parts[0])}.{int(minor or 0)}"
 
 
 def _kv_dtype(row: dict[str, str], scheme: str) -> str | None:
@@ -183,7 +210,9 @@ def _why_not(row: dict[str, str], profiles: Mapping[str, EngineProfile]) -> str 
     return None
 
 
-def _run(row: dict[str, str], schemes: SchemeLookup, profiles: Mapping[str, EngineProfile]) -> MeasuredRun:
+def _run(
+    row: dict[str, str], schemes: SchemeLookup, profiles: Mapping[str, EngineProfile], campaign: str | None = None
+) -> MeasuredRun:
     from recommender.perf.catalog.architectures import shipped_for_hub_id
 
     scheme = SCHEMES[(row.get("gemm_quant_mode") or row.get("precision") or "").strip().lower()]
@@ -202,7 +231,7 @@ def _run(row: dict[str, str], schemes: SchemeLookup, profiles: Mapping[str, Engi
         output_tokens=int(row["osl"]),
         ttft_ms=float(row["silicon_ttft_ms"]),
         tpot_ms=float(row["silicon_tpot_ms"]),
-        campaign=(row.get("campaign") or "").strip() or ("steady" if "_c_tp" in row["id"] else "sweep"),
+        campaign=(row.get("campaign") or "").strip() or campaign or ("steady" if "_c_tp" in row["id"] else "sweep"),
         kv_cache_dtype=_kv_dtype(row, scheme) or "auto",
         static_batch=(row.get("client") or "").strip() == "static",
     )
@@ -232,7 +261,10 @@ def read_runs(path: Path = DEFAULT_RUNS, *, schemes: SchemeLookup, profiles: Map
     A row is skipped, counted by reason, when its engine, GPU, precision or model is unknown here or it
     uses pipeline or attention data parallelism: a file of other GPUs and models loads without failing.
     """
-    runs, skipped = replayable_rows(path, lambda row: _why_not(row, profiles), lambda row: _run(row, schemes, profiles))
+    campaign = FILE_CAMPAIGNS.get(path.name)
+    runs, skipped = replayable_rows(
+        path, lambda row: _why_not(row, profiles), lambda row: _run(row, schemes, profiles, campaign)
+    )
     return LoadedRuns(runs, skipped)
 
 

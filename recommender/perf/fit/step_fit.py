@@ -39,7 +39,8 @@ from recommender.perf.fit.design_rows import (
 from recommender.perf.fit.serving_runs import MeasuredRun
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.sim.closed_loop import replay
-from recommender.perf.step.calibrated import CalibratedModel, ErrorSummary, Residuals, StepCostFit
+from recommender.perf.step.calibrated import CalibratedModel, ErrorSummary, StepCostFit
+from recommender.perf.step.fit_artifact import Residuals
 
 # The design rows' names are part of the fit's surface: importers may name them from here.
 __all__ = [
@@ -52,6 +53,8 @@ __all__ = [
     "FitSettings",
     "Prediction",
     "by_group",
+    "coefficient_key",
+    "coefficient_sets",
     "coefficients_for",
     "cross_validate",
     "design_rows",
@@ -103,6 +106,15 @@ class FitSettings:
     tpot_weight: float = 4.0
     shrinkage: float = 100.0
     min_engine_runs: int = 10
+    #: Coefficient sets per engine release line (``MeasuredRun.release``), each shrunk towards its engine's as the
+    #: engine's are towards the pooled set: the host time of a step (scheduling, sampling, launches) is the
+    #: release's, not the engine's. A release line with fewer than ``min_engine_runs`` runs takes its engine's.
+    release_lines: bool = False
+
+
+def coefficient_key(run: MeasuredRun, settings: FitSettings) -> str:
+    """Which coefficient set predicts `run`: its engine release line's (``FitSettings.release_lines``) or engine's."""
+    return run.release if settings.release_lines else run.engine
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,17 +197,32 @@ def coefficients_for(
     return (fit_engine(own, pooled, settings), True) if len(own) >= settings.min_engine_runs else (pooled, False)
 
 
+def coefficient_sets(
+    keys: Sequence[str], train: Sequence[DesignRow], settings: FitSettings, pooled: np.ndarray | None = None
+) -> dict[str, tuple[np.ndarray, bool]]:
+    """Each coefficient key's set (``coefficient_key``: an engine, or an engine's release line, "<engine> <line>")
+    from `train`, with whether the engine had its own: a release line's from its runs shrunk towards its engine's."""
+    pooled = fit_pooled(train, settings) if pooled is None else pooled
+    engines = {key.split(" ")[0] for key in keys}
+    by_engine = {e: coefficients_for(e, train, settings, pooled) for e in sorted(engines)}
+    out = {}
+    for key in keys:
+        coef, own = by_engine[key.split(" ")[0]]
+        line = [r for r in train if r.run.release == key] if key not in by_engine else []
+        out[key] = (fit_engine(line, coef, settings), own) if len(line) >= settings.min_engine_runs else (coef, own)
+    return out
+
+
 def held_out_coefficients(
     rows: Sequence[DesignRow], settings: FitSettings, key: Callable[[MeasuredRun], str] = lambda run: run.group
 ) -> Iterator[tuple[list[int], dict[str, tuple[np.ndarray, bool]]]]:
-    """For each value of `key`: the indices of its rows, and each of their engines' coefficients fitted on the rest
-    (with whether they are the engine's own). Leave one (model, engine, precision) group out by default."""
+    """For each value of `key`: the indices of its rows, and each of their coefficient sets fitted on the rest
+    (by ``coefficient_key``, with whether the engine's are its own). Leave one (model, engine, precision) group out
+    by default."""
     for value in sorted({key(r.run) for r in rows}):
         held = [i for i, r in enumerate(rows) if key(r.run) == value]
         train = [r for r in rows if key(r.run) != value]
-        pooled = fit_pooled(train, settings)
-        engines = sorted({rows[i].run.engine for i in held})
-        yield held, {e: coefficients_for(e, train, settings, pooled) for e in engines}
+        yield held, coefficient_sets(sorted({coefficient_key(rows[i].run, settings) for i in held}), train, settings)
 
 
 def cross_validate(
@@ -205,21 +232,20 @@ def cross_validate(
     predictions = []
     for held, coefs in held_out_coefficients(rows, settings, key):
         for r in (rows[i] for i in held):
-            coef, engine_fit = coefs[r.run.engine]
+            coef, engine_fit = coefs[coefficient_key(r.run, settings)]
             predictions.append(Prediction(r.run, float(r.ttft @ coef), float(r.tpot @ coef), engine_fit))
     return predictions
 
 
 def in_sample(rows: Sequence[DesignRow], settings: FitSettings) -> list[Prediction]:
     """Every run predicted by the fit that saw it (the shipped coefficients' own error; optimistic)."""
-    pooled = fit_pooled(rows, settings)
-    coefs = {e: coefficients_for(e, rows, settings, pooled) for e in {r.run.engine for r in rows}}
+    coefs = coefficient_sets(sorted({coefficient_key(r.run, settings) for r in rows}), rows, settings)
     return [
         Prediction(
             r.run,
-            float(r.ttft @ coefs[r.run.engine][0]),
-            float(r.tpot @ coefs[r.run.engine][0]),
-            coefs[r.run.engine][1],
+            float(r.ttft @ coefs[coefficient_key(r.run, settings)][0]),
+            float(r.tpot @ coefs[coefficient_key(r.run, settings)][0]),
+            coefs[coefficient_key(r.run, settings)][1],
         )
         for r in rows
     ]

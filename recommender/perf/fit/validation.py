@@ -34,7 +34,7 @@ from recommender.perf.fit.design_rows import (
     step_features,
 )
 from recommender.perf.fit.serving_runs import MeasuredRun
-from recommender.perf.fit.step_fit import FitSettings, error_summary, held_out_coefficients
+from recommender.perf.fit.step_fit import FitSettings, coefficient_key, error_summary, held_out_coefficients
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.step.calibrated import (
     CalibratedModel,
@@ -53,14 +53,17 @@ __all__ = [
     "PREFILL_DOMINATED",
     "USE_HOLDOUTS",
     "BracketRows",
+    "ByValue",
     "HeldOutPrediction",
     "bracket_rows",
     "held_out_predictions",
+    "holdout_pairs",
     "holdout_table",
     "interval_predictions",
     "shipped_predictions",
     "shipped_table",
     "step_residuals",
+    "summary_table",
     "step_residuals_by_engine",
 ]
 
@@ -172,7 +175,7 @@ def held_out_predictions(
     fitted = [r.fitted for r in rows]
     out = []
     for held, coefs in held_out_coefficients(fitted, settings, key):
-        out += [_predicted(rows[i], *coefs[rows[i].fitted.run.engine]) for i in held]
+        out += [_predicted(rows[i], *coefs[coefficient_key(rows[i].fitted.run, settings)]) for i in held]
     return out
 
 
@@ -319,7 +322,7 @@ def _summary(
 
 
 #: Held-out predictions by the value left out, each with whether it lay in its intervals (None: no interval).
-_ByValue = dict[str, list[tuple[HeldOutPrediction, "tuple[bool, ...] | None"]]]
+ByValue = dict[str, list[tuple[HeldOutPrediction, "tuple[bool, ...] | None"]]]
 
 
 def holdout_table(
@@ -333,14 +336,27 @@ def holdout_table(
     """Leave each value of `holdout` (a ``HOLDOUTS`` key) out: errors, bracket and interval coverage, per held-out
     value and "overall"; each fold's intervals from its own training runs' held-out residuals, drawn as the
     shipped intervals are (`interval_holdouts`, :func:`interval_predictions`)."""
+    return _table(holdout_pairs(rows, settings, holdout, confidence, interval_holdouts), confidence)
+
+
+def holdout_pairs(
+    rows: Sequence[BracketRows],
+    settings: FitSettings,
+    holdout: str,
+    confidence: float = 0.9,
+    interval_holdouts: Sequence[str] = ("group",),
+) -> ByValue:
+    """:func:`holdout_table`'s held-out predictions by the value left out, each with whether its measured TTFT and
+    TPOT lay in the fold's intervals (and in the earlier mean ones; None: no interval): to be regrouped by any key
+    (``summary_table``)."""
     key = HOLDOUTS[holdout]
     predictions = held_out_predictions(rows, settings, key)
-    by_value: _ByValue = {}
+    by_value: ByValue = {}
     for value in sorted({key(p.run) for p in predictions}):
         pools = _fold_pools(rows, {value}, key, settings, interval_holdouts)
         held = [p for p in predictions if key(p.run) == value]
         by_value[value] = [(p, None if pools is None else _covered(p, pools, confidence)) for p in held]
-    return _table(by_value, confidence)
+    return by_value
 
 
 def shipped_table(
@@ -352,13 +368,18 @@ def shipped_table(
 ) -> dict[str, HoldoutSummary]:
     """The shipped fit on runs it never saw, by `key` and "overall", its intervals from its own residuals."""
     pools = _Pools.of_fit(fit)
-    by_value: _ByValue = {}
+    by_value: ByValue = {}
     for p in predictions:
         by_value.setdefault(key(p.run), []).append((p, _covered(p, pools, confidence)))
     return _table(dict(sorted(by_value.items())), confidence)
 
 
-def _table(by_value: _ByValue, confidence: float) -> dict[str, HoldoutSummary]:
+def summary_table(by_value: ByValue, confidence: float = 0.9) -> dict[str, HoldoutSummary]:
+    """Each value's errors and coverage, and "overall" (`by_value` as :func:`holdout_pairs` gives it, regrouped)."""
+    return _table(by_value, confidence)
+
+
+def _table(by_value: ByValue, confidence: float) -> dict[str, HoldoutSummary]:
     table = {}
     for value, pairs in [*by_value.items(), ("overall", [x for v in by_value.values() for x in v])]:
         covered = [c for _, c in pairs if c is not None]

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from recommender.perf.step.features import FEATURES, N_FEATURES, FeatureStepCost, StepFeatures
+from recommender.perf.step.fit_artifact import ErrorSummary, HoldoutSummary, StepCostFit, StepResiduals
 from recommender.perf.step.kernel_features import KernelStepFeatures
 from recommender.perf.step.kernel_tables import KernelTables, KernelTablesUnavailable, kernel_package_version
 from recommender.perf.step.moe_calibration import MoeFit, load_moe_fit
@@ -47,6 +48,8 @@ __all__ = [
     "KernelCalibration",
     "StepCostFit",
     "load_kernel_calibration",
+    "release_line",
+    "host_time_note",
     "shipped_model",
     "StepResiduals",
     "interval_factors",
@@ -63,56 +66,6 @@ KERNEL_FIT_PATH = Path(__file__).with_name("step_cost_fit_kernels.json")
 CALIBRATED_ON = "h100-sxm"
 
 Metric = Literal["ttft", "tpot"]
-
-
-class ErrorSummary(BaseModel):
-    """Median and P90 of |predicted / measured - 1| over some runs."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    runs: int
-    ttft_median: float
-    ttft_p90: float
-    tpot_median: float
-    tpot_p90: float
-
-
-class Residuals(BaseModel):
-    """Cross-validated log(measured / predicted), sorted, for one pool of runs."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    ttft: list[float]
-    tpot: list[float]
-
-
-class StepResiduals(BaseModel):
-    """Held-out log residuals of the step costs, sorted: prefill from TTFT, decode from TPOT, each measured
-    against the bracket of client protocols (0 inside it; ``validation.HeldOutPrediction``), so what a client
-    protocol can explain is not counted as step-cost error."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    prefill: list[float]
-    decode: list[float]
-
-
-class HoldoutSummary(ErrorSummary):
-    """How the fit does on the runs of one left-out campaign, model or group (``validation.py``).
-
-    Errors are |predicted / measured - 1| with each campaign's modelled client (``*_median``, ``*_p90``) and
-    outside the bracket of client protocols (``bracket_*``: 0 inside); ``explained_*``: the share of runs
-    inside the bracket; ``coverage_*``: the share inside the nominal interval at ``confidence`` built from step
-    residuals and the bracket, and ``coverage_*_before`` inside the interval of closed-loop mean residuals
-    (the earlier method); None where the training runs held a single group (no held-out residuals to draw on).
-    """
-
-    bracket_ttft_median: float
-    bracket_ttft_p90: float
-    explained_ttft: float
-    explained_tpot: float
-    confidence: float
-    coverage_ttft: float | None
-    coverage_tpot: float | None
-    coverage_ttft_before: float | None
-    coverage_tpot_before: float | None
 
 
 #: An engine's own held-out step residuals set its step intervals once it has this many of a kind (prefill or
@@ -144,39 +97,6 @@ def interval_factors(seen: list[float], unseen: list[float] | None, confidence: 
         other = np.quantile(unseen, levels)
         lo, hi = min(lo, other[0]), max(hi, other[1])
     return float(np.exp(lo)), float(np.exp(hi))
-
-
-class StepCostFit(BaseModel):
-    """Everything ``step_cost_fit.json`` holds (see the module docstring)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    data: str
-    data_sha256: str
-    protocol_rounds: int = Field(ge=1)
-    protocol_warmup_rounds: int = Field(ge=0)
-    tpot_weight: float
-    shrinkage: float
-    min_engine_runs: int = Field(ge=1)
-    coefficient_names: list[str]
-    pooled: list[float]
-    engines: dict[str, list[float]]
-    engine_runs: dict[str, int]
-    residuals_engine_seen: Residuals
-    residuals_engine_unseen: Residuals
-    cross_validation: dict[str, ErrorSummary]
-    in_sample: dict[str, ErrorSummary]
-    #: Each engine's batching as the replays simulated it (``EngineProfile.describe``): the coefficients hold
-    #: only with it, and a changed profile changes the fit's digest once refitted (tests/perf/step/test_calibrated.py).
-    engine_batching: dict[str, str] = Field(default_factory=dict)
-    #: Step-cost residuals (prefill, decode) of the leave-one-group-out fits: the intervals the SLA check
-    #: simulates the user's traffic at (``CalibratedModel.step_factors``).
-    step_residuals_engine_seen: StepResiduals
-    step_residuals_engine_unseen: StepResiduals
-    #: Each engine's held-out step residuals (its runs, each predicted by a fit that left the run's group out).
-    step_residuals_by_engine: dict[str, StepResiduals]
-    #: Leave-one-campaign-out, leave-one-model-out and leave-one-group-out, each table by held-out value
-    #: and "overall" (``validation.py``).
-    validation: dict[str, dict[str, HoldoutSummary]]
 
 
 #: Bumped when the simulation or the step model changes a study's latencies while the fit files stay the same
@@ -244,6 +164,33 @@ def shipped_model(kernel_cache: Path | None = None) -> CalibratedModel:
     return CalibratedModel(load_fit(), load_kernel_calibration(cache_dir=kernel_cache))
 
 
+def _version(line: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in line.split(" ")[1].split("."))
+
+
+def release_line(fit: StepCostFit, engine: str, release: str | None = None) -> str | None:
+    """The release line of `engine` whose host time `fit` prices with: `release` ("0.12", "0.12.0" or "vllm 0.12")
+    where the fit calibrated that line, else None (the engine's set over all its releases); without `release`, the
+    newest line the fit calibrated (a line whose runs did not record their release is never the default)."""
+    lines = [k for k in fit.releases if k.split(" ")[0] == engine and k.split(" ")[1][:1].isdigit()]
+    if release is None:
+        return max(lines, key=_version, default=None)
+    parts = release.removeprefix(f"{engine} ").split(".")
+    wanted = f"{engine} {'.'.join(parts[:2])}" if len(parts) >= 2 else ""
+    return wanted if wanted in fit.releases else None
+
+
+def host_time_note(fit: StepCostFit, engine: str, release: str | None) -> str:
+    """Which release's host time a kernel-table step cost carries, and how it was chosen (the provenance's words)."""
+    line = release_line(fit, engine, release)
+    if line is not None:
+        how = "asked for" if release is not None else "the newest release line calibrated (default)"
+        return f"host time of {line} ({fit.release_runs.get(line, 0)} measured runs; {how})"
+    if release is not None:
+        return f"host time of {engine} over all its measured releases: release {release} not calibrated"
+    return f"host time of {engine} over all its measured releases (no release line calibrated)"
+
+
 class CalibratedModel:
     """The shipped fit(s), turned into step-cost models and intervals for an engine on a GPU.
 
@@ -265,13 +212,18 @@ class CalibratedModel:
     def knows(self, engine: str, fit: StepCostFit | None = None) -> bool:
         return engine in (fit or self.fit).engines
 
-    def coefficients(self, engine: str, fit: StepCostFit | None = None) -> np.ndarray:
+    def coefficients(self, engine: str, fit: StepCostFit | None = None, release: str | None = None) -> np.ndarray:
+        """`engine`'s coefficients in `fit`: its release line's host time where the fit has it (``release_line``),
+        else the engine's over all its releases, else the pooled set."""
         fit = fit or self.fit
-        return np.array(fit.engines.get(engine, fit.pooled))
+        line = release_line(fit, engine, release)
+        return np.array(fit.releases[line] if line else fit.engines.get(engine, fit.pooled))
 
-    def request_overhead_ms(self, engine: str, point: FeatureStepCost | None = None) -> float:
+    def request_overhead_ms(
+        self, engine: str, point: FeatureStepCost | None = None, release: str | None = None
+    ) -> float:
         """The fixed time every TTFT carries beyond the steps (see ``design_rows.COEFFICIENTS``)."""
-        return float(self.coefficients(engine, self._fit_of(point))[N_FEATURES]) * 1e3
+        return float(self.coefficients(engine, self._fit_of(point), release)[N_FEATURES]) * 1e3
 
     def step_cost(
         self,
@@ -283,6 +235,7 @@ class CalibratedModel:
         tensor_parallel: int = 1,
         kv_cache_dtype: str = "auto",
         kv_read_at_cache_width: bool = True,
+        release: str | None = None,
     ) -> FeatureStepCost:
         """The calibrated step cost of `engine` serving `method` on `accel`: on measured kernels where there are
         tables, else on the datasheet; `kv_read_at_cache_width` False for an engine release that reads an fp8 KV
@@ -297,10 +250,12 @@ class CalibratedModel:
                 why_not = str(exc)
             else:
                 kernel_fit = self.kernels.fit
-                provenance = self._provenance(kernel_fit, accel, engine, table.source)
+                provenance = self._provenance(kernel_fit, accel, engine, table.source).extended(
+                    host_time_note(kernel_fit, engine, release)
+                )
                 return FeatureStepCost(
                     KernelStepFeatures(features, table),
-                    self.coefficients(engine, kernel_fit)[:N_FEATURES],
+                    self.coefficients(engine, kernel_fit, release)[:N_FEATURES],
                     provenance,
                     floor_s=1e-6,
                 )
