@@ -97,7 +97,7 @@ def main() -> None:
     print(
         f"capacity for P99 TTFT <= {TTFT_MS:g} ms, TPOT <= {TPOT_MS:g} ms: {search.rate_per_s:.1f} req/s, "
         f"{in_flight(search.settled.result, search.rate_per_s):.0f} in flight, {search.evaluations} simulations, "
-        f"{capacity_s:.1f} s; P99s over {search.settled.describe()}"
+        f"{capacity_s:.3f} s; P99s over {search.settled.describe()}"
     )
     rows: list[dict[str, Any]] = []
     for target in TARGETS:
@@ -114,11 +114,11 @@ def main() -> None:
                 "p99s": settled.describe(),
                 "ttft_p99_ms": round(settled.result.ttft_ms.p99, 1),
                 "tpot_p99_ms": round(settled.result.tpot_ms.p99, 2),
-                "settle_s": round(settle_s, 2),
+                "settle_s": round(settle_s, 3),
                 "capacity_rps": round(search.rate_per_s, 2),
                 "capacity_simulations": search.evaluations,
-                "capacity_s": round(capacity_s, 2),
-                "per_gpu_s": round(settle_s + capacity_s, 2),
+                "capacity_s": round(capacity_s, 3),
+                "per_gpu_s": round(settle_s + capacity_s, 3),
             }
         )
     header = (
