@@ -43,7 +43,7 @@ LAYER_TYPES = (
 MLA_WIDTHS = ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 
 
-class ConfigFields(Protocol):
+class RuleFields(Protocol):
     """The typed fields the rules read (``config_fields.ConfigFields`` is one; None: not in the file)."""
 
     @property
@@ -84,15 +84,15 @@ class ConfigFields(Protocol):
 
 #: A rule: why the fields contradict each other, or None. (Expert counts, shared experts and MLA widths are read by
 #: name with getattr, from `EXPERT_COUNTS`, ``n_shared_experts``/``shared_expert_intermediate_size``, `MLA_WIDTHS`.)
-Rule = Callable[[ConfigFields], str | None]
+Rule = Callable[[RuleFields], str | None]
 
 
-def experts(c: ConfigFields) -> int | None:
+def experts(c: RuleFields) -> int | None:
     """The routed experts per MoE layer, or None for a dense model."""
     return next((n for f in EXPERT_COUNTS if (n := getattr(c, f)) is not None and n > 1), None)
 
 
-def heads_split_into_kv_groups(c: ConfigFields) -> str | None:
+def heads_split_into_kv_groups(c: RuleFields) -> str | None:
     heads, kv_heads = c.num_attention_heads, c.num_key_value_heads
     if heads is not None and kv_heads is not None and heads % kv_heads:
         return (
@@ -102,7 +102,7 @@ def heads_split_into_kv_groups(c: ConfigFields) -> str | None:
     return None
 
 
-def heads_divide_hidden(c: ConfigFields) -> str | None:
+def heads_divide_hidden(c: RuleFields) -> str | None:
     heads, hidden = c.num_attention_heads, c.hidden_size
     if heads is not None and hidden is not None and hidden % heads:
         return (
@@ -112,7 +112,7 @@ def heads_divide_hidden(c: ConfigFields) -> str | None:
     return None
 
 
-def top_k_within_experts(c: ConfigFields) -> str | None:
+def top_k_within_experts(c: RuleFields) -> str | None:
     routed, per_token = experts(c), c.num_experts_per_tok
     written = [f"{f} {getattr(c, f)}" for f in EXPERT_COUNTS if getattr(c, f) is not None]
     if routed is None and written and per_token is not None and per_token > 1:  # was planned dense
@@ -125,7 +125,7 @@ def top_k_within_experts(c: ConfigFields) -> str | None:
     return None
 
 
-def expert_groups_fit(c: ConfigFields) -> str | None:
+def expert_groups_fit(c: RuleFields) -> str | None:
     """Group-limited routing (DeepSeek's ``n_group``/``topk_group``): the experts split into equal groups, a token
     picks ``topk_group`` of them, then its top-k experts from those groups alone."""
     routed, groups, picked = experts(c), c.n_group, c.topk_group
@@ -148,7 +148,7 @@ def expert_groups_fit(c: ConfigFields) -> str | None:
     return None
 
 
-def shared_experts_beside_routed(c: ConfigFields) -> str | None:
+def shared_experts_beside_routed(c: RuleFields) -> str | None:
     if experts(c) is not None:
         return None
     for name in ("n_shared_experts", "shared_expert_intermediate_size"):
@@ -158,7 +158,7 @@ def shared_experts_beside_routed(c: ConfigFields) -> str | None:
     return None
 
 
-def routed_layers_exist(c: ConfigFields) -> str | None:
+def routed_layers_exist(c: RuleFields) -> str | None:
     """A mixture of experts keeps its experts in at least one layer (as `moe._moe_layer_count` places them)."""
     routed, layers = experts(c), c.num_hidden_layers
     if routed is None or layers is None:
@@ -173,14 +173,14 @@ def routed_layers_exist(c: ConfigFields) -> str | None:
     )
 
 
-def dense_layers_exist(c: ConfigFields) -> str | None:
+def dense_layers_exist(c: RuleFields) -> str | None:
     layers, dense = c.num_hidden_layers, c.mlp_only_layers or []
     if layers is not None and any(i >= layers for i in dense):
         return f"mlp_only_layers names layer {max(dense)}, past the last of {layers} layers"
     return None
 
 
-def latent_attention_complete(c: ConfigFields) -> str | None:
+def latent_attention_complete(c: RuleFields) -> str | None:
     """MLA is ``kv_lora_rank`` with its three head widths; any of them alone is a half-written config."""
     widths = [name for name in MLA_WIDTHS if getattr(c, name) is not None]
     if c.kv_lora_rank is None:
@@ -198,7 +198,7 @@ def latent_attention_complete(c: ConfigFields) -> str | None:
     return None
 
 
-def layer_types_named_and_counted(c: ConfigFields) -> str | None:
+def layer_types_named_and_counted(c: RuleFields) -> str | None:
     layers, types = c.num_hidden_layers, c.layer_types
     if types is None:
         return None
@@ -210,7 +210,7 @@ def layer_types_named_and_counted(c: ConfigFields) -> str | None:
     return None
 
 
-def windows_fit(c: ConfigFields) -> str | None:
+def windows_fit(c: RuleFields) -> str | None:
     """Sliding layers need a window, and one shorter than the positions the model has (else they are full)."""
     sliding = sum(1 for t in c.layer_types or [] if t == "sliding_attention")
     if not sliding:
@@ -240,6 +240,6 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def first_contradiction(c: ConfigFields) -> str | None:
+def first_contradiction(c: RuleFields) -> str | None:
     """Why `c`'s fields contradict each other (the first rule that fires), or None."""
     return next((why for rule in RULES if (why := rule(c)) is not None), None)
