@@ -33,6 +33,7 @@ from recommender.releases.tracking import (
     winner_tags,
 )
 from recommender.study.claims import ClaimStore, worker_id
+from recommender.study.coordinator_lock import CoordinatorLock
 from recommender.study.deferred_tracking import catch_up, finish_study_run
 from recommender.study.preflight import check_continuable, check_search
 from recommender.study.prepare import Prepared, portable_spec
@@ -118,6 +119,7 @@ class _Opened:
     worker: StudyWorker
     finished: int
     current: Candidate
+    lock: CoordinatorLock
 
 
 def _parent_run(study: optuna.Study, prepared: Prepared, tracker: Tracker, storage: str, status: StatusFn) -> str:
@@ -166,6 +168,43 @@ def _open(
         storage, spec.study_name, spec.search.seed, exhaustive=size <= planned, heartbeat_s=spec.search.heartbeat_s
     )
     check_continuable(study.user_attrs, spec, storage, resume=resume)  # again: another process may have started it
+    # One `search` per study: a second one refuses in one line (more processes join as `recommender worker`).
+    lock = CoordinatorLock(ClaimStore.open(storage, heartbeat_s=spec.search.heartbeat_s), spec.study_name, storage)
+    lock.acquire()
+    try:
+        return _opened(
+            study,
+            prepared,
+            tracker,
+            lock,
+            storage=storage,
+            tracking_uri=tracking_uri,
+            status=status,
+            on_trial=on_trial,
+            interrupted=interrupted,
+            planned=planned,
+            size=size,
+        )
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _opened(
+    study: optuna.Study,
+    prepared: Prepared,
+    tracker: Tracker,
+    lock: CoordinatorLock,
+    *,
+    storage: str,
+    tracking_uri: str,
+    status: StatusFn,
+    on_trial: ProgressFn | None,
+    interrupted: threading.Event | None,
+    planned: int,
+    size: int,
+) -> _Opened:
+    spec = prepared.spec
     parent_run_id = _parent_run(study, prepared, tracker, storage, status)
     worker = make_worker(
         study, prepared, tracker, parent_run_id, storage, on_trial=on_trial, on_status=status, interrupted=interrupted
@@ -189,7 +228,7 @@ def _open(
     for c in first[: max(budget - finished, 0)]:
         if c.key not in worker.known:
             study.enqueue_trial(trial_params(c, worker.choices), skip_if_exists=True)
-    return _Opened(study, tracker, parent_run_id, worker, finished, current)
+    return _Opened(study, tracker, parent_run_id, worker, finished, current, lock)
 
 
 def _refine(opened: _Opened, status: StatusFn) -> None:
@@ -309,26 +348,29 @@ def run_search(
         interrupted=interrupted,
     )
     try:
-        opened.worker.work()
-        opened.worker.drain()
-        _refine(opened, status)
-    except KeyboardInterrupt:
-        # Finished trials are in the storage and evaluated documents in the cache; Optuna has
-        # marked the trial in flight FAIL, and a rerun resumes. The study's run says so too.
         try:
-            opened.tracker.finish(opened.parent_run_id, metrics={}, status="KILLED")
-        except tracking_errors():
-            pass  # the study holds every finished trial; the run's status is the only thing not written
-        raise
-    return _finish(
-        opened,
-        prepared,
-        storage=storage,
-        tracking_uri=tracking_uri,
-        output_root=output_root,
-        status=status,
-        write_documents=write_documents,
-    )
+            opened.worker.work()
+            opened.worker.drain()
+            _refine(opened, status)
+        except KeyboardInterrupt:
+            # Finished trials are in the storage and evaluated documents in the cache; Optuna has
+            # marked the trial in flight FAIL, and a rerun resumes. The study's run says so too.
+            try:
+                opened.tracker.finish(opened.parent_run_id, metrics={}, status="KILLED")
+            except tracking_errors():
+                pass  # the study holds every finished trial; the run's status is the only thing not written
+            raise
+        return _finish(
+            opened,
+            prepared,
+            storage=storage,
+            tracking_uri=tracking_uri,
+            output_root=output_root,
+            status=status,
+            write_documents=write_documents,
+        )
+    finally:
+        opened.lock.release()
 
 
 def _study_metrics(rec: Recommendation) -> dict[str, float]:

@@ -156,6 +156,30 @@ def check_perf_model(study: optuna.Study | Mapping[str, Any], name: str, *, fiel
         )
 
 
+def stored_study_names(storage: str) -> list[str]:
+    """The names of the studies in `storage`, read without writing anything (as `stored_study_attrs`)."""
+    import sqlite3
+
+    import sqlalchemy as sa
+
+    if storage.startswith("sqlite:///"):
+        path = Path(storage.removeprefix("sqlite:///").split("?", 1)[0])
+        if not path.is_file():
+            return []
+        engine = sa.create_engine("sqlite://", creator=lambda: sqlite3.connect(f"file:{path}?mode=ro", uri=True))
+    else:
+        engine = sa.create_engine(storage)
+    try:
+        with engine.connect() as connection:
+            if not sa.inspect(connection).has_table("studies"):
+                return []
+            return [str(row[0]) for row in connection.execute(sa.text("SELECT study_name FROM studies"))]
+    except sa.exc.SQLAlchemyError as exc:
+        raise unusable_storage(storage, exc, "pass the storage URL of an Optuna study, or a new one") from None
+    finally:
+        engine.dispose()
+
+
 def stored_study_attrs(storage: str, study_name: str) -> dict[str, Any] | None:
     """The user attributes of study `study_name` in `storage`, read without writing anything (None: no such study).
 

@@ -8,8 +8,8 @@ short the newest running request is preempted (recompute: back to the front of t
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from recommender.perf.jit import cached_njit
 from recommender.perf.sim import compiled_prefix as prefix
 from recommender.perf.sim.compiled_decoding import append, blocks_at, decode_remove, remove
 from recommender.perf.sim.compiled_prefix import X_DECODING_SHARED, X_PINNED
@@ -49,7 +49,7 @@ from recommender.perf.sim.compiled_state import (
 __all__ = ["admit_waiting", "evict_overflow", "free_blocks", "preempt_newest", "schedule_prefilling", "whole_blocks"]
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def free_blocks(st: np.ndarray, conf: np.ndarray, hist: np.ndarray, px: Prefix, step: int) -> int:  # pragma: no cover
     """``Admission._free_blocks`` at step counter `step`: the prefix cache's unreferenced blocks count as free."""
     x = px[2]
@@ -57,7 +57,7 @@ def free_blocks(st: np.ndarray, conf: np.ndarray, hist: np.ndarray, px: Prefix, 
     return conf[C_CAP] - blocks + x[X_DECODING_SHARED] - st[S_HELD_PREFILL] - x[X_PINNED]
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def evict_overflow(
     st: np.ndarray, conf: np.ndarray, hist: np.ndarray, px: Prefix, step: int
 ) -> None:  # pragma: no cover
@@ -67,12 +67,12 @@ def evict_overflow(
         prefix.evict(px[1], px[2], over)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def whole_blocks(req: np.ndarray, bs: int, rid: int) -> int:  # pragma: no cover (compiled)
     return -(-(req[rid, R_PROMPT] + req[rid, R_OUTPUT] - 1) // bs)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def preempt_newest(
     st: np.ndarray, conf: np.ndarray, req: np.ndarray, hist: np.ndarray, waiting: np.ndarray, px: Prefix
 ) -> int:  # pragma: no cover (compiled)
@@ -99,7 +99,7 @@ def preempt_newest(
     return rid
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def make_room(
     st: np.ndarray,
     conf: np.ndarray,
@@ -121,7 +121,7 @@ def make_room(
     return budget
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def schedule_prefilling(
     st: np.ndarray,
     conf: np.ndarray,
@@ -164,7 +164,7 @@ def schedule_prefilling(
     return budget, prior
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def admit_waiting(
     st: np.ndarray,
     conf: np.ndarray,

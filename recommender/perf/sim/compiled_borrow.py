@@ -21,10 +21,11 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from recommender.perf.jit import cached_njit
 from recommender.perf.sim.compiled_state import Prefix, RunArrays
 from recommender.perf.step.compiled_cost import CostArrays
 
@@ -60,7 +61,7 @@ borrowed = cast("Callable[[np.ndarray], np.ndarray]", intrinsic(_borrowed))
 keep_alive = cast("Callable[[tuple[np.ndarray, ...]], None]", intrinsic(_keep_alive))
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def borrowed_run(a: RunArrays) -> RunArrays:  # pragma: no cover (compiled)
     """``compiled_state.new_run``'s arrays borrowed: valid while `a` lives."""
     return (
@@ -76,7 +77,7 @@ def borrowed_run(a: RunArrays) -> RunArrays:  # pragma: no cover (compiled)
     )
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def borrowed_inputs(cost: CostArrays, px: Prefix) -> tuple[CostArrays, Prefix]:  # pragma: no cover (compiled)
     """The step cost's and the prefix cache's arrays borrowed (their caller holds them for the run)."""
     return (

@@ -8,14 +8,14 @@ and prefilling requests (Python dicts in admission order) are doubly linked list
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from recommender.perf.jit import cached_njit
 from recommender.perf.sim.compiled_state import NONE, R_FINISH_STEP, R_OFFSET, S_DCOUNT, S_HEAP_N, S_OFFSET_SUM, S_QSUM
 
 __all__ = ["append", "blocks_at", "decode_add", "decode_remove", "heap_pop", "heap_push", "remove"]
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def blocks_at(st: np.ndarray, hist: np.ndarray, bs: int, step: int) -> int:  # pragma: no cover (compiled)
     """``DecodingSequences.blocks_at``: the KV blocks the decoders hold at step counter `step`."""
     n_dec = st[S_DCOUNT]
@@ -29,19 +29,19 @@ def blocks_at(st: np.ndarray, hist: np.ndarray, bs: int, step: int) -> int:  # p
     return st[S_QSUM] + n_dec * a + extra
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def _less(heap: np.ndarray, i: int, j: int) -> bool:  # pragma: no cover (compiled)
     return heap[i, 0] < heap[j, 0] or (heap[i, 0] == heap[j, 0] and heap[i, 1] < heap[j, 1])
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def _swap(heap: np.ndarray, i: int, j: int) -> None:  # pragma: no cover (compiled)
     a0, a1 = heap[i, 0], heap[i, 1]
     heap[i, 0], heap[i, 1] = heap[j, 0], heap[j, 1]
     heap[j, 0], heap[j, 1] = a0, a1
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def heap_push(heap: np.ndarray, st: np.ndarray, key: int, rid: int) -> np.ndarray:  # pragma: no cover (compiled)
     """``heapq.heappush`` of (key, rid), the heap grown when full; the heap."""
     n = st[S_HEAP_N]
@@ -58,7 +58,7 @@ def heap_push(heap: np.ndarray, st: np.ndarray, key: int, rid: int) -> np.ndarra
     return heap
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def heap_pop(heap: np.ndarray, st: np.ndarray) -> None:  # pragma: no cover (compiled)
     """``heapq.heappop``, the entry dropped."""
     n = st[S_HEAP_N] - 1
@@ -76,7 +76,7 @@ def heap_pop(heap: np.ndarray, st: np.ndarray) -> None:  # pragma: no cover (com
         i = smallest
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def decode_add(
     st: np.ndarray, hist: np.ndarray, req: np.ndarray, heap: np.ndarray, bs: int, rid: int, offset: int, fin: int
 ) -> np.ndarray:  # pragma: no cover (compiled)
@@ -89,7 +89,7 @@ def decode_add(
     return heap_push(heap, st, fin, rid)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def decode_remove(st: np.ndarray, hist: np.ndarray, req: np.ndarray, bs: int, rid: int) -> int:  # pragma: no cover
     """``DecodingSequences.remove``: the decoder's offset."""
     offset = req[rid, R_OFFSET]
@@ -104,7 +104,7 @@ def decode_remove(st: np.ndarray, hist: np.ndarray, req: np.ndarray, bs: int, ri
 # --- ordered sets of requests (dicts in admission order) -------------------------------------------------------------
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def append(req: np.ndarray, st: np.ndarray, count: int, prev: int, rid: int) -> None:  # pragma: no cover
     """Append `rid` to the list whose count, head and tail are st[count], st[count + 1], st[count + 2]; its links
     are the row's columns `prev` and `prev + 1`."""
@@ -118,7 +118,7 @@ def append(req: np.ndarray, st: np.ndarray, count: int, prev: int, rid: int) -> 
     st[count] += 1
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def remove(req: np.ndarray, st: np.ndarray, count: int, prev: int, rid: int) -> None:  # pragma: no cover
     before, after = req[rid, prev], req[rid, prev + 1]
     if before == NONE:

@@ -11,8 +11,8 @@ state (``compiled_prefix.py``) travels beside it as one tuple of arrays.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from recommender.perf.jit import cached_njit
 from recommender.perf.sim import compiled_prefix as prefix
 from recommender.perf.sim.compiled_admission import (
     admit_waiting,
@@ -76,7 +76,7 @@ __all__ = ["run_loop"]
 OPEN, BLOCKED, NO_STRETCH = 0, 1, 2
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def _finish_decoders(
     st: np.ndarray,
     conf: np.ndarray,
@@ -104,7 +104,7 @@ def _finish_decoders(
             remove(req, st, S_R_COUNT, R_RPREV, rid)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def _finish_chunks(
     st: np.ndarray,
     conf: np.ndarray,
@@ -149,7 +149,7 @@ def _finish_chunks(
     return heap
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def _head_blocked(
     st: np.ndarray, conf: np.ndarray, req: np.ndarray, hist: np.ndarray, waiting: np.ndarray, px: Prefix
 ) -> int:  # pragma: no cover (compiled)
@@ -174,7 +174,7 @@ def _head_blocked(
     return BLOCKED if chunk > budget_left or blocks > free_blocks(st, conf, hist, px, st[S_D]) else OPEN
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def _fitting_steps(st: np.ndarray, hist: np.ndarray, bs: int, cap: int, horizon: int) -> int:  # pragma: no cover
     """How many of the next `horizon` pure decode steps the decoders' blocks fit `cap` (blocks never shrink as the
     decoders grow: the last fitting step is bisected, as ``DecodingSequences.decode_run`` does)."""
@@ -191,7 +191,7 @@ def _fitting_steps(st: np.ndarray, hist: np.ndarray, bs: int, cap: int, horizon:
     return hi
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def _decode_stretch(
     t: float,
     st: np.ndarray,
@@ -249,7 +249,7 @@ def _decode_stretch(
     return t
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def _step(
     t: float,
     st: np.ndarray,
@@ -299,7 +299,7 @@ def _step(
     return t, heap, True
 
 
-@njit(cache=True, error_model="numpy")
+@cached_njit(error_model="numpy")
 def run_loop(
     arrivals: np.ndarray,
     prompts: np.ndarray,
@@ -320,7 +320,7 @@ def run_loop(
     return owned[2], owned[3], owned[0]
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def _serve(
     arrivals: np.ndarray, conf: np.ndarray, drafted_per_step: float, cost: CostArrays, px: Prefix, run: RunArrays
 ) -> None:  # pragma: no cover (compiled)

@@ -11,8 +11,8 @@ workload that shares nothing) every answer is 0 and nothing is cached, as in Pyt
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from recommender.perf.jit import cached_njit
 from recommender.perf.sim.workload import Workload
 
 __all__ = ["prefix_arrays"]
@@ -63,7 +63,7 @@ def prefix_arrays(workload: Workload) -> tuple[np.ndarray, np.ndarray, np.ndarra
 # --- PrefixCache -----------------------------------------------------------------------------------------------------
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def _unlist(keys: np.ndarray, x: np.ndarray, key: int) -> None:  # pragma: no cover (compiled)
     """``_unreferenced.pop(key, None)``."""
     if not keys[key, K_LISTED]:
@@ -81,7 +81,7 @@ def _unlist(keys: np.ndarray, x: np.ndarray, key: int) -> None:  # pragma: no co
     x[X_LRU_COUNT] -= 1
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def _list_last(keys: np.ndarray, x: np.ndarray, key: int) -> None:  # pragma: no cover (compiled)
     """``_unreferenced[key] = None`` for a key not in it: most recently used, evicted last."""
     tail = x[X_LRU_TAIL]
@@ -94,7 +94,7 @@ def _list_last(keys: np.ndarray, x: np.ndarray, key: int) -> None:  # pragma: no
     x[X_LRU_COUNT] += 1
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def _acquire(keys: np.ndarray, x: np.ndarray, key: int) -> None:  # pragma: no cover (compiled)
     """``PrefixCache.acquire``: a running request references `key`'s entry: pinned."""
     if keys[key, K_REFS] == 0:
@@ -103,7 +103,7 @@ def _acquire(keys: np.ndarray, x: np.ndarray, key: int) -> None:  # pragma: no c
     keys[key, K_REFS] += 1
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def _release(keys: np.ndarray, x: np.ndarray, key: int) -> None:  # pragma: no cover (compiled)
     """``PrefixCache.release``: unreferenced, the entry becomes evictable (most recently used)."""
     keys[key, K_REFS] -= 1
@@ -113,7 +113,7 @@ def _release(keys: np.ndarray, x: np.ndarray, key: int) -> None:  # pragma: no c
     _list_last(keys, x, key)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def _publish_blocks(keys: np.ndarray, x: np.ndarray, key: int, blocks: int) -> None:  # pragma: no cover (compiled)
     """``PrefixCache.publish``: keep `blocks` blocks under `key` (a longer prefix replaces a shorter one)."""
     old = keys[key, K_BLOCKS]
@@ -127,7 +127,7 @@ def _publish_blocks(keys: np.ndarray, x: np.ndarray, key: int, blocks: int) -> N
         _list_last(keys, x, key)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def evict(keys: np.ndarray, x: np.ndarray, blocks: int) -> None:  # pragma: no cover (compiled)
     """``PrefixCache.evict``: drop unreferenced entries, least recently used first, until `blocks` are freed."""
     freed = 0
@@ -142,12 +142,12 @@ def evict(keys: np.ndarray, x: np.ndarray, blocks: int) -> None:  # pragma: no c
 # --- PrefixSharing ---------------------------------------------------------------------------------------------------
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def evictable(x: np.ndarray) -> int:  # pragma: no cover (compiled)
     return x[X_BLOCKS] - x[X_PINNED]
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def hit_blocks(
     q: np.ndarray, keys: np.ndarray, x: np.ndarray, bs: int, rid: int, length: int
 ) -> int:  # pragma: no cover
@@ -159,7 +159,7 @@ def hit_blocks(
     return min(cached, q[rid, Q_TOKENS] // bs, (length - 1) // bs) if cached else 0
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def pin_cost(q: np.ndarray, keys: np.ndarray, x: np.ndarray, rid: int, hit: int) -> int:  # pragma: no cover
     """``PrefixSharing.pin_cost``: free blocks reading `hit` cached blocks takes (the entry's, if unreferenced)."""
     if not x[X_CACHE] or not hit:
@@ -168,7 +168,7 @@ def pin_cost(q: np.ndarray, keys: np.ndarray, x: np.ndarray, rid: int, hit: int)
     return 0 if keys[key, K_REFS] > 0 else keys[key, K_BLOCKS]
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def read(q: np.ndarray, keys: np.ndarray, x: np.ndarray, bs: int, rid: int, blocks: int) -> None:  # pragma: no cover
     """``PrefixSharing.read``: `rid` reads `blocks` cached blocks of its prefix instead of computing them."""
     _acquire(keys, x, q[rid, Q_KEY])
@@ -176,12 +176,12 @@ def read(q: np.ndarray, keys: np.ndarray, x: np.ndarray, bs: int, rid: int, bloc
     x[X_HIT_TOKENS] += blocks * bs
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def start_decoding(q: np.ndarray, x: np.ndarray, rid: int) -> None:  # pragma: no cover (compiled)
     x[X_DECODING_SHARED] += q[rid, Q_SHARED]
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def stop_reading(q: np.ndarray, keys: np.ndarray, x: np.ndarray, rid: int, decoding: bool) -> None:  # pragma: no cover
     """``PrefixSharing.stop_reading``: `rid` (finished or preempted) no longer reads its cached prefix."""
     shared = q[rid, Q_SHARED]
@@ -193,7 +193,7 @@ def stop_reading(q: np.ndarray, keys: np.ndarray, x: np.ndarray, rid: int, decod
         x[X_DECODING_SHARED] -= shared
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def publish(q: np.ndarray, keys: np.ndarray, x: np.ndarray, bs: int, rid: int) -> None:  # pragma: no cover (compiled)
     """``PrefixSharing.publish``: a request that computed its shared prefix keeps its full blocks cached."""
     key = q[rid, Q_KEY]
@@ -206,7 +206,7 @@ def publish(q: np.ndarray, keys: np.ndarray, x: np.ndarray, bs: int, rid: int) -
         q[rid, Q_SHARED] = blocks
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def finish(q: np.ndarray, keys: np.ndarray, x: np.ndarray, bs: int, rid: int, length: int) -> None:  # pragma: no cover
     """``PrefixSharing.finish``: under its history key the cache keeps a finished request's full blocks."""
     history = q[rid, Q_HISTORY]

@@ -6,15 +6,15 @@ drafts verified (``speculative.SpeculativeStepCost``), or as a decode worker pri
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from recommender.perf.jit import cached_njit
 from recommender.perf.sim.compiled_state import DECODE_ONLY, R_COMPUTED, SPECULATIVE
 from recommender.perf.step.compiled_cost import CostArrays, compiled_step_seconds
 
 __all__ = ["price", "price_chunks"]
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def price(
     cost: CostArrays,
     mode: int,
@@ -39,7 +39,7 @@ def price(
     return compiled_step_seconds(cost, prefilling, tokens, seqs, sum_sq, sum_cross, n_dec, context, prior)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def price_chunks(
     cost: CostArrays,
     mode: int,

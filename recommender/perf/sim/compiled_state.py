@@ -18,7 +18,8 @@ first compile (about 50 s of CPU instead of 20, once per install: ``cache=True``
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from recommender.perf.jit import cached_njit
 
 #: The prefix cache's arrays (``compiled_prefix.prefix_arrays``): the requests' rows, the keys' rows, the scalars.
 Prefix = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -65,7 +66,7 @@ RunArrays = tuple[
 ]
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def new_run(prompts: np.ndarray, outputs: np.ndarray, bs: int) -> RunArrays:  # pragma: no cover (compiled)
     """A run's arrays, empty: the scalars, the requests' rows, the first-token and finish times, the queue, the
     decoders' offsets by block position, the completions heap, the step's chunks (row 0 the count, then (id, chunk)

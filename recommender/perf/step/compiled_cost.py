@@ -29,8 +29,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numba import njit
 
+from recommender.perf.jit import cached_njit
 from recommender.perf.step.cost import PrefillChunks
 from recommender.perf.step.features import FEATURES, FeatureStepCost, StepFeatures
 from recommender.perf.step.kernel_features import KernelStepFeatures
@@ -239,7 +239,7 @@ def _reproduces(compiled: CompiledStepCost, cost: StepCostModel, max_tokens: int
     return True
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def _log_interp(x: float, lxs: np.ndarray, lys: np.ndarray, xs_last: float) -> float:  # pragma: no cover (compiled)
     """``kernel_grid._log_interp``: log-log between grid points, the first value below, proportional above."""
     lx = math.log(max(x, math.exp(lxs[0])))
@@ -250,7 +250,7 @@ def _log_interp(x: float, lxs: np.ndarray, lys: np.ndarray, xs_last: float) -> f
     return math.exp(lys[i] + w * (lys[i + 1] - lys[i]))
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def point_seconds(
     arrays: CostArrays,
     prefilling: int,
@@ -286,7 +286,7 @@ def point_seconds(
     return seconds
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def compiled_step_seconds(
     arrays: CostArrays,
     prefilling: int,
@@ -309,7 +309,7 @@ def compiled_step_seconds(
     return decode * params[P_DECODE_FACTOR] + max(whole - decode, 0.0) * params[P_PREFILL_FACTOR]
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def decode_run_seconds(
     arrays: CostArrays,
     decode_seqs: int,
