@@ -70,18 +70,21 @@ def _shapes(ask: EngineProbe) -> list[LoadShape]:
 
 def _measure(ask: EngineProbe, *, base_url: str, served: str, params: dict[str, str]) -> None:
     from recommender.engines.cpu_engine_env import bench_command, ensure_engine_env
-    from recommender.engines.load_run import run_load
+    from recommender.engines.load_run import bench_args, run_load
     from recommender.releases.probe_tracking import log_endpoint_probe
     from recommender.releases.tracking import resolve_tracking_uri
     from recommender.report.console import make_console
     from recommender.report.endpoint_table import render_load
     from recommender.serialization import dumps
 
-    bench = bench_command(ensure_engine_env())
+    env = ensure_engine_env()
+    bench = bench_command(env)
     tokenizer = ask.tokenizer or ask.model
-    params |= {"load_generator": shlex.join([*bench[2:], "--base-url", base_url]), "tokenizer": tokenizer}
+    params |= {"load_generator": f"vllm bench serve ({env.release})", "tokenizer": tokenizer}
     points = []
-    for shape in _shapes(ask):
+    for step, shape in enumerate(_shapes(ask)):
+        args = bench_args(base_url=base_url, model=served, tokenizer=tokenizer, shape=shape, result=Path("result.json"))
+        params[f"load_command_{step}"] = shlex.join(["vllm", "bench", "serve", *args])
         print(f"load: {shape.label}, {shape.prompts} requests ...", file=sys.stderr)
         points.append(run_load(bench, base_url=base_url, model=served, tokenizer=tokenizer, shape=shape))
     run_id = log_endpoint_probe(resolve_tracking_uri(ask.tracking_uri), points=points, params=params)

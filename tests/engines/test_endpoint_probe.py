@@ -173,4 +173,4 @@ def test_bench_args_name_the_rate_and_the_cap(tmp_path: Path) -> None:
         base_url="http://h:1", model="m", tokenizer="t", shape=LoadShape(concurrency=8), result=tmp_path / "r.json"
     )
     assert closed[closed.index("--request-rate") + 1] == "inf" and closed[closed.index("--max-concurrency") + 1] == "8"
-    assert LoadShape(concurrency=8).label == "concurrency 8"
+    assert LoadShape(concurrency=8).label == "conc 8"
