@@ -47,7 +47,9 @@ def test_probe_endpoint_on_a_running_vllm(tmp_path: Path, monkeypatch: pytest.Mo
     for point in points:
         assert point["completed"] == 16 and point["failed"] == 0
         assert 0 < point["ttft_p50_ms"] <= point["ttft_p99_ms"] and point["tpot_p99_ms"] > 0
-        assert point["engine_running_peak"] >= 1  # vLLM's /metrics was sampled while the load ran
+        # vLLM's /metrics was sampled around the load: its prefix-cache counter rose by the prompts' tokens (the 0.5 s
+        # gauges may miss 30 ms requests, so running/waiting are only checked to be there)
+        assert point["engine_prefix_queries"] >= 16 * 256 and "engine_running_peak" in point
     params = answer["params"]
     assert isinstance(params, dict) and params["engine_release"] == "vllm 0.32.0"
 
