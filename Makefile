@@ -17,7 +17,7 @@ STAMP := $(VENV)/.installed
 WORKERS ?= auto
 XDIST := -n $(WORKERS) --dist loadscope
 
-.PHONY: demo test test-slow test-all wheel-check lint docs clean train-demo train-demo-v2 releases-demo
+.PHONY: engine-env demo test test-slow test-all wheel-check lint docs clean train-demo train-demo-v2 releases-demo
 
 # pip at -qq: errors only. A machine whose pip.conf lists absent find-links folders prints one warning per package
 # at -q, hundreds of lines that bury the tests' own output in CI's log.
@@ -28,6 +28,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --quiet torch==2.13.0
 	$(BIN)/pip install --quiet --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# vLLM's CPU build in .engine-venv (git-ignored, about 3.5 GB; recommender/engines/cpu_engine_env.py says what the
+# install does and why): `probe --serve vllm` and the engine tests use it. Reused while its pins are unchanged, so CI
+# caches the folder keyed on that module. Installed on 2 shared cores from PyPI: see docs/measure-on-your-engine.md.
+engine-env: $(STAMP)
+	$(BIN)/python -m recommender.engines.cpu_engine_env
 
 demo: $(STAMP)
 	$(BIN)/recommender search

@@ -1,0 +1,132 @@
+"""`recommender probe --endpoint URL | --serve vllm`: load a real serving engine and read its latencies.
+
+The server is checked first (``GET /v1/models``: down, garbage or another model is one line and exit 2, before
+anything is installed, measured or written); then ``vllm bench serve`` (from the engine environment) sends each load
+level, the engine's /metrics sampled meanwhile; the table is printed and the run logged to MLflow with the engine's
+release and the commands.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from recommender.errors import BadInputError
+
+if TYPE_CHECKING:
+    from recommender.engines.load_run import LoadShape
+
+__all__ = ["EngineProbe", "run_engine_probe"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineProbe:
+    """What the command line asked for.
+
+    Args:
+        model: the model the server must serve (its id, or the checkpoint directory for ``--serve``).
+        endpoint: the server's base URL; None with ``serve``.
+        serve: the engine to start (``vllm``); None with ``endpoint``.
+        tokenizer: what the load generator tokenizes prompts with (default: ``model``).
+        rates: Poisson rates, one load level each; concurrencies: closed-loop levels (no rate, a cap).
+    """
+
+    model: str
+    endpoint: str | None
+    serve: str | None
+    tokenizer: str | None
+    rates: tuple[float, ...]
+    concurrencies: tuple[int, ...]
+    prompts: int
+    input_len: int
+    output_len: int
+    tracking_uri: str | None
+    json_output: bool
+
+
+def _engine_release(base_url: str) -> str:
+    """vLLM's ``GET /version``, else "unknown" (another engine)."""
+    try:
+        with urllib.request.urlopen(base_url.rstrip("/") + "/version", timeout=5) as answer:  # noqa: S310
+            return "vllm " + str(json.loads(answer.read(10_000))["version"])
+    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
+        return "unknown"
+
+
+def _shapes(ask: EngineProbe) -> list[LoadShape]:
+    from recommender.engines.load_run import LoadShape
+
+    size = {"prompts": ask.prompts, "input_len": ask.input_len, "output_len": ask.output_len}
+    return [LoadShape(rate=r, **size) for r in ask.rates] + [
+        LoadShape(concurrency=c, **size) for c in ask.concurrencies
+    ]
+
+
+def _measure(ask: EngineProbe, *, base_url: str, served: str, params: dict[str, str]) -> None:
+    from recommender.engines.cpu_engine_env import bench_command, ensure_engine_env
+    from recommender.engines.load_run import bench_args, run_load
+    from recommender.releases.probe_tracking import log_endpoint_probe
+    from recommender.releases.tracking import resolve_tracking_uri
+    from recommender.report.console import make_console
+    from recommender.report.endpoint_table import render_load
+    from recommender.serialization import dumps
+
+    env = ensure_engine_env()
+    bench = bench_command(env)
+    tokenizer = ask.tokenizer or ask.model
+    params |= {"load_generator": f"vllm bench serve ({env.release})", "tokenizer": tokenizer}
+    points = []
+    for step, shape in enumerate(_shapes(ask)):
+        args = bench_args(base_url=base_url, model=served, tokenizer=tokenizer, shape=shape, result=Path("result.json"))
+        params[f"load_command_{step}"] = shlex.join(["vllm", "bench", "serve", *args])
+        print(f"load: {shape.label}, {shape.prompts} requests ...", file=sys.stderr)
+        points.append(run_load(bench, base_url=base_url, model=served, tokenizer=tokenizer, shape=shape))
+    run_id = log_endpoint_probe(resolve_tracking_uri(ask.tracking_uri), points=points, params=params)
+    if ask.json_output:
+        print(dumps({"params": params, "mlflow_run": run_id, "points": [p.flat() for p in points]}), end="")
+        return
+    title = f"{served} on {params['engine_release']} ({params['endpoint']})"
+    render_load(points, title=title, console=make_console(stderr=False))
+    print(f"logged to MLflow: run {run_id} (experiment recommender-probe)")
+
+
+def run_engine_probe(ask: EngineProbe) -> None:
+    """Check the server (or start one), measure each load level, print and log.
+
+    Raises:
+        BadInputError: the server is down, answers garbage or serves another model; the engine would not start.
+    """
+    from recommender.engines.endpoint import check_endpoint
+
+    if ask.endpoint is not None:
+        served = check_endpoint(ask.endpoint, ask.model)
+        params = {"endpoint": ask.endpoint, "model": served, "engine_release": _engine_release(ask.endpoint)}
+        _measure(ask, base_url=ask.endpoint, served=served, params=params)
+        return
+    if ask.serve != "vllm":
+        raise BadInputError("--serve", f"{ask.serve!r} is not an engine the tool starts", "pass --serve vllm")
+    from recommender.engines.cpu_engine_env import ensure_engine_env
+    from recommender.engines.local_server import serve
+
+    checkpoint = Path(ask.model).expanduser()
+    if not (checkpoint / "config.json").is_file():
+        raise BadInputError("--model", f"{ask.model} is not a checkpoint directory (no config.json)", "pass one")
+    env = ensure_engine_env()
+    print(f"starting {env.release} on {checkpoint} ...", file=sys.stderr)
+    with serve(env, model=str(checkpoint.resolve())) as server:
+        print(f"vllm serving {checkpoint} at {server.base_url}: healthy after {server.start_s:.0f} s", file=sys.stderr)
+        served = check_endpoint(server.base_url, str(checkpoint.resolve()))
+        params = {
+            "endpoint": server.base_url,
+            "model": served,
+            "engine_release": env.release,
+            "engine_command": shlex.join(server.command),
+            "engine_start_s": f"{server.start_s:.1f}",
+        }
+        _measure(ask, base_url=server.base_url, served=served, params=params)
