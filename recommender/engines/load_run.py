@@ -26,7 +26,7 @@ from typing import Any
 from recommender.engines.endpoint import scrape_metrics, summarise
 from recommender.errors import BadInputError
 
-__all__ = ["METRICS", "PERCENTILES", "LoadPoint", "LoadShape", "bench_args", "parse_result", "run_load"]
+__all__ = ["METRICS", "PERCENTILES", "MeasuredLoad", "LoadShape", "bench_args", "parse_result", "run_load"]
 
 #: The distributions read back, and their percentiles.
 METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -59,7 +59,7 @@ class LoadShape:
 
 
 @dataclass(frozen=True, kw_only=True)
-class LoadPoint:
+class MeasuredLoad:
     """What one load level measured: throughput, latency distributions (ms) and the engine's gauges."""
 
     shape: LoadShape
@@ -109,8 +109,8 @@ def _number(data: dict[str, Any], key: str) -> float:
     return float(value)
 
 
-def parse_result(data: dict[str, Any], shape: LoadShape) -> LoadPoint:
-    """A ``vllm bench serve --save-result`` JSON as a `LoadPoint`.
+def parse_result(data: dict[str, Any], shape: LoadShape) -> MeasuredLoad:
+    """A ``vllm bench serve --save-result`` JSON as a `MeasuredLoad`.
 
     Raises:
         BadInputError: a field the probe reads is missing or not a number.
@@ -120,7 +120,7 @@ def parse_result(data: dict[str, Any], shape: LoadShape) -> LoadPoint:
         stats = {"mean": _number(data, f"mean_{metric}_ms"), "median": _number(data, f"median_{metric}_ms")}
         stats |= {f"p{p}": _number(data, f"p{p}_{metric}_ms") for p in PERCENTILES}
         latency[metric] = stats
-    return LoadPoint(
+    return MeasuredLoad(
         shape=shape,
         completed=int(_number(data, "completed")),
         failed=int(data.get("failed") or 0),
@@ -150,7 +150,7 @@ class _Sampler(threading.Thread):
 
 def run_load(
     bench: list[str], *, base_url: str, model: str, tokenizer: str, shape: LoadShape, timeout_s: float = 1800
-) -> LoadPoint:
+) -> MeasuredLoad:
     """Run ``bench`` (``cpu_engine_env.bench_command``) at one load level, sampling the engine's /metrics.
 
     Raises:
@@ -179,4 +179,4 @@ def run_load(
             )
         point = parse_result(json.loads(result.read_text()), shape)
     engine = summarise(sampler.samples).flat() if sampler.samples else {}
-    return LoadPoint(**{**point.__dict__, "engine": engine})
+    return MeasuredLoad(**{**point.__dict__, "engine": engine})

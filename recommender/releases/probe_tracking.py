@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from recommender.releases.tracking import Tracker, git_sha
 
 if TYPE_CHECKING:
-    from recommender.engines.load_run import LoadPoint
+    from recommender.engines.load_run import MeasuredLoad
 
 __all__ = ["PROBE_EXPERIMENT", "log_endpoint_probe"]
 
@@ -24,7 +24,7 @@ PROBE_EXPERIMENT = "recommender-probe"
 
 
 def log_endpoint_probe(
-    uri: str, *, points: list[LoadPoint], params: dict[str, str], experiment: str = PROBE_EXPERIMENT
+    uri: str, *, points: list[MeasuredLoad], params: dict[str, str], experiment: str = PROBE_EXPERIMENT
 ) -> str:
     """Log the probe's load levels as one MLflow run; returns its id."""
     from mlflow.entities import Metric, Param

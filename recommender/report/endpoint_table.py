@@ -10,7 +10,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from recommender.engines.load_run import LoadPoint
+    from recommender.engines.load_run import MeasuredLoad
 
 _COLUMNS = (
     "load", "done", "req/s", "out tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "ITL p50", "ITL p99",
@@ -18,12 +18,12 @@ _COLUMNS = (
 )  # fmt: skip
 
 
-def _engine(point: LoadPoint, key: str, scale: float = 1.0, digits: int = 0) -> str:
+def _engine(point: MeasuredLoad, key: str, scale: float = 1.0, digits: int = 0) -> str:
     value = point.engine.get(key)
     return "-" if value is None else f"{value * scale:.{digits}f}"
 
 
-def render_load(points: Sequence[LoadPoint], *, title: str, console: Console) -> None:
+def render_load(points: Sequence[MeasuredLoad], *, title: str, console: Console) -> None:
     """One row per load level: throughput, TTFT / TPOT / ITL medians and P99s, the engine's peaks."""
     table = Table(title=title)
     for column in _COLUMNS:
