@@ -7,8 +7,9 @@ STAMP := $(VENV)/.installed
 # WORKERS=N overrides it; WORKERS=0 runs in this process). loadscope hands out whole modules, so a module-scoped
 # fixture (the fit's bracket rows, 12 s of CPU; lm-eval's full task index, 6 s; a plan's pools; the releases' two
 # searches, minutes) is built once, not once per worker; loadgroup would be finer, but pytest-xdist 3.8 does not group on
-# pytest 9.2 (pytest-xdist issue 1386). `make test` on two cores beside another job (2026-12-06, 1,505 tests): 5 min 14 s
-# wall, 5.7 min of CPU (7 min 48 s and 7.6 min before that day's cuts); the workers' test time split 232 / 260 s, so
+# pytest 9.2 (pytest-xdist issue 1386). `make test` on the quiet two-core machine (2026-12-06, 1,693 tests, the
+# simulation loop compiled once at the start): 4 min 13 s wall, 6.6 min of CPU; beside another job, 1,505 tests: 5 min
+# 14 s and 5.7 min (7 min 48 s and 7.6 min before that day's cuts); the workers' test time split 232 / 260 s, so
 # the last 28 s ran on one worker (loadscope queues a worker's next module when it has 2 tests left, and its reorder
 # puts the modules of few tests, the heavy integration ones, last). worksteal would even the end to about one test,
 # but builds the fixtures of the modules it splits twice; not measured on the whole suite.
