@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from recommender.perf.step.fit_artifact import ErrorSummary
+
 __all__ = ["MOE_FIT_PATH", "PREFILL_CLIENTS", "MoeFit", "MoeSummary", "load_moe_fit"]
 
 MOE_FIT_PATH = Path(__file__).with_name("moe_step_fit.json")
@@ -26,17 +28,10 @@ MOE_FIT_PATH = Path(__file__).with_name("moe_step_fit.json")
 PREFILL_CLIENTS = 4
 
 
-class MoeSummary(BaseModel):
-    """Median and P90 |predicted / measured - 1|, the share inside the nested 90 % interval, and the prior's
-    (dense fit alone) medians."""
+class MoeSummary(ErrorSummary):
+    """Median and P90 |predicted / measured - 1| (``ErrorSummary``), the share inside the nested 90 % interval, and
+    the prior's (dense fit alone) medians."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    runs: int
-    ttft_median: float
-    ttft_p90: float
-    tpot_median: float
-    tpot_p90: float
     coverage_ttft: float | None = None
     coverage_tpot: float | None = None
     before_ttft_median: float | None = None
