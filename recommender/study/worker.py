@@ -144,11 +144,22 @@ class StudyWorker:
         return [r for _, r in self.refresh().values()]
 
     # -- one trial -------------------------------------------------------------------------
+    def _first_beat(self, trial: optuna.Trial) -> None:
+        """The trial's first heartbeat, recorded before any work. Optuna's heartbeat thread records it moments after
+        the trial starts, in a thread that may wait on the database's lock; a worker killed before that write leaves a
+        RUNNING trial with no heartbeat, which ``fail_stale_trials`` never fails, and the coordinator's ``drain`` then
+        waits for it forever (seen in ``test_three_workers_on_sqlite_one_killed`` on a loaded machine)."""
+        storage = self.study._storage
+        record = getattr(storage, "record_heartbeat", None)
+        if record is not None and storage.get_heartbeat_interval() is not None:  # type: ignore[attr-defined]
+            record(trial._trial_id)
+
     def objective(self, trial: optuna.Trial) -> tuple[float, float]:
         import optuna
 
         candidate = candidate_of(suggest(trial, self.choices))
         self._stop_if_interrupted()
+        self._first_beat(trial)
         trial.set_user_attr(WORKER_ATTR, self.worker_id)
         known = self.refresh()  # what every worker has stored so far
         cached = candidate.key in known
