@@ -247,11 +247,16 @@ def _no_constant(name: str) -> float:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def load_json(path: Path, *, field: str, what: str = "JSON file", expect: type | None = dict) -> Any:
-    """A JSON file parsed strictly: duplicate keys, NaN/Infinity, deep nesting and the wrong kind refused."""
+def load_json(
+    path: Path, *, field: str, what: str = "JSON file", expect: type | None = dict, non_finite: bool = False
+) -> Any:
+    """A JSON file parsed strictly: duplicate keys, NaN/Infinity, deep nesting and the wrong kind refused.
+    `non_finite`: ``Infinity``, ``-Infinity`` and ``NaN`` read as floats, as transformers writes and reads them
+    in a config.json (its reader checks the fields it reads: ``config_fields``)."""
     text = read_text(path, field=field, what=what)
+    constant = float if non_finite else _no_constant
     try:
-        value = json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_no_constant)
+        value = json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=constant)
     except json.JSONDecodeError as exc:
         raise BadInputError(field, f"{path}:{exc.lineno} is not valid JSON: {exc.msg}", "fix the JSON") from None
     except ValueError as exc:

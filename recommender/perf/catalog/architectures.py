@@ -18,6 +18,7 @@ from types import SimpleNamespace
 from recommender.errors import BadInputError
 from recommender.input_files import load_json
 from recommender.perf.catalog.architecture_check import check_architecture
+from recommender.perf.catalog.hf_config import language_model
 from recommender.perf.model.shape import ModelShape
 
 __all__ = [
@@ -93,7 +94,9 @@ def _config_path(model: str) -> Path:
 
 
 def read_architecture(model: str, *, field: str = "--model") -> tuple[str, SimpleNamespace]:
-    """A shipped name, a hub id a shipped file lists, a config.json path or a model directory -> (name, config)."""
+    """A shipped name, a hub id a shipped file lists, a config.json path or a model directory -> (name, config).
+    A multimodal wrapper's language model is read (``hf_config.language_model``) and its name says the towers
+    left unpriced; ``config._language_model`` keeps what was read from where."""
     try:
         path = _config_path(model)
         found = path.is_file()
@@ -106,10 +109,12 @@ def read_architecture(model: str, *, field: str = "--model") -> tuple[str, Simpl
             f"pass a config.json, a model directory, a hub id of a shipped one, or one of "
             f"{', '.join(known_architectures())}",
         )
-    config = SimpleNamespace(**load_json(path, field=field, what="config.json"))
-    check_architecture(config, field=f"{field}: {path}")
+    where = f"{field}: {path}"
+    model = language_model(load_json(path, field=field, what="config.json", non_finite=True), field=where)
+    config = SimpleNamespace(**model.fields, _language_model=model)
+    check_architecture(config, field=where if model.nested_under is None else f"{where} ({model.nested_under})")
     name = config._name if isinstance(getattr(config, "_name", None), str) else path.parent.name
-    return name, config
+    return (name if model.note is None else f"{name} ({model.note})"), config
 
 
 def load_architecture(model: str, *, field: str = "--model") -> tuple[str, ModelShape]:

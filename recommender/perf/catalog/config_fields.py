@@ -12,6 +12,7 @@ the MoE module's refusal of layouts it does not model).
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator
@@ -86,8 +87,10 @@ def config_values(config: Any) -> dict[str, Any]:
 def check_config_fields(config: Any, *, field: str, required: bool = True) -> ConfigFields:
     """`config`'s read fields, typed and consistent, or one `BadInputError` naming the config field and the fix.
     `required`: the shape model's fields must be there (any other architecture is left to transformers)."""
+    values = config_values(config)
+    _refuse_non_finite(values, field=field)
     try:
-        fields = ConfigFields.model_validate(config_values(config))
+        fields = ConfigFields.model_validate(values)
     except ValidationError as exc:
         first = exc.errors()[0]
         if not first["loc"]:  # a rule tying fields together
@@ -103,10 +106,25 @@ def check_config_fields(config: Any, *, field: str, required: bool = True) -> Co
         if missing:
             raise BadInputError(
                 field,
-                f"the model config has no {missing[0]}",
-                "pass a decoder-only transformer config (Llama, Mistral, Qwen, ...)",
+                f"the model config has no {missing[0]} (neither at its top level nor under text_config)",
+                "pass a decoder-only transformer config (Llama, Mistral, Qwen, ...) or a wrapper with its "
+                "language model under text_config",
             )
     return fields
+
+
+def _refuse_non_finite(values: dict[str, Any], *, field: str) -> None:
+    """A read field written ``Infinity``, ``-Infinity`` or ``NaN`` (transformers writes them; config.json is read
+    with them as floats): every field read here is a count or a width, and a count must be finite."""
+    for name, value in values.items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, float) and not math.isfinite(item):
+                written = "NaN" if math.isnan(item) else ("Infinity" if item > 0 else "-Infinity")
+                raise BadInputError(
+                    field,
+                    f"config {name} is {written}, and a count must be finite",
+                    "give the real model's value (its published config.json)",
+                )
 
 
 def _problem(error: Any) -> str:
