@@ -110,11 +110,11 @@ def read_architecture(model: str, *, field: str = "--model") -> tuple[str, Simpl
             f"{', '.join(known_architectures())}",
         )
     where = f"{field}: {path}"
-    model = language_model(load_json(path, field=field, what="config.json", non_finite=True), field=where)
-    config = SimpleNamespace(**model.fields, _language_model=model)
-    check_architecture(config, field=where if model.nested_under is None else f"{where} ({model.nested_under})")
+    language = language_model(load_json(path, field=field, what="config.json", non_finite=True), field=where)
+    config = SimpleNamespace(**language.fields, _language_model=language)
+    check_architecture(config, field=where if language.nested_under is None else f"{where} ({language.nested_under})")
     name = config._name if isinstance(getattr(config, "_name", None), str) else path.parent.name
-    return (name if model.note is None else f"{name} ({model.note})"), config
+    return (name if language.note is None else f"{name} ({language.note})"), config
 
 
 def load_architecture(model: str, *, field: str = "--model") -> tuple[str, ModelShape]:
