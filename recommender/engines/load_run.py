@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -179,4 +179,4 @@ def run_load(
             )
         point = parse_result(json.loads(result.read_text()), shape)
     engine = summarise(sampler.samples).flat() if sampler.samples else {}
-    return MeasuredLoad(**{**point.__dict__, "engine": engine})
+    return replace(point, engine=engine)
