@@ -22,10 +22,14 @@ T = TypeVar("T")
 
 
 @cache
+def _built_adapter(kind: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(kind)
+
+
 def _adapter(kind: Any) -> TypeAdapter[Any]:
     """A TypeAdapter for `kind`, built once per type: a build costs a few ms (pydantic generates the schema), which
     a search paid on every trial's result and attribute (about 2 s of the demo's 80 trials, py-spy)."""
-    return TypeAdapter(kind)
+    return _built_adapter(kind)
 
 
 def to_data(value: object) -> Any:
