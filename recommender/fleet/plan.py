@@ -36,6 +36,7 @@ from recommender.perf.catalog.gpus import Accelerator, Catalog
 from recommender.perf.model.memory import plan_memory
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.sim.capacity import replicas_needed
+from recommender.perf.step.calibrated import CalibratedModel
 from recommender.quantize import QuantScheme, get_scheme
 from recommender.quantize.precisions import PRECISIONS
 from recommender.serialization import dumps, list_to_data
@@ -147,6 +148,7 @@ def plan_one(
     scope: PlanScope | None = None,
     catalog: Catalog | None = None,
     engines: tuple[str, ...] = DEFAULT_ENGINES,
+    calibrated: CalibratedModel | None = None,
 ) -> PlanRow:
     """The cheapest (tensor-parallel degree, KV cache dtype, batch cap) among those that hold one request.
 
@@ -156,7 +158,8 @@ def plan_one(
     comes from the search's own `PerformanceEvaluator` (memory plan, step cost, simulation, price), so
     `plan` and `search` agree on any catalog candidate; a GPU without a price gets every figure but the
     dollars. Where not even a lone request meets the SLA, the row shows the configuration closest to it
-    with a lone request's P99s (how far off it is) and capacity 0. `scope` narrows what is tried (``plan_scope``).
+    with a lone request's P99s (how far off it is) and capacity 0. `scope` narrows what is tried (``plan_scope``);
+    `calibrated` replaces the shipped step-cost model (a fit that asks `plan` what a candidate calibration predicts).
     """
     scope = scope or PlanScope()
     catalog = catalog or Catalog(accelerators={accel.key: accel}, source="plan")
@@ -165,6 +168,8 @@ def plan_one(
     performance = PerformanceEvaluator(
         catalog, shape, traffic, sla, engines=engines, require_price=False, settle_within=0
     )
+    if calibrated is not None:
+        performance = replace(performance, calibrated=calibrated)
     method = (
         get_scheme(scope.schemes[precision])
         if precision in scope.schemes

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from recommender.perf.step.audited_gpus import AuditedGpus, load_audited_gpus
 from recommender.perf.step.features import FEATURES, N_FEATURES, FeatureStepCost, StepFeatures
 from recommender.perf.step.fit_artifact import ErrorSummary, HoldoutSummary, StepCostFit, StepResiduals
 from recommender.perf.step.kernel_features import KernelStepFeatures
@@ -200,10 +201,18 @@ class CalibratedModel:
     time, and intervals at least as wide as its leave-one-model-out residuals (``moe_calibration.py``).
     """
 
-    def __init__(self, fit: StepCostFit, kernels: KernelCalibration | None = None, moe: MoeFit | None = None) -> None:
+    def __init__(
+        self,
+        fit: StepCostFit,
+        kernels: KernelCalibration | None = None,
+        moe: MoeFit | None = None,
+        audited: AuditedGpus | None = None,
+    ) -> None:
         self.fit = fit
         self.kernels = kernels
         self.moe = moe if moe is not None else load_moe_fit()
+        #: Step-time scales of GPUs calibrated on audited capacities (``audited_gpus.py``): datasheet path only.
+        self.audited = audited if audited is not None else load_audited_gpus()
 
     def _fit_of(self, point: FeatureStepCost | None) -> StepCostFit:
         on_kernels = point is not None and isinstance(point.features, KernelStepFeatures)
@@ -264,6 +273,9 @@ class CalibratedModel:
         if shape.moe is not None:
             coef = self.moe.coefficients(coef, _LAYERS)
             provenance = provenance.extended(self.moe.note)
+        audited = self.audited.of(accel.key)
+        if audited is not None:
+            coef = coef * audited.scales()
         if method.precision in UNMEASURED_PRECISIONS:
             provenance = provenance.extended(
                 f"{method.precision} linear layers at the datasheet's {method.precision} peak and "
@@ -296,7 +308,10 @@ class CalibratedModel:
             f"({accel.memory_bandwidth_gbps:g} GB/s, dense peaks {accel.peak_tflops}; unmeasured step)"
         )
         kernels = f"; no measured kernels: {why_not_kernels}" if why_not_kernels else ""
-        if _uncalibrated(accel):
+        audited = self.audited.of(accel.key)
+        if audited is not None:
+            where += f"; {audited.note(accel.key, self.audited.source)}"
+        elif _uncalibrated(accel):
             where += (
                 f"; datasheet, uncalibrated: no measured {accel.vendor.upper()} serving run calibrates it, "
                 "intervals from the pools of engines the fit never saw"
@@ -343,6 +358,10 @@ class CalibratedModel:
         if _is_moe(point):
             moe_prefill, moe_decode = self.moe.step_factors(confidence)
             prefill, decode = max(prefill, moe_prefill), max(decode, moe_decode)
+        if point is not None and not isinstance(point.features, KernelStepFeatures):
+            audited = self.audited.of(point.features.accel.key)
+            widen = audited.widen if audited is not None else 1.0
+            prefill, decode = prefill * widen, decode * widen
         return StepFactors(prefill=max(prefill, 1.0), decode=max(decode, 1.0))
 
     def upper_step_cost(self, point: FeatureStepCost, engine: str, confidence: float) -> UpperStepCost:
