@@ -20,7 +20,7 @@ attention (its own projections, a cache of one latent per token and layer) and s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from recommender.perf.model.attention import AttentionLayout, parse_attention
@@ -41,9 +41,10 @@ class ModelShape:
     tie_word_embeddings: bool = False
     moe: MoeLayout | None = None
     attention: AttentionLayout | None = None
-    #: config.json's ``architectures``: the class names the engines look up in their model registries (not a
-    #: number the models here read; carried so engine eligibility needs no second read of the config).
-    architectures: tuple[str, ...] = ()
+    #: config.json's ``architectures``: the class names the engines look up in their model registries. Not a number
+    #: the models here read (carried so engine eligibility needs no second read of the config), so two shapes with
+    #: the same numbers are equal whatever class names them.
+    architectures: tuple[str, ...] = field(default=(), compare=False)
 
     @classmethod
     def from_config(cls, config: Any) -> ModelShape:
