@@ -1,10 +1,12 @@
 """The reference tables the docs would otherwise copy by hand, generated from the code at doc-build time.
 
-Three tables that drifted while they were written by hand: the spec's keys (from the JSON Schema
-`recommender schema` prints), recommendation.json's fields (from the `Recommendation` type through the
-same pydantic adapter `serialization.to_data` writes it with), and which engine launches which scheme on
-which GPU generation (from the engines' `KERNELS` rows, asked through `engines.eligibility.refusal`, the
-function the search itself asks). `docs/hooks.py` puts them into the pages; `tests/docs/` checks them.
+The tables that drift when written by hand: the spec's keys (from the JSON Schema `recommender schema` prints),
+recommendation.json's fields (from the `Recommendation` type through the same pydantic adapter `serialization.to_data`
+writes it with), which engine launches which scheme on which GPU generation (from the engines' `KERNELS` rows, asked
+through `engines.eligibility.refusal`, the function the search itself asks), and which engine release serves which
+2026 architecture (from the engines' shipped model registries, asked through
+`engines.architecture_support.architecture_refusal`). `docs/hooks.py` puts them into the pages; `tests/docs/` checks
+them.
 """
 
 from __future__ import annotations
@@ -150,11 +152,62 @@ def support_matrix() -> str:
     return "\n".join(rows) + "\n"
 
 
+#: 2026 models and the ``architectures`` their config.json lists (read in aiconfigurator-core 0.12.0's
+#: ``model_configs/<org>--<name>_config.json``, the hub configs it ships).
+MODELS_2026 = (
+    ("DeepSeek-V3.2", "DeepseekV32ForCausalLM"),
+    ("DeepSeek-V4-Flash / -Pro", "DeepseekV4ForCausalLM"),
+    ("Kimi-K2.5 / K2.6", "KimiK25ForConditionalGeneration"),
+    ("Kimi-K3", "KimiK3ForConditionalGeneration"),
+    ("GLM-5 / 5.1", "GlmMoeDsaForCausalLM"),
+    ("MiniMax-M2.5 / M2.7", "MiniMaxM2ForCausalLM"),
+    ("MiniMax-M3", "MiniMaxM3ForCausalLM"),
+    ("MiniMax-M3 (nvidia NVFP4)", "MiniMaxM3SparseForConditionalGeneration"),
+    ("Qwen3.5-27B / Qwen3.6-27B", "Qwen3_5ForConditionalGeneration"),
+    ("Qwen3.5-35B-A3B / 122B-A10B / 397B-A17B", "Qwen3_5MoeForConditionalGeneration"),
+    ("Llama-4-Scout / -Maverick", "Llama4ForConditionalGeneration"),
+    ("Gemma-4-26B-A4B / 31B", "Gemma4ForConditionalGeneration"),
+    ("Nemotron-3 Nano / Super / Ultra", "NemotronHForCausalLM"),
+    ("gpt-oss-20b / -120b", "GptOssForCausalLM"),
+    ("MiMo-V2-Flash", "MiMoV2FlashForCausalLM"),
+    ("Step-3.7-Flash", "Step3p7FlashForCausalLM"),
+)
+
+
+def architecture_support() -> str:
+    """2026 model x engine: whether the engine release's model registry lists the model's architecture, then where
+    each registry was read (``recommender/engines/registries/``, through the function eligibility asks)."""
+    from recommender.engines import ENGINE_NAMES
+    from recommender.engines.architecture_support import architecture_refusal, registry
+
+    registries = {engine: registry(engine) for engine in ENGINE_NAMES}
+    head = "| model | architecture | " + " | ".join(
+        engine if (known := registries[engine]) is None else f"{engine} {known.version}" for engine in ENGINE_NAMES
+    )
+    rows = [head + " |", "|---|---|" + "---|" * len(ENGINE_NAMES)]
+    for model, architecture in MODELS_2026:
+        cells = [
+            "not checked"
+            if registries[engine] is None
+            else ("yes" if architecture_refusal(engine, [architecture]) is None else "no")
+            for engine in ENGINE_NAMES
+        ]
+        rows.append(f"| {_cell(model)} | `{architecture}` | " + " | ".join(cells) + " |")
+    rows.append("")
+    for engine, known in registries.items():
+        where = "its registry was not read: never refused on architecture"
+        if known is not None:
+            where = f"{known.version}, {known.repository} `{known.path}` @ {known.commit}"
+        rows.append(f"- {engine}: {_cell(where)}")
+    return "\n".join(rows) + "\n"
+
+
 #: Each marker's generator.
 GENERATORS = {
     "spec-keys": spec_keys_table,
     "recommendation-fields": recommendation_fields,
     "support-matrix": support_matrix,
+    "architecture-support": architecture_support,
 }
 
 

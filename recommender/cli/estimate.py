@@ -61,11 +61,17 @@ def _check_kv_cache_dtype(kv_cache_dtype: str) -> None:
 def _check_launch(
     engine: str, method: QuantScheme, accel: Accelerator, tensor_parallel: int, shape: ModelShape
 ) -> None:
-    """The degree fits the GPU's node and splits the model's heads, and the engine launches the scheme there."""
+    """The engine registers the model's architecture and runs its heads, the degree fits the GPU's node and splits
+    the model's heads, and the engine launches the scheme there."""
+    from recommender.engines.architecture_support import architecture_refusal
     from recommender.engines.eligibility import refusal
     from recommender.engines.head_sizes import engine_backends, head_size_refusal
     from recommender.perf.catalog.architecture_check import check_tensor_parallel
 
+    if (unregistered := architecture_refusal(engine, shape.architectures)) is not None:
+        others = [e for e in ENGINES if e != engine and architecture_refusal(e, shape.architectures) is None]
+        fix = f"estimate it with --engine {' or '.join(others)}" if others else "serve a model its registry lists"
+        raise BadInputError("--model", f"{engine} does not serve it: {unregistered}", fix)
     if (heads := head_size_refusal(engine, shape.head_dim, accel.device)) is not None:
         others = [
             e

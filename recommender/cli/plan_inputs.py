@@ -77,10 +77,12 @@ class Pointed:
     def hardware(self, catalog: Catalog, shape: ModelShape, *, priced_only: bool) -> list[str]:
         """--hardware (each degree checked on it); without it, with --price-set, the GPUs that set prices; else every
         catalog GPU (one the default set does not price still gets its fit, latencies and capacity, its dollar
-        columns empty and the reason below the table). A model whose head size none of the engines runs is refused
-        first (``engines/head_sizes.py``)."""
+        columns empty and the reason below the table). A model whose architecture none of the engines registers, or
+        whose head size none of them runs, is refused first (``engines/architecture_support.py``, ``head_sizes.py``)."""
+        from recommender.engines.architecture_support import check_served
         from recommender.engines.head_sizes import check_runnable
 
+        check_served(shape.architectures, self.engines, field="--model")
         check_runnable(shape.head_dim, self.engines, field="--model")
         if self.given_hardware is not None:
             for accel in [catalog.get(h, field="--hardware") for h in self.given_hardware]:

@@ -25,6 +25,7 @@ def plan_spec(path: Path, model: str | None, json_output: bool) -> None:
         json_output: print the whole plan (`fleet.FleetPlan`) as JSON instead of tables.
     """
     from recommender.config.spec import load_spec
+    from recommender.engines.architecture_support import check_served
     from recommender.engines.head_sizes import check_runnable
     from recommender.fleet.empty_plan import refuse_empty_plan, spec_fields
     from recommender.fleet.spec_plan import plan_fleet, plan_hardware, plan_precisions
@@ -39,6 +40,7 @@ def plan_spec(path: Path, model: str | None, json_output: bool) -> None:
     loaded = load_spec(path)
     name, config = _architecture(path, model, loaded)
     shape, catalog = ModelShape.from_config(config), load_catalog(loaded.hardware_catalog, price_set=loaded.price_set)
+    check_served(shape.architectures, loaded.engines, field=f"{path}: model.source")
     check_runnable(shape.head_dim, loaded.engines, field=f"{path}: model.source")
     check_traffic_fits(config, shape, catalog, loaded.traffic, field_prefix=f"{path}: ")
     check_expert_parallel(loaded, shape, field_prefix=f"{path}: ")  # as the search refuses them

@@ -1,7 +1,8 @@
 """Which of the spec's engines launch a scheme on a device as it was measured, why the others do not, and the fix.
 
 Read by the search, `plan` and `estimate`; each engine's answer comes from its own `kernels`
-(`recommender.engines.kernels` holds the rules they share).
+(`recommender.engines.kernels` holds the rules they share), and, for a model, from the head sizes its attention
+kernels take (`head_sizes`) and the architectures its model registry lists (`architecture_support`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from recommender.engines import DEFAULT_ENGINES, ENGINE_NAMES, ENGINES_BY_NAME
+from recommender.engines.architecture_support import architecture_refusal
 from recommender.engines.head_sizes import head_size_refusal
 from recommender.engines.kernels import BF16_MIN_CAPABILITY, Capability, compute_dtype, describe, version
 
@@ -19,10 +21,18 @@ if TYPE_CHECKING:
     from recommender.quantize import QuantScheme
 
 
-def refusal(engine: str, method: QuantScheme, device: DeviceInfo, head_size: int | None = None) -> str | None:
-    """Why `engine` does not serve `method` on `device` as it was measured (or a model with attention heads of
-    `head_size`, when given: ``head_sizes``), or None when it does."""
-    why = None if head_size is None else head_size_refusal(engine, head_size, device)
+def refusal(
+    engine: str,
+    method: QuantScheme,
+    device: DeviceInfo,
+    head_size: int | None = None,
+    architectures: Sequence[str] = (),
+) -> str | None:
+    """Why `engine` does not serve `method` on `device` as it was measured (or a model whose config lists
+    `architectures`, when given: ``architecture_support``; with attention heads of `head_size`, when given:
+    ``head_sizes``), or None when it does."""
+    why = architecture_refusal(engine, architectures)
+    why = why or (None if head_size is None else head_size_refusal(engine, head_size, device))
     return why or ENGINES_BY_NAME[engine].refusal(method, device)
 
 
@@ -93,12 +103,16 @@ def _fix(method: QuantScheme, device: DeviceInfo, checked: Sequence[str], elsewh
 
 
 def eligibility(
-    method: QuantScheme, device: DeviceInfo, engines: Sequence[str] = DEFAULT_ENGINES, head_size: int | None = None
+    method: QuantScheme,
+    device: DeviceInfo,
+    engines: Sequence[str] = DEFAULT_ENGINES,
+    head_size: int | None = None,
+    architectures: Sequence[str] = (),
 ) -> Eligibility:
     """Which of `engines` launch `method` on `device` with the numerics that were measured (for a model with
-    attention heads of `head_size`, when given)."""
+    attention heads of `head_size` and a config listing `architectures`, when given)."""
     checked = tuple(engines)
-    answers = {engine: refusal(engine, method, device, head_size) for engine in ENGINE_NAMES}
+    answers = {engine: refusal(engine, method, device, head_size, architectures) for engine in ENGINE_NAMES}
     launching = tuple(engine for engine in checked if answers[engine] is None)
     elsewhere = tuple(e for e in ENGINE_NAMES if e not in checked and answers[e] is None)
     rows = [ENGINES_BY_NAME[e].row(method.kernel_family) for e in launching]

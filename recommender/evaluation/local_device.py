@@ -38,7 +38,13 @@ class LocalMeasurement:
 
 
 def local_eligibility(
-    c: Candidate, method: QuantScheme, local: LocalMeasurement | None, *, engines: tuple[str, ...], head_dim: int
+    c: Candidate,
+    method: QuantScheme,
+    local: LocalMeasurement | None,
+    *,
+    engines: tuple[str, ...],
+    head_dim: int,
+    architectures: tuple[str, ...] = (),
 ) -> Eligibility:
     """Who serves `c` on this machine; `Refused` ("runnable") where it cannot be measured and served here."""
     if local is None:
@@ -47,7 +53,7 @@ def local_eligibility(
     reason = method.unavailable_reason(device)
     if reason is not None:
         raise Refused("runnable", reason)
-    served = eligibility(method, device, engines, head_dim)
+    served = eligibility(method, device, engines, head_dim, architectures)
     if not served.launchable:
         raise Refused("runnable", served.reason(f"{LOCAL_DEVICE} ({device.label})"))
     if c.kv_cache_dtype != "auto":

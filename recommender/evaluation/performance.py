@@ -371,8 +371,15 @@ class PerformanceEvaluator:
                 "(`recommender eval` scores it; pick a scheme an engine serves to get a recommendation)",
             )
         if accel is None:
-            return local_eligibility(c, method, self.local, engines=self.engines, head_dim=self.shape.head_dim)
-        served = eligibility(method, accel.device, self.engines, self.shape.head_dim)
+            return local_eligibility(
+                c,
+                method,
+                self.local,
+                engines=self.engines,
+                head_dim=self.shape.head_dim,
+                architectures=self.shape.architectures,
+            )
+        served = eligibility(method, accel.device, self.engines, self.shape.head_dim, self.shape.architectures)
         if not served.launchable:
             raise Refused("runnable", served.reason(accel.key))
         if c.tensor_parallel > accel.max_tensor_parallel:

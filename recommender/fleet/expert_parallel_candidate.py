@@ -138,7 +138,9 @@ def _checked(performance: PerformanceEvaluator, c: Candidate) -> Accelerator:
     if c.speculative != NONE or c.layout != AGGREGATED:
         raise Refused("runnable", "expert parallelism is modelled for aggregated replicas without speculation")
     accel = performance.catalog.get(c.hardware)
-    served = eligibility(c.base_scheme, accel.device, performance.engines, performance.shape.head_dim)
+    served = eligibility(
+        c.base_scheme, accel.device, performance.engines, performance.shape.head_dim, performance.shape.architectures
+    )
     if not served.launchable:
         raise Refused("runnable", served.reason(accel.key))
     if (unpriced := performance.catalog.price_refusal(accel.key)) is not None:

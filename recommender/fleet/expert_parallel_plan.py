@@ -266,7 +266,7 @@ def plan_expert_parallel(
     moe = require_moe(shape)
     degrees = ep_degrees(accel, moe.n_experts + redundant_experts, scope, network=network is not None)
     caps = list(scope.batch_sizes) or batch_ladder(performance.engines, DEFAULT_MAX_BATCHED_TOKENS)
-    engines = eligibility(method, accel.device, performance.engines, shape.head_dim).engines
+    engines = eligibility(method, accel.device, performance.engines, shape.head_dim, shape.architectures).engines
     best: ExpertParallelRow | None = None
     for engine in engines:
         for ep in degrees:

@@ -175,7 +175,7 @@ def plan_one(
         if precision in scope.schemes
         else (method_for(precision, accel.device, performance.engines))
     )
-    served = eligibility(method, accel.device, performance.engines, shape.head_dim)
+    served = eligibility(method, accel.device, performance.engines, shape.head_dim, shape.architectures)
     if not served.launchable:
         return _row(performance, accel, precision, method, f"refused: {served.reason(accel.key)}", empty="engine")
     unpriced = (catalog.price_refusal(accel.key) if accel.key in catalog.accelerators else None) or ""

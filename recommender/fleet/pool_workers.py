@@ -116,7 +116,9 @@ class ExpertParallelWorker:
         """One attention rank at batch cap `cap` (None: the engine does not serve the scheme here, or the rank's KV
         cache cannot hold one request), as ``expert_parallel_plan._evaluate`` prices it."""
         performance, accel, layout = ctx.performance, ctx.accel, self.layout
-        served = eligibility(ctx.method, accel.device, performance.engines, performance.shape.head_dim).engines
+        served = eligibility(
+            ctx.method, accel.device, performance.engines, performance.shape.head_dim, performance.shape.architectures
+        ).engines
         if ctx.engine not in served:
             return None
         memory = ep_memory(

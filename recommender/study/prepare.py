@@ -15,6 +15,7 @@ from recommender.config.model_limits import check_lengths, searches_speculation
 from recommender.config.spec import LOCAL_DEVICE, LatencySLA, SearchSpec, Traffic, spec_from_mapping
 from recommender.decision.rules import quality_skip
 from recommender.device import local_device, quality_compute_dtype
+from recommender.engines.architecture_support import check_served
 from recommender.engines.head_sizes import check_runnable
 from recommender.errors import BadInputError
 from recommender.evaluation.evaluator import CandidateEvaluator
@@ -119,6 +120,7 @@ def _check_against_model(spec: SearchSpec, config: Any) -> tuple[Catalog, ModelS
     check_speculation_launchable(spec, field_prefix=f"{spec.spec_path}: ")
     check_architecture(config, field=f"{spec.spec_path}: model.source config")
     shape = ModelShape.from_config(config)
+    check_served(shape.architectures, spec.engines, field=f"{spec.spec_path}: model.source")
     check_runnable(shape.head_dim, spec.engines, field=f"{spec.spec_path}: model.source")
     check_lengths(spec, config, shape, catalog)
     check_layouts(spec, catalog, shape, field_prefix=f"{spec.spec_path}: ")

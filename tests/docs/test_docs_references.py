@@ -123,3 +123,10 @@ def test_the_generated_references_come_from_the_code() -> None:
     assert set(cells[header.index(next(h for h in header if "h100-sxm" in h))].split(", ")) <= set(ENGINE_NAMES)
     page = references.fill("before\n<!-- generated: support-matrix -->\nafter")
     assert "<!-- generated" not in page and "| `fp8-dynamic` |" in page
+
+
+def test_the_architecture_table_asks_the_shipped_registries() -> None:
+    table = _references().architecture_support()
+    qwen = next(line for line in table.splitlines() if "`Qwen3_5MoeForConditionalGeneration`" in line)
+    assert qwen.endswith("| yes | yes | not checked | yes |")  # vllm, sglang, tgi (not read), trtllm
+    assert "vllm-project/vllm `vllm/model_executor/models/registry.py` @ 62d4bc3c7" in table

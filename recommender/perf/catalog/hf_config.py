@@ -5,7 +5,8 @@ Multimodal wrappers (Llama-4-Scout, Qwen3.5, Kimi-K2.5, Gemma-3, Mistral-3) writ
 (InternVL-Chat) or ``language_config`` (DeepSeek-VL2). The language model is what is planned: its fields are read
 from that mapping, and the wrapper's own top-level fields the text config lacks (``quantization_config``,
 ``torch_dtype``/``dtype``, ``architectures``, ``_name``, ``_hub_ids``) are kept beside them, as the engines read
-them from the top of the file. The vision or audio tower is not priced; :func:`language_model` says which.
+them from the top of the file; ``architectures`` is the wrapper's even where the text config names its own (the
+class the engines look up). The vision or audio tower is not priced; :func:`language_model` says which.
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ from typing import Any
 
 from recommender.errors import BadInputError
 
-__all__ = ["TEXT_CONFIG_KEYS", "LanguageModel", "language_model"]
+__all__ = ["ENGINE_READS_TOP", "TEXT_CONFIG_KEYS", "LanguageModel", "language_model"]
 
 #: Where a wrapper keeps its language model: transformers' own decoder-side names
 #: (``PretrainedConfig.get_text_config``, transformers 5.17.0: ``("decoder", "generator", "text_config")``;
 #: its encoder-side ``text_encoder`` is no decoder to plan), then the remote-code names ``llm_config``
 #: (OpenGVLab InternVL-Chat's configuration_internvl_chat.py) and ``language_config`` (deepseek-ai DeepSeek-VL2).
 TEXT_CONFIG_KEYS = ("decoder", "generator", "text_config", "llm_config", "language_config")
+#: Top-level fields the engines read from the top of the file even where the text config has its own.
+ENGINE_READS_TOP = ("architectures",)
 #: Words naming a tower that is not the language model (``vision_config``, ``audio_config``, ``speech_config``...).
 _TOWER_WORDS = ("vision", "visual", "image", "video", "audio", "speech")
 
@@ -62,4 +65,7 @@ def language_model(config: dict[str, Any], *, field: str) -> LanguageModel:
         if isinstance(value, dict) and name != key and any(word in name.lower() for word in _TOWER_WORDS)
     )
     wrapper = {name: value for name, value in config.items() if name != key and name not in towers}
-    return LanguageModel({**wrapper, **config[key]}, key, towers)
+    # The engines look the wrapper's own class up (Kimi-K2.5's text_config names DeepseekV3ForCausalLM, its top
+    # KimiK25ForConditionalGeneration): the wrapper's names win over the text config's.
+    top = {name: config[name] for name in ENGINE_READS_TOP if name in config}
+    return LanguageModel({**wrapper, **config[key], **top}, key, towers)

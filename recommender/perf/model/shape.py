@@ -20,7 +20,7 @@ attention (its own projections, a cache of one latent per token and layer) and s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from recommender.perf.model.attention import AttentionLayout, parse_attention
@@ -41,6 +41,10 @@ class ModelShape:
     tie_word_embeddings: bool = False
     moe: MoeLayout | None = None
     attention: AttentionLayout | None = None
+    #: config.json's ``architectures``: the class names the engines look up in their model registries. Not a number
+    #: the models here read (carried so engine eligibility needs no second read of the config), so two shapes with
+    #: the same numbers are equal whatever class names them.
+    architectures: tuple[str, ...] = field(default=(), compare=False)
 
     @classmethod
     def from_config(cls, config: Any) -> ModelShape:
@@ -61,6 +65,7 @@ class ModelShape:
             tie_word_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
             moe=parse_moe(config, n_layers=n_layers, intermediate=intermediate),
             attention=attention,
+            architectures=_architectures(config),
         )
 
     @property
@@ -201,3 +206,11 @@ class ModelShape:
         latent = self.attention.latent
         per_pair = 2.0 * (latent.cached_width + latent.kv_lora_rank)
         return per_pair * query_tokens * context * self.n_layers * self.n_heads
+
+
+def _architectures(config: Any) -> tuple[str, ...]:
+    """The config's ``architectures`` names (a list of strings); () when it has none or another shape."""
+    names = getattr(config, "architectures", None)
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        return ()
+    return tuple(names)
