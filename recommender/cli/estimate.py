@@ -110,6 +110,14 @@ Scheme = Annotated[str | None, typer.Option(help="A serving scheme by name (e.g.
 TensorParallel = Annotated[int, typer.Option(min=1, max=64, help="Tensor-parallel degree.")]
 Engine = Annotated[str, typer.Option(help=f"Serving engine: {', '.join(ENGINES)}.")]
 KvCacheDtype = Annotated[str, typer.Option(help="KV cache dtype (vLLM's names): auto (16-bit) or fp8.")]
+EngineRelease = Annotated[
+    str | None,
+    typer.Option(
+        help="The engine release to predict, as the engine prints it (e.g. 0.12.0): its host time where the fit "
+        "calibrated that release line (else over all measured releases, said in the provenance) and how it reads "
+        "an fp8 KV cache; default: the current release."
+    ),
+]
 Rounds = Annotated[
     int | None,
     typer.Option(min=1, max=1000, help="Requests sent: rounds x concurrency (default: the calibration's, 8)."),
@@ -189,6 +197,7 @@ def estimate_command(
     tensor_parallel: TensorParallel = 1,
     engine: Engine = "vllm",
     kv_cache_dtype: KvCacheDtype = "auto",
+    engine_release: EngineRelease = None,
     rounds: Rounds = None,
     warmup_rounds: WarmupRounds = 0,
     confidence: Confidence = 0.9,
@@ -201,6 +210,9 @@ def estimate_command(
     from recommender.report.estimate_table import render_estimate
     from recommender.serialization import dumps, to_data
 
+    from recommender.engines.engine_release import check_release
+
+    release = None if engine_release is None else check_release(engine_release, field="--engine-release", engine=engine)
     launch = _launch(model, hardware, precision, scheme, engine, tensor_parallel, kv_cache_dtype)
     check_request_fits(
         launch.config,
@@ -226,6 +238,7 @@ def estimate_command(
         kv_cache_dtype=kv_cache_dtype,
         rounds=sent,
         warmup_rounds=_warmup_rounds(warmup_rounds, sent),
+        engine_release=release,
     )
     result = _estimate(request, fit)
     if json_output:

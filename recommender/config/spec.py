@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BeforeValidator, Field, ValidationError, field_validator
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from recommender.config.candidate import LOCAL_DEVICE, Candidate
 from recommender.config.current_checks import check_current
@@ -135,6 +135,12 @@ class SearchSpec(StrictModel):
         description="Serving engines you would run: a candidate counts only where one of them launches its "
         "scheme on its GPU with the numerics that were measured.",
     )
+    engine_releases: dict[str, str] = Field(
+        default_factory=dict,
+        description="The release of each engine to predict, as the engine prints it (e.g. {vllm: 0.12.0}): its "
+        "host time where the shipped fit calibrated that release line (else over all its measured releases, said "
+        "in each figure's provenance) and how it reads an fp8 KV cache; an engine not named: its current release.",
+    )
     search: SearchSettings = SearchSettings()
     speculation: SpeculationSettings = Field(
         default=SpeculationSettings(), description="What space.speculative's acceptance is measured on."
@@ -161,6 +167,8 @@ class SearchSpec(StrictModel):
             data["space"]["decode_tensor_parallel"] = degrees
         if data["fleet"] is None:
             del data["fleet"]
+        if not data["engine_releases"]:
+            del data["engine_releases"]
         if self.sla.confidence == DEFAULT_SLA_CONFIDENCE:
             del data["sla"]["confidence"]
         for added in ("profile", "shared_prefix", "conversation"):
@@ -188,6 +196,20 @@ class SearchSpec(StrictModel):
         if repeated:
             raise ValueError(f"{', '.join(repeated)} listed twice; list each engine once")
         return value
+
+    @model_validator(mode="after")
+    def _releases_of_listed_engines(self) -> SearchSpec:
+        """Each release names an engine the spec lists, written as a version (``engines/engine_release.py``)."""
+        from recommender.engines.engine_release import check_release
+
+        for engine, release in self.engine_releases.items():
+            if engine not in self.engines:
+                raise ValueError(f"engine_releases names {engine!r}, which engines does not list ({self.engines})")
+            try:
+                check_release(release, field=f"engine_releases.{engine}", engine=engine)
+            except BadInputError as exc:  # said as pydantic says it: with the spec file's name and the key's path
+                raise ValueError(f"{exc.problem} ({exc.fix})") from None
+        return self
 
     @property
     def study_name(self) -> str:

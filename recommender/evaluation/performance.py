@@ -13,6 +13,7 @@ and the least load peak among them sizes the memory check. A check that fails ra
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -89,6 +90,8 @@ class PerformanceEvaluator:
     #: Whether replicas keep computed prefixes (every engine's default; False: the lever off, for comparison).
     cache_prefixes: bool = True
     calibrated: CalibratedModel = field(default_factory=lambda: shipped_model(cache_root() / "kernel_tables"))
+    #: The release predicted per engine (a spec's ``engine_releases``, `--engine-release`); absent: the current one.
+    engine_releases: Mapping[str, str] = field(default_factory=dict)
     #: The most requests every candidate's P99s at its load may take to settle (``perf/sim/settle.py``): the search
     #: ranks on P99s settled within ``MAX_REQUESTS`` and settles what it shows further (``settled``); 0: one first
     #: run's, for a caller that ranks by capacity alone and settles what it shows (`plan`).
@@ -227,8 +230,16 @@ class PerformanceEvaluator:
         )
 
     def _engine_cost(self, c: Candidate, method: QuantScheme, accel: Accelerator, engine: str) -> StepCostModel:
+        release = self.engine_releases.get(engine)
         return self.calibrated.step_cost(
-            self.shape, method, accel, engine, tensor_parallel=c.tensor_parallel, kv_cache_dtype=c.kv_cache_dtype
+            self.shape,
+            method,
+            accel,
+            engine,
+            tensor_parallel=c.tensor_parallel,
+            kv_cache_dtype=c.kv_cache_dtype,
+            kv_read_at_cache_width=PROFILES[engine].reads_kv_at_cache_width(release),
+            release=release,
         )
 
     def simulated_sla(self, engine: str, cost: StepCostModel | None = None) -> LatencySLA:
@@ -243,7 +254,7 @@ class PerformanceEvaluator:
     def request_overhead_ms(self, engine: str, cost: StepCostModel | None) -> float:
         """The TTFT's fixed request overhead of the fit `cost` stands on (kernel tables or datasheet)."""
         point = cost if isinstance(cost, FeatureStepCost) else None
-        return self.calibrated.request_overhead_ms(engine, point)
+        return self.calibrated.request_overhead_ms(engine, point, self.engine_releases.get(engine))
 
     def checked_step_cost(self, cost: StepCostModel, engine: str) -> StepCostModel:
         """The step cost the SLA check simulates the user's traffic with: on a calibrated GPU, every step at the

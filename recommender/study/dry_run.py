@@ -51,7 +51,12 @@ def dry_run(prepared: Prepared) -> DryRun:
     spec = prepared.spec
     # Speed and cost only: no model cache, no quality evaluator (local candidates are probed when the search runs).
     evaluator = PerformanceEvaluator(
-        prepared.catalog, prepared.shape, spec.traffic, spec.sla, engines=tuple(spec.engines)
+        prepared.catalog,
+        prepared.shape,
+        spec.traffic,
+        spec.sla,
+        engines=tuple(spec.engines),
+        engine_releases=spec.engine_releases,
     )
     candidates = grid(spec)
     pruned, measured_here, speculative = [], [], []

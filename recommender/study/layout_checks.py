@@ -61,7 +61,13 @@ def _check_pools_fit(spec: SearchSpec, catalog: Catalog, shape: ModelShape, *, f
             "add a catalog GPU to space.hardware, or drop disaggregated from space.layout",
         )
     performance = PerformanceEvaluator(
-        catalog, shape, spec.traffic, spec.sla, engines=tuple(spec.engines), require_price=False
+        catalog,
+        shape,
+        spec.traffic,
+        spec.sla,
+        engines=tuple(spec.engines),
+        require_price=False,
+        engine_releases=spec.engine_releases,
     )
     cap = min(batch_caps(spec))
     shortfall = ""

@@ -77,6 +77,7 @@ class Prepared:
             local,
             engines=tuple(self.spec.engines),
             speculation=speculation,
+            engine_releases=self.spec.engine_releases,
         )
         other_layouts = None
         if "disaggregated" in self.spec.space.layout or self.spec.space.expert_parallel != [1]:

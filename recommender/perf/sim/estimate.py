@@ -45,6 +45,8 @@ class EstimateRequest:
     #: warmup_rounds x concurrency of them it leaves out of its figures (0: the opening burst counts).
     rounds: int | None = None
     warmup_rounds: int = 0
+    #: The engine release predicted (``engines/engine_release.py``; None: the current one).
+    engine_release: str | None = None
 
     @property
     def engine(self) -> str:
@@ -105,7 +107,14 @@ def estimate(request: EstimateRequest, model: CalibratedModel) -> BenchmarkEstim
     """Replay the benchmark through the calibrated step cost of the request's engine."""
     r = request
     cost = model.step_cost(
-        r.shape, r.method, r.accel, r.engine, tensor_parallel=r.tensor_parallel, kv_cache_dtype=r.kv_cache_dtype
+        r.shape,
+        r.method,
+        r.accel,
+        r.engine,
+        tensor_parallel=r.tensor_parallel,
+        kv_cache_dtype=r.kv_cache_dtype,
+        kv_read_at_cache_width=r.profile.reads_kv_at_cache_width(r.engine_release),
+        release=r.engine_release,
     )
     config = replay_config(
         r.shape, cost.features, r.profile, concurrency=r.concurrency, kv_cache_dtype=r.kv_cache_dtype
@@ -119,7 +128,7 @@ def estimate(request: EstimateRequest, model: CalibratedModel) -> BenchmarkEstim
         warmup_rounds=r.warmup_rounds,
     )
     got: BenchmarkLatencies = replay(cost, config, bench)
-    request_ms = model.request_overhead_ms(r.engine, cost)
+    request_ms = model.request_overhead_ms(r.engine, cost, r.engine_release)
     # Throughput is output tokens over time: its error mirrors TPOT's (the decode steps dominate it).
     tps = model.interval(got.output_tokens_per_s, "tpot", r.engine, r.confidence, cost)
     throughput = FigureWithInterval(

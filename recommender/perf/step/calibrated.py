@@ -268,8 +268,14 @@ class CalibratedModel:
                     provenance,
                     floor_s=1e-6,
                 )
-        coef = self.coefficients(engine)[:N_FEATURES]
+        coef = self.coefficients(engine, None, release)[:N_FEATURES]
         provenance = self.provenance(accel, engine, why_not)
+        if release is not None:  # said where asked for (the default's words are unchanged)
+            provenance = provenance.extended(host_time_note(self.fit, engine, release))
+        if not kv_read_at_cache_width and kv_cache_dtype == "fp8":
+            provenance = provenance.extended(
+                f"{engine} {release}'s decode attention reads the fp8 KV cache at 16-bit cost"
+            )
         if shape.moe is not None:
             coef = self.moe.coefficients(coef, _LAYERS)
             provenance = provenance.extended(self.moe.note)
