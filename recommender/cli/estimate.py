@@ -204,13 +204,12 @@ def estimate_command(
     json_output: JsonOutput = False,
 ) -> None:
     """Predict a closed-loop benchmark's TTFT, TPOT and throughput on a GPU, with prediction intervals."""
+    from recommender.engines.engine_release import check_release
     from recommender.perf.catalog.architecture_check import check_request_fits
     from recommender.perf.sim.estimate import EstimateRequest
     from recommender.perf.step.calibrated import load_fit
     from recommender.report.estimate_table import render_estimate
     from recommender.serialization import dumps, to_data
-
-    from recommender.engines.engine_release import check_release
 
     release = None if engine_release is None else check_release(engine_release, field="--engine-release", engine=engine)
     launch = _launch(model, hardware, precision, scheme, engine, tensor_parallel, kv_cache_dtype)
