@@ -1,10 +1,10 @@
 """Which release of an engine a prediction is for: `--engine-release` and a spec's ``engine_releases``.
 
 A release changes what the step costs rest on: the host time per step the fit learned for that release line
-(``perf/step/calibrated.release_line``: a line is used only where the shipped fit calibrated it, else the engine's
-host time over all its measured releases, and the provenance says which) and how its decode attention reads an
-fp8 KV cache (``perf/sim/engine_profiles.EngineProfile.reads_kv_at_cache_width``: TensorRT-LLM before 1.2 read it
-at 16-bit cost). Without one, the current release is predicted, as before.
+(``release_line`` in ``perf/step/calibrated.py``: a line is used only where the shipped fit calibrated it, else the
+engine's host time over all its measured releases, and the provenance says which) and how its decode attention reads
+an fp8 KV cache (``EngineProfile.reads_kv_at_cache_width`` in ``perf/sim/engine_profiles.py``: TensorRT-LLM before
+1.2 read it at 16-bit cost). Without one, the current release is predicted, as before.
 
 A release is written as the engine prints it: ``0.12``, ``0.12.0``, ``1.2.0rc3`` (``vllm --version``,
 ``python -c "import sglang; print(sglang.__version__)"``, ``trtllm-serve --version``).
