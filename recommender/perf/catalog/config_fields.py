@@ -102,7 +102,14 @@ def check_config_fields(config: Any, *, field: str, required: bool = True) -> Co
         name = pydantic_location(tuple(first["loc"]))
         raise BadInputError(field, f"config {name} is {first['input']!r}, {_problem(first)}", _fix(first)) from None
     if required:
-        missing = [name for name in REQUIRED if getattr(fields, name) is None]
+        routed_only = fields.moe_intermediate_size is not None and any(
+            (getattr(fields, name) or 0) > 1 for name in EXPERT_COUNTS
+        )  # every MLP routed (Qwen3.5 MoE): no dense intermediate_size to give
+        missing = [
+            name
+            for name in REQUIRED
+            if getattr(fields, name) is None and not (name == "intermediate_size" and routed_only)
+        ]
         if missing:
             raise BadInputError(
                 field,
