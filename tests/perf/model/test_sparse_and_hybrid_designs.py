@@ -15,6 +15,8 @@ Sources of the numbers below:
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -240,3 +242,29 @@ def test_expert_parallelism_is_refused_for_the_new_designs() -> None:
 DSV32_CONFIG: dict[str, Any] = {
     key: value for key, value in vars(read_architecture("deepseek-v3.2")[1]).items() if not key.startswith("_")
 }
+
+
+def _plan(model: str) -> subprocess.CompletedProcess[str]:
+    args = ["plan", "--model", model, "--hardware", "h200", "--precision", "fp8", "--tensor-parallel", "8", "--json"]
+    return subprocess.run(
+        [sys.executable, "-m", "recommender", *args], capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+def test_a_bad_hybrid_config_is_one_line_and_exit_2_from_the_cli(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**NEMOTRON_H_56B, "hybrid_override_pattern": "M-" * 59}), encoding="utf-8")
+    result = _plan(str(path))
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.returncode == 2 and len(errors) == 1 and "hybrid_override_pattern" in errors[0], result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "hub_id", ["deepseek-ai/DeepSeek-V3.2", "zai-org/GLM-5", "Qwen/Qwen3.5-397B-A17B", "Qwen/Qwen3.5-35B-A3B"]
+)
+def test_plan_answers_for_every_shipped_new_design_at_tp8_on_h200(hub_id: str) -> None:
+    result = _plan(hub_id)
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert rows and rows[0]["usd_per_month"] > 0
