@@ -36,6 +36,11 @@ def tensor_parallel_refusal(shape: ModelShape, tensor_parallel: int) -> str | No
     heads, kv_heads = shape.n_heads, shape.n_kv_heads
     if heads % tensor_parallel:
         return f"its {heads} attention heads do not split {tensor_parallel} ways"
+    if shape.recurrent is not None and shape.recurrent.n_recurrent:
+        mixer = shape.recurrent.mixer
+        split = next((n for n in mixer.split_heads if n % tensor_parallel and tensor_parallel % n), None)
+        if split is not None:
+            return f"its {mixer.name} layers' {split} heads/groups do not split {tensor_parallel} ways"
     if kv_heads % tensor_parallel and tensor_parallel % kv_heads:
         return f"its {kv_heads} KV heads do not split {tensor_parallel} ways (nor does {tensor_parallel} split by them)"
     return None

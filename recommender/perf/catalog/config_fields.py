@@ -66,6 +66,25 @@ class ConfigFields(BaseModel):
     sliding_window: Annotated[StrictInt, Field(gt=0, le=1_000_000_000)] | None = None
     layer_types: list[str] | None = None
 
+    # DeepSeek sparse attention (perf/model/sparse_attention.py); hybrids' patterns and recurrent widths
+    # (perf/model/layer_pattern.py, linear_attention.py): a zero width or state is refused here by name.
+    index_topk: Annotated[StrictInt, Field(gt=0, le=1_000_000_000)] | None = None
+    index_n_heads: Heads | None = None
+    index_head_dim: Heads | None = None
+    full_attention_interval: Layers | None = None
+    hybrid_override_pattern: Annotated[str, Field(min_length=1, max_length=10_000)] | None = None
+    layers_block_type: list[str] | None = None
+    linear_num_key_heads: Heads | None = None
+    linear_num_value_heads: Heads | None = None
+    linear_key_head_dim: Heads | None = None
+    linear_value_head_dim: Heads | None = None
+    linear_conv_kernel_dim: Heads | None = None
+    mamba_num_heads: Heads | None = None
+    mamba_head_dim: Heads | None = None
+    ssm_state_size: Heads | None = None
+    n_groups: Heads | None = None
+    conv_kernel: Heads | None = None
+
     n_group: Annotated[StrictInt, Field(gt=0, le=100_000)] | None = None
     topk_group: Annotated[StrictInt, Field(gt=0, le=100_000)] | None = None
 
@@ -102,7 +121,14 @@ def check_config_fields(config: Any, *, field: str, required: bool = True) -> Co
         name = pydantic_location(tuple(first["loc"]))
         raise BadInputError(field, f"config {name} is {first['input']!r}, {_problem(first)}", _fix(first)) from None
     if required:
-        missing = [name for name in REQUIRED if getattr(fields, name) is None]
+        routed_only = fields.moe_intermediate_size is not None and any(
+            (getattr(fields, name) or 0) > 1 for name in EXPERT_COUNTS
+        )  # every MLP routed (Qwen3.5 MoE): no dense intermediate_size to give
+        missing = [
+            name
+            for name in REQUIRED
+            if getattr(fields, name) is None and not (name == "intermediate_size" and routed_only)
+        ]
         if missing:
             raise BadInputError(
                 field,

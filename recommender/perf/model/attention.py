@@ -17,8 +17,12 @@ serves and how many bytes a disaggregated deployment moves from prefill to decod
   ``sliding_window`` 128; transformers ``GptOssConfig``) attend to, and keep, only the last ``window``
   tokens, so their cache is bounded per sequence; the full-attention layers grow with the context.
 
-Read from config.json by the field names transformers and the models' own configs use. A layer type
-this module does not know (linear attention, chunked attention) is refused by name, never priced as full.
+Read from config.json by the field names transformers and the models' own configs use. Two more designs sit
+beside these, each in its own module: DeepSeek sparse attention over an MLA cache (``sparse_attention.py``, held
+here as ``AttentionLayout.sparse``) and the recurrent layers of linear-attention and Mamba hybrids
+(``linear_attention.py``, their pattern ``layer_pattern.py``). Qwen3-Next/Qwen3.5's gated attention
+(``attn_output_gate``) widens the query projection by one gate per query element. A layer type no module knows
+(chunked attention, ...) is refused by name, never priced as full.
 """
 
 from __future__ import annotations
@@ -27,9 +31,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from recommender.errors import BadInputError
+from recommender.perf.model.sparse_attention import SparseAttention, parse_sparse
 
-#: The layer types of ``layer_types`` this module models.
-LAYER_TYPES = ("full_attention", "sliding_attention")
+#: The layer types of ``layer_types`` modelled (``linear_attention``: ``linear_attention.py``'s).
+LAYER_TYPES = ("full_attention", "sliding_attention", "linear_attention")
 #: The fields that together define multi-head latent attention.
 MLA_FIELDS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 
@@ -81,11 +86,15 @@ class AttentionLayout:
         latent: MLA's widths, or None for grouped-query attention.
         window: tokens a sliding-window layer attends to and keeps (0: no window layers).
         n_window_layers: layers that use the window; the others attend to the whole context.
+        sparse: DeepSeek sparse attention's indexer and top-k (``sparse_attention.py``), or None.
+        output_gate: each attention layer gates its output with a second query-sized projection (Qwen3-Next).
     """
 
     latent: LatentAttention | None = None
     window: int = 0
     n_window_layers: int = 0
+    sparse: SparseAttention | None = None
+    output_gate: bool = False
 
     def kept_tokens(self, context: int, *, windowed: bool) -> int:
         """Tokens of a `context`-token sequence a layer keeps: all, or the last `window` in a window layer."""
@@ -148,6 +157,8 @@ def parse_attention(config: Any, *, n_layers: int) -> AttentionLayout | None:
     """The attention layout of `config`, or None for grouped-query attention over the whole context everywhere."""
     latent = parse_latent(config)
     window, windowed = _window_layers(config, n_layers)
-    if latent is None and not windowed:
+    sparse = parse_sparse(config, latent=latent is not None)
+    gate = getattr(config, "attn_output_gate", None) is True
+    if latent is None and not windowed and not gate:
         return None
-    return AttentionLayout(latent=latent, window=window, n_window_layers=windowed)
+    return AttentionLayout(latent=latent, window=window, n_window_layers=windowed, sparse=sparse, output_gate=gate)

@@ -54,7 +54,15 @@ class ExpertParallelLayout:
         return self.ep // self.attention_dp
 
     def check(self, shape: ModelShape, *, field: str = "expert_parallel") -> None:
-        """Refuse a dense model, or a degree that does not split the experts, naming `field`."""
+        """Refuse a dense model, a design whose per-query or per-sequence costs the expert-parallel step does not
+        price (DSA, recurrent hybrids), or a degree that does not split the experts, naming `field`."""
+        if shape.sparse is not None or shape.recurrent is not None:
+            raise BadInputError(
+                field,
+                "expert parallelism is not modelled for DeepSeek sparse attention or recurrent (linear-attention, "
+                "Mamba) layers",
+                "plan it with tensor parallelism",
+            )
         if shape.moe is None:
             raise BadInputError(
                 field,

@@ -78,7 +78,8 @@ def kv_transfer(
     if min(prefill_tp, decode_tp) < 1:
         raise BadInputError("tensor_parallel", f"prefill {prefill_tp}, decode {decode_tp}", "give positive degrees")
     dtype = kv_dtype_bytes(kv_cache_dtype)
-    sent = missing_kv_bytes(shape, prompt_tokens, cached_tokens, dtype)
+    # A hybrid's recurrent state after the prompt moves whole (no prefix of it is cached on the decode side).
+    sent = missing_kv_bytes(shape, prompt_tokens, cached_tokens, dtype) + shape.state_bytes_per_seq()
     per_link = sent * _link_share(shape, prefill_tp, decode_tp)
     return KvTransfer(
         sent_bytes=sent,

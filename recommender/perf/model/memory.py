@@ -17,6 +17,9 @@ What is exact and what is estimated:
 - activation workspace: the largest live tensors of one forward of the token budget
   (gate and up projections of the MLP, a few hidden-state copies) plus fp32 logits for
   every running sequence — an estimate, labelled as such;
+- recurrent state (hybrids: Gated DeltaNet, Mamba2; ``linear_attention.py``): a fixed state per sequence, whatever
+  its context, reserved here for every seat (``max_num_seqs``) as vLLM V0's ``MambaCacheManager`` allocated it; vLLM
+  V1 takes it from the KV pool per running request, so this over-reserves when fewer seats run;
 - runtime overhead: a fixed ``RUNTIME_OVERHEAD_GB`` per device — an assumption (CUDA
   context and CUDA graphs take a few hundred MB to about a GB in vLLM's startup logs);
 - load peak: an engine that quantizes while loading may first hold the linear layers at more
@@ -85,11 +88,12 @@ class MemoryPlan:
     tensor_parallel: int
     kv_cache_dtype: str
     load_gb: float = 0.0
+    state_gb: float = 0.0
 
     @property
     def fixed_gb(self) -> float:
-        """Everything but the KV cache."""
-        return self.weights_gb + self.activation_gb + self.runtime_overhead_gb
+        """Everything but the KV cache (a hybrid's recurrent state included)."""
+        return self.weights_gb + self.activation_gb + self.runtime_overhead_gb + self.state_gb
 
     @property
     def kv_cache_gb(self) -> float:
@@ -113,6 +117,10 @@ class MemoryPlan:
         serving = self.fixed_gb + batch_size * context_tokens * self.kv_bytes_per_token / 1e9
         return max(serving, self.load_peak_gb)
 
+    @property
+    def _state_words(self) -> str:
+        return f" + recurrent state {self.state_gb:.2f}" if self.state_gb else ""
+
     def shortfall(self, batch_size: int, context_tokens: int) -> str | None:
         """Why `batch_size` sequences of `context_tokens` do not fit, with the numbers; None when they do."""
         if self.load_gb > self.weights_gb and self.load_peak_gb > self.usable_gb:
@@ -127,7 +135,8 @@ class MemoryPlan:
         kv = batch_size * context_tokens * self.kv_bytes_per_token / 1e9
         return (
             f"needs {need:.2f} GB per device (weights {self.weights_gb:.2f} + activations {self.activation_gb:.2f} "
-            f"+ runtime {self.runtime_overhead_gb:.2f} + KV {kv:.2f} for {batch_size} x {context_tokens} tokens"
+            f"+ runtime {self.runtime_overhead_gb:.2f}{self._state_words} + KV {kv:.2f} "
+            f"for {batch_size} x {context_tokens} tokens"
             f"{' in fp8' if self.kv_cache_dtype == 'fp8' else ''}), {self.usable_gb:.1f} GB usable"
         )
 
@@ -186,6 +195,7 @@ def plan_memory(
         tensor_parallel=tp,
         kv_cache_dtype=kv_cache_dtype,
         load_gb=(loaded_body + lm_head + embeddings) / 1e9,
+        state_gb=max_num_seqs * shape.state_bytes_per_seq(tp) / 1e9,
     )
 
 

@@ -16,6 +16,14 @@ Qwen2Config and MixtralConfig, though not of transformers' base PretrainedConfig
 attention (its own projections, a cache of one latent per token and layer) and sliding-window layers
 (a cache bounded by the window). ``head_dim`` is then the query/key head size the attention kernels see
 (MLA: ``qk_nope_head_dim + qk_rope_head_dim``, as in its prefill).
+
+``recurrent`` (``linear_attention.py``, read by ``layer_pattern.py``) holds a hybrid's recurrent layers: only its
+attention layers (``n_kv_layers``) cache keys and values; its Gated DeltaNet or Mamba2 layers keep a fixed state per
+sequence (``state_bytes_per_seq``) and add their projections to the parameters and their state updates to the FLOPs
+(``recurrent_flops_per_token``). DeepSeek sparse attention (``attention.sparse``, ``sparse_attention.py``) splits
+attention's work into a part per (query, key) pair (the indexer: ``pair_attention_flops``, ``kv_read_bytes_per_token``)
+and a part per query (top-k keys: ``query_attention_flops``, ``query_kv_bytes``); every other design has no part per
+query. ``mlp_matrices`` is 3 for gated MLPs and 2 for Nemotron-H's squared-ReLU ones (``mlp_hidden_act: relu2``).
 """
 
 from __future__ import annotations
@@ -24,7 +32,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recommender.perf.model.attention import AttentionLayout, parse_attention
+from recommender.perf.model.layer_pattern import parse_pattern, parse_recurrent
+from recommender.perf.model.linear_attention import RecurrentLayers
 from recommender.perf.model.moe import MoeLayout, parse_moe
+from recommender.perf.model.sparse_attention import SparseAttention
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +52,8 @@ class ModelShape:
     tie_word_embeddings: bool = False
     moe: MoeLayout | None = None
     attention: AttentionLayout | None = None
+    recurrent: RecurrentLayers | None = None
+    mlp_matrices: int = 3
     #: config.json's ``architectures``: the class names the engines look up in their model registries. Not a number
     #: the models here read (carried so engine eligibility needs no second read of the config), so two shapes with
     #: the same numbers are equal whatever class names them.
@@ -49,8 +62,12 @@ class ModelShape:
     @classmethod
     def from_config(cls, config: Any) -> ModelShape:
         heads = int(config.num_attention_heads)
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-        n_layers, intermediate = int(config.num_hidden_layers), int(config.intermediate_size)
+        head_dim = getattr(config, "head_dim", None) or getattr(config, "attention_head_dim", None)  # Nemotron-H
+        head_dim = head_dim or config.hidden_size // heads
+        n_layers = int(config.num_hidden_layers)
+        # A model whose every MLP is routed (Qwen3.5 MoE) writes no dense width: the experts' stands in for it.
+        intermediate = int(getattr(config, "intermediate_size", None) or config.moe_intermediate_size)
+        recurrent = parse_recurrent(config, parse_pattern(config, n_layers=n_layers))
         attention = parse_attention(config, n_layers=n_layers)
         if attention is not None and attention.latent is not None:
             head_dim = attention.latent.qk_head_dim
@@ -65,22 +82,57 @@ class ModelShape:
             tie_word_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
             moe=parse_moe(config, n_layers=n_layers, intermediate=intermediate),
             attention=attention,
+            recurrent=recurrent,
+            mlp_matrices=2 if getattr(config, "mlp_hidden_act", None) == "relu2" else 3,
             architectures=_architectures(config),
         )
 
     @property
+    def n_kv_layers(self) -> int:
+        """Layers with softmax attention and a KV cache: all of them, or a hybrid's attention layers."""
+        return self.n_layers if self.recurrent is None else self.recurrent.n_attention
+
+    @property
+    def n_mlp_layers(self) -> int:
+        """Layers with an MLP (dense or routed): all of them, or Nemotron-H's MLP blocks."""
+        return self.n_layers if self.recurrent is None else self.recurrent.n_mlp
+
+    @property
+    def sparse(self) -> SparseAttention | None:
+        """DeepSeek sparse attention's indexer and top-k, or None."""
+        return None if self.attention is None else self.attention.sparse
+
+    @property
     def attention_params(self) -> int:
-        """Q, K, V and O projections of all layers (MLA: its low-rank projections, ``attention.py``)."""
-        if self.attention is not None and self.attention.latent is not None:
-            return self.n_layers * self.attention.latent.params_per_layer(self.hidden, self.n_heads)
-        return self.n_layers * self.hidden * self.head_dim * (2 * self.n_heads + 2 * self.n_kv_heads)
+        """Q, K, V and O projections of all attention layers (MLA: its low-rank projections, ``attention.py``; DSA: its
+        indexer; gated attention: the gate), and a hybrid's recurrent layers' projections."""
+        return self._softmax_attention_params + (0 if self.recurrent is None else self.recurrent.params(self.hidden))
+
+    @property
+    def _softmax_attention_params(self) -> int:
+        layout, layers = self.attention, self.n_kv_layers
+        if layout is not None and layout.latent is not None:
+            params = layers * layout.latent.params_per_layer(self.hidden, self.n_heads)
+            return params + self._indexer_params
+        params = layers * self.hidden * self.head_dim * (2 * self.n_heads + 2 * self.n_kv_heads)
+        if layout is not None and layout.output_gate:
+            params += layers * self.hidden * self.head_dim * self.n_heads
+        return params
+
+    @property
+    def _indexer_params(self) -> int:
+        """DSA's indexer weights in every attention layer (0 without DSA): replicated across tensor parallelism."""
+        sparse, layout = self.sparse, self.attention
+        if sparse is None or layout is None or layout.latent is None:
+            return 0
+        return self.n_kv_layers * sparse.indexer_params(self.hidden, layout.latent.q_lora_rank)
 
     @property
     def tp_replicated_params(self) -> int:
         """Linear weights of `attention_params` every tensor-parallel GPU holds and reads whole (MLA's fused
         down-projection, ``attention.LatentAttention.replicated_params_per_layer``); 0 for grouped-query attention."""
         if self.attention is not None and self.attention.latent is not None:
-            return self.n_layers * self.attention.latent.replicated_params_per_layer(self.hidden)
+            return self.n_layers * self.attention.latent.replicated_params_per_layer(self.hidden) + self._indexer_params
         return 0
 
     def per_gpu_params(self, params: float, tensor_parallel: int) -> float:
@@ -92,16 +144,17 @@ class ModelShape:
     @property
     def expert_params(self) -> int:
         """One routed expert of one layer (gate, up, down); 0 for a dense model."""
-        return 0 if self.moe is None else 3 * self.hidden * self.moe.expert_intermediate
+        return 0 if self.moe is None else self.mlp_matrices * self.hidden * self.moe.expert_intermediate
 
     @property
     def dense_body_params(self) -> int:
         """Linear weights every token uses: attention, dense MLPs, shared experts, routers."""
-        moe = self.moe
+        moe, matrices = self.moe, self.mlp_matrices
         if moe is None:
-            return self.attention_params + self.n_layers * 3 * self.hidden * self.intermediate
-        dense_mlp = (self.n_layers - moe.n_moe_layers) * 3 * self.hidden * self.intermediate
-        per_moe_layer = 3 * self.hidden * moe.shared_intermediate + self.hidden * (moe.n_experts + moe.shared_gate)
+            return self.attention_params + self.n_mlp_layers * matrices * self.hidden * self.intermediate
+        dense_mlp = (self.n_mlp_layers - moe.n_moe_layers) * matrices * self.hidden * self.intermediate
+        shared = matrices * self.hidden * moe.shared_intermediate
+        per_moe_layer = shared + self.hidden * (moe.n_experts + moe.shared_gate)
         return self.attention_params + dense_mlp + moe.n_moe_layers * per_moe_layer
 
     def _routed_params(self, experts_per_layer: float) -> float:
@@ -156,9 +209,11 @@ class ModelShape:
         return self.attention is not None and self.attention.latent is not None
 
     def _kv_layer_token_bytes(self, kv_dtype_bytes: float) -> float:
-        """Bytes one layer caches per token: MLA's latent + rotary key, or K and V of every KV head."""
+        """Bytes one attention layer caches per token: MLA's latent + rotary key (+ DSA's FP8 indexer key, whatever the
+        KV dtype), or K and V of every KV head."""
         if self.attention is not None and self.attention.latent is not None:
-            return self.attention.latent.cached_width * kv_dtype_bytes
+            latent = self.attention.latent.cached_width * kv_dtype_bytes
+            return latent if self.attention.sparse is None else latent + self.attention.sparse.index_cache_bytes
         return self.n_kv_heads * self.head_dim * 2 * kv_dtype_bytes
 
     def _window_layers(self) -> int:
@@ -166,10 +221,10 @@ class ModelShape:
 
     def kv_bytes_for_context(self, context: int, kv_dtype_bytes: float = 2.0) -> float:
         """KV cache of one sequence of `context` tokens: full-attention layers keep every token, window layers
-        the last ``window``."""
+        the last ``window`` (recurrent layers keep none: their state is `state_bytes_per_seq`)."""
         window_layers = self._window_layers()
         kept = min(context, self.attention.window) if self.attention is not None and window_layers else context
-        full = (self.n_layers - window_layers) * context + window_layers * kept
+        full = (self.n_kv_layers - window_layers) * context + window_layers * kept
         return full * self._kv_layer_token_bytes(kv_dtype_bytes)
 
     def kv_bytes_per_token(self, kv_dtype_bytes: float = 2.0, context: int | None = None) -> float:
@@ -179,33 +234,76 @@ class ModelShape:
         memory and step models that call it without a context never count a window's saving they cannot see)."""
         if context is not None:
             return self.kv_bytes_for_context(context, kv_dtype_bytes) / max(1, context)
-        return self.n_layers * self._kv_layer_token_bytes(kv_dtype_bytes)
+        return self.n_kv_layers * self._kv_layer_token_bytes(kv_dtype_bytes)
 
-    def attention_flops(self, query_tokens: int, context: int) -> float:
-        """QK^T and PV for `query_tokens` queries attending to `context` keys, all layers (a window layer's queries
-        see at most ``window`` keys). Per query-key pair and head: 2 x (qk width + v width) FLOPs, i.e. 4 x head_dim
-        for grouped-query attention; MLA counts its expanded heads (prefill's form: qk_nope + qk_rope, v_head_dim)."""
-        if self.attention is not None and self.attention.latent is not None:
+    def kv_read_bytes_per_token(self, kv_dtype_bytes: float = 2.0) -> float:
+        """KV bytes a decode step reads per cached token: the whole cache, or only DSA's indexer keys (its latent is
+        read per query, `query_kv_bytes`)."""
+        sparse = self.sparse
+        if sparse is None:
+            return self.kv_bytes_per_token(kv_dtype_bytes)
+        return self.n_kv_layers * sparse.index_cache_bytes
+
+    def query_kv_bytes(self, kv_dtype_bytes: float = 2.0) -> float:
+        """KV bytes one query token gathers beside `kv_read_bytes_per_token`: DSA's top-k latents; 0 otherwise."""
+        sparse, layout = self.sparse, self.attention
+        if sparse is None or layout is None or layout.latent is None:
+            return 0.0
+        return self.n_kv_layers * sparse.top_k * layout.latent.cached_width * kv_dtype_bytes
+
+    def state_bytes_per_seq(self, tensor_parallel: int = 1) -> float:
+        """Recurrent state one sequence holds on one of `tensor_parallel` GPUs, whatever its context; 0 without."""
+        return 0.0 if self.recurrent is None else self.recurrent.state_bytes_per_seq(tensor_parallel)
+
+    @property
+    def recurrent_flops_per_token(self) -> float:
+        """State update, readout and conv FLOPs of one token through the recurrent layers (0 without)."""
+        return 0.0 if self.recurrent is None else self.recurrent.flops_per_token
+
+    def pair_attention_flops(self, query_tokens: int, context: int) -> float:
+        """The part of `attention_flops` per (query, key) pair: every design's, but DSA's, whose pairs run only its
+        indexer (``sparse_attention.py``)."""
+        sparse, heads = self.sparse, self.n_heads
+        if sparse is not None:
+            per_pair, heads = sparse.indexer_flops_per_pair, 1
+        elif self.attention is not None and self.attention.latent is not None:
             per_pair = 2.0 * (self.attention.latent.qk_head_dim + self.attention.latent.v_head_dim)
         else:
             per_pair = 4.0 * self.head_dim
         window_layers = self._window_layers()
-        keys = (self.n_layers - window_layers) * context
+        keys = (self.n_kv_layers - window_layers) * context
         if window_layers and self.attention is not None:
             keys += window_layers * min(context, self.attention.window)
-        return per_pair * query_tokens * keys * self.n_heads
+        return per_pair * query_tokens * keys * heads
+
+    def query_attention_flops(self, query_tokens: int) -> float:
+        """The part of attention's FLOPs per query token whatever the context: DSA's sparse MLA over its top-k keys,
+        in the absorbed form (QK^T over the latent + rotary key, PV over the latent); 0 for every other design."""
+        sparse, layout = self.sparse, self.attention
+        if sparse is None or layout is None or layout.latent is None:
+            return 0.0
+        per_key = 2.0 * (layout.latent.cached_width + layout.latent.kv_lora_rank)
+        return per_key * sparse.top_k * query_tokens * self.n_kv_layers * self.n_heads
+
+    def attention_flops(self, query_tokens: int, context: int) -> float:
+        """QK^T and PV for `query_tokens` queries attending to `context` keys, all attention layers (a window layer's
+        queries see at most ``window`` keys). Per query-key pair and head: 2 x (qk width + v width) FLOPs, i.e. 4 x
+        head_dim for grouped-query attention; MLA counts its expanded heads (prefill's form: qk_nope + qk_rope,
+        v_head_dim); DSA its indexer per pair plus its top-k per query."""
+        return self.pair_attention_flops(query_tokens, context) + self.query_attention_flops(query_tokens)
 
     def decode_attention_flops(self, query_tokens: int, context: int) -> float:
         """As :meth:`attention_flops` for decode steps. MLA decodes absorbed (the up-projections folded into the
         query and output, attention run over the cached latent as one shared KV head): per query-key pair and head
         2 x (kv_lora_rank + qk_rope_head_dim) for QK^T and 2 x kv_lora_rank for PV (DeepSeek-V2, arXiv
         2405.04434, section 2.1.2, "absorb"; deepseek-ai/DeepSeek-V3 inference/model.py attn_impl "absorb");
-        every other attention decodes as it prefills."""
-        if self.attention is None or self.attention.latent is None:
+        DSA decodes as it prefills (its sparse MLA is absorbed in both); every other attention decodes as it
+        prefills."""
+        if self.attention is None or self.attention.latent is None or self.attention.sparse is not None:
             return self.attention_flops(query_tokens, context)
         latent = self.attention.latent
         per_pair = 2.0 * (latent.cached_width + latent.kv_lora_rank)
-        return per_pair * query_tokens * context * self.n_layers * self.n_heads
+        return per_pair * query_tokens * context * self.n_kv_layers * self.n_heads
 
 
 def _architectures(config: Any) -> tuple[str, ...]:

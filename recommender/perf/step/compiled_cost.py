@@ -155,8 +155,12 @@ def _datasheet(point: FeatureStepCost, source: StepFeatures, params: np.ndarray,
         + c[9] * source.allreduce_calls
         + point.floor_s
     )
+    if source._recurrent_token_s or source._query_token_s:  # hybrids' state FLOPs, DSA's top-k: per token
+        by_tokens += (c[5] * source._recurrent_token_s + c[6] * source._query_token_s) * tokens
     params[P_PREFILL_STEP] = c[1]
     params[P_HEAD] = c[4] * r.head_flops_per_seq / r.peak
+    if source._state_seq_s:  # a hybrid's recurrent state, read and written once per sequence in the step
+        params[P_HEAD] += c[6] * source._state_seq_s
     params[P_ATTENTION] = c[5] * (r.attention_flops / r.peak16)
     params[P_KV] = c[6] * source._kv_token_s
     params[P_KV_EXTRA] = c[6] * source._decode_extra_s

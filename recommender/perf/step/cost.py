@@ -197,8 +197,10 @@ class RooflineStepCost:
             + (chunks.seqs + decode_seqs) * r.head_flops_per_seq
             + r.attention_flops * (chunks.sum_sq + chunks.sum_cross)
             + r.decode_attention_flops * (context_tokens - chunks.prior_tokens)
+            + tokens * (r.query_attention_flops + r.recurrent_flops_per_token)
         )
         moved = r.weight_bytes_at(tokens) + context_tokens * r.kv_bytes_per_token
+        moved += tokens * r.query_kv_bytes + 2.0 * (chunks.seqs + decode_seqs) * r.state_bytes_per_seq
         seconds = self._slower * max(flops / self._compute, moved / self._bandwidth) + self.efficiency.step_overhead_s
         if self.tensor_parallel > 1:
             seconds += self._allreduce_fixed_s + self._allreduce_per_token_s * tokens
@@ -207,8 +209,10 @@ class RooflineStepCost:
     def decode_steps_seconds(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
         r = self.rates
         per_seq = r.body_flops_per_token + r.head_flops_per_seq
+        per_seq += r.query_attention_flops + r.recurrent_flops_per_token
         flops = decode_seqs * per_seq + r.decode_attention_flops * context_tokens
         moved = r.weight_bytes_at(decode_seqs) + context_tokens * r.kv_bytes_per_token
+        moved = moved + decode_seqs * (r.query_kv_bytes + 2.0 * r.state_bytes_per_seq)
         seconds: np.ndarray = (
             self._slower * np.maximum(flops / self._compute, moved / self._bandwidth) + self.efficiency.step_overhead_s
         )

@@ -124,6 +124,23 @@ def decode_attention_extra_s(rates: StepRates, kv_read_s_per_token: float) -> fl
     return max(0.0, compute - kv_read_s_per_token)
 
 
+def design_seconds(rates: StepRates) -> dict[str, float]:
+    """Datasheet seconds of what hybrids and DSA add to a step, all 0 for softmax attention over the whole context:
+
+    - ``_recurrent_token_s`` (attention feature, per token): the recurrent layers' state FLOPs at the 16-bit peak;
+    - ``_query_token_s`` (KV feature, per token): DSA's sparse MLA over its top-k keys, the larger of gathering their
+      latents and its absorbed FLOPs (``decode_attention_extra_s``'s rule: one kernel, bound by one of the two);
+    - ``_state_seq_s`` (KV feature, per sequence in the step): reading and writing its recurrent state once.
+    """
+    query_read = rates.query_kv_bytes / rates.bandwidth
+    query_compute = rates.query_attention_flops / (rates.peak16 * DECODE_ATTENTION_EFFICIENCY)
+    return {
+        "_recurrent_token_s": rates.recurrent_flops_per_token / rates.peak16,
+        "_query_token_s": max(query_read, query_compute),
+        "_state_seq_s": 2.0 * rates.state_bytes_per_seq / rates.bandwidth,
+    }
+
+
 def link_bandwidth_one_direction(accel: Accelerator) -> float:
     """Bytes/s one GPU sends over its link: the catalog's figure is bidirectional (NVLink 4: 900 GB/s = 2 x 450)."""
     return accel.interconnect.bandwidth_gbps * 1e9 / 2
@@ -149,6 +166,10 @@ class StepFeatures:
     allreduce_calls: float = field(init=False, repr=False)
     _kv_token_s: float = field(init=False, repr=False)
     _decode_extra_s: float = field(init=False, repr=False)
+    # Designs beyond softmax attention over the whole context (``design_seconds``): 0 for every other model.
+    _recurrent_token_s: float = field(init=False, repr=False)
+    _query_token_s: float = field(init=False, repr=False)
+    _state_seq_s: float = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         tp, shape = self.tensor_parallel, self.shape
@@ -163,6 +184,7 @@ class StepFeatures:
             "allreduce_calls": 2.0 * shape.n_layers if tp > 1 else 0.0,
             "_kv_token_s": rates.kv_bytes_per_token / rates.bandwidth,
             "_decode_extra_s": decode_attention_extra_s(rates, rates.kv_bytes_per_token / rates.bandwidth),
+            **design_seconds(rates),
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -186,8 +208,11 @@ class StepFeatures:
                 float(self.shape.n_layers),
                 r.weight_bytes_at(tokens) / r.bandwidth,
                 linear,
-                r.attention_flops / r.peak16 * (chunks.sum_sq + chunks.sum_cross),
-                self._kv_token_s * context_tokens + self._decode_extra_s * (context_tokens - chunks.prior_tokens),
+                r.attention_flops / r.peak16 * (chunks.sum_sq + chunks.sum_cross) + self._recurrent_token_s * tokens,
+                self._kv_token_s * context_tokens
+                + self._decode_extra_s * (context_tokens - chunks.prior_tokens)
+                + self._query_token_s * tokens
+                + self._state_seq_s * (chunks.seqs + decode_seqs),
                 self._token_s * tokens,
                 self.allreduce_per_token_s * tokens,
                 self.allreduce_calls,
@@ -208,8 +233,15 @@ class StepFeatures:
             + c[2] * self.shape.n_layers
             + c[3] * (r.weight_bytes_at(tokens) / r.bandwidth)
             + c[4] * linear
-            + c[5] * (r.attention_flops / r.peak16 * (chunks.sum_sq + chunks.sum_cross))
-            + c[6] * (self._kv_token_s * context_tokens + self._decode_extra_s * (context_tokens - chunks.prior_tokens))
+            + c[5]
+            * (r.attention_flops / r.peak16 * (chunks.sum_sq + chunks.sum_cross) + self._recurrent_token_s * tokens)
+            + c[6]
+            * (
+                self._kv_token_s * context_tokens
+                + self._decode_extra_s * (context_tokens - chunks.prior_tokens)
+                + self._query_token_s * tokens
+                + self._state_seq_s * (chunks.seqs + decode_seqs)
+            )
             + c[7] * (self._token_s * tokens)
             + c[8] * (self.allreduce_per_token_s * tokens)
             + c[9] * self.allreduce_calls
@@ -229,12 +261,20 @@ class StepFeatures:
             + c[8] * (self.allreduce_per_token_s * n)
             + c[9] * self.allreduce_calls
         )
+        if self._per_seq_design_s:  # a hybrid's state or DSA's top-k: seconds per decoder, whatever its context
+            intercept += c[5] * self._recurrent_token_s * n + c[6] * (self._query_token_s + self._state_seq_s) * n
         return intercept, c[6] * (self._kv_token_s + self._decode_extra_s)
+
+    @property
+    def _per_seq_design_s(self) -> bool:
+        return bool(self._recurrent_token_s or self._query_token_s or self._state_seq_s)
 
     def of_decode_steps(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
         """Features of many pure-decode steps (one row each)."""
         rows = np.tile(self.of_step(PrefillChunks(), decode_seqs, 0), (len(context_tokens), 1))
         rows[:, _KV] = (self._kv_token_s + self._decode_extra_s) * context_tokens
+        if self._per_seq_design_s:
+            rows[:, _KV] += (self._query_token_s + self._state_seq_s) * decode_seqs
         return rows
 
 

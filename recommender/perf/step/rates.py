@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from recommender.perf.model.memory import kv_bytes_per_token_per_device, weight_bytes_per_gpu
+from recommender.perf.model.memory import kv_bytes_per_token_per_device, kv_dtype_bytes, weight_bytes_per_gpu
 from recommender.perf.step.kernels import compute_dtype, dequantizes_to_16bit
 
 if TYPE_CHECKING:
@@ -67,7 +67,12 @@ class StepRates:
         head_flops_per_seq: lm_head FLOPs per sequence in the step (it samples one token each).
         attention_flops: prefill attention FLOPs per (query token x key token).
         decode_attention_flops: decode attention FLOPs per KV token read (MLA decodes absorbed).
-        kv_bytes_per_token: KV-cache bytes per token one GPU reads at ``kv_cache_dtype``.
+        kv_bytes_per_token: KV-cache bytes per context token one GPU reads at ``kv_cache_dtype`` (DSA: its indexer's
+            keys, replicated like the indexer's FLOPs, which are not split by `tensor_parallel`).
+        query_attention_flops: attention FLOPs per query token whatever the context (DSA's top-k; else 0).
+        query_kv_bytes: KV bytes one query token gathers (DSA's top-k latents; else 0).
+        recurrent_flops_per_token: a hybrid's recurrent layers' state FLOPs per token (else 0).
+        state_bytes_per_seq: a hybrid's recurrent state of one sequence on one GPU (else 0).
     """
 
     shape: ModelShape = field(repr=False)
@@ -85,6 +90,10 @@ class StepRates:
     attention_flops: float = field(init=False)
     decode_attention_flops: float = field(init=False)
     kv_bytes_per_token: float = field(init=False)
+    query_attention_flops: float = field(init=False)
+    query_kv_bytes: float = field(init=False)
+    recurrent_flops_per_token: float = field(init=False)
+    state_bytes_per_seq: float = field(init=False)
 
     def __post_init__(self) -> None:
         tp, shape, scheme, accel = self.tensor_parallel, self.shape, self.scheme, self.accel
@@ -102,7 +111,17 @@ class StepRates:
             "attention_flops": shape.attention_flops(1, 1) / tp,
             "decode_attention_flops": shape.decode_attention_flops(1, 1) / tp * mla_decode_row_padding(shape, tp),
             "kv_bytes_per_token": kv_bytes_per_token_per_device(shape, self.kv_cache_dtype, tp),
+            "query_attention_flops": 0.0,
+            "query_kv_bytes": 0.0,
+            "recurrent_flops_per_token": shape.recurrent_flops_per_token / tp,
+            "state_bytes_per_seq": shape.state_bytes_per_seq(tp),
         }
+        if shape.sparse is not None:  # DSA: the indexer whole on every GPU, the top-k MLA split by heads
+            dtype = kv_dtype_bytes(self.kv_cache_dtype)
+            values["attention_flops"] = values["decode_attention_flops"] = shape.pair_attention_flops(1, 1)
+            values["kv_bytes_per_token"] = shape.kv_read_bytes_per_token(dtype)
+            values["query_attention_flops"] = shape.query_attention_flops(1) / tp * mla_decode_row_padding(shape, tp)
+            values["query_kv_bytes"] = shape.query_kv_bytes(dtype)
         for name, value in values.items():
             object.__setattr__(self, name, value)
 

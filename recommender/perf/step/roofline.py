@@ -20,6 +20,7 @@ from recommender.perf.model.memory import kv_bytes_per_token_per_device, weight_
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.scheme import Scheme
 from recommender.perf.step.kernels import compute_dtype, kernel_note, linear_time_factor
+from recommender.perf.step.rates import StepRates
 from recommender.provenance import Provenance
 
 __all__ = [
@@ -100,6 +101,9 @@ def project_step_times(
     prefill_s += allreduce_seconds(shape, accel, prompt_tokens, tp, eff)
 
     kv = batch_size * context_tokens * kv_bytes_per_token_per_device(shape, kv_cache_dtype, tp)
+    if shape.sparse is not None or shape.recurrent is not None:  # DSA reads its indexer keys + top-k; hybrids a state
+        r = StepRates(shape, method, accel, tp, kv_cache_dtype)
+        kv = batch_size * (context_tokens * r.kv_bytes_per_token + r.query_kv_bytes + 2.0 * r.state_bytes_per_seq)
     b = batch_size
     decode_flops = (linear_flops(shape, b, b) + shape.attention_flops(b, context_tokens)) / tp
     decode_bytes = weight_bytes_per_gpu(shape, method, tp, batch_size) + kv
