@@ -170,25 +170,21 @@ class _InFlight:
         self.replicas = replicas
         self._arrivals = arrivals.tolist()
         self._finish = None if finish_s is None else finish_s.tolist()
-        self._pending: list[list[float]] = [[] for _ in range(replicas)]  # finish times, a heap per replica
+        self._pending: list[tuple[float, int]] = []  # (finish, replica) of the requests in flight, a heap
         self.counts = [0] * replicas
         self.sent = [0] * replicas
 
     def advance(self, i: int) -> None:
         """Count out every request that completed by request `i`'s arrival."""
-        if self._finish is None:
-            return
-        now = self._arrivals[i]
-        for r, heap in enumerate(self._pending):
-            while heap and heap[0] <= now:
-                heapq.heappop(heap)
-                self.counts[r] -= 1
+        now, pending = self._arrivals[i], self._pending
+        while pending and pending[0][0] <= now:
+            self.counts[heapq.heappop(pending)[1]] -= 1
 
     def send(self, i: int, r: int) -> None:
         self.counts[r] += 1
         self.sent[r] += 1
         if self._finish is not None:
-            heapq.heappush(self._pending[r], self._finish[i])
+            heapq.heappush(self._pending, (self._finish[i], r))
 
     def least(self, candidates: Iterable[int]) -> int:
         """The least loaded of `candidates`; ties to the fewest sent, then the first."""
