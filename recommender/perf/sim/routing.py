@@ -28,6 +28,16 @@ known, the count is of every request sent so far, which balances the same way ov
 Each prefix is the workload's prefix key, not token hashes: the index holds, per replica, the tokens routed
 under each key (a request's shared prefix under its prefix key; its prompt under its conversation's history
 key, which is what the next turn's prompt begins with: the router never sees the answer).
+
+Sources (read at): vllm-project/production-stack@a6c01db0 ``src/vllm_router/routers/routing_logic.py``
+(``RoundRobinRouter``, ``SessionRouter``, ``_qps_routing``, ``PrefixAwareRouter``); sgl-project/sglang@026f853b
+``sgl-router/src/policies/cache_aware.rs`` (balance guard, ``cache_threshold``, a tree per worker of routed text);
+llm-d/llm-d-inference-scheduler@520af478 ``pkg/epp/framework/plugins/requestcontrol/dataproducer/approximateprefix/
+indexer.go`` (an LRU of block hashes per pod, sized by its GPU blocks, filled when a request is routed),
+``scheduling/scorer/prefix/plugin.go`` (score = matched / total blocks), ``scheduling/scorer/activerequest/`` and
+``dataproducer/inflightload/`` (in-flight counts from the router's own lifecycle hooks). ai-dynamo/dynamo@01690d42
+``lib/kv-router/src/scheduling/selector.rs`` weighs the blocks left to prefill against the decode blocks in one
+cost (lowest wins) instead of a guard; not modelled here.
 """
 
 from __future__ import annotations
