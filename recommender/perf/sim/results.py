@@ -141,12 +141,47 @@ class SimulationResult:
         arrivals = workload.arrivals_s
         first = np.asarray(first_token_s)
         done = np.asarray(finish_s)
-        ttft = first - arrivals
-        e2e = done - arrivals
         outputs = workload.output_tokens
         with np.errstate(invalid="ignore", divide="ignore"):
             tpot = np.where(outputs > 1, (done - first) / (outputs - 1), math.nan)
-        duration = float(done.max() - arrivals[0])
+        return cls.of_latencies(
+            workload,
+            first - arrivals,
+            tpot,
+            done - arrivals,
+            duration_s=float(done.max() - arrivals[0]),
+            preemptions=preemptions,
+            steps=steps,
+            max_step_tokens=max_step_tokens,
+            ttft_sla_ms=ttft_sla_ms,
+            tpot_sla_ms=tpot_sla_ms,
+            prefix_hit_tokens=prefix_hit_tokens,
+            prefill_tokens=prefill_tokens,
+        )
+
+    @classmethod
+    def of_latencies(
+        cls,
+        workload: Workload,
+        ttft: FloatArray,
+        tpot: FloatArray,
+        e2e: FloatArray,
+        *,
+        duration_s: float,
+        preemptions: int,
+        steps: int,
+        max_step_tokens: int,
+        ttft_sla_ms: float | None = None,
+        tpot_sla_ms: float | None = None,
+        prefix_hit_tokens: int = 0,
+        prefill_tokens: int = 0,
+    ) -> SimulationResult:
+        """Percentiles, throughput and goodput from each request's latencies (seconds, `workload`'s order): a
+        run's (:meth:`of_run`), or several replicas' requests put back in one order (``fleet.py``); `duration_s`
+        from the first arrival to the last finish."""
+        arrivals = workload.arrivals_s
+        outputs = workload.output_tokens
+        duration = duration_s
         out_total = float(outputs.sum())
         return cls(
             ttft_s=ttft,
