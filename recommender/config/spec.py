@@ -27,6 +27,7 @@ from recommender.config.strict import StrictModel
 from recommender.config.traffic import FleetPolicy, with_absolute_trace
 from recommender.config.workload import DEFAULT_SLA_CONFIDENCE, LatencySLA, Traffic
 from recommender.engines import ENGINE_NAMES
+from recommender.engines.engine_release import releases_of_listed
 from recommender.errors import BadInputError, pydantic_location, pydantic_message
 from recommender.input_files import expand_user, load_yaml_mapping
 from recommender.models.source import looks_like_hub_id
@@ -137,9 +138,8 @@ class SearchSpec(StrictModel):
     )
     engine_releases: dict[str, str] = Field(
         default_factory=dict,
-        description="The release of each engine to predict, as the engine prints it (e.g. {vllm: 0.12.0}): its "
-        "host time where the shipped fit calibrated that release line (else over all its measured releases, said "
-        "in each figure's provenance) and how it reads an fp8 KV cache; an engine not named: its current release.",
+        description="The release of each engine to predict, e.g. {vllm: 0.12.0} (recommender/engines/"
+        "engine_release.py); an engine not named: its current release.",
     )
     search: SearchSettings = SearchSettings()
     speculation: SpeculationSettings = Field(
@@ -199,16 +199,7 @@ class SearchSpec(StrictModel):
 
     @model_validator(mode="after")
     def _releases_of_listed_engines(self) -> SearchSpec:
-        """Each release names an engine the spec lists, written as a version (``engines/engine_release.py``)."""
-        from recommender.engines.engine_release import check_release
-
-        for engine, release in self.engine_releases.items():
-            if engine not in self.engines:
-                raise ValueError(f"engine_releases names {engine!r}, which engines does not list ({self.engines})")
-            try:
-                check_release(release, field=f"engine_releases.{engine}", engine=engine)
-            except BadInputError as exc:  # said as pydantic says it: with the spec file's name and the key's path
-                raise ValueError(f"{exc.problem} ({exc.fix})") from None
+        releases_of_listed(self.engine_releases, self.engines)
         return self
 
     @property

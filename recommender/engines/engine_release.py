@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from recommender.engines import ENGINE_NAMES
 from recommender.errors import BadInputError
 
-__all__ = ["check_release", "engine_releases"]
+__all__ = ["check_release", "engine_releases", "releases_of_listed"]
 
 #: major.minor, then optional patch and a pre-release or local suffix (rc3, .post1, +cu128, .dev12+g1a2b).
 _RELEASE = re.compile(r"^\d+\.\d+(\.\d+)?([.+-]?[A-Za-z0-9.+-]*)?$")
@@ -49,3 +49,15 @@ def engine_releases(pairs: Iterable[str], *, field: str = "--engine-release") ->
             raise BadInputError(field, f"{engine} given twice", "give each engine's release once")
         out[engine] = check_release(release, field=field, engine=engine)
     return out
+
+
+def releases_of_listed(releases: dict[str, str], engines: list[str]) -> None:
+    """A spec's ``engine_releases``: each names an engine its ``engines`` lists and reads as a version; else a
+    ValueError, which the spec's loader says with the file and the key (as every spec field's error)."""
+    for engine, release in releases.items():
+        if engine not in engines:
+            raise ValueError(f"engine_releases names {engine!r}, which engines does not list ({engines})")
+        try:
+            check_release(release, field=f"engine_releases.{engine}", engine=engine)
+        except BadInputError as exc:
+            raise ValueError(f"{exc.problem} ({exc.fix})") from None

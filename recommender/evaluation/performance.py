@@ -27,6 +27,7 @@ from recommender.engines.eligibility import Eligibility, eligibility
 from recommender.errors import SchemeUnavailableError
 from recommender.evaluation.batch_caps import engines_for, unheld_cap
 from recommender.evaluation.candidate import CandidateResult
+from recommender.evaluation.fitted import FittedCandidate
 from recommender.evaluation.local_device import LocalMeasurement, Probes, local_eligibility, measured_step_cost
 from recommender.evaluation.refusal import Refused
 from recommender.evaluation.speculation import SpeculationSource, speculation_for
@@ -52,21 +53,10 @@ from recommender.perf.step.features import FeatureStepCost
 from recommender.quantize import QuantScheme
 
 if TYPE_CHECKING:
-    from recommender.perf.sim.speculative import SpeculativeDecoding
+    pass
 
 #: Fraction of accelerator memory the serving engine may use (vLLM's default gpu_memory_utilization).
 GPU_MEMORY_UTILIZATION = DEFAULT_GPU_MEMORY_UTILIZATION
-
-
-@dataclass(frozen=True)
-class _Fitted:
-    """A candidate past the runnable and memory checks: who serves it, its memory fit and its scheduler."""
-
-    method: QuantScheme
-    served: Eligibility
-    fit: MemoryFit
-    scheduler: SchedulerConfig
-    speculation: SpeculativeDecoding | None
 
 
 @dataclass
@@ -314,10 +304,10 @@ class PerformanceEvaluator:
             max_num_seqs=c.batch_size,
             max_num_batched_tokens=max(c.max_num_batched_tokens, c.batch_size),
         )
-        fitted = _Fitted(method, served, fit, scheduler, speculation)
+        fitted = FittedCandidate(method, served, fit, scheduler, speculation)
         return self._local_setup(c, fitted) if accel is None else self._catalog_setup(c, accel, fitted)
 
-    def _catalog_setup(self, c: Candidate, accel: Accelerator, fitted: _Fitted) -> Setup:
+    def _catalog_setup(self, c: Candidate, accel: Accelerator, fitted: FittedCandidate) -> Setup:
         """`c` on a catalog GPU: the engines that run its cap and KV dtype (a cap its KV cache never fills is
         pruned), the first launching engine's calibrated cost and batching (`performance` tries every one)."""
         kept, why = engines_for(c, fitted.served.engines, accel.device)
@@ -345,7 +335,7 @@ class PerformanceEvaluator:
             speculation=fitted.speculation,
         )
 
-    def _local_setup(self, c: Candidate, fitted: _Fitted) -> Setup:
+    def _local_setup(self, c: Candidate, fitted: FittedCandidate) -> Setup:
         """`c` on this machine: its step times measured here (probes cached per scheme and batch size)."""
         assert self.local is not None  # _served refuses local candidates without a local measurement
         try:
