@@ -21,8 +21,9 @@ Read from config.json by the field names transformers and the models' own config
 beside these, each in its own module: DeepSeek sparse attention over an MLA cache (``sparse_attention.py``, held
 here as ``AttentionLayout.sparse``) and the recurrent layers of linear-attention and Mamba hybrids
 (``linear_attention.py``, their pattern ``layer_pattern.py``). Qwen3-Next/Qwen3.5's gated attention
-(``attn_output_gate``) widens the query projection by one gate per query element. A layer type no module knows
-(chunked attention, ...) is refused by name, never priced as full.
+(``attn_output_gate``) widens the query projection by one gate per query element. Llama-4's chunked layers are priced
+as windows of the chunk's width (``chunked_attention.py``). A layer type no module knows is refused by name, never
+priced as full.
 """
 
 from __future__ import annotations
@@ -31,10 +32,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from recommender.errors import BadInputError
+from recommender.perf.model.chunked_attention import chunked_layer_types
 from recommender.perf.model.sparse_attention import SparseAttention, parse_sparse
 
 #: The layer types of ``layer_types`` modelled (``linear_attention``: ``linear_attention.py``'s).
-LAYER_TYPES = ("full_attention", "sliding_attention", "linear_attention")
+LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
+#: Layer types whose cache is bounded: by ``sliding_window``, or by ``attention_chunk_size`` (``chunked_attention.py``).
+_BOUNDED = {"sliding_attention": "sliding_window", "chunked_attention": "attention_chunk_size"}
 #: The fields that together define multi-head latent attention.
 MLA_FIELDS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 
@@ -130,7 +134,7 @@ def parse_latent(config: Any) -> LatentAttention | None:
 def _window_layers(config: Any, n_layers: int) -> tuple[int, int]:
     """(window, window layers) from ``layer_types``; a config without it is taken as full attention everywhere
     (the larger cache: Qwen2's ``sliding_window`` comes with ``use_sliding_window: false``)."""
-    types = getattr(config, "layer_types", None)
+    types = getattr(config, "layer_types", None) or chunked_layer_types(config, n_layers)
     if types is None:
         return 0, 0
     if len(types) != n_layers:
@@ -146,11 +150,16 @@ def _window_layers(config: Any, n_layers: int) -> tuple[int, int]:
             f"layer type {unknown[0]!r} is not modeled",
             f"project a model whose layers are {' or '.join(LAYER_TYPES)}",
         )
-    windowed = sum(1 for t in types if t == "sliding_attention")
-    window = getattr(config, "sliding_window", None)
-    if not windowed or not window:
-        return 0, 0  # sliding layers without a window attend to everything
-    return int(window), windowed
+    bounded = {t for t in types if t in _BOUNDED}
+    if len(bounded) > 1:
+        raise BadInputError("layer_types", "sliding and chunked layers in one model", "plan a model with one of them")
+    if not bounded:
+        return 0, 0
+    kind = bounded.pop()
+    window = getattr(config, _BOUNDED[kind], None)
+    if not window:
+        return 0, 0  # bounded layers without a width attend to everything
+    return int(window), sum(1 for t in types if t == kind)
 
 
 def parse_attention(config: Any, *, n_layers: int) -> AttentionLayout | None:

@@ -28,6 +28,7 @@ _BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 _KINDS = {
     "full_attention": (True, False, True),
     "sliding_attention": (True, False, True),
+    "chunked_attention": (True, False, True),
     "linear_attention": (False, True, True),
     "mamba": (False, True, False),
     "attention": (True, False, False),

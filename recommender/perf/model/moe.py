@@ -18,7 +18,11 @@ Three config families are read, by their Hugging Face field names:
 - DeepSeek-MoE: ``n_routed_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``,
   ``n_shared_experts`` (each of ``moe_intermediate_size``), ``first_k_dense_replace`` and
   ``moe_layer_freq`` (DeepSeek-V2/V3's multi-head latent attention is ``attention.py``'s);
-- gpt-oss: Mixtral's field names, plus ``experts_per_token`` (its copy of ``num_experts_per_tok``).
+- gpt-oss: Mixtral's field names, plus ``experts_per_token`` (its copy of ``num_experts_per_tok``);
+- Llama-4: Mixtral's field names, ``interleave_moe_layer_step`` (every k-th layer routed, from layer k - 1, as
+  ``decoder_sparse_step``; transformers 5.17 ``Llama4TextConfig.moe_layers``) or ``moe_layers`` (the routed layers'
+  indices), one always-on shared expert of ``intermediate_size`` per routed layer (``Llama4TextMoe.shared_expert``)
+  and the dense layers' own width ``intermediate_size_mlp`` (``shape.py``).
 
 Any other expert/MoE/router field is refused by name (:class:`BadInputError`): a layout this
 module does not understand is never silently treated as dense.
@@ -45,6 +49,8 @@ UNDERSTOOD_FIELDS = frozenset(
         "moe_layer_freq",
         "decoder_sparse_step",
         "mlp_only_layers",
+        "interleave_moe_layer_step",
+        "moe_layers",
     }
 )
 #: MoE fields that only matter to training (load-balancing losses, router noise) or to the router's
@@ -138,11 +144,19 @@ def _check_understood(config: Any) -> None:
             )
 
 
+def _is_llama4(config: Any) -> bool:
+    """Llama-4's MoE layout: its interleave field (or explicit list) beside Mixtral's expert count."""
+    return any(getattr(config, f, None) is not None for f in ("interleave_moe_layer_step", "moe_layers"))
+
+
 def _moe_layer_count(config: Any, n_layers: int) -> int:
     """Layers with a routed MLP, from each family's placement fields (all layers when none is given)."""
+    listed = getattr(config, "moe_layers", None)
+    if listed is not None:  # Llama-4's explicit list overrides its step
+        return sum(1 for i in {int(j) for j in listed} if 0 <= i < n_layers)
     first_dense = _int_field(config, "first_k_dense_replace", 0)
     freq = _int_field(config, "moe_layer_freq", 1)
-    step = _int_field(config, "decoder_sparse_step", 1)
+    step = _int_field(config, "decoder_sparse_step", _int_field(config, "interleave_moe_layer_step", 1))
     dense_only = {int(i) for i in (getattr(config, "mlp_only_layers", None) or [])}
     if min(freq, step) < 1:
         raise BadInputError("moe_layer_freq", f"{freq} / decoder_sparse_step {step}", "give a positive layer period")
@@ -161,6 +175,8 @@ def parse_moe(config: Any, *, n_layers: int, intermediate: int) -> MoeLayout | N
     per_expert = _int_field(config, "moe_intermediate_size", intermediate)
     shared = _int_field(config, "shared_expert_intermediate_size", 0)
     shared += _int_field(config, "n_shared_experts", 0) * per_expert
+    if _is_llama4(config):  # one shared expert beside the routed ones in every MoE layer
+        shared += per_expert
     return MoeLayout(
         n_experts=n_experts,
         experts_per_token=_int_field(config, "num_experts_per_tok"),

@@ -67,6 +67,8 @@ class ModelShape:
         n_layers = int(config.num_hidden_layers)
         # A model whose every MLP is routed (Qwen3.5 MoE) writes no dense width: the experts' stands in for it.
         intermediate = int(getattr(config, "intermediate_size", None) or config.moe_intermediate_size)
+        # Llama-4 writes its experts' width as intermediate_size and its dense layers' as intermediate_size_mlp.
+        dense_width = int(getattr(config, "intermediate_size_mlp", None) or intermediate)
         recurrent = parse_recurrent(config, parse_pattern(config, n_layers=n_layers))
         attention = parse_attention(config, n_layers=n_layers)
         if attention is not None and attention.latent is not None:
@@ -74,7 +76,7 @@ class ModelShape:
         return cls(
             n_layers=n_layers,
             hidden=int(config.hidden_size),
-            intermediate=intermediate,
+            intermediate=dense_width,
             n_heads=heads,
             n_kv_heads=int(getattr(config, "num_key_value_heads", None) or heads),
             head_dim=int(head_dim),

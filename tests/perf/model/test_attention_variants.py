@@ -108,7 +108,7 @@ def _config(**overrides: Any) -> SimpleNamespace:
 @pytest.mark.parametrize(
     ("overrides", "field"),
     [
-        ({"layer_types": ["sliding_attention", "chunked_attention"] * 2}, "layer_types"),  # a type not modeled
+        ({"layer_types": ["sliding_attention", "chunked_attention"] * 2}, "layer_types"),  # two bounded kinds in one
         ({"layer_types": ["sliding_attention", "linear_attention"] * 2}, "linear_num_key_heads"),  # no GDN widths
         ({"layer_types": ["full_attention"] * 3}, "layer_types"),  # not one per layer
         ({"kv_lora_rank": 512, "qk_rope_head_dim": 64}, "qk_nope_head_dim"),  # half an MLA config
