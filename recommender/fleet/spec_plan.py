@@ -110,6 +110,6 @@ def plan_fleet(
     options = [_option(r) for r in rows if r.usd_per_month is not None]
     scheduled = None if winner is None else _scheduled(winner, catalog)
     autoscale, mix = schedule_and_mix(spec, performance, options, scheduled)
-    # The comparisons' commands serve the spec's model; the rows', as the search's, are left to its winner.
+    # The comparisons' pools and replicas carry commands serving the spec's model.source; the rows carry none.
     compared = compare(replace(request, model=spec.model.source), views_of_space(spec.space))
     return FleetPlan(rows, winner, autoscale, mix, policy, compared.layouts, compared.parallelism)
