@@ -1,4 +1,5 @@
-"""mkdocs hooks (mkdocs.yml `hooks:`): the generated reference tables, and the changelog at the repository root.
+"""mkdocs hooks (mkdocs.yml `hooks:`): the generated references (tables, the command-line reference), and the
+changelog at the repository root.
 
 The tables come from `references.py` beside this file, which imports the package, so a page shows what the
 code holds at build time. CHANGELOG.md lives at the root (where people look for it) and joins the site as a

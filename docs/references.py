@@ -5,14 +5,16 @@ recommendation.json's fields (from the `Recommendation` type through the same py
 writes it with), which engine launches which scheme on which GPU generation (from the engines' `KERNELS` rows, asked
 through `engines.eligibility.refusal`, the function the search itself asks), and which engine release serves which
 2026 architecture (from the engines' shipped model registries, asked through
-`engines.architecture_support.architecture_refusal`). `docs/hooks.py` puts them into the pages; `tests/docs/` checks
-them.
+`engines.architecture_support.architecture_refusal`), and every command and option of `recommender` (from the Typer
+app the command line parses with). `docs/hooks.py` puts them into the pages; `tests/docs/` checks them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+import typing
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 Schema = Mapping[str, Any]
@@ -202,12 +204,132 @@ def architecture_support() -> str:
     return "\n".join(rows) + "\n"
 
 
+def _prose(text: str) -> str:
+    """A help text as Markdown paragraphs: each paragraph on one line, `<name>` shown rather than read as HTML."""
+    paragraphs = [" ".join(p.split()) for p in text.strip().split("\n\n")]
+    return "\n\n".join(p.replace("<", "&lt;") for p in paragraphs if p)
+
+
+def _annotation_type(annotation: Any) -> tuple[str, bool]:
+    """A command-line parameter's Python annotation in words (``integer``, ``path``, ``flag``), and whether the option
+    repeats (a list): what `--help` shows as ``<list[int]>``, in the words the spec's table uses."""
+    options = [a for a in typing.get_args(annotation) or (annotation,) if a is not type(None)]
+    if typing.get_origin(annotation) is list:
+        return _annotation_type(typing.get_args(annotation)[0])[0], True
+    if len(options) == 1 and options[0] is not annotation:
+        return _annotation_type(options[0])
+    names = {bool: "flag", int: "integer", float: "number", str: "text", Path: "path"}
+    return names.get(annotation, getattr(annotation, "__name__", str(annotation))), False
+
+
+def _bound(param: Any, name: str) -> float | None:
+    """An option's `min` or `max`: on the parameter (typer with its own click) or on its click range type."""
+    for holder in (param, getattr(param, "type", None)):
+        value = getattr(holder, name, None)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def _option_bounds(param: Any) -> str:
+    low, high = _bound(param, "min"), _bound(param, "max")
+    return "".join(f", {sign} {_number(v)}" for v, sign in ((low, "≥"), (high, "≤")) if v is not None)
+
+
+def _default_text(param: Any, repository: Path) -> str:
+    """What an option is when not given: ``required``, the flag spelling in effect, or the default value (a path in
+    the checkout relative to it, so the page reads the same on every machine)."""
+    if param.required:
+        return "required"
+    default = param.default
+    if getattr(param, "is_flag", False) and isinstance(default, bool):
+        if param.secondary_opts:
+            return f"`{param.opts[0] if default else param.secondary_opts[0]}`"
+        return "on" if default else "off"
+    if default is None or default == ():
+        return "—"
+    if isinstance(default, Path):
+        inside = default.is_absolute() and default.is_relative_to(repository)
+        return f"`{default.relative_to(repository) if inside else default}`"
+    return f"`{json.dumps(default)}`"
+
+
+def _parameter_row(param: Any, hints: Mapping[str, Any], repository: Path) -> str:
+    """One option or argument of a command: its spelling(s), type and bounds, default, help (and environment
+    variable)."""
+    kind, repeats = _annotation_type(hints.get(param.name, str))
+    if param.param_type_name == "argument":
+        names = f"`{param.name.upper()}` (argument)"
+    else:
+        names = ", ".join(f"`{o}`" for o in [*param.opts, *param.secondary_opts])
+    kind = ("flag" if getattr(param, "is_flag", False) else kind) + (", repeatable" if repeats else "")
+    help_text = param.help or ""
+    if param.envvar:
+        help_text += f" Environment: `{param.envvar}`."
+    return f"| {names} | {_cell(kind + _option_bounds(param))} | {_cell(_default_text(param, repository))} | " + (
+        f"{_cell(help_text)} |"
+    )
+
+
+def _parameters_table(command: Any, function: Callable[..., Any], repository: Path) -> list[str]:
+    """A command's parameters as `--help` lists them (hidden ones left out), typed from the function's annotations."""
+    hints = typing.get_type_hints(function)
+    rows = [
+        _parameter_row(param, hints, repository)
+        for param in command.params
+        if not getattr(param, "hidden", False) and param.name != "help"
+    ]
+    if not rows:
+        return ["No options."]
+    return ["| option | type | default | what it does |", "|---|---|---|---|", *rows]
+
+
+def _usage(name: str, command: Any) -> str:
+    """The command's synopsis: ``recommender plan [OPTIONS]``, an argument bare when required, bracketed when not."""
+    arguments = [p for p in command.params if p.param_type_name == "argument"]
+    words = [f"recommender {name}", "[OPTIONS]"] + [
+        p.name.upper() if p.required else f"[{p.name.upper()}]" for p in arguments
+    ]
+    return f"`{' '.join(words)}`"
+
+
+def cli_reference(app: Any = None) -> str:
+    """Every command of `recommender` (or of the Typer `app` given), in the order `--help` lists them: its help,
+    synopsis, every option with its type, bounds, default and help, and its epilog; the options every command takes
+    first. Read from the Typer app (the click command the command line itself parses with, and the command
+    functions' annotations for the types), as vLLM generates its CLI reference from its parser: an option cannot be
+    added or renamed without the page following."""
+    import typer
+
+    if app is None:
+        from recommender.cli.main import app as recommender_app
+
+        app = recommender_app
+
+    repository = Path(__file__).resolve().parent.parent
+    group: Any = typer.main.get_command(app)
+    callback = app.registered_callback.callback if app.registered_callback is not None else None
+    parts = [_prose(app.info.help or ""), "", "`recommender [OPTIONS] COMMAND [ARGS]...`", ""]
+    if callback is not None:
+        parts += ["Options every command takes, given before the command:", ""]
+        parts += _parameters_table(group, callback, repository)
+    functions = {info.name: info.callback for info in app.registered_commands}
+    for name in group.list_commands(None):
+        command, function = group.commands[name], functions[name]
+        parts += ["", f"## recommender {name}", "", _prose(command.help or ""), "", _usage(name, command), ""]
+        parts += _parameters_table(command, function, repository)
+        if command.epilog:
+            parts += ["", _prose(command.epilog)]
+    return "\n".join(parts) + "\n"
+
+
 #: Each marker's generator.
 GENERATORS = {
     "spec-keys": spec_keys_table,
     "recommendation-fields": recommendation_fields,
     "support-matrix": support_matrix,
     "architecture-support": architecture_support,
+    "cli-reference": cli_reference,
 }
 
 

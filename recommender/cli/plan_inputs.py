@@ -20,6 +20,7 @@ from recommender.errors import BadInputError, pydantic_message
 from recommender.fleet.plan_scope import PlanScope
 
 if TYPE_CHECKING:
+    from recommender.fleet.plan_request import PlanRequest
     from recommender.perf.catalog.gpus import Accelerator, Catalog
     from recommender.perf.model.shape import ModelShape
 
@@ -197,6 +198,24 @@ class PlanTarget:
     hardware: list[str]
     #: What the launch commands serve: a shipped name's hub id, else the model as given.
     served: str
+
+    def request(self, traffic: Traffic, sla: LatencySLA, pointed: Pointed, *, link: str) -> PlanRequest:
+        """What the planners are asked: this architecture on these GPUs at the pointed precisions, engines and
+        scope, at `traffic` within `sla`, the launch commands serving `served`."""
+        from recommender.fleet.plan_request import PlanRequest
+
+        return PlanRequest(
+            shape=self.shape,
+            catalog=self.catalog,
+            hardware=tuple(self.hardware),
+            precisions=tuple(pointed.precisions),
+            traffic=traffic,
+            sla=sla,
+            engines=pointed.engines,
+            scope=pointed.scope,
+            link=link,
+            model=self.served,
+        )
 
 
 def plan_target(

@@ -54,12 +54,11 @@ def plan_spec(path: Path, model: str | None, json_output: bool) -> None:
     console = make_console(stderr=False)
     render_plan(fleet.rows, name=name, traffic=loaded.traffic, sla=loaded.sla, console=console)
     render_fleet(fleet.autoscale, fleet.mix, console)
-    from recommender.report.layout_table import render_layouts, render_parallelism
+    from recommender.report.layout_table import render_comparisons
 
-    if fleet.layouts:
-        render_layouts(fleet.layouts, name=name, traffic=loaded.traffic, sla=loaded.sla, console=console)
-    if fleet.parallelism:
-        render_parallelism(fleet.parallelism, name=name, traffic=loaded.traffic, sla=loaded.sla, console=console)
+    render_comparisons(
+        fleet.layouts, fleet.parallelism, name=name, traffic=loaded.traffic, sla=loaded.sla, console=console
+    )
 
 
 def _architecture(path: Path, model: str | None, spec: SearchSpec) -> tuple[str, SimpleNamespace]:

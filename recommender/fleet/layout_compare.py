@@ -17,11 +17,9 @@ cheapest aggregated row of any GPU, its `hardware` "prefill GPU+decode GPU" and 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from recommender.engines import DEFAULT_ENGINES
 from recommender.errors import BadInputError
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.disaggregated_plan import DisaggregatedRow, PoolOptions, pool_options, same_gpu_row
@@ -37,6 +35,7 @@ from recommender.quantize import get_scheme
 if TYPE_CHECKING:
     from recommender.config.spec import LatencySLA, Traffic
     from recommender.evaluation.two_pools import PoolChoice
+    from recommender.fleet.plan_request import PlanRequest
     from recommender.fleet.pool_workers import ExpertParallelPools
     from recommender.perf.catalog.gpus import Accelerator, Catalog
     from recommender.perf.model.link import Link
@@ -188,7 +187,7 @@ class _MixedContext:
     traffic: Traffic
     sla: LatencySLA
     engines: tuple[str, ...]
-    scope: PlanScope | None
+    scope: PlanScope
     links: dict[str, Link]
     accels: dict[str, Accelerator]
     expert_parallel: ExpertParallelPools | None = None
@@ -239,51 +238,44 @@ def _pairs(accels: list[Accelerator], decoders: list[Accelerator] | None, link: 
 
 
 def plan_layouts(
-    shape: ModelShape,
-    catalog: Catalog,
+    request: PlanRequest,
     *,
-    hardware: list[str],
-    precisions: list[str],
-    traffic: Traffic,
-    sla: LatencySLA,
-    link: str,
-    scope: PlanScope | None = None,
-    engines: tuple[str, ...] = DEFAULT_ENGINES,
-    on_row: Callable[[str], None] | None = None,
-    model: str = "",
     decode_hardware: list[str] | None = None,
     expert_parallel: ExpertParallelPools | None = None,
 ) -> list[LayoutComparison]:
-    """Every (GPU, precision): the aggregated plan row, the disaggregated pools over `link`, the winner and why;
-    then per precision the cheapest pools on two GPU types (``compare_mixed``), prefill on a `hardware` GPU and
-    decode on another of `decode_hardware` (default: of `hardware`), where the link allows such a pair.
+    """Every (GPU, precision) of the request: the aggregated plan row, the disaggregated pools over the request's
+    link, the winner and why; then per precision the cheapest pools on two GPU types (``compare_mixed``), prefill on
+    a request GPU and decode on another of `decode_hardware` (default: of the request's), where the link allows
+    such a pair.
 
-    With `model`, each disaggregated row carries its pools' commands serving it (``with_launch``). With
-    `expert_parallel` (a MoE model), each pool may be expert-parallel with data-parallel attention instead
+    With the request's `model`, each disaggregated row carries its pools' commands serving it (``with_launch``).
+    With `expert_parallel` (a MoE model), each pool may be expert-parallel with data-parallel attention instead
     (``pool_workers.py``), the cheaper chosen per pool.
     The link is resolved on every GPU first: a name the catalog does not know, NVLink on a PCIe card, or a node
     link between two GPU types asked for is bad input naming ``--link`` before anything is simulated."""
+    shape, catalog, traffic, sla, scope = request.shape, request.catalog, request.traffic, request.sla, request.scope
     if expert_parallel is not None:
-        expert_parallel.check(shape, scope or PlanScope())
-    accels = [catalog.get(hw, field="--hardware") for hw in hardware]
+        expert_parallel.check(shape, scope)
+    accels = [catalog.get(hw, field="--hardware") for hw in request.hardware]
     decoders = (
         None if decode_hardware is None else [catalog.get(hw, field="--decode-hardware") for hw in decode_hardware]
     )
-    pairs = _pairs(accels, decoders, link)
-    links = {a.key: resolve_link(link, a, field="--link") for a in [*accels, *(decoders or [])]}
+    pairs = _pairs(accels, decoders, request.link)
+    links = {a.key: resolve_link(request.link, a, field="--link") for a in [*accels, *(decoders or [])]}
     by_key = {a.key: a for a in [*accels, *(decoders or [])]}
-    context = _MixedContext(catalog, shape, traffic, sla, engines, scope, links, by_key, expert_parallel)
+    context = _MixedContext(catalog, shape, traffic, sla, request.engines, scope, links, by_key, expert_parallel)
     found: list[LayoutComparison] = []
     options: dict[tuple[str, str], PoolOptions] = {}
     for accel in accels:
-        performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines, require_price=False)
-        for precision in precisions:
-            found.append(_same_gpu(context, performance, accel, precision, options, pairs=bool(pairs), model=model))
-            if on_row is not None:
-                on_row(f"{accel.key}/{precision}")
+        performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=request.engines, require_price=False)
+        for precision in request.precisions:
+            found.append(
+                _same_gpu(context, performance, accel, precision, options, pairs=bool(pairs), model=request.model)
+            )
+            request.heard(accel.key, precision)
     if expert_parallel is not None and all(c.disaggregated.gpus is None for c in found):
-        _check_some_worker_fits(options, scope or PlanScope(), traffic.max_model_len)
-    return [*found, *_mixed_comparisons(found, pairs, precisions, options, context, model)]
+        _check_some_worker_fits(options, scope, traffic.max_model_len)
+    return [*found, *_mixed_comparisons(found, pairs, request.precisions, options, context, request.model)]
 
 
 def _check_some_worker_fits(options: dict[tuple[str, str], PoolOptions], scope: PlanScope, length: int) -> None:
@@ -345,7 +337,7 @@ def _same_gpu(
 def _mixed_comparisons(
     found: list[LayoutComparison],
     pairs: list[tuple[str, str]],
-    precisions: list[str],
+    precisions: tuple[str, ...],
     options: dict[tuple[str, str], PoolOptions],
     ctx: _MixedContext,
     model: str,

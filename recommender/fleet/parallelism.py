@@ -8,11 +8,9 @@ the verdict, which neither of them decides.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from recommender.engines import DEFAULT_ENGINES
 from recommender.engines.expert_parallel_deploy import deployment_entries
 from recommender.errors import BadInputError
 from recommender.evaluation.performance import PerformanceEvaluator
@@ -20,16 +18,14 @@ from recommender.fleet.expert_parallel_plan import ExpertParallelRow, plan_exper
 from recommender.fleet.launch import expert_parallel_launch, launch_text
 from recommender.fleet.plan import plan_one
 from recommender.fleet.plan_row import PlanRow
-from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.links import resolve_link
 from recommender.perf.model.expert_load import check_expert_split
 from recommender.quantize import get_scheme
 
 if TYPE_CHECKING:
-    from recommender.config.spec import LatencySLA, Traffic
-    from recommender.perf.catalog.gpus import Accelerator, Catalog
+    from recommender.fleet.plan_request import PlanRequest
+    from recommender.perf.catalog.gpus import Accelerator
     from recommender.perf.model.link import Link
-    from recommender.perf.model.shape import ModelShape
 
 __all__ = ["ParallelismComparison", "compare_parallelism", "plan_parallelism", "with_launch"]
 
@@ -111,32 +107,28 @@ def _network_link(link: str, accel: Accelerator) -> Link:
 
 
 def plan_parallelism(
-    shape: ModelShape,
-    catalog: Catalog,
-    *,
-    hardware: list[str],
-    precisions: list[str],
-    traffic: Traffic,
-    sla: LatencySLA,
-    scope: PlanScope | None = None,
-    engines: tuple[str, ...] = DEFAULT_ENGINES,
-    skew: float = 0.0,
-    redundant_experts: int = 0,
-    on_row: Callable[[str], None] | None = None,
-    link: str = "infiniband-ndr",
-    model: str = "",
+    request: PlanRequest, *, skew: float = 0.0, redundant_experts: int = 0
 ) -> list[ParallelismComparison]:
-    """Every (GPU, precision): the tensor-parallel plan row, the expert-parallel replica (over `link` between
-    nodes), the winner and why; with `model` (what the commands serve), each expert-parallel row's launch."""
+    """Every (GPU, precision) of the request: the tensor-parallel plan row, the expert-parallel replica (over the
+    request's link between nodes, its busiest GPU's expert load from the Zipf `skew` and EPLB's `redundant_experts`),
+    the winner and why; with the request's `model` (what the commands serve), each expert-parallel row's launch."""
+    shape, catalog, traffic, sla, scope, engines = (
+        request.shape,
+        request.catalog,
+        request.traffic,
+        request.sla,
+        request.scope,
+        request.engines,
+    )
     moe = require_moe(shape)
-    for degree in (scope or PlanScope()).tensor_parallel:
+    for degree in scope.tensor_parallel:
         check_expert_split(moe.n_experts, degree, redundant_experts, field="--tensor-parallel")
     found = []
-    for hw in hardware:
+    for hw in request.hardware:
         accel = catalog.get(hw, field="--hardware")
-        network = _network_link(link, accel)
+        network = _network_link(request.link, accel)
         performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines, require_price=False)
-        for precision in precisions:
+        for precision in request.precisions:
             tp = plan_one(
                 shape, accel, precision, traffic=traffic, sla=sla, scope=scope, catalog=catalog, engines=engines
             )
@@ -153,9 +145,8 @@ def plan_parallelism(
                     network=network,
                 )
             )
-            if model:
-                ep = with_launch(ep, model=model, accel=accel, max_model_len=traffic.max_model_len)
+            if request.model:
+                ep = with_launch(ep, model=request.model, accel=accel, max_model_len=traffic.max_model_len)
             found.append(compare_parallelism(tp, ep, latent_kv=shape.latent_kv))
-            if on_row is not None:
-                on_row(f"{hw}/{precision}")
+            request.heard(hw, precision)
     return found

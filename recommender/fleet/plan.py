@@ -17,7 +17,6 @@ shows the configuration a price would pick. The search still never recommends su
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
@@ -29,6 +28,7 @@ from recommender.engines.eligibility import eligibility
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.launch import launch_commands
+from recommender.fleet.plan_request import PlanRequest
 from recommender.fleet.plan_row import EmptyReason, PlanRow
 from recommender.fleet.plan_scope import PlanScope, caps_evaluated
 from recommender.fleet.row_processes import map_rows
@@ -208,30 +208,27 @@ def weights_gb(shape: ModelShape, method: QuantScheme, tensor_parallel: int) -> 
     return plan_memory(shape, method, device_gb=0.0, tensor_parallel=tensor_parallel).weights_gb
 
 
-def plan(
-    shape: ModelShape,
-    catalog: Catalog,
-    *,
-    hardware: list[str],
-    precisions: list[str],
-    traffic: Traffic,
-    sla: LatencySLA,
-    scope: PlanScope | None = None,
-    on_row: Callable[[str], None] | None = None,
-    engines: tuple[str, ...] = DEFAULT_ENGINES,
-    model: str = "",
-) -> list[PlanRow]:
+def plan(request: PlanRequest) -> list[PlanRow]:
     """Every (GPU, precision) pair, cheapest per month at the traffic first (then per token, as the search
     ranks); rows without a price (none fits, none meets the SLA, or the price set does not price the GPU) last.
-    `on_row` hears each pair's "gpu/precision" once it is planned (a progress bar: each pair is up to four
-    tensor-parallel degrees x KV dtypes x batch caps of simulations). `engines`: those a row may be served by (a spec's
-    `engines`; the search and the GPU mix use the same)."""
-    pairs = [(catalog.get(hw, field="--hardware"), p) for hw in hardware for p in precisions]
-    row = partial(_planned_pair, shape, traffic=traffic, sla=sla, scope=scope, catalog=catalog, engines=engines)
-    done = None if on_row is None else (lambda pair: on_row(f"{pair[0].key}/{pair[1]}"))
-    rows = map_rows(row, pairs, done)  # in processes side by side (``row_processes``): the rows are independent
-    if model:
-        rows = [replace(r, launch=launch_of(r, model, catalog, traffic)) for r in rows]
+    The request's `on_row` hears each pair's "gpu/precision" once it is planned (a progress bar: each pair is up to
+    four tensor-parallel degrees x KV dtypes x batch caps of simulations); with its `model`, each row carries the
+    engine command serving it."""
+    shape, catalog, traffic = request.shape, request.catalog, request.traffic
+    pairs = [(catalog.get(hw, field="--hardware"), p) for hw in request.hardware for p in request.precisions]
+    work = partial(
+        _planned_pair,
+        shape,
+        traffic=traffic,
+        sla=request.sla,
+        scope=request.scope,
+        catalog=catalog,
+        engines=request.engines,
+    )
+    done = None if request.on_row is None else (lambda pair: request.heard(pair[0].key, pair[1]))
+    rows = map_rows(work, pairs, done)  # in processes side by side (``row_processes``): the rows are independent
+    if request.model:
+        rows = [replace(r, launch=launch_of(r, request.model, catalog, traffic)) for r in rows]
     return sorted(rows, key=lambda r: (r.usd_per_month is None, r.usd_per_month or 0.0, r.usd_per_1m_tokens or 0.0))
 
 

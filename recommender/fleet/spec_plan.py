@@ -17,13 +17,14 @@ from recommender.config.traffic import FleetPolicy
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.autoscale import AutoscaleSchedule
 from recommender.fleet.daily import ScheduledWinner, schedule_and_mix
-from recommender.fleet.layout_compare import LayoutComparison, plan_layouts
+from recommender.fleet.layout_compare import LayoutComparison
 from recommender.fleet.mix_plan import GpuMix, PoolOption
-from recommender.fleet.parallelism import ParallelismComparison, plan_parallelism
+from recommender.fleet.parallelism import ParallelismComparison
 from recommender.fleet.plan import PLAN_METHODS, plan
+from recommender.fleet.plan_request import PlanRequest
 from recommender.fleet.plan_row import PlanRow
 from recommender.fleet.plan_scope import PlanScope
-from recommender.fleet.pool_workers import ExpertParallelPools
+from recommender.fleet.plan_views import compare, views_of_space
 from recommender.perf.catalog.gpus import Catalog
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.pricing import tie_band
@@ -82,81 +83,33 @@ def plan_precisions(spec: SearchSpec) -> list[str]:
 def plan_fleet(
     spec: SearchSpec, shape: ModelShape, catalog: Catalog, on_row: Callable[[str], None] | None = None
 ) -> FleetPlan:
-    """Plan the spec's catalog GPUs x precisions for its peak hour, then autoscale the winner and solve the mix.
-    `on_row` hears each planned (GPU, precision) pair (``plan.plan``)."""
+    """Plan the spec's catalog GPUs x precisions for its peak hour, then autoscale the winner and solve the mix,
+    then the comparisons its space searches (``plan_views.views_of_space``). `on_row` hears each planned (GPU,
+    precision) pair of the rows (``plan.plan``)."""
     policy = spec.fleet or FleetPolicy()
     traffic, sla = spec.traffic, spec.sla
-    hardware = plan_hardware(spec)
-    precisions = plan_precisions(spec)  # plan's own scheme per precision (PLAN_METHODS), cheapest degree that fits
     engines = tuple(spec.engines)  # the rows, the schedule and the mix served by the same engines
     # The spec's batch caps, or (none listed) each engine's ladder to its maximum; its KV cache dtypes.
     scope = PlanScope(
         batch_sizes=tuple(spec.space.batch_sizes or ()), kv_cache_dtypes=tuple(spec.space.kv_cache_dtypes)
     )
-    rows = plan(
-        shape,
-        catalog,
-        hardware=hardware,
-        precisions=precisions,
+    request = PlanRequest(
+        shape=shape,
+        catalog=catalog,
+        hardware=tuple(plan_hardware(spec)),
+        precisions=tuple(plan_precisions(spec)),  # plan's own scheme per precision, cheapest degree that fits
         traffic=traffic,
         sla=sla,
-        scope=scope,
-        on_row=on_row,
         engines=engines,
+        scope=scope,
+        link=spec.space.link,
     )
+    rows = plan(replace(request, on_row=on_row))
     winner = winner_row(rows)
     performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines)
     options = [_option(r) for r in rows if r.usd_per_month is not None]
     scheduled = None if winner is None else _scheduled(winner, catalog)
     autoscale, mix = schedule_and_mix(spec, performance, options, scheduled)
-    layouts, parallelism = _layout_views(spec, shape, catalog, hardware, precisions, scope)
-    return FleetPlan(rows, winner, autoscale, mix, policy, layouts, parallelism)
-
-
-def _layout_views(
-    spec: SearchSpec,
-    shape: ModelShape,
-    catalog: Catalog,
-    hardware: list[str],
-    precisions: list[str],
-    scope: PlanScope,
-) -> tuple[list[LayoutComparison], list[ParallelismComparison]]:
-    """The layouts' comparison (``space.layout`` with disaggregated; its pools expert-parallel too at the space's
-    ``expert_parallel`` degrees above 1) and tensor against expert parallelism (those degrees); empty where not
-    searched. The space's expert skew and redundant experts load every EP worker's busiest GPU."""
-    traffic, sla, engines, space = spec.traffic, spec.sla, tuple(spec.engines), spec.space
-    layouts = []
-    degrees = tuple(d for d in space.expert_parallel if d > 1)
-    if "disaggregated" in space.layout:
-        pools = ExpertParallelPools(space.expert_skew, space.redundant_experts, degrees=degrees) if degrees else None
-        layouts = plan_layouts(
-            shape,
-            catalog,
-            hardware=hardware,
-            precisions=precisions,
-            traffic=traffic,
-            sla=sla,
-            link=space.link,
-            scope=replace(scope, tensor_parallel=tuple(space.tensor_parallel)),  # the pools' degrees searched
-            engines=engines,
-            model=spec.model.source,
-            decode_hardware=space.decode_hardware,  # the search's decode GPUs, as `--decode-hardware`
-            expert_parallel=pools,  # EP pools at those degrees
-        )
-    parallelism = []
-    if degrees:
-        parallelism = plan_parallelism(
-            shape,
-            catalog,
-            hardware=hardware,
-            precisions=precisions,
-            traffic=traffic,
-            sla=sla,
-            scope=replace(scope, tensor_parallel=degrees),
-            engines=engines,
-            skew=space.expert_skew,
-            redundant_experts=space.redundant_experts,
-            link=space.link,
-            model=spec.model.source,
-        )
-    return layouts, parallelism
+    # The comparisons' pools and replicas carry commands serving the spec's model.source; the rows carry none.
+    compared = compare(replace(request, model=spec.model.source), views_of_space(spec.space))
+    return FleetPlan(rows, winner, autoscale, mix, policy, compared.layouts, compared.parallelism)

@@ -186,3 +186,20 @@ def _render_expert_parallel_launch(found: Sequence[ParallelismComparison], conso
             console.print(f"  # {note}", soft_wrap=True, highlight=False, markup=False)
         if d.config_yaml:
             console.print(d.config_yaml, soft_wrap=True, highlight=False, markup=False)
+
+
+def render_comparisons(
+    layouts: Sequence[LayoutComparison],
+    parallelism: Sequence[ParallelismComparison],
+    *,
+    name: str,
+    traffic: Traffic,
+    sla: LatencySLA,
+    console: Console,
+) -> None:
+    """Each comparison a plan computed (``fleet/plan_views.py`` chose them), layouts first; nothing for one not
+    computed. `plan` and `plan --spec` print their comparisons through this one function."""
+    if layouts:
+        render_layouts(layouts, name=name, traffic=traffic, sla=sla, console=console)
+    if parallelism:
+        render_parallelism(parallelism, name=name, traffic=traffic, sla=sla, console=console)

@@ -8,6 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Annotated
 
 import pytest
 import typer
@@ -130,3 +131,58 @@ def test_the_architecture_table_asks_the_shipped_registries() -> None:
     qwen = next(line for line in table.splitlines() if "`Qwen3_5MoeForConditionalGeneration`" in line)
     assert qwen.endswith("| yes | yes | not checked | yes |")  # vllm, sglang, tgi (not read), trtllm
     assert "vllm-project/vllm `vllm/model_executor/models/registry.py` @ 62d4bc3c7" in table
+
+
+def test_the_cli_reference_lists_every_command_and_option_of_the_app() -> None:
+    from recommender.cli.main import app
+
+    page = _references().cli_reference()
+    group = typer.main.get_command(app)
+    assert isinstance(group, typer.core.TyperGroup)
+    for name, command in group.commands.items():
+        section = page.split(f"## recommender {name}\n", 1)[1].split("\n## ", 1)[0]
+        assert command.help is not None and " ".join(command.help.split()).split("\n")[0][:40] in section
+        for param in command.params:
+            if param.param_type_name == "option":
+                assert f"| `{param.opts[0]}`" in section, (name, param.opts)
+    assert "| `--verbose`, `-v` | flag | off |" in page and "`RECOMMENDER_VERBOSE`" in page
+    plan = page.split("## recommender plan\n", 1)[1]
+    assert "| `--prompt-tokens` | integer, ≥ 1, ≤ 10,000,000 | `512` |" in plan
+    assert "| `--hardware` | text, repeatable | — |" in plan
+    assert "| `--use-case` | path | `recommender/demo/use_case.yaml` |" in page  # a checkout path, not this machine's
+    assert "<!-- generated" not in _references().fill("<!-- generated: cli-reference -->")
+
+
+def test_the_cli_reference_renders_each_kind_of_parameter_of_a_toy_app() -> None:
+    toy = typer.Typer(help="A toy.")
+
+    @toy.command("run")
+    def run(
+        target: Annotated[Path, typer.Argument(help="What to run.")],
+        rate: Annotated[float, typer.Option(min=0.5, help="Per second.")] = 2.0,
+        size: Annotated[list[int] | None, typer.Option(help="Sizes (repeat).")] = None,
+        name: Annotated[str, typer.Option("--name", help="The | name.")] = "x",
+        resume: Annotated[bool, typer.Option(help="Go on.")] = True,
+    ) -> None:
+        """Run it.
+
+        Second paragraph."""
+
+    @toy.command("stop")
+    def stop() -> None:
+        """Stop it."""
+
+    page = _references().cli_reference(toy)
+    assert page.index("## recommender run") < page.index("## recommender stop")
+    assert "Run it.\n\nSecond paragraph." in page and "`recommender run [OPTIONS] TARGET`" in page
+    assert "| `TARGET` (argument) | path | required | What to run. |" in page
+    assert "| `--rate` | number, ≥ 0.5 | `2.0` | Per second. |" in page
+    assert "| `--size` | integer, repeatable | — | Sizes (repeat). |" in page
+    assert '| `--name` | text | `"x"` | The \\| name. |' in page
+    assert "| `--resume`, `--no-resume` | flag | `--resume` | Go on. |" in page
+    assert "## recommender stop\n\nStop it.\n\n`recommender stop [OPTIONS]`\n\nNo options." in page
+
+
+def test_the_cli_reference_page_is_in_the_site_nav() -> None:
+    assert "cli.md" in (REPO / "mkdocs.yml").read_text(encoding="utf-8")
+    assert "<!-- generated: cli-reference -->" in (REPO / "docs" / "cli.md").read_text(encoding="utf-8")

@@ -17,6 +17,7 @@ from recommender.device import DeviceInfo
 from recommender.engines.eligibility import eligibility
 from recommender.fleet.launch import launch_commands
 from recommender.fleet.plan import method_for, plan
+from recommender.fleet.plan_request import PlanRequest
 from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.architectures import read_architecture
 from recommender.perf.catalog.gpus import load_catalog
@@ -89,15 +90,17 @@ def test_plan_for_tensorrt_llm_on_l40s_projects_modelopt_fp8_with_its_launch() -
     _, config = read_architecture("llama-3.1-70b")
     traffic = Traffic(prompt_tokens=512, output_tokens=256, requests_per_second=2.0)
     rows = plan(
-        ModelShape.from_config(config),
-        catalog,
-        hardware=["l40s"],
-        precisions=["fp8"],
-        traffic=traffic,
-        sla=LatencySLA(ttft_p99_ms=3000, tpot_p99_ms=100),
-        scope=PlanScope(batch_sizes=(64,), kv_cache_dtypes=("auto",)),
-        engines=("trtllm",),
-        model="meta-llama/Llama-3.1-70B",
+        PlanRequest(
+            shape=ModelShape.from_config(config),
+            catalog=catalog,
+            hardware=("l40s",),
+            precisions=("fp8",),
+            traffic=traffic,
+            sla=LatencySLA(ttft_p99_ms=3000, tpot_p99_ms=100),
+            scope=PlanScope(batch_sizes=(64,), kv_cache_dtypes=("auto",)),
+            engines=("trtllm",),
+            model="meta-llama/Llama-3.1-70B",
+        )
     )
     (row,) = rows
     assert (row.method, row.engine) == ("modelopt-fp8", "trtllm"), row.note

@@ -20,6 +20,7 @@ from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.disaggregated_plan import DisaggregatedRow, plan_disaggregated
 from recommender.fleet.disaggregated_row_launch import with_launch
 from recommender.fleet.layout_compare import plan_layouts
+from recommender.fleet.plan_request import PlanRequest
 from recommender.fleet.plan_scope import PlanScope
 from recommender.fleet.pool_workers import ExpertParallelPools, ExpertParallelWorker, WorkerContext
 from recommender.perf.catalog.architectures import load_architecture
@@ -108,14 +109,16 @@ def test_a_dense_model_or_an_ep_degree_that_does_not_split_the_experts_is_bad_in
 ) -> None:
     with pytest.raises(BadInputError) as info:
         plan_layouts(
-            load_architecture(model)[1],
-            CATALOG,
-            hardware=["h100-sxm"],
-            precisions=["fp8"],
-            traffic=TRAFFIC,
-            sla=SLA,
-            link="infiniband-ndr",
-            scope=PlanScope(tensor_parallel=degrees),
+            PlanRequest(
+                shape=load_architecture(model)[1],
+                catalog=CATALOG,
+                hardware=("h100-sxm",),
+                precisions=("fp8",),
+                traffic=TRAFFIC,
+                sla=SLA,
+                link="infiniband-ndr",
+                scope=PlanScope(tensor_parallel=degrees),
+            ),
             expert_parallel=ExpertParallelPools(redundant_experts=redundant),
         )
     assert info.value.field == field

@@ -17,6 +17,7 @@ from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.expert_parallel_plan import plan_expert_parallel
 from recommender.fleet.parallelism import plan_parallelism
 from recommender.fleet.plan import plan_one
+from recommender.fleet.plan_request import PlanRequest
 from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
@@ -87,7 +88,15 @@ def test_a_replica_too_large_for_one_node_spans_two_over_the_network_link() -> N
 def test_a_link_within_a_node_between_the_nodes_of_a_replica_is_refused_naming_the_flag() -> None:
     with pytest.raises(BadInputError) as info:
         plan_parallelism(
-            DEEPSEEK_V3, CATALOG, hardware=["h200"], precisions=["fp8"], traffic=TRAFFIC, sla=SLA, link="nvlink"
+            PlanRequest(
+                shape=DEEPSEEK_V3,
+                catalog=CATALOG,
+                hardware=("h200",),
+                precisions=("fp8",),
+                traffic=TRAFFIC,
+                sla=SLA,
+                link="nvlink",
+            )
         )
     assert info.value.field == "--link"
 
@@ -95,15 +104,17 @@ def test_a_link_within_a_node_between_the_nodes_of_a_replica_is_refused_naming_t
 def test_plan_gives_the_expert_parallel_row_its_engines_expert_parallel_command() -> None:
     light = Traffic(prompt_tokens=512, output_tokens=128, requests_per_second=5)  # a few seconds of simulation
     [found] = plan_parallelism(
-        DEEPSEEK_V3,
-        CATALOG,
-        hardware=["h200"],
-        precisions=["fp8"],
-        traffic=light,
-        sla=SLA,
-        scope=SCOPE,
-        engines=("vllm",),
-        model="deepseek-ai/DeepSeek-V3",
+        PlanRequest(
+            shape=DEEPSEEK_V3,
+            catalog=CATALOG,
+            hardware=("h200",),
+            precisions=("fp8",),
+            traffic=light,
+            sla=SLA,
+            scope=SCOPE,
+            engines=("vllm",),
+            model="deepseek-ai/DeepSeek-V3",
+        )
     )
     ep = found.expert_parallel
     assert ep.engine == "vllm" and ep.ep == 8 and ep.attention_dp is not None

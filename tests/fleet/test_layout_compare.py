@@ -12,6 +12,7 @@ import pytest
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.errors import BadInputError
 from recommender.fleet.layout_compare import plan_layouts
+from recommender.fleet.plan_request import PlanRequest
 from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
@@ -27,15 +28,17 @@ def test_disaggregation_wins_where_prefill_interruptions_break_the_tpot_limit() 
     sla = LatencySLA(ttft_p99_ms=2000, tpot_p99_ms=15)
     scope = PlanScope(tensor_parallel=(2,), batch_sizes=(128,), kv_cache_dtypes=("auto",))
     [got] = plan_layouts(
-        LLAMA_8B,
-        CATALOG,
-        hardware=["h100-sxm"],
-        precisions=["fp8"],
-        traffic=traffic,
-        sla=sla,
-        link="nvlink",
-        scope=scope,
-        engines=("sglang",),
+        PlanRequest(
+            shape=LLAMA_8B,
+            catalog=CATALOG,
+            hardware=("h100-sxm",),
+            precisions=("fp8",),
+            traffic=traffic,
+            sla=sla,
+            link="nvlink",
+            scope=scope,
+            engines=("sglang",),
+        )
     )
     d, a = got.disaggregated, got.aggregated
     assert got.winner == "disaggregated", got.reason
@@ -54,15 +57,17 @@ def test_disaggregation_loses_at_short_prompts_where_the_transfer_and_ttft_split
     sla = LatencySLA(ttft_p99_ms=150, tpot_p99_ms=30)
     scope = PlanScope(tensor_parallel=(1,), batch_sizes=(256,), kv_cache_dtypes=("auto",))
     [got] = plan_layouts(
-        LLAMA_8B,
-        CATALOG,
-        hardware=["h100-sxm"],
-        precisions=["fp8"],
-        traffic=traffic,
-        sla=sla,
-        link="infiniband-ndr",
-        scope=scope,
-        engines=("vllm",),
+        PlanRequest(
+            shape=LLAMA_8B,
+            catalog=CATALOG,
+            hardware=("h100-sxm",),
+            precisions=("fp8",),
+            traffic=traffic,
+            sla=sla,
+            link="infiniband-ndr",
+            scope=scope,
+            engines=("vllm",),
+        )
     )
     assert got.winner == "aggregated", got.reason
     a, d = got.aggregated, got.disaggregated
@@ -75,15 +80,17 @@ def test_disaggregation_loses_at_low_traffic_where_each_pool_rounds_up_to_a_whol
     sla = LatencySLA(ttft_p99_ms=300, tpot_p99_ms=30)
     scope = PlanScope(tensor_parallel=(1,), batch_sizes=(256,), kv_cache_dtypes=("auto",))
     [got] = plan_layouts(
-        LLAMA_8B,
-        CATALOG,
-        hardware=["h100-sxm"],
-        precisions=["fp8"],
-        traffic=traffic,
-        sla=sla,
-        link="infiniband-ndr",
-        scope=scope,
-        engines=("vllm",),
+        PlanRequest(
+            shape=LLAMA_8B,
+            catalog=CATALOG,
+            hardware=("h100-sxm",),
+            precisions=("fp8",),
+            traffic=traffic,
+            sla=sla,
+            link="infiniband-ndr",
+            scope=scope,
+            engines=("vllm",),
+        )
     )
     assert got.winner == "aggregated", got.reason
     assert got.aggregated.replicas == 1 and got.disaggregated.gpus == 2
@@ -95,13 +102,15 @@ def test_an_unknown_link_or_nvlink_on_a_pcie_card_is_refused_naming_the_flag(lin
     traffic = Traffic(prompt_tokens=128, output_tokens=16, requests_per_second=1)
     with pytest.raises(BadInputError) as info:
         plan_layouts(
-            LLAMA_8B,
-            CATALOG,
-            hardware=[hardware],
-            precisions=["fp8"],
-            traffic=traffic,
-            sla=LatencySLA(ttft_p99_ms=300, tpot_p99_ms=30),
-            link=link,
+            PlanRequest(
+                shape=LLAMA_8B,
+                catalog=CATALOG,
+                hardware=(hardware,),
+                precisions=("fp8",),
+                traffic=traffic,
+                sla=LatencySLA(ttft_p99_ms=300, tpot_p99_ms=30),
+                link=link,
+            )
         )
     assert info.value.field == "--link" and "\n" not in str(info.value)
 

@@ -15,6 +15,7 @@ from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.disaggregated_plan import PoolOptions, pool_options, same_gpu_row
 from recommender.fleet.layout_compare import _pairs, plan_layouts
 from recommender.fleet.mixed_pools import mixed_row
+from recommender.fleet.plan_request import PlanRequest
 from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
@@ -101,16 +102,18 @@ def test_a_mixed_row_is_each_pool_at_its_own_gpus_price_and_carries_both_gpus(
 @pytest.mark.slow  # about 20 s on 2 cores: both GPUs' aggregated plans, then the pools
 def test_the_layout_comparison_picks_the_mixed_pools_naming_both_gpus() -> None:
     found = plan_layouts(
-        LLAMA_8B,
-        CATALOG,
-        hardware=["h100-sxm", "h200"],
-        precisions=["bf16"],
-        traffic=LONG_PROMPTS,
-        sla=SLA,
-        link="infiniband-ndr",
-        scope=PlanScope(tensor_parallel=(1,), batch_sizes=(16, 32, 64), kv_cache_dtypes=("auto",)),
-        engines=("vllm",),
-        model="meta-llama/Llama-3.1-8B-Instruct",
+        PlanRequest(
+            shape=LLAMA_8B,
+            catalog=CATALOG,
+            hardware=("h100-sxm", "h200"),
+            precisions=("bf16",),
+            traffic=LONG_PROMPTS,
+            sla=SLA,
+            link="infiniband-ndr",
+            scope=PlanScope(tensor_parallel=(1,), batch_sizes=(16, 32, 64), kv_cache_dtypes=("auto",)),
+            engines=("vllm",),
+            model="meta-llama/Llama-3.1-8B-Instruct",
+        )
     )
     h100, h200, mixed = found
     d = mixed.disaggregated

@@ -9,6 +9,7 @@ import pytest
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.errors import BadInputError
 from recommender.fleet.plan import plan, rows_to_json
+from recommender.fleet.plan_request import PlanRequest
 from recommender.fleet.plan_scope import PlanScope
 from recommender.fleet.row_processes import WORKERS_ENV, map_rows, row_processes
 from recommender.perf.catalog.architectures import load_architecture
@@ -24,14 +25,16 @@ def _plan(monkeypatch: pytest.MonkeyPatch, processes: str) -> tuple[str, list[st
     monkeypatch.setenv(WORKERS_ENV, processes)
     heard: list[str] = []
     rows = plan(
-        load_architecture("qwen3-8b")[1],
-        load_catalog(),
-        hardware=["l4", "a100-80gb"],
-        precisions=["bf16", "int8"],
-        traffic=TRAFFIC,
-        sla=SLA,
-        scope=CAPS_64,
-        on_row=heard.append,
+        PlanRequest(
+            shape=load_architecture("qwen3-8b")[1],
+            catalog=load_catalog(),
+            hardware=("l4", "a100-80gb"),
+            precisions=("bf16", "int8"),
+            traffic=TRAFFIC,
+            sla=SLA,
+            scope=CAPS_64,
+            on_row=heard.append,
+        )
     )
     return rows_to_json(rows), heard
 
