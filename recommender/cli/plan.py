@@ -18,6 +18,7 @@ from recommender.cli.plan_options import (
     BatchSizes,
     DecodeHardware,
     Degrees,
+    EngineReleases,
     Engines,
     ExpertParallel,
     ExpertSkew,
@@ -38,7 +39,6 @@ from recommender.cli.plan_options import (
     TpotMs,
     TtftMs,
 )
-from recommender.errors import BadInputError
 from recommender.report.console import make_console, step_progress
 
 if TYPE_CHECKING:
@@ -71,6 +71,7 @@ def plan_command(
     scheme: Schemes = None,
     tensor_parallel: Degrees = None,
     kv_cache_dtype: KVDtypes = None,
+    engine_release: EngineReleases = None,
     price_set: PriceSetName = None,
     layout: Layouts = None,
     link: LinkName = "infiniband-ndr",
@@ -90,8 +91,6 @@ def plan_command(
     if spec is not None:
         _plan_from_spec(spec, model, json_output)
         return
-    if model is None:
-        raise BadInputError("--model", "no architecture to plan", "pass --model llama-3.1-8b (or --spec SPACE.yaml)")
     traffic, sla = traffic_and_sla(
         prompt_tokens=prompt_tokens, output_tokens=output_tokens, rps=rps, ttft_ms=ttft_ms, tpot_ms=tpot_ms
     )
@@ -103,6 +102,7 @@ def plan_command(
         tensor_parallel=tensor_parallel,
         kv_cache_dtypes=kv_cache_dtype,
         batch_sizes=batch_size,
+        engine_releases=engine_release,
     )
     distinct(decode_hardware or [], flag="--decode-hardware")
     target = plan_target(model, pointed, price_set, prompt_tokens, output_tokens)

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from recommender.config.candidate import MAX_BATCH, MAX_TENSOR_PARALLEL, KVCacheDtype
 from recommender.config.spec import LatencySLA, Traffic
+from recommender.engines.engine_release import engine_releases as engine_releases_of
 from recommender.errors import BadInputError, pydantic_message
 from recommender.fleet.plan_scope import PlanScope
 
@@ -140,6 +141,7 @@ def pointed_plan(
     tensor_parallel: list[int] | None,
     kv_cache_dtypes: list[str] | None,
     batch_sizes: list[int] | None,
+    engine_releases: list[str] | None = None,
 ) -> Pointed:
     """The flags validated like the spec's fields: one refusal line naming the flag, the value and the fix."""
     from recommender.quantize.precisions import PLANNED_PRECISIONS
@@ -167,13 +169,18 @@ def pointed_plan(
                 "--kv-cache-dtype", f"unknown KV cache dtype {kv!r}", f"one of {', '.join(KV_CACHE_DTYPES)}"
             )
     by_family = _schemes(schemes or [])
+    planned = _engines(engines)
+    releases = engine_releases_of(engine_releases or [])
+    if unplanned := sorted(set(releases) - set(planned)):
+        raise BadInputError("--engine-release", f"{unplanned[0]} is not planned", f"add --engine {unplanned[0]}")
     scope = PlanScope(
         batch_sizes=tuple(batch_sizes or ()),
         tensor_parallel=tuple(tensor_parallel or ()),
         kv_cache_dtypes=tuple(kv for kv in KV_CACHE_DTYPES if kv in (kv_cache_dtypes or KV_CACHE_DTYPES)),
         schemes=by_family,
+        engine_releases=releases,
     )
-    return Pointed(_engines(engines), list(by_family) or list(precisions or PLANNED_PRECISIONS), scope, hardware)
+    return Pointed(planned, list(by_family) or list(precisions or PLANNED_PRECISIONS), scope, hardware)
 
 
 LAYOUTS = ("aggregated", "disaggregated")
@@ -219,7 +226,7 @@ class PlanTarget:
 
 
 def plan_target(
-    model: str, pointed: Pointed, price_set: str | None, prompt_tokens: int, output_tokens: int
+    model: str | None, pointed: Pointed, price_set: str | None, prompt_tokens: int, output_tokens: int
 ) -> PlanTarget:
     """The architecture from --model, the catalog with --price-set's prices, the GPUs planned (priced ones only
     with a price set), and the request checked against the model's positions."""
@@ -227,6 +234,9 @@ def plan_target(
     from recommender.perf.catalog.architectures import read_architecture
     from recommender.perf.catalog.gpus import load_catalog
     from recommender.perf.catalog.prices import get_price_set
+
+    if model is None:
+        raise BadInputError("--model", "no architecture to plan", "pass --model llama-3.1-8b (or --spec SPACE.yaml)")
     from recommender.perf.model.shape import ModelShape
 
     name, config = read_architecture(model)

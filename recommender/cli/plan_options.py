@@ -98,7 +98,7 @@ ExpertSkew = Annotated[
         min=0.0,
         max=10.0,
         help="Expert popularity as a Zipf exponent (0: uniform routing; 1: the "
-        "most popular expert draws ~16%% of DeepSeek-V3's token-expert pairs).",
+        "most popular expert draws ~16% of DeepSeek-V3's token-expert pairs).",
     ),
 ]
 RedundantExperts = Annotated[
@@ -114,6 +114,14 @@ KVDtypes = Annotated[
     list[str] | None,
     typer.Option(
         help="KV cache dtypes to try (repeat): auto (16-bit), fp8; default: both (fp8 where the engine and GPU run it)."
+    ),
+]
+EngineReleases = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="ENGINE=RELEASE (repeat), e.g. vllm=0.12.0: price that engine's rows for that release (its host time "
+        "where the fit calibrated the release line, else over all measured releases, said in the provenance; how it "
+        "reads an fp8 KV cache); default: the current releases."
     ),
 ]
 

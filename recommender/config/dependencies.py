@@ -105,6 +105,13 @@ FLAG_REQUIREMENTS: tuple[Requirement[PlanFlags], ...] = (
         _pools_or_ep,
         "add --layout disaggregated or --expert-parallel, or drop --link",
     ),
+    Requirement(
+        "--engine-release",
+        "the plain plan (the layout and expert-parallel comparisons price the current releases)",
+        _typed("--engine-release"),
+        lambda f: not _pools_or_ep(f),
+        "drop --engine-release, or --layout disaggregated / --expert-parallel",
+    ),
 )
 
 #: The flags `plan --spec` would ignore (the spec holds their settings): every option but these.

@@ -163,13 +163,7 @@ def plan_one(
     """
     scope = scope or PlanScope()
     catalog = catalog or Catalog(accelerators={accel.key: accel}, source="plan")
-    # Ranked by capacity alone: only the row shown has its P99s at the load settled (``settled``, within
-    # ``AT_LOAD_MAX_REQUESTS``, as the search's winner is).
-    performance = PerformanceEvaluator(
-        catalog, shape, traffic, sla, engines=engines, require_price=False, settle_within=0
-    )
-    if calibrated is not None:
-        performance = replace(performance, calibrated=calibrated)
+    performance = _row_evaluator(shape, catalog, traffic, sla, engines, scope, calibrated)
     method = (
         get_scheme(scope.schemes[precision])
         if precision in scope.schemes
@@ -202,6 +196,30 @@ def plan_one(
     degrees = scope.degrees(accel.max_tensor_parallel)
     note = f"does not fit on {degrees[-1]} GPUs: {refusal}"
     return _row(performance, accel, precision, method, note, empty="memory")
+
+
+def _row_evaluator(
+    shape: ModelShape,
+    catalog: Catalog,
+    traffic: Traffic,
+    sla: LatencySLA,
+    engines: tuple[str, ...],
+    scope: PlanScope,
+    calibrated: CalibratedModel | None,
+) -> PerformanceEvaluator:
+    """The search's own evaluator for a row, ranked by capacity alone: only the row shown has its P99s at the load
+    settled (``settled``, within ``AT_LOAD_MAX_REQUESTS``, as the search's winner is)."""
+    performance = PerformanceEvaluator(
+        catalog,
+        shape,
+        traffic,
+        sla,
+        engines=engines,
+        require_price=False,
+        settle_within=0,
+        engine_releases=scope.engine_releases,
+    )
+    return performance if calibrated is None else replace(performance, calibrated=calibrated)
 
 
 def weights_gb(shape: ModelShape, method: QuantScheme, tensor_parallel: int) -> float:

@@ -35,6 +35,9 @@ class PlanScope:
     kv_cache_dtypes: tuple[KVCacheDtype, ...] = ("auto", "fp8")
     #: Precision -> the one scheme to plan for it (`--scheme`); others take `plan`'s own scheme per precision.
     schemes: Mapping[str, str] = field(default_factory=dict)
+    #: Engine -> the release each pair is priced for (`--engine-release`, a spec's ``engine_releases``); an engine
+    #: not named: its current release (``engines/engine_release.py``).
+    engine_releases: Mapping[str, str] = field(default_factory=dict)
 
     def degrees(self, node: int) -> list[int]:
         """The degrees to try on a node of `node` GPUs: the scope's, or every power of two up to it."""

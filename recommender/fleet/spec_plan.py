@@ -91,7 +91,9 @@ def plan_fleet(
     engines = tuple(spec.engines)  # the rows, the schedule and the mix served by the same engines
     # The spec's batch caps, or (none listed) each engine's ladder to its maximum; its KV cache dtypes.
     scope = PlanScope(
-        batch_sizes=tuple(spec.space.batch_sizes or ()), kv_cache_dtypes=tuple(spec.space.kv_cache_dtypes)
+        batch_sizes=tuple(spec.space.batch_sizes or ()),
+        kv_cache_dtypes=tuple(spec.space.kv_cache_dtypes),
+        engine_releases=spec.engine_releases,
     )
     request = PlanRequest(
         shape=shape,
@@ -106,7 +108,9 @@ def plan_fleet(
     )
     rows = plan(replace(request, on_row=on_row))
     winner = winner_row(rows)
-    performance = PerformanceEvaluator(catalog, shape, traffic, sla, engines=engines)
+    performance = PerformanceEvaluator(
+        catalog, shape, traffic, sla, engines=engines, engine_releases=scope.engine_releases
+    )
     options = [_option(r) for r in rows if r.usd_per_month is not None]
     scheduled = None if winner is None else _scheduled(winner, catalog)
     autoscale, mix = schedule_and_mix(spec, performance, options, scheduled)

@@ -44,6 +44,7 @@ SAMPLE: dict[str, list[str]] = {
     "--scheme": ["fp8-dynamic"],
     "--tensor-parallel": ["1"],
     "--kv-cache-dtype": ["auto"],
+    "--engine-release": ["vllm=0.12.0"],
     "--price-set": ["runpod-secure"],
     "--layout": ["disaggregated"],
     "--link": ["pcie"],
@@ -79,10 +80,14 @@ def test_every_flag_plan_spec_would_ignore_is_refused_beside_it(flag: str, tmp_p
     assert f"error: {flag}: ignored with --spec" in line, line
 
 
+#: What makes a requirement unmet beyond its flag alone (a flag refused beside another, not without one).
+UNMET_WITH: dict[str, list[str]] = {"--engine-release": ["--layout", "disaggregated"]}
+
+
 @pytest.mark.parametrize("requirement", FLAG_REQUIREMENTS, ids=[r.setting for r in FLAG_REQUIREMENTS])
 def test_every_flag_typed_without_what_it_needs_is_one_line_naming_both(requirement: Any, tmp_path: Path) -> None:
-    args = ["plan", "--model", "qwen3-30b-a3b", "--hardware", "h100-sxm", requirement.setting]
-    line = _error([*args, *SAMPLE[requirement.setting]], tmp_path)
+    args = ["plan", "--model", "qwen3-30b-a3b", "--hardware", "h100-sxm", *UNMET_WITH.get(requirement.setting, [])]
+    line = _error([*args, requirement.setting, *SAMPLE[requirement.setting]], tmp_path)
     assert f"error: {requirement.setting}: applies only with" in line and "fix: " in line, line
 
 

@@ -74,3 +74,44 @@ def test_a_spec_names_releases_of_its_own_engines_only(tmp_path: Path) -> None:
         load_spec(write_spec(tmp_path / "other.yaml", {"engine_releases": {"trtllm": "1.2.0"}}))
     with pytest.raises(BadInputError, match="release 'newest' is not a version"):
         load_spec(write_spec(tmp_path / "bad.yaml", {"engine_releases": {"vllm": "newest"}}))
+
+
+PLAN = (
+    "plan",
+    *("--model", "llama-3.1-8b", "--hardware", "l4", "--precision", "fp8", "--kv-cache-dtype", "fp8"),
+    *("--prompt-tokens", "4000", "--output-tokens", "200", "--rps", "2", "--json"),
+)
+
+
+@pytest.mark.parametrize(
+    ("extra", "line"),
+    [
+        (
+            ("--engine", "trtllm", "--engine-release", "trtllm=1.0.0", "--layout", "disaggregated"),
+            "error: --engine-release: applies only with the plain plan (the layout and expert-parallel comparisons "
+            "price the current releases) (fix: drop --engine-release, or --layout disaggregated / --expert-parallel)",
+        ),
+        (
+            ("--engine", "vllm", "--engine-release", "trtllm=1.0.0"),
+            "error: --engine-release: trtllm is not planned (fix: add --engine trtllm)",
+        ),
+        (
+            ("--engine-release", "vllm=0.12", "--engine-release", "vllm=0.13"),
+            "error: --engine-release: vllm given twice (fix: give each engine's release once)",
+        ),
+    ],
+)
+def test_plan_refuses_a_release_it_would_not_use_in_one_line(extra: tuple[str, ...], line: str) -> None:
+    run = run_cli_in_process(*PLAN, *extra)
+    assert run.returncode == 2 and run.stdout == "" and run.stderr.strip().splitlines() == [line]
+
+
+def test_plan_prices_the_release_asked_for_and_says_so() -> None:
+    """The row's step cost is the release's: TensorRT-LLM 1.0's 16-bit fp8-cache read makes its decode slower."""
+    now = run_cli_in_process(*PLAN, "--engine", "trtllm")
+    then = run_cli_in_process(*PLAN, "--engine", "trtllm", "--engine-release", "trtllm=1.0.0")
+    assert now.returncode == 0 and then.returncode == 0, (now.stderr, then.stderr)
+    row_now, row_then = json.loads(now.stdout)[0], json.loads(then.stdout)[0]
+    assert row_then["tpot_p99_ms"] > row_now["tpot_p99_ms"]
+    assert "trtllm 1.0.0's decode attention reads the fp8 KV cache at 16-bit cost" in row_then["provenance"]["detail"]
+    assert "1.0.0" not in row_now["provenance"]["detail"]
