@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from recommender.engines.expert_parallel_dynamo import Manifest, dump
+from recommender.engines.manifest import Manifest, dump
 
 if TYPE_CHECKING:
     from recommender.perf.sim.routing import RoutingPolicy
@@ -49,8 +49,12 @@ __all__ = [
     "Unmapped",
     "dynamo_router",
     "epp_config",
+    "llm_d_router",
     "llm_d_router_values",
+    "model_label",
+    "model_labels",
     "plain_service_note",
+    "routed_graph",
     "with_dynamo_router",
 ]
 
@@ -116,7 +120,8 @@ def epp_config(policy: RoutingPolicy, *, disaggregated: bool) -> Manifest | Unma
         why = (
             "its endpoint picker's pickers are max-score-picker, random-picker and weighted-random-picker "
             "(llm-d/llm-d-inference-scheduler @ 520af478), none round-robin; plan with random, within a few points "
-            f"of round-robin's hit rate in the fleet benchmark, or deploy behind a plain Service ({plain_service_note()})"
+            "of round-robin's hit rate in the fleet benchmark, or deploy behind a plain Service "
+            f"({plain_service_note()})"
         )
         return Unmapped("llm-d", policy, why)
     scorers, picker = chosen
@@ -134,13 +139,40 @@ def epp_config(policy: RoutingPolicy, *, disaggregated: bool) -> Manifest | Unma
             {"type": "disagg-profile-handler", "parameters": {"deciders": {"prefill": decider}}},
         ]
         prefill = [s for s in scorers if s[0] != "session-affinity-scorer"]
-        profiles = [_profile("prefill", "prefill-filter", picker, prefill), _profile("decode", "decode-filter", picker, scorers)]
+        profiles = [
+            _profile("prefill", "prefill-filter", picker, prefill),
+            _profile("decode", "decode-filter", picker, scorers),
+        ]
     return {
         "apiVersion": "llm-d.ai/v1alpha1",
         "kind": "EndpointPickerConfig",
         "plugins": plugins,
         "schedulingProfiles": profiles,
     }
+
+
+def model_label(model: str) -> str:
+    """The model's last path part as a Kubernetes name (lower-case, dashes): a label value and a name's stem."""
+    stem = model.rstrip("/").rsplit("/", 1)[-1].lower()
+    return "".join(c if c.isalnum() else "-" for c in stem).strip("-")[:40].strip("-") or "model"
+
+
+def model_labels(model: str) -> dict[str, str]:
+    """The labels the router's InferencePool selects a model's serving pods by (llm-d's guides' labels)."""
+    return {"llm-d.ai/inference-serving": "true", "llm-d.ai/model": model_label(model)}
+
+
+def llm_d_router(
+    routing: RoutingPolicy | None, *, disaggregated: bool, labels: dict[str, str]
+) -> tuple[str, list[str]]:
+    """The InferencePool values for `routing` and their notes; ("", []) without a policy, ("", [why]) for a policy
+    llm-d has no setting for."""
+    if routing is None:
+        return "", []
+    routed = llm_d_router_values(routing, disaggregated=disaggregated, match_labels=labels)
+    if isinstance(routed, Unmapped):
+        return "", [routed.note]
+    return routed
 
 
 def llm_d_router_values(
@@ -203,7 +235,10 @@ def dynamo_router(policy: RoutingPolicy) -> DynamoRouter | Unmapped:
         )
         return Unmapped("Dynamo", policy, why)
     args = ["-m", "dynamo.frontend", "--router-mode", mode]
-    note = f"the Frontend routes {policy} (--router-mode {mode}), the router the plan counted its prefix-cache hits for"
+    note = (
+        f"the Frontend routes {policy} (--router-mode {mode}, ai-dynamo/dynamo components/src/dynamo/frontend/"
+        "frontend_args.py @ c6b40e78), the router the plan counted its prefix-cache hits for"
+    )
     if mode == "kv":
         args.append("--no-router-kv-events")
         note += (
@@ -225,6 +260,17 @@ def with_dynamo_router(graph: Manifest, router: DynamoRouter) -> Manifest:
     }
     services = {**graph["spec"]["services"], "Frontend": routed}
     return {**graph, "spec": {**graph["spec"], "services": services}}
+
+
+def routed_graph(graph: Manifest, routing: RoutingPolicy | None) -> tuple[Manifest, list[str]]:
+    """`graph` with its Frontend running `routing`'s router mode, and the note saying so; `graph` unchanged without
+    a policy (no note) or for a policy Dynamo has no mode for (the note says why)."""
+    if routing is None:
+        return graph, []
+    router = dynamo_router(routing)
+    if isinstance(router, Unmapped):
+        return graph, [router.note]
+    return with_dynamo_router(graph, router), [router.note]
 
 
 def plain_service_note(policy: RoutingPolicy | None = None) -> str:
