@@ -81,8 +81,8 @@ _ONE_REPLICA, _ROUND_ROBIN = 0.737, ((2, 0.419), (4, 0.225), (8, 0.109))
 
 @dataclass(frozen=True, slots=True)
 class Unmapped:
-    """A policy `framework`'s router has no setting for, and why: its file keeps the framework's default router and
-    the launch carries `note` instead of a silent substitute."""
+    """A policy `framework`'s router has no setting for, and why: no router setting is written for it (Dynamo's
+    Frontend keeps its default, llm-d gets no router file) and the launch carries `note` instead of a substitute."""
 
     framework: str
     policy: RoutingPolicy
@@ -90,21 +90,21 @@ class Unmapped:
 
     @property
     def note(self) -> str:
-        return f"{self.framework} has no {self.policy} routing, so its router is left at its default: {self.reason}"
+        return f"{self.framework} has no {self.policy} routing, so no router setting is written for it: {self.reason}"
 
 
-def _scorers(policy: RoutingPolicy) -> tuple[list[tuple[str, float]], str] | None:
+def _scorers(policy: RoutingPolicy) -> tuple[list[tuple[str, int]], str] | None:
     """The policy's scorers with their weights and its picker (None: llm-d has no picker for it)."""
     if policy == "prefix-aware":
-        return [("prefix-cache-scorer", 2.0), ("queue-scorer", 1.0)], "max-score-picker"
+        return [("prefix-cache-scorer", 2), ("queue-scorer", 1)], "max-score-picker"
     if policy == "sticky":
-        return [("session-affinity-scorer", 100.0), ("queue-scorer", 1.0)], "max-score-picker"
+        return [("session-affinity-scorer", 100), ("queue-scorer", 1)], "max-score-picker"
     if policy == "random":
         return [], "random-picker"
     return None
 
 
-def _profile(name: str, role_filter: str | None, picker: str, scorers: list[tuple[str, float]]) -> Manifest:
+def _profile(name: str, role_filter: str | None, picker: str, scorers: list[tuple[str, int]]) -> Manifest:
     refs: list[Manifest] = [{"pluginRef": role_filter}] if role_filter else []
     refs.append({"pluginRef": picker})
     refs += [{"pluginRef": scorer, "weight": weight} for scorer, weight in scorers]
@@ -231,7 +231,8 @@ def dynamo_router(policy: RoutingPolicy) -> DynamoRouter | Unmapped:
             "its frontend's --router-mode is round-robin, random, kv or direct (ai-dynamo/dynamo "
             "components/src/dynamo/frontend/frontend_args.py @ c6b40e78), none keeping a session on one worker; "
             "prefix-aware (kv) keeps a conversation's turns where their history is cached, which holds the same hit "
-            f"rate as sticky in the fleet benchmark ({_ONE_REPLICA} at every N)"
+            f"rate as sticky in the fleet benchmark ({_ONE_REPLICA} at every N); the Frontend keeps Dynamo's default, "
+            "round-robin"
         )
         return Unmapped("Dynamo", policy, why)
     args = ["-m", "dynamo.frontend", "--router-mode", mode]

@@ -24,8 +24,8 @@ VLLM = "vllm serve org/m --tensor-parallel-size 2 --port 8000"
 LLM_D: dict[str, tuple[dict[str, float], str] | None] = {
     "round-robin": None,
     "random": ({}, "random-picker"),
-    "sticky": ({"session-affinity-scorer": 100.0, "queue-scorer": 1.0}, "max-score-picker"),
-    "prefix-aware": ({"prefix-cache-scorer": 2.0, "queue-scorer": 1.0}, "max-score-picker"),
+    "sticky": ({"session-affinity-scorer": 100, "queue-scorer": 1}, "max-score-picker"),
+    "prefix-aware": ({"prefix-cache-scorer": 2, "queue-scorer": 1}, "max-score-picker"),
 }
 DYNAMO = {"round-robin": "round-robin", "random": "random", "sticky": None, "prefix-aware": "kv"}
 
