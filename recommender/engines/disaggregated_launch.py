@@ -29,13 +29,8 @@ SGLang's Dynamo file is not emitted yet: the launch says so instead of guessing 
   disaggregated context server architectures"); ``trtllm-serve disaggregated -c disagg_config.yaml`` routes between
   them, its file listing ``hostname``, ``port``, ``backend: pytorch``, ``context_servers`` and
   ``generation_servers`` each with ``num_instances`` and ``urls``.
-- llm-d, for vLLM (llm-d/llm-d ``guides/pd-disaggregation/ms-pd/values.yaml`` @ 28719ceb): the ModelService
-  chart's values, ``modelArtifacts`` (``uri``, ``name``), ``routing`` (``servicePort: 8000``, the routing sidecar's
-  ``proxy.connector: nixlv2``), and ``prefill``/``decode`` each with ``parallelism.tensor``, ``replicas`` and one
-  ``vllm`` container (``modelCommand: vllmServe``, the pool's vLLM flags as ``args``, tensor parallelism first,
-  ``--kv-transfer-config {"kv_connector":"NixlConnector", "kv_role":"kv_both"}``,
-  ``VLLM_NIXL_SIDE_CHANNEL_HOST`` from the pod IP, ``nvidia.com/gpu`` limits); the chart sets the port, so
-  ``--port`` is dropped.
+- llm-d, for vLLM: the ModelService chart's values of the two pools and, with a routing policy, the router's
+  InferencePool values (``disaggregated_llm_d.py``, its sources cited there).
 """
 
 from __future__ import annotations
@@ -43,10 +38,17 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import yaml
 
 from recommender.engines._base import EngineLaunch
+from recommender.engines.disaggregated_llm_d import LLM_D_EXPERT_PARALLEL_NOTE, LLM_D_SOURCE, llm_d_pools
+from recommender.engines.manifest import Manifest
+from recommender.engines.router_config import LLM_D_ROUTER_SOURCES, routed_graph
+
+if TYPE_CHECKING:
+    from recommender.perf.sim.routing import RoutingPolicy
 
 __all__ = [
     "DISAGGREGATED_ENGINES",
@@ -75,6 +77,9 @@ class DisaggregatedLaunch:
     dynamo: str = ""
     #: llm-d's ModelService values for the two pools (vLLM; "" where not emitted).
     llm_d: str = ""
+    #: llm-d's InferencePool values: its router in front of the pools, configured for the routing policy ("" where
+    #: not emitted: no policy, or one llm-d has no setting for, which `notes` says).
+    llm_d_router: str = ""
     #: Files the commands name, (file name, content): TensorRT-LLM's per-pool options and router config.
     files: tuple[tuple[str, str], ...] = ()
 
@@ -88,7 +93,6 @@ _SOURCES = {
     "sglang": ["sgl-project/sglang docs/advanced_features/pd_disaggregation.md @ cccb6546"],
     "trtllm": ["NVIDIA/TensorRT-LLM examples/disaggregated/README.md @ c3c3d76e"],
 }
-LLM_D_SOURCE = "llm-d/llm-d guides/pd-disaggregation/ms-pd/values.yaml @ 28719ceb"
 
 
 def engine_launches(launch: DisaggregatedLaunch) -> list[EngineLaunch]:
@@ -108,6 +112,16 @@ def engine_launches(launch: DisaggregatedLaunch) -> list[EngineLaunch]:
                 config_yaml=launch.llm_d,
                 notes=["modelArtifacts.uri names the checkpoint as hf://; point it where the checkpoint is stored"],
                 sources=[LLM_D_SOURCE],
+            )
+        )
+    if launch.llm_d_router:
+        files.append(
+            EngineLaunch(
+                engine="llm-d InferencePool values (the router in front of the two pools)",
+                supported=True,
+                command=None,
+                config_yaml=launch.llm_d_router,
+                sources=list(LLM_D_ROUTER_SOURCES),
             )
         )
     return [
@@ -164,28 +178,40 @@ def disaggregated_launch(
     prefill_options: str | None = None,
     decode_options: str | None = None,
     max_prompt_tokens: int = 0,
+    routing: RoutingPolicy | None = None,
 ) -> DisaggregatedLaunch | None:
     """The pools' commands for `engine`, from each pool's aggregated command (None: roles not emitted for it).
 
     `prefill_options`/`decode_options`: the YAML an aggregated TensorRT-LLM command's ``--extra_llm_api_options``
-    names (None: none); `max_prompt_tokens`: the longest prompt, the size of TensorRT-LLM's transfer buffer."""
+    names (None: none); `max_prompt_tokens`: the longest prompt, the size of TensorRT-LLM's transfer buffer;
+    `routing`: the router policy the plan counted its hits for, written into the llm-d and Dynamo files (None: the
+    files as the frameworks default them)."""
+    if engine == "vllm":
+        return _vllm_launch(prefill_command, decode_command, prefill_workers, decode_workers, routing)
     if engine == "trtllm":
-        return trtllm_launch(
+        launch: DisaggregatedLaunch | None = trtllm_launch(
             prefill_command,
             decode_command,
             (prefill_workers, decode_workers),
             (prefill_options, decode_options),
             max_prompt_tokens,
         )
-    if engine == "vllm":
-        return _vllm_launch(prefill_command, decode_command, prefill_workers, decode_workers)
-    if engine == "sglang":
-        return _sglang_launch(prefill_command, decode_command, prefill_workers, decode_workers)
-    return None
+    elif engine == "sglang":
+        launch = _sglang_launch(prefill_command, decode_command, prefill_workers, decode_workers)
+    else:
+        return None
+    if launch is not None and routing is not None:
+        why = f"the {routing} router is written into the llm-d and Dynamo files, not {engine}'s own router's flags"
+        launch = replace(launch, notes=(*launch.notes, why))
+    return launch
 
 
 def _vllm_launch(
-    prefill_command: str, decode_command: str, prefill_workers: int, decode_workers: int
+    prefill_command: str,
+    decode_command: str,
+    prefill_workers: int,
+    decode_workers: int,
+    routing: RoutingPolicy | None,
 ) -> DisaggregatedLaunch:
     """vLLM's NIXL roles behind its test proxy, with the Dynamo and llm-d files."""
     p_hosts, d_hosts = _hosts("prefill", prefill_workers), _hosts("decode", decode_workers)
@@ -209,20 +235,15 @@ def _vllm_launch(
         decode_workers,
         notes,
     )
-    dynamo = dynamo_vllm_deployment(prefill_command, decode_command, prefill_workers, decode_workers)
-    if "--enable-expert-parallel" in shlex.split(prefill_command) + shlex.split(decode_command):
-        return replace(launch, dynamo=dynamo, notes=(*notes, LLM_D_EXPERT_PARALLEL_NOTE))
-    return replace(
-        launch, dynamo=dynamo, llm_d=llm_d_values(prefill_command, decode_command, prefill_workers, decode_workers)
+    graph, routed = routed_graph(
+        dynamo_vllm_graph(prefill_command, decode_command, prefill_workers, decode_workers), routing
     )
-
-
-#: Why llm-d's values are not emitted for expert-parallel pools (a vLLM worker with ``--enable-expert-parallel``).
-LLM_D_EXPERT_PARALLEL_NOTE = (
-    "llm-d's ModelService values are not emitted for an expert-parallel pool: llm-d deploys those as LeaderWorkerSets "
-    "of data-parallel vLLM ranks (llm-d/llm-d guides/wide-ep-lws/manifests/modelserver/base/decode.yaml @ 3318b75d), "
-    "not the ms-pd chart's values; deploy the commands above, or the Dynamo file"
-)
+    dynamo = yaml.safe_dump(graph, sort_keys=False)
+    if "--enable-expert-parallel" in shlex.split(prefill_command) + shlex.split(decode_command):
+        return replace(launch, dynamo=dynamo, notes=(*notes, *routed, LLM_D_EXPERT_PARALLEL_NOTE))
+    workers = (prefill_workers, decode_workers)
+    llm_d, router, router_notes = llm_d_pools(prefill_command, decode_command, workers, routing)
+    return replace(launch, dynamo=dynamo, llm_d=llm_d, llm_d_router=router, notes=(*notes, *routed, *router_notes))
 
 
 def _sglang_launch(
@@ -284,7 +305,7 @@ def _worker(args: list[str], gpus: int, replicas: int, role: str) -> dict[str, o
     }
 
 
-def dynamo_vllm_deployment(prefill_command: str, decode_command: str, prefill_workers: int, decode_workers: int) -> str:
+def dynamo_vllm_graph(prefill_command: str, decode_command: str, prefill_workers: int, decode_workers: int) -> Manifest:
     """The DynamoGraphDeployment of vLLM prefill and decode pools (layout of Dynamo's ``deploy/disagg.yaml``)."""
     prefill_args, prefill_gpus = _dynamo_args(prefill_command, "prefill")
     decode_args, decode_gpus = _dynamo_args(decode_command, "decode")
@@ -304,7 +325,7 @@ def dynamo_vllm_deployment(prefill_command: str, decode_command: str, prefill_wo
             }
         },
     }
-    return yaml.safe_dump(document, sort_keys=False)
+    return document
 
 
 #: TensorRT-LLM's per-pool option files and router config, named as its disaggregated README names them.
@@ -357,44 +378,3 @@ def trtllm_launch(
     files = ((ctx_file, ctx), (gen_file, gen), (router_file, yaml.safe_dump(config, sort_keys=False)))
     router = f"trtllm-serve disaggregated -c {router_file}"
     return DisaggregatedLaunch("trtllm", prefill, decode, router, workers[0], workers[1], notes, files=files)
-
-
-#: llm-d's vLLM image; its tag is the user's (the guide pins a release).
-LLM_D_IMAGE = "ghcr.io/llm-d/llm-d-cuda:${LLM_D_VERSION}"
-
-
-def _llm_d_pool(vllm_command: str, replicas: int) -> tuple[dict[str, object], str]:
-    """One pool of llm-d's ModelService values from its ``vllm serve`` command, and the model it serves."""
-    argv = shlex.split(vllm_command)
-    model, flags = argv[2], argv[3:]
-    for flag in ("--port", "--tensor-parallel-size"):
-        if flag in flags:
-            at = flags.index(flag)
-            flags = flags[:at] + flags[at + 2 :]
-    tp = int(argv[argv.index("--tensor-parallel-size") + 1]) if "--tensor-parallel-size" in argv else 1
-    connector = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
-    container = {
-        "name": "vllm",
-        "image": LLM_D_IMAGE,
-        "modelCommand": "vllmServe",
-        "args": ["--tensor-parallel-size", str(tp), *flags, "--kv-transfer-config", connector],
-        "env": [{"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
-        "resources": {"limits": {"nvidia.com/gpu": str(tp)}, "requests": {"nvidia.com/gpu": str(tp)}},
-        "mountModelVolume": True,
-    }
-    pool = {"parallelism": {"tensor": tp, "data": 1}, "create": True, "replicas": replicas, "containers": [container]}
-    return pool, model
-
-
-def llm_d_values(prefill_command: str, decode_command: str, prefill_workers: int, decode_workers: int) -> str:
-    """llm-d's ModelService values for vLLM prefill and decode pools (layout of its P/D guide's ``ms-pd``)."""
-    prefill, model = _llm_d_pool(prefill_command, prefill_workers)
-    decode, _ = _llm_d_pool(decode_command, decode_workers)
-    document = {
-        "multinode": False,
-        "modelArtifacts": {"uri": f"hf://{model}", "name": model},
-        "routing": {"servicePort": 8000, "proxy": {"connector": "nixlv2"}},
-        "decode": decode,
-        "prefill": prefill,
-    }
-    return yaml.safe_dump(document, sort_keys=False)

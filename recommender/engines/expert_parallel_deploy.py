@@ -32,17 +32,21 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from recommender.engines._base import EngineLaunch
 from recommender.engines.expert_parallel import ExpertParallelLaunch
 from recommender.engines.expert_parallel_dynamo import (
-    Manifest,
-    dump,
     dynamo_sglang,
     dynamo_trtllm,
     dynamo_vllm,
     without_node_flags,
 )
+from recommender.engines.manifest import Manifest, dump
+from recommender.engines.router_config import LLM_D_ROUTER_SOURCES, llm_d_router, model_label, model_labels
+
+if TYPE_CHECKING:
+    from recommender.perf.sim.routing import RoutingPolicy
 
 __all__ = ["DEPLOY_FRAMEWORKS", "deployment_entries", "expert_parallel_deployments"]
 
@@ -68,24 +72,55 @@ def deployment_entries(entries: Sequence[EngineLaunch]) -> list[EngineLaunch]:
 
 
 def expert_parallel_deployments(
-    engine: str, node_zero: EngineLaunch | None, *, layout: ExpertParallelLaunch, replicas: int
+    engine: str,
+    node_zero: EngineLaunch | None,
+    *,
+    layout: ExpertParallelLaunch,
+    replicas: int,
+    routing: RoutingPolicy | None = None,
 ) -> list[EngineLaunch]:
     """The llm-d and Dynamo files for `replicas` replicas of `layout`, built from `engine`'s node-0 command
-    `node_zero`; where a framework does not deploy it, an unsupported entry saying why. Empty without a command."""
+    `node_zero`; where a framework does not deploy it, an unsupported entry saying why. Empty without a command.
+    `routing`: the router policy the plan counted its hits for, in Dynamo's Frontend and, for vLLM, llm-d's
+    InferencePool values after its LeaderWorkerSet (None: the files as the frameworks default them)."""
     if node_zero is None or not node_zero.supported or node_zero.command is None:
         return []
     argv = shlex.split(node_zero.command)
     if engine == "vllm":
-        return [_llm_d_vllm(argv, layout, replicas), dynamo_vllm(argv, layout, replicas)]
+        return [
+            _llm_d_vllm(argv, layout, replicas),
+            *_llm_d_router(argv[2], routing),
+            dynamo_vllm(argv, layout, replicas, routing),
+        ]
     if engine == "sglang":
         why = "its wide-EP SGLang manifests are prefill/decode DisaggregatedSet pools, not one aggregated replica"
-        return [dynamo_sglang(argv, layout, replicas), _not_deployed("llm-d", engine, why)]
+        return [dynamo_sglang(argv, layout, replicas, routing), _not_deployed("llm-d", engine, why)]
     if engine == "trtllm":
         return [
-            dynamo_trtllm(argv, node_zero.config_yaml, layout, replicas),
+            dynamo_trtllm(argv, node_zero.config_yaml, layout, replicas, routing),
             _not_deployed("llm-d", engine, "no llm-d guide serves TensorRT-LLM"),
         ]
     return []
+
+
+def _llm_d_router(model: str, routing: RoutingPolicy | None) -> list[EngineLaunch]:
+    """llm-d's InferencePool values in front of the LeaderWorkerSet's pods for `routing` (one default profile: each
+    pod serves its own ranks, ``--data-parallel-hybrid-lb``), or why not; nothing without a policy."""
+    values, notes = llm_d_router(routing, disaggregated=False, labels=model_labels(model))
+    if routing is None:
+        return []
+    if not values:
+        return [_not_deployed("llm-d", f"the {routing} router", notes[0])]
+    return [
+        EngineLaunch(
+            engine=f"llm-d InferencePool values ({routing} router in front of the replicas' pods)",
+            supported=True,
+            command=None,
+            config_yaml=values,
+            notes=notes,
+            sources=list(LLM_D_ROUTER_SOURCES),
+        )
+    ]
 
 
 def _not_deployed(framework: str, engine: str, why: str) -> EngineLaunch:
@@ -95,12 +130,6 @@ def _not_deployed(framework: str, engine: str, why: str) -> EngineLaunch:
         command=None,
         notes=[f"no {framework} file for this {engine} replica: {why}"],
     )
-
-
-def _stem(model: str) -> str:
-    """The model's last path part as a Kubernetes name (lower-case, dashes): a label value and a name's stem."""
-    stem = model.rstrip("/").rsplit("/", 1)[-1].lower()
-    return "".join(c if c.isalnum() else "-" for c in stem).strip("-")[:40].strip("-") or "model"
 
 
 def _llm_d_script(model: str, flags: list[str], layout: ExpertParallelLaunch) -> str:
@@ -142,11 +171,11 @@ def _llm_d_vllm(argv: list[str], layout: ExpertParallelLaunch, replicas: int) ->
     """llm-d's wide-EP LeaderWorkerSet for `replicas` aggregated vLLM replicas of `layout`."""
     model, flags = argv[2], without_node_flags(argv[3:])
     gpus = min(layout.ep, layout.gpus_per_node)
-    labels = {"llm-d.ai/model": _stem(model), "llm-d.ai/role": "aggregate"}
+    labels = {"llm-d.ai/model": model_label(model), "llm-d.ai/role": "aggregate"}
     document = {
         "apiVersion": "leaderworkerset.x-k8s.io/v1",
         "kind": "LeaderWorkerSet",
-        "metadata": {"name": f"{_stem(model)}-vllm-ep{layout.ep}", "labels": labels},
+        "metadata": {"name": f"{model_label(model)}-vllm-ep{layout.ep}", "labels": labels},
         "spec": {
             "replicas": replicas,
             "leaderWorkerTemplate": {
@@ -168,7 +197,7 @@ def _llm_d_vllm(argv: list[str], layout: ExpertParallelLaunch, replicas: int) ->
         "attention rank(s)); apply with the LeaderWorkerSet controller installed; put llm-d's router in front (the "
         "Gateway API Inference Extension chart with llm-d's guides/recipes/scheduler/base.values.yaml, its "
         "inferencePool.modelServers.matchLabels llm-d.ai/inference-serving: 'true' and llm-d.ai/model: "
-        f"{_stem(model)}, port 8000; the wide-EP guide's own scheduler values route prefill/decode, not this "
+        f"{model_label(model)}, port 8000; the wide-EP guide's own scheduler values route prefill/decode, not this "
         "aggregated replica)",
         "the guide's prefill/decode parts (routing sidecar, NixlConnector) are left out: this is one aggregated "
         "replica; its DeepEP all-to-all (--all2all-backend deepep_low_latency, NVSHMEM over IBGDA) is not what was "

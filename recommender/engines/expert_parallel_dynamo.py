@@ -26,17 +26,19 @@ builds them (NVIDIA/TensorRT-LLM ``tensorrt_llm/commands/serve.py`` @ 4c05a74: `
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import yaml
 
 from recommender.engines._base import EngineLaunch
 from recommender.engines.expert_parallel import ExpertParallelLaunch
+from recommender.engines.manifest import Manifest, dump
+from recommender.engines.router_config import DYNAMO_ROUTER_SOURCES, routed_graph
 
-__all__ = ["Manifest", "dump", "dynamo_sglang", "dynamo_trtllm", "dynamo_vllm", "without_node_flags"]
+if TYPE_CHECKING:
+    from recommender.perf.sim.routing import RoutingPolicy
 
-#: A Kubernetes manifest (or a part of one) as YAML-ready data.
-Manifest = dict[str, Any]
+__all__ = ["dynamo_sglang", "dynamo_trtllm", "dynamo_vllm", "without_node_flags"]
 
 DYNAMO_SOURCES = {
     "vllm": [
@@ -76,21 +78,6 @@ _NODE_FLAGS = (
     "--dist-init-addr",
 )
 _NODE_SWITCHES = ("--headless",)
-
-
-class _Dumper(yaml.SafeDumper):
-    """Writes a multi-line string (a container's script) as a literal block, as the guides write it."""
-
-
-def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
-
-
-_Dumper.add_representer(str, _str)
-
-
-def dump(*documents: Manifest) -> str:
-    return yaml.dump_all(documents, Dumper=_Dumper, sort_keys=False)
 
 
 def without_node_flags(flags: Sequence[str]) -> list[str]:
@@ -156,7 +143,17 @@ def _dynamo(
     }
 
 
-def _dynamo_entry(engine: str, documents: list[Manifest], layout: ExpertParallelLaunch, replicas: int) -> EngineLaunch:
+def _dynamo_entry(
+    engine: str,
+    documents: list[Manifest],
+    layout: ExpertParallelLaunch,
+    replicas: int,
+    routing: RoutingPolicy | None = None,
+) -> EngineLaunch:
+    """The Dynamo entry of `documents` (the graph last), its Frontend routing `routing` where Dynamo has the mode."""
+    graph, routed = routed_graph(documents[-1], routing)
+    mapped = graph is not documents[-1]
+    documents = [*documents[:-1], graph]
     notes = [
         f"{replicas} replica(s) of {layout.nodes} node(s) x {min(layout.ep, layout.gpus_per_node)} GPUs "
         f"(EP {layout.ep}, {layout.attention_dp} attention rank(s)); the image tag is your Dynamo release",
@@ -170,7 +167,10 @@ def _dynamo_entry(engine: str, documents: list[Manifest], layout: ExpertParallel
             "the operator wraps the TensorRT-LLM worker in mpirun over the nodes: create the SSH keypair secret "
             "(mpirun-ssh-key-<component-name>) before deploying"
         )
+    notes += routed
     sources = [*DYNAMO_SOURCES[engine], *([MULTINODE_SOURCE] if layout.nodes > 1 else [])]
+    if mapped:
+        sources += DYNAMO_ROUTER_SOURCES
     return EngineLaunch(
         engine=f"Dynamo DynamoGraphDeployment ({engine}, {replicas} x {layout.nodes} node(s))",
         supported=True,
@@ -181,18 +181,22 @@ def _dynamo_entry(engine: str, documents: list[Manifest], layout: ExpertParallel
     )
 
 
-def dynamo_vllm(argv: list[str], layout: ExpertParallelLaunch, replicas: int) -> EngineLaunch:
+def dynamo_vllm(
+    argv: list[str], layout: ExpertParallelLaunch, replicas: int, routing: RoutingPolicy | None = None
+) -> EngineLaunch:
     args = ["--model", argv[2], *without_node_flags(argv[3:])]
     if layout.nodes > 1:
         args.append("--data-parallel-hybrid-lb")
     document = _dynamo("vllm", "VllmDecodeWorker", args, layout, replicas)
-    return _dynamo_entry("vllm", [document], layout, replicas)
+    return _dynamo_entry("vllm", [document], layout, replicas, routing)
 
 
-def dynamo_sglang(argv: list[str], layout: ExpertParallelLaunch, replicas: int) -> EngineLaunch:
+def dynamo_sglang(
+    argv: list[str], layout: ExpertParallelLaunch, replicas: int, routing: RoutingPolicy | None = None
+) -> EngineLaunch:
     start = argv.index("--model-path")  # after ``python -m sglang.launch_server``
     document = _dynamo("sglang", "decode", without_node_flags(argv[start:]), layout, replicas)
-    return _dynamo_entry("sglang", [document], layout, replicas)
+    return _dynamo_entry("sglang", [document], layout, replicas, routing)
 
 
 #: trtllm-serve's flags as the LLM-API keys ``get_llm_args`` passes them under.
@@ -219,7 +223,13 @@ def _trtllm_config(argv: list[str], options: str | None) -> Manifest:
     return {**config, "kv_cache_config": kv, **extra}
 
 
-def dynamo_trtllm(argv: list[str], options: str | None, layout: ExpertParallelLaunch, replicas: int) -> EngineLaunch:
+def dynamo_trtllm(
+    argv: list[str],
+    options: str | None,
+    layout: ExpertParallelLaunch,
+    replicas: int,
+    routing: RoutingPolicy | None = None,
+) -> EngineLaunch:
     model = argv[argv.index("trtllm-serve") + 1]  # after ``srun ... trtllm-llmapi-launch`` past one node
     config_map = f"trtllm-ep{layout.ep}-config"
     args = ["--model-path", model, "--served-model-name", model, "--extra-engine-args", "/config/config.yaml"]
@@ -238,4 +248,4 @@ def dynamo_trtllm(argv: list[str], options: str | None, layout: ExpertParallelLa
         container={"volumeMounts": [{"name": "engine-config", "mountPath": "/config", "readOnly": True}]},
         pod={"volumes": [{"name": "engine-config", "configMap": {"name": config_map}}]},
     )
-    return _dynamo_entry("trtllm", [configmap, document], layout, replicas)
+    return _dynamo_entry("trtllm", [configmap, document], layout, replicas, routing)

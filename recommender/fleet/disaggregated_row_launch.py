@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from recommender.evaluation.two_pools import PoolChoice
     from recommender.fleet.disaggregated_plan import DisaggregatedRow
     from recommender.perf.catalog.gpus import Accelerator
+    from recommender.perf.sim.routing import RoutingPolicy
 
 __all__ = ["with_launch"]
 
@@ -31,11 +32,13 @@ def with_launch(
     accel: Accelerator,
     max_model_len: int,
     decode_accel: Accelerator | None = None,
+    routing: RoutingPolicy | None = None,
 ) -> DisaggregatedRow:
     """`row` with its pools' commands serving `model` (a checkpoint scheme serves ``<model name>-<scheme>``), each
     pool's command on its own GPU (`accel` the prefill pool's, `decode_accel` the decode pool's, default the same);
     an expert-parallel pool's command carries its engine's EP flags. Where a pool's engine refuses its layout, the
-    row is returned without a launch, its note saying why."""
+    row is returned without a launch, its note saying why. `routing`: the router policy the plan counted its hits
+    for, written into the llm-d and Dynamo files (None: their defaults)."""
     if row.prefill is None or row.decode is None or not row.engine:
         return row
     checkpoint = f"{model.rstrip('/').rsplit('/', 1)[-1]}-{row.method}"  # where `recommender quantize --out` puts it
@@ -61,6 +64,7 @@ def with_launch(
         prefill_options=options[0],
         decode_options=options[1],
         max_prompt_tokens=max_model_len,
+        routing=routing,
     )
     if (
         launch is not None and row.mixed

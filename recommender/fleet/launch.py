@@ -11,6 +11,7 @@ from recommender.engines import EngineLaunch, LaunchSettings, emit_all
 from recommender.engines.expert_parallel import ExpertParallelLaunch
 from recommender.engines.expert_parallel_deploy import expert_parallel_deployments
 from recommender.engines.kernels import compute_dtype
+from recommender.engines.router_config import plain_service_note
 from recommender.perf.model.memory import DEFAULT_GPU_MEMORY_UTILIZATION
 from recommender.quantize import get_scheme
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from recommender.config.candidate import Candidate
     from recommender.device import DeviceInfo
     from recommender.fleet.expert_parallel_plan import ExpertParallelRow
+    from recommender.perf.sim.routing import RoutingPolicy
 
 
 def launch_commands(
@@ -28,6 +30,7 @@ def launch_commands(
     checkpoint: str | None = None,
     device: DeviceInfo | None = None,
     engine: str = "",
+    routing: RoutingPolicy | None = None,
 ) -> list[EngineLaunch]:
     """Each engine's command (or its plain refusal) for `candidate`, `engine`'s first (the one its estimate is for).
 
@@ -40,6 +43,8 @@ def launch_commands(
             served model (engines read the scheme from its config.json).
         device: the GPU it runs on; an engine that does not serve the scheme there as measured refuses.
         engine: the engine the latencies and price were estimated for ('' keeps the engines' order).
+        routing: the router policy in front of the replicas the plan counted its prefix-cache hits for; the
+            commands come with no router file, so each says what a plain Service in front gives up (None: no note).
     """
     method = candidate.base_scheme
     served = checkpoint if checkpoint is not None and method.checkpoint_format is not None else model
@@ -57,7 +62,8 @@ def launch_commands(
         speculative=candidate.speculative,
     )
     emitted = sorted(emit_all(settings), key=lambda e: e.engine != engine)  # stable: the rest keep their order
-    return [replace(e, notes=[*e.notes, _length_note(max_model_len)]) if e.supported else e for e in emitted]
+    extra = [_length_note(max_model_len), *([plain_service_note(routing)] if routing is not None else [])]
+    return [replace(e, notes=[*e.notes, *extra]) if e.supported else e for e in emitted]
 
 
 def _length_note(max_model_len: int) -> str:
@@ -75,13 +81,15 @@ def expert_parallel_launch(
     gpus_per_node: int,
     checkpoint: str | None = None,
     device: DeviceInfo | None = None,
+    routing: RoutingPolicy | None = None,
 ) -> list[EngineLaunch]:
     """Each engine's commands for the expert-parallel replica `row` priced, `row.engine`'s first; never the
     aggregated tensor-parallel command. A replica spanning nodes has one entry per node, named
     "<engine> node <i> of <n>" (one entry where one command starts them all); an engine that does not launch it
     answers once with its refusal; then the llm-d and Dynamo files deploying `row.replicas` replicas
     (``expert_parallel_deploy.py``). Empty when the row serves nothing. `model`, `checkpoint`, `device`: as
-    `launch_commands`; `gpus_per_node`: the node's GPUs."""
+    `launch_commands`; `gpus_per_node`: the node's GPUs; `routing`: the router policy the frameworks' files carry (None:
+    their defaults)."""
     if not row.engine or row.ep is None or row.attention_dp is None or row.batch_size_per_rank is None:
         return []
     method = get_scheme(row.method)
@@ -116,7 +124,10 @@ def expert_parallel_launch(
     found.sort(key=lambda e: e.engine.split(" ")[0] != row.engine)  # stable: the rest keep their order
     # The frameworks' deployment files (llm-d, Dynamo) of the row's engine, from its node-0 command, after it.
     node_zero = next((e for e in found if e.engine.split(" ")[0] == row.engine and e.command), None)
-    return found + expert_parallel_deployments(row.engine, node_zero, layout=layout, replicas=row.replicas or 1)
+    deployments = expert_parallel_deployments(
+        row.engine, node_zero, layout=layout, replicas=row.replicas or 1, routing=routing
+    )
+    return found + deployments
 
 
 def launch_text(entries: list[EngineLaunch], engine: str) -> str:

@@ -73,6 +73,15 @@ def test_the_decode_pool_takes_expert_parallel_workers_and_its_command_carries_t
     assert launched.launch.llm_d == "" and any("LeaderWorkerSet" in n for n in launched.launch.notes)
 
 
+def test_the_pools_launch_carries_the_router_policy_into_the_dynamo_frontend(ep_row: DisaggregatedRow) -> None:
+    launched = with_launch(
+        ep_row, model="Qwen/Qwen3-30B-A3B", accel=H100, max_model_len=TRAFFIC.max_model_len, routing="prefix-aware"
+    )
+    assert launched.launch is not None
+    frontend = yaml.safe_load(launched.launch.dynamo)["spec"]["services"]["Frontend"]
+    assert frontend["envs"] == [{"name": "DYN_ROUTER_MODE", "value": "kv"}]
+
+
 def test_expert_parallel_decode_needs_fewer_gpus_than_tensor_parallel_decode(ep_row: DisaggregatedRow) -> None:
     # 150 req/s of 2000 + 500 tokens: TP1 decode workers carry ~8.7 req/s each (18 GPUs); an EP8 worker's eight
     # attention ranks each stream one eighth of the experts and carry ~94 req/s per 8 GPUs (16 GPUs).

@@ -9,9 +9,10 @@ from dataclasses import replace
 
 import yaml
 
+from recommender.config.candidate import Candidate
 from recommender.engines import EngineLaunch
 from recommender.fleet.expert_parallel_plan import ExpertParallelRow
-from recommender.fleet.launch import expert_parallel_launch, launch_text
+from recommender.fleet.launch import expert_parallel_launch, launch_commands, launch_text
 from recommender.fleet.parallelism import with_launch
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.serialization import dumps, from_data, to_data
@@ -82,3 +83,22 @@ def test_a_plan_rows_json_carries_its_llm_d_file_with_the_rows_replicas_and_layo
     worker = yaml.safe_load(files["Dynamo"]["config_yaml"])["spec"]["services"]["VllmDecodeWorker"]
     assert worker["replicas"] == 3 and worker["multinode"] == {"nodeCount": 2}
     assert from_data(ExpertParallelRow, to_data(planned)) == planned  # read back as the same row
+
+
+def test_the_router_policy_reaches_the_expert_parallel_files_and_the_plain_commands_say_what_a_service_loses() -> None:
+    entries = expert_parallel_launch(
+        _row("vllm", 8, 8), model="deepseek-ai/DeepSeek-V3", max_model_len=2500, gpus_per_node=8, routing="random"
+    )
+    [graph] = [e for e in entries if e.engine.startswith("Dynamo")]
+    frontend = yaml.safe_load(graph.config_yaml or "")["spec"]["services"]["Frontend"]
+    assert frontend["envs"] == [{"name": "DYN_ROUTER_MODE", "value": "random"}]
+    assert any(e.engine.startswith("llm-d InferencePool") for e in entries)
+    h100 = CATALOG.get("h100-sxm")
+    candidate = Candidate("fp8", "fp8-dynamic", "h100-sxm", 64)
+    plain = launch_commands(candidate, model="org/m", max_model_len=2500, device=h100.device, routing="prefix-aware")
+    [vllm] = [e for e in plain if e.engine == "vllm"]
+    assert any(
+        n.startswith("the plan counted the hits of a prefix-aware router; a plain Kubernetes") for n in vllm.notes
+    )
+    default = launch_commands(candidate, model="org/m", max_model_len=2500, device=h100.device)
+    assert [e.notes for e in default] == [e.notes[:-1] if e.supported else e.notes for e in plain]
