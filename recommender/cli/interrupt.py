@@ -7,6 +7,7 @@ this event between trials, which gives the user's Ctrl-C a second chance to stop
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import threading
@@ -19,6 +20,9 @@ def ctrl_c_event() -> threading.Event:
 
     def on_sigint(_signum: int, _frame: object) -> None:
         flag.set()
+        # A database cursor this interrupt breaks mid-fetch is closed on the way out, and SQLAlchemy logs that
+        # close's failure with its traceback ("Error closing cursor", the pool's logger): expected here, not news.
+        logging.getLogger("sqlalchemy.pool").setLevel(logging.CRITICAL)
         raise KeyboardInterrupt
 
     default_hook = sys.unraisablehook

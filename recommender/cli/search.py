@@ -130,17 +130,25 @@ def run_with_progress(
     from recommender.report.artifacts import write_documents
     from recommender.study import run_search
 
+    interrupted = ctrl_c_event()
     with trial_progress(console, total=n_trials or prepared.spec.search.n_trials) as (on_trial, on_status):
-        return run_search(
-            prepared.spec,
-            storage=storage,
-            tracking_uri=uri,
-            output_root=output_dir,
-            n_trials=n_trials,
-            resume=resume,
-            prepared=prepared,
-            on_trial=on_trial,
-            on_status=on_status,
-            interrupted=ctrl_c_event(),
-            write_documents=write_documents,
-        )
+        try:
+            return run_search(
+                prepared.spec,
+                storage=storage,
+                tracking_uri=uri,
+                output_root=output_dir,
+                n_trials=n_trials,
+                resume=resume,
+                prepared=prepared,
+                on_trial=on_trial,
+                on_status=on_status,
+                interrupted=interrupted,
+                write_documents=write_documents,
+            )
+        except Exception:
+            # Ctrl-C's KeyboardInterrupt can land inside a library's bookkeeping and leave it raising something
+            # else on the way out (Optuna's trial post-processing: "Should not reach"): still the user's Ctrl-C.
+            if interrupted.is_set():
+                raise KeyboardInterrupt from None
+            raise

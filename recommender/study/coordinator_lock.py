@@ -99,7 +99,19 @@ class CoordinatorLock:
             )
 
     def acquire(self) -> None:
-        """Hold the lock, or refuse (BadInputError) while another live `search` holds it."""
+        """Hold the lock, or refuse (BadInputError) while another live `search` holds it.
+
+        Whatever stops it part-way (Ctrl-C between the insert's commit and its return, or before the heartbeat
+        starts) takes this process's row back with it: a lock nobody holds must not outlive the command."""
+        try:
+            self._take()
+            self._thread = threading.Thread(target=self._beating, name="coordinator-heartbeat", daemon=True)
+            self._thread.start()
+        except BaseException:
+            self._delete_own()
+            raise
+
+    def _take(self) -> None:
         seen: tuple[str, int] | None = None
         seen_since = time.monotonic()
         while True:
@@ -124,8 +136,6 @@ class CoordinatorLock:
                 ):
                     break
             time.sleep(min(0.5, self.claims.heartbeat_s / 2))
-        self._thread = threading.Thread(target=self._beating, name="coordinator-heartbeat", daemon=True)
-        self._thread.start()
 
     def _beating(self) -> None:
         while not self._stop.wait(self.claims.heartbeat_s):
@@ -138,6 +148,10 @@ class CoordinatorLock:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        self._delete_own()
+
+    def _delete_own(self) -> None:
+        """This process's row of the lock gone (none: nothing to do)."""
         try:
             with self.claims.engine.begin() as db:
                 db.execute(sa.delete(CLAIMS).where(CLAIMS.c.key == self.key, CLAIMS.c.owner == self.claims.owner))
