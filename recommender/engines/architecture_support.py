@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from recommender.errors import BadInputError
+from recommender.engines.model_refusal import refuse_unless_one_serves
 
 __all__ = ["Registry", "architecture_refusal", "check_served", "registry"]
 
@@ -93,12 +93,10 @@ def architecture_refusal(engine: str, architectures: Sequence[str]) -> str | Non
 
 def check_served(architectures: Sequence[str], engines: Sequence[str], *, field: str) -> None:
     """Refuse a model none of `engines` registers: one line naming `field`, each engine's registry and the fix."""
-    why = [(e, r) for e in engines if (r := architecture_refusal(e, architectures)) is not None]
-    if not why or len(why) < len(engines):
-        return
-    reasons = " — ".join(f"{e}: {r}" for e, r in why)
-    raise BadInputError(
-        field,
-        f"no engine in [{', '.join(engines)}] serves this model's architecture: {reasons}",
-        "add an engine whose registry lists it to engines, or serve a model of an architecture they list",
+    refuse_unless_one_serves(
+        engines,
+        lambda e: architecture_refusal(e, architectures),
+        field=field,
+        problem="serves this model's architecture",
+        fix="add an engine whose registry lists it to engines, or serve a model of an architecture they list",
     )

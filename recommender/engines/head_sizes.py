@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from recommender.errors import BadInputError
+from recommender.engines.model_refusal import refuse_unless_one_serves
 
 if TYPE_CHECKING:
     from recommender.device import DeviceInfo
@@ -113,12 +113,10 @@ def head_size_refusal(engine: str, head_size: int, device: DeviceInfo | None = N
 
 def check_runnable(head_size: int, engines: Sequence[str], *, field: str) -> None:
     """Refuse a model whose head size none of `engines` runs on any GPU: one line naming `field` and the sizes."""
-    why = [(e, r) for e in engines if (r := head_size_refusal(e, head_size)) is not None]
-    if len(why) < len(engines):
-        return
-    reasons = " — ".join(f"{e}: {r}" for e, r in why)
-    raise BadInputError(
-        field,
-        f"no engine in [{', '.join(engines)}] runs attention heads of size {head_size}: {reasons}",
-        "serve a model whose head_dim (hidden_size / num_attention_heads) one of these takes, e.g. 64 or 128",
+    refuse_unless_one_serves(
+        engines,
+        lambda e: head_size_refusal(e, head_size),
+        field=field,
+        problem=f"runs attention heads of size {head_size}",
+        fix="serve a model whose head_dim (hidden_size / num_attention_heads) one of these takes, e.g. 64 or 128",
     )
