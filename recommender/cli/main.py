@@ -25,6 +25,7 @@ from recommender.cli import report as cli_report
 from recommender.cli import schema as cli_schema
 from recommender.cli import search as cli_search
 from recommender.cli import worker as cli_worker
+from recommender.cli.interrupt import EXIT_GRACE_S, exit_within
 from recommender.errors import BadInputError
 from recommender.quiet import VERBOSE_ENV, quiet_libraries
 from recommender.report.console import usage_error
@@ -114,6 +115,7 @@ def main() -> None:
         sys.exit(int(getattr(exc, "exit_code", 2)))
     if code == 130:  # Ctrl-C: typer turns the KeyboardInterrupt into exit code 130
         sys.stderr.write("interrupted: finished trials and evaluated documents are saved; rerun to resume\n")
+        exit_within(EXIT_GRACE_S, 130)
     sys.exit(code if isinstance(code, int) else 0)
 
 

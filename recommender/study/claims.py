@@ -32,6 +32,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from recommender.reconnect import Reconnect, is_server_url
+from recommender.study.unwound import drop_interrupted_frames
 
 _METADATA = sa.MetaData()
 CLAIMS = sa.Table(
@@ -241,9 +242,10 @@ class ClaimStore:
                         self.on_wait(f"waiting for {label} on worker {claim.owner}")
                 if mine:
                     return self._compute(key, label, compute), True
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as interrupt:
                 # Ctrl-C between taking the claim and computing under it (the claim is visible the moment it is
                 # inserted): let it go, as `_compute` does once it runs. Only a running claim of ours is deleted.
+                drop_interrupted_frames(interrupt)
                 self._release(key)
                 raise
             time.sleep(min(1.0, self.heartbeat_s / 2))
@@ -263,9 +265,10 @@ class ClaimStore:
         started = time.perf_counter()
         try:
             result = compute()
-        except BaseException:
+        except BaseException as exc:
             stop.set()
             thread.join()
+            drop_interrupted_frames(exc)
             self._release(key)
             raise
         stop.set()

@@ -48,6 +48,7 @@ from recommender.study.storage import (
     TRACKING_URI_ATTR,
     open_study,
 )
+from recommender.study.unwound import drop_interrupted_frames
 from recommender.study.winner_answers import winner_answers
 from recommender.study.worker import BUDGET_ATTR, ProgressFn, StatusFn, StudyWorker
 
@@ -185,7 +186,8 @@ def _open(
             planned=planned,
             size=size,
         )
-    except BaseException:
+    except BaseException as exc:
+        drop_interrupted_frames(exc)
         lock.release()
         raise
 
@@ -352,7 +354,8 @@ def run_search(
             opened.worker.work()
             opened.worker.drain()
             _refine(opened, status)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as interrupt:
+            drop_interrupted_frames(interrupt)  # before the lock's release writes (unwound.py)
             # Finished trials are in the storage and evaluated documents in the cache; Optuna has
             # marked the trial in flight FAIL, and a rerun resumes. The study's run says so too.
             try:

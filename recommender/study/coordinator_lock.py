@@ -20,6 +20,7 @@ import sqlalchemy as sa
 
 from recommender.errors import BadInputError
 from recommender.study.claims import CLAIMS, ClaimStore
+from recommender.study.unwound import drop_interrupted_frames
 
 STATE = "coordinating"
 
@@ -107,7 +108,8 @@ class CoordinatorLock:
             self._take()
             self._thread = threading.Thread(target=self._beating, name="coordinator-heartbeat", daemon=True)
             self._thread.start()
-        except BaseException:
+        except BaseException as exc:
+            drop_interrupted_frames(exc)
             self._delete_own()
             raise
 

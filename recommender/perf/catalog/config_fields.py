@@ -72,7 +72,8 @@ class ConfigFields(BaseModel):
     index_n_heads: Heads | None = None
     index_head_dim: Heads | None = None
     full_attention_interval: Layers | None = None
-    hybrid_override_pattern: Annotated[str, Field(min_length=1, max_length=10_000)] | None = None
+    #: Nemotron-H's one character per layer (layer_pattern.py): anything else is a typo or another field's value.
+    hybrid_override_pattern: Annotated[str, Field(min_length=1, max_length=10_000, pattern=r"^[M*\-E]+$")] | None = None
     layers_block_type: list[str] | None = None
     linear_num_key_heads: Heads | None = None
     linear_num_value_heads: Heads | None = None
@@ -189,4 +190,6 @@ def _fix(error: Any) -> str:
         return "write it as true or false"
     if kind.startswith(("greater", "less")):
         return "give the real model's value (its published config.json)"
+    if kind == "string_pattern_mismatch":  # hybrid_override_pattern, the one patterned field
+        return "write one character per layer: M Mamba2, * attention, - MLP, E mixture of experts"
     return "fix the config"
