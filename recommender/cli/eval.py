@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from recommender.cli.eval_engine import EngineEval
 from recommender.errors import BadInputError
 from recommender.report.console import make_console
 
@@ -16,11 +17,22 @@ if TYPE_CHECKING:
 
 EPILOG = (
     "Exit codes: 0 pass, 1 fail, 3 inconclusive (more documents needed: raise the suite's limit), 2 bad input "
-    "(also: a method that cannot run on this device).\n\n"
+    "(also: a method that cannot run on this device), 4 unverified (a check this way cannot measure: KL through an "
+    "engine).\n\n"
     "Verdict policy: the suite's verdict_policy; 'confidence' passes a task only when the whole 95 % paired "
     "bootstrap interval of its margin is within the threshold.\n\n"
-    "With --checkpoint DIR the scheme's saved checkpoint is scored as it is on disk (the files an engine loads)."
+    "With --checkpoint DIR the scheme's saved checkpoint is scored as it is on disk (the files an engine loads).\n\n"
+    "Through an engine: --endpoint URL --baseline-endpoint URL scores the candidate and the unquantized model on "
+    "your OpenAI-compatible servers (vLLM, SGLang); --serve vllm starts vLLM's CPU build on --model, then on "
+    "--checkpoint (make engine-env first). No per-document cache, one look at the whole budget, KL unverified."
 )
+Endpoint = Annotated[
+    str | None, typer.Option(help="Score through this OpenAI-compatible server of the candidate (base URL).")
+]
+BaselineEndpoint = Annotated[
+    str | None, typer.Option(help="The same engine serving --model (the reference), with --endpoint.")
+]
+Serve = Annotated[str | None, typer.Option(help="Start this engine here on --model, then --checkpoint: vllm.")]
 
 
 Checkpoint = Annotated[
@@ -59,6 +71,9 @@ def eval_command(
     allow_pickle: Annotated[bool, typer.Option(help="Allow pickle (.bin) weights.")] = False,
     trust_remote_code: Annotated[bool, typer.Option(help="Run code shipped with the model.")] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    endpoint: Endpoint = None,
+    baseline_endpoint: BaselineEndpoint = None,
+    serve: Serve = None,
 ) -> None:
     """Is this quantization good enough for this use case? Paired lm-eval deltas with intervals, KL, a verdict."""
     from recommender.config.destinations import check_cache_root
@@ -70,6 +85,21 @@ def eval_command(
     from recommender.report.eval_table import render_eval
     from recommender.serialization import dumps, to_data
 
+    if endpoint is not None or serve is not None or baseline_endpoint is not None:
+        _eval_through_engine(
+            EngineEval(
+                model=model,
+                method=method,
+                precision=precision or "",
+                checkpoint=checkpoint,
+                endpoint=endpoint,
+                baseline_endpoint=baseline_endpoint,
+                serve=serve,
+                limit=limit,
+            ),
+            use_case,
+            json_output=json_output,
+        )
     check_cache_root()  # where per-document results go: refused up front, not at the first cached document
     quant = _scheme(method, checkpoint, precision)
     suite = load_use_case(use_case, field="--use-case")
@@ -94,7 +124,38 @@ def eval_command(
         print(dumps(to_data(result)), end="")
     else:
         render_eval(result, model=models.source.name, use_case=suite.name, console=console)
-    raise typer.Exit({"pass": 0, "fail": 1, "inconclusive": 3}.get(result.verdict, 2))
+    raise typer.Exit(EXIT_CODES.get(result.verdict, 2))
+
+
+#: The command's exit code by verdict.
+EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 3, "unverified": 4}
+
+
+def _eval_through_engine(ask: EngineEval, use_case: Path, *, json_output: bool) -> None:
+    """`eval --endpoint | --serve`: the suite through an engine (``cli/eval_engine.py``); exits with the verdict."""
+    from dataclasses import replace
+
+    from recommender.cli.eval_engine import check_engine_eval, run_engine_eval
+    from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
+    from recommender.quality.suite import load_use_case
+    from recommender.quantize import get_scheme
+    from recommender.report.eval_table import render_eval
+    from recommender.serialization import dumps, to_data
+
+    quant = get_scheme(ask.method, field="--scheme")
+    if ask.precision and ask.precision != quant.precision:
+        raise BadInputError("--precision", f"{ask.method} is a {quant.precision} method", "fix --precision")
+    ask = replace(ask, precision=quant.precision)
+    check_engine_eval(ask)
+    suite = load_use_case(use_case, field="--use-case")
+    manager = task_manager(suite)
+    check_tasks_known(suite, manager)
+    result = run_engine_eval(ask, suite, manager)
+    if json_output:
+        print(dumps(to_data(result)), end="")
+    else:
+        render_eval(result, model=Path(ask.model).name, use_case=suite.name, console=make_console(stderr=False))
+    raise typer.Exit(EXIT_CODES.get(result.verdict, 2))
 
 
 def _models_here(

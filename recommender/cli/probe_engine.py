@@ -22,7 +22,7 @@ from recommender.errors import BadInputError
 if TYPE_CHECKING:
     from recommender.engines.load_run import LoadShape
 
-__all__ = ["EngineProbe", "run_engine_probe"]
+__all__ = ["EngineProbe", "engine_release", "run_engine_probe"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,7 +50,7 @@ class EngineProbe:
     json_output: bool
 
 
-def _engine_release(base_url: str) -> str:
+def engine_release(base_url: str) -> str:
     """vLLM's ``GET /version``, else "unknown" (another engine)."""
     try:
         with urllib.request.urlopen(base_url.rstrip("/") + "/version", timeout=5) as answer:  # noqa: S310
@@ -106,7 +106,7 @@ def run_engine_probe(ask: EngineProbe) -> None:
 
     if ask.endpoint is not None:
         served = check_endpoint(ask.endpoint, ask.model)
-        params = {"endpoint": ask.endpoint, "model": served, "engine_release": _engine_release(ask.endpoint)}
+        params = {"endpoint": ask.endpoint, "model": served, "engine_release": engine_release(ask.endpoint)}
         _measure(ask, base_url=ask.endpoint, served=served, params=params)
         return
     if ask.serve != "vllm":

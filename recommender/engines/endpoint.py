@@ -36,7 +36,7 @@ def _get(url: str, *, timeout: float) -> bytes:
         return body
 
 
-def models_served(endpoint: str, *, timeout: float = 10.0) -> list[str]:
+def models_served(endpoint: str, *, timeout: float = 10.0, field: str = _FIELD) -> list[str]:
     """The model ids ``GET {endpoint}/v1/models`` lists.
 
     Raises:
@@ -48,19 +48,19 @@ def models_served(endpoint: str, *, timeout: float = 10.0) -> list[str]:
         body = _get(url, timeout=timeout)
     except urllib.error.HTTPError as exc:
         raise BadInputError(
-            _FIELD, f"{url} answered HTTP {exc.code}", "point it at an OpenAI-compatible server"
+            field, f"{url} answered HTTP {exc.code}", "point it at an OpenAI-compatible server"
         ) from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         raise BadInputError(
-            _FIELD, f"no server answers at {url} ({reason})", "start the server or fix the URL"
+            field, f"no server answers at {url} ({reason})", "start the server or fix the URL"
         ) from None
     try:
         listing = json.loads(body)
         ids = [str(entry["id"]) for entry in listing["data"]]
     except (ValueError, KeyError, TypeError) as exc:
         raise BadInputError(
-            _FIELD,
+            field,
             f"{url} did not answer an OpenAI model list ({type(exc).__name__}: {body[:60]!r})",
             "point it at an OpenAI-compatible server (vLLM, SGLang, TGI, TensorRT-LLM serve)",
         ) from None
@@ -74,15 +74,15 @@ def served_model_matches(served: str, model: str) -> bool:
     return Path(served).expanduser().resolve() == Path(model).expanduser().resolve() and Path(model).exists()
 
 
-def check_endpoint(endpoint: str, model: str, *, timeout: float = 10.0) -> str:
+def check_endpoint(endpoint: str, model: str, *, timeout: float = 10.0, field: str = _FIELD) -> str:
     """The server's id for ``model``; refuses a server that is down, answers garbage or serves another model."""
-    ids = models_served(endpoint, timeout=timeout)
+    ids = models_served(endpoint, timeout=timeout, field=field)
     for served in ids:
         if served_model_matches(served, model):
             return served
     listed = ", ".join(ids[:5]) or "none"
     raise BadInputError(
-        _FIELD,
+        field,
         f"the server serves {listed}, not {model}",
         "pass the served model's id as --model, or start the server on that model",
     )

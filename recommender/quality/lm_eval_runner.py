@@ -96,7 +96,6 @@ def run_docs(
     batch_size: int,
 ) -> dict[int, tuple[float, float]]:
     """Evaluate `doc_ids` of `task` on `model`; returns each document's metric as a pair."""
-    import lm_eval
     from lm_eval.models.huggingface import HFLM
 
     quiet_lm_eval()
@@ -104,6 +103,16 @@ def run_docs(
     # the logits' dtype; for bf16 models a 1024-token window's sum is rounded to a multiple of 32
     # (-4590.2 -> -4576.0), which hides the quantized model's difference (NF4 and bf16 both -5372.0).
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, softmax_dtype="float32")
+    return run_docs_on(lm, manager, task=task, metric=metric, doc_ids=doc_ids)
+
+
+def run_docs_on(
+    lm: Any, manager: TaskManager, *, task: str, metric: str, doc_ids: list[int]
+) -> dict[int, tuple[float, float]]:
+    """Evaluate `doc_ids` of `task` on lm-eval model `lm` (a loaded model's HFLM, or an engine's API model)."""
+    import lm_eval
+
+    quiet_lm_eval()
     out = lm_eval.simple_evaluate(
         model=lm,
         tasks=[task],
