@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 from recommender.errors import BadInputError
 
 if TYPE_CHECKING:
-    from recommender.engines.load_run import LoadShape
+    from recommender.engines.engine_prediction import EngineJudgement
+    from recommender.engines.load_run import LoadShape, MeasuredLoad
 
 __all__ = ["EngineProbe", "engine_release", "run_engine_probe"]
 
@@ -70,11 +71,12 @@ def _shapes(ask: EngineProbe) -> list[LoadShape]:
 
 def _measure(ask: EngineProbe, *, base_url: str, served: str, params: dict[str, str]) -> None:
     from recommender.engines.cpu_engine_env import bench_command, ensure_engine_env
+    from recommender.engines.engine_prediction import judge_engine
     from recommender.engines.load_run import bench_args, run_load
     from recommender.releases.probe_tracking import log_endpoint_probe
     from recommender.releases.tracking import resolve_tracking_uri
     from recommender.report.console import make_console
-    from recommender.report.endpoint_table import render_load
+    from recommender.report.endpoint_table import render_load, render_prediction
     from recommender.serialization import dumps
 
     env = ensure_engine_env()
@@ -87,13 +89,35 @@ def _measure(ask: EngineProbe, *, base_url: str, served: str, params: dict[str, 
         params[f"load_command_{step}"] = shlex.join(["vllm", "bench", "serve", *args])
         print(f"load: {shape.label}, {shape.prompts} requests ...", file=sys.stderr)
         points.append(run_load(bench, base_url=base_url, model=served, tokenizer=tokenizer, shape=shape))
-    run_id = log_endpoint_probe(resolve_tracking_uri(ask.tracking_uri), points=points, params=params)
+    judgement = judge_engine(points, engine=params["engine_release"])
+    predicted = {} if judgement is None else _predicted_by_step(points, judgement)
+    run_id = log_endpoint_probe(
+        resolve_tracking_uri(ask.tracking_uri), points=points, params=params, predicted=predicted
+    )
     if ask.json_output:
-        print(dumps({"params": params, "mlflow_run": run_id, "points": [p.flat() for p in points]}), end="")
+        answer: dict[str, object] = {"params": params, "mlflow_run": run_id, "points": [p.flat() for p in points]}
+        if judgement is not None:
+            answer["prediction"] = {
+                "provenance": str(judgement.provenance),
+                "prefill_s": judgement.prefill_s,
+                "decode_s": judgement.decode_s,
+                "predicted_by_point": {str(step): figures for step, figures in predicted.items()},
+                "held_out_worst": {m: judgement.worst(m) for m in ("ttft_p99", "tpot_p99")},
+            }
+        print(dumps(answer), end="")
         return
     title = f"{served} on {params['engine_release']} ({params['endpoint']})"
-    render_load(points, title=title, console=make_console(stderr=False))
+    console = make_console(stderr=False)
+    render_load(points, title=title, console=console)
+    if judgement is not None:
+        render_prediction(judgement, console=console)
     print(f"logged to MLflow: run {run_id} (experiment recommender-probe)")
+
+
+def _predicted_by_step(points: list[MeasuredLoad], judgement: EngineJudgement) -> dict[int, dict[str, float]]:
+    """The simulator's figures keyed by the probe's step (its load level's index in `points`)."""
+    by_shape = {id(level.shape): level.predicted for level in [*judgement.fitted, *judgement.held_out]}
+    return {step: by_shape[id(p.shape)] for step, p in enumerate(points) if id(p.shape) in by_shape}
 
 
 def run_engine_probe(ask: EngineProbe) -> None:

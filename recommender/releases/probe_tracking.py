@@ -8,6 +8,7 @@ The run's params name the endpoint, the model, the engine release, the command t
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
@@ -24,9 +25,15 @@ PROBE_EXPERIMENT = "recommender-probe"
 
 
 def log_endpoint_probe(
-    uri: str, *, points: list[MeasuredLoad], params: dict[str, str], experiment: str = PROBE_EXPERIMENT
+    uri: str,
+    *,
+    points: list[MeasuredLoad],
+    params: dict[str, str],
+    predicted: dict[int, dict[str, float]] | None = None,
+    experiment: str = PROBE_EXPERIMENT,
 ) -> str:
-    """Log the probe's load levels as one MLflow run; returns its id."""
+    """Log the probe's load levels as one MLflow run; returns its id. `predicted`: the simulator's figures for the
+    level at each step (``engines/engine_prediction.py``), logged as ``predicted_<name>_ms`` at that step."""
     from mlflow.entities import Metric, Param
 
     tracker = Tracker.open(uri, experiment)
@@ -36,6 +43,12 @@ def log_endpoint_probe(
     metrics = [Metric(k, v, 0, step) for step, p in enumerate(points) for k, v in p.flat().items()]
     metrics += [Metric("rate", p.shape.rate or 0.0, 0, step) for step, p in enumerate(points)]
     metrics += [Metric("concurrency", float(p.shape.concurrency or 0), 0, step) for step, p in enumerate(points)]
+    metrics += [
+        Metric(f"predicted_{name}_ms", value, 0, step)
+        for step, figures in (predicted or {}).items()
+        for name, value in figures.items()
+        if math.isfinite(value)
+    ]
     tracker.client.log_batch(run_id, metrics=metrics, params=[Param(k, v[:6000]) for k, v in params.items()])
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "probe.json"

@@ -10,6 +10,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from recommender.engines.engine_prediction import EngineJudgement
     from recommender.engines.load_run import MeasuredLoad
 
 _COLUMNS = (
@@ -41,3 +42,27 @@ def render_load(points: Sequence[MeasuredLoad], *, title: str, console: Console)
             _engine(p, "engine_kv_cache_usage_peak", 100.0, 2),
         )
     console.print(table)
+
+
+def render_prediction(judgement: EngineJudgement, *, console: Console) -> None:
+    """The simulator beside the engine: each level's measured and predicted P50/P99, the held-out ones marked."""
+    table = Table(title=f"simulator vs engine ({judgement.provenance})")
+    for column in ("load", "role", "TTFT p50", "sim", "TTFT p99", "sim", "TPOT p50", "sim", "TPOT p99", "sim"):
+        table.add_column(column, justify="left" if column in ("load", "role") else "right")
+    rows = [(p, "fitted") for p in judgement.fitted] + [(p, "held out") for p in judgement.held_out]
+    for level, role in rows:
+        figures = [
+            f"{source[f'{m}_{q}']:.1f}"
+            for m in ("ttft", "tpot")
+            for q in ("p50", "p99")
+            for source in (level.measured, level.predicted)
+        ]
+        table.add_row(level.shape.label, role, *figures)
+    console.print(table)
+    steps = ", ".join(f"{c}: {s * 1e3:.2f}" for c, s in sorted(judgement.decode_s.items()))
+    prefill = ", ".join(f"{n} tokens: {s * 1e3:.1f}" for n, s in judgement.prefill_s.items())
+    console.print(f"step times (ms): prefill {prefill}; decode by sequences in the step {steps}")
+    console.print(
+        f"held out, measured / simulated at worst: TTFT P99 x{judgement.worst('ttft_p99'):.2f}, "
+        f"TPOT P99 x{judgement.worst('tpot_p99'):.2f}"
+    )
