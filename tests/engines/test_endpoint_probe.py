@@ -174,3 +174,4 @@ def test_bench_args_name_the_rate_and_the_cap(tmp_path: Path) -> None:
     )
     assert closed[closed.index("--request-rate") + 1] == "inf" and closed[closed.index("--max-concurrency") + 1] == "8"
     assert LoadShape(concurrency=8).label == "conc 8"
+    assert closed[closed.index("--num-warmups") + 1] == "2"  # left out of the figures
