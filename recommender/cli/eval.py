@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -12,6 +12,9 @@ from recommender.errors import BadInputError
 from recommender.report.console import make_console
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
+    from recommender.quality.result import QualityResult
     from recommender.quantize import QuantScheme
     from recommender.quantize.model_cache import ModelCache
 
@@ -82,8 +85,6 @@ def eval_command(
     from recommender.quality.evaluate import QualityEvaluator
     from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
     from recommender.quality.suite import load_use_case
-    from recommender.report.eval_table import render_eval
-    from recommender.serialization import dumps, to_data
 
     if endpoint is not None or serve is not None or baseline_endpoint is not None:
         _eval_through_engine(
@@ -120,10 +121,18 @@ def eval_command(
     console = make_console(stderr=json_output)
     with console.status(f"evaluating {quant.precision}/{quant.name} and the bf16 baseline with lm-eval"):
         result = evaluator.evaluate(quant)
+    _answer(result, model=models.source.name, use_case=suite.name, console=console, json_output=json_output)
+
+
+def _answer(result: QualityResult, *, model: str, use_case: str, console: Console, json_output: bool) -> NoReturn:
+    """Print the result (a table, or JSON for machines) and exit with its verdict's code."""
+    from recommender.report.eval_table import render_eval
+    from recommender.serialization import dumps, to_data
+
     if json_output:
         print(dumps(to_data(result)), end="")
     else:
-        render_eval(result, model=models.source.name, use_case=suite.name, console=console)
+        render_eval(result, model=model, use_case=use_case, console=console)
     raise typer.Exit(EXIT_CODES.get(result.verdict, 2))
 
 
@@ -131,7 +140,7 @@ def eval_command(
 EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 3, "unverified": 4}
 
 
-def _eval_through_engine(ask: EngineEval, use_case: Path, *, json_output: bool) -> None:
+def _eval_through_engine(ask: EngineEval, use_case: Path, *, json_output: bool) -> NoReturn:
     """`eval --endpoint | --serve`: the suite through an engine (``cli/eval_engine.py``); exits with the verdict."""
     from dataclasses import replace
 
@@ -139,8 +148,6 @@ def _eval_through_engine(ask: EngineEval, use_case: Path, *, json_output: bool) 
     from recommender.quality.lm_eval_runner import check_tasks_known, task_manager
     from recommender.quality.suite import load_use_case
     from recommender.quantize import get_scheme
-    from recommender.report.eval_table import render_eval
-    from recommender.serialization import dumps, to_data
 
     quant = get_scheme(ask.method, field="--scheme")
     if ask.precision and ask.precision != quant.precision:
@@ -151,11 +158,13 @@ def _eval_through_engine(ask: EngineEval, use_case: Path, *, json_output: bool) 
     manager = task_manager(suite)
     check_tasks_known(suite, manager)
     result = run_engine_eval(ask, suite, manager)
-    if json_output:
-        print(dumps(to_data(result)), end="")
-    else:
-        render_eval(result, model=Path(ask.model).name, use_case=suite.name, console=make_console(stderr=False))
-    raise typer.Exit(EXIT_CODES.get(result.verdict, 2))
+    _answer(
+        result,
+        model=Path(ask.model).name,
+        use_case=suite.name,
+        console=make_console(stderr=json_output),
+        json_output=json_output,
+    )
 
 
 def _models_here(
