@@ -20,6 +20,13 @@ EPILOG = (
 )
 
 
+#: The SLA flags' help (the engine probe's capacity check).
+SLA_HELP = (
+    "With --endpoint/--serve, closed-loop and Poisson levels: the P99 {} limit (ms) the engine's capacity is "
+    "simulated for, then bracketed by Poisson levels at 0.75, 1 and 1.3 x it (give both limits)."
+)
+
+
 def probe_command(
     model: Annotated[str, typer.Option(help="Local model directory or hub id (with --endpoint: the served model).")],
     method: Annotated[
@@ -46,6 +53,8 @@ def probe_command(
     output_len: Annotated[int, typer.Option(min=1, max=1_000_000, help="Tokens generated per request.")] = 32,
     tokenizer: Annotated[str | None, typer.Option(help="The load generator's tokenizer (default: --model).")] = None,
     tracking_uri: Annotated[str | None, typer.Option(help=TRACKING_URI_HELP)] = None,
+    sla_ttft_p99_ms: Annotated[float | None, typer.Option(min=0.001, help=SLA_HELP.format("TTFT"))] = None,
+    sla_tpot_p99_ms: Annotated[float | None, typer.Option(min=0.001, help=SLA_HELP.format("TPOT"))] = None,
 ) -> None:
     """Measure the really quantized model here: prefill time, decode step time, memory."""
     from recommender.perf.catalog.architecture_check import check_positions
@@ -57,7 +66,7 @@ def probe_command(
     if endpoint is not None or serve is not None:
         _engine_probe(
             model, endpoint, serve, tokenizer, tuple(rate or ()), tuple(concurrency or ()), (num_prompts, input_len,
-            output_len), tracking_uri, json_output=json_output,
+            output_len), tracking_uri, json_output=json_output, sla=_sla(sla_ttft_p99_ms, sla_tpot_p99_ms),
         )  # fmt: skip
         return
     if method is None:
@@ -90,6 +99,7 @@ def _engine_probe(
     tracking_uri: str | None,
     *,
     json_output: bool,
+    sla: tuple[float, float] | None = None,
 ) -> None:
     from recommender.cli.probe_engine import EngineProbe, run_engine_probe
 
@@ -110,5 +120,14 @@ def _engine_probe(
             output_len=size[2],
             tracking_uri=tracking_uri,
             json_output=json_output,
+            sla=sla,
         )
     )
+
+
+def _sla(ttft: float | None, tpot: float | None) -> tuple[float, float] | None:
+    """Both P99 limits or neither (one alone is refused naming the other)."""
+    if (ttft is None) != (tpot is None):
+        missing = "--sla-tpot-p99-ms" if tpot is None else "--sla-ttft-p99-ms"
+        raise BadInputError(missing, "missing: the capacity check needs both P99 limits", f"pass {missing} too")
+    return None if ttft is None or tpot is None else (ttft, tpot)

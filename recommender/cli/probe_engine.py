@@ -9,18 +9,19 @@ release and the commands.
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import sys
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recommender.errors import BadInputError
 
 if TYPE_CHECKING:
-    from recommender.engines.engine_prediction import EngineJudgement
+    from recommender.engines.engine_prediction import CapacityCheck, EngineJudgement
     from recommender.engines.load_run import LoadShape, MeasuredLoad
 
 __all__ = ["EngineProbe", "engine_release", "run_engine_probe"]
@@ -49,6 +50,8 @@ class EngineProbe:
     output_len: int
     tracking_uri: str | None
     json_output: bool
+    #: P99 TTFT and TPOT limits (ms): the capacity within them predicted, then bracketed on the engine.
+    sla: tuple[float, float] | None = None
 
 
 def engine_release(base_url: str) -> str:
@@ -76,7 +79,7 @@ def _measure(ask: EngineProbe, *, base_url: str, served: str, params: dict[str, 
     from recommender.releases.probe_tracking import log_endpoint_probe
     from recommender.releases.tracking import resolve_tracking_uri
     from recommender.report.console import make_console
-    from recommender.report.endpoint_table import render_load, render_prediction
+    from recommender.report.endpoint_table import render_capacity, render_load, render_prediction
     from recommender.serialization import dumps
 
     env = ensure_engine_env()
@@ -91,6 +94,10 @@ def _measure(ask: EngineProbe, *, base_url: str, served: str, params: dict[str, 
         points.append(run_load(bench, base_url=base_url, model=served, tokenizer=tokenizer, shape=shape))
     judgement = judge_engine(points, engine=params["engine_release"])
     predicted = {} if judgement is None else _predicted_by_step(points, judgement)
+    capacity = None
+    if judgement is not None and ask.sla is not None:
+        capacity = _capacity(ask, judgement, base_url=base_url, served=served, tokenizer=tokenizer, bench=bench)
+        points += capacity[1]
     run_id = log_endpoint_probe(
         resolve_tracking_uri(ask.tracking_uri), points=points, params=params, predicted=predicted
     )
@@ -102,8 +109,10 @@ def _measure(ask: EngineProbe, *, base_url: str, served: str, params: dict[str, 
                 "prefill_s": judgement.prefill_s,
                 "decode_s": judgement.decode_s,
                 "predicted_by_point": {str(step): figures for step, figures in predicted.items()},
-                "held_out_worst": {m: judgement.worst(m) for m in ("ttft_p99", "tpot_p99")},
+                "held_out_worst": {m: _finite(judgement.worst(m)) for m in ("ttft_p99", "tpot_p99")},
             }
+        if capacity is not None:
+            answer["capacity"] = {**asdict(capacity[0]), "within": _finite(capacity[0].within)}
         print(dumps(answer), end="")
         return
     title = f"{served} on {params['engine_release']} ({params['endpoint']})"
@@ -111,7 +120,33 @@ def _measure(ask: EngineProbe, *, base_url: str, served: str, params: dict[str, 
     render_load(points, title=title, console=console)
     if judgement is not None:
         render_prediction(judgement, console=console)
+    if capacity is not None:
+        render_capacity(capacity[0], console=console)
     print(f"logged to MLflow: run {run_id} (experiment recommender-probe)")
+
+
+def _capacity(
+    ask: EngineProbe, judgement: EngineJudgement, *, base_url: str, served: str, tokenizer: str, bench: list[str]
+) -> tuple[CapacityCheck, list[MeasuredLoad]]:
+    """The simulated capacity within ``ask.sla``, and the engine loaded below, at and above it to bracket its own."""
+    from recommender.engines.engine_prediction import CAPACITY_FACTORS, check_capacity, predicted_capacity
+    from recommender.engines.load_run import LoadShape, run_load
+
+    assert ask.sla is not None
+    ttft, tpot = ask.sla
+    size = {"prompts": ask.prompts, "input_len": ask.input_len, "output_len": ask.output_len}
+    rate = predicted_capacity(judgement, LoadShape(**size), ttft_p99_ms=ttft, tpot_p99_ms=tpot)
+    levels: list[MeasuredLoad] = []
+    for factor in CAPACITY_FACTORS if rate > 0 else ():
+        shape = LoadShape(rate=round(rate * factor, 2), **size)
+        print(f"capacity: {shape.label} ({factor:g} x the simulated {rate:.2f}) ...", file=sys.stderr)
+        levels.append(run_load(bench, base_url=base_url, model=served, tokenizer=tokenizer, shape=shape))
+    return check_capacity(levels, predicted=rate, ttft_p99_ms=ttft, tpot_p99_ms=tpot), levels
+
+
+def _finite(value: float) -> float | None:
+    """JSON's number, or null where there is none (NaN: nothing held out; inf: no rate met the SLA)."""
+    return value if math.isfinite(value) else None
 
 
 def _predicted_by_step(points: list[MeasuredLoad], judgement: EngineJudgement) -> dict[int, dict[str, float]]:

@@ -30,7 +30,16 @@ from recommender.perf.sim.workload import make_workload
 from recommender.perf.step.cost import TableStepCost
 from recommender.provenance import Provenance
 
-__all__ = ["EngineJudgement", "PredictedLoad", "calibrate_steps", "judge_engine"]
+__all__ = [
+    "CAPACITY_FACTORS",
+    "CapacityCheck",
+    "EngineJudgement",
+    "PredictedLoad",
+    "calibrate_steps",
+    "check_capacity",
+    "judge_engine",
+    "predicted_capacity",
+]
 
 #: Closed-loop replays that correct the step times (each moves the medians to within a few % of the last).
 ROUNDS = 5
@@ -145,3 +154,65 @@ def judge_engine(points: list[MeasuredLoad], *, engine: str) -> EngineJudgement 
             for p in poisson
         ],
     )
+
+
+#: Where the engine is loaded around the predicted capacity, as factors of it: below, at and above.
+CAPACITY_FACTORS = (0.75, 1.0, 1.3)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapacityCheck:
+    """The predicted capacity within a P99 SLA beside the engine's, bracketed by Poisson levels run around it.
+
+    ``met``: the highest measured rate whose P99 TTFT and TPOT were within the SLA (0.0: none was);
+    ``missed``: the lowest one above it that was not (None: every rate above met it too).
+    """
+
+    ttft_p99_ms: float
+    tpot_p99_ms: float
+    predicted: float
+    met: float
+    missed: float | None
+
+    @property
+    def within(self) -> float:
+        """How far the prediction is from the bracket, as a factor >= 1 (1.0: inside it; inf: nothing met)."""
+        if self.met <= 0 or self.predicted <= 0:
+            return math.inf
+        if self.predicted < self.met:
+            return self.met / self.predicted
+        if self.missed is not None and self.predicted > self.missed:
+            return self.predicted / self.missed
+        return 1.0
+
+
+def predicted_capacity(
+    judgement: EngineJudgement, shape: LoadShape, *, ttft_p99_ms: float, tpot_p99_ms: float
+) -> float:
+    """The highest Poisson rate whose simulated P99s meet the SLA on the calibrated step times (req/s)."""
+    from recommender.perf.sim.capacity import max_rate_within_sla
+
+    cost = TableStepCost(judgement.prefill_s, judgement.decode_s, judgement.provenance)
+    search = max_rate_within_sla(
+        cost,
+        SchedulerConfig(kv_cache_tokens=KV_TOKENS),
+        prompt=shape.input_len,
+        output=shape.output_len,
+        ttft_p99_ms=ttft_p99_ms,
+        tpot_p99_ms=tpot_p99_ms,
+    )
+    return search.rate_per_s
+
+
+def check_capacity(
+    points: list[MeasuredLoad], *, predicted: float, ttft_p99_ms: float, tpot_p99_ms: float
+) -> CapacityCheck:
+    """Bracket the engine's capacity by the Poisson levels measured (each judged on its P99s) around `predicted`."""
+    judged = sorted(
+        (p.shape.rate, p.latency_ms["ttft"]["p99"] <= ttft_p99_ms and p.latency_ms["tpot"]["p99"] <= tpot_p99_ms)
+        for p in points
+        if p.shape.rate is not None and p.completed and not p.failed
+    )
+    met = max((rate for rate, ok in judged if ok), default=0.0)
+    missed = min((rate for rate, ok in judged if not ok and rate > met), default=None)
+    return CapacityCheck(ttft_p99_ms=ttft_p99_ms, tpot_p99_ms=tpot_p99_ms, predicted=predicted, met=met, missed=missed)

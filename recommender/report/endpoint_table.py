@@ -10,7 +10,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from recommender.engines.engine_prediction import EngineJudgement
+    from recommender.engines.engine_prediction import CapacityCheck, EngineJudgement
     from recommender.engines.load_run import MeasuredLoad
 
 _COLUMNS = (
@@ -28,7 +28,7 @@ def render_load(points: Sequence[MeasuredLoad], *, title: str, console: Console)
     """One row per load level: throughput, TTFT / TPOT / ITL medians and P99s, the engine's peaks."""
     table = Table(title=title)
     for column in _COLUMNS:
-        table.add_column(column, justify="left" if column == "load" else "right")
+        table.add_column(column, justify="left" if column == "load" else "right", no_wrap=column == "load")
     for p in points:
         lat = p.latency_ms
         table.add_row(
@@ -65,4 +65,14 @@ def render_prediction(judgement: EngineJudgement, *, console: Console) -> None:
     console.print(
         f"held out, measured / simulated at worst: TTFT P99 x{judgement.worst('ttft_p99'):.2f}, "
         f"TPOT P99 x{judgement.worst('tpot_p99'):.2f}"
+    )
+
+
+def render_capacity(check: CapacityCheck, *, console: Console) -> None:
+    """The simulated capacity within the SLA beside the bracket the engine's Poisson levels put on its own."""
+    limits = f"P99 TTFT <= {check.ttft_p99_ms:g} ms and TPOT <= {check.tpot_p99_ms:g} ms"
+    missed = "not missed at any rate run" if check.missed is None else f"missed at {check.missed:g} req/s"
+    console.print(
+        f"capacity within {limits}: simulated {check.predicted:.2f} req/s; the engine met it at {check.met:g} req/s, "
+        f"{missed}: the simulation x{check.within:.2f} from that bracket"
     )

