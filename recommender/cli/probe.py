@@ -53,8 +53,12 @@ def probe_command(
     output_len: Annotated[int, typer.Option(min=1, max=1_000_000, help="Tokens generated per request.")] = 32,
     tokenizer: Annotated[str | None, typer.Option(help="The load generator's tokenizer (default: --model).")] = None,
     tracking_uri: Annotated[str | None, typer.Option(help=TRACKING_URI_HELP)] = None,
-    sla_ttft_p99_ms: Annotated[float | None, typer.Option(min=0.001, help=SLA_HELP.format("TTFT"))] = None,
-    sla_tpot_p99_ms: Annotated[float | None, typer.Option(min=0.001, help=SLA_HELP.format("TPOT"))] = None,
+    sla_ttft_p99_ms: Annotated[
+        float | None, typer.Option(min=0.001, max=3_600_000, help=SLA_HELP.format("TTFT"))
+    ] = None,
+    sla_tpot_p99_ms: Annotated[
+        float | None, typer.Option(min=0.001, max=3_600_000, help=SLA_HELP.format("TPOT"))
+    ] = None,
 ) -> None:
     """Measure the really quantized model here: prefill time, decode step time, memory."""
     from recommender.perf.catalog.architecture_check import check_positions
