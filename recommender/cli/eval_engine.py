@@ -123,10 +123,10 @@ def _score_started(
 
 
 def run_engine_eval(ask: EngineEval, use_case: UseCase, manager: TaskManager) -> QualityResult:
-    """Score the reference and the candidate through the engine and compare them (``endpoint_eval.compare_served``)."""
+    """Score the reference and the candidate through the engine and compare them (``endpoint_eval.compare_served``);
+    `ask` was checked by ``check_engine_eval`` (the command line does it before the suite loads)."""
     from recommender.quality.endpoint_eval import compare_served, score_served
 
-    check_engine_eval(ask)
     max_length = _max_length(ask.model)
     reference = ask.method == REFERENCE
     if ask.endpoint is not None:

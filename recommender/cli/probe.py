@@ -25,6 +25,8 @@ SLA_HELP = (
     "With --endpoint/--serve, closed-loop and Poisson levels: the P99 {} limit (ms) the engine's capacity is "
     "simulated for, then bracketed by Poisson levels at 0.75, 1 and 1.3 x it (give both limits)."
 )
+SlaTtft = Annotated[float | None, typer.Option(min=0.001, max=3_600_000, help=SLA_HELP.format("TTFT"))]
+SlaTpot = Annotated[float | None, typer.Option(min=0.001, max=3_600_000, help=SLA_HELP.format("TPOT"))]
 
 
 def probe_command(
@@ -53,12 +55,8 @@ def probe_command(
     output_len: Annotated[int, typer.Option(min=1, max=1_000_000, help="Tokens generated per request.")] = 32,
     tokenizer: Annotated[str | None, typer.Option(help="The load generator's tokenizer (default: --model).")] = None,
     tracking_uri: Annotated[str | None, typer.Option(help=TRACKING_URI_HELP)] = None,
-    sla_ttft_p99_ms: Annotated[
-        float | None, typer.Option(min=0.001, max=3_600_000, help=SLA_HELP.format("TTFT"))
-    ] = None,
-    sla_tpot_p99_ms: Annotated[
-        float | None, typer.Option(min=0.001, max=3_600_000, help=SLA_HELP.format("TPOT"))
-    ] = None,
+    sla_ttft_p99_ms: SlaTtft = None,
+    sla_tpot_p99_ms: SlaTpot = None,
 ) -> None:
     """Measure the really quantized model here: prefill time, decode step time, memory."""
     from recommender.perf.catalog.architecture_check import check_positions

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from recommender.quality.evaluate import document_order
+from recommender.quality.evaluate import document_order, task_budget
 from recommender.quality.lm_eval_runner import describe_task, run_docs_on
-from recommender.quality.result import QualityResult
+from recommender.quality.result import AS_SERVED, QualityResult
 from recommender.quality.statistics import paired_bootstrap
 from recommender.quality.verdict import fidelity_check, overall, task_check
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from recommender.quality.suite import UseCase
 
-__all__ = ["NO_KL", "ServedModel", "SuiteScores", "compare_served", "score_served"]
+__all__ = ["AS_SERVED", "NO_KL", "ServedModel", "SuiteScores", "compare_served", "score_served"]
 
 #: Why a KL check through an engine is unverified.
 NO_KL = "KL needs whole next-token distributions; an engine's API returns its top-k log-probs only"
@@ -85,14 +85,6 @@ def _completions_model(served: ServedModel) -> Any:
     )
 
 
-def budget(use_case: UseCase, manager: TaskManager, task: str, limit: int | None) -> int:
-    """Documents scored for `task`: the limit asked, else the task's, else the suite's; at most the task's size."""
-    spec = next(s for s in use_case.tasks if s.task == task)
-    n = describe_task(manager, task).n_docs
-    cap = limit or spec.limit or use_case.limit
-    return min(cap, n) if cap else n
-
-
 def score_served(
     served: ServedModel, use_case: UseCase, manager: TaskManager, *, limit: int | None = None
 ) -> SuiteScores:
@@ -101,7 +93,8 @@ def score_served(
     lm = _completions_model(served)
     pairs: dict[str, np.ndarray] = {}
     for spec in use_case.tasks:
-        ids = document_order(describe_task(manager, spec.task).n_docs)[: budget(use_case, manager, spec.task, limit)]
+        n_docs = describe_task(manager, spec.task).n_docs
+        ids = document_order(n_docs)[: task_budget(use_case, spec, n_docs, limit)]
         found = run_docs_on(lm, manager, task=spec.task, metric=spec.metric, doc_ids=ids)
         pairs[spec.task] = np.asarray([found[i] for i in ids], dtype=np.float64)
     return SuiteScores(served=served, pairs=pairs, seconds=time.perf_counter() - started)
@@ -138,5 +131,5 @@ def compare_served(
         baseline.seconds + (0.0 if same else candidate.seconds),
         baseline.docs + (0 if same else candidate.docs),
         NO_KL if kl else "",
-        "as served",
+        AS_SERVED,
     )

@@ -70,6 +70,12 @@ def chunk_schedule(budget: int, *, adaptive: bool, min_chunk: int = MIN_CHUNK) -
     return sorted(s for s in sizes if s <= budget)
 
 
+def task_budget(use_case: UseCase, spec: TaskThreshold, n_docs: int, limit: int | None = None) -> int:
+    """Documents scored for `spec`'s task: the limit asked, else the task's, else the suite's; at most `n_docs`."""
+    cap = limit or spec.limit or use_case.limit
+    return min(cap, n_docs) if cap else n_docs
+
+
 def document_order(total: int, seed: int = DOC_ORDER_SEED) -> list[int]:
     """The task's document ids in the order budgets and looks take them: a seeded permutation of 0..total-1."""
     return [int(i) for i in np.random.default_rng(seed).permutation(total)]
@@ -174,9 +180,7 @@ class QualityEvaluator:
         return self._tasks[name]
 
     def budget(self, spec: TaskThreshold) -> int:
-        limit = self.limit or spec.limit or self.use_case.limit
-        n = self._task(spec.task).n_docs
-        return min(limit, n) if limit else n
+        return task_budget(self.use_case, spec, self._task(spec.task).n_docs, self.limit)
 
     def _compute(self) -> dict[str, str]:
         """The compute dtype as a key part: only when it is not bfloat16, so bfloat16 keys stay as they were."""

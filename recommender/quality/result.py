@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from recommender.quality.fidelity import FidelityResult
 from recommender.quality.verdict import Check, Verdict
 
+#: The compute dtype of a result measured through a serving engine (``endpoint_eval.py``): the engine's own.
+AS_SERVED = "as served"
+
 
 @dataclass(frozen=True)
 class QualityResult:

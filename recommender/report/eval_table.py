@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from recommender.quality.result import QualityResult
+from recommender.quality.result import AS_SERVED, QualityResult
 
 
 def _num(value: float | None) -> str:
@@ -32,7 +32,7 @@ def render_eval(result: QualityResult, *, model: str, use_case: str, console: Co
             f"fidelity over {f.tokens} tokens: mean KL {f.mean_kl:.3g}, p99 KL {f.p99_kl:.3g}, "
             f"top-1 agreement {f.top1_agreement:.1%}, perplexity ratio {f.ppl_ratio:.4f}"
         )
-    through_engine = result.compute_dtype == "as served"  # quality/endpoint_eval.py: no cache, every document run
+    through_engine = result.compute_dtype == AS_SERVED  # no cache there: every document is run
     counted = "documents evaluated through it" if through_engine else "documents evaluated now, the rest from the cache"
     console.print(
         f"verdict: [bold]{result.verdict}[/] (measured on {result.device}; {result.docs_evaluated} {counted})"
