@@ -84,8 +84,7 @@ def _max_length(model: str) -> int:
 
 def _served(url: str, expect: str | None, *, field: str, tokenizer: str, max_length: int) -> ServedModel:
     """The model `url` serves (`expect` when given, else the one it lists), checked before anything is scored."""
-    from recommender.cli.probe_engine import engine_release
-    from recommender.engines.endpoint import check_endpoint, models_served
+    from recommender.engines.endpoint import check_endpoint, engine_release, models_served
     from recommender.quality.endpoint_eval import ServedModel
 
     if expect is not None:
@@ -102,9 +101,8 @@ def _served(url: str, expect: str | None, *, field: str, tokenizer: str, max_len
 def _score_started(
     model_dir: str, use_case: UseCase, manager: TaskManager, *, ask: EngineEval, max_length: int
 ) -> SuiteScores:
-    from recommender.cli.probe_engine import engine_release
     from recommender.engines.cpu_engine_env import ensure_engine_env
-    from recommender.engines.endpoint import check_endpoint
+    from recommender.engines.endpoint import check_endpoint, engine_release
     from recommender.engines.local_server import serve
     from recommender.quality.endpoint_eval import ServedModel, score_served
 

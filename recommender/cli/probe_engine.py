@@ -8,23 +8,21 @@ release and the commands.
 
 from __future__ import annotations
 
-import json
 import math
 import shlex
 import sys
-import urllib.error
-import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recommender.engines.endpoint import engine_release
 from recommender.errors import BadInputError
 
 if TYPE_CHECKING:
     from recommender.engines.engine_prediction import CapacityCheck, EngineJudgement
     from recommender.engines.load_run import LoadShape, MeasuredLoad
 
-__all__ = ["EngineProbe", "engine_release", "run_engine_probe"]
+__all__ = ["EngineProbe", "run_engine_probe"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,15 +50,6 @@ class EngineProbe:
     json_output: bool
     #: P99 TTFT and TPOT limits (ms): the capacity within them predicted, then bracketed on the engine.
     sla: tuple[float, float] | None = None
-
-
-def engine_release(base_url: str) -> str:
-    """vLLM's ``GET /version``, else "unknown" (another engine)."""
-    try:
-        with urllib.request.urlopen(base_url.rstrip("/") + "/version", timeout=5) as answer:  # noqa: S310
-            return "vllm " + str(json.loads(answer.read(10_000))["version"])
-    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
-        return "unknown"
 
 
 def _shapes(ask: EngineProbe) -> list[LoadShape]:

@@ -21,6 +21,7 @@ from recommender.config.decode_degrees import check_decode_degrees, decode_degre
 from recommender.config.decode_pools import check_decode_pools, decode_choices
 from recommender.config.dependencies import check_space
 from recommender.config.destinations import MAX_NAME_BYTES
+from recommender.config.local_probe import LocalProbe, check_local_probe
 from recommender.config.space import Space
 from recommender.config.spellings import as_written, current_scheme_as_method, schema_with_current_scheme
 from recommender.config.strict import StrictModel
@@ -54,10 +55,8 @@ __all__ = [
     "spec_json_schema",
 ]
 
-
-# Upper bounds: far beyond anything served today, low enough that arithmetic on them stays exact and
-# a typo (an extra three zeros, 1e12) is refused before a model loads rather than found out after.
-#: Trials one study may evaluate.
+# Upper bounds: far beyond anything served today, low enough that arithmetic on them stays exact and a typo
+# (an extra three zeros, 1e12) is refused before a model loads rather than found out after. Trials a study may run:
 MAX_TRIALS = 100_000
 #: Seconds any search timeout or heartbeat may be: 30 days.
 MAX_SECONDS = 30 * 86_400.0
@@ -123,6 +122,7 @@ class SearchSpec(StrictModel):
         description="What runs today: the baseline every saving is measured against."
     )
     local_device: LocalDevice | None = None
+    probe: LocalProbe | None = Field(default=None, description="How 'local' candidates are measured.")
     hardware_catalog: Path | None = Field(default=None, description="A catalog file overriding the built-in one.")
     price_set: str | None = Field(
         default=None,
@@ -165,10 +165,9 @@ class SearchSpec(StrictModel):
             data["space"]["decode_hardware"] = decoders
         if degrees := decode_degree_choices(self.space, self.current):  # likewise the decode degrees searched
             data["space"]["decode_tensor_parallel"] = degrees
-        if data["fleet"] is None:
-            del data["fleet"]
-        if not data["engine_releases"]:
-            del data["engine_releases"]
+        for added in ("fleet", "probe", "engine_releases"):  # added later: left out while unset
+            if not data[added]:
+                del data[added]
         if self.sla.confidence == DEFAULT_SLA_CONFIDENCE:
             del data["sla"]["confidence"]
         for added in ("profile", "shared_prefix", "conversation"):
@@ -380,6 +379,7 @@ def _check_names(spec: SearchSpec) -> None:
             continue
         catalog.get(hw, field=where)
     _check_link(spec, catalog)
+    check_local_probe(spec.probe, spec.space.hardware)
     check_decode_pools(spec.space, spec.current, catalog)
     check_decode_degrees(spec.space, spec.current, catalog)
     # The baseline every saving is measured against: its degrees fit its nodes, its GPUs priced (as the space's are).

@@ -17,7 +17,15 @@ from pathlib import Path
 
 from recommender.errors import BadInputError
 
-__all__ = ["VLLM_GAUGES", "check_endpoint", "models_served", "parse_metrics", "scrape_metrics", "served_model_matches"]
+__all__ = [
+    "VLLM_GAUGES",
+    "check_endpoint",
+    "engine_release",
+    "models_served",
+    "parse_metrics",
+    "scrape_metrics",
+    "served_model_matches",
+]
 
 #: vLLM's metric names (vllm/v1/metrics/loggers.py) → the names the probe reports.
 VLLM_GAUGES = {
@@ -86,6 +94,15 @@ def check_endpoint(endpoint: str, model: str, *, timeout: float = 10.0, field: s
         f"the server serves {listed}, not {model}",
         "pass the served model's id as --model, or start the server on that model",
     )
+
+
+def engine_release(base_url: str) -> str:
+    """vLLM's ``GET /version``, else "unknown" (another engine)."""
+    try:
+        with urllib.request.urlopen(base_url.rstrip("/") + "/version", timeout=5) as answer:  # noqa: S310
+            return "vllm " + str(json.loads(answer.read(10_000))["version"])
+    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
+        return "unknown"
 
 
 def parse_metrics(text: str) -> dict[str, float]:

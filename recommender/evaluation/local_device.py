@@ -22,6 +22,7 @@ from recommender.quantize import QuantScheme
 
 if TYPE_CHECKING:
     from recommender.config.candidate import Candidate
+    from recommender.evaluation.engine_steps import EngineSteps
     from recommender.quantize.model_cache import ModelCache
 
 #: Probes measured here, by (scheme, batch size).
@@ -35,6 +36,8 @@ class LocalMeasurement:
     models: ModelCache
     batch_sizes: list[int]
     price: LocalDevice
+    #: Step times through the serving engine (a spec's ``probe: {engine: vllm}``); None: the in-process probe.
+    engine: EngineSteps | None = None
 
 
 def local_eligibility(
@@ -51,6 +54,8 @@ def local_eligibility(
         raise Refused("runnable", "the local device is not measured in this command (architecture-only projection)")
     device = local.models.device
     reason = method.unavailable_reason(device)
+    if reason is None and local.engine is not None:
+        reason = local.engine.refusal(method)
     if reason is not None:
         raise Refused("runnable", reason)
     served = eligibility(method, device, engines, head_dim, architectures)
@@ -59,8 +64,8 @@ def local_eligibility(
     if c.kv_cache_dtype != "auto":
         raise Refused(
             "runnable",
-            f"kv_cache_dtype {c.kv_cache_dtype}: the local probe (transformers) has no fp8 KV "
-            "storage to time; its quality is measured, its speed only modeled on catalog GPUs",
+            f"kv_cache_dtype {c.kv_cache_dtype}: the local probe has no fp8 KV storage measured to time; "
+            "its quality is measured, its speed only modeled on catalog GPUs",
         )
     if c.tensor_parallel > 1:
         raise Refused("runnable", f"tensor_parallel {c.tensor_parallel} > 1 devices per node")
@@ -77,10 +82,12 @@ def _probe(local: LocalMeasurement, probes: Probes, c: Candidate, batch_size: in
 
 def measured_step_cost(
     c: Candidate, local: LocalMeasurement, probes: Probes, *, prompt_tokens: int
-) -> tuple[TableStepCost, ProbeResult]:
+) -> tuple[TableStepCost, ProbeResult | None]:
     """Step times measured here at batch 1, every searched batch size up to the candidate's, and its own: the
     simulator's decode steps run at every batch size up to ``max_num_seqs``, interpolated between them.
-    `probes` caches each (scheme, batch size) measured."""
+    `probes` caches each (scheme, batch size) measured. Through the engine: its calibrated steps (no probe result)."""
+    if local.engine is not None:
+        return local.engine.step_cost(c.base_scheme), None
     sizes = sorted({1, c.batch_size} | {b for b in local.batch_sizes if b <= c.batch_size})
     measured = [_probe(local, probes, c, b, prompt_tokens) for b in sizes]
     own = measured[-1]

@@ -22,7 +22,8 @@ def render_dry_run(answer: DryRun, console: Console) -> None:
     console.print(
         f"{answer.candidates} candidates in the space; the search evaluates up to {answer.n_trials}: "
         f"{len(answer.pruned)} pruned before anything loads, {kept} priced and simulated, "
-        f"{len(answer.measured_here)} on this machine (probed when the search runs), "
+        f"{len(answer.measured_here)} on this machine (measured through {answer.local_measured_by} when the search "
+        "runs), "
         f"{len(answer.speculative)} speculative (simulated when the search runs)"
     )
     if answer.speculative:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from recommender.config.spec import LOCAL_DEVICE
 from recommender.device import local_device, quality_compute_dtype
+from recommender.engines.cpu_engine_schemes import cpu_engine_refusal
 from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.quantize import get_scheme
 from recommender.speculation.methods import NONE
@@ -44,6 +45,8 @@ class DryRun:
     #: Speculative candidates: simulated when the search runs, once the acceptance is measured (needs the weights).
     speculative: list[str] = field(default_factory=list)
     speculation_basis: str = ""
+    #: What measures the local candidates when the search runs (a spec's ``probe.engine``).
+    local_measured_by: str = "transformers"
 
 
 def dry_run(prepared: Prepared) -> DryRun:
@@ -59,6 +62,7 @@ def dry_run(prepared: Prepared) -> DryRun:
         engine_releases=spec.engine_releases,
     )
     candidates = grid(spec)
+    through_engine = spec.probe is not None and spec.probe.through_engine
     pruned, measured_here, speculative = [], [], []
     reference = get_scheme("baseline")
     scored = {reference.name: reference}  # the schemes whose quality would be measured, by name
@@ -67,7 +71,10 @@ def dry_run(prepared: Prepared) -> DryRun:
             speculative.append(c.key)  # its acceptance is measured on the model, when its scheme's quality passed
             continue
         if c.hardware == LOCAL_DEVICE:
-            measured_here.append(c.key)  # its step times are probed on this machine: that loads the weights
+            if through_engine and (why := cpu_engine_refusal(c.base_scheme.name, c.precision)) is not None:
+                pruned.append((c.key, f"runnable: {why}"))
+            else:
+                measured_here.append(c.key)  # its step times are measured on this machine: that loads the weights
             continue
         result = evaluator.evaluate(c)
         if result.status != "evaluated":
@@ -95,6 +102,7 @@ def dry_run(prepared: Prepared) -> DryRun:
         seconds_per_scheme=seconds,
         speculative=speculative,
         speculation_basis=_speculation_basis(prepared) if speculative else "",
+        local_measured_by=spec.probe.engine if spec.probe is not None else "transformers",
         estimate_basis=(
             f"{sum(documents.values())} documents x {ASSUMED_TOKENS_PER_DOCUMENT} tokens (assumed) + {kl_tokens} KL "
             f"tokens per scheme, 2 x {prepared.shape.active_params / 1e6:,.0f} M active parameters FLOPs per token, at "

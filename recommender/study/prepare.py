@@ -16,8 +16,10 @@ from recommender.config.spec import LOCAL_DEVICE, LatencySLA, SearchSpec, Traffi
 from recommender.decision.rules import quality_skip
 from recommender.device import local_device, quality_compute_dtype
 from recommender.engines.architecture_support import check_served
+from recommender.engines.cpu_engine_env import ensure_engine_env
 from recommender.engines.head_sizes import check_runnable
 from recommender.errors import BadInputError
+from recommender.evaluation.engine_steps import EngineSteps
 from recommender.evaluation.evaluator import CandidateEvaluator
 from recommender.evaluation.local_device import LocalMeasurement
 from recommender.evaluation.performance import PerformanceEvaluator
@@ -63,7 +65,9 @@ class Prepared:
         )
         local = None
         if self.spec.local_device is not None:
-            local = LocalMeasurement(models, list(self.spec.space.batch_sizes or []), self.spec.local_device)
+            local = LocalMeasurement(
+                models, list(self.spec.space.batch_sizes or []), self.spec.local_device, self._engine_steps(models)
+            )
         speculation = None
         if searches_speculation(self.spec):
             speculation = AcceptanceEvaluator(
@@ -85,6 +89,14 @@ class Prepared:
             experts = ExpertRouting(space.expert_skew, space.redundant_experts)
             other_layouts = partial(evaluate_layout, performance, link=space.link, model=model, experts=experts)
         return CandidateEvaluator(performance, quality, skip_quality=quality_skip, other_layouts=other_layouts)
+
+    def _engine_steps(self, models: ModelCache) -> EngineSteps | None:
+        """The engine that measures the local candidates (its environment made now, before the first trial)."""
+        probe, traffic = self.spec.probe, self.spec.traffic
+        if probe is None or not probe.through_engine:
+            return None
+        ensure_engine_env()
+        return EngineSteps(probe, self.source, models.context, traffic.prompt_tokens, traffic.output_tokens)
 
 
 def prepare(spec: SearchSpec) -> Prepared:
