@@ -52,6 +52,8 @@ class ConfigFields(BaseModel):
     num_experts_per_tok: Count | None = None
     moe_intermediate_size: Width | None = None
     shared_expert_intermediate_size: Annotated[StrictInt, Field(ge=0, le=10_000_000)] | None = None
+    moe_shared_expert_intermediate_size: Annotated[StrictInt, Field(ge=0, le=10_000_000)] | None = None
+    moe_latent_size: Width | None = None
     n_shared_experts: Count | None = None
     first_k_dense_replace: Annotated[StrictInt, Field(ge=0, le=10_000)] | None = None
     moe_layer_freq: Layers | None = None

@@ -151,7 +151,7 @@ def expert_groups_fit(c: RuleFields) -> str | None:
 def shared_experts_beside_routed(c: RuleFields) -> str | None:
     if experts(c) is not None:
         return None
-    for name in ("n_shared_experts", "shared_expert_intermediate_size"):
+    for name in ("n_shared_experts", "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"):
         value = getattr(c, name)
         if value:
             return f"{name} {value} adds shared experts beside routed ones, and the model has no routed experts"

@@ -162,8 +162,24 @@ def _window_layers(config: Any, n_layers: int) -> tuple[int, int]:
     return int(window), sum(1 for t in types if t == kind)
 
 
+def _refuse_per_kind_widths(config: Any) -> None:
+    """Gemma-4's full-attention layers have their own head width (``global_head_dim``) and KV heads
+    (``num_global_key_value_heads``) beside the sliding layers' (vLLM ``model_executor/models/gemma4.py`` @ 001cabc1,
+    ``Gemma4DecoderLayer``): one width per model is what this module prices, so such a config is refused by name
+    rather than priced with the sliding layers' width everywhere."""
+    for name in ("global_head_dim", "num_global_key_value_heads"):
+        value = getattr(config, name, None)
+        if value is not None and value != getattr(config, name.replace("global_", ""), None):
+            raise BadInputError(
+                name,
+                f"{value!r}: full-attention layers with their own head width or KV heads are not modeled",
+                "plan a model whose attention layers share head_dim and num_key_value_heads",
+            )
+
+
 def parse_attention(config: Any, *, n_layers: int) -> AttentionLayout | None:
     """The attention layout of `config`, or None for grouped-query attention over the whole context everywhere."""
+    _refuse_per_kind_widths(config)
     latent = parse_latent(config)
     window, windowed = _window_layers(config, n_layers)
     sparse = parse_sparse(config, latent=latent is not None)

@@ -10,8 +10,8 @@
 
 A kind this module does not know, a pattern of the wrong length, and a pattern with no attention layer are refused
 naming the field: an unknown layer is never priced as full attention, and a model with no KV cache at all is not
-one the simulator's KV-token admission can plan. Nemotron's ``E`` layers (its MoE has its own shared-expert and
-latent fields) are refused too.
+one the simulator's KV-token admission can plan. Nemotron-3's ``E`` / ``moe`` layers are MLP layers whose MLP is
+routed (``moe.py`` reads their experts, latent width and shared expert; `placed_moe_layers` says how many).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ _KINDS = {
     "mamba": (False, True, False),
     "attention": (True, False, False),
     "mlp": (False, False, True),
+    "moe": (False, False, True),
 }
 #: fp32 recurrent state where the config asks for it; 16 bits otherwise (``linear_attention.py``).
 _STATE_DTYPE_BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0, "auto": 2.0}
@@ -83,10 +84,9 @@ def parse_pattern(config: Any, *, n_layers: int) -> LayerPattern | None:
         raise BadInputError(field, f"{len(kinds)} layers for num_hidden_layers {n_layers}", "give one entry per layer")
     unknown = next((k for k in kinds if k not in _KINDS), None)
     if unknown is not None:
-        what = "mixture-of-experts blocks (E / moe) of a Mamba hybrid" if unknown == "moe" else f"layer {unknown!r}"
         raise BadInputError(
             field,
-            f"{what[:60]} not modeled",
+            f"layer {unknown[:40]!r} not modeled",
             f"plan a model whose layers are {', '.join(_KINDS)} (others are refused, never priced as attention)",
         )
     pattern = LayerPattern(kinds, field)
@@ -97,6 +97,15 @@ def parse_pattern(config: Any, *, n_layers: int) -> LayerPattern | None:
             "give the model's real pattern, with its attention layers",
         )
     return pattern
+
+
+def placed_moe_layers(pattern: LayerPattern | None) -> int | None:
+    """Layers a block pattern (Nemotron's ``hybrid_override_pattern`` / ``layers_block_type``) makes
+    mixture-of-experts layers (``E`` / ``moe``); None where the pattern does not place them (``layer_types``, or no
+    pattern: the MoE fields do, ``moe.py``)."""
+    if pattern is None or pattern.field not in ("hybrid_override_pattern", "layers_block_type"):
+        return None
+    return pattern.kinds.count("moe")
 
 
 def _positive(config: Any, name: str, family: str, default: int | None = None) -> int:

@@ -22,7 +22,14 @@ Three config families are read, by their Hugging Face field names:
 - Llama-4: Mixtral's field names, ``interleave_moe_layer_step`` (every k-th layer routed, from layer k - 1, as
   ``decoder_sparse_step``; transformers 5.17 ``Llama4TextConfig.moe_layers``) or ``moe_layers`` (the routed layers'
   indices), one always-on shared expert of ``intermediate_size`` per routed layer (``Llama4TextMoe.shared_expert``)
-  and the dense layers' own width ``intermediate_size_mlp`` (``shape.py``).
+  and the dense layers' own width ``intermediate_size_mlp`` (``shape.py``);
+- Nemotron-3 (Nano, Super, Ultra): DeepSeek's field names, the MoE layers placed by the block pattern's ``E`` /
+  ``moe`` entries (``layer_pattern.placed_moe_layers``), a shared expert of ``moe_shared_expert_intermediate_size x
+  n_shared_experts`` in the hidden space, and, in Super and Ultra, a latent MoE: ``moe_latent_size`` is the routed
+  experts' input and output width, reached through ``fc1_latent_proj`` (hidden -> latent) and ``fc2_latent_proj``
+  (latent -> hidden), both replicated on every tensor-parallel GPU (vLLM ``model_executor/models/nemotron_h.py``
+  @ 00b08dc4, ``NemotronHMoE``: ``ReplicatedLinear``; the experts' ``hidden_size=self.moe_hidden_size``).
+  ``moe_shared_expert_overlap`` only schedules the shared expert beside the routed ones.
 
 Any other expert/MoE/router field is refused by name (:class:`BadInputError`): a layout this
 module does not understand is never silently treated as dense.
@@ -51,6 +58,8 @@ UNDERSTOOD_FIELDS = frozenset(
         "mlp_only_layers",
         "interleave_moe_layer_step",
         "moe_layers",
+        "moe_latent_size",
+        "moe_shared_expert_intermediate_size",
     }
 )
 #: MoE fields that only matter to training (load-balancing losses, router noise) or to the router's
@@ -64,6 +73,7 @@ IGNORED_FIELDS = frozenset(
         "router_z_loss_coef",
         "moe_aux_loss_coef",
         "experts_per_token",
+        "moe_shared_expert_overlap",
     }
 )
 #: Substrings that mark a field as part of a MoE layout.
@@ -81,6 +91,8 @@ class MoeLayout:
         n_moe_layers: layers whose MLP is routed; the others keep a dense MLP of ``intermediate_size``.
         shared_intermediate: total gated-MLP width of the always-on shared experts of a MoE layer (0: none).
         shared_gate: whether the shared expert has a scalar gate (Qwen2-MoE: ``hidden`` x 1 weights).
+        latent: the routed experts' input/output width when it is not the hidden size (Nemotron-3's latent MoE,
+            reached through two replicated hidden x latent projections per MoE layer); 0: the hidden size.
     """
 
     n_experts: int
@@ -89,6 +101,7 @@ class MoeLayout:
     n_moe_layers: int
     shared_intermediate: int = 0
     shared_gate: bool = False
+    latent: int = 0
 
     def __post_init__(self) -> None:
         if not 1 <= self.experts_per_token <= self.n_experts:
@@ -165,23 +178,41 @@ def _moe_layer_count(config: Any, n_layers: int) -> int:
     )
 
 
-def parse_moe(config: Any, *, n_layers: int, intermediate: int) -> MoeLayout | None:
-    """The MoE layout of `config`, or None for a dense model; unknown MoE layouts are refused by field name."""
+def parse_moe(
+    config: Any, *, n_layers: int, intermediate: int, placed: int | None = None, placed_by: str = ""
+) -> MoeLayout | None:
+    """The MoE layout of `config`, or None for a dense model; unknown MoE layouts are refused by field name.
+    `placed`: the MoE layers a block pattern (`placed_by`, Nemotron's) names, which then decides where they are."""
     _check_understood(config)
     count_field = next((f for f in EXPERT_COUNT_FIELDS if (getattr(config, f, None) or 0) > 1), None)
     if count_field is None:
+        if placed:
+            raise BadInputError(
+                placed_by, f"{placed} mixture-of-experts blocks (E / moe) and no routed experts", "add n_routed_experts"
+            )
         return None
     n_experts = _int_field(config, count_field)
+    if placed == 0:
+        raise BadInputError(
+            placed_by,
+            f"no mixture-of-experts block (E / moe) holds the {n_experts} experts of {count_field}",
+            "mark the model's MoE layers E (moe), as its published config does",
+        )
     per_expert = _int_field(config, "moe_intermediate_size", intermediate)
     shared = _int_field(config, "shared_expert_intermediate_size", 0)
-    shared += _int_field(config, "n_shared_experts", 0) * per_expert
+    nemotron_shared = _int_field(config, "moe_shared_expert_intermediate_size", 0)
+    if nemotron_shared:  # vLLM NemotronHMoE: one MLP of moe_shared_expert_intermediate_size x n_shared_experts
+        shared += nemotron_shared * _int_field(config, "n_shared_experts", 1)
+    else:
+        shared += _int_field(config, "n_shared_experts", 0) * per_expert
     if _is_llama4(config):  # one shared expert beside the routed ones in every MoE layer
         shared += per_expert
     return MoeLayout(
         n_experts=n_experts,
         experts_per_token=_int_field(config, "num_experts_per_tok"),
         expert_intermediate=per_expert,
-        n_moe_layers=_moe_layer_count(config, n_layers),
+        n_moe_layers=placed if placed is not None else _moe_layer_count(config, n_layers),
         shared_intermediate=shared,
         shared_gate=getattr(config, "shared_expert_intermediate_size", None) is not None,
+        latent=_int_field(config, "moe_latent_size", 0),
     )

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recommender.perf.model.attention import AttentionLayout, parse_attention
-from recommender.perf.model.layer_pattern import parse_pattern, parse_recurrent
+from recommender.perf.model.layer_pattern import parse_pattern, parse_recurrent, placed_moe_layers
 from recommender.perf.model.linear_attention import RecurrentLayers
 from recommender.perf.model.moe import MoeLayout, parse_moe
 from recommender.perf.model.sparse_attention import SparseAttention
@@ -69,7 +69,8 @@ class ModelShape:
         intermediate = int(getattr(config, "intermediate_size", None) or config.moe_intermediate_size)
         # Llama-4 writes its experts' width as intermediate_size and its dense layers' as intermediate_size_mlp.
         dense_width = int(getattr(config, "intermediate_size_mlp", None) or intermediate)
-        recurrent = parse_recurrent(config, parse_pattern(config, n_layers=n_layers))
+        pattern = parse_pattern(config, n_layers=n_layers)
+        recurrent = parse_recurrent(config, pattern)
         attention = parse_attention(config, n_layers=n_layers)
         if attention is not None and attention.latent is not None:
             head_dim = attention.latent.qk_head_dim
@@ -82,7 +83,13 @@ class ModelShape:
             head_dim=int(head_dim),
             vocab=int(config.vocab_size),
             tie_word_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
-            moe=parse_moe(config, n_layers=n_layers, intermediate=intermediate),
+            moe=parse_moe(
+                config,
+                n_layers=n_layers,
+                intermediate=intermediate,
+                placed=placed_moe_layers(pattern),
+                placed_by="" if pattern is None else pattern.field,
+            ),
             attention=attention,
             recurrent=recurrent,
             mlp_matrices=2 if getattr(config, "mlp_hidden_act", None) == "relu2" else 3,
@@ -131,11 +138,14 @@ class ModelShape:
 
     @property
     def tp_replicated_params(self) -> int:
-        """Linear weights of `attention_params` every tensor-parallel GPU holds and reads whole (MLA's fused
-        down-projection, ``attention.LatentAttention.replicated_params_per_layer``); 0 for grouped-query attention."""
+        """Linear weights every tensor-parallel GPU holds and reads whole: MLA's fused down-projection
+        (``attention.LatentAttention.replicated_params_per_layer``) and DSA's indexer, a latent MoE's two latent
+        projections (``moe.py``); 0 for grouped-query attention with an MLP over the hidden size."""
+        latent_moe = 0 if self.moe is None else self.moe.n_moe_layers * 2 * self.hidden * self.moe.latent
         if self.attention is not None and self.attention.latent is not None:
-            return self.n_layers * self.attention.latent.replicated_params_per_layer(self.hidden) + self._indexer_params
-        return 0
+            mla = self.n_layers * self.attention.latent.replicated_params_per_layer(self.hidden)
+            return mla + self._indexer_params + latent_moe
+        return latent_moe
 
     def per_gpu_params(self, params: float, tensor_parallel: int) -> float:
         """`params` (which include the replicated ones) as one of `tensor_parallel` GPUs holds them: its share of the
@@ -145,8 +155,11 @@ class ModelShape:
 
     @property
     def expert_params(self) -> int:
-        """One routed expert of one layer (gate, up, down); 0 for a dense model."""
-        return 0 if self.moe is None else self.mlp_matrices * self.hidden * self.moe.expert_intermediate
+        """One routed expert of one layer (gate, up, down; up and down for squared-ReLU), over the hidden size or a
+        latent MoE's width; 0 for a dense model."""
+        if self.moe is None:
+            return 0
+        return self.mlp_matrices * (self.moe.latent or self.hidden) * self.moe.expert_intermediate
 
     @property
     def dense_body_params(self) -> int:
@@ -156,7 +169,7 @@ class ModelShape:
             return self.attention_params + self.n_mlp_layers * matrices * self.hidden * self.intermediate
         dense_mlp = (self.n_mlp_layers - moe.n_moe_layers) * matrices * self.hidden * self.intermediate
         shared = matrices * self.hidden * moe.shared_intermediate
-        per_moe_layer = shared + self.hidden * (moe.n_experts + moe.shared_gate)
+        per_moe_layer = shared + self.hidden * (moe.n_experts + moe.shared_gate) + 2 * self.hidden * moe.latent
         return self.attention_params + dense_mlp + moe.n_moe_layers * per_moe_layer
 
     def _routed_params(self, experts_per_layer: float) -> float:

@@ -270,6 +270,9 @@ def test_a_bad_hybrid_config_is_one_line_and_exit_2_from_the_cli(tmp_path: Path)
         "moonshotai/Kimi-K2.5",  # MLA + MoE as DeepSeek-V3, under a multimodal wrapper's text_config
         "MiniMaxAI/MiniMax-M2.5",  # grouped-query attention + MoE
         "meta-llama/Llama-4-Scout-17B-16E-Instruct",  # chunked attention + interleaved MoE with a shared expert
+        "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8",  # Mamba2 hybrid with latent-MoE blocks
+        "openai/gpt-oss-120b",  # alternating 128-token sliding window and full attention + MoE
+        "openai/gpt-oss-20b",
     ],
 )
 def test_plan_answers_for_every_shipped_new_design_at_tp8_on_h200(hub_id: str) -> None:
