@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from recommender.perf.step.kernel_grid import KernelTable
+from recommender.perf.step.kernel_grid import KernelTable, tuned_envelope
 
 if TYPE_CHECKING:
     from recommender.perf.model.shape import ModelShape
@@ -54,7 +54,6 @@ __all__ = [
     "KernelTablesUnavailable",
     "gemm_mode",
     "kernel_package_version",
-    "tuned_envelope",
 ]
 
 #: The aiconfigurator-core release the tables are read from (pyproject pins it; another release is refused).
@@ -190,11 +189,10 @@ def _sample(handle: Any, system: str, engine: str) -> KernelTable:
 def _tuned_linear(handle: Any) -> tuple[np.ndarray, float]:
     """The non-attention kernels of a step at each grid token count, s, and the share of that time from silicon rows.
 
-    Each op is priced at its fastest row at that many tokens *or more* (:func:`tuned_envelope`): the package's
-    GEMM rows were timed outside the engine's autotuner (``collector/trtllm/collect_gemm.py`` calls
-    ``Linear.forward`` after one dry run, no ``autotune()`` context), so each is the runner's fallback tactic,
-    while a serving engine profiles every tactic per token bucket at start-up and keeps the fastest; a tactic
-    that ran M' tokens in t runs M < M' rows in at most t (the same weights streamed, fewer rows).
+    Each op at its fastest row at that many tokens *or more* (``tuned_envelope``): the package timed its GEMMs
+    outside the engine's autotuner (ai-dynamo/aiconfigurator ``collector/trtllm/collect_gemm.py`` calls
+    ``Linear.forward`` after one dry run, no ``autotune()``), i.e. at the fallback tactic, while an engine profiles
+    every tactic per token bucket at start-up and keeps the fastest: a tactic that ran M' rows in t runs fewer in t.
     """
     per_op: dict[str, list[tuple[float, bool]]] = {}
     for tokens in _TOKENS:
@@ -209,20 +207,6 @@ def _tuned_linear(handle: Any) -> tuple[np.ndarray, float]:
         total += best
         measured += best * np.array([rows[i][1] for i in at])
     return total, float(measured.sum() / total.sum()) if total.sum() else 0.0
-
-
-def tuned_envelope(seconds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each point's time lowered to the fastest at the same or a later grid point, and where that was.
-
-    >>> best, at = tuned_envelope(np.array([3.0, 2.0, 2.5, 4.0]))
-    >>> best.tolist(), at.tolist()
-    ([2.0, 2.0, 2.5, 4.0], [1, 1, 2, 3])
-    """
-    best, at = seconds.astype(float).copy(), np.arange(len(seconds))
-    for i in range(len(seconds) - 2, -1, -1):
-        if best[i + 1] < best[i]:
-            best[i], at[i] = best[i + 1], at[i + 1]
-    return best, at
 
 
 def _check_package() -> None:
