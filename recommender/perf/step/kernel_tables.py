@@ -13,7 +13,8 @@ few microseconds instead of an SDK call):
 - ``linear``: every non-attention op of a step of ``T`` tokens (GEMMs, norms, activations, the lm_head),
   all-reduces and point-to-point copies left out: collectives come from the topology
   (``features.StepFeatures``' all-reduce terms), not from whichever node a table was measured on (the
-  package's own metadata says its 4- and 8-GPU L40S collection hung);
+  package's own metadata says its 4- and 8-GPU L40S collection hung); each op at its fastest time at that many
+  tokens or more (the package timed its GEMMs at the fallback tactic, an engine autotunes them: ``_tuned_linear``);
 - ``context attention``: one prompt of ``s`` tokens attending to itself; a step of several chunks is priced
   at the single prompt with the same causal attention work (``sum_sq / 2 + sum_cross``);
 - ``decode attention``: ``b`` sequences reading ``L`` KV tokens each.
@@ -38,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from recommender.perf.step.kernel_grid import KernelTable
+from recommender.perf.step.kernel_grid import KernelTable, tuned_envelope
 
 if TYPE_CHECKING:
     from recommender.perf.model.shape import ModelShape
@@ -167,17 +168,7 @@ def _is_collective(name: str) -> bool:
 
 def _sample(handle: Any, system: str, engine: str) -> KernelTable:
     """The grid of module docstring, from one compiled engine handle."""
-    measured = total = 0.0
-
-    def linear(tokens: int) -> float:
-        nonlocal measured, total
-        ops = handle.mixed_step_breakdown_per_op(int(tokens), 0, int(tokens), 2)[0]
-        kept = [op for op in ops if not _is_collective(op[0])]
-        total += sum(op[1] for op in kept)
-        measured += sum(op[1] for op in kept if op[3] == "silicon")
-        return float(sum(op[1] for op in kept)) / 1e3
-
-    linear_s = np.array([linear(t) for t in _TOKENS])
+    linear_s, measured_share = _tuned_linear(handle)
     attention = np.array([handle.mixed_step_breakdown(int(s), 0, int(s), 2)[2] / 1e3 for s in _PROMPTS])
     decode = np.array([[handle.mixed_step_breakdown(0, int(b), int(c), 2)[3] / 1e3 for c in _CONTEXTS] for b in _SEQS])
     if not (np.all(linear_s > 0) and np.all(attention > 0) and np.all(decode > 0)):
@@ -191,8 +182,31 @@ def _sample(handle: Any, system: str, engine: str) -> KernelTable:
         seqs=_SEQS.astype(float),
         contexts=_CONTEXTS.astype(float),
         decode_attention_s=decode,
-        measured_share=measured / total if total else 0.0,
+        measured_share=measured_share,
     )
+
+
+def _tuned_linear(handle: Any) -> tuple[np.ndarray, float]:
+    """The non-attention kernels of a step at each grid token count, s, and the share of that time from silicon rows.
+
+    Each op at its fastest row at that many tokens *or more* (``tuned_envelope``): the package timed its GEMMs
+    outside the engine's autotuner (ai-dynamo/aiconfigurator ``collector/trtllm/collect_gemm.py`` calls
+    ``Linear.forward`` after one dry run, no ``autotune()``), i.e. at the fallback tactic, while an engine profiles
+    every tactic per token bucket at start-up and keeps the fastest: a tactic that ran M' rows in t runs fewer in t.
+    """
+    per_op: dict[str, list[tuple[float, bool]]] = {}
+    for tokens in _TOKENS:
+        for op in handle.mixed_step_breakdown_per_op(int(tokens), 0, int(tokens), 2)[0]:
+            if not _is_collective(op[0]):
+                per_op.setdefault(op[0], []).append((float(op[1]), op[3] == "silicon"))
+    total = np.zeros(len(_TOKENS))
+    measured = np.zeros(len(_TOKENS))
+    for rows in per_op.values():
+        seconds = np.array([t for t, _ in rows]) / 1e3
+        best, at = tuned_envelope(seconds)
+        total += best
+        measured += best * np.array([rows[i][1] for i in at])
+    return total, float(measured.sum() / total.sum()) if total.sum() else 0.0
 
 
 def _check_package() -> None:
@@ -267,7 +281,7 @@ def _engine_version(system: str, backend: str) -> str:
 
 
 #: Bumped when the sampling grid or what a table holds changes: older cached tables are not read.
-_TABLE_FORMAT = 1
+_TABLE_FORMAT = 2
 _ARRAYS = ("tokens", "linear_s", "prompts", "context_attention_s", "seqs", "contexts", "decode_attention_s")
 
 

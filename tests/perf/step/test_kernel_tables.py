@@ -81,7 +81,9 @@ def test_fp8_kernels_beat_bf16_on_the_same_gpu(tables: KernelTables, llama8b) ->
     bf16 = tables.get(llama8b, get_scheme("baseline"), "h100-sxm", "trtllm", 1, "auto")
     fp8 = tables.get(llama8b, get_scheme("fp8-dynamic"), "h100-sxm", "trtllm", 1, "auto")
     assert fp8.linear(4096) < 0.85 * bf16.linear(4096)  # prefill: FP8 tensor cores
-    assert fp8.linear(1) < 0.8 * bf16.linear(1)  # decode: half the weight bytes
+    # decode: half the linear weights' bytes (the bf16 lm_head and embeddings in both): x0.81 (x0.80 before each op
+    # took its fastest row at as many tokens or more, which lowered bf16's one-token step 1.3 %)
+    assert fp8.linear(1) < 0.85 * bf16.linear(1)
 
 
 @needs_package
