@@ -33,6 +33,7 @@ from recommender.cli.plan_options import (
     PriceSetName,
     PromptTokens,
     RedundantExperts,
+    Routings,
     Rps,
     Schemes,
     SpecPath,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from recommender.cli.plan_inputs import PlanTarget
     from recommender.fleet.plan_request import PlanRequest
     from recommender.fleet.plan_views import PlanViews
+    from recommender.perf.sim.routing import RoutingPolicy
 
 EPILOG = (
     "Latencies and capacities are calibrated (step costs fitted on measured serving runs, their uncertainty from "
@@ -79,14 +81,14 @@ def plan_command(
     expert_parallel: ExpertParallel = False,
     expert_skew: ExpertSkew = 0.0,
     redundant_experts: RedundantExperts = 0,
+    routing: Routings = None,
     json_output: JsonOutput = False,
 ) -> None:
     """Project cost and latency for an architecture without its weights, across GPUs and precisions."""
-    from recommender.cli.plan_inputs import distinct, layouts, plan_target, pointed_plan, traffic_and_sla
+    from recommender.cli.plan_inputs import layouts, plan_target, pointed_plan, routings, traffic_and_sla
     from recommender.config.dependencies import PlanFlags, check_flags
-    from recommender.fleet.plan_views import views_of_flags
 
-    laid_out = layouts(layout)
+    laid_out, routed = layouts(layout), routings(routing)
     check_flags(PlanFlags(_typed(ctx), tuple(laid_out), expert_parallel))
     if spec is not None:
         _plan_from_spec(spec, model, json_output)
@@ -104,17 +106,32 @@ def plan_command(
         batch_sizes=batch_size,
         engine_releases=engine_release,
     )
-    distinct(decode_hardware or [], flag="--decode-hardware")
+    views = _views(laid_out, routed, expert_parallel, expert_skew, redundant_experts, decode_hardware)
     target = plan_target(model, pointed, price_set, prompt_tokens, output_tokens)
-    request = target.request(traffic, sla, pointed, link=link)
-    views = views_of_flags(
+    _answer(target.request(traffic, sla, pointed, link=link), views, target, json_output=json_output)
+
+
+def _views(
+    laid_out: list[str],
+    routed: tuple[RoutingPolicy, ...],
+    expert_parallel: bool,
+    skew: float,
+    redundant_experts: int,
+    decode_hardware: list[str] | None,
+) -> PlanViews:
+    """The comparison the flags ask for (``fleet/plan_views.py``), --decode-hardware's GPUs each named once."""
+    from recommender.cli.plan_inputs import distinct
+    from recommender.fleet.plan_views import views_of_flags
+
+    distinct(decode_hardware or [], flag="--decode-hardware")
+    return views_of_flags(
         laid_out,
         expert_parallel=expert_parallel,
-        skew=expert_skew,
+        skew=skew,
         redundant_experts=redundant_experts,
         decode_hardware=decode_hardware,
+        routing=routed,
     )
-    _answer(request, views, target, json_output=json_output)
 
 
 def _typed(ctx: typer.Context) -> frozenset[str]:
@@ -149,6 +166,7 @@ def _answer(request: PlanRequest, views: PlanViews, target: PlanTarget, *, json_
     from recommender.fleet.plan_views import compare
     from recommender.report.layout_table import render_comparisons
     from recommender.report.plan_table import render_cheapest_launch, render_plan
+    from recommender.report.routing_table import render_routing
     from recommender.serialization import dumps, list_to_data
 
     traffic, sla = request.traffic, request.sla
@@ -163,6 +181,7 @@ def _answer(request: PlanRequest, views: PlanViews, target: PlanTarget, *, json_
         render_comparisons(
             compared.layouts, compared.parallelism, name=target.name, traffic=traffic, sla=sla, console=console
         )
+        render_routing(compared.routing, name=target.name, traffic=traffic, sla=sla, console=console)
         return
     with _progress(request) as planned:
         rows = plan(planned)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from recommender.fleet.plan_request import PlanRequest
     from recommender.perf.catalog.gpus import Accelerator, Catalog
     from recommender.perf.model.shape import ModelShape
+    from recommender.perf.sim.routing import RoutingPolicy
 
 #: The KV cache dtypes a plan tries, in the order it shows them.
 KV_CACHE_DTYPES: tuple[KVCacheDtype, ...] = get_args(KVCacheDtype)
@@ -193,6 +194,21 @@ def layouts(given: list[str] | None) -> list[str]:
         if value not in LAYOUTS:
             raise BadInputError("--layout", f"unknown layout {value!r}", f"use {' or '.join(LAYOUTS)}")
     return given or ["aggregated"]
+
+
+def routings(given: str | None) -> tuple[RoutingPolicy, ...]:
+    """--routing's comma-separated policies checked (each known, none twice); none given: ()."""
+    from recommender.perf.sim.routing import POLICIES
+
+    names = [] if given is None else [name.strip() for name in given.split(",")]
+    distinct(names, flag="--routing")
+    known: list[RoutingPolicy] = []
+    for name in names:
+        policy = next((p for p in POLICIES if p == name), None)
+        if policy is None:
+            raise BadInputError("--routing", f"unknown routing policy {name!r}", f"use {', '.join(POLICIES)}")
+        known.append(policy)
+    return tuple(known)
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,7 +47,11 @@ def plan_spec(path: Path, model: str | None, json_output: bool) -> None:
     pairs = len(plan_hardware(loaded)) * len(plan_precisions(loaded))
     with step_progress(make_console(stderr=True), total=pairs, description="planning the peak hour") as done:
         fleet = plan_fleet(loaded, shape, catalog, on_row=done)
-    refuse_empty_plan(fleet.rows, fields=spec_fields(f"{path}: "), comparisons=[*fleet.layouts, *fleet.parallelism])
+    refuse_empty_plan(
+        fleet.rows,
+        fields=spec_fields(f"{path}: "),
+        comparisons=[*fleet.layouts, *fleet.parallelism, *fleet.routing],
+    )
     if json_output:
         print(dumps(to_data(fleet)), end="")
         return
@@ -59,6 +63,9 @@ def plan_spec(path: Path, model: str | None, json_output: bool) -> None:
     render_comparisons(
         fleet.layouts, fleet.parallelism, name=name, traffic=loaded.traffic, sla=loaded.sla, console=console
     )
+    from recommender.report.routing_table import render_routing
+
+    render_routing(fleet.routing, name=name, traffic=loaded.traffic, sla=loaded.sla, console=console)
 
 
 def _architecture(path: Path, model: str | None, spec: SearchSpec) -> tuple[str, SimpleNamespace]:

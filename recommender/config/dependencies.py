@@ -106,6 +106,13 @@ FLAG_REQUIREMENTS: tuple[Requirement[PlanFlags], ...] = (
         "add --layout disaggregated or --expert-parallel, or drop --link",
     ),
     Requirement(
+        "--routing",
+        "the plain plan's aggregated replicas (the layout and expert-parallel comparisons size their own pools)",
+        _typed("--routing"),
+        lambda f: not _pools_or_ep(f),
+        "drop --routing, or --layout disaggregated / --expert-parallel",
+    ),
+    Requirement(
         "--engine-release",
         "the plain plan (the layout and expert-parallel comparisons price the current releases)",
         _typed("--engine-release"),

@@ -21,6 +21,7 @@ from recommender.config.candidate import (
     TokenCount,
 )
 from recommender.config.spellings import refuse_both_spellings
+from recommender.perf.sim.routing import RoutingPolicy
 
 __all__ = ["DEFAULT_LINK", "Space"]
 
@@ -115,6 +116,16 @@ class Space(BaseModel):
         "--link` names it (recommender/perf/catalog/links.yaml): nvlink, pcie, infiniband-ndr, roce-400g.",
     )
 
+    routing: list[RoutingPolicy] | None = Field(
+        default=None,
+        min_length=1,
+        description="Router policies in front of the replicas to compare, as `recommender plan --routing` names them: "
+        "round-robin (a plain load balancer), random, sticky (session affinity), prefix-aware (the longest cached "
+        "prefix, llm-d's and SGLang's cache-aware routers, Dynamo's KV router). Each plan row is sized again as a "
+        "fleet behind each policy, every replica with its own prefix cache (docs/levers.md). Left out: one replica's "
+        "capacity into the traffic, its cache seeing every turn of every conversation.",
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _one_spelling(cls, data: Any) -> Any:
@@ -140,6 +151,7 @@ class Space(BaseModel):
         "layout",
         "decode_hardware",
         "decode_tensor_parallel",
+        "routing",
     )
     @classmethod
     def _distinct(cls, value: list[Any] | None) -> list[Any] | None:

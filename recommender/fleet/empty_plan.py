@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from recommender.fleet.layout_compare import LayoutComparison
     from recommender.fleet.parallelism import ParallelismComparison
     from recommender.fleet.plan_row import EmptyReason, PlanRow
+    from recommender.fleet.routing_compare import RoutingComparison
 
 __all__ = ["FLAG_FIELDS", "EmptyPlanFields", "refuse_empty_plan", "spec_fields"]
 
@@ -73,7 +74,7 @@ def refuse_empty_plan(
     rows: Sequence[PlanRow],
     *,
     fields: EmptyPlanFields,
-    comparisons: Sequence[LayoutComparison | ParallelismComparison] = (),
+    comparisons: Sequence[LayoutComparison | ParallelismComparison | RoutingComparison] = (),
 ) -> None:
     """BadInputError where no row serves the traffic and no comparison has a winner; nothing where one does.
 

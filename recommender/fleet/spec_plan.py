@@ -25,6 +25,7 @@ from recommender.fleet.plan_request import PlanRequest
 from recommender.fleet.plan_row import PlanRow
 from recommender.fleet.plan_scope import PlanScope
 from recommender.fleet.plan_views import compare, views_of_space
+from recommender.fleet.routing_compare import RoutingComparison
 from recommender.perf.catalog.gpus import Catalog
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.pricing import tie_band
@@ -49,6 +50,9 @@ class FleetPlan:
     #: With ``space.expert_parallel`` degrees above 1: tensor against expert parallelism per GPU and precision
     #: (`plan --expert-parallel`'s comparison at those degrees); empty otherwise.
     parallelism: list[ParallelismComparison] = field(default_factory=list)
+    #: With ``space.routing``: each row that serves the traffic sized as a fleet behind each policy, the winner and
+    #: why (`plan --routing`'s comparison); empty otherwise.
+    routing: list[RoutingComparison] = field(default_factory=list)
 
 
 def winner_row(rows: list[PlanRow]) -> PlanRow | None:
@@ -115,5 +119,5 @@ def plan_fleet(
     scheduled = None if winner is None else _scheduled(winner, catalog)
     autoscale, mix = schedule_and_mix(spec, performance, options, scheduled)
     # The comparisons' pools and replicas carry commands serving the spec's model.source; the rows carry none.
-    compared = compare(replace(request, model=spec.model.source), views_of_space(spec.space))
-    return FleetPlan(rows, winner, autoscale, mix, policy, compared.layouts, compared.parallelism)
+    compared = compare(replace(request, model=spec.model.source), views_of_space(spec.space), rows)
+    return FleetPlan(rows, winner, autoscale, mix, policy, compared.layouts, compared.parallelism, compared.routing)

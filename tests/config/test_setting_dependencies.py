@@ -52,6 +52,7 @@ SAMPLE: dict[str, list[str]] = {
     "--expert-parallel": [],
     "--expert-skew": ["1"],
     "--redundant-experts": ["8"],
+    "--routing": ["round-robin,prefix-aware"],
     "--json": [],
 }
 
@@ -81,7 +82,10 @@ def test_every_flag_plan_spec_would_ignore_is_refused_beside_it(flag: str, tmp_p
 
 
 #: What makes a requirement unmet beyond its flag alone (a flag refused beside another, not without one).
-UNMET_WITH: dict[str, list[str]] = {"--engine-release": ["--layout", "disaggregated"]}
+UNMET_WITH: dict[str, list[str]] = {
+    "--engine-release": ["--layout", "disaggregated"],
+    "--routing": ["--layout", "disaggregated"],
+}
 
 
 @pytest.mark.parametrize("requirement", FLAG_REQUIREMENTS, ids=[r.setting for r in FLAG_REQUIREMENTS])
