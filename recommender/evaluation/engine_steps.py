@@ -63,7 +63,7 @@ class EngineSteps:
             raise found.with_traceback(None)
         return found
 
-    def _checkpoint(self, method: QuantScheme) -> str:
+    def checkpoint(self, method: QuantScheme) -> str:
         """What the engine loads: the scheme's saved checkpoint, or the original weights (bf16)."""
         if isinstance(method, CheckpointScheme) and method.checkpoint_format is not None:
             if self.context is None:
@@ -79,7 +79,7 @@ class EngineSteps:
 
         if (why := self.refusal(method)) is not None:
             raise Refused("runnable", why)
-        model = self._checkpoint(method)
+        model = self.checkpoint(method)
         env = ensure_engine_env()
         levels = self.settings.concurrency
         print(f"measuring {method.name} through {env.release} at concurrency {levels} ...", file=sys.stderr)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from recommender.quality.suite import UseCase
 
-__all__ = ["AS_SERVED", "NO_KL", "ServedModel", "SuiteScores", "compare_served", "score_served"]
+__all__ = ["AS_SERVED", "NO_KL", "ServedModel", "SuiteScores", "compare_served", "score_docs", "score_served"]
 
 #: Why a KL check through an engine is unverified.
 NO_KL = "KL needs whole next-token distributions; an engine's API returns its top-k log-probs only"
@@ -83,6 +83,13 @@ def _completions_model(served: ServedModel) -> Any:
         num_concurrent=CONCURRENT,
         max_retries=3,
     )
+
+
+def score_docs(
+    served: ServedModel, manager: TaskManager, *, task: str, metric: str, doc_ids: list[int]
+) -> dict[int, tuple[float, float]]:
+    """`doc_ids` of `task` scored on `served` (a search's quality through the engine: ``served_scorer.py``)."""
+    return run_docs_on(_completions_model(served), manager, task=task, metric=metric, doc_ids=doc_ids)
 
 
 def score_served(

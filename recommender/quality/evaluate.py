@@ -1,25 +1,22 @@
 """Quality of one precision+method for one use case: paired task deltas, fidelity, verdicts.
 
-The quantity that does not depend on GPU type or batch size, so it is computed once per
-method and reused, across trials, studies and resumes (per-document results live in the
-QualityCache). The reference is the unquantized bf16 model ("baseline"); it is evaluated
-on each task's whole document budget once, and every variant on the same documents.
+The quantity that does not depend on GPU type or batch size, so it is computed once per method and reused, across
+trials, studies and resumes (per-document results live in the QualityCache). The reference is the unquantized bf16
+model ("baseline"); it is evaluated on each task's whole document budget once, and every variant on the same
+documents: in process, or through a serving engine (``served_scorer.py``), the reference then through it too.
 
-Adaptive evaluation: a variant is evaluated on a growing prefix of the budget (a
-quarter, a half, all of it) and stops as soon as the paired interval clears or crosses
-the threshold for every task. Every look could stop on a wrong verdict, so the looks share
-the suite's error rate: each interval is taken at 1 - (1 - confidence) / looks (Bonferroni
-over the planned looks, see statistics.py), and the result records that confidence. A look
-that cannot decide (fewer documents than a metric without exact bounds needs) is not planned,
-so it spends none of the error rate.
+Adaptive evaluation: a variant is evaluated on a growing prefix of the budget (a quarter, a half, all of it) and
+stops as soon as the paired interval clears or crosses the threshold for every task. Every look could stop on a wrong
+verdict, so the looks share the suite's error rate: each interval is taken at 1 - (1 - confidence) / looks (Bonferroni
+over the planned looks, see statistics.py), and the result records that confidence. A look that cannot decide (fewer
+documents than a metric without exact bounds needs) is not planned, so it spends none of the error rate.
 
-Documents are taken in a seeded random order (`document_order`), not the dataset's: a dataset
-sorted by source or length would make a budget's prefix unrepresentative, and the first look
-would judge only its first kind of document. The order is fixed by the seed and the task's
-size, so every method, release and re-run sees the same documents, and the per-document cache
-is reused across budgets. Every look taken is recorded with the variant's cached documents:
-a re-run with a larger budget counts the looks already taken on that method as looks, so the
-error-rate split covers them too (they were decisions, whatever the re-run is called).
+Documents are taken in a seeded random order (`document_order`), not the dataset's: a dataset sorted by source or
+length would make a budget's prefix unrepresentative, and the first look would judge only its first kind of document.
+The order is fixed by the seed and the task's size, so every method, release and re-run sees the same documents, and
+the per-document cache is reused across budgets. Every look taken is recorded with the variant's cached documents: a
+re-run with a larger budget counts the looks already taken on that method as looks, so the error-rate split covers
+them too (they were decisions, whatever the re-run is called).
 """
 
 from __future__ import annotations
@@ -47,6 +44,8 @@ from recommender.serialization import from_data, to_data
 
 if TYPE_CHECKING:
     from lm_eval.tasks import TaskManager
+
+    from recommender.quality.served_scorer import ServedScorer
 
 REFERENCE_METHOD = "baseline"
 #: Seed of every task's document order (`document_order`).
@@ -149,10 +148,14 @@ class QualityEvaluator:
     docs_evaluated: int = 0
     #: Methods whose quality this process computed (not read from another worker's claim).
     computed_here: int = 0
+    #: Scores the tasks through a serving engine (a spec's ``probe: {engine: vllm}``); None: in process. KL stays in
+    #: process on the same checkpoint (an engine's API returns top-k log-probs only).
+    served: ServedScorer | None = None
     _results: dict[str, QualityResult] = field(default_factory=dict)
     _tasks: dict[str, TaskData] = field(default_factory=dict)
     _model_fingerprint: str | None = None
     _reference_log_probs: fid.ReferenceLogProbs | None = None
+    _served_memo: dict[str, dict[str, dict[int, list[float]]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._manager = self.manager or task_manager(self.use_case)
@@ -187,13 +190,22 @@ class QualityEvaluator:
         dtype = self.models.compute_dtype
         return {} if dtype == "bfloat16" else {"compute_dtype": dtype}
 
-    @property
-    def _device(self) -> str:
-        """Where quality was measured, as results and reports say it ("cpu", "cpu, float32 compute")."""
+    def _measured_on(self, judged: QuantScheme) -> str:
+        """Where `judged`'s quality was measured, as results and reports say it ("cpu", "cpu, float32 compute")."""
         dtype = self.models.compute_dtype
-        return self.models.device.label + ("" if dtype == "bfloat16" else f", {dtype} compute")
+        here = self.models.device.label + ("" if dtype == "bfloat16" else f", {dtype} compute")
+        scorer = self._scorer(judged)
+        return here if scorer is None else f"{here}: tasks through {scorer.engine}, KL in process"
 
-    def _key(self, method: QuantScheme, spec: TaskThreshold) -> str:
+    def _scorer(self, judged: QuantScheme) -> ServedScorer | None:
+        """The engine `judged`'s comparison is scored through (its reference too), or None: in process."""
+        return self.served if self.served is not None and self.served.serves(judged) else None
+
+    def _engine(self, judged: QuantScheme) -> dict[str, str]:
+        """The serving engine as a key part: only where the tasks are scored through one."""
+        return {} if (scorer := self._scorer(judged)) is None else {"engine": scorer.engine}
+
+    def _key(self, method: QuantScheme, spec: TaskThreshold, judged: QuantScheme | None = None) -> str:
         return cache_key(
             model=self._fingerprint(),
             method=method.identity(),
@@ -203,6 +215,7 @@ class QualityEvaluator:
             lm_eval=lm_eval_version(),
             batch_size=self.use_case.batch_size,
             **self._compute(),
+            **self._engine(judged or method),
         )
 
     # -- per-document scores -------------------------------------------------------------
@@ -210,24 +223,18 @@ class QualityEvaluator:
         """The ids of the first n documents of the task's seeded order."""
         return document_order(self._task(spec.task).n_docs)[:n]
 
-    def doc_pairs(self, method: QuantScheme, spec: TaskThreshold, n: int) -> np.ndarray:
-        """Per-document (numerator, denominator) pairs of the first n documents in order; only missing ones are run."""
-        key = self._key(method, spec)
+    def doc_pairs(
+        self, method: QuantScheme, spec: TaskThreshold, n: int, judged: QuantScheme | None = None
+    ) -> np.ndarray:
+        """Per-document (numerator, denominator) pairs of the first n documents in order; only missing ones are run.
+        Scored as `judged`'s comparison is (default `method`): the reference through the engine where it is."""
+        key, scorer = self._key(method, spec, judged), self._scorer(judged or method)
         stored = self.cache.get(key) if self.cache else None
         have: dict[int, list[float]] = {int(k): v for k, v in (stored or {}).get("docs", {}).items()}
         ids = self.doc_ids(spec, n)
         missing = [i for i in ids if i not in have]
         if missing:
-            model = self.models.get(method)
-            new = run_docs(
-                model,
-                self.models.tokenizer,
-                self._manager,
-                task=spec.task,
-                metric=spec.metric,
-                doc_ids=missing,
-                batch_size=self.use_case.batch_size,
-            )
+            new = self._served_docs(scorer, method, spec, missing) if scorer else self._docs_here(method, spec, missing)
             have.update({i: list(v) for i, v in new.items()})
             self.docs_evaluated += len(new)
             if self.cache:
@@ -235,6 +242,28 @@ class QualityEvaluator:
                 entry.update({"docs": {str(i): v for i, v in have.items()}, "task": spec.task})
                 self.cache.put(key, entry)
         return np.asarray([have[i] for i in ids], dtype=np.float64)
+
+    def _docs_here(self, method: QuantScheme, spec: TaskThreshold, ids: list[int]) -> dict[int, tuple[float, float]]:
+        model, batch = self.models.get(method), self.use_case.batch_size
+        return run_docs(
+            model,
+            self.models.tokenizer,
+            self._manager,
+            task=spec.task,
+            metric=spec.metric,
+            doc_ids=ids,
+            batch_size=batch,
+        )
+
+    def _served_docs(
+        self, scorer: ServedScorer, method: QuantScheme, spec: TaskThreshold, ids: list[int]
+    ) -> dict[int, list[float]]:
+        """`ids` through the engine: every task's whole budget scored on the scheme's first miss (one start)."""
+        if method.name not in self._served_memo:
+            budgets = {t.task: (t.metric, self.doc_ids(t, self.budget(t))) for t in self.use_case.tasks}
+            self._served_memo[method.name] = scorer.score(method, budgets)
+        scored = self._served_memo[method.name][spec.task]
+        return {i: scored[i] for i in ids}
 
     def _looks_taken(self, method: QuantScheme, spec: TaskThreshold) -> list[int]:
         stored = self.cache.get(self._key(method, spec)) if self.cache else None
@@ -250,7 +279,7 @@ class QualityEvaluator:
     def _compare_task(self, method: QuantScheme, spec: TaskThreshold) -> PairedResult:
         reference = get_scheme(REFERENCE_METHOD)
         budget = self.budget(spec)
-        base = self.doc_pairs(reference, spec, budget)  # the whole budget, once for every method
+        base = self.doc_pairs(reference, spec, budget, judged=method)  # the whole budget, once for every method
         policy, confidence = self.use_case.verdict_policy, self.use_case.confidence
         if method.name == REFERENCE_METHOD:
             return paired_bootstrap(spec, base, base, policy=policy, confidence=confidence, same_model=True)
@@ -301,7 +330,7 @@ class QualityEvaluator:
             "unverified",
             checks,
             None,
-            self._device,
+            self._measured_on(method),
             0.0,
             0,
             reason,
@@ -324,6 +353,7 @@ class QualityEvaluator:
             lm_eval=lm_eval_version(),
             data={name: self._task(name).fingerprint for name in self.use_case.task_names},
             **self._compute(),
+            **self._engine(method),
         )
 
     def _measure(self, method: QuantScheme) -> QualityResult:
@@ -340,7 +370,7 @@ class QualityEvaluator:
             overall(checks),
             checks,
             fidelity,
-            self._device,
+            self._measured_on(method),
             time.perf_counter() - started,
             self.docs_evaluated - docs_before,
             "",

@@ -51,8 +51,7 @@ class DryRun:
 
 def dry_run(prepared: Prepared) -> DryRun:
     """Price, simulate and classify every candidate of the space; count what quality would be measured."""
-    spec = prepared.spec
-    # Speed and cost only: no model cache, no quality evaluator (local candidates are probed when the search runs).
+    spec = prepared.spec  # speed and cost only: no model cache, no quality evaluator (local candidates: measured later)
     evaluator = PerformanceEvaluator(
         prepared.catalog,
         prepared.shape,
@@ -70,11 +69,11 @@ def dry_run(prepared: Prepared) -> DryRun:
         if c.speculative != NONE:
             speculative.append(c.key)  # its acceptance is measured on the model, when its scheme's quality passed
             continue
-        if c.hardware == LOCAL_DEVICE:
-            if through_engine and (why := cpu_engine_refusal(c.base_scheme.name, c.precision)) is not None:
-                pruned.append((c.key, f"runnable: {why}"))
+        if c.hardware == LOCAL_DEVICE:  # its step times are measured on this machine: that loads the weights
+            if (why := cpu_engine_refusal(c.base_scheme.name, c.precision) if through_engine else None) is None:
+                measured_here.append(c.key)
             else:
-                measured_here.append(c.key)  # its step times are measured on this machine: that loads the weights
+                pruned.append((c.key, f"runnable: {why}"))
             continue
         result = evaluator.evaluate(c)
         if result.status != "evaluated":

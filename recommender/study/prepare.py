@@ -19,6 +19,7 @@ from recommender.engines.architecture_support import check_served
 from recommender.engines.cpu_engine_env import ensure_engine_env
 from recommender.engines.head_sizes import check_runnable
 from recommender.errors import BadInputError
+from recommender.evaluation.engine_quality import EngineQuality
 from recommender.evaluation.engine_steps import EngineSteps
 from recommender.evaluation.evaluator import CandidateEvaluator
 from recommender.evaluation.local_device import LocalMeasurement
@@ -60,14 +61,14 @@ class Prepared:
 
     def evaluator(self, claims: ClaimStore | None = None) -> CandidateEvaluator:
         models = ModelCache(self.source, local_device(), quantize_context(self.use_case, self.manager, self.source))
+        steps = self._engine_steps(models)
+        served = None if steps is None else EngineQuality(steps, self.manager, self._positions())
         quality = QualityEvaluator(
-            self.use_case, models, cache=QualityCache.default(), manager=self.manager, claims=claims
+            self.use_case, models, cache=QualityCache.default(), manager=self.manager, claims=claims, served=served
         )
         local = None
         if self.spec.local_device is not None:
-            local = LocalMeasurement(
-                models, list(self.spec.space.batch_sizes or []), self.spec.local_device, self._engine_steps(models)
-            )
+            local = LocalMeasurement(models, list(self.spec.space.batch_sizes or []), self.spec.local_device, steps)
         speculation = None
         if searches_speculation(self.spec):
             speculation = AcceptanceEvaluator(
@@ -89,6 +90,11 @@ class Prepared:
             experts = ExpertRouting(space.expert_skew, space.redundant_experts)
             other_layouts = partial(evaluate_layout, performance, link=space.link, model=model, experts=experts)
         return CandidateEvaluator(performance, quality, skip_quality=quality_skip, other_layouts=other_layouts)
+
+    def _positions(self) -> int:
+        """The model's positions: the context the engine serves it with."""
+        config = self.source.load_config(field=f"{self.spec.spec_path}: model.source")
+        return int(getattr(config, "max_position_embeddings", 0) or 2048)
 
     def _engine_steps(self, models: ModelCache) -> EngineSteps | None:
         """The engine that measures the local candidates (its environment made now, before the first trial)."""
