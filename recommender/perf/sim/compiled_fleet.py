@@ -45,9 +45,10 @@ def advance(
     px: Prefix,
     run: RunArrays,
     t: float,
-) -> tuple[float, np.ndarray]:  # pragma: no cover (compiled)
+) -> tuple[float, np.ndarray, float]:  # pragma: no cover (compiled)
     """Serve from clock `t` until the next request to arrive (by the clock) is not routed yet, or every request is
-    served; the clock and the completions heap (``run[6]``, or the larger one a step grew). ``S_STALLED`` is set
+    served; the clock, the completions heap (``run[6]``, or the larger one a step grew) and the KV usage then
+    (``kv_usage``: one call where two would cost a dispatch each, per replica per arrival). ``S_STALLED`` is set
     where nothing was runnable. `run` and `px` are updated in place."""
     owned_heap = run[6]
     b_cost, b_px = borrowed_inputs(cost, px)
@@ -81,10 +82,11 @@ def advance(
         if not ran:
             st[S_STALLED] = 1
             break
+    usage = 1.0 - free_blocks(st, b_conf, hist, b_px, st[S_D]) / b_conf[C_CAP]
     grown = heap.shape[0] != owned_heap.shape[0]  # a heap a step grew is owned: it is returned in run[6]'s place
     keep_alive((arrivals, mine, conf, owned_heap))
     keep_alive(run)
-    return t, heap if grown else owned_heap
+    return t, heap if grown else owned_heap, usage
 
 
 @cached_njit(error_model="numpy")
@@ -92,4 +94,4 @@ def kv_usage(conf: np.ndarray, px: Prefix, run: RunArrays) -> float:  # pragma: 
     """The share of the replica's KV blocks in use, as vLLM reports ``kv_cache_usage_perc`` (its block pool's
     ``get_usage``: cached blocks no request references count as free)."""
     st, hist = run[0], run[5]
-    return 1.0 - free_blocks(st, conf, hist, px, st[S_D]) / conf[C_CAP]
+    return float(1.0 - free_blocks(st, conf, hist, px, st[S_D]) / conf[C_CAP])

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from recommender.perf.sim.compiled import compiled_cost
-from recommender.perf.sim.compiled_fleet import advance, kv_usage
+from recommender.perf.sim.compiled_fleet import advance
 from recommender.perf.sim.compiled_prefix import X_HIT_TOKENS, prefix_arrays
 from recommender.perf.sim.compiled_state import (
     CONFIG_FIELDS,
@@ -109,9 +109,9 @@ def replay_routed(
     ]
 
     def run_to(rep: _Replica) -> None:
-        rep.t, heap = advance(arrivals, rep.mine, conf, drafts, table, rep.px, rep.run, rep.t)
+        rep.t, heap, rep.usage = advance(arrivals, rep.mine, conf, drafts, table, rep.px, rep.run, rep.t)
         rep.run = (*rep.run[:6], heap, *rep.run[7:])
-        rep.usage, rep.fresh = kv_usage(conf, rep.px, rep.run), True
+        rep.fresh = True
         if rep.run[0][S_STALLED]:
             raise RuntimeError("scheduler stalled: nothing runnable")
 
