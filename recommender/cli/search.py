@@ -10,11 +10,13 @@ import typer
 
 from recommender.cli.common import TRACKING_URI_HELP
 from recommender.cli.interrupt import ctrl_c_event
+from recommender.errors import BadInputError
 from recommender.report.console import make_console, trial_progress
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from recommender.config.spec import SearchSpec
     from recommender.study import Prepared, SearchOutcome
 
 __all__ = ["DEMO_SPEC", "EPILOG", "run_with_progress", "search_command"]
@@ -86,6 +88,7 @@ def search_command(
 
     console = make_console(stderr=json_output)
     loaded = load_spec(spec or DEMO_SPEC, timeout_s=timeout_s)
+    _refuse_routing(loaded, spec or DEMO_SPEC)
     check_local_lengths(loaded)  # before the search's libraries load: a spec too long for its model goes in a second
     uri = resolve_tracking_uri(tracking_uri)
     from recommender.study import check_search
@@ -98,6 +101,17 @@ def search_command(
     outcome = run_with_progress(prepared, storage, uri, output_dir, n_trials, resume, console)
     _print_outcome(outcome, json_output, console)
     raise typer.Exit(0 if outcome.recommendation.winner else 1)
+
+
+def _refuse_routing(loaded: SearchSpec, path: Path) -> None:
+    """The search ranks one replica's capacity into the traffic; it does not size fleets behind routers (``plan``
+    does), so a spec asking for routers is refused rather than searched as if it had not."""
+    if loaded.space.routing:
+        raise BadInputError(
+            f"{path}: space.routing",
+            "the search does not size the fleet behind a router",
+            f"compare the routers with `recommender plan --spec {path}`, or remove space.routing to search",
+        )
 
 
 def _print_outcome(outcome: SearchOutcome, json_output: bool, console: Console) -> None:

@@ -12,7 +12,8 @@ a framework has no setting for it, the launch says so in words (`Unmapped`), nev
   chart's values as ``inferenceExtension.pluginsCustomConfig`` and named by ``pluginsConfigFile`` (llm-d/llm-d
   ``guides/pd-disaggregation/gaie-pd/values.yaml`` @ 126f65d6). Prefix-aware is the scheduler's own P/D sample
   (``deploy/config/pd-epp-config.yaml`` @ 520af478: ``prefix-cache-scorer`` weight 2, ``queue-scorer`` weight 1,
-  ``max-score-picker``); sticky is ``session-affinity-scorer`` (``scheduling/scorer/sessionaffinity/
+  ``max-score-picker``); load-aware is llm-d's default profile (``pkg/epp/config/loader/defaults.go``:
+  ``queue-scorer`` 2, ``kv-cache-utilization-scorer`` 2, ``prefix-cache-scorer`` 3); sticky is ``session-affinity-scorer`` (``scheduling/scorer/sessionaffinity/
   session_affinity.go``: score 1 for the pod named by the request's ``x-session-token`` header, which the response
   sets, 0 elsewhere) with the queue scorer placing a session's first request; random is ``random-picker``
   (``scheduling/picker/random/picker.go``: a shuffle, "ignoring any scores"). Its pickers are ``max-score-picker``,
@@ -23,7 +24,9 @@ a framework has no setting for it, the launch says so in words (`Unmapped`), nev
   ai-dynamo/dynamo ``components/src/dynamo/frontend/frontend_args.py`` @ c6b40e78, env ``DYN_ROUTER_MODE`` as its
   examples set it, ``examples/backends/vllm/deploy/disagg_router.yaml`` @ 8401366d). Prefix-aware is ``kv`` with
   ``--no-router-kv-events``: the router predicts each worker's cache from its own routing decisions, as the
-  simulation's router does (``agg_router_kv_approx.yaml`` @ d313a268); its cost weighs the blocks left to prefill
+  simulation's router does (``agg_router_kv_approx.yaml`` @ d313a268); load-aware is ``kv`` too, its cost being
+  load-aware with a prefix bonus already (``lib/kv-router/src/scheduling/selector.rs`` @ 01690d42: logit =
+  overlap weight x blocks left to prefill + the worker's decode blocks, lowest wins); its cost weighs the blocks left to prefill
   against the decode load (``--router-kv-overlap-score-weight`` 1.0, ``--router-temperature`` 0.0: the lowest
   cost, deterministically; left at those defaults). No mode keeps a session on one worker: sticky is not mapped.
 - A plain Kubernetes Service: no router file; `plain_service_note` says what it gives up, with the fleet
@@ -60,6 +63,7 @@ __all__ = [
 
 LLM_D_ROUTER_SOURCES = [
     "llm-d/llm-d-inference-scheduler deploy/config/pd-epp-config.yaml @ 520af478",
+    "llm-d/llm-d-inference-scheduler pkg/epp/config/loader/defaults.go @ 520af478",
     "llm-d/llm-d-inference-scheduler pkg/epp/framework/plugins/scheduling/scorer/sessionaffinity/session_affinity.go "
     "@ 520af478",
     "llm-d/llm-d-inference-scheduler pkg/epp/framework/plugins/scheduling/picker/random/picker.go @ 520af478",
@@ -97,6 +101,8 @@ def _scorers(policy: RoutingPolicy) -> tuple[list[tuple[str, int]], str] | None:
     """The policy's scorers with their weights and its picker (None: llm-d has no picker for it)."""
     if policy == "prefix-aware":
         return [("prefix-cache-scorer", 2), ("queue-scorer", 1)], "max-score-picker"
+    if policy == "load-aware":  # llm-d's own default profile (pkg/epp/config/loader/defaults.go @ 520af478)
+        return [("queue-scorer", 2), ("kv-cache-utilization-scorer", 2), ("prefix-cache-scorer", 3)], "max-score-picker"
     if policy == "sticky":
         return [("session-affinity-scorer", 100), ("queue-scorer", 1)], "max-score-picker"
     if policy == "random":
@@ -220,7 +226,12 @@ class DynamoRouter:
     note: str = ""
 
 
-_DYNAMO_MODES: dict[str, str] = {"round-robin": "round-robin", "random": "random", "prefix-aware": "kv"}
+_DYNAMO_MODES: dict[str, str] = {
+    "round-robin": "round-robin",
+    "random": "random",
+    "prefix-aware": "kv",
+    "load-aware": "kv",
+}
 
 
 def dynamo_router(policy: RoutingPolicy) -> DynamoRouter | Unmapped:
@@ -285,6 +296,6 @@ def plain_service_note(policy: RoutingPolicy | None = None) -> str:
         f"replica, {rates} round-robin, against {_ONE_REPLICA} at every N sticky or prefix-aware; a prompt prefix "
         "shared by every request survives (each replica misses it once)"
     )
-    if policy in ("sticky", "prefix-aware"):
+    if policy in ("sticky", "prefix-aware", "load-aware"):
         return f"the plan counted the hits of a {policy} router; {lost}"
     return lost

@@ -71,6 +71,10 @@ def test_malformed_yaml_names_the_line(tmp_path: Path) -> None:
         ({"traffic.requests_per_second": -1}, ("traffic.requests_per_second", "greater than or equal to")),
         ({"sla.tpot_p99_ms": 0.01}, ("sla.tpot_p99_ms", "below one decode step on every searched GPU", "unit")),
         ({"space.kv_cache_dtypes": ["fp4"]}, ("space.kv_cache_dtypes[0]", "'auto' or 'fp8'")),
+        (
+            {"space.routing": ["round-robin", "load-aware"]},
+            ("space.routing", "does not size the fleet behind a router", "recommender plan --spec"),
+        ),
     ],
 )
 def test_bad_spec_fields(tmp_path: Path, changes: dict[str, object], needles: tuple[str, ...]) -> None:

@@ -26,8 +26,13 @@ LLM_D: dict[str, tuple[dict[str, float], str] | None] = {
     "random": ({}, "random-picker"),
     "sticky": ({"session-affinity-scorer": 100, "queue-scorer": 1}, "max-score-picker"),
     "prefix-aware": ({"prefix-cache-scorer": 2, "queue-scorer": 1}, "max-score-picker"),
+    # llm-d's default profile (pkg/epp/config/loader/defaults.go @ 520af478)
+    "load-aware": (
+        {"queue-scorer": 2, "kv-cache-utilization-scorer": 2, "prefix-cache-scorer": 3},
+        "max-score-picker",
+    ),
 }
-DYNAMO = {"round-robin": "round-robin", "random": "random", "sticky": None, "prefix-aware": "kv"}
+DYNAMO = {"round-robin": "round-robin", "random": "random", "sticky": None, "prefix-aware": "kv", "load-aware": "kv"}
 
 
 def _pools(routing: RoutingPolicy | None = None) -> DisaggregatedLaunch:

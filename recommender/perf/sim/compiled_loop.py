@@ -70,7 +70,7 @@ from recommender.perf.sim.compiled_state import (
 )
 from recommender.perf.step.compiled_cost import CostArrays, decode_run_seconds
 
-__all__ = ["run_loop"]
+__all__ = ["decode_stretch", "run_loop", "step"]
 
 #: Whether the queue's head may be admitted while the decoders run alone (``_head_blocked``).
 OPEN, BLOCKED, NO_STRETCH = 0, 1, 2
@@ -192,7 +192,7 @@ def _fitting_steps(st: np.ndarray, hist: np.ndarray, bs: int, cap: int, horizon:
 
 
 @cached_njit(error_model="numpy", inline="always")
-def _decode_stretch(
+def decode_stretch(
     t: float,
     st: np.ndarray,
     conf: np.ndarray,
@@ -250,7 +250,7 @@ def _decode_stretch(
 
 
 @cached_njit(error_model="numpy", inline="always")
-def _step(
+def step(
     t: float,
     st: np.ndarray,
     conf: np.ndarray,
@@ -341,11 +341,11 @@ def _serve(
                 break
             t = arrivals[nxt]
             continue
-        stretched = _decode_stretch(t, st, conf, drafted_per_step, req, waiting, hist, heap, finish, arrivals, cost, px)
+        stretched = decode_stretch(t, st, conf, drafted_per_step, req, waiting, hist, heap, finish, arrivals, cost, px)
         if stretched != t:
             t = stretched
             continue
-        t, heap, ran = _step(
+        t, heap, ran = step(
             t, st, conf, drafted_per_step, req, waiting, hist, heap, first, finish, chunks, snapshot, cost, px
         )
         if not ran:

@@ -11,7 +11,9 @@ The replicas are simulated apart: the router decides before them, from its own r
 prefix index) and, for the policies that read load, its in-flight counts from the completions of the previous
 pass (``Router.route``). With `passes` 2 the first pass counts requests sent, the second counts the first pass's
 completions; ``FleetResult.settled`` says whether the last routing repeated the one before (a fixed point of
-routing and completions), which is what a router deciding as the requests arrive would see.
+routing and completions), which is what a router deciding as the requests arrive would see. The load-aware policy
+reads each replica's queue and KV usage at the arrival, so its replicas are replayed together up to each arrival
+(``fleet_live.py``): one pass, settled by construction.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from recommender.perf.sim.fleet_live import replay_routed, subset
 from recommender.perf.sim.results import SimulationResult
 from recommender.perf.sim.simulate import simulate
 
@@ -68,21 +71,6 @@ def split(assignment: IntArray, replicas: int) -> list[IntArray]:
     return [order[bounds[r] : bounds[r + 1]] for r in range(replicas)]
 
 
-def _subset(workload: Workload, idx: IntArray) -> Workload:
-    def pick(a: IntArray | None) -> IntArray | None:
-        return None if a is None else a[idx]
-
-    return replace(
-        workload,
-        arrivals_s=workload.arrivals_s[idx],
-        prompt_tokens=workload.prompt_tokens[idx],
-        output_tokens=workload.output_tokens[idx],
-        prefix_keys=pick(workload.prefix_keys),
-        prefix_tokens=pick(workload.prefix_tokens),
-        history_keys=pick(workload.history_keys),
-    )
-
-
 def simulate_fleet(
     cost: StepCostModel,
     workload: Workload,
@@ -97,11 +85,25 @@ def simulate_fleet(
 ) -> FleetResult:
     """Serve `workload` on `replicas` replicas of `config` behind `router`; each replica as ``simulate`` does.
 
-    A policy that reads load is routed up to `passes` times, each after the previous pass's completions; the
+    A policy that reads the replicas' own state (``load-aware``) is routed once, as they run (``fleet_live.py``); one
+    that reads the router's in-flight counts up to `passes` times, each after the previous pass's completions; the
     others once.
     """
     if passes < 1:
         raise ValueError(f"need at least one pass, got {passes}")
+    if router.live and replicas > 1:
+        assignment, runs = replay_routed(
+            cost,
+            workload,
+            config,
+            replicas=replicas,
+            router=router,
+            ttft_sla_ms=ttft_sla_ms,
+            tpot_sla_ms=tpot_sla_ms,
+            speculation=speculation,
+        )
+        merged = _merge(workload, split(assignment, replicas), runs, ttft_sla_ms=ttft_sla_ms, tpot_sla_ms=tpot_sla_ms)
+        return FleetResult(merged, runs, assignment, 1, settled=True)
     finish: FloatArray | None = None
     previous: IntArray | None = None
     result: FleetResult | None = None
@@ -113,7 +115,7 @@ def simulate_fleet(
         runs = tuple(
             simulate(
                 cost,
-                _subset(workload, idx),
+                subset(workload, idx),
                 config,
                 ttft_sla_ms=ttft_sla_ms,
                 tpot_sla_ms=tpot_sla_ms,

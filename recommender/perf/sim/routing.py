@@ -18,6 +18,13 @@ counts depends on the router, as the engines' routers expose it:
   Ties and a match rate at or below ``cache_threshold`` go to the least loaded; when the loads are imbalanced
   (max - min > ``balance_abs_threshold`` and max > ``balance_rel_threshold`` x min, SGLang's defaults 64 and
   1.5) the least loaded takes it whatever it matches, so a hot prefix spills onto other replicas.
+- ``load-aware``: llm-d's default endpoint picker, weighted scorers summed and the highest picked (ties at random):
+  ``queue-scorer`` weight 2 (1 for the replica with the shortest waiting queue, 0 for the longest, linear between;
+  1 for all where all are equal), ``kv-cache-utilization-scorer`` weight 2 (1 - the replica's KV-cache usage) and
+  ``prefix-cache-scorer`` weight 3 (matched over total blocks of the prompt, from the same approximate index as
+  ``prefix-aware``). The queue and the KV usage are the replica's own (vLLM's ``num_requests_waiting`` and
+  ``kv_cache_usage_perc``, which llm-d scrapes every 50 ms), so this policy is routed as the replicas run, in one
+  pass (``fleet_live.py``); `route` refuses it.
 
 The load the router reads is its own count of requests in flight per replica (SGLang's worker ``load()``,
 llm-d's in-flight-load producer: incremented when it routes, decremented when the response completes), never a
@@ -35,7 +42,12 @@ Sources (read at): vllm-project/production-stack@a6c01db0 ``src/vllm_router/rout
 llm-d/llm-d-inference-scheduler@520af478 ``pkg/epp/framework/plugins/requestcontrol/dataproducer/approximateprefix/
 indexer.go`` (an LRU of block hashes per pod, sized by its GPU blocks, filled when a request is routed),
 ``scheduling/scorer/prefix/plugin.go`` (score = matched / total blocks), ``scheduling/scorer/activerequest/`` and
-``dataproducer/inflightload/`` (in-flight counts from the router's own lifecycle hooks). ai-dynamo/dynamo@01690d42
+``dataproducer/inflightload/`` (in-flight counts from the router's own lifecycle hooks); the load-aware defaults:
+``pkg/epp/config/loader/defaults.go`` (``loadDefaultConfig``: queue 2, kv-cache-utilization 2, prefix-cache 3),
+``scheduling/scorer/queuedepth/queue.go``, ``scheduling/scorer/kvcacheutilization/kvcache_utilization.go``,
+``pkg/epp/scheduling/scheduler_profile.go`` (score x weight summed per endpoint), ``scheduling/picker/maxscore/
+picker.go`` (shuffled, then the highest), ``pkg/epp/server/options.go`` (``RefreshMetricsInterval`` 50 ms).
+ai-dynamo/dynamo@01690d42
 ``lib/kv-router/src/scheduling/selector.rs`` weighs the blocks left to prefill against the decode blocks in one
 cost (lowest wins) instead of a guard; not modelled here.
 """
@@ -56,7 +68,7 @@ if TYPE_CHECKING:
 
 __all__ = ["POLICIES", "Router", "RoutingPolicy"]
 
-RoutingPolicy = Literal["round-robin", "random", "sticky", "prefix-aware"]
+RoutingPolicy = Literal["round-robin", "random", "sticky", "prefix-aware", "load-aware"]
 #: Every policy, in the order reports list them.
 POLICIES: tuple[RoutingPolicy, ...] = get_args(RoutingPolicy)
 
@@ -75,6 +87,9 @@ class Router:
         index_blocks: blocks the router's index keeps per replica, least recently routed evicted first (llm-d's
             LRU per pod); None: as many as the replica's KV cache holds (``route``'s `replica_blocks`).
         block_size: tokens per block, as the replicas' caches count them.
+        queue_weight: ``load-aware``: the queue scorer's weight (llm-d's default 2) ...
+        kv_cache_weight: ... the KV-cache-utilization scorer's (2) ...
+        prefix_weight: ... and the prefix-cache scorer's (3).
     """
 
     policy: RoutingPolicy
@@ -84,6 +99,9 @@ class Router:
     balance_rel_threshold: float = 1.5
     index_blocks: int | None = None
     block_size: int = 16
+    queue_weight: float = 2.0
+    kv_cache_weight: float = 2.0
+    prefix_weight: float = 3.0
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -94,7 +112,35 @@ class Router:
     @property
     def reads_load(self) -> bool:
         """Whether a decision reads the replicas' loads (so depends on when the requests complete)."""
-        return self.policy in ("sticky", "prefix-aware")
+        return self.policy in ("sticky", "prefix-aware", "load-aware")
+
+    @property
+    def live(self) -> bool:
+        """Whether a decision reads the replicas' own state at the arrival (routed as they run: ``fleet_live.py``)."""
+        return self.policy == "load-aware"
+
+    def prefix_index(self, replicas: int, replica_blocks: int | None) -> _PrefixIndex:
+        """The router's index of what it sent where, as large as `index_blocks` or a replica's KV cache."""
+        capacity = self.index_blocks if self.index_blocks is not None else replica_blocks
+        return _PrefixIndex(replicas, capacity, self.block_size)
+
+    def weighted_pick(
+        self, queues: list[int], usage: list[float], matched: dict[int, int], blocks: int, tie: FloatArray
+    ) -> int:
+        """``load-aware``'s replica: the highest weighted sum of the queue, KV-usage and prefix scores (llm-d's
+        scorers as its ``scheduler_profile.go`` sums them), ties by `tie` (one draw per replica: the picker's
+        shuffle). `matched`: blocks the index expects cached per replica; `blocks`: the prompt's blocks."""
+        lo, hi = min(queues), max(queues)
+        best, best_key = 0, (-1.0, -1.0)
+        for r, (queue, used) in enumerate(zip(queues, usage, strict=True)):
+            score = self.queue_weight * (1.0 if hi == lo else (hi - queue) / (hi - lo))
+            score += self.kv_cache_weight * (1.0 - used)
+            if blocks:
+                score += self.prefix_weight * matched.get(r, 0) / blocks
+            key = (score, float(tie[r]))
+            if key > best_key:
+                best, best_key = r, key
+        return best
 
     def route(
         self,
@@ -115,6 +161,8 @@ class Router:
         n = len(workload)
         if replicas == 1:
             return np.zeros(n, dtype=np.int64)
+        if self.live:
+            raise ValueError(f"{self.policy} routes on the replicas' state as they run: simulate_fleet routes it")
         if self.policy == "round-robin":
             return np.arange(n, dtype=np.int64) % replicas
         if self.policy == "random":
@@ -122,8 +170,7 @@ class Router:
         load = _InFlight(replicas, workload.arrivals_s, finish_s)
         if self.policy == "sticky":
             return self._sticky(workload, replicas, load)
-        capacity = self.index_blocks if self.index_blocks is not None else replica_blocks
-        return self._prefix_aware(workload, load, _PrefixIndex(replicas, capacity, self.block_size))
+        return self._prefix_aware(workload, load, self.prefix_index(replicas, replica_blocks))
 
     def _sticky(self, workload: Workload, replicas: int, load: _InFlight) -> IntArray:
         sessions = workload.history_keys

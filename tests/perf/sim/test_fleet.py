@@ -16,6 +16,7 @@ from recommender.perf.catalog.gpus import load_catalog
 from recommender.perf.model.memory import kv_cache_tokens
 from recommender.perf.sim.conversation import Conversation
 from recommender.perf.sim.fleet import FleetResult, simulate_fleet, split
+from recommender.perf.sim.fleet_live import replay_routed
 from recommender.perf.sim.results import SimulationResult
 from recommender.perf.sim.routing import POLICIES, Router, RoutingPolicy
 from recommender.perf.sim.scheduler import SchedulerConfig
@@ -222,3 +223,56 @@ def test_a_policy_that_reads_load_is_routed_again_after_the_first_pass_s_complet
     twice = simulate_fleet(cost, workload, config, replicas=2, router=Router(policy="prefix-aware"))  # type: ignore[arg-type]
     assert (once.passes, twice.passes) == (1, 2)
     assert _fleet(cost, workload, config, 2, "round-robin").passes == 1
+
+
+def test_load_aware_replayed_alone_is_exactly_the_single_replica_simulation(
+    cost: object, config: SchedulerConfig
+) -> None:
+    """The replicas routed as they run (``fleet_live``): one replica sent every request replays ``simulate``'s steps,
+    stopped at each arrival for the router and resumed, to the last bit."""
+    workload = make_workload(
+        prompt=1500, output=150, n_requests=300, rate=6.0, conversation=CONVERSATION, prefix=SharedPrefix(256)
+    )
+    alone = simulate(cost, workload, config, ttft_sla_ms=100.0, tpot_sla_ms=10.0)  # type: ignore[arg-type]
+    assignment, runs = replay_routed(
+        cost,  # type: ignore[arg-type]
+        workload,
+        config,
+        replicas=1,
+        router=Router(policy="load-aware"),
+        ttft_sla_ms=100.0,
+        tpot_sla_ms=10.0,
+    )
+    assert runs[0] is not None and not assignment.any()
+    _same(runs[0], alone)
+
+
+@pytest.mark.parametrize("replicas", [2, 4])
+def test_load_aware_keeps_a_conversation_s_history_and_balances_in_one_pass(
+    cost: object, config: SchedulerConfig, replicas: int
+) -> None:
+    """llm-d's default weights (queue 2, KV usage 2, prefix 3): a turn whose history is cached on one replica scores
+    3 more there, which an equal queue and usage never outweigh, so the hit rate is one replica's; the first turns go
+    where the queue is shortest and the KV usage lowest, so no replica takes more than its share by 10 %."""
+    workload = _conversations(replicas)
+    fleet = _fleet(cost, workload, config, replicas, "load-aware")
+    assert (fleet.passes, fleet.settled) == (1, True)
+    assert fleet.prefix_hit_rate == pytest.approx(_single(cost, config), abs=0.01)
+    assert max(fleet.requests_per_replica) < 1.1 * REQUESTS / replicas
+    # Every request's replica comes from the replicas' state at its arrival: the router's own record agrees.
+    assert sum(fleet.requests_per_replica) == REQUESTS and (fleet.assignment < replicas).all()
+
+
+def test_load_aware_spills_a_hot_prefix_where_the_queue_builds(cost: object, config: SchedulerConfig) -> None:
+    """A 2,048-token prefix on every request scores 3 x 2048/3000 = 2 on the replica holding it: at 20 req/s no
+    queue forms and the holder takes most of the traffic; at 160 req/s its queue and KV usage outweigh the bonus
+    and the others take a share each (llm-d's queue scorer scales the longest queue to 0, the shortest to 1)."""
+    light = make_workload(prompt=3000, output=64, n_requests=1200, rate=20.0, prefix=SharedPrefix(2048))
+    heavy = _fleet(cost, light.at_rate(160.0), config, 4, "load-aware")
+    assert min(heavy.requests_per_replica) > 100, heavy.requests_per_replica
+
+
+def test_load_aware_is_refused_where_it_cannot_be_routed_ahead() -> None:
+    workload = make_workload(prompt=400, output=50, n_requests=40, rate=2.0)
+    with pytest.raises(ValueError, match="as they run"):
+        Router(policy="load-aware").route(workload, 3)
