@@ -118,7 +118,7 @@ def _capacity(
     ask: EngineProbe, judgement: EngineJudgement, *, base_url: str, served: str, tokenizer: str, bench: list[str]
 ) -> tuple[CapacityCheck, list[MeasuredLoad]]:
     """The simulated capacity within ``ask.sla``, and the engine loaded below, at and above it to bracket its own."""
-    from recommender.engines.engine_prediction import CAPACITY_FACTORS, check_capacity, predicted_capacity
+    from recommender.engines.engine_prediction import check_capacity, next_capacity_factor, predicted_capacity
     from recommender.engines.load_run import LoadShape, run_load
 
     assert ask.sla is not None
@@ -126,10 +126,12 @@ def _capacity(
     size = {"prompts": ask.prompts, "input_len": ask.input_len, "output_len": ask.output_len}
     rate = predicted_capacity(judgement, LoadShape(**size), ttft_p99_ms=ttft, tpot_p99_ms=tpot)
     levels: list[MeasuredLoad] = []
-    for factor in CAPACITY_FACTORS if rate > 0 else ():
+    judged: dict[float, bool] = {}
+    while rate > 0 and (factor := next_capacity_factor(judged)) is not None:
         shape = LoadShape(rate=round(rate * factor, 2), **size)
-        print(f"capacity: {shape.label} ({factor:g} x the simulated {rate:.2f}) ...", file=sys.stderr)
+        print(f"capacity: {shape.label} ({factor:.3g} x the simulated {rate:.2f}) ...", file=sys.stderr)
         levels.append(run_load(bench, base_url=base_url, model=served, tokenizer=tokenizer, shape=shape))
+        judged[factor] = check_capacity(levels[-1:], predicted=rate, ttft_p99_ms=ttft, tpot_p99_ms=tpot).met > 0
     return check_capacity(levels, predicted=rate, ttft_p99_ms=ttft, tpot_p99_ms=tpot), levels
 
 

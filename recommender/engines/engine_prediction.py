@@ -33,6 +33,7 @@ from recommender.provenance import Provenance
 __all__ = [
     "CAPACITY_FACTORS",
     "CapacityCheck",
+    "next_capacity_factor",
     "EngineJudgement",
     "PredictedLoad",
     "calibrate_steps",
@@ -158,6 +159,28 @@ def judge_engine(points: list[MeasuredLoad], *, engine: str) -> EngineJudgement 
 
 #: Where the engine is loaded around the predicted capacity, as factors of it: below, at and above.
 CAPACITY_FACTORS = (0.75, 1.0, 1.3)
+#: Each further level's factor over the last (up where every level met the SLA, down where none did), within these
+#: bounds: a bracket [met, missed] of the engine's own capacity, so the prediction's distance from it is a number.
+CAPACITY_STEP = 1.3
+CAPACITY_BOUNDS = (0.25, 4.0)
+
+
+def next_capacity_factor(judged: dict[float, bool]) -> float | None:
+    """The next factor of the predicted capacity to load the engine at, or None once [met, missed] brackets it.
+
+    ``judged``: each factor run so far -> whether its P99s met the SLA. Up while every level met it, down while none
+    did, one `CAPACITY_STEP` at a time, never past `CAPACITY_BOUNDS`.
+    """
+    pending = [f for f in CAPACITY_FACTORS if f not in judged]
+    if pending:
+        return pending[0]
+    if all(judged.values()):
+        up = max(judged) * CAPACITY_STEP
+        return up if up <= CAPACITY_BOUNDS[1] else None
+    if not any(judged.values()):
+        down = min(judged) / CAPACITY_STEP
+        return down if down >= CAPACITY_BOUNDS[0] else None
+    return None
 
 
 @dataclass(frozen=True, kw_only=True)

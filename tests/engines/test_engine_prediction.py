@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from recommender.engines.engine_prediction import check_capacity, judge_engine, predicted_capacity
+from recommender.engines.engine_prediction import (
+    CAPACITY_BOUNDS,
+    check_capacity,
+    judge_engine,
+    next_capacity_factor,
+    predicted_capacity,
+)
 from recommender.engines.load_run import LoadShape, MeasuredLoad
 from tests.conftest import run_cli_in_process
 
@@ -75,3 +81,16 @@ def test_the_engine_s_capacity_is_bracketed_by_the_rates_that_met_and_missed() -
 def test_one_sla_limit_alone_is_refused_naming_the_other() -> None:
     result = run_cli_in_process("probe", "--model", "m", "--endpoint", "http://127.0.0.1:1", "--sla-ttft-p99-ms", "100")
     assert result.returncode == 2 and result.stderr.startswith("error: --sla-tpot-p99-ms: missing"), result.stderr
+
+
+def test_the_engine_is_loaded_until_its_capacity_is_bracketed() -> None:
+    assert next_capacity_factor({}) == 0.75 and next_capacity_factor({0.75: True}) == 1.0
+    assert next_capacity_factor({0.75: True, 1.0: True, 1.3: False}) is None  # bracketed: [1.0, 1.3]
+    up = next_capacity_factor({0.75: True, 1.0: True, 1.3: True})  # all met: further up
+    assert up == pytest.approx(1.69)
+    down = next_capacity_factor({0.75: False, 1.0: False, 1.3: False})  # none met: further down
+    assert down == pytest.approx(0.75 / 1.3)
+    judged = {0.75: True, 1.0: True, 1.3: True}
+    while (factor := next_capacity_factor(judged)) is not None:  # the engine never misses: it stops at the bound
+        judged[factor] = True
+    assert max(judged) <= CAPACITY_BOUNDS[1] < max(judged) * 1.3
