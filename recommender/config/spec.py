@@ -220,7 +220,7 @@ def _drop_default_layouts(data: dict[str, Any]) -> None:
         del space["layout"]
     if space["expert_parallel"] == [1]:
         del space["expert_parallel"]
-    for key in ("expert_skew", "redundant_experts"):  # added later: a spec at their defaults names its old study
+    for key in ("expert_skew", "redundant_experts", "routing"):  # added later: at their defaults, the old study
         if not space.get(key):
             space.pop(key, None)
     del space["decode_hardware"], space["decode_tensor_parallel"]  # hashed apart (``SearchSpec.fingerprint``)

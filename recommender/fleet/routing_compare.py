@@ -21,14 +21,13 @@ from typing import TYPE_CHECKING
 
 from recommender.engines.router_config import Unmapped, dynamo_router, llm_d_router, model_labels, plain_service_note
 from recommender.evaluation.performance import PerformanceEvaluator
+from recommender.fleet.plan_row import PlanRow
 from recommender.perf.sim.fleet_sizing import size_fleet
-from recommender.perf.sim.routing import POLICIES, Router
+from recommender.perf.sim.routing import POLICIES, Router, RoutingPolicy
 
 if TYPE_CHECKING:
     from recommender.fleet.plan_request import PlanRequest
-    from recommender.fleet.plan_row import PlanRow
     from recommender.perf.sim.fleet_sizing import FleetSizing
-    from recommender.perf.sim.routing import RoutingPolicy
 
 __all__ = ["RoutedFleet", "RouterSettings", "RoutingComparison", "compare_routing", "router_settings"]
 

@@ -53,7 +53,7 @@ def test_a_conversation_spec_plans_with_and_without_a_prefix_aware_router_side_b
     assert plain.routing == [] and [r.usd_per_month for r in plain.rows] == [r.usd_per_month for r in routed.rows]
     (compared,) = routed.routing
     by_policy = {f.policy: f for f in compared.fleets}
-    assert list(by_policy) == ["round-robin", "prefix-aware"]
+    assert list(by_policy) == ["round-robin", "prefix-aware", "load-aware"]
     assert by_policy["prefix-aware"].prefix_hit_rate > 0.6 > 0.3 > by_policy["round-robin"].prefix_hit_rate
     met = [f for f in compared.fleets if f.met]
     assert compared.winner == min(met, key=lambda f: f.replicas).policy
