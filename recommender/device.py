@@ -15,13 +15,18 @@ from recommender.errors import BadInputError
 
 @dataclass(frozen=True, slots=True)
 class DeviceInfo:
-    """The device a model would be loaded on: "cpu" or "cuda", with CUDA's compute capability."""
+    """The device a model would be loaded on: "cpu", "cuda" with CUDA's compute capability, or "rocm" with the AMD
+    GPU's gfx target (``arch``: "gfx942" MI300X/MI325X, "gfx950" MI350X/MI355X), which decides on ROCm what CUDA's
+    capability decides on NVIDIA (vLLM's ``supports_mx``: native MXFP4 on gfx95x only)."""
 
     kind: str
     compute_capability: tuple[int, int] | None = None
+    arch: str | None = None
 
     @property
     def label(self) -> str:
+        if self.arch is not None:
+            return f"{self.kind} ({self.arch})"
         if self.compute_capability is None:
             return self.kind
         major, minor = self.compute_capability

@@ -207,6 +207,12 @@ class Engine(ABC):
         row = self.row(method.kernel_family)
         return None if row is None else row.flag
 
+    def rocm_env(self, settings: LaunchSettings) -> list[str]:
+        """``NAME=VALUE`` settings put before the command on ROCm (the row's ``amd_env``; none elsewhere)."""
+        row = self.row(settings.method.kernel_family)
+        on_rocm = settings.device is not None and settings.device.kind == "rocm"
+        return list(row.amd_env) if row is not None and on_rocm else []
+
     def no_equivalent_hint(self, method: QuantScheme) -> str:
         """What to do instead when the engine has no equivalent; engines override with specifics."""
         return f"pick a method with a {self.label} equivalent"

@@ -18,7 +18,8 @@ Rules, and why:
   refusal names the fallback so a user can evaluate it as a scheme of its own.
 - AMD (ROCm) and the CPU are rows of their own: a family counts there only where the engine's
   own source says it runs there (vLLM's ``RocmPlatform.supported_quantization``, its kernel
-  registries), never by analogy with CUDA.
+  registries), never by analogy with CUDA. A row that runs on some AMD GPUs only names their gfx targets
+  (``amd_archs``): vLLM's native MXFP4 needs ``supports_mx`` (gfx95x: MI350X, MI355X), so an MI300X is refused.
 - Load peak. vLLM's online fp8 loads the 16-bit checkpoint before quantizing it
   (``load_bits_per_weight`` 16); the memory check refuses a GPU where that does not fit.
 """
@@ -50,6 +51,8 @@ class Kernel:
         nvidia: lowest NVIDIA compute capability; None = no NVIDIA path.
         nvidia_below: first capability it no longer runs on (exclusive), if any.
         amd: runs on AMD GPUs (ROCm).
+        amd_archs: the gfx targets it runs on, where not every AMD GPU's (empty: all, when `amd`).
+        amd_env: environment settings (``NAME=VALUE``) its ROCm path needs, put before the launch command there.
         cpu: runs on the CPU.
         load_bits_per_weight: bits per linear weight held while loading, when above the served bits.
         fallback: what the engine runs instead below `nvidia`, and why that is not the measured scheme.
@@ -62,6 +65,8 @@ class Kernel:
     nvidia: Capability | None
     nvidia_below: Capability | None = None
     amd: bool = False
+    amd_archs: tuple[str, ...] = ()
+    amd_env: tuple[str, ...] = ()
     cpu: bool = False
     load_bits_per_weight: float | None = None
     fallback: str = ""
@@ -81,6 +86,8 @@ def describe(device: DeviceInfo) -> str:
     """A device as the refusals name it."""
     if device.kind == "cuda" and device.compute_capability is not None:
         return f"compute capability {version(device.compute_capability)}"
+    if device.kind == "rocm" and device.arch is not None:
+        return f"AMD ROCm {device.arch}"
     return {"rocm": "AMD ROCm", "cpu": "CPU"}.get(device.kind, device.kind)
 
 
@@ -96,6 +103,15 @@ def _nvidia_refusal(row: Kernel, method: QuantScheme, capability: Capability) ->
     return None
 
 
+def _amd_refusal(row: Kernel, arch: str | None) -> str | None:
+    if not row.amd:
+        return f"{row.kernel} does not run on ROCm"
+    if not row.amd_archs or arch in row.amd_archs:
+        return None
+    on = f"this GPU is {arch}" if arch else "this GPU's gfx target is not known"
+    return f"{row.kernel} runs on ROCm only on {', '.join(row.amd_archs)} ({on})"
+
+
 def kernel_refusal(row: Kernel | None, method: QuantScheme, device: DeviceInfo) -> str | None:
     """Why the engine whose row for `method`'s family is `row` (None: it has none) does not serve `method` on
     `device` as it was measured, or None when it does."""
@@ -106,7 +122,7 @@ def kernel_refusal(row: Kernel | None, method: QuantScheme, device: DeviceInfo) 
             return "unknown compute capability"
         return _nvidia_refusal(row, method, device.compute_capability)
     if device.kind == "rocm":
-        return None if row.amd else f"{row.kernel} does not run on ROCm"
+        return _amd_refusal(row, device.arch)
     if device.kind == "cpu":
         return None if row.cpu else f"{row.kernel} does not run on the CPU"
     return f"no {device.kind} backend"

@@ -105,9 +105,8 @@ FP8 per-tensor and block, and FP4 (compressed-tensors ``FP8``, ``FP8_BLOCK``, ``
   and leaves the activations unquantized; https://docs.vllm.ai/projects/llm-compressor/en/0.10.0/experimental/mxfp4/
   "this pathway has not yet been enabled for compressed-tensors models in vLLM"), so serve ct-mxfp4 with a
   recent vLLM.
-- vllm/platforms/rocm.py @ e2a00c7 — ``supports_mx`` is gfx95x only: native MXFP4 (AITER) runs on MI350X/
-  MI355X, not on MI300X (gfx942), which gets the emulation; ``Kernel.amd`` is one flag for every AMD GPU,
-  so ct-mxfp4 has ``amd=False``.
+- vllm/platforms/rocm.py @ e2a00c7 — ``supports_mx`` is gfx95x only: native MXFP4 runs on MI350X/MI355X (gfx950),
+  not on MI300X/MI325X (gfx942), which get the emulation; the ROCm path and its sources: ``vllm_rocm.py``.
 
 ModelOpt checkpoints (``recommender/quantize/modelopt.py``), verified against vllm-project/vllm:
 - vllm/model_executor/layers/quantization/modelopt.py @ 00155cd — ``QUANT_ALGOS`` FP8, FP8_PER_CHANNEL_PER_TOKEN,
@@ -172,6 +171,7 @@ from recommender.engines._base import (
 from recommender.engines.kernels import FP8_W8A16_FALLBACK, Kernel
 from recommender.engines.vllm_notes import kv_cache_notes, quantization_notes, token_budget_notes
 from recommender.engines.vllm_parallel import expert_parallel_notes, parallel_options, parallel_refusal
+from recommender.engines.vllm_rocm import AITER_ON
 from recommender.perf.sim.engine_profiles import EngineProfile
 from recommender.speculation.methods import parse_speculative
 
@@ -260,7 +260,15 @@ KERNELS: tuple[Kernel, ...] = (
     ),
     Kernel("ct-nvfp4", "vLLM's CUTLASS/FlashInfer NVFP4 W4A4", (10, 0), fallback=NVFP4_FALLBACK),
     Kernel("ct-nvfp4a16", "vLLM's FP4 Marlin (NVFP4 weight-only)", (7, 5)),
-    Kernel("ct-mxfp4", "vLLM's FlashInfer MXFP4 W4A4", (10, 0), fallback=MXFP4_FALLBACK),
+    Kernel(
+        "ct-mxfp4",
+        "vLLM's MXFP4 W4A4 (FlashInfer on CUDA, AITER on gfx950)",
+        (10, 0),
+        amd=True,
+        amd_archs=("gfx950",),
+        amd_env=(AITER_ON,),
+        fallback=MXFP4_FALLBACK,
+    ),
     Kernel("mo-fp8", "vLLM's ModelOptFp8LinearMethod (per-tensor, static activation scale)", (8, 9), flag="modelopt"),
     Kernel(
         "mo-nvfp4",
@@ -333,14 +341,14 @@ class VllmEngine(Engine):
         document |= {switch.removeprefix("--"): True for switch in switches}
         notes = [
             *expert_parallel_notes(settings),
-            *quantization_notes(settings.method, flag),
+            *quantization_notes(settings.method, flag, rocm=bool(self.rocm_env(settings))),
             *kv_cache_notes(settings.kv_cache_dtype),
             *token_budget_notes(settings),
             "config_yaml holds the same settings: save it as config.yaml and run `vllm serve --config config.yaml` "
             "(values given on the command line override the file).",
         ]
         return self._config(
-            command=["vllm", "serve", settings.model, *flatten(options), *switches],
+            command=[*self.rocm_env(settings), "vllm", "serve", settings.model, *flatten(options), *switches],
             config_yaml=yaml.safe_dump(document, sort_keys=False),
             notes=notes,
         )

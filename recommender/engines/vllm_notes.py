@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from recommender.engines._base import LaunchSettings, checkpoint_note, double_quant_note
+from recommender.engines.vllm_rocm import rocm_kernel_notes
 
 if TYPE_CHECKING:
     from recommender.quantize import QuantScheme
@@ -19,11 +20,13 @@ if TYPE_CHECKING:
 __all__ = ["kv_cache_notes", "quantization_notes", "token_budget_notes"]
 
 
-def quantization_notes(method: QuantScheme, flag: str) -> list[str]:
-    """What `method` served with `flag` needs beyond the command (none where nothing is lost)."""
+def quantization_notes(method: QuantScheme, flag: str, *, rocm: bool = False) -> list[str]:
+    """What `method` served with `flag` needs beyond the command (none where nothing is lost); `rocm`: the command
+    carries the ROCm environment its kernel needs (its note replaces the CUDA one)."""
     checkpoint = checkpoint_note(method, "vLLM", flag)
     if checkpoint is not None:
-        return [checkpoint, *_checkpoint_kernel_notes(method)]
+        kernel = rocm_kernel_notes(method) if rocm else _checkpoint_kernel_notes(method)
+        return [checkpoint, *kernel]
     if flag == "fp8":
         return _fp8_notes(method)
     if flag == "bitsandbytes":

@@ -107,7 +107,7 @@ def test_amd_only_what_rocm_builds_run() -> None:
     for method in ("w4a16-gptq-g128", "w4a16-awq-g128", "bnb-nf4"):
         mi300x = eligibility(get_scheme(method), device("mi300x"))
         assert not mi300x.launchable and "does not run on ROCm" in mi300x.reason("mi300x"), method
-        assert "(AMD ROCm)" in mi300x.reason("mi300x")
+        assert "(AMD ROCm gfx942)" in mi300x.reason("mi300x")
 
 
 def test_the_spec_engines_decide() -> None:

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from recommender.quantize import QuantScheme
 
 NEW_FAMILIES = ("ct-fp8-tensor", "ct-fp8-block", "ct-nvfp4", "ct-nvfp4a16", "ct-mxfp4")
-ROCM = DeviceInfo("rocm")
+ROCM = DeviceInfo("rocm", arch="gfx942")  # MI300X / MI325X
+GFX950 = DeviceInfo("rocm", arch="gfx950")  # MI350X / MI355X
 CPU = DeviceInfo("cpu")
 
 
@@ -107,15 +108,19 @@ def test_vllm_serves_nvfp4_weight_only_through_marlin_on_every_gpu_with_bf16() -
     assert "does not run on ROCm" in (why("vllm", "ct-nvfp4a16", ROCM) or "")
 
 
-def test_vllm_mxfp4_w4a4_needs_blackwell_and_no_amd_row() -> None:
+def test_vllm_mxfp4_w4a4_needs_blackwell_or_gfx950() -> None:
     kernel = row("vllm", "ct-mxfp4")
-    assert kernel.nvidia == (10, 0) and not kernel.amd
+    assert kernel.nvidia == (10, 0) and kernel.amd and kernel.amd_archs == ("gfx950",)
     assert why("vllm", "ct-mxfp4", cuda(10, 0)) is None
     refused = why("vllm", "ct-mxfp4", cuda(9, 0)) or ""
-    assert refused.startswith("vLLM's FlashInfer MXFP4 W4A4 needs 10.0")
+    assert refused.startswith("vLLM's MXFP4 W4A4 (FlashInfer on CUDA, AITER on gfx950) needs 10.0")
     assert "MXFP4 weight-only through FP4 Marlin (W4A16)" in refused
-    # Native MXFP4 (AITER) runs only on gfx95x; one `amd` flag cannot say that, so ROCm is refused.
-    assert "does not run on ROCm" in (why("vllm", "ct-mxfp4", ROCM) or "")
+    # Native MXFP4 (AITER) runs only where vLLM's supports_mx() holds: gfx95x. MI300X (gfx942) gets the emulation.
+    assert why("vllm", "ct-mxfp4", GFX950) is None
+    assert "runs on ROCm only on gfx950 (this GPU is gfx942)" in (why("vllm", "ct-mxfp4", ROCM) or "")
+    assert "gfx target is not known" in (why("vllm", "ct-mxfp4", DeviceInfo("rocm")) or "")
+    # SGLang's compressed-tensors dispatch has no MXFP4 branch on any GPU (it serves MXFP4 through quark/mxfp4).
+    assert why("sglang", "ct-mxfp4", GFX950) == "no ct-mxfp4-scheme scheme"
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
@@ -184,6 +189,8 @@ def test_launch_notes_say_what_the_command_cannot() -> None:
     assert "VLLM_USE_DEEP_GEMM=0" in block and "UE8M0" in block
     mxfp4 = " ".join(_launch("vllm", "ct-mxfp4", cuda(10, 0)))
     assert "FlashInfer" in mxfp4 and "weight-only through FP4 Marlin" in mxfp4
+    on_amd = " ".join(_launch("vllm", "ct-mxfp4", GFX950))
+    assert "AiterMxfp4LinearKernel" in on_amd and "VLLM_ROCM_USE_AITER=1" in on_amd and "FlashInfer" not in on_amd
     assert "VLLM_USE_DEEP_GEMM" not in " ".join(_launch("vllm", "ct-fp8-tensor", cuda(9, 0)))
     assert "FP8_BLOCK_SCALES" in " ".join(_launch("trtllm", "ct-fp8-block", cuda(9, 0)))
     assert "Blackwell only" in " ".join(_launch("trtllm", "ct-nvfp4", cuda(10, 0)))

@@ -154,7 +154,8 @@ def test_amd_and_the_cpu_are_refused() -> None:
     mi300x = emit(device=device("mi300x"))
     assert not mi300x.supported and mi300x.command is None
     assert mi300x.notes == [
-        "TensorRT-LLM does not serve baseline on AMD ROCm as it was measured: TensorRT-LLM bf16 does not run on ROCm."
+        "TensorRT-LLM does not serve baseline on AMD ROCm gfx942 as it was measured: "
+        "TensorRT-LLM bf16 does not run on ROCm."
     ]
     for method in ("baseline", "fp16", "fp8-dynamic"):
         assert "does not run on ROCm" in (refusal("trtllm", get_scheme(method), device("mi300x")) or ""), method

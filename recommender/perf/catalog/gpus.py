@@ -43,6 +43,8 @@ class Accelerator(BaseModel):
     name: str
     vendor: Literal["nvidia", "amd"]
     compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d$")
+    #: An AMD GPU's gfx target ("gfx950"): which ROCm kernels run on it, as `compute_capability` on NVIDIA.
+    gfx_arch: str | None = Field(default=None, pattern=r"^gfx[0-9a-f]{2,4}$")
     # Upper bounds 100x past today's largest parts: a unit slip (GB/s written as MB/s) is refused, not priced.
     memory_gb: float = Field(gt=0, le=100_000)
     #: The device memory `nvidia-smi` reports (MiB), where known: the engines size their KV cache from it
@@ -70,6 +72,8 @@ class Accelerator(BaseModel):
             )
         if self.vendor == "amd" and self.compute_capability is not None:
             raise ValueError("compute_capability is NVIDIA's; leave it out (null) for an AMD entry")
+        if self.vendor == "nvidia" and self.gfx_arch is not None:
+            raise ValueError("gfx_arch is AMD's; leave it out for an NVIDIA entry")
         return self
 
     @model_validator(mode="after")
@@ -88,7 +92,7 @@ class Accelerator(BaseModel):
     def device(self) -> DeviceInfo:
         """The device a quantization method would meet on this accelerator."""
         if self.vendor == "amd":
-            return DeviceInfo("rocm")
+            return DeviceInfo("rocm", arch=self.gfx_arch)
         major, minor = (int(x) for x in (self.compute_capability or "0.0").split("."))
         return DeviceInfo("cuda", (major, minor))
 
