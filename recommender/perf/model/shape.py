@@ -267,8 +267,9 @@ class ModelShape:
     def kv_bytes_per_token(self, kv_dtype_bytes: float = 2.0, context: int | None = None) -> float:
         """KV cache per token. Grouped-query: layers x kv heads x head dim x (K and V) x dtype bytes; MLA: layers x
         (kv_lora_rank + qk_rope_head_dim) x dtype bytes. With window layers, the mean over a `context`-token
-        sequence; without `context`, every layer's (exact up to the window, an over-reservation past it: the
-        memory and step models that call it without a context never count a window's saving they cannot see)."""
+        sequence; without `context`, every layer's (exact up to the window, an over-reservation past it: what the
+        expert-parallel plans still charge; the memory plan and the step split it into ``full_kv_bytes_per_token``
+        and ``window_kv_bytes_per_token``)."""
         if context is not None:
             return self.kv_bytes_for_context(context, kv_dtype_bytes) / max(1, context)
         return self.n_kv_layers * self._kv_layer_token_bytes(kv_dtype_bytes)
