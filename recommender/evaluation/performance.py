@@ -290,6 +290,7 @@ class PerformanceEvaluator:
             max_num_seqs=c.batch_size,
             kv_cache_dtype=c.kv_cache_dtype,
             load_bits_per_weight=served.load_bits_per_weight,
+            pool_context=self.traffic.mean_prompt_tokens,
         )
         # A catalog GPU needs room for one request; the scheduler caps concurrency at the KV
         # cache. The local probe really runs the whole batch, so there all of it must fit.

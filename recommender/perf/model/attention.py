@@ -92,6 +92,7 @@ class AttentionLayout:
         n_window_layers: layers that use the window; the others attend to the whole context.
         sparse: DeepSeek sparse attention's indexer and top-k (``sparse_attention.py``), or None.
         output_gate: each attention layer gates its output with a second query-sized projection (Qwen3-Next).
+        chunked: the window layers are chunked (Llama-4), not sliding: a query sees the keys of its own chunk only.
     """
 
     latent: LatentAttention | None = None
@@ -99,6 +100,7 @@ class AttentionLayout:
     n_window_layers: int = 0
     sparse: SparseAttention | None = None
     output_gate: bool = False
+    chunked: bool = False
 
     def kept_tokens(self, context: int, *, windowed: bool) -> int:
         """Tokens of a `context`-token sequence a layer keeps: all, or the last `window` in a window layer."""
@@ -186,4 +188,8 @@ def parse_attention(config: Any, *, n_layers: int) -> AttentionLayout | None:
     gate = getattr(config, "attn_output_gate", None) is True
     if latent is None and not windowed and not gate:
         return None
-    return AttentionLayout(latent=latent, window=window, n_window_layers=windowed, sparse=sparse, output_gate=gate)
+    types = getattr(config, "layer_types", None) or chunked_layer_types(config, n_layers) or ()
+    chunked = bool(windowed) and "chunked_attention" in types
+    return AttentionLayout(
+        latent=latent, window=window, n_window_layers=windowed, sparse=sparse, output_gate=gate, chunked=chunked
+    )

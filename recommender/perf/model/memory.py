@@ -17,6 +17,16 @@ What is exact and what is estimated:
 - activation workspace: the largest live tensors of one forward of the token budget
   (gate and up projections of the MLP, a few hidden-state copies) plus fp32 logits for
   every running sequence — an estimate, labelled as such;
+- sliding-window (and chunked) layers: a sequence holds at most its last ``window - 1`` tokens, the tokens being
+  computed and a block in each (vLLM ``SlidingWindowManager.remove_skipped_blocks`` frees the blocks behind the window:
+  ``vllm/v1/core/single_type_kv_cache_manager.py`` @ 002f3491; its startup check sizes one ``max_model_len`` request
+  at ``min(window - 1 + max_num_batched_tokens, max_model_len)`` tokens + a block per window layer:
+  ``SlidingWindowSpec.max_memory_usage_bytes``, ``vllm/v1/kv_cache_interface.py`` @ 001cabc1). So the KV per token
+  is split in two: the full-attention layers' (``kv_bytes_per_token``, every token) and the window layers'
+  (``window_kv_bytes_per_token``, at most ``window_held_tokens`` per decoding sequence). The one-request check counts
+  the window layers as vLLM's startup check does; the scheduler's pool, counted in tokens, is priced at the mean KV
+  per token of a sequence of ``pool_context`` tokens (the traffic's prompt: the shortest a running sequence is, so
+  the window's share per token is the largest it is while running), every layer per token without one;
 - recurrent state (hybrids: Gated DeltaNet, Mamba2; ``linear_attention.py``): a fixed state per sequence, whatever
   its context, reserved here for every seat (``max_num_seqs``) as vLLM V0's ``MambaCacheManager`` allocated it; vLLM
   V1 takes it from the KV pool per running request, so this over-reserves when fewer seats run;
@@ -89,6 +99,10 @@ class MemoryPlan:
     kv_cache_dtype: str
     load_gb: float = 0.0
     state_gb: float = 0.0
+    window_kv_bytes_per_token: float = 0.0
+    window_held_tokens: int = 0
+    window_startup_tokens: int = 0
+    pool_context: int | None = None
 
     @property
     def fixed_gb(self) -> float:
@@ -101,7 +115,27 @@ class MemoryPlan:
 
     @property
     def kv_cache_tokens(self) -> int:
-        return int(self.kv_cache_gb * 1e9 // self.kv_bytes_per_token)
+        """Tokens of the KV pool as the scheduler counts them: at the full layers' bytes per token, plus the window
+        layers' at `pool_context`'s mean (module docstring)."""
+        per_token = self.kv_bytes_per_token
+        if self.window_kv_bytes_per_token:
+            c = self.pool_context
+            if c is None:
+                per_token += self.window_kv_bytes_per_token
+            else:
+                per_token = self.sequence_kv_bytes(c, self.window_held_tokens) / c
+        return int(self.kv_cache_gb * 1e9 // per_token)
+
+    def sequence_kv_bytes(self, context_tokens: int, window_tokens: int) -> float:
+        """One sequence's KV at `context_tokens`: every token in the full layers, at most `window_tokens` in the
+        window layers."""
+        window = min(context_tokens, window_tokens) * self.window_kv_bytes_per_token
+        return context_tokens * self.kv_bytes_per_token + window
+
+    def _batch_kv_bytes(self, batch_size: int, context_tokens: int) -> float:
+        """The KV of `batch_size` sequences of `context_tokens` at vLLM's startup bound for the window layers."""
+        window = batch_size * min(context_tokens, self.window_startup_tokens) * self.window_kv_bytes_per_token
+        return batch_size * context_tokens * self.kv_bytes_per_token + window
 
     def max_concurrent_seqs(self, context_tokens: int) -> int:
         """Sequences of `context_tokens` whose KV cache fits at once."""
@@ -114,7 +148,7 @@ class MemoryPlan:
 
     def needed_gb(self, batch_size: int, context_tokens: int) -> float:
         """The larger of the load peak and the fixed memory plus the KV cache of `batch_size` x `context_tokens`."""
-        serving = self.fixed_gb + batch_size * context_tokens * self.kv_bytes_per_token / 1e9
+        serving = self.fixed_gb + self._batch_kv_bytes(batch_size, context_tokens) / 1e9
         return max(serving, self.load_peak_gb)
 
     @property
@@ -132,7 +166,7 @@ class MemoryPlan:
         need = self.needed_gb(batch_size, context_tokens)
         if need <= self.usable_gb:
             return None
-        kv = batch_size * context_tokens * self.kv_bytes_per_token / 1e9
+        kv = self._batch_kv_bytes(batch_size, context_tokens) / 1e9
         return (
             f"needs {need:.2f} GB per device (weights {self.weights_gb:.2f} + activations {self.activation_gb:.2f} "
             f"+ runtime {self.runtime_overhead_gb:.2f}{self._state_words} + KV {kv:.2f} "
@@ -141,13 +175,25 @@ class MemoryPlan:
         )
 
 
-def kv_bytes_per_token_per_device(shape: ModelShape, kv_cache_dtype: str, tensor_parallel: int) -> float:
-    """KV heads are split across devices; with more devices than KV heads each keeps a replica of one. MLA's
-    latent is one per token, so every tensor-parallel rank keeps all of it (``attention.py``)."""
+def per_device_kv(shape: ModelShape, kv_bytes: float, tensor_parallel: int) -> float:
+    """One device's share of `kv_bytes`: KV heads are split across devices; with more devices than KV heads each
+    keeps a replica of one. MLA's latent is one per token, so every tensor-parallel rank keeps all of it
+    (``attention.py``)."""
     if shape.latent_kv:
-        return shape.kv_bytes_per_token(kv_dtype_bytes(kv_cache_dtype))
+        return kv_bytes
     heads_per_device = -(-shape.n_kv_heads // tensor_parallel)  # ceil
-    return shape.kv_bytes_per_token(kv_dtype_bytes(kv_cache_dtype)) * heads_per_device / shape.n_kv_heads
+    return kv_bytes * heads_per_device / shape.n_kv_heads
+
+
+def kv_bytes_per_token_per_device(shape: ModelShape, kv_cache_dtype: str, tensor_parallel: int) -> float:
+    """Every attention layer's KV per token on one device (``per_device_kv``)."""
+    return per_device_kv(shape, shape.kv_bytes_per_token(kv_dtype_bytes(kv_cache_dtype)), tensor_parallel)
+
+
+def window_held_tokens(shape: ModelShape, new_tokens: int, block_size: int = 16) -> int:
+    """Most tokens a window layer holds for one sequence computing `new_tokens` at once: the ``window - 1`` before
+    them, them, and a block (the window need not start at a block's edge; module docstring). 0 without windows."""
+    return shape.window - 1 + new_tokens + block_size if shape.window else 0
 
 
 def activation_bytes(shape: ModelShape, *, batched_tokens: int, running_seqs: int, tensor_parallel: int) -> float:
@@ -170,13 +216,22 @@ def plan_memory(
     kv_cache_dtype: str = "auto",
     runtime_overhead_gb: float = RUNTIME_OVERHEAD_GB,
     load_bits_per_weight: float | None = None,
+    pool_context: int | None = None,
 ) -> MemoryPlan:
     """The per-device memory plan of `method` on a device of `device_gb`, sharded `tensor_parallel` ways.
 
     `load_bits_per_weight`: the bits the serving engine holds each linear weight at while loading,
-    when more than `method.bits_per_weight` (None: it loads what it serves).
+    when more than `method.bits_per_weight` (None: it loads what it serves). `pool_context`: the sequence length the
+    window layers' share of the KV pool is counted at (module docstring; None: every layer per token).
     """
     tp = tensor_parallel
+    dtype = kv_dtype_bytes(kv_cache_dtype)
+    windowed = bool(shape.window)
+    kv_per_token = (
+        per_device_kv(shape, shape.full_kv_bytes_per_token(dtype), tp)
+        if windowed
+        else kv_bytes_per_token_per_device(shape, kv_cache_dtype, tp)
+    )
     body_params = shape.per_gpu_params(shape.body_params, tp)
     body = body_params * method.bits_per_weight / 8.0
     lm_head = shape.lm_head_params * 2.0 / tp  # vocab-parallel in TP engines
@@ -191,11 +246,15 @@ def plan_memory(
         )
         / 1e9,
         runtime_overhead_gb=runtime_overhead_gb,
-        kv_bytes_per_token=kv_bytes_per_token_per_device(shape, kv_cache_dtype, tp),
+        kv_bytes_per_token=kv_per_token,
         tensor_parallel=tp,
         kv_cache_dtype=kv_cache_dtype,
         load_gb=(loaded_body + lm_head + embeddings) / 1e9,
         state_gb=max_num_seqs * shape.state_bytes_per_seq(tp) / 1e9,
+        window_kv_bytes_per_token=per_device_kv(shape, shape.window_kv_bytes_per_token(dtype), tp) if windowed else 0.0,
+        window_held_tokens=window_held_tokens(shape, 1),
+        window_startup_tokens=window_held_tokens(shape, max_num_batched_tokens),
+        pool_context=pool_context,
     )
 
 

@@ -234,6 +234,28 @@ class ModelShape:
     def _window_layers(self) -> int:
         return 0 if self.attention is None or not self.attention.window else self.attention.n_window_layers
 
+    @property
+    def window(self) -> int:
+        """Tokens a sliding-window (or chunked) layer attends to and keeps; 0 without such layers."""
+        return self.attention.window if self._window_layers() and self.attention is not None else 0
+
+    @property
+    def sliding_window(self) -> int:
+        """``window`` for sliding-window layers, 0 for chunked ones: the step cost bounds a sliding layer's keys per
+        sequence at its window (below nearly every served context: gpt-oss 128), and keeps charging a chunked layer
+        per context token (exact below one chunk, Llama-4's 8,192, where most requests sit; a query of a long
+        sequence sees half a chunk on average)."""
+        return 0 if self.attention is None or self.attention.chunked else self.window
+
+    def full_kv_bytes_per_token(self, kv_dtype_bytes: float = 2.0) -> float:
+        """KV bytes per token of the layers whose cache grows with the context: every attention layer but the window
+        layers (whose part, ``window_kv_bytes_per_token``, a sequence holds for at most ``window`` tokens)."""
+        return (self.n_kv_layers - self._window_layers()) * self._kv_layer_token_bytes(kv_dtype_bytes)
+
+    def window_kv_bytes_per_token(self, kv_dtype_bytes: float = 2.0) -> float:
+        """KV bytes per token of the window layers together (0 without them)."""
+        return self._window_layers() * self._kv_layer_token_bytes(kv_dtype_bytes)
+
     def kv_bytes_for_context(self, context: int, kv_dtype_bytes: float = 2.0) -> float:
         """KV cache of one sequence of `context` tokens: full-attention layers keep every token, window layers
         the last ``window`` (recurrent layers keep none: their state is `state_bytes_per_seq`)."""
@@ -245,8 +267,9 @@ class ModelShape:
     def kv_bytes_per_token(self, kv_dtype_bytes: float = 2.0, context: int | None = None) -> float:
         """KV cache per token. Grouped-query: layers x kv heads x head dim x (K and V) x dtype bytes; MLA: layers x
         (kv_lora_rank + qk_rope_head_dim) x dtype bytes. With window layers, the mean over a `context`-token
-        sequence; without `context`, every layer's (exact up to the window, an over-reservation past it: the
-        memory and step models that call it without a context never count a window's saving they cannot see)."""
+        sequence; without `context`, every layer's (exact up to the window, an over-reservation past it: what the
+        expert-parallel plans still charge; the memory plan and the step split it into ``full_kv_bytes_per_token``
+        and ``window_kv_bytes_per_token``)."""
         if context is not None:
             return self.kv_bytes_for_context(context, kv_dtype_bytes) / max(1, context)
         return self.n_kv_layers * self._kv_layer_token_bytes(kv_dtype_bytes)
@@ -275,16 +298,30 @@ class ModelShape:
         """State update, readout and conv FLOPs of one token through the recurrent layers (0 without)."""
         return 0.0 if self.recurrent is None else self.recurrent.flops_per_token
 
+    def _per_pair_flops(self) -> tuple[float, int]:
+        """(FLOPs per query-key pair and head, heads) of one attention layer's pairs."""
+        if self.sparse is not None:
+            return self.sparse.indexer_flops_per_pair, 1
+        if self.attention is not None and self.attention.latent is not None:
+            return 2.0 * (self.attention.latent.qk_head_dim + self.attention.latent.v_head_dim), self.n_heads
+        return 4.0 * self.head_dim, self.n_heads
+
+    def full_pair_attention_flops(self, query_tokens: int, context: int) -> float:
+        """``pair_attention_flops`` of the layers attending to the whole context only (the window layers' part is
+        ``window_query_attention_flops``)."""
+        per_pair, heads = self._per_pair_flops()
+        return per_pair * query_tokens * (self.n_kv_layers - self._window_layers()) * context * heads
+
+    def window_query_attention_flops(self, query_tokens: int) -> float:
+        """The window layers' attention FLOPs for `query_tokens` queries at a context of at least ``window``: each
+        query attends to ``window`` keys in each of them (0 without window layers)."""
+        per_pair, heads = self._per_pair_flops()
+        return per_pair * query_tokens * self._window_layers() * self.window * heads
+
     def pair_attention_flops(self, query_tokens: int, context: int) -> float:
         """The part of `attention_flops` per (query, key) pair: every design's, but DSA's, whose pairs run only its
         indexer (``sparse_attention.py``)."""
-        sparse, heads = self.sparse, self.n_heads
-        if sparse is not None:
-            per_pair, heads = sparse.indexer_flops_per_pair, 1
-        elif self.attention is not None and self.attention.latent is not None:
-            per_pair = 2.0 * (self.attention.latent.qk_head_dim + self.attention.latent.v_head_dim)
-        else:
-            per_pair = 4.0 * self.head_dim
+        per_pair, heads = self._per_pair_flops()
         window_layers = self._window_layers()
         keys = (self.n_kv_layers - window_layers) * context
         if window_layers and self.attention is not None:

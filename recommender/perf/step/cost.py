@@ -201,6 +201,7 @@ class RooflineStepCost:
         )
         moved = r.weight_bytes_at(tokens) + context_tokens * r.kv_bytes_per_token
         moved += tokens * r.query_kv_bytes + 2.0 * (chunks.seqs + decode_seqs) * r.state_bytes_per_seq
+        moved += (chunks.seqs + decode_seqs) * r.window_kv_bytes_per_seq
         seconds = self._slower * max(flops / self._compute, moved / self._bandwidth) + self.efficiency.step_overhead_s
         if self.tensor_parallel > 1:
             seconds += self._allreduce_fixed_s + self._allreduce_per_token_s * tokens
@@ -213,6 +214,7 @@ class RooflineStepCost:
         flops = decode_seqs * per_seq + r.decode_attention_flops * context_tokens
         moved = r.weight_bytes_at(decode_seqs) + context_tokens * r.kv_bytes_per_token
         moved = moved + decode_seqs * (r.query_kv_bytes + 2.0 * r.state_bytes_per_seq)
+        moved = moved + decode_seqs * r.window_kv_bytes_per_seq
         seconds: np.ndarray = (
             self._slower * np.maximum(flops / self._compute, moved / self._bandwidth) + self.efficiency.step_overhead_s
         )

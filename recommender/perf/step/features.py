@@ -130,14 +130,16 @@ def design_seconds(rates: StepRates) -> dict[str, float]:
     - ``_recurrent_token_s`` (attention feature, per token): the recurrent layers' state FLOPs at the 16-bit peak;
     - ``_query_token_s`` (KV feature, per token): DSA's sparse MLA over its top-k keys, the larger of gathering their
       latents and its absorbed FLOPs (``decode_attention_extra_s``'s rule: one kernel, bound by one of the two);
-    - ``_state_seq_s`` (KV feature, per sequence in the step): reading and writing its recurrent state once.
+    - ``_state_seq_s`` (KV feature, per sequence in the step): reading and writing its recurrent state once, and
+      reading the window layers' ``window`` cached tokens (``rates.StepRates.window_kv_bytes_per_seq``), whose FLOPs
+      are per query in ``_query_token_s``.
     """
     query_read = rates.query_kv_bytes / rates.bandwidth
     query_compute = rates.query_attention_flops / (rates.peak16 * DECODE_ATTENTION_EFFICIENCY)
     return {
         "_recurrent_token_s": rates.recurrent_flops_per_token / rates.peak16,
         "_query_token_s": max(query_read, query_compute),
-        "_state_seq_s": 2.0 * rates.state_bytes_per_seq / rates.bandwidth,
+        "_state_seq_s": (2.0 * rates.state_bytes_per_seq + rates.window_kv_bytes_per_seq) / rates.bandwidth,
     }
 
 

@@ -125,8 +125,8 @@ def _config_json(shape: ModelShape) -> dict[str, Any]:
     """A Llama-architecture config.json with `shape`'s dimensions (dense decoders of LLM widths only)."""
     if shape.moe is not None:
         raise KernelTablesUnavailable("MoE layouts are not passed to the kernel tables yet")
-    if shape.recurrent is not None or shape.sparse is not None:
-        raise KernelTablesUnavailable("sparse-attention and recurrent layers are not in the kernel tables")
+    if shape.recurrent is not None or shape.sparse is not None or shape.window:
+        raise KernelTablesUnavailable("sparse-attention, recurrent and window layers are not in the kernel tables")
     if shape.hidden < MIN_HIDDEN:
         raise KernelTablesUnavailable(
             f"hidden size {shape.hidden} is below the layer widths the kernel tables were collected for "

@@ -19,7 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from recommender.perf.model.memory import kv_bytes_per_token_per_device, kv_dtype_bytes, weight_bytes_per_gpu
+from recommender.perf.model.memory import (
+    kv_bytes_per_token_per_device,
+    kv_dtype_bytes,
+    per_device_kv,
+    weight_bytes_per_gpu,
+)
 from recommender.perf.step.kernels import compute_dtype, dequantizes_to_16bit
 
 if TYPE_CHECKING:
@@ -69,10 +74,14 @@ class StepRates:
         decode_attention_flops: decode attention FLOPs per KV token read (MLA decodes absorbed).
         kv_bytes_per_token: KV-cache bytes per context token one GPU reads at ``kv_cache_dtype`` (DSA: its indexer's
             keys, replicated like the indexer's FLOPs, which are not split by `tensor_parallel`).
-        query_attention_flops: attention FLOPs per query token whatever the context (DSA's top-k; else 0).
+        query_attention_flops: attention FLOPs per query token whatever the context (DSA's top-k; the window layers'
+            ``window`` keys; else 0).
         query_kv_bytes: KV bytes one query token gathers (DSA's top-k latents; else 0).
         recurrent_flops_per_token: a hybrid's recurrent layers' state FLOPs per token (else 0).
         state_bytes_per_seq: a hybrid's recurrent state of one sequence on one GPU (else 0).
+        window_kv_bytes_per_seq: the window layers' ``window`` cached tokens one sequence reads in a step on one GPU
+            (else 0); with window layers, ``kv_bytes_per_token``, ``attention_flops`` and
+            ``decode_attention_flops`` count the full-attention layers only.
     """
 
     shape: ModelShape = field(repr=False)
@@ -94,6 +103,7 @@ class StepRates:
     query_kv_bytes: float = field(init=False)
     recurrent_flops_per_token: float = field(init=False)
     state_bytes_per_seq: float = field(init=False)
+    window_kv_bytes_per_seq: float = field(init=False)
 
     def __post_init__(self) -> None:
         tp, shape, scheme, accel = self.tensor_parallel, self.shape, self.scheme, self.accel
@@ -115,7 +125,18 @@ class StepRates:
             "query_kv_bytes": 0.0,
             "recurrent_flops_per_token": shape.recurrent_flops_per_token / tp,
             "state_bytes_per_seq": shape.state_bytes_per_seq(tp),
+            "window_kv_bytes_per_seq": 0.0,
         }
+        if (
+            shape.sliding_window and not shape.latent_kv
+        ):  # window layers: their keys per query and per sequence, not per pair
+            dtype = kv_dtype_bytes(self.kv_cache_dtype)
+            values["attention_flops"] = values["decode_attention_flops"] = shape.full_pair_attention_flops(1, 1) / tp
+            values["kv_bytes_per_token"] = per_device_kv(shape, shape.full_kv_bytes_per_token(dtype), tp)
+            values["query_attention_flops"] = shape.window_query_attention_flops(1) / tp
+            values["window_kv_bytes_per_seq"] = shape.sliding_window * per_device_kv(
+                shape, shape.window_kv_bytes_per_token(dtype), tp
+            )
         if shape.sparse is not None:  # DSA: the indexer whole on every GPU, the top-k MLA split by heads
             dtype = kv_dtype_bytes(self.kv_cache_dtype)
             values["attention_flops"] = values["decode_attention_flops"] = shape.pair_attention_flops(1, 1)

@@ -101,9 +101,10 @@ def project_step_times(
     prefill_s += allreduce_seconds(shape, accel, prompt_tokens, tp, eff)
 
     kv = batch_size * context_tokens * kv_bytes_per_token_per_device(shape, kv_cache_dtype, tp)
-    if shape.sparse is not None or shape.recurrent is not None:  # DSA reads its indexer keys + top-k; hybrids a state
-        r = StepRates(shape, method, accel, tp, kv_cache_dtype)
+    if shape.sparse is not None or shape.recurrent is not None or shape.sliding_window:  # DSA's indexer keys + top-k;
+        r = StepRates(shape, method, accel, tp, kv_cache_dtype)  # hybrids' state; the window layers' window
         kv = batch_size * (context_tokens * r.kv_bytes_per_token + r.query_kv_bytes + 2.0 * r.state_bytes_per_seq)
+        kv += batch_size * r.window_kv_bytes_per_seq
     b = batch_size
     decode_flops = (linear_flops(shape, b, b) + shape.attention_flops(b, context_tokens)) / tp
     decode_bytes = weight_bytes_per_gpu(shape, method, tp, batch_size) + kv
