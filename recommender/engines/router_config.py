@@ -13,9 +13,10 @@ a framework has no setting for it, the launch says so in words (`Unmapped`), nev
   ``guides/pd-disaggregation/gaie-pd/values.yaml`` @ 126f65d6). Prefix-aware is the scheduler's own P/D sample
   (``deploy/config/pd-epp-config.yaml`` @ 520af478: ``prefix-cache-scorer`` weight 2, ``queue-scorer`` weight 1,
   ``max-score-picker``); load-aware is llm-d's default profile (``pkg/epp/config/loader/defaults.go``:
-  ``queue-scorer`` 2, ``kv-cache-utilization-scorer`` 2, ``prefix-cache-scorer`` 3); sticky is ``session-affinity-scorer`` (``scheduling/scorer/sessionaffinity/
-  session_affinity.go``: score 1 for the pod named by the request's ``x-session-token`` header, which the response
-  sets, 0 elsewhere) with the queue scorer placing a session's first request; random is ``random-picker``
+  ``queue-scorer`` 2, ``kv-cache-utilization-scorer`` 2, ``prefix-cache-scorer`` 3); sticky is
+  ``session-affinity-scorer`` (``scheduling/scorer/sessionaffinity/session_affinity.go``: score 1 for the pod named
+  by the request's ``x-session-token`` header, which the response sets, 0 elsewhere) with the queue scorer placing a
+  session's first request; random is ``random-picker``
   (``scheduling/picker/random/picker.go``: a shuffle, "ignoring any scores"). Its pickers are ``max-score-picker``,
   ``random-picker`` and ``weighted-random-picker``: no round-robin. Disaggregated pools get prefill and decode
   profiles (``prefill-filter``/``decode-filter``) under ``disagg-profile-handler`` with ``always-disagg-pd-decider``
@@ -26,8 +27,8 @@ a framework has no setting for it, the launch says so in words (`Unmapped`), nev
   ``--no-router-kv-events``: the router predicts each worker's cache from its own routing decisions, as the
   simulation's router does (``agg_router_kv_approx.yaml`` @ d313a268); load-aware is ``kv`` too, its cost being
   load-aware with a prefix bonus already (``lib/kv-router/src/scheduling/selector.rs`` @ 01690d42: logit =
-  overlap weight x blocks left to prefill + the worker's decode blocks, lowest wins); its cost weighs the blocks left to prefill
-  against the decode load (``--router-kv-overlap-score-weight`` 1.0, ``--router-temperature`` 0.0: the lowest
+  overlap weight x blocks left to prefill + the worker's decode blocks, lowest wins); its cost weighs the blocks left
+  to prefill against the decode load (``--router-kv-overlap-score-weight`` 1.0, ``--router-temperature`` 0.0: the lowest
   cost, deterministically; left at those defaults). No mode keeps a session on one worker: sticky is not mapped.
 - A plain Kubernetes Service: no router file; `plain_service_note` says what it gives up, with the fleet
   benchmark's numbers (``benchmarks/fleet_routing.py``, docs/levers.md "Behind a router").
