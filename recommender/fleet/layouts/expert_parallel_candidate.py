@@ -24,7 +24,6 @@ from recommender.evaluation.constraints import Constraints
 from recommender.evaluation.refusal import Refused
 from recommender.evaluation.speed import latency_checks
 from recommender.fleet.launch import expert_parallel_launch
-from recommender.fleet.layouts.disaggregated_candidate import evaluate_disaggregated
 from recommender.fleet.layouts.expert_parallel_plan import ExpertParallelRow, plan_expert_parallel
 from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.links import resolve_link
@@ -39,7 +38,7 @@ if TYPE_CHECKING:
     from recommender.perf.catalog.gpus import Accelerator
     from recommender.perf.model.link import Link
 
-__all__ = ["ExpertRouting", "evaluate_expert_parallel", "evaluate_layout", "expert_parallel_winner_launch"]
+__all__ = ["ExpertRouting", "evaluate_expert_parallel", "expert_parallel_winner_launch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,15 +48,6 @@ class ExpertRouting:
 
     skew: float = 0.0
     redundant_experts: int = 0
-
-
-def evaluate_layout(
-    performance: PerformanceEvaluator, c: Candidate, *, link: str, model: str = "", experts: ExpertRouting | None = None
-) -> CandidateResult:
-    """A candidate of another layout than aggregated tensor parallelism: expert parallelism or disaggregated pools."""
-    if c.expert_parallel != 1:
-        return evaluate_expert_parallel(performance, c, link=link, experts=experts)
-    return evaluate_disaggregated(performance, c, link=link, model=model)
 
 
 def evaluate_expert_parallel(

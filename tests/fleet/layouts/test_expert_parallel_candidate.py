@@ -19,10 +19,10 @@ from recommender.evaluation.performance import PerformanceEvaluator
 from recommender.fleet.layouts.expert_parallel_candidate import (
     ExpertRouting,
     evaluate_expert_parallel,
-    evaluate_layout,
     expert_parallel_winner_launch,
 )
 from recommender.fleet.layouts.expert_parallel_plan import plan_expert_parallel
+from recommender.fleet.layouts.layout_candidate import evaluate_layout
 from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
