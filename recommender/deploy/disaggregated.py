@@ -14,9 +14,9 @@ flags that give it its role, cited from the engines' sources:
   prefill|decode`` with ``--disaggregation-transfer-backend nixl`` (Mooncake is the other backend), and
   ``python -m sglang_router.launch_router --pd-disaggregation --prefill URL --decode URL``.
 
-For vLLM the Dynamo deployment file is emitted too, as ai-dynamo/dynamo ``examples/backends/vllm/deploy/disagg.yaml``
-@ 7893f268 lays it out: a ``DynamoGraphDeployment`` with a ``Frontend``, a ``VllmPrefillWorker``
-(``subComponentType: prefill``) and a ``VllmDecodeWorker`` (``decode``), each ``python3 -m dynamo.vllm`` with
+For vLLM the Dynamo deployment file is emitted too (``dynamo.py``'s ``dynamo_vllm_graph``), as ai-dynamo/dynamo
+``examples/backends/vllm/deploy/disagg.yaml`` @ 7893f268 lays it out: a ``DynamoGraphDeployment`` with a
+``Frontend``, a ``VllmPrefillWorker`` (``subComponentType: prefill``) and a ``VllmDecodeWorker`` (``decode``), each ``python3 -m dynamo.vllm`` with
 ``--disaggregation-mode``, ``replicas`` the pool's workers and ``gpu`` its tensor-parallel degree; ``dynamo.vllm``
 takes every vLLM engine flag (``components/src/dynamo/vllm/args.py`` @ b6d5e487 adds
 ``AsyncEngineArgs.add_cli_args``) but not the server's ``--port``, which is dropped. TensorRT-LLM's
@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from recommender.deploy.dynamo import dynamo_vllm_graph
 from recommender.deploy.llm_d import LLM_D_EXPERT_PARALLEL_NOTE, LLM_D_SOURCE, llm_d_pools
-from recommender.deploy.manifest import Manifest
 from recommender.deploy.router_config import LLM_D_ROUTER_SOURCES, routed_graph
 from recommender.engines._base import EngineLaunch
 
@@ -264,69 +264,6 @@ def _sglang_launch(
         decode_workers,
         (note,),
     )
-
-
-#: The Dynamo vLLM runtime image; its tag is the user's (the example's "my-tag").
-DYNAMO_VLLM_IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:${DYNAMO_VERSION}"
-
-
-def _flag_int(flags: list[str], name: str) -> int:  # a flag's integer value, 1 where absent
-    return int(flags[flags.index(name) + 1]) if name in flags else 1
-
-
-def _dynamo_args(vllm_command: str, role: str) -> tuple[list[str], int]:
-    """`vllm serve MODEL flags...` as dynamo.vllm's arguments (``--model MODEL``, no ``--port``) with its role, and
-    its GPUs, TP x DP (ai-dynamo/dynamo ``recipes/deepseek-r1/vllm/disagg/deploy_hopper_8gpu.yaml`` @ 58d89df7: DEP8
-    workers ``--tensor-parallel-size 1 --data_parallel_size 8`` with ``gpu: "8"``)."""
-    argv = shlex.split(vllm_command)
-    model, flags = argv[2], argv[3:]
-    if "--port" in flags:
-        at = flags.index("--port")
-        flags = flags[:at] + flags[at + 2 :]
-    gpus = _flag_int(flags, "--tensor-parallel-size") * _flag_int(flags, "--data-parallel-size")
-    return ["--model", model, *flags, "--disaggregation-mode", role], gpus
-
-
-def _worker(args: list[str], gpus: int, replicas: int, role: str) -> dict[str, object]:
-    return {
-        "envFromSecret": "hf-token-secret",
-        "componentType": "worker",
-        "subComponentType": role,
-        "replicas": replicas,
-        "resources": {"limits": {"gpu": str(gpus)}},
-        "extraPodSpec": {
-            "mainContainer": {
-                "image": DYNAMO_VLLM_IMAGE,
-                "workingDir": "/workspace/examples/backends/vllm",
-                "command": ["python3", "-m", "dynamo.vllm"],
-                "args": args,
-            }
-        },
-    }
-
-
-def dynamo_vllm_graph(prefill_command: str, decode_command: str, prefill_workers: int, decode_workers: int) -> Manifest:
-    """The DynamoGraphDeployment of vLLM prefill and decode pools (the layout of Dynamo's
-    ``examples/backends/vllm/deploy/disagg.yaml``)."""
-    prefill_args, prefill_gpus = _dynamo_args(prefill_command, "prefill")
-    decode_args, decode_gpus = _dynamo_args(decode_command, "decode")
-    document = {
-        "apiVersion": "nvidia.com/v1alpha1",
-        "kind": "DynamoGraphDeployment",
-        "metadata": {"name": "vllm-disagg"},
-        "spec": {
-            "services": {
-                "Frontend": {
-                    "componentType": "frontend",
-                    "replicas": 1,
-                    "extraPodSpec": {"mainContainer": {"image": DYNAMO_VLLM_IMAGE}},
-                },
-                "VllmDecodeWorker": _worker(decode_args, decode_gpus, decode_workers, "decode"),
-                "VllmPrefillWorker": _worker(prefill_args, prefill_gpus, prefill_workers, "prefill"),
-            }
-        },
-    }
-    return document
 
 
 #: TensorRT-LLM's per-pool option files and router config, named as its disaggregated README names them.

@@ -1,4 +1,8 @@
-"""The Dynamo deployment file of an expert-parallel replica (``deploy/expert_parallel.py`` says what it is for).
+"""Dynamo's deployment files: the ``DynamoGraphDeployment`` of an expert-parallel replica (``expert_parallel.py`` says
+what it is for) and of vLLM prefill and decode pools (``dynamo_vllm_graph``, which ``disaggregated.py`` asks for;
+its sources cited there and on the function).
+
+The expert-parallel replica:
 
 ai-dynamo/dynamo: a ``DynamoGraphDeployment`` with a ``Frontend`` and one worker service whose
 ``replicas`` are the replicas, ``multinode.nodeCount`` the nodes of one (beyond one node) and
@@ -25,6 +29,7 @@ builds them (NVIDIA/TensorRT-LLM ``tensorrt_llm/commands/serve.py`` @ 4c05a74: `
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -38,7 +43,7 @@ from recommender.engines.expert_parallel import ExpertParallelLaunch
 if TYPE_CHECKING:
     from recommender.perf.sim.routing import RoutingPolicy
 
-__all__ = ["dynamo_sglang", "dynamo_trtllm", "dynamo_vllm", "without_node_flags"]
+__all__ = ["dynamo_sglang", "dynamo_trtllm", "dynamo_vllm", "dynamo_vllm_graph", "without_node_flags"]
 
 DYNAMO_SOURCES = {
     "vllm": [
@@ -249,3 +254,66 @@ def dynamo_trtllm(
         pod={"volumes": [{"name": "engine-config", "configMap": {"name": config_map}}]},
     )
     return _dynamo_entry("trtllm", [configmap, document], layout, replicas, routing)
+
+
+#: The Dynamo vLLM runtime image; its tag is the user's (the example's "my-tag").
+DYNAMO_VLLM_IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:${DYNAMO_VERSION}"
+
+
+def _flag_int(flags: list[str], name: str) -> int:  # a flag's integer value, 1 where absent
+    return int(flags[flags.index(name) + 1]) if name in flags else 1
+
+
+def _dynamo_args(vllm_command: str, role: str) -> tuple[list[str], int]:
+    """`vllm serve MODEL flags...` as dynamo.vllm's arguments (``--model MODEL``, no ``--port``) with its role, and
+    its GPUs, TP x DP (ai-dynamo/dynamo ``recipes/deepseek-r1/vllm/disagg/deploy_hopper_8gpu.yaml`` @ 58d89df7: DEP8
+    workers ``--tensor-parallel-size 1 --data_parallel_size 8`` with ``gpu: "8"``)."""
+    argv = shlex.split(vllm_command)
+    model, flags = argv[2], argv[3:]
+    if "--port" in flags:
+        at = flags.index("--port")
+        flags = flags[:at] + flags[at + 2 :]
+    gpus = _flag_int(flags, "--tensor-parallel-size") * _flag_int(flags, "--data-parallel-size")
+    return ["--model", model, *flags, "--disaggregation-mode", role], gpus
+
+
+def _worker(args: list[str], gpus: int, replicas: int, role: str) -> dict[str, object]:
+    return {
+        "envFromSecret": "hf-token-secret",
+        "componentType": "worker",
+        "subComponentType": role,
+        "replicas": replicas,
+        "resources": {"limits": {"gpu": str(gpus)}},
+        "extraPodSpec": {
+            "mainContainer": {
+                "image": DYNAMO_VLLM_IMAGE,
+                "workingDir": "/workspace/examples/backends/vllm",
+                "command": ["python3", "-m", "dynamo.vllm"],
+                "args": args,
+            }
+        },
+    }
+
+
+def dynamo_vllm_graph(prefill_command: str, decode_command: str, prefill_workers: int, decode_workers: int) -> Manifest:
+    """The DynamoGraphDeployment of vLLM prefill and decode pools (the layout of Dynamo's
+    ``examples/backends/vllm/deploy/disagg.yaml``)."""
+    prefill_args, prefill_gpus = _dynamo_args(prefill_command, "prefill")
+    decode_args, decode_gpus = _dynamo_args(decode_command, "decode")
+    document = {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "DynamoGraphDeployment",
+        "metadata": {"name": "vllm-disagg"},
+        "spec": {
+            "services": {
+                "Frontend": {
+                    "componentType": "frontend",
+                    "replicas": 1,
+                    "extraPodSpec": {"mainContainer": {"image": DYNAMO_VLLM_IMAGE}},
+                },
+                "VllmDecodeWorker": _worker(decode_args, decode_gpus, decode_workers, "decode"),
+                "VllmPrefillWorker": _worker(prefill_args, prefill_gpus, prefill_workers, "prefill"),
+            }
+        },
+    }
+    return document
