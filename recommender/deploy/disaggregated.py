@@ -16,8 +16,9 @@ flags that give it its role, cited from the engines' sources:
 
 For vLLM the Dynamo deployment file is emitted too (``dynamo.py``'s ``dynamo_vllm_graph``), as ai-dynamo/dynamo
 ``examples/backends/vllm/deploy/disagg.yaml`` @ 7893f268 lays it out: a ``DynamoGraphDeployment`` with a
-``Frontend``, a ``VllmPrefillWorker`` (``subComponentType: prefill``) and a ``VllmDecodeWorker`` (``decode``), each ``python3 -m dynamo.vllm`` with
-``--disaggregation-mode``, ``replicas`` the pool's workers and ``gpu`` its tensor-parallel degree; ``dynamo.vllm``
+``Frontend``, a ``VllmPrefillWorker`` (``subComponentType: prefill``) and a ``VllmDecodeWorker`` (``decode``),
+each ``python3 -m dynamo.vllm`` with ``--disaggregation-mode``, ``replicas`` the pool's workers and ``gpu`` its
+tensor-parallel degree; ``dynamo.vllm``
 takes every vLLM engine flag (``components/src/dynamo/vllm/args.py`` @ b6d5e487 adds
 ``AsyncEngineArgs.add_cli_args``) but not the server's ``--port``, which is dropped. TensorRT-LLM's
 SGLang's Dynamo file is not emitted yet: the launch says so instead of guessing it.
