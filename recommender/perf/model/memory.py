@@ -293,9 +293,10 @@ def kv_cache_tokens(
     max_num_batched_tokens: int = 8192,
     max_num_seqs: int = 256,
     kv_cache_dtype: str = "auto",
+    pool_context: int | None = None,
 ) -> int:
     """Tokens of KV cache that fit per replica of `accel` beside weights, activations and runtime: the
-    ``kv_cache_tokens`` of a :class:`SchedulerConfig` on a catalog accelerator."""
+    ``kv_cache_tokens`` of a :class:`SchedulerConfig` on a catalog accelerator (`pool_context`: ``plan_memory``'s)."""
     return plan_memory(
         shape,
         method,
@@ -305,4 +306,5 @@ def kv_cache_tokens(
         max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs,
         kv_cache_dtype=kv_cache_dtype,
+        pool_context=pool_context,
     ).kv_cache_tokens
