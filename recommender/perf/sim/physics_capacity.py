@@ -89,7 +89,9 @@ def physics_capacity(
     kv_per_token, window_per_seq = kv_bytes_per_token_per_device(shape, kv_cache_dtype, tp), 0.0
     if shape.sliding_window and not shape.latent_kv:  # the step's reads: full layers per token, the window per seq
         rates = StepRates(shape, method, accel, tp, kv_cache_dtype)
-        kv_per_token, window_per_seq = rates.kv_bytes_per_token, rates.window_kv_bytes_per_seq
+        mean_context = prompt_tokens + output_tokens / 2  # a window longer than it (Gemma-4's 1,024) is not full
+        kv_per_token = rates.kv_bytes_per_token
+        window_per_seq = rates.window_kv_bytes_per_seq * min(1.0, mean_context / shape.sliding_window)
     weights = weight_bytes_per_gpu(shape, method, tp, max(1, batch))
     bandwidth = accel.memory_bandwidth_gbps * 1e9
     kv_read = batch * (prompt_tokens + output_tokens / 2) * kv_per_token + batch * window_per_seq

@@ -66,3 +66,14 @@ def test_the_physics_ceiling_reads_and_holds_the_window_per_sequence() -> None:
     )
     dense = physics_capacity(QWEN3_MOE, mxfp4, h200, tensor_parallel=2, prompt_tokens=512, output_tokens=256)
     assert dense.kv_bytes_per_token_per_device == kv_bytes_per_token_per_device(QWEN3_MOE, "auto", 2)
+
+
+def test_the_physics_ceiling_reads_a_window_longer_than_the_context_only_as_far_as_it_is_cached() -> None:
+    # Gemma-4-26B-A4B's window of 1,024 over a mean context of 512 + 128 = 640 tokens: 640 keys per window layer
+    _, gemma = load_architecture("gemma-4-26b-a4b")
+    h200 = load_catalog().get("h200")
+    ceiling = physics_capacity(gemma, get_scheme("fp16"), h200, tensor_parallel=1, prompt_tokens=512, output_tokens=256)
+    read = ceiling.batch * 640 * (20_480 + 204_800)  # full layers and window layers both at the 640 cached tokens
+    assert ceiling.decode_step_s * h200.memory_bandwidth_gbps * 1e9 == pytest.approx(
+        ceiling.weight_bytes_per_device + read
+    )
