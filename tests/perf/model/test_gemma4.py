@@ -141,3 +141,10 @@ def test_without_k_eq_v_the_full_layers_keep_the_sliding_kv_heads() -> None:
     config = {**_config("gemma-4-31b"), "attention_k_eq_v": False}
     shape = ModelShape.from_config(SimpleNamespace(**config))
     assert (shape.head_dim, shape.n_kv_heads, shape.widths(windowed=True)) == (512, 16, (16, 256))
+
+
+def test_full_layer_kv_heads_that_do_not_group_the_query_heads_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**_config("gemma-4-31b"), "num_global_key_value_heads": 3}), encoding="utf-8")
+    with pytest.raises(BadInputError, match="num_global_key_value_heads 3"):
+        read_architecture(str(path))
