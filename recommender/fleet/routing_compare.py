@@ -19,8 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from recommender.engines import EngineLaunch
+from recommender.engines.routed_deploy import routed_deployments
 from recommender.engines.router_config import Unmapped, dynamo_router, llm_d_router, model_labels, plain_service_note
 from recommender.evaluation.performance import PerformanceEvaluator
+from recommender.fleet.plan import row_launches
 from recommender.fleet.plan_row import PlanRow
 from recommender.perf.sim.fleet_sizing import size_fleet
 from recommender.perf.sim.routing import POLICIES, Router, RoutingPolicy
@@ -29,7 +32,14 @@ if TYPE_CHECKING:
     from recommender.fleet.plan_request import PlanRequest
     from recommender.perf.sim.fleet_sizing import FleetSizing
 
-__all__ = ["RoutedFleet", "RouterSettings", "RoutingComparison", "compare_routing", "router_settings"]
+__all__ = [
+    "RoutedFleet",
+    "RouterSettings",
+    "RoutingComparison",
+    "compare_routing",
+    "routed_launch",
+    "router_settings",
+]
 
 #: The most replicas a policy's fleet is sized up to: this many times the row's own count, and at least 8 more.
 MAX_REPLICAS_FACTOR = 3
@@ -78,6 +88,10 @@ class RoutingComparison:
     winner: str
     reason: str
     router: RouterSettings | None
+    #: The winner's fleet as it deploys: the row's engine command (its note on what a plain Service gives up), then
+    #: llm-d's InferencePool values and Dynamo's DynamoGraphDeployment carrying the winner's router
+    #: (``engines/routed_deploy.py``); empty without a model to serve or a winner.
+    launch: list[EngineLaunch] = field(default_factory=list)
 
 
 def router_settings(policy: RoutingPolicy, model: str) -> RouterSettings:
@@ -86,6 +100,21 @@ def router_settings(policy: RoutingPolicy, model: str) -> RouterSettings:
     dynamo = dynamo_router(policy)
     args = [] if isinstance(dynamo, Unmapped) else list(dynamo.args)
     return RouterSettings(policy, values, args, [*notes, dynamo.note, plain_service_note(policy)])
+
+
+def routed_launch(request: PlanRequest, row: PlanRow, winner: RoutedFleet) -> list[EngineLaunch]:
+    """The row's engine launch behind `winner`'s router and the frameworks' files deploying its fleet of
+    `winner.replicas` replicas there (empty where the plan names no model)."""
+    if not request.model or row.result is None:
+        return []
+    entries = row_launches(row, request.model, request.catalog, request.traffic, winner.policy)
+    if not entries or entries[0].engine != row.engine:
+        return entries
+    tp = row.result.candidate.tensor_parallel
+    return [
+        entries[0],
+        *routed_deployments(entries[0], tensor_parallel=tp, replicas=winner.replicas, routing=winner.policy),
+    ]
 
 
 def _fleet(row: PlanRow, policy: RoutingPolicy, sizing: FleetSizing, overhead_ms: float) -> RoutedFleet:
@@ -182,7 +211,7 @@ def compare_routing(
         winner = min(met, key=lambda f: (f.replicas, ordered.index(f.policy)), default=None)
         reason = _reason(row, fleets, winner, performance.load.shares_prompts)
         router = None if winner is None else router_settings(winner.policy, request.model)
-        found.append(
-            RoutingComparison(row.hardware, row.precision, row, fleets, winner.policy if winner else "", reason, router)
-        )
+        launch = [] if winner is None else routed_launch(request, row, winner)
+        name = winner.policy if winner else ""
+        found.append(RoutingComparison(row.hardware, row.precision, row, fleets, name, reason, router, launch))
     return found
