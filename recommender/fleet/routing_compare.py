@@ -43,6 +43,8 @@ __all__ = [
 
 #: The most replicas a policy's fleet is sized up to: this many times the row's own count, and at least 8 more.
 MAX_REPLICAS_FACTOR = 3
+#: Hit rates closer than this are the same: the winner then wins on how it spreads the load, not on hits.
+SAME_HITS = 0.02
 #: Requests per replica a fleet run takes, at most (the row's own P99 run may be longer: its P99s settled further).
 PER_REPLICA_REQUESTS = 4_000
 
@@ -178,6 +180,13 @@ def _reason(row: PlanRow, fleets: list[RoutedFleet], winner: RoutedFleet | None,
             f"do not move a replica's capacity across a whole replica here; the tie goes to {winner.policy}"
         )
     worst = max(beaten, key=lambda f: f.replicas)
+    if winner.prefix_hit_rate - worst.prefix_hit_rate < SAME_HITS:
+        return (
+            f"{winner.policy} needs {winner.replicas} replicas against {worst.policy}'s {worst.replicas} "
+            f"({row.replicas} from one replica's capacity) at the same hit rates ({rates}): every replica caches "
+            f"the shared prefixes whatever the router, so the fleets differ in how evenly they load the replicas "
+            f"(at {winner.replicas} replicas {winner.policy}'s P99 TTFT is {winner.ttft_p99_ms:.0f} ms)"
+        )
     return (
         f"{winner.policy} needs {winner.replicas} replicas against {worst.policy}'s {worst.replicas} "
         f"({row.replicas} from one replica's capacity): its fleet serves {winner.prefix_hit_rate:.0%} of prompt tokens "

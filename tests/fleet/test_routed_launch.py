@@ -146,3 +146,16 @@ def test_a_plan_without_a_model_has_no_routed_launch(vllm_row: PlanRow) -> None:
     from dataclasses import replace
 
     assert routed_launch(replace(_request("vllm"), model=""), vllm_row, _winner("prefix-aware", 2)) == []
+
+
+def test_a_winner_at_the_same_hit_rates_is_said_to_win_on_load_not_hits(vllm_row: PlanRow) -> None:
+    from recommender.fleet.routing_compare import _reason
+
+    def fleet(policy: RoutingPolicy, replicas: int, hits: float) -> RoutedFleet:
+        return RoutedFleet(policy, replicas, True, hits, 300.0, 30.0, None, 4_000, (replicas,), (900, 1_100))
+
+    even = [fleet("round-robin", 12, 0.34), fleet("prefix-aware", 16, 0.34), fleet("load-aware", 11, 0.34)]
+    said = _reason(vllm_row, even, even[2], shares=True)
+    assert "same hit rates" in said and "how evenly they load" in said and "prefills less" not in said
+    kept = [fleet("round-robin", 4, 0.28), fleet("prefix-aware", 2, 0.76)]
+    assert "prefills less" in _reason(vllm_row, kept, kept[1], shares=True)
