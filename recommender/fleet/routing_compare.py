@@ -168,10 +168,22 @@ def _reason(row: PlanRow, fleets: list[RoutedFleet], winner: RoutedFleet | None,
         return f"no policy's fleet met the SLA within {max(f.replicas for f in fleets)} replicas"
     rates = ", ".join(f"{f.policy} {f.prefix_hit_rate:.0%}" for f in fleets)
     if not shares:
+        more = [
+            f"{f.policy} {f.replicas if f.met else f'> {f.replicas}'}"
+            for f in fleets
+            if f.replicas != winner.replicas or not f.met
+        ]
+        needs = (
+            f"every policy needs {winner.replicas} replicas"
+            if not more
+            else (
+                f"{winner.policy} needs {winner.replicas} replicas (" + ", ".join(more) + ": how they spread the load)"
+            )
+        )
         return (
-            f"every policy needs {winner.replicas} replicas: the traffic shares no prompt prefix (no "
-            "traffic.shared_prefix or conversation), so no router changes what a replica's cache holds; the tie "
-            f"goes to {winner.policy}" + (", which a plain Service gives" if winner.policy == "round-robin" else "")
+            f"{needs}: the traffic shares no prompt prefix (no traffic.shared_prefix or conversation), so no router "
+            f"changes what a replica's cache holds; the tie goes to {winner.policy}"
+            + (", which a plain Service gives" if winner.policy == "round-robin" else "")
         )
     beaten = [f for f in fleets if f.replicas > winner.replicas or not f.met]
     if not beaten:

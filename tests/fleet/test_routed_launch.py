@@ -159,3 +159,16 @@ def test_a_winner_at_the_same_hit_rates_is_said_to_win_on_load_not_hits(vllm_row
     assert "same hit rates" in said and "how evenly they load" in said and "prefills less" not in said
     kept = [fleet("round-robin", 4, 0.28), fleet("prefix-aware", 2, 0.76)]
     assert "prefills less" in _reason(vllm_row, kept, kept[1], shares=True)
+
+
+def test_a_fleet_sharing_nothing_names_the_router_that_needs_more_replicas(vllm_row: PlanRow) -> None:
+    from recommender.fleet.routing_compare import _reason
+
+    fleets = [
+        RoutedFleet("round-robin", 4, True, 0.0, 721.0, 39.6, None, 4_000, (4,), (990, 1_010)),
+        RoutedFleet("load-aware", 5, True, 0.0, 220.0, 25.0, None, 4_000, (4, 5), (790, 810)),
+    ]
+    said = _reason(vllm_row, fleets, fleets[0], shares=False)
+    assert said.startswith("round-robin needs 4 replicas (load-aware 5") and "every policy" not in said
+    even = [fleets[0], RoutedFleet("prefix-aware", 4, True, 0.0, 749.0, 39.6, None, 4_000, (4,), (990, 1_010))]
+    assert _reason(vllm_row, even, even[0], shares=False).startswith("every policy needs 4 replicas")
