@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import partial
+from typing import TYPE_CHECKING
 
 from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS, Candidate, KVCacheDtype
 from recommender.config.spec import LatencySLA, Traffic
@@ -40,6 +41,10 @@ from recommender.perf.step.calibrated import CalibratedModel
 from recommender.quantize import QuantScheme, get_scheme
 from recommender.quantize.precisions import PRECISIONS
 from recommender.serialization import dumps, list_to_data
+
+if TYPE_CHECKING:
+    from recommender.engines import EngineLaunch
+    from recommender.perf.sim.routing import RoutingPolicy
 
 #: The serving schemes `plan` projects for each precision family, in order (``quantize/precisions.py``).
 PLAN_METHODS: dict[str, tuple[str, ...]] = {p.name: p.plan_schemes for p in PRECISIONS if p.plan_schemes}
@@ -266,19 +271,27 @@ def _planned_pair(
 
 def launch_of(row: PlanRow, model: str, catalog: Catalog, traffic: Traffic) -> str:
     """The row's engine command for its configuration serving `model` ("" where the row serves nothing)."""
+    commands = row_launches(row, model, catalog, traffic)
+    return commands[0].command or "" if commands and commands[0].engine == row.engine else ""
+
+
+def row_launches(
+    row: PlanRow, model: str, catalog: Catalog, traffic: Traffic, routing: RoutingPolicy | None = None
+) -> list[EngineLaunch]:
+    """Each engine's launch of the row's configuration serving `model`, the row's engine first (empty where the row
+    serves nothing); `routing`: the router the fleet was sized behind (``launch_commands``)."""
     if not row.engine or row.batch_size is None or row.result is None:
-        return ""
-    candidate = row.result.candidate
+        return []
     checkpoint = f"{model.rstrip('/').rsplit('/', 1)[-1]}-{row.method}"  # where `recommender quantize --out` puts it
-    commands = launch_commands(
-        candidate,
+    return launch_commands(
+        row.result.candidate,
         model=model,
         max_model_len=traffic.max_model_len,
         checkpoint=checkpoint,
         device=catalog.get(row.hardware).device,
         engine=row.engine,
+        routing=routing,
     )
-    return commands[0].command or "" if commands and commands[0].engine == row.engine else ""
 
 
 def rows_to_json(rows: list[PlanRow]) -> str:

@@ -49,7 +49,9 @@ def render_routing(
     for c in found:
         console.print(f"{c.hardware}/{c.precision}: {c.reason}", soft_wrap=True, highlight=False)
     first = found[0]
-    if first.router is not None:
+    if first.launch:
+        _launch(first, console)
+    elif first.router is not None:
         r = first.router
         console.print(f"\n{first.hardware}/{first.precision}'s router ({r.policy}):", highlight=False)
         if r.llm_d_values:
@@ -57,4 +59,14 @@ def render_routing(
         if r.dynamo_frontend_args:
             console.print("Dynamo Frontend: python3 " + " ".join(r.dynamo_frontend_args), highlight=False)
         for note in r.notes:
+            console.print(f"- {note}", soft_wrap=True, highlight=False)
+
+
+def _launch(c: RoutingComparison, console: Console) -> None:
+    """The winner's fleet as it deploys: the engine command, then llm-d's and Dynamo's files carrying its router."""
+    console.print(f"\n{c.hardware}/{c.precision}'s fleet behind its {c.winner} router:", highlight=False)
+    for entry in c.launch:
+        body = entry.command or entry.config_yaml or ""
+        console.print(f"{entry.engine}:" + (f"\n{body}" if body else ""), soft_wrap=True, highlight=False)
+        for note in entry.notes:
             console.print(f"- {note}", soft_wrap=True, highlight=False)

@@ -19,8 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from recommender.deploy.routed import routed_deployments
 from recommender.deploy.router_config import Unmapped, dynamo_router, llm_d_router, model_labels, plain_service_note
+from recommender.engines import EngineLaunch
 from recommender.evaluation.performance import PerformanceEvaluator
+from recommender.fleet.plan import row_launches
 from recommender.fleet.plan_row import PlanRow
 from recommender.perf.sim.fleet_sizing import size_fleet
 from recommender.perf.sim.routing import POLICIES, Router, RoutingPolicy
@@ -29,10 +32,19 @@ if TYPE_CHECKING:
     from recommender.fleet.plan_request import PlanRequest
     from recommender.perf.sim.fleet_sizing import FleetSizing
 
-__all__ = ["RoutedFleet", "RouterSettings", "RoutingComparison", "compare_routing", "router_settings"]
+__all__ = [
+    "RoutedFleet",
+    "RouterSettings",
+    "RoutingComparison",
+    "compare_routing",
+    "routed_launch",
+    "router_settings",
+]
 
 #: The most replicas a policy's fleet is sized up to: this many times the row's own count, and at least 8 more.
 MAX_REPLICAS_FACTOR = 3
+#: Hit rates closer than this are the same: the winner then wins on how it spreads the load, not on hits.
+SAME_HITS = 0.02
 #: Requests per replica a fleet run takes, at most (the row's own P99 run may be longer: its P99s settled further).
 PER_REPLICA_REQUESTS = 4_000
 
@@ -78,6 +90,10 @@ class RoutingComparison:
     winner: str
     reason: str
     router: RouterSettings | None
+    #: The winner's fleet as it deploys: the row's engine command (its note on what a plain Service gives up), then
+    #: llm-d's InferencePool values and Dynamo's DynamoGraphDeployment carrying the winner's router
+    #: (``deploy/routed.py``); empty without a model to serve or a winner.
+    launch: list[EngineLaunch] = field(default_factory=list)
 
 
 def router_settings(policy: RoutingPolicy, model: str) -> RouterSettings:
@@ -86,6 +102,21 @@ def router_settings(policy: RoutingPolicy, model: str) -> RouterSettings:
     dynamo = dynamo_router(policy)
     args = [] if isinstance(dynamo, Unmapped) else list(dynamo.args)
     return RouterSettings(policy, values, args, [*notes, dynamo.note, plain_service_note(policy)])
+
+
+def routed_launch(request: PlanRequest, row: PlanRow, winner: RoutedFleet) -> list[EngineLaunch]:
+    """The row's engine launch behind `winner`'s router and the frameworks' files deploying its fleet of
+    `winner.replicas` replicas there (empty where the plan names no model)."""
+    if not request.model or row.result is None:
+        return []
+    entries = row_launches(row, request.model, request.catalog, request.traffic, winner.policy)
+    if not entries or entries[0].engine != row.engine:
+        return entries
+    tp = row.result.candidate.tensor_parallel
+    return [
+        entries[0],
+        *routed_deployments(entries[0], tensor_parallel=tp, replicas=winner.replicas, routing=winner.policy),
+    ]
 
 
 def _fleet(row: PlanRow, policy: RoutingPolicy, sizing: FleetSizing, overhead_ms: float) -> RoutedFleet:
@@ -137,10 +168,22 @@ def _reason(row: PlanRow, fleets: list[RoutedFleet], winner: RoutedFleet | None,
         return f"no policy's fleet met the SLA within {max(f.replicas for f in fleets)} replicas"
     rates = ", ".join(f"{f.policy} {f.prefix_hit_rate:.0%}" for f in fleets)
     if not shares:
+        more = [
+            f"{f.policy} {f.replicas if f.met else f'> {f.replicas}'}"
+            for f in fleets
+            if f.replicas != winner.replicas or not f.met
+        ]
+        needs = (
+            f"every policy needs {winner.replicas} replicas"
+            if not more
+            else (
+                f"{winner.policy} needs {winner.replicas} replicas (" + ", ".join(more) + ": how they spread the load)"
+            )
+        )
         return (
-            f"every policy needs {winner.replicas} replicas: the traffic shares no prompt prefix (no "
-            "traffic.shared_prefix or conversation), so no router changes what a replica's cache holds; the tie "
-            f"goes to {winner.policy}" + (", which a plain Service gives" if winner.policy == "round-robin" else "")
+            f"{needs}: the traffic shares no prompt prefix (no traffic.shared_prefix or conversation), so no router "
+            f"changes what a replica's cache holds; the tie goes to {winner.policy}"
+            + (", which a plain Service gives" if winner.policy == "round-robin" else "")
         )
     beaten = [f for f in fleets if f.replicas > winner.replicas or not f.met]
     if not beaten:
@@ -149,6 +192,13 @@ def _reason(row: PlanRow, fleets: list[RoutedFleet], winner: RoutedFleet | None,
             f"do not move a replica's capacity across a whole replica here; the tie goes to {winner.policy}"
         )
     worst = max(beaten, key=lambda f: f.replicas)
+    if winner.prefix_hit_rate - worst.prefix_hit_rate < SAME_HITS:
+        return (
+            f"{winner.policy} needs {winner.replicas} replicas against {worst.policy}'s {worst.replicas} "
+            f"({row.replicas} from one replica's capacity) at the same hit rates ({rates}): every replica caches "
+            f"the shared prefixes whatever the router, so the fleets differ in how evenly they load the replicas "
+            f"(at {winner.replicas} replicas {winner.policy}'s P99 TTFT is {winner.ttft_p99_ms:.0f} ms)"
+        )
     return (
         f"{winner.policy} needs {winner.replicas} replicas against {worst.policy}'s {worst.replicas} "
         f"({row.replicas} from one replica's capacity): its fleet serves {winner.prefix_hit_rate:.0%} of prompt tokens "
@@ -182,7 +232,7 @@ def compare_routing(
         winner = min(met, key=lambda f: (f.replicas, ordered.index(f.policy)), default=None)
         reason = _reason(row, fleets, winner, performance.load.shares_prompts)
         router = None if winner is None else router_settings(winner.policy, request.model)
-        found.append(
-            RoutingComparison(row.hardware, row.precision, row, fleets, winner.policy if winner else "", reason, router)
-        )
+        launch = [] if winner is None else routed_launch(request, row, winner)
+        name = winner.policy if winner else ""
+        found.append(RoutingComparison(row.hardware, row.precision, row, fleets, name, reason, router, launch))
     return found

@@ -125,22 +125,22 @@ class Router:
         return _PrefixIndex(replicas, capacity, self.block_size)
 
     def weighted_pick(
-        self, queues: list[int], usage: list[float], matched: dict[int, int], blocks: int, tie: FloatArray
+        self, queues: IntArray, usage: FloatArray, matched: dict[int, int], blocks: int, tie: FloatArray
     ) -> int:
         """``load-aware``'s replica: the highest weighted sum of the queue, KV-usage and prefix scores (llm-d's
         scorers as its ``scheduler_profile.go`` sums them), ties by `tie` (one draw per replica: the picker's
-        shuffle). `matched`: blocks the index expects cached per replica; `blocks`: the prompt's blocks."""
-        lo, hi = min(queues), max(queues)
-        best, best_key = 0, (-1.0, -1.0)
-        for r, (queue, used) in enumerate(zip(queues, usage, strict=True)):
-            score = self.queue_weight * (1.0 if hi == lo else (hi - queue) / (hi - lo))
-            score += self.kv_cache_weight * (1.0 - used)
-            if blocks:
-                score += self.prefix_weight * matched.get(r, 0) / blocks
-            key = (score, float(tie[r]))
-            if key > best_key:
-                best, best_key = r, key
-        return best
+        shuffle). `matched`: blocks the index expects cached per replica; `blocks`: the prompt's blocks. Array
+        arithmetic in the order a per-replica sum adds (queue, then KV, then prefix), so the same floats."""
+        lo, hi = int(queues.min()), int(queues.max())
+        score = self.queue_weight * (np.ones(len(queues)) if hi == lo else (hi - queues) / (hi - lo))
+        score = score + self.kv_cache_weight * (1.0 - usage)
+        if blocks:
+            cached = np.zeros(len(queues))
+            for r, found in matched.items():
+                cached[r] = found
+            score = score + self.prefix_weight * cached / blocks
+        best = score == score.max()
+        return int(np.argmax(np.where(best, tie, -np.inf)))
 
     def route(
         self,

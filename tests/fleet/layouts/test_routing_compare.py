@@ -59,6 +59,15 @@ def test_a_conversation_spec_plans_with_and_without_a_prefix_aware_router_side_b
     assert compared.winner == min(met, key=lambda f: f.replicas).policy
     assert compared.router is not None and compared.router.policy == compared.winner
     assert compared.winner in compared.reason and "hit rates" in compared.reason
+    # The winner's fleet deploys behind its router: Dynamo's graph runs the fleet's replicas behind the kv router
+    # (round-robin when the tie goes to it), the spec's model served.
+    [dynamo] = [e for e in compared.launch if e.engine.startswith("Dynamo") and e.supported]
+    graph = yaml.safe_load(dynamo.config_yaml or "")
+    winner = next(f for f in compared.fleets if f.policy == compared.winner)
+    assert graph["spec"]["services"]["VllmDecodeWorker"]["replicas"] == winner.replicas
+    frontend = graph["spec"]["services"]["Frontend"]["extraPodSpec"]["mainContainer"]["args"]
+    mode = frontend[frontend.index("--router-mode") + 1]
+    assert mode == ("round-robin" if compared.winner == "round-robin" else "kv")
 
 
 def test_an_unknown_routing_policy_is_refused_by_name(tmp_path: Path) -> None:
