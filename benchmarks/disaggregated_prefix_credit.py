@@ -16,7 +16,7 @@ import re
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.config.traffic import PromptPrefix
 from recommender.evaluation.performance import PerformanceEvaluator
-from recommender.fleet.disaggregated_plan import plan_disaggregated
+from recommender.fleet.layouts.disaggregated_plan import plan_disaggregated
 from recommender.fleet.plan_scope import PlanScope
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog

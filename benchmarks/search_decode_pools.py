@@ -16,7 +16,7 @@ import time
 from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.evaluation.performance import PerformanceEvaluator
-from recommender.fleet.disaggregated_candidate import evaluate_disaggregated
+from recommender.fleet.layouts.disaggregated_candidate import evaluate_disaggregated
 from recommender.money import usd
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog

@@ -131,8 +131,9 @@ Routings = Annotated[
         "--routing",
         metavar="POLICY[,POLICY]",
         help="Router policies to compare in front of each row's replicas, comma-separated: round-robin, random, "
-        "sticky, prefix-aware, load-aware. Each row that serves the traffic is sized again as a fleet behind each policy (every "
-        "replica with its own prefix cache, P99s over the fleet), with the hit rates, the winner, why, and its "
+        "sticky, prefix-aware, load-aware. Each row that serves the traffic is sized again as a fleet behind each "
+        "policy (every replica with its own prefix cache, P99s over the fleet), with the hit rates, the winner, why, "
+        "and its "
         "llm-d / Dynamo router settings; default: one replica's capacity into the traffic.",
     ),
 ]

@@ -97,6 +97,7 @@ def _measure(ask: EngineProbe, *, base_url: str, served: str, params: dict[str, 
                 "provenance": str(judgement.provenance),
                 "prefill_s": judgement.prefill_s,
                 "decode_s": judgement.decode_s,
+                "host_tail_ms": judgement.tail_ms,
                 "predicted_by_point": {str(step): figures for step, figures in predicted.items()},
                 "held_out_worst": {m: _finite(judgement.worst(m)) for m in ("ttft_p99", "tpot_p99")},
             }

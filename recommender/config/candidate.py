@@ -35,7 +35,8 @@ Precision = Annotated[
 #: KV-cache storage dtypes, named as vLLM names them (`--kv-cache-dtype`); see perf/model/memory.py.
 KVCacheDtype = Literal["auto", "fp8"]
 #: How a candidate's GPUs are laid out: every replica prefills and decodes its own requests (`aggregated`), or a
-#: prefill pool hands each prompt's KV cache to a decode pool (`disaggregated`, ``fleet/disaggregated_plan.py``).
+#: prefill pool hands each prompt's KV cache to a decode pool (`disaggregated`,
+#: ``fleet/layouts/disaggregated_plan.py``).
 #: The words of `recommender plan --layout`.
 Layout = Literal["aggregated", "disaggregated"]
 LAYOUTS: tuple[Layout, ...] = ("aggregated", "disaggregated")

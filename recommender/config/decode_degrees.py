@@ -1,6 +1,7 @@
 """The tensor-parallel degrees a disaggregated candidate's decode pool is searched at, and the spec's checks of them.
 
-`recommender plan --layout disaggregated` chooses each pool's degree on its own (``fleet/disaggregated_plan.py``:
+`recommender plan --layout disaggregated` chooses each pool's degree on its own
+(``fleet/layouts/disaggregated_plan.py``:
 every degree of the node for the prefill pool, every degree for the decode pool, equal degrees only where the engine
 needs them). The search asks the same with one more candidate field, `decode_tensor_parallel`, an Optuna parameter
 suggested only for a disaggregated candidate, like `decode_hardware` (``config/decode_pools.py`` says why a

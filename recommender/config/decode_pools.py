@@ -1,7 +1,8 @@
 """The GPUs a disaggregated candidate's decode pool is searched on, and the spec's checks of them.
 
 `recommender plan --layout disaggregated` pairs each prefill GPU's pools with every other GPU's decode pools where
-the link is a network link (``fleet/layout_compare.py``, ``fleet/mixed_pools.py``). The search asks the same with
+the link is a network link (``fleet/layouts/layout_compare.py``, ``fleet/layouts/mixed_pools.py``). The search asks
+the same with
 one more candidate field, `decode_hardware`, an Optuna parameter suggested only for a disaggregated candidate (a
 conditional parameter of Optuna's define-by-run space: TPE samples it where the layout is drawn disaggregated, the
 brute-force sampler enumerates it under that branch only, ``study/space.py``). A parameter rather than "the cheapest

@@ -121,8 +121,8 @@ class Space(BaseModel):
         min_length=1,
         description="Router policies in front of the replicas to compare, as `recommender plan --routing` names them: "
         "round-robin (a plain load balancer), random, sticky (session affinity), prefix-aware (the longest cached "
-        "prefix, SGLang's cache-aware router), load-aware (llm-d's default endpoint picker: queue depth, KV-cache usage and a "
-        "prefix bonus, weighted 2/2/3; Dynamo's KV router). Each plan row is sized again as a "
+        "prefix, SGLang's cache-aware router), load-aware (llm-d's default endpoint picker: queue depth, KV-cache "
+        "usage and a prefix bonus, weighted 2/2/3; Dynamo's KV router). Each plan row is sized again as a "
         "fleet behind each policy, every replica with its own prefix cache (docs/levers.md). Left out: one replica's "
         "capacity into the traffic, its cache seeing every turn of every conversation.",
     )

@@ -6,7 +6,8 @@ or a CSV trace of requests (arrival time in seconds, prompt tokens, output token
 hourly rates and length histogram are the trace's own. With a profile the search sizes the
 fleet for the peak hour (``requests_per_second`` defaults to it, and the length means to the
 profile's), so a constant profile is today's constant rate exactly; autoscaling
-(`recommender.fleet.autoscale`) and the GPU mix (`recommender.fleet.gpu_mix`) read the hours and the lengths.
+(`recommender.fleet.daily.autoscale`) and the GPU mix (`recommender.fleet.daily.gpu_mix`) read the hours and the
+lengths.
 
 The models here are referenced by `recommender.config.spec`; they validate their own fields (finite,
 in range) so a bad profile is one line naming the field, like every other spec error.

@@ -18,8 +18,8 @@ from recommender.engines import EngineLaunch
 from recommender.evaluation.candidate import CandidateResult
 from recommender.evaluation.levers import LeverEffect
 from recommender.evaluation.two_pools import LayoutVerdict
-from recommender.fleet.autoscale import AutoscaleSchedule
-from recommender.fleet.mix_plan import GpuMix
+from recommender.fleet.daily.autoscale import AutoscaleSchedule
+from recommender.fleet.daily.mix_plan import GpuMix
 
 SCHEMA_VERSION = 2
 
@@ -63,7 +63,8 @@ class Recommendation:
     ties: list[CandidateResult] = field(default_factory=list)
     #: One line when a 16-bit winner costs no more per month than quantizing on the same hardware.
     quantization_note: str | None = None
-    #: With a daily traffic profile: the winner's replicas hour by hour, and the GPU mix (recommender/fleet/daily.py).
+    #: With a daily traffic profile: the winner's replicas hour by hour, and the GPU mix
+    #: (recommender/fleet/daily/winner.py).
     autoscale: AutoscaleSchedule | None = None
     gpu_mix: GpuMix | None = None
     schema_version: int = SCHEMA_VERSION

@@ -37,6 +37,7 @@ __all__ = [
     "EngineJudgement",
     "PredictedLoad",
     "calibrate_steps",
+    "host_tail",
     "check_capacity",
     "judge_engine",
     "predicted_capacity",
@@ -71,6 +72,8 @@ class EngineJudgement:
     provenance: Provenance
     fitted: list[PredictedLoad]
     held_out: list[PredictedLoad]
+    #: The host's own tail (``host_tail``), added to every simulated P99: ms of TTFT and of TPOT.
+    tail_ms: dict[str, float]
 
     def worst(self, name: str) -> float:
         """The held-out level furthest from the measurement, as a factor >= 1 (NaN: none held out)."""
@@ -112,6 +115,21 @@ def _poisson(cost: TableStepCost, config: SchedulerConfig, shape: LoadShape) -> 
     return _summary(run.ttft_s, run.tpot_s)  # every request, as `vllm bench serve` counts them (no warm-up cut)
 
 
+def host_tail(closed: list[MeasuredLoad]) -> dict[str, float]:
+    """The tail the steps do not carry: P99 less P50 of TTFT and TPOT at the lowest closed-loop level (ms).
+
+    At one request in flight nothing queues, so a P99 above the median there is the host's noise (other processes on
+    the cores, the client, the HTTP stack): tens of ms on a busy 2-core machine, about nothing on a quiet GPU box. The
+    simulation's P99s are its queueing alone; this tail is added to them, as if the noise and the queue added up.
+    """
+    lowest = min(closed, key=lambda p: p.shape.concurrency or 1)
+    return {m: max(0.0, lowest.latency_ms[m]["p99"] - lowest.latency_ms[m]["p50"]) for m in ("ttft", "tpot")}
+
+
+def _with_tail(predicted: dict[str, float], tail_ms: dict[str, float]) -> dict[str, float]:
+    return predicted | {f"{m}_p99": predicted[f"{m}_p99"] + tail_ms[m] for m in ("ttft", "tpot")}
+
+
 def calibrate_steps(closed: list[MeasuredLoad], *, provenance: Provenance) -> TableStepCost:
     """Step times that make the closed-loop replay's median TTFT and TPOT those measured (module docstring)."""
     config = SchedulerConfig(kv_cache_tokens=KV_TOKENS)
@@ -141,19 +159,24 @@ def judge_engine(points: list[MeasuredLoad], *, engine: str) -> EngineJudgement 
         f"step times measured through {engine} by `probe` (closed loop at concurrency {levels}); latency simulated",
     )
     cost = calibrate_steps(closed, provenance=provenance)
-    config = SchedulerConfig(kv_cache_tokens=KV_TOKENS)
+    config, tail = SchedulerConfig(kv_cache_tokens=KV_TOKENS), host_tail(closed)
     return EngineJudgement(
         prefill_s=dict(cost.prefill),
         decode_s=dict(cost.decode),
         provenance=provenance,
         fitted=[
-            PredictedLoad(shape=p.shape, measured=_measured(p), predicted=_closed(cost, config, p.shape))
+            PredictedLoad(
+                shape=p.shape, measured=_measured(p), predicted=_with_tail(_closed(cost, config, p.shape), tail)
+            )
             for p in closed
         ],
         held_out=[
-            PredictedLoad(shape=p.shape, measured=_measured(p), predicted=_poisson(cost, config, p.shape))
+            PredictedLoad(
+                shape=p.shape, measured=_measured(p), predicted=_with_tail(_poisson(cost, config, p.shape), tail)
+            )
             for p in poisson
         ],
+        tail_ms=tail,
     )
 
 
@@ -212,17 +235,21 @@ class CapacityCheck:
 def predicted_capacity(
     judgement: EngineJudgement, shape: LoadShape, *, ttft_p99_ms: float, tpot_p99_ms: float
 ) -> float:
-    """The highest Poisson rate whose simulated P99s meet the SLA on the calibrated step times (req/s)."""
+    """The highest Poisson rate whose simulated P99s, the host's tail added, meet the SLA on the calibrated step times
+    (req/s; 0.0 where the tail alone breaks it)."""
     from recommender.perf.sim.capacity import max_rate_within_sla
 
+    ttft, tpot = ttft_p99_ms - judgement.tail_ms["ttft"], tpot_p99_ms - judgement.tail_ms["tpot"]
+    if ttft <= 0 or tpot <= 0:
+        return 0.0
     cost = TableStepCost(judgement.prefill_s, judgement.decode_s, judgement.provenance)
     search = max_rate_within_sla(
         cost,
         SchedulerConfig(kv_cache_tokens=KV_TOKENS),
         prompt=shape.input_len,
         output=shape.output_len,
-        ttft_p99_ms=ttft_p99_ms,
-        tpot_p99_ms=tpot_p99_ms,
+        ttft_p99_ms=ttft,
+        tpot_p99_ms=tpot,
     )
     return search.rate_per_s
 

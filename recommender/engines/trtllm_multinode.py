@@ -9,7 +9,7 @@ size. e.g. For tensor_parallel_size=16, you may use 2 nodes with 8 gpus for each
 "downloading from HF is not supported in Slurm mode"). The replica's command is that: ``srun`` with the replica's
 nodes and one task per GPU of a node, around the one-node command's ``trtllm-serve`` (``trtllm.py``), which already
 carries ``--tp_size``/``--ep_size`` of the whole replica. Kubernetes users get the same through Dynamo, whose operator
-wraps the worker in ``mpirun`` across the nodes (``expert_parallel_deploy.py``).
+wraps the worker in ``mpirun`` across the nodes (``deploy/expert_parallel.py``).
 """
 
 from __future__ import annotations

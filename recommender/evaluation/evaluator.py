@@ -28,8 +28,9 @@ from recommender.speculation.methods import NONE
 #: Why a candidate cannot be recommended whatever its quality, given its speed-and-cost result and the results known
 #: so far (every worker's), or None when its quality decides.
 QualityPolicy = Callable[[CandidateResult, Sequence[CandidateResult]], str | None]
-#: A disaggregated or expert-parallel candidate judged on speed, memory and cost (``fleet/disaggregated_candidate.py``,
-#: ``fleet/expert_parallel_candidate.py``, a layer above: the search injects it, as it injects the quality policy).
+#: A disaggregated or expert-parallel candidate judged on speed, memory and cost, a layer above: the search injects
+#: ``fleet/layouts/layout_candidate.py``'s `evaluate_layout` (``disaggregated_candidate.py``,
+#: ``expert_parallel_candidate.py``), as it injects the quality policy.
 LayoutPolicy = Callable[[Candidate], CandidateResult]
 
 

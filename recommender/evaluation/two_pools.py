@@ -1,6 +1,6 @@
 """A disaggregated candidate's two pools: what the search and `plan` know about a prefill pool and a decode pool.
 
-The pools are sized by ``fleet/disaggregated_plan.py`` (a layer above); their figures live here, beside the
+The pools are sized by ``fleet/layouts/disaggregated_plan.py`` (a layer above); their figures live here, beside the
 candidate's result, so a result read back from a study carries both pools, the KV transfer between them and the
 commands that launch them, without importing the planner.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Imported at run time, not under TYPE_CHECKING: serialization reads these annotations.
-from recommender.engines.disaggregated_launch import DisaggregatedLaunch
+from recommender.deploy.disaggregated import DisaggregatedLaunch
 from recommender.perf.sim.disaggregated import PoolEstimate
 
 __all__ = ["LayoutVerdict", "PoolChoice", "TwoPools"]
@@ -23,7 +23,7 @@ class PoolChoice:
     A tensor-parallel worker is `tensor_parallel` GPUs (`expert_parallel` 1). An expert-parallel worker (a MoE model
     with ``plan --expert-parallel``) is `expert_parallel` GPUs holding the routed experts and `attention_dp`
     attention ranks of `tensor_parallel` GPUs each (EP = TP x DP), `batch_size` per rank; `imbalance` is its
-    busiest GPU's expert load over the mean (``expert_imbalance`` in ``fleet/expert_parallel_plan.py``)."""
+    busiest GPU's expert load over the mean (``expert_imbalance`` in ``fleet/layouts/expert_parallel_plan.py``)."""
 
     tensor_parallel: int
     batch_size: int
@@ -68,7 +68,7 @@ class TwoPools:
 @dataclass(frozen=True, slots=True)
 class LayoutVerdict:
     """Aggregated against disaggregated for the winner's scheme and GPU in a search: each layout's best candidate,
-    the winner and why (`plan --layout`'s reason, ``fleet/layout_compare.py``)."""
+    the winner and why (`plan --layout`'s reason, ``fleet/layouts/layout_compare.py``)."""
 
     aggregated: str
     disaggregated: str

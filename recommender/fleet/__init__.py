@@ -1,3 +1,3 @@
-"""Fleets: the architecture-only plan (`recommender plan`), the replica schedule over a day, the GPU mix as an
-integer program, and a chosen candidate's launch commands (`launch.py`).
+"""Fleets: the architecture-only plan (`recommender plan`) and its rows, a chosen candidate's launch commands
+(`launch.py`); the layouts beyond one aggregated replica in ``layouts/``, the fleet over a day in ``daily/``.
 """

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 from recommender.errors import BadInputError
 
 if TYPE_CHECKING:
-    from recommender.fleet.layout_compare import LayoutComparison
-    from recommender.fleet.parallelism import ParallelismComparison
+    from recommender.fleet.layouts.layout_compare import LayoutComparison
+    from recommender.fleet.layouts.parallelism import ParallelismComparison
+    from recommender.fleet.layouts.routing_compare import RoutingComparison
     from recommender.fleet.plan_row import EmptyReason, PlanRow
-    from recommender.fleet.routing_compare import RoutingComparison
 
 __all__ = ["FLAG_FIELDS", "EmptyPlanFields", "refuse_empty_plan", "spec_fields"]
 

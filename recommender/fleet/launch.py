@@ -7,18 +7,18 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from recommender.config.candidate import DEFAULT_MAX_BATCHED_TOKENS
+from recommender.deploy.expert_parallel import expert_parallel_deployments
+from recommender.deploy.router_config import plain_service_note
 from recommender.engines import EngineLaunch, LaunchSettings, emit_all
 from recommender.engines.expert_parallel import ExpertParallelLaunch
-from recommender.engines.expert_parallel_deploy import expert_parallel_deployments
 from recommender.engines.kernels import compute_dtype
-from recommender.engines.router_config import plain_service_note
 from recommender.perf.model.memory import DEFAULT_GPU_MEMORY_UTILIZATION
 from recommender.quantize import get_scheme
 
 if TYPE_CHECKING:
     from recommender.config.candidate import Candidate
     from recommender.device import DeviceInfo
-    from recommender.fleet.expert_parallel_plan import ExpertParallelRow
+    from recommender.fleet.layouts.expert_parallel_plan import ExpertParallelRow
     from recommender.perf.sim.routing import RoutingPolicy
 
 
@@ -87,7 +87,7 @@ def expert_parallel_launch(
     aggregated tensor-parallel command. A replica spanning nodes has one entry per node, named
     "<engine> node <i> of <n>" (one entry where one command starts them all); an engine that does not launch it
     answers once with its refusal; then the llm-d and Dynamo files deploying `row.replicas` replicas
-    (``expert_parallel_deploy.py``). Empty when the row serves nothing. `model`, `checkpoint`, `device`: as
+    (``deploy/expert_parallel.py``). Empty when the row serves nothing. `model`, `checkpoint`, `device`: as
     `launch_commands`; `gpus_per_node`: the node's GPUs; `routing`: the router policy the frameworks' files carry (None:
     their defaults)."""
     if not row.engine or row.ep is None or row.attention_dp is None or row.batch_size_per_rank is None:

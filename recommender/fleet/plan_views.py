@@ -20,11 +20,11 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from recommender.config.candidate import DISAGGREGATED
-from recommender.fleet.layout_compare import LayoutComparison, plan_layouts
-from recommender.fleet.parallelism import ParallelismComparison, plan_parallelism
+from recommender.fleet.layouts.layout_compare import LayoutComparison, plan_layouts
+from recommender.fleet.layouts.parallelism import ParallelismComparison, plan_parallelism
+from recommender.fleet.layouts.pool_workers import ExpertParallelPools
+from recommender.fleet.layouts.routing_compare import RoutingComparison, compare_routing
 from recommender.fleet.plan import plan
-from recommender.fleet.pool_workers import ExpertParallelPools
-from recommender.fleet.routing_compare import RoutingComparison, compare_routing
 
 if TYPE_CHECKING:
     from recommender.config.space import Space

@@ -15,17 +15,17 @@ from dataclasses import dataclass, field, replace
 from recommender.config.spec import LOCAL_DEVICE, SearchSpec
 from recommender.config.traffic import FleetPolicy
 from recommender.evaluation.performance import PerformanceEvaluator
-from recommender.fleet.autoscale import AutoscaleSchedule
-from recommender.fleet.daily import ScheduledWinner, schedule_and_mix
-from recommender.fleet.layout_compare import LayoutComparison
-from recommender.fleet.mix_plan import GpuMix, PoolOption
-from recommender.fleet.parallelism import ParallelismComparison
+from recommender.fleet.daily.autoscale import AutoscaleSchedule
+from recommender.fleet.daily.mix_plan import GpuMix, PoolOption
+from recommender.fleet.daily.winner import ScheduledWinner, schedule_and_mix
+from recommender.fleet.layouts.layout_compare import LayoutComparison
+from recommender.fleet.layouts.parallelism import ParallelismComparison
+from recommender.fleet.layouts.routing_compare import RoutingComparison
 from recommender.fleet.plan import PLAN_METHODS, plan
 from recommender.fleet.plan_request import PlanRequest
 from recommender.fleet.plan_row import PlanRow
 from recommender.fleet.plan_scope import PlanScope
 from recommender.fleet.plan_views import compare, views_of_space
-from recommender.fleet.routing_compare import RoutingComparison
 from recommender.perf.catalog.gpus import Catalog
 from recommender.perf.model.shape import ModelShape
 from recommender.perf.pricing import tie_band

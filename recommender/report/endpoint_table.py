@@ -62,6 +62,11 @@ def render_prediction(judgement: EngineJudgement, *, console: Console) -> None:
     steps = ", ".join(f"{c}: {s * 1e3:.2f}" for c, s in sorted(judgement.decode_s.items()))
     prefill = ", ".join(f"{n} tokens: {s * 1e3:.1f}" for n, s in judgement.prefill_s.items())
     console.print(f"step times (ms): prefill {prefill}; decode by sequences in the step {steps}")
+    tail = judgement.tail_ms
+    console.print(
+        f"host tail added to every simulated P99 (the lowest closed-loop level's P99 less its P50): "
+        f"TTFT +{tail['ttft']:.1f} ms, TPOT +{tail['tpot']:.2f} ms"
+    )
     console.print(
         f"held out, measured / simulated at worst: TTFT P99 x{judgement.worst('ttft_p99'):.2f}, "
         f"TPOT P99 x{judgement.worst('tpot_p99'):.2f}"

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from recommender.decision.recommendation import Recommendation
     from recommender.evaluation.candidate import CandidateResult
     from recommender.evaluation.load_curve import LoadCurve, LoadPoint
-    from recommender.fleet.autoscale import AutoscaleSchedule
+    from recommender.fleet.daily.autoscale import AutoscaleSchedule
 
 #: The reference the KL is measured against; its loss is zero by definition.
 REFERENCE_METHOD = "baseline"

@@ -11,8 +11,8 @@ from recommender.money import usd
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from recommender.fleet.autoscale import AutoscaleSchedule
-    from recommender.fleet.mix_plan import GpuMix
+    from recommender.fleet.daily.autoscale import AutoscaleSchedule
+    from recommender.fleet.daily.mix_plan import GpuMix
 
 
 def autoscale_lines(a: AutoscaleSchedule) -> list[str]:

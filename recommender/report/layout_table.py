@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from recommender.config.spec import LatencySLA, Traffic
-    from recommender.fleet.layout_compare import LayoutComparison
-    from recommender.fleet.parallelism import ParallelismComparison
+    from recommender.fleet.layouts.layout_compare import LayoutComparison
+    from recommender.fleet.layouts.parallelism import ParallelismComparison
 
 _COLUMNS = (
     "GPU",

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from recommender.decision.recommendation import Recommendation
     from recommender.evaluation.candidate import CandidateResult
     from recommender.evaluation.load_curve import LoadCurve
-    from recommender.fleet.autoscale import AutoscaleSchedule
+    from recommender.fleet.daily.autoscale import AutoscaleSchedule
 
 #: 1200 x 800 pixels: readable at a report's full width (about 1150 CSS pixels), legends included.
 FIGSIZE = (8.0, 16 / 3)

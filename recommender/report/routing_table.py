@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from recommender.config.spec import LatencySLA, Traffic
-    from recommender.fleet.routing_compare import RoutedFleet, RoutingComparison
+    from recommender.fleet.layouts.routing_compare import RoutedFleet, RoutingComparison
 
 __all__ = ["render_routing"]
 

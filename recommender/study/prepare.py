@@ -24,7 +24,8 @@ from recommender.evaluation.engine_steps import EngineSteps
 from recommender.evaluation.evaluator import CandidateEvaluator
 from recommender.evaluation.local_device import LocalMeasurement
 from recommender.evaluation.performance import PerformanceEvaluator
-from recommender.fleet.expert_parallel_candidate import ExpertRouting, evaluate_layout
+from recommender.fleet.layouts.expert_parallel_candidate import ExpertRouting
+from recommender.fleet.layouts.layout_candidate import evaluate_layout
 from recommender.models.source import ModelSource
 from recommender.perf.catalog.architecture_check import check_architecture
 from recommender.perf.catalog.gpus import Accelerator, Catalog, load_catalog

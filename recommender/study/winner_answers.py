@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recommender.config.candidate import Candidate
-from recommender.engines.disaggregated_launch import engine_launches
+from recommender.deploy.disaggregated import engine_launches
 from recommender.evaluation.levers import LeverEffect, lever_effects
-from recommender.fleet.daily import daily_answers
-from recommender.fleet.expert_parallel_candidate import ExpertRouting, expert_parallel_winner_launch
+from recommender.fleet.daily.winner import daily_answers
 from recommender.fleet.launch import launch_commands
-from recommender.fleet.search_layouts import layout_verdict
+from recommender.fleet.layouts.expert_parallel_candidate import ExpertRouting, expert_parallel_winner_launch
+from recommender.fleet.layouts.search_layouts import layout_verdict
 from recommender.quality.calibration_docs import quantize_context
 from recommender.study.winner_checkpoint import WinnerCheckpoint, place_checkpoint
 
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from recommender.evaluation.evaluator import CandidateEvaluator
     from recommender.evaluation.load_curve import LoadCurve
     from recommender.evaluation.two_pools import LayoutVerdict
-    from recommender.fleet.autoscale import AutoscaleSchedule
-    from recommender.fleet.mix_plan import GpuMix
+    from recommender.fleet.daily.autoscale import AutoscaleSchedule
+    from recommender.fleet.daily.mix_plan import GpuMix
     from recommender.quantize.checkpoint import QuantizeContext
     from recommender.study.prepare import Prepared
 

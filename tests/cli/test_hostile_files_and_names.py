@@ -61,6 +61,8 @@ CONFIG_BASES = {
     "qwen-moe": _shipped("qwen3-30b-a3b"),
 }
 FIELDS = sorted(ConfigFields.model_fields)
+#: The read fields that are switches (Gemma-4's K-as-V full layers and MoE block beside the MLP).
+_BOOLEAN_FIELDS = {"tie_word_embeddings", "attention_k_eq_v", "enable_moe_block"}
 #: Values no config field takes: a number as text, a float, a bool, a list, a mapping, a sign, a huge count.
 NEVER_A_FIELD = st.one_of(
     st.integers(min_value=1, max_value=10**6).map(str),
@@ -105,7 +107,7 @@ def test_config_fields_are_refused_by_name_or_make_a_sane_shape(base: str, name:
         assert name in str(exc) or "config " in str(exc), str(exc)  # the field, or the rule tying it to others
         return
     assert not isinstance(value, str | dict | float), (name, value)
-    assert not isinstance(value, bool) or name == "tie_word_embeddings", (name, value)
+    assert not isinstance(value, bool) or name in _BOOLEAN_FIELDS, (name, value)
     try:
         shape = ModelShape.from_config(SimpleNamespace(**config))
     except BadInputError as exc:  # a MoE layout the MoE module refuses by field (a missing count, a period)

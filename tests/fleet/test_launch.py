@@ -11,9 +11,9 @@ import yaml
 
 from recommender.config.candidate import Candidate
 from recommender.engines import EngineLaunch
-from recommender.fleet.expert_parallel_plan import ExpertParallelRow
 from recommender.fleet.launch import expert_parallel_launch, launch_commands, launch_text
-from recommender.fleet.parallelism import with_launch
+from recommender.fleet.layouts.expert_parallel_plan import ExpertParallelRow
+from recommender.fleet.layouts.parallelism import with_launch
 from recommender.perf.catalog.gpus import load_catalog
 from recommender.serialization import dumps, from_data, to_data
 
@@ -40,7 +40,7 @@ def _launch(row: ExpertParallelRow) -> list[EngineLaunch]:
 def test_the_rows_engine_comes_first_and_every_command_is_expert_parallel() -> None:
     entries = _launch(_row("sglang", 8, 8))
     assert [e.engine for e in entries][:4] == ["sglang", "vllm", "tgi", "trtllm"]
-    # then the row's engine's deployment files, and why llm-d has none for SGLang (expert_parallel_deploy.py)
+    # then the row's engine's deployment files, and why llm-d has none for SGLang (deploy/expert_parallel.py)
     assert [e.engine.split(" ")[0] for e in entries[4:]] == ["Dynamo", "llm-d"]
     assert entries[0].command is not None and "--ep-size 8" in entries[0].command
     assert "--enable-expert-parallel" in (entries[1].command or "")  # vLLM's, not its aggregated -tp 8 command

@@ -9,10 +9,10 @@ import pytest
 
 from recommender.config.space import Space
 from recommender.config.spec import LatencySLA, Traffic
+from recommender.fleet.layouts.pool_workers import ExpertParallelPools
 from recommender.fleet.plan_request import PlanRequest
 from recommender.fleet.plan_scope import PlanScope
 from recommender.fleet.plan_views import Compared, PlanViews, views_of_flags, views_of_space
-from recommender.fleet.pool_workers import ExpertParallelPools
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog
 

@@ -1,6 +1,6 @@
 """`recommender plan --spec` on a spec with ``space.layout: [aggregated, disaggregated]``: each GPU and precision's
 aggregated row against its pools at the spec's link and degrees, priced, with the pools' launch and the reason (the
-same answer `plan --layout ... --link ...` gives: tests/fleet/test_layout_compare.py)."""
+same answer `plan --layout ... --link ...` gives: tests/fleet/layouts/test_layout_compare.py)."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def test_plan_spec_compares_tensor_and_expert_parallelism_at_the_spec_degrees(
     launch = got["expert_parallel"]["launch"]  # SGLang's expert-parallel command serving the spec's model
     for flag in ("--tp-size 8", "--ep-size 8", "--dp-size 8", "--enable-dp-attention", "--max-running-requests 512"):
         assert flag in launch, launch
-    # and Dynamo's file deploying its 4 replicas (engines/expert_parallel_deploy.py)
+    # and Dynamo's file deploying its 4 replicas (deploy/expert_parallel.py)
     [dynamo] = [d for d in got["expert_parallel"]["deployments"] if d["engine"].startswith("Dynamo")]
     assert yaml.safe_load(dynamo["config_yaml"])["spec"]["services"]["decode"]["replicas"] == 4
 

@@ -8,7 +8,7 @@ from recommender.config.candidate import Candidate
 from recommender.config.spec import LatencySLA, Traffic, load_spec
 from recommender.decision.assumptions import assumptions_of
 from recommender.evaluation.performance import PerformanceEvaluator
-from recommender.fleet.disaggregated_candidate import evaluate_disaggregated
+from recommender.fleet.layouts.disaggregated_candidate import evaluate_disaggregated
 from recommender.money import usd
 from recommender.perf.catalog.architectures import load_architecture
 from recommender.perf.catalog.gpus import load_catalog

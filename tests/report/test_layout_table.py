@@ -9,8 +9,8 @@ from rich.console import Console
 
 from recommender.config.spec import LatencySLA, Traffic
 from recommender.engines import EngineLaunch
-from recommender.fleet.expert_parallel_plan import ExpertParallelRow
-from recommender.fleet.parallelism import ParallelismComparison
+from recommender.fleet.layouts.expert_parallel_plan import ExpertParallelRow
+from recommender.fleet.layouts.parallelism import ParallelismComparison
 from recommender.fleet.plan_row import PlanRow
 from recommender.report.layout_table import render_parallelism
 

@@ -2,7 +2,7 @@
 per pair of degrees by the brute-force sampler, sampled by TPE, enqueued and refined like the other parameters.
 
 Real Optuna studies (in memory) over the spec's real space; the objective only records the candidate, so no candidate
-is evaluated (what a trial's result does with the parameter is tests/fleet/test_decode_degree.py's).
+is evaluated (what a trial's result does with the parameter is tests/fleet/layouts/test_decode_degree.py's).
 """
 
 from __future__ import annotations

@@ -41,8 +41,9 @@ def tensor_parallel_refusal(shape: ModelShape, tensor_parallel: int) -> str | No
         split = next((n for n in mixer.split_heads if n % tensor_parallel and tensor_parallel % n), None)
         if split is not None:
             return f"its {mixer.name} layers' {split} heads/groups do not split {tensor_parallel} ways"
-    if kv_heads % tensor_parallel and tensor_parallel % kv_heads:
-        return f"its {kv_heads} KV heads do not split {tensor_parallel} ways (nor does {tensor_parallel} split by them)"
+    for kv in sorted({kv_heads, shape.widths(windowed=True)[0]}):  # Gemma-4: each layer kind's KV heads
+        if kv % tensor_parallel and tensor_parallel % kv:
+            return f"its {kv} KV heads do not split {tensor_parallel} ways (nor does {tensor_parallel} split by them)"
     return None
 
 

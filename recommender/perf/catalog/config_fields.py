@@ -67,6 +67,15 @@ class ConfigFields(BaseModel):
     v_head_dim: Heads | None = None
     sliding_window: Annotated[StrictInt, Field(gt=0, le=1_000_000_000)] | None = None
     layer_types: list[str] | None = None
+    # Gemma-4: the full-attention layers' own widths, its MoE block beside the dense MLP (attention.py, moe.py)
+    global_head_dim: Heads | None = None
+    num_global_key_value_heads: Heads | None = None
+    attention_k_eq_v: StrictBool | None = None
+    top_k_experts: Count | None = None
+    expert_intermediate_size: Width | None = None
+    enable_moe_block: StrictBool | None = None
+    num_kv_shared_layers: Annotated[StrictInt, Field(ge=0, le=10_000)] | None = None
+    hidden_size_per_layer_input: Annotated[StrictInt, Field(ge=0, le=10_000_000)] | None = None
 
     # DeepSeek sparse attention (perf/model/sparse_attention.py); hybrids' patterns and recurrent widths
     # (perf/model/layer_pattern.py, linear_attention.py): a zero width or state is refused here by name.

@@ -93,12 +93,14 @@ def experts(c: RuleFields) -> int | None:
 
 
 def heads_split_into_kv_groups(c: RuleFields) -> str | None:
-    heads, kv_heads = c.num_attention_heads, c.num_key_value_heads
-    if heads is not None and kv_heads is not None and heads % kv_heads:
-        return (
-            f"num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads} "
-            "(each KV head serves a whole group of query heads)"
-        )
+    heads = c.num_attention_heads
+    for name in ("num_key_value_heads", "num_global_key_value_heads"):  # Gemma-4's full layers have their own
+        kv_heads = getattr(c, name, None)
+        if heads is not None and kv_heads is not None and heads % kv_heads:
+            return (
+                f"num_attention_heads {heads} is not a multiple of {name} {kv_heads} "
+                "(each KV head serves a whole group of query heads)"
+            )
     return None
 
 

@@ -125,6 +125,7 @@ def pool_source(run: MoeRun, pool: Pool, shape: ModelShape, accel: Accelerator, 
             max_num_seqs=max_seqs,
             max_num_batched_tokens=budget,
             kv_cache_dtype=kv,
+            pool_context=run.prompt_tokens if shape.window else None,  # window layers bounded, as plan's pool
         )
         return PoolSource(features, None, tokens)
     layout = ExpertParallelLayout(pool.gpus_per_worker, pool.attention_dp)
@@ -137,6 +138,7 @@ def pool_source(run: MoeRun, pool: Pool, shape: ModelShape, accel: Accelerator, 
         max_num_batched_tokens=budget,
         max_num_seqs=max_seqs,
         kv_cache_dtype=kv,
+        pool_context=run.prompt_tokens if shape.window else None,
     )
     unit = FeatureStepCost(ep_features, np.ones(N_FEATURES), _UNIT)
     a2a = ExpertParallelStepCost(unit, ep_features, _links(accel, run.hardware, pool.gpus_per_worker), _UNIT)

@@ -93,6 +93,9 @@ class AttentionLayout:
         sparse: DeepSeek sparse attention's indexer and top-k (``sparse_attention.py``), or None.
         output_gate: each attention layer gates its output with a second query-sized projection (Qwen3-Next).
         chunked: the window layers are chunked (Llama-4), not sliding: a query sees the keys of its own chunk only.
+        window_head_dim: the window layers' head width where it is not the model's ``head_dim`` (Gemma-4: 256 beside
+            the full layers' 512, ``full_layer_widths``); 0: the same.
+        window_kv_heads: the window layers' KV heads where they are not ``n_kv_heads``; 0: the same.
     """
 
     latent: LatentAttention | None = None
@@ -101,6 +104,8 @@ class AttentionLayout:
     sparse: SparseAttention | None = None
     output_gate: bool = False
     chunked: bool = False
+    window_head_dim: int = 0
+    window_kv_heads: int = 0
 
     def kept_tokens(self, context: int, *, windowed: bool) -> int:
         """Tokens of a `context`-token sequence a layer keeps: all, or the last `window` in a window layer."""
@@ -164,32 +169,62 @@ def _window_layers(config: Any, n_layers: int) -> tuple[int, int]:
     return int(window), sum(1 for t in types if t == kind)
 
 
-def _refuse_per_kind_widths(config: Any) -> None:
-    """Gemma-4's full-attention layers have their own head width (``global_head_dim``) and KV heads
-    (``num_global_key_value_heads``) beside the sliding layers' (vLLM ``model_executor/models/gemma4.py`` @ 001cabc1,
-    ``Gemma4DecoderLayer``): one width per model is what this module prices, so such a config is refused by name
-    rather than priced with the sliding layers' width everywhere."""
-    for name in ("global_head_dim", "num_global_key_value_heads"):
+def full_layer_widths(config: Any) -> tuple[int, int] | None:
+    """(head width, KV heads) of the full-attention layers where they differ from ``head_dim`` /
+    ``num_key_value_heads``, the sliding layers' (Gemma-4); None where every attention layer has the same.
+
+    vLLM ``model_executor/models/gemma4.py`` @ 001cabc1, ``Gemma4DecoderLayer``: a full-attention layer's head width is
+    ``global_head_dim``; its KV heads are ``num_global_key_value_heads`` only with ``attention_k_eq_v`` (K reused as V:
+    the K weights are loaded into both slots of ``QKVParallelLinear``, so the cache still holds K and V), else
+    ``num_key_value_heads``."""
+    head_dim, kv_heads = getattr(config, "head_dim", None), getattr(config, "num_key_value_heads", None)
+    full_dim = getattr(config, "global_head_dim", None) or head_dim
+    k_eq_v = getattr(config, "attention_k_eq_v", None) is True
+    full_kv = (getattr(config, "num_global_key_value_heads", None) if k_eq_v else None) or kv_heads
+    if (full_dim, full_kv) == (head_dim, kv_heads):
+        return None
+    if head_dim is None or kv_heads is None:
+        missing = "head_dim" if head_dim is None else "num_key_value_heads"
+        raise BadInputError(
+            missing,
+            "missing beside global_head_dim / num_global_key_value_heads",
+            f"give {missing}: the sliding layers' width beside the full layers' (as Gemma-4's config.json does)",
+        )
+    return int(full_dim or head_dim), int(full_kv or kv_heads)
+
+
+def _refuse_kv_sharing(config: Any) -> None:
+    """Gemma-4's small variants (E2B, E4B) share KV caches across layers and add per-layer embeddings (vLLM
+    ``gemma4.py`` @ 001cabc1: ``num_kv_shared_layers``, ``hidden_size_per_layer_input``); neither is priced here, so
+    such a config is refused by name rather than priced as if every layer kept its own cache."""
+    for name, what in (
+        ("num_kv_shared_layers", "layers reading another layer's KV cache are"),
+        ("hidden_size_per_layer_input", "per-layer input embeddings are"),
+    ):
         value = getattr(config, name, None)
-        if value is not None and value != getattr(config, name.replace("global_", ""), None):
-            raise BadInputError(
-                name,
-                f"{value!r}: full-attention layers with their own head width or KV heads are not modeled",
-                "plan a model whose attention layers share head_dim and num_key_value_heads",
-            )
+        if value:
+            raise BadInputError(name, f"{value!r}: {what} not modeled", "plan a model without them (Gemma-4 26B, 31B)")
 
 
 def parse_attention(config: Any, *, n_layers: int) -> AttentionLayout | None:
     """The attention layout of `config`, or None for grouped-query attention over the whole context everywhere."""
-    _refuse_per_kind_widths(config)
+    _refuse_kv_sharing(config)
     latent = parse_latent(config)
     window, windowed = _window_layers(config, n_layers)
     sparse = parse_sparse(config, latent=latent is not None)
     gate = getattr(config, "attn_output_gate", None) is True
-    if latent is None and not windowed and not gate:
+    per_kind = full_layer_widths(config) is not None
+    if latent is None and not windowed and not gate and not per_kind:
         return None
     types = getattr(config, "layer_types", None) or chunked_layer_types(config, n_layers) or ()
     chunked = bool(windowed) and "chunked_attention" in types
     return AttentionLayout(
-        latent=latent, window=window, n_window_layers=windowed, sparse=sparse, output_gate=gate, chunked=chunked
+        latent=latent,
+        window=window,
+        n_window_layers=windowed,
+        sparse=sparse,
+        output_gate=gate,
+        chunked=chunked,
+        window_head_dim=int(config.head_dim) if per_kind else 0,
+        window_kv_heads=int(config.num_key_value_heads) if per_kind else 0,
     )

@@ -20,7 +20,13 @@ from dataclasses import dataclass
 
 from recommender.errors import BadInputError
 from recommender.perf.model.expert_load import check_expert_split
-from recommender.perf.model.memory import RUNTIME_OVERHEAD_GB, activation_bytes, kv_dtype_bytes
+from recommender.perf.model.memory import (
+    RUNTIME_OVERHEAD_GB,
+    activation_bytes,
+    kv_dtype_bytes,
+    per_device_kv,
+    window_held_tokens,
+)
 from recommender.perf.model.shape import ModelShape
 
 
@@ -83,6 +89,9 @@ class ExpertParallelMemory:
     runtime_overhead_gb: float
     kv_bytes_per_token: float
     attention_dp: int
+    window_kv_bytes_per_token: float = 0.0
+    window_held_tokens: int = 0
+    pool_context: int | None = None
 
     @property
     def weights_gb(self) -> float:
@@ -94,8 +103,14 @@ class ExpertParallelMemory:
 
     @property
     def kv_tokens_per_rank(self) -> int:
-        """Tokens of KV cache one attention rank holds (its GPUs hold its sequences' cache)."""
-        return int(self.kv_cache_gb * 1e9 // self.kv_bytes_per_token)
+        """Tokens of KV cache one attention rank holds (its GPUs hold its sequences' cache): at the full layers' bytes
+        per token, plus the window layers' at `pool_context`'s mean, each decoding sequence holding at most
+        ``window_held_tokens`` of them (``memory.MemoryPlan.kv_cache_tokens``' rule, vLLM's SlidingWindowManager)."""
+        per_token = self.kv_bytes_per_token
+        c = self.pool_context
+        if self.window_kv_bytes_per_token and c is not None:
+            per_token += min(c, self.window_held_tokens) * self.window_kv_bytes_per_token / c
+        return int(self.kv_cache_gb * 1e9 // per_token)
 
     @property
     def kv_tokens(self) -> int:
@@ -104,8 +119,13 @@ class ExpertParallelMemory:
 
 
 def ep_kv_bytes_per_token_per_gpu(shape: ModelShape, kv_cache_dtype: str, layout: ExpertParallelLayout) -> float:
-    """KV per token on each GPU of the token's attention rank: MLA's latent whole, GQA heads split by the rank."""
-    full = shape.kv_bytes_per_token(kv_dtype_bytes(kv_cache_dtype))
+    """KV a step reads per context token on each GPU of the token's attention rank: MLA's latent whole, GQA heads
+    split by the rank. Sliding-window layers are read per sequence (their ``window`` keys, in the rank's
+    ``StepRates.window_kv_bytes_per_seq``), so only the full-attention layers are per context token here."""
+    dtype = kv_dtype_bytes(kv_cache_dtype)
+    if shape.sliding_window and not shape.latent_kv:
+        return per_device_kv(shape, shape.full_kv_bytes_per_token(dtype), layout.attention_tp)
+    full = shape.kv_bytes_per_token(dtype)
     if shape.latent_kv:
         return full
     return full * -(-shape.n_kv_heads // layout.attention_tp) / shape.n_kv_heads
@@ -122,8 +142,11 @@ def ep_memory(
     max_num_seqs: int = 256,
     kv_cache_dtype: str = "auto",
     runtime_overhead_gb: float = RUNTIME_OVERHEAD_GB,
+    pool_context: int | None = None,
 ) -> ExpertParallelMemory:
-    """Per-GPU memory of `shape` laid out as `layout` with linear weights at `bits_per_weight`."""
+    """Per-GPU memory of `shape` laid out as `layout` with linear weights at `bits_per_weight`. `pool_context`: the
+    sequence length the window layers' share of the KV pool is counted at, as ``memory.plan_memory``'s (None: every
+    layer per token)."""
     layout.check(shape)
     assert shape.moe is not None  # checked above
     moe = shape.moe
@@ -132,6 +155,7 @@ def ep_memory(
     tp = layout.attention_tp
     dense_bytes = shape.per_gpu_params(shape.dense_body_params, tp) * bits_per_weight / 8
     dense_bytes += (shape.lm_head_params + shape.embedding_params) * 2 / tp
+    kv, window, held, context = _ep_kv_pool(shape, kv_cache_dtype, layout, pool_context)
     return ExpertParallelMemory(
         usable_gb=device_gb * memory_utilization,
         expert_gb=expert_bytes / 1e9,
@@ -141,6 +165,24 @@ def ep_memory(
         )
         / 1e9,
         runtime_overhead_gb=runtime_overhead_gb,
-        kv_bytes_per_token=ep_kv_bytes_per_token_per_gpu(shape, kv_cache_dtype, layout),
+        kv_bytes_per_token=kv,
         attention_dp=layout.attention_dp,
+        window_kv_bytes_per_token=window,
+        window_held_tokens=held,
+        pool_context=context,
     )
+
+
+def _ep_kv_pool(
+    shape: ModelShape, kv_cache_dtype: str, layout: ExpertParallelLayout, pool_context: int | None
+) -> tuple[float, float, int, int | None]:
+    """(full layers' KV per token, window layers' KV per token, window tokens a sequence holds, pool context) on a GPU
+    of an attention rank: every layer per token without window layers or a `pool_context`, else the two apart."""
+    dtype, tp = kv_dtype_bytes(kv_cache_dtype), layout.attention_tp
+    if not shape.window or pool_context is None:
+        all_layers = shape.kv_bytes_per_token(dtype)
+        kv = all_layers if shape.latent_kv else all_layers * -(-shape.n_kv_heads // tp) / shape.n_kv_heads
+        return kv, 0.0, 0, None
+    full = per_device_kv(shape, shape.full_kv_bytes_per_token(dtype), tp)
+    window = per_device_kv(shape, shape.window_kv_bytes_per_token(dtype), tp, windowed=True)
+    return full, window, window_held_tokens(shape, 1), pool_context

@@ -51,6 +51,9 @@ def missing_kv_bytes(shape: ModelShape, prompt_tokens: int, cached_tokens: int, 
         return shape.n_layers * full_tokens * per_layer_token
     kept = min(prompt_tokens, layout.window)  # the window's positions: prompt - kept .. prompt - 1
     window_tokens = kept - max(0, cached - (prompt_tokens - kept))
+    if shape.per_kind_widths:  # Gemma-4: each kind's bytes per token
+        full = full_tokens * shape.full_kv_bytes_per_token(dtype_bytes)
+        return full + window_tokens * shape.window_kv_bytes_per_token(dtype_bytes)
     return ((shape.n_layers - window_layers) * full_tokens + window_layers * window_tokens) * per_layer_token
 
 

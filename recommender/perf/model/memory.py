@@ -175,19 +175,24 @@ class MemoryPlan:
         )
 
 
-def per_device_kv(shape: ModelShape, kv_bytes: float, tensor_parallel: int) -> float:
-    """One device's share of `kv_bytes`: KV heads are split across devices; with more devices than KV heads each
-    keeps a replica of one. MLA's latent is one per token, so every tensor-parallel rank keeps all of it
-    (``attention.py``)."""
+def per_device_kv(shape: ModelShape, kv_bytes: float, tensor_parallel: int, *, windowed: bool = False) -> float:
+    """One device's share of `kv_bytes` (of the window layers where `windowed`: Gemma-4's have their own KV heads):
+    KV heads are split across devices; with more devices than KV heads each keeps a replica of one. MLA's latent is
+    one per token, so every tensor-parallel rank keeps all of it (``attention.py``)."""
     if shape.latent_kv:
         return kv_bytes
-    heads_per_device = -(-shape.n_kv_heads // tensor_parallel)  # ceil
-    return kv_bytes * heads_per_device / shape.n_kv_heads
+    kv_heads = shape.widths(windowed=windowed)[0]
+    heads_per_device = -(-kv_heads // tensor_parallel)  # ceil
+    return kv_bytes * heads_per_device / kv_heads
 
 
 def kv_bytes_per_token_per_device(shape: ModelShape, kv_cache_dtype: str, tensor_parallel: int) -> float:
-    """Every attention layer's KV per token on one device (``per_device_kv``)."""
-    return per_device_kv(shape, shape.kv_bytes_per_token(kv_dtype_bytes(kv_cache_dtype)), tensor_parallel)
+    """Every attention layer's KV per token on one device (``per_device_kv``, each layer kind's heads split apart)."""
+    dtype = kv_dtype_bytes(kv_cache_dtype)
+    if shape.per_kind_widths:
+        full = per_device_kv(shape, shape.full_kv_bytes_per_token(dtype), tensor_parallel)
+        return full + per_device_kv(shape, shape.window_kv_bytes_per_token(dtype), tensor_parallel, windowed=True)
+    return per_device_kv(shape, shape.kv_bytes_per_token(dtype), tensor_parallel)
 
 
 def window_held_tokens(shape: ModelShape, new_tokens: int, block_size: int = 16) -> int:
@@ -251,7 +256,9 @@ def plan_memory(
         kv_cache_dtype=kv_cache_dtype,
         load_gb=(loaded_body + lm_head + embeddings) / 1e9,
         state_gb=max_num_seqs * shape.state_bytes_per_seq(tp) / 1e9,
-        window_kv_bytes_per_token=per_device_kv(shape, shape.window_kv_bytes_per_token(dtype), tp) if windowed else 0.0,
+        window_kv_bytes_per_token=(
+            per_device_kv(shape, shape.window_kv_bytes_per_token(dtype), tp, windowed=True) if windowed else 0.0
+        ),
         window_held_tokens=window_held_tokens(shape, 1),
         window_startup_tokens=window_held_tokens(shape, max_num_batched_tokens),
         pool_context=pool_context,
@@ -286,9 +293,10 @@ def kv_cache_tokens(
     max_num_batched_tokens: int = 8192,
     max_num_seqs: int = 256,
     kv_cache_dtype: str = "auto",
+    pool_context: int | None = None,
 ) -> int:
     """Tokens of KV cache that fit per replica of `accel` beside weights, activations and runtime: the
-    ``kv_cache_tokens`` of a :class:`SchedulerConfig` on a catalog accelerator."""
+    ``kv_cache_tokens`` of a :class:`SchedulerConfig` on a catalog accelerator (`pool_context`: ``plan_memory``'s)."""
     return plan_memory(
         shape,
         method,
@@ -298,4 +306,5 @@ def kv_cache_tokens(
         max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs,
         kv_cache_dtype=kv_cache_dtype,
+        pool_context=pool_context,
     ).kv_cache_tokens

@@ -29,7 +29,12 @@ Three config families are read, by their Hugging Face field names:
   experts' input and output width, reached through ``fc1_latent_proj`` (hidden -> latent) and ``fc2_latent_proj``
   (latent -> hidden), both replicated on every tensor-parallel GPU (vLLM ``model_executor/models/nemotron_h.py``
   @ 00b08dc4, ``NemotronHMoE``: ``ReplicatedLinear``; the experts' ``hidden_size=self.moe_hidden_size``).
-  ``moe_shared_expert_overlap`` only schedules the shared expert beside the routed ones.
+  ``moe_shared_expert_overlap`` only schedules the shared expert beside the routed ones;
+- Gemma-4 MoE (26B-A4B): ``num_experts``, ``top_k_experts``, ``moe_intermediate_size`` (or
+  ``expert_intermediate_size``) and ``enable_moe_block``: every layer runs its dense MLP of ``intermediate_size`` and,
+  beside it on the same input, the routed experts, the two outputs summed (vLLM ``model_executor/models/gemma4.py``
+  @ 001cabc1, ``Gemma4DecoderLayer.forward``: "MLP runs unconditionally"), so the dense MLP is priced as an always-on
+  shared expert; its router (``Gemma4Router.proj``, hidden x experts) as every family's.
 
 Any other expert/MoE/router field is refused by name (:class:`BadInputError`): a layout this
 module does not understand is never silently treated as dense.
@@ -60,6 +65,9 @@ UNDERSTOOD_FIELDS = frozenset(
         "moe_layers",
         "moe_latent_size",
         "moe_shared_expert_intermediate_size",
+        "top_k_experts",
+        "enable_moe_block",
+        "expert_intermediate_size",
     }
 )
 #: MoE fields that only matter to training (load-balancing losses, router noise) or to the router's
@@ -198,7 +206,9 @@ def parse_moe(
             f"no mixture-of-experts block (E / moe) holds the {n_experts} experts of {count_field}",
             "mark the model's MoE layers E (moe), as its published config does",
         )
-    per_expert = _int_field(config, "moe_intermediate_size", intermediate)
+    per_expert = _int_field(
+        config, "moe_intermediate_size", _int_field(config, "expert_intermediate_size", intermediate)
+    )
     shared = _int_field(config, "shared_expert_intermediate_size", 0)
     nemotron_shared = _int_field(config, "moe_shared_expert_intermediate_size", 0)
     if nemotron_shared:  # vLLM NemotronHMoE: one MLP of moe_shared_expert_intermediate_size x n_shared_experts
@@ -207,9 +217,19 @@ def parse_moe(
         shared += _int_field(config, "n_shared_experts", 0) * per_expert
     if _is_llama4(config):  # one shared expert beside the routed ones in every MoE layer
         shared += per_expert
+    if getattr(config, "enable_moe_block", None) is True:  # Gemma-4: the dense MLP beside the experts
+        shared += intermediate
+    gemma_top_k = getattr(config, "num_experts_per_tok", None) is None and getattr(config, "top_k_experts", None)
+    top_k = "top_k_experts" if gemma_top_k else "num_experts_per_tok"
+    if not 1 <= _int_field(config, top_k) <= n_experts:
+        raise BadInputError(
+            top_k,
+            f"{_int_field(config, top_k)} experts per token of {n_experts}",
+            f"give 1 <= {top_k} <= {count_field}",
+        )
     return MoeLayout(
         n_experts=n_experts,
-        experts_per_token=_int_field(config, "num_experts_per_tok"),
+        experts_per_token=_int_field(config, top_k),
         expert_intermediate=per_expert,
         n_moe_layers=placed if placed is not None else _moe_layer_count(config, n_layers),
         shared_intermediate=shared,

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from recommender.perf.model.attention import AttentionLayout, parse_attention
+from recommender.perf.model.attention import AttentionLayout, full_layer_widths, parse_attention
 from recommender.perf.model.layer_pattern import parse_pattern, parse_recurrent, placed_moe_layers
 from recommender.perf.model.linear_attention import RecurrentLayers
 from recommender.perf.model.moe import MoeLayout, parse_moe
@@ -74,12 +74,16 @@ class ModelShape:
         attention = parse_attention(config, n_layers=n_layers)
         if attention is not None and attention.latent is not None:
             head_dim = attention.latent.qk_head_dim
+        n_kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
+        widths = full_layer_widths(config)  # Gemma-4: the full layers' own width and KV heads (the window's: layout)
+        if widths is not None:
+            head_dim, n_kv_heads = widths
         return cls(
             n_layers=n_layers,
             hidden=int(config.hidden_size),
             intermediate=dense_width,
             n_heads=heads,
-            n_kv_heads=int(getattr(config, "num_key_value_heads", None) or heads),
+            n_kv_heads=n_kv_heads,
             head_dim=int(head_dim),
             vocab=int(config.vocab_size),
             tie_word_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
@@ -123,10 +127,26 @@ class ModelShape:
         if layout is not None and layout.latent is not None:
             params = layers * layout.latent.params_per_layer(self.hidden, self.n_heads)
             return params + self._indexer_params
-        params = layers * self.hidden * self.head_dim * (2 * self.n_heads + 2 * self.n_kv_heads)
-        if layout is not None and layout.output_gate:
-            params += layers * self.hidden * self.head_dim * self.n_heads
+        own = self._window_layers() if self.per_kind_widths else 0  # Gemma-4's sliding layers: their own widths
+        params = 0
+        for n, (kv_heads, head_dim) in ((layers - own, self.widths()), (own, self.widths(windowed=True))):
+            params += n * self.hidden * head_dim * (2 * self.n_heads + 2 * kv_heads)
+            if layout is not None and layout.output_gate:
+                params += n * self.hidden * head_dim * self.n_heads
         return params
+
+    def widths(self, *, windowed: bool = False) -> tuple[int, int]:
+        """(KV heads, head width) of a window layer or a full-attention one: the model's, but Gemma-4's sliding layers'
+        (``attention.full_layer_widths``): what each kind caches and how tensor parallelism splits it."""
+        layout = self.attention
+        if windowed and layout is not None and layout.window_head_dim:
+            return layout.window_kv_heads, layout.window_head_dim
+        return self.n_kv_heads, self.head_dim
+
+    @property
+    def per_kind_widths(self) -> bool:
+        """True when the window layers have their own head width or KV heads (Gemma-4's sliding layers)."""
+        return bool(self._window_layers() and self.attention is not None and self.attention.window_head_dim)
 
     @property
     def _indexer_params(self) -> int:
@@ -223,13 +243,14 @@ class ModelShape:
         """True when the KV cache is MLA's latent: one per token and layer, whole on every tensor-parallel rank."""
         return self.attention is not None and self.attention.latent is not None
 
-    def _kv_layer_token_bytes(self, kv_dtype_bytes: float) -> float:
-        """Bytes one attention layer caches per token: MLA's latent + rotary key (+ DSA's FP8 indexer key, whatever the
-        KV dtype), or K and V of every KV head."""
+    def _kv_layer_token_bytes(self, kv_dtype_bytes: float, windowed: bool = False) -> float:
+        """Bytes one attention layer (a window layer where `windowed`) caches per token: MLA's latent + rotary key
+        (+ DSA's FP8 indexer key, whatever the KV dtype), or K and V of every KV head."""
         if self.attention is not None and self.attention.latent is not None:
             latent = self.attention.latent.cached_width * kv_dtype_bytes
             return latent if self.attention.sparse is None else latent + self.attention.sparse.index_cache_bytes
-        return self.n_kv_heads * self.head_dim * 2 * kv_dtype_bytes
+        kv_heads, head_dim = self.widths(windowed=windowed)
+        return kv_heads * head_dim * 2 * kv_dtype_bytes
 
     def _window_layers(self) -> int:
         return 0 if self.attention is None or not self.attention.window else self.attention.n_window_layers
@@ -254,13 +275,16 @@ class ModelShape:
 
     def window_kv_bytes_per_token(self, kv_dtype_bytes: float = 2.0) -> float:
         """KV bytes per token of the window layers together (0 without them)."""
-        return self._window_layers() * self._kv_layer_token_bytes(kv_dtype_bytes)
+        return self._window_layers() * self._kv_layer_token_bytes(kv_dtype_bytes, windowed=True)
 
     def kv_bytes_for_context(self, context: int, kv_dtype_bytes: float = 2.0) -> float:
         """KV cache of one sequence of `context` tokens: full-attention layers keep every token, window layers
         the last ``window`` (recurrent layers keep none: their state is `state_bytes_per_seq`)."""
         window_layers = self._window_layers()
         kept = min(context, self.attention.window) if self.attention is not None and window_layers else context
+        if self.per_kind_widths:
+            full_part = (self.n_kv_layers - window_layers) * context * self._kv_layer_token_bytes(kv_dtype_bytes)
+            return full_part + window_layers * kept * self._kv_layer_token_bytes(kv_dtype_bytes, windowed=True)
         full = (self.n_kv_layers - window_layers) * context + window_layers * kept
         return full * self._kv_layer_token_bytes(kv_dtype_bytes)
 
@@ -272,6 +296,8 @@ class ModelShape:
         and ``window_kv_bytes_per_token``)."""
         if context is not None:
             return self.kv_bytes_for_context(context, kv_dtype_bytes) / max(1, context)
+        if self.per_kind_widths:
+            return self.full_kv_bytes_per_token(kv_dtype_bytes) + self.window_kv_bytes_per_token(kv_dtype_bytes)
         return self.n_kv_layers * self._kv_layer_token_bytes(kv_dtype_bytes)
 
     def kv_read_bytes_per_token(self, kv_dtype_bytes: float = 2.0) -> float:
@@ -298,13 +324,13 @@ class ModelShape:
         """State update, readout and conv FLOPs of one token through the recurrent layers (0 without)."""
         return 0.0 if self.recurrent is None else self.recurrent.flops_per_token
 
-    def _per_pair_flops(self) -> tuple[float, int]:
-        """(FLOPs per query-key pair and head, heads) of one attention layer's pairs."""
+    def _per_pair_flops(self, windowed: bool = False) -> tuple[float, int]:
+        """(FLOPs per query-key pair and head, heads) of one attention layer's pairs (a window layer's: `windowed`)."""
         if self.sparse is not None:
             return self.sparse.indexer_flops_per_pair, 1
         if self.attention is not None and self.attention.latent is not None:
             return 2.0 * (self.attention.latent.qk_head_dim + self.attention.latent.v_head_dim), self.n_heads
-        return 4.0 * self.head_dim, self.n_heads
+        return 4.0 * self.widths(windowed=windowed)[1], self.n_heads
 
     def full_pair_attention_flops(self, query_tokens: int, context: int) -> float:
         """``pair_attention_flops`` of the layers attending to the whole context only (the window layers' part is
@@ -315,12 +341,17 @@ class ModelShape:
     def window_query_attention_flops(self, query_tokens: int) -> float:
         """The window layers' attention FLOPs for `query_tokens` queries at a context of at least ``window``: each
         query attends to ``window`` keys in each of them (0 without window layers)."""
-        per_pair, heads = self._per_pair_flops()
+        per_pair, heads = self._per_pair_flops(windowed=True)
         return per_pair * query_tokens * self._window_layers() * self.window * heads
 
     def pair_attention_flops(self, query_tokens: int, context: int) -> float:
         """The part of `attention_flops` per (query, key) pair: every design's, but DSA's, whose pairs run only its
         indexer (``sparse_attention.py``)."""
+        if self.per_kind_widths:
+            window_keys = min(context, self.window)
+            per_window_pair, heads = self._per_pair_flops(windowed=True)
+            window_part = per_window_pair * query_tokens * self._window_layers() * window_keys * heads
+            return self.full_pair_attention_flops(query_tokens, context) + window_part
         per_pair, heads = self._per_pair_flops()
         window_layers = self._window_layers()
         keys = (self.n_kv_layers - window_layers) * context

@@ -9,7 +9,8 @@ capacity far below them is worth a second look:
 - batch ``B``: the sequences of ``P + O`` tokens whose KV cache fits at once beside the weights
   (the same memory plan the simulator's scheduler gets, ``memory.plan_memory``), at most ``max_num_seqs``;
 - decode step ``t_dec = (weight bytes + B (P + O/2) KV bytes per token) / bandwidth``, per device,
-  at the mean context of a request in flight;
+  at the mean context of a request in flight; sliding-window layers read their ``window`` keys per sequence, not per
+  context token, and hold at most a window per sequence in the pool (counted at the prompt, as ``plan``'s pool);
 - prefill ``t_pre = linear FLOPs of one P-token prompt / (TP x dense peak of the scheme's compute dtype)``;
 - capacity ``1 / (t_pre + O t_dec / B)`` requests/s: one prefill per request, and one O-step
   decode shared by B requests.
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from recommender.perf.model.memory import kv_bytes_per_token_per_device, kv_cache_tokens, weight_bytes_per_gpu
 from recommender.perf.step.kernels import compute_dtype
+from recommender.perf.step.rates import StepRates
 from recommender.perf.step.roofline import linear_flops
 
 if TYPE_CHECKING:
@@ -81,12 +83,19 @@ def physics_capacity(
         max_num_seqs=max_num_seqs,
         kv_cache_dtype=kv_cache_dtype,
         max_num_batched_tokens=max_num_batched_tokens,
+        pool_context=prompt_tokens if shape.window else None,  # window layers bounded per sequence, as plan's pool
     )
     batch = min(max_num_seqs, kv_tokens // context)
-    kv_per_token = kv_bytes_per_token_per_device(shape, kv_cache_dtype, tp)
+    kv_per_token, window_per_seq = kv_bytes_per_token_per_device(shape, kv_cache_dtype, tp), 0.0
+    if shape.sliding_window and not shape.latent_kv:  # the step's reads: full layers per token, the window per seq
+        rates = StepRates(shape, method, accel, tp, kv_cache_dtype)
+        mean_context = prompt_tokens + output_tokens / 2  # a window longer than it (Gemma-4's 1,024) is not full
+        kv_per_token = rates.kv_bytes_per_token
+        window_per_seq = rates.window_kv_bytes_per_seq * min(1.0, mean_context / shape.sliding_window)
     weights = weight_bytes_per_gpu(shape, method, tp, max(1, batch))
     bandwidth = accel.memory_bandwidth_gbps * 1e9
-    decode_s = (weights + batch * (prompt_tokens + output_tokens / 2) * kv_per_token) / bandwidth
+    kv_read = batch * (prompt_tokens + output_tokens / 2) * kv_per_token + batch * window_per_seq
+    decode_s = (weights + kv_read) / bandwidth
     prefill_s = linear_flops(shape, prompt_tokens, 1) / (tp * accel.peak_flops(compute_dtype(method, accel)))
     rate = 0.0 if batch < 1 else 1.0 / (prefill_s + output_tokens * decode_s / batch)
     return PhysicsCapacity(rate, batch, decode_s, prefill_s, weights, kv_per_token)

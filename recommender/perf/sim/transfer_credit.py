@@ -37,7 +37,8 @@ tokens a request finds there. Per request ``i`` of the traffic's draw (prompt ``
   request may lack it and the leg is the whole longest prompt's.
 
 Before the pools are simulated (the TTFT split) ``q = 1``; a plan whose simulated decode pool holds less than
-that re-plans without the credit (``fleet/disaggregated_plan.py``). Traffic without shared prefixes, or an engine
+that re-plans without the credit (``fleet/layouts/disaggregated_plan.py``). Traffic without shared prefixes, or an
+engine
 that does not credit, prices exactly the whole longest prompt, as before.
 """
 

@@ -135,7 +135,7 @@ class StepRates:
             values["kv_bytes_per_token"] = per_device_kv(shape, shape.full_kv_bytes_per_token(dtype), tp)
             values["query_attention_flops"] = shape.window_query_attention_flops(1) / tp
             values["window_kv_bytes_per_seq"] = shape.sliding_window * per_device_kv(
-                shape, shape.window_kv_bytes_per_token(dtype), tp
+                shape, shape.window_kv_bytes_per_token(dtype), tp, windowed=True
             )
         if shape.sparse is not None:  # DSA: the indexer whole on every GPU, the top-k MLA split by heads
             dtype = kv_dtype_bytes(self.kv_cache_dtype)

@@ -123,7 +123,8 @@ def test_experts_are_sharded_by_ep_and_attention_dp_multiplies_mla_cache_room() 
     # MLA's latent is whole on every GPU of a rank: 8 ranks hold 8 sets of sequences in less room each.
     assert ep_kv_bytes_per_token_per_gpu(DEEPSEEK_V3, "auto", ExpertParallelLayout(ep=8)) == 576 * 61 * 2
     assert dp.kv_tokens > 4 * tp_like.kv_tokens
-    # Grouped-query heads split inside an attention rank.
+    # Grouped-query heads split inside an attention rank; the step reads the full-attention layers per context token
+    # (the sliding-window layers per sequence: test_window_expert_parallel.py).
     assert ep_kv_bytes_per_token_per_gpu(GPT_OSS_120B, "auto", ExpertParallelLayout(ep=8, attention_dp=2)) == (
-        GPT_OSS_120B.kv_bytes_per_token(2.0) / 4
+        GPT_OSS_120B.full_kv_bytes_per_token(2.0) / 4
     )

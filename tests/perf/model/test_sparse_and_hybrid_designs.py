@@ -273,6 +273,8 @@ def test_a_bad_hybrid_config_is_one_line_and_exit_2_from_the_cli(tmp_path: Path)
         "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8",  # Mamba2 hybrid with latent-MoE blocks
         "openai/gpt-oss-120b",  # alternating 128-token sliding window and full attention + MoE
         "openai/gpt-oss-20b",
+        "google/gemma-4-26B-A4B-it",  # sliding 256-wide and full 512-wide layers + experts beside a dense MLP
+        "google/gemma-4-31B-it",
     ],
 )
 def test_plan_answers_for_every_shipped_new_design_at_tp8_on_h200(hub_id: str) -> None:
