@@ -128,6 +128,7 @@ def _evaluate(
         memory_utilization=GPU_MEMORY_UTILIZATION,
         max_num_seqs=t.cap,
         kv_cache_dtype=t.kv,
+        pool_context=traffic.mean_prompt_tokens,  # window layers held per sequence (``ep_memory``)
     )
     if memory.kv_tokens_per_rank < traffic.max_model_len:
         return None

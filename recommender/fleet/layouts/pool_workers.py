@@ -129,6 +129,7 @@ class ExpertParallelWorker:
             memory_utilization=GPU_MEMORY_UTILIZATION,
             max_num_seqs=cap,
             kv_cache_dtype=ctx.kv,
+            pool_context=performance.traffic.mean_prompt_tokens,  # window layers held per sequence (``ep_memory``)
         )
         if memory.kv_tokens_per_rank < performance.traffic.max_model_len:
             return None
