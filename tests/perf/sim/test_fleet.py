@@ -10,10 +10,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from recommender.engines import PROFILES
 from recommender.perf.catalog.architectures import load_architecture
-from recommender.perf.catalog.gpus import load_catalog
-from recommender.perf.model.memory import kv_cache_tokens
 from recommender.perf.sim.conversation import Conversation
 from recommender.perf.sim.fleet import FleetResult, simulate_fleet, split
 from recommender.perf.sim.fleet_live import replay_routed
@@ -22,27 +19,12 @@ from recommender.perf.sim.routing import POLICIES, Router, RoutingPolicy
 from recommender.perf.sim.scheduler import SchedulerConfig
 from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.workload import SharedPrefix, Workload, make_workload
-from recommender.perf.step.calibrated import CalibratedModel, load_fit
-from recommender.quantize import get_scheme
 
 _, LLAMA_8B = load_architecture("llama-3.1-8b")
 #: 4-turn sessions of docs/levers.md (1,500 + 3 x 350 tokens, 150 out), at 4 req/s per replica: every history
 #: a replica is sent stays cached through the 30 s think time.
 CONVERSATION = Conversation(turns=4, think_time_s=30.0, message_tokens=200)
 PER_REPLICA_RATE, REQUESTS = 4.0, 4000
-
-
-@pytest.fixture(scope="module")
-def cost() -> object:
-    h100 = load_catalog().get("h100-sxm")
-    return CalibratedModel(load_fit(), None).step_cost(LLAMA_8B, get_scheme("baseline"), h100, "vllm")
-
-
-@pytest.fixture(scope="module")
-def config() -> SchedulerConfig:
-    h100 = load_catalog().get("h100-sxm")
-    kv = kv_cache_tokens(LLAMA_8B, get_scheme("baseline"), h100, max_num_seqs=256)
-    return PROFILES["vllm"].batching(SchedulerConfig(kv_cache_tokens=kv, max_num_seqs=256))
 
 
 def _conversations(replicas: int) -> Workload:

@@ -7,10 +7,7 @@ import pytest
 
 from recommender.config.spec import Traffic
 from recommender.config.traffic import traffic_load
-from recommender.engines import PROFILES
 from recommender.perf.catalog.architectures import load_architecture
-from recommender.perf.catalog.gpus import load_catalog
-from recommender.perf.model.memory import kv_cache_tokens
 from recommender.perf.sim.conversation import Conversation
 from recommender.perf.sim.fleet import simulate_fleet
 from recommender.perf.sim.fleet_sizing import size_fleet
@@ -18,24 +15,9 @@ from recommender.perf.sim.routing import POLICIES, Router
 from recommender.perf.sim.scheduler import SchedulerConfig
 from recommender.perf.sim.simulate import simulate
 from recommender.perf.sim.workload import make_workload
-from recommender.perf.step.calibrated import CalibratedModel, load_fit
-from recommender.quantize import get_scheme
 
 _, LLAMA_8B = load_architecture("llama-3.1-8b")
 CONVERSATION = Conversation(turns=4, think_time_s=30.0, message_tokens=200)
-
-
-@pytest.fixture(scope="module")
-def cost() -> object:
-    h100 = load_catalog().get("h100-sxm")
-    return CalibratedModel(load_fit(), None).step_cost(LLAMA_8B, get_scheme("baseline"), h100, "vllm")
-
-
-@pytest.fixture(scope="module")
-def config() -> SchedulerConfig:
-    h100 = load_catalog().get("h100-sxm")
-    kv = kv_cache_tokens(LLAMA_8B, get_scheme("baseline"), h100, max_num_seqs=256)
-    return PROFILES["vllm"].batching(SchedulerConfig(kv_cache_tokens=kv, max_num_seqs=256))
 
 
 @pytest.mark.parametrize("replicas", [2, 4, 8])
