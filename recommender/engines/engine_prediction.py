@@ -116,14 +116,14 @@ def _poisson(cost: TableStepCost, config: SchedulerConfig, shape: LoadShape) -> 
 
 
 def host_tail(closed: list[MeasuredLoad]) -> dict[str, float]:
-    """The tail the steps do not carry: P99 less P50 of TTFT and TPOT at the lowest closed-loop level (ms).
+    """The tail the steps do not carry: the smallest P99 less P50 of TTFT and TPOT over the closed-loop levels (ms).
 
     At one request in flight nothing queues, so a P99 above the median there is the host's noise (other processes on
-    the cores, the client, the HTTP stack): tens of ms on a busy 2-core machine, about nothing on a quiet GPU box. The
-    simulation's P99s are its queueing alone; this tail is added to them, as if the noise and the queue added up.
+    the cores, the client, the HTTP stack): tens of ms on a busy 2-core machine, about nothing on a quiet GPU box. A
+    60-request P99 is nearly the slowest request, so one stall would make it; the smallest over the levels is the
+    noise every level saw. The simulation's P99s are its queueing alone; this tail is added to them.
     """
-    lowest = min(closed, key=lambda p: p.shape.concurrency or 1)
-    return {m: max(0.0, lowest.latency_ms[m]["p99"] - lowest.latency_ms[m]["p50"]) for m in ("ttft", "tpot")}
+    return {m: min(max(0.0, p.latency_ms[m]["p99"] - p.latency_ms[m]["p50"]) for p in closed) for m in ("ttft", "tpot")}
 
 
 def _with_tail(predicted: dict[str, float], tail_ms: dict[str, float]) -> dict[str, float]:

@@ -64,7 +64,7 @@ def render_prediction(judgement: EngineJudgement, *, console: Console) -> None:
     console.print(f"step times (ms): prefill {prefill}; decode by sequences in the step {steps}")
     tail = judgement.tail_ms
     console.print(
-        f"host tail added to every simulated P99 (the lowest closed-loop level's P99 less its P50): "
+        f"host tail added to every simulated P99 (the smallest P99 less P50 over the closed-loop levels): "
         f"TTFT +{tail['ttft']:.1f} ms, TPOT +{tail['tpot']:.2f} ms"
     )
     console.print(
